@@ -1,0 +1,55 @@
+# Every target sets itself up: a fresh machine needs only Python 3.11+ and Go 1.26+.
+# The venv lives in the checkout (.venv); the Go-built tools live in a cache shared by all
+# checkouts on the machine: $${ATOMIC_GANG_CACHE:-$${XDG_CACHE_HOME:-~/.cache}/atomic-gang}.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: all venv tools demo test test-unit test-integration test-e2e lint dev-up dev-down dev-status clean
+
+all: test
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip==25.3
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+tools: $(STAMP)
+	$(PY) -m provisioner.devenv.tools
+
+demo: tools
+	$(VENV)/bin/atomic-gang demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check provisioner stacks infra tests bench
+	$(VENV)/bin/lint-imports
+
+test: tools lint
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+test-unit: $(STAMP)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+test-integration: tools
+	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+test-e2e: tools
+	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
+
+dev-up: tools
+	$(VENV)/bin/atomic-gang dev up
+
+dev-status: $(STAMP)
+	$(VENV)/bin/atomic-gang dev status
+
+dev-down: $(STAMP)
+	$(VENV)/bin/atomic-gang dev down
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis .devenv

@@ -1,0 +1,2 @@
+from provisioner.cli import main
+raise SystemExit(main())

@@ -1,0 +1,148 @@
+"""Every name the product shares with users, Kueue, EC2 and Pulumi, in one place.
+
+The values are the reference controller's, so a user switching to this controller keeps
+their Jobs, queues and dashboards. Nothing here is computed; modules that build a name
+from these parts (instance-profile names, client tokens) live next to their users.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "atomic-gang.k8s.aws"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+PREFIX: Final = f"{GROUP}/"
+
+# --- GangNodePool CRD -------------------------------------------------------------------
+GNP_KIND: Final = "GangNodePool"
+GNP_PLURAL: Final = "gangnodepools"
+GNP_SINGULAR: Final = "gangnodepool"
+GNP_SHORT_NAME: Final = "gnp"
+
+CONTROLLER_NAME: Final = f"{GROUP}/ec2-atomic"
+FINALIZER: Final = f"{GROUP}/release"
+FIELD_MANAGER: Final = "atomic-gang-provisioner"
+
+# --- Kueue ------------------------------------------------------------------------------
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+KUEUE_VERSION: Final = "v1beta2"
+QUEUE_NAME_LABEL: Final = f"{KUEUE_GROUP}/queue-name"
+
+# --- Job labels and annotations (user-facing; keep the reference's spelling) ------------
+POOL_LABEL: Final = f"{PREFIX}pool"
+GROUP_LABEL: Final = f"{PREFIX}group"
+GANG_TAINT_KEY: Final = f"{PREFIX}gang"
+
+ANN_COUNT: Final = f"{PREFIX}count"
+ANN_INSTANCE_TYPE: Final = f"{PREFIX}instance-type"
+ANN_MODE: Final = f"{PREFIX}mode"
+ANN_REGION: Final = f"{PREFIX}region"
+ANN_AVAILABILITY_ZONES: Final = f"{PREFIX}availability-zones"
+ANN_SUBNETS: Final = f"{PREFIX}subnets"
+ANN_NODE_ROLE_ARN: Final = f"{PREFIX}node-role-arn"
+ANN_KEEP_WARM_TTL: Final = f"{PREFIX}keep-warm-ttl"
+ANN_MAX_LIFETIME: Final = f"{PREFIX}max-lifetime"
+ANN_AMI_VARIANT: Final = f"{PREFIX}ami-variant"
+ANN_AMI_ID: Final = f"{PREFIX}ami-id"
+ANN_CAPACITY_RESERVATION_ID: Final = f"{PREFIX}capacity-reservation-id"
+
+GANG_ANNOTATIONS: Final = (
+    ANN_COUNT,
+    ANN_INSTANCE_TYPE,
+    ANN_MODE,
+    ANN_REGION,
+    ANN_AVAILABILITY_ZONES,
+    ANN_SUBNETS,
+    ANN_NODE_ROLE_ARN,
+    ANN_KEEP_WARM_TTL,
+    ANN_MAX_LIFETIME,
+    ANN_AMI_VARIANT,
+    ANN_AMI_ID,
+    ANN_CAPACITY_RESERVATION_ID,
+)
+
+# --- EC2 tags (set atomically at launch through TagSpecifications) ----------------------
+TAG_MANAGED: Final = f"{PREFIX}managed"
+TAG_CLUSTER: Final = f"{PREFIX}cluster"
+TAG_POOL: Final = f"{PREFIX}pool"
+TAG_GROUP: Final = f"{PREFIX}group"
+TAG_MAX_LIFETIME: Final = f"{PREFIX}max-lifetime"
+TAG_KEEP_WARM_UNTIL: Final = f"{PREFIX}keep-warm-until"
+
+
+def cluster_ownership_tag(cluster_name: str) -> str:
+    """The tag key EKS and the VPC CNI use to recognise a cluster's own resources."""
+    return f"kubernetes.io/cluster/{cluster_name}"
+
+
+INSTANCE_PROFILE_PREFIX: Final = "atomic-gang-instance-profile-"
+VPC_CNI_ENI_DESCRIPTION_PREFIX: Final = "aws-K8S-"
+
+# --- Modes, variants, phases ------------------------------------------------------------
+MODE_RUNINSTANCES: Final = "runinstances"
+MODE_FLEET: Final = "fleet"
+MODES: Final = (MODE_RUNINSTANCES, MODE_FLEET)
+
+AMI_STANDARD: Final = "standard"
+AMI_NVIDIA: Final = "nvidia"
+AMI_NEURON: Final = "neuron"
+AMI_VARIANTS: Final = (AMI_STANDARD, AMI_NVIDIA, AMI_NEURON)
+
+PHASE_IDLE: Final = "Idle"
+PHASE_ACQUIRING: Final = "Acquiring"
+PHASE_JOINING: Final = "Joining"
+PHASE_SATISFIED: Final = "Satisfied"
+PHASE_KEEP_WARM: Final = "KeepWarm"
+PHASE_RELEASING: Final = "Releasing"
+PHASES: Final = (
+    PHASE_IDLE,
+    PHASE_ACQUIRING,
+    PHASE_JOINING,
+    PHASE_SATISFIED,
+    PHASE_KEEP_WARM,
+    PHASE_RELEASING,
+)
+
+# --- Kueue admission-check states (kueue.x-k8s.io/v1beta2 CheckState) -------------------
+CHECK_PENDING: Final = "Pending"
+CHECK_READY: Final = "Ready"
+CHECK_RETRY: Final = "Retry"
+CHECK_REJECTED: Final = "Rejected"
+
+# --- Integration modes ------------------------------------------------------------------
+INTEGRATION_ADMISSIONCHECK: Final = "admissioncheck"
+
+# --- Gang-shape refusal reasons (machine reasons carried by GangShapeError) ---------------
+REASON_MISSING_LABEL: Final = "MissingLabel"
+REASON_INVALID_LABEL: Final = "InvalidLabel"
+REASON_MISSING_ANNOTATION: Final = "MissingAnnotation"
+REASON_INVALID_ANNOTATION: Final = "InvalidAnnotation"
+REASON_UNKNOWN_ANNOTATION: Final = "UnknownAnnotation"
+REASON_CONFLICTING_ANNOTATIONS: Final = "ConflictingAnnotations"
+REASON_NOT_ALLOWED: Final = "NotAllowed"
+REASON_EXCEEDS_LIMIT: Final = "ExceedsLimit"
+REASON_COUNT_MISMATCH: Final = "CountMismatch"
+# Used when one error carries problems with different reasons.
+REASON_INVALID_GANG_SHAPE: Final = "InvalidGangShape"
+
+# --- Kueue condition types (kueue.x-k8s.io/v1beta2) -------------------------------------
+WL_QUOTA_RESERVED: Final = "QuotaReserved"
+WL_ADMITTED: Final = "Admitted"
+WL_FINISHED: Final = "Finished"
+WL_EVICTED: Final = "Evicted"
+WL_PREEMPTED: Final = "Preempted"
+WL_REQUEUED: Final = "Requeued"
+WL_PODS_READY: Final = "PodsReady"
+# v1beta2 has no "Deactivated" condition: deactivation is spec.active=false, announced by
+# this temporary condition and then an Evicted condition with reason "Deactivated".
+WL_DEACTIVATION_TARGET: Final = "DeactivationTarget"
+WL_EVICTED_REASON_DEACTIVATED: Final = "Deactivated"
+AC_ACTIVE: Final = "Active"
+CHECK_STATES: Final = (CHECK_PENDING, CHECK_READY, CHECK_RETRY, CHECK_REJECTED)
+# Kueue caps AdmissionCheckState.message at this many characters.
+CHECK_MESSAGE_MAX_LENGTH: Final = 32768
+JSON_PATCH_CONTENT_TYPE: Final = "application/json-patch+json"
+
+# --- Settings ---------------------------------------------------------------------------
+ENV_PREFIX: Final = "ATOMIC_GANG_"

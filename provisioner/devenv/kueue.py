@@ -1,0 +1,197 @@
+"""The real Kueue manager, run as a local process against the local control plane.
+
+Used by the e2e fixtures and `atomic-gang dev up`. The manager, its CRDs and its webhook
+manifests all come from the same Kueue module build (see `versions.py`). In a cluster the
+webhooks are reached through a Service; here there is no Service network, so each webhook's
+clientConfig is rewritten to a URL on 127.0.0.1 with our CA as caBundle, and the manager
+serves with a certificate that CA signed.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+import ssl
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+from provisioner.devenv.controlplane import ControlPlane, load_yaml_documents
+from provisioner.devenv.processes import Supervised, free_port
+from provisioner.devenv.tools import ResolvedTool
+
+KUEUE_NAMESPACE = "kueue-system"
+# Only Job integration is enabled; webhooks for other kinds would answer 404 and, being
+# fail-closed, would block unrelated creates.
+_WEBHOOK_GROUPS = {"kueue.x-k8s.io", "batch"}
+
+
+def kueue_crds(kueue: ResolvedTool) -> list[dict[str, Any]]:
+    """Kueue's CRDs from the module that built the manager, conversion left at None.
+
+    v1beta2 is the storage version and the only one this project and the manager use, so
+    the CRDs need no conversion webhook (which would tie every read to the manager's life).
+    """
+    docs = load_yaml_documents(sorted(kueue.asset("config/components/crd/bases").glob("*.yaml")))
+    for doc in docs:
+        doc["spec"].pop("conversion", None)
+    return docs
+
+
+def _webhook_configs(
+    kueue: ResolvedTool, port: int, ca_pem: bytes
+) -> list[dict[str, Any]]:
+    manifests = kueue.asset("config/components/webhook/manifests.yaml")
+    ca_bundle = base64.b64encode(ca_pem).decode()
+    configs: list[dict[str, Any]] = []
+    for doc in load_yaml_documents([manifests]):
+        doc = copy.deepcopy(doc)
+        doc["metadata"] = {"name": f"kueue-{doc['metadata']['name']}"}
+        kept = []
+        for hook in doc.get("webhooks", []):
+            groups = {g for rule in hook.get("rules", []) for g in rule.get("apiGroups", [])}
+            if not groups & _WEBHOOK_GROUPS:
+                continue
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {
+                "url": f"https://127.0.0.1:{port}{path}",
+                "caBundle": ca_bundle,
+            }
+            # Keep Kueue's hands off the system namespaces, as its own install does.
+            hook["namespaceSelector"] = {
+                "matchExpressions": [
+                    {
+                        "key": "kubernetes.io/metadata.name",
+                        "operator": "NotIn",
+                        "values": ["kube-system", KUEUE_NAMESPACE],
+                    }
+                ]
+            }
+            kept.append(hook)
+        doc["webhooks"] = kept
+        configs.append(doc)
+    return configs
+
+
+def _manager_config(webhook_port: int, health_port: int, cert_dir: Path) -> dict[str, Any]:
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": KUEUE_NAMESPACE,
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+        "metrics": {"bindAddress": "0"},
+        "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "manageJobsWithoutQueueName": False,
+        # Gang semantics: Kueue holds a workload until all its pods are ready, as the
+        # reference requires of production installs.
+        "waitForPodsReady": {"timeout": "10m", "blockAdmission": False},
+        "integrations": {"frameworks": ["batch/job"]},
+        "clientConnection": {"qps": 100, "burst": 200},
+    }
+
+
+class KueueManager:
+    """One Kueue manager process plus its webhook registrations."""
+
+    def __init__(self, control_plane: ControlPlane, kueue: ResolvedTool) -> None:
+        self._cp = control_plane
+        self._tool = kueue
+        self._proc: Supervised | None = None
+        self.webhook_port = 0
+
+    def install_crds(self) -> list[str]:
+        return self._cp.install_crds(kueue_crds(self._tool))
+
+    def start(self) -> None:
+        info = self._cp.info
+        assert info is not None, "start the control plane first"
+        api = self._cp.api_client()
+        _ensure_namespace(api, KUEUE_NAMESPACE)
+        work = info.work_dir / "kueue"
+        cert_dir = work / "certs"
+        self._cp.ca.serving("127.0.0.1", "localhost").write(cert_dir, "tls.crt", "tls.key")
+        self.webhook_port, health_port = free_port(), free_port()
+        config_path = work / "config.yaml"
+        config_path.write_text(
+            yaml.safe_dump(_manager_config(self.webhook_port, health_port, cert_dir))
+        )
+        env = {**os.environ, "KUBECONFIG": str(info.kubeconfig)}
+        self._proc = Supervised(
+            "kueue-manager",
+            [
+                str(self._tool.binary),
+                f"--config={config_path}",
+                # The visibility API server would need an APIService and a fixed port.
+                "--feature-gates=VisibilityOnDemand=false",
+                "--zap-log-level=info",
+            ],
+            info.work_dir / "logs" / "kueue-manager.log",
+            env=env,
+        )
+        self._proc.wait_ready(
+            lambda: _http_ok(f"http://127.0.0.1:{health_port}/readyz"), 90, "Kueue /readyz"
+        )
+        context = ssl.create_default_context(cadata=info.ca_pem.decode())
+        self._proc.wait_ready(
+            lambda: _tls_answers(self.webhook_port, context), 60, "Kueue webhook server"
+        )
+        self._register_webhooks(api, info.ca_pem)
+
+    def _register_webhooks(self, api: k8s.ApiClient, ca_pem: bytes) -> None:
+        adm = k8s.AdmissionregistrationV1Api(api)
+        for doc in _webhook_configs(self._tool, self.webhook_port, ca_pem):
+            name = doc["metadata"]["name"]
+            if doc["kind"] == "MutatingWebhookConfiguration":
+                create, delete = (
+                    adm.create_mutating_webhook_configuration,
+                    adm.delete_mutating_webhook_configuration,
+                )
+            else:
+                create, delete = (
+                    adm.create_validating_webhook_configuration,
+                    adm.delete_validating_webhook_configuration,
+                )
+            try:
+                delete(name)
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+            create(doc)
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.stop()
+            self._proc = None
+
+    @property
+    def process(self) -> Supervised | None:
+        return self._proc
+
+
+def _ensure_namespace(api: k8s.ApiClient, name: str) -> None:
+    try:
+        k8s.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+    except ApiException as err:
+        if err.status != 409:
+            raise
+
+
+def _http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=2) as resp:
+        return bool(resp.status == 200)
+
+
+def _tls_answers(port: int, context: ssl.SSLContext) -> bool:
+    request = urllib.request.Request(f"https://127.0.0.1:{port}/healthz")
+    try:
+        urllib.request.urlopen(request, timeout=2, context=context)
+    except urllib.error.HTTPError:
+        return True  # any HTTP answer over a verified TLS session means it is serving
+    return True

@@ -1,0 +1,203 @@
+"""The node simulator: stands in for nodeadm + kubelet on every managed instance.
+
+Used by the integration fixtures, the demo and `atomic-gang dev up`. For each running
+instance tagged as owned by the cluster, after a join delay, it reads the instance's user
+data, parses the nodeadm NodeConfig with the same parser the product's tests pin, and
+registers a Ready Node whose providerID, labels and taints come from that NodeConfig — so a
+launch whose user data is wrong never produces a node, exactly as on EKS. When the instance
+terminates the Node is deleted. Instances can be told never to join (to drive the join
+watchdog).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+from provisioner.api import constants as c
+from provisioner.cloud.nodeadm import parse_user_data
+
+log = logging.getLogger(__name__)
+
+SIMULATED_LABEL = "atomic-gang.k8s.aws/simulated"
+
+
+class Ec2Reader(Protocol):
+    def describe_instances(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def describe_instance_attribute(self, **kwargs: Any) -> dict[str, Any]: ...
+
+
+@dataclass
+class _Seen:
+    first_running: float
+    joined: bool = False
+    refused: str | None = None
+
+
+@dataclass
+class NodeSimulator:
+    """Registers and removes Nodes that mirror the cluster's managed instances."""
+
+    core: k8s.CoreV1Api
+    ec2: Ec2Reader
+    cluster_name: str
+    join_delay: float = 1.0
+    poll_interval: float = 0.25
+    clock: Any = time.monotonic
+    never_join: set[str] = field(default_factory=set)
+    _seen: dict[str, _Seen] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- control -------------------------------------------------------------------------
+    def refuse_join(self, *instance_ids: str) -> None:
+        with self._lock:
+            self.never_join.update(instance_ids)
+
+    def refused(self) -> dict[str, str]:
+        """Instances that will never join, with the reason (bad user data, told to)."""
+        with self._lock:
+            return {iid: s.refused for iid, s in self._seen.items() if s.refused}
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="node-simulator", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def reset(self) -> None:
+        with self._lock:
+            self._seen.clear()
+            self.never_join.clear()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:  # the simulator must outlive a flaky emulator call
+                log.exception("node simulator pass failed")
+            self._stop.wait(self.poll_interval)
+
+    # -- one pass ------------------------------------------------------------------------
+    def run_once(self) -> None:
+        instances = self._managed_instances()
+        live = {i["InstanceId"]: i for i in instances if i["State"]["Name"] in ("pending", "running")}
+        now = self.clock()
+        for iid, inst in live.items():
+            if inst["State"]["Name"] != "running":
+                continue
+            with self._lock:
+                seen = self._seen.setdefault(iid, _Seen(first_running=now))
+                if iid in self.never_join and not seen.refused:
+                    seen.refused = "told never to join"
+            if seen.joined or seen.refused or now - seen.first_running < self.join_delay:
+                continue
+            self._join(inst, seen)
+        self._remove_gone(set(live))
+
+    def _managed_instances(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "Filters": [
+                {"Name": f"tag:{c.cluster_ownership_tag(self.cluster_name)}", "Values": ["owned"]},
+                {"Name": "instance-state-name", "Values": ["pending", "running", "shutting-down", "terminated", "stopping", "stopped"]},
+            ]
+        }
+        while True:
+            page = self.ec2.describe_instances(**kwargs)
+            for reservation in page.get("Reservations", []):
+                found += reservation.get("Instances", [])
+            token = page.get("NextToken")
+            if not token:
+                return found
+            kwargs["NextToken"] = token
+
+    def _join(self, inst: dict[str, Any], seen: _Seen) -> None:
+        iid = inst["InstanceId"]
+        attr = self.ec2.describe_instance_attribute(InstanceId=iid, Attribute="userData")
+        raw = attr.get("UserData", {}).get("Value", "")
+        try:
+            config = parse_user_data(base64.b64decode(raw).decode() if raw else "")
+        except Exception as err:  # any parse failure means nodeadm would fail too
+            seen.refused = f"user data is not a valid nodeadm NodeConfig: {err}"
+            log.warning("instance %s will not join: %s", iid, seen.refused)
+            return
+        if config.cluster_name != self.cluster_name:
+            seen.refused = f"NodeConfig names cluster {config.cluster_name!r}"
+            log.warning("instance %s will not join: %s", iid, seen.refused)
+            return
+        self._register(inst, config.labels, config.taints)
+        seen.joined = True
+
+    def _register(
+        self, inst: dict[str, Any], labels: dict[str, str], taints: list[dict[str, str]]
+    ) -> None:
+        iid = inst["InstanceId"]
+        az = inst["Placement"]["AvailabilityZone"]
+        name = inst.get("PrivateDnsName") or iid
+        all_labels = {
+            **labels,
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "node.kubernetes.io/instance-type": inst["InstanceType"],
+            "topology.kubernetes.io/zone": az,
+            "topology.kubernetes.io/region": az[:-1],
+            SIMULATED_LABEL: "true",
+        }
+        body = {
+            "metadata": {"name": name, "labels": all_labels},
+            "spec": {"providerID": f"aws:///{az}/{iid}", "taints": taints},
+        }
+        try:
+            self.core.create_node(body)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        status = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "message": "simulated kubelet is posting ready status",
+                        "lastHeartbeatTime": now,
+                        "lastTransitionTime": now,
+                    }
+                ],
+                "capacity": {"cpu": "96", "memory": "1152Gi", "pods": "110"},
+                "allocatable": {"cpu": "95", "memory": "1100Gi", "pods": "110"},
+                "addresses": [{"type": "InternalIP", "address": inst.get("PrivateIpAddress", "10.0.0.1")}],
+            }
+        }
+        self.core.patch_node_status(name, status)
+        log.info("instance %s joined as node %s", iid, name)
+
+    def _remove_gone(self, live_ids: set[str]) -> None:
+        nodes = self.core.list_node(label_selector=f"{SIMULATED_LABEL}=true").items
+        for node in nodes:
+            iid = (node.spec.provider_id or "").rsplit("/", 1)[-1]
+            if iid and iid not in live_ids:
+                try:
+                    self.core.delete_node(node.metadata.name)
+                    log.info("instance %s is gone; node %s deleted", iid, node.metadata.name)
+                except ApiException as err:
+                    if err.status != 404:
+                        raise
+                with self._lock:
+                    self._seen.pop(iid, None)

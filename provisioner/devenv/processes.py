@@ -1,0 +1,147 @@
+"""Child processes of the local environment, and the promise that none outlives it.
+
+Every service the environment starts (etcd, kube-apiserver, the Kueue manager, the EC2
+emulator, the controller) goes through `Supervised`. Each child gets its own process group
+so that a stop reaches its children too, its output goes to a log file, and an `atexit` hook
+plus a SIGTERM handler stop whatever is still running when the Python process ends — a
+failing test must not leave an apiserver bound to a port.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+_live: set[Supervised] = set()
+_live_lock = threading.Lock()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ProcessFailed(RuntimeError):
+    """A supervised process exited or never became ready; the message holds its log tail."""
+
+
+class Supervised:
+    """One child process with a log file and a stop that leaves nothing behind."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: Path,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = log_path.open("ab")
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        with _live_lock:
+            _live.add(self)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "".join(text.splitlines(keepends=True)[-lines:])
+
+    def wait_ready(self, probe: Callable[[], bool], timeout: float, what: str) -> None:
+        """Poll `probe` until it is true; fail fast if the process dies meanwhile."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise ProcessFailed(
+                    f"{self.name} exited with {self.proc.returncode} before {what}.\n"
+                    f"Log {self.log_path}:\n{self.log_tail()}"
+                )
+            with contextlib.suppress(Exception):
+                if probe():
+                    return
+            time.sleep(0.1)
+        raise ProcessFailed(
+            f"{self.name} did not become ready ({what}) within {timeout:.0f}s.\n"
+            f"Log {self.log_path}:\n{self.log_tail()}"
+        )
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group at once (what the chaos tests do)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        self._forget()
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM the process group, then SIGKILL what is left after `grace` seconds."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        # Grandchildren that ignored SIGTERM still share the group.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self._forget()
+
+    def _forget(self) -> None:
+        with contextlib.suppress(ValueError):
+            self._log.close()
+        with _live_lock:
+            _live.discard(self)
+
+
+def stop_all() -> None:
+    """Stop every supervised process still running, newest first."""
+    with _live_lock:
+        remaining = sorted(_live, key=lambda s: s.proc.pid, reverse=True)
+    for child in remaining:
+        child.stop(grace=3.0)
+
+
+atexit.register(stop_all)
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    stop_all()
+    raise SystemExit(128 + signum)
+
+
+if threading.current_thread() is threading.main_thread():
+    with contextlib.suppress(ValueError):
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, _on_sigterm)

@@ -1,0 +1,116 @@
+"""The one place where the versions of the tools the project builds are pinned.
+
+Read by the tool installer (`atomic-gang dev tools`), the Dockerfile's build stage and the
+README. Each tool is built from its Go module because no download site is reachable where
+this project is developed and tested; a user with a matching binary on PATH skips the build.
+
+Why these versions:
+- Pulumi 3.260.0: the newest release that both PyPI (the Python SDK) and the Go module
+  proxy (`github.com/pulumi/pulumi/pkg/v3`) serve; the SDK and CLI must be one release.
+- Kubernetes 1.36.3 and etcd 3.6.16: the newest 1.36 and 3.6 patch releases.
+- Kueue 0.19.2: the newest 0.19 release; its CRDs and webhook manifests come from the same
+  module so the manager and its API always agree.
+- Helm 3.22.0: the newest Helm 3 release; the chart is `apiVersion: v2`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GO_MIN_VERSION = (1, 26)
+
+
+@dataclass(frozen=True)
+class GoTool:
+    """How to build one binary from a Go module, and how to recognise a matching one."""
+
+    name: str
+    version: str
+    module: str
+    package: str
+    binary: str
+    # Version for modules the upstream go.mod replaces with a relative path (monorepo
+    # siblings such as Kubernetes' staging repos): a build outside the repository must take
+    # the published release of each sibling instead.
+    sibling_version: str
+    ldflags: tuple[str, ...] = ()
+    version_args: tuple[str, ...] = ("--version",)
+    version_marker: str = ""
+    # Directories copied out of the module into the tool's cache directory.
+    assets: tuple[str, ...] = ()
+    # Whether a binary found on PATH may be used (only when nothing else must match it).
+    reuse_from_path: bool = True
+    extra_requires: dict[str, str] = field(default_factory=dict)
+
+
+PULUMI = GoTool(
+    name="pulumi",
+    version="v3.260.0",
+    module="github.com/pulumi/pulumi/pkg/v3",
+    package="github.com/pulumi/pulumi/pkg/v3/cmd/pulumi",
+    binary="pulumi",
+    sibling_version="v3.260.0",
+    # The Python SDK refuses a CLI whose reported version is older than itself; a plain
+    # `go build` reports v0.0.0, so the release is stamped in.
+    ldflags=("-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v3.260.0",),
+    version_args=("version",),
+    version_marker="v3.260.0",
+    extra_requires={"github.com/pulumi/pulumi/sdk/v3": "v3.260.0"},
+)
+
+KUBE_APISERVER = GoTool(
+    name="kube-apiserver",
+    version="v1.36.3",
+    module="k8s.io/kubernetes",
+    package="k8s.io/kubernetes/cmd/kube-apiserver",
+    binary="kube-apiserver",
+    sibling_version="v0.36.3",
+    ldflags=(
+        "-X k8s.io/component-base/version.gitVersion=v1.36.3",
+        "-X k8s.io/component-base/version.gitMajor=1",
+        "-X k8s.io/component-base/version.gitMinor=36",
+        "-X k8s.io/component-base/version/verflag.programName=kube-apiserver",
+    ),
+    version_marker="v1.36.3",
+)
+
+ETCD = GoTool(
+    name="etcd",
+    version="v3.6.16",
+    module="go.etcd.io/etcd/server/v3",
+    package="go.etcd.io/etcd/server/v3",
+    binary="etcd",
+    sibling_version="v3.6.16",
+    version_marker="3.6.16",
+)
+
+KUEUE = GoTool(
+    name="kueue",
+    version="v0.19.2",
+    module="sigs.k8s.io/kueue",
+    package="sigs.k8s.io/kueue/cmd/kueue",
+    binary="kueue-manager",
+    sibling_version="v0.19.2",
+    ldflags=("-X sigs.k8s.io/kueue/pkg/version.GitVersion=v0.19.2",),
+    version_args=(),
+    version_marker="",
+    assets=("config/components/crd/bases", "config/components/webhook"),
+    # The CRDs and webhook manifests must come from the same release as the manager, so a
+    # stray binary on PATH is never taken.
+    reuse_from_path=False,
+)
+
+HELM = GoTool(
+    name="helm",
+    version="v3.22.0",
+    module="helm.sh/helm/v3",
+    package="helm.sh/helm/v3/cmd/helm",
+    binary="helm",
+    sibling_version="v3.22.0",
+    ldflags=("-X helm.sh/helm/v3/internal/version.version=v3.22.0",),
+    version_args=("version", "--short"),
+    version_marker="v3.22.0",
+)
+
+ALL_TOOLS: tuple[GoTool, ...] = (ETCD, KUBE_APISERVER, PULUMI, KUEUE, HELM)
+TOOLS_BY_NAME = {tool.name: tool for tool in ALL_TOOLS}

@@ -1,0 +1,105 @@
+"""Shared pytest wiring: markers by directory, and the real parts as session fixtures.
+
+Unit tests start nothing. Integration and e2e tests share one control plane (etcd +
+kube-apiserver) and one EC2 emulator per session, because starting them costs seconds; each
+test gets clean state instead (its own namespace, an emulator reset, no leftover pools or
+nodes). The Kueue manager is started only when an e2e test first asks for it. Every process
+is stopped at session end, and by an atexit hook if the session dies.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_MARKER_BY_DIR = {"unit": "unit", "integration": "integration", "e2e": "e2e"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        for directory, marker in _MARKER_BY_DIR.items():
+            if directory in parts and not item.get_closest_marker(marker):
+                item.add_marker(getattr(pytest.mark, marker))
+
+
+@pytest.fixture(scope="session")
+def session_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("devenv")
+
+
+@pytest.fixture(scope="session")
+def tools() -> dict[str, object]:
+    from provisioner.devenv.tools import ensure_all
+
+    # Building is the installer's job (`make tools`); a test run only finds them, except
+    # when nothing was built yet, where building here beats failing.
+    return dict(ensure_all())
+
+
+@pytest.fixture(scope="session")
+def control_plane(tools: dict[str, object], session_dir: Path) -> Iterator[object]:
+    from provisioner.api.crds import load_crd
+    from provisioner.devenv.controlplane import ControlPlane
+
+    cp = ControlPlane(session_dir / "control-plane", tools["etcd"], tools["kube-apiserver"])  # type: ignore[arg-type]
+    cp.start()
+    cp.install_crds([load_crd()])
+    yield cp
+    cp.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_api(control_plane: object) -> object:
+    return control_plane.api_client()  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def kueue(control_plane: object, tools: dict[str, object]) -> Iterator[object]:
+    from provisioner.devenv.kueue import KueueManager
+
+    manager = KueueManager(control_plane, tools["kueue"])  # type: ignore[arg-type]
+    manager.install_crds()
+    manager.start()
+    yield manager
+    manager.stop()
+
+
+@pytest.fixture(scope="session")
+def kueue_crds(control_plane: object, tools: dict[str, object]) -> list[str]:
+    """Kueue's CRDs without its manager (integration tests that only read and write them)."""
+    from provisioner.devenv.kueue import kueue_crds
+
+    return control_plane.install_crds(kueue_crds(tools["kueue"]))  # type: ignore[attr-defined,arg-type,no-any-return]
+
+
+@pytest.fixture
+def namespace(kube_api: object) -> Iterator[str]:
+    from kubernetes import client as k8s
+
+    core = k8s.CoreV1Api(kube_api)
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def pulumi_tool(tools: dict[str, object]) -> object:
+    return tools["pulumi"]
+
+
+@pytest.fixture(autouse=True)
+def _aws_test_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No test may ever reach a real AWS account.
+    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)

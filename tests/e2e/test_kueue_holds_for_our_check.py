@@ -1,0 +1,104 @@
+"""With the real Kueue manager: a queued Job is suspended and held on our Pending check.
+
+This pins the contract the whole product stands on, before any of our controllers run: the
+AdmissionCheck with our controllerName is Active (written here as the AdmissionCheck
+reconciler would), so Kueue reserves quota and puts our check on the Workload as Pending.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kubernetes import client as k8s
+
+from provisioner.api import constants as c
+from tests.support import kueue_objects as ko
+
+T = TypeVar("T")
+KUEUE = (c.KUEUE_GROUP, c.KUEUE_VERSION)
+
+
+def eventually(probe: Callable[[], T | None], timeout: float = 60, what: str = "") -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}")
+
+
+def _activate(custom: k8s.CustomObjectsApi, check: str) -> None:
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "Active",
+                    "status": "True",
+                    "reason": "ControllerReady",
+                    "message": "test stands in for the AdmissionCheck reconciler",
+                    "lastTransitionTime": now,
+                }
+            ]
+        }
+    }
+    custom.patch_cluster_custom_object_status(*KUEUE, "admissionchecks", check, status)
+
+
+def test_queued_job_is_suspended_and_its_workload_waits_on_our_check(
+    kube_api: Any, kueue: Any, namespace: str
+) -> None:
+    custom = k8s.CustomObjectsApi(kube_api)
+    batch = k8s.BatchV1Api(kube_api)
+    suffix = uuid.uuid4().hex[:6]
+    check, flavor, cq, lq = (f"{p}-{suffix}" for p in ("check", "flavor", "cq", "lq"))
+
+    custom.create_cluster_custom_object(*KUEUE, "admissionchecks", ko.admission_check(check))
+    _activate(custom, check)
+    custom.create_cluster_custom_object(*KUEUE, "resourceflavors", ko.resource_flavor(flavor))
+    custom.create_cluster_custom_object(*KUEUE, "clusterqueues", ko.cluster_queue(cq, flavor, check))
+    custom.create_namespaced_custom_object(
+        *KUEUE, namespace, "localqueues", ko.local_queue(namespace, lq, cq)
+    )
+    eventually(
+        lambda: any(
+            cond["type"] == "Active" and cond["status"] == "True"
+            for cond in custom.get_cluster_custom_object(*KUEUE, "clusterqueues", cq)
+            .get("status", {})
+            .get("conditions", [])
+        ),
+        what="ClusterQueue Active",
+    )
+
+    created = batch.create_namespaced_job(namespace, ko.gang_job(namespace, "train", lq, "pool-a", 2))
+    # Kueue's mutating webhook suspends the Job at admission time.
+    assert created.spec.suspend is True
+
+    def workload() -> dict[str, Any] | None:
+        items = custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads")["items"]
+        return items[0] if items else None
+
+    wl = eventually(workload, what="a Workload for the Job")
+    assert wl["metadata"]["ownerReferences"][0]["name"] == "train"
+
+    def quota_reserved_with_pending_check() -> dict[str, Any] | None:
+        current = workload()
+        if not current:
+            return None
+        conditions = {x["type"]: x["status"] for x in current.get("status", {}).get("conditions", [])}
+        checks = {x["name"]: x["state"] for x in current.get("status", {}).get("admissionChecks", [])}
+        if conditions.get("QuotaReserved") == "True" and checks.get(check) == c.CHECK_PENDING:
+            return current
+        return None
+
+    held = eventually(quota_reserved_with_pending_check, what="QuotaReserved with our check Pending")
+    conditions = {x["type"]: x["status"] for x in held["status"]["conditions"]}
+    assert conditions.get("Admitted") != "True"
+    # Held, not admitted: the Job stays suspended while our check is Pending.
+    time.sleep(1)
+    assert batch.read_namespaced_job("train", namespace).spec.suspend is True

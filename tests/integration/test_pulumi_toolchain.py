@@ -1,0 +1,97 @@
+"""The Pulumi CLI we build runs Automation API inline programs with Python dynamic providers.
+
+Real CLI, `file://` backend in a temp dir, passphrase secrets, our own
+`pulumi-resource-pulumi-python` launcher, and a dynamic resource calling the EC2 emulator
+through boto3.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from pulumi import automation as auto
+
+from provisioner.devenv.pulumi_probe import program
+
+PROJECT = "atomic-gang-toolchain"
+
+
+@pytest.fixture
+def pulumi_env(tmp_path: Path, pulumi_tool: Any) -> dict[str, str]:
+    backend = tmp_path / "state"
+    backend.mkdir()
+    return {
+        "PULUMI_BACKEND_URL": f"file://{backend}",
+        "PULUMI_CONFIG_PASSPHRASE": "toolchain-test",
+        "PULUMI_HOME": str(tmp_path / "pulumi-home"),
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        # The CLI finds our dynamic-provider launcher next to this interpreter.
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+
+
+def test_inline_program_with_boto3_dynamic_resource_up_outputs_destroy(
+    tmp_path: Path, pulumi_tool: Any, pulumi_env: dict[str, str], emulator: Any
+) -> None:
+    command = auto.PulumiCommand(root=str(pulumi_tool.binary.parent.parent))
+    assert command.version is not None and str(command.version) == "3.260.0"
+    stack = auto.create_or_select_stack(
+        stack_name="probe",
+        project_name=PROJECT,
+        program=program("us-east-1", emulator.endpoint_url),
+        opts=auto.LocalWorkspaceOptions(
+            work_dir=str(tmp_path / "work"),
+            env_vars=pulumi_env,
+            secrets_provider="passphrase",
+            project_settings=auto.ProjectSettings(
+                name=PROJECT,
+                runtime="python",
+                backend=auto.ProjectBackend(url=pulumi_env["PULUMI_BACKEND_URL"]),
+            ),
+        ),
+        pulumi_command=command,
+    )
+    (tmp_path / "work").mkdir(exist_ok=True)
+    up = stack.up(on_output=lambda _line: None)
+    assert up.summary.result == "succeeded"
+    group_id = up.outputs["groupId"].value
+    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=emulator.endpoint_url)
+    groups = ec2.describe_security_groups(GroupIds=[group_id])["SecurityGroups"]
+    assert groups[0]["GroupName"] == "atomic-gang-probe"
+
+    listed = subprocess.run(
+        [str(pulumi_tool.binary), "stack", "ls", "--project", PROJECT, "--json"],
+        env={**os.environ, **pulumi_env},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    names = [entry["name"] for entry in json.loads(listed.stdout)]
+    assert any(name.endswith("probe") for name in names), names
+
+    down = stack.destroy(on_output=lambda _line: None)
+    assert down.summary.result == "succeeded"
+    remaining = ec2.describe_security_groups(
+        Filters=[{"Name": "group-name", "Values": ["atomic-gang-probe"]}]
+    )["SecurityGroups"]
+    assert remaining == []
+    stack.workspace.remove_stack("probe")
+    listed = subprocess.run(
+        [str(pulumi_tool.binary), "stack", "ls", "--project", PROJECT, "--json"],
+        env={**os.environ, **pulumi_env},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    assert json.loads(listed.stdout) == []

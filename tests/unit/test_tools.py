@@ -1,0 +1,132 @@
+"""The tool installer's pure parts: replace-directive translation and cache lookup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from provisioner.devenv import tools
+from provisioner.devenv.versions import ALL_TOOLS, ETCD, KUBE_APISERVER, KUEUE, PULUMI
+
+KUBE_GO_MOD = """module k8s.io/kubernetes
+
+go 1.26.0
+
+require (
+\tk8s.io/api v0.0.0
+\tgithub.com/spf13/cobra v1.10.0
+)
+
+replace (
+\tk8s.io/api => ./staging/src/k8s.io/api
+\tk8s.io/client-go => ./staging/src/k8s.io/client-go // a comment
+)
+"""
+
+ETCD_GO_MOD = """module go.etcd.io/etcd/server/v3
+
+replace (
+\tgo.etcd.io/etcd/api/v3 => ../api
+\tgo.etcd.io/etcd/pkg/v3 => ../pkg
+)
+
+// Bad imports are sometimes causing attempts to pull that code.
+replace go.etcd.io/etcd => ./FORBIDDEN_DEPENDENCY
+"""
+
+PULUMI_GO_MOD = """module github.com/pulumi/pulumi/pkg/v3
+
+replace github.com/pulumi/pulumi/sdk/v3 => ../sdk
+
+replace github.com/atotto/clipboard => github.com/tgummerer/clipboard v0.0.0-20241001131231-d02d263e614e
+"""
+
+
+def test_relative_replacements_become_published_sibling_releases() -> None:
+    text = tools.wrapper_go_mod(KUBE_APISERVER, KUBE_GO_MOD)
+    assert "\tk8s.io/api => k8s.io/api v0.36.3" in text
+    assert "\tk8s.io/client-go => k8s.io/client-go v0.36.3" in text
+    assert "\tk8s.io/kubernetes v1.36.3" in text
+
+
+def test_forbidden_guards_are_dropped_and_siblings_kept_at_the_release() -> None:
+    text = tools.wrapper_go_mod(ETCD, ETCD_GO_MOD)
+    assert "FORBIDDEN" not in text
+    assert "go.etcd.io/etcd/api/v3 => go.etcd.io/etcd/api/v3 v3.6.16" in text
+    assert "go.etcd.io/etcd/pkg/v3 => go.etcd.io/etcd/pkg/v3 v3.6.16" in text
+
+
+def test_versioned_replacements_are_copied_and_sdk_is_pinned_with_the_cli() -> None:
+    text = tools.wrapper_go_mod(PULUMI, PULUMI_GO_MOD)
+    assert (
+        "github.com/atotto/clipboard => github.com/tgummerer/clipboard "
+        "v0.0.0-20241001131231-d02d263e614e"
+    ) in text
+    assert "\tgithub.com/pulumi/pulumi/sdk/v3 v3.260.0" in text
+    assert "github.com/pulumi/pulumi/sdk/v3 => github.com/pulumi/pulumi/sdk/v3 v3.260.0" in text
+
+
+def test_single_line_and_block_replacements_are_both_read() -> None:
+    found = tools.upstream_replacements(ETCD_GO_MOD)
+    assert ("go.etcd.io/etcd", "./FORBIDDEN_DEPENDENCY", None) in found
+    assert ("go.etcd.io/etcd/api/v3", "../api", None) in found
+
+
+def test_pulumi_cli_and_python_sdk_are_one_release() -> None:
+    import importlib.metadata
+
+    assert PULUMI.version == "v" + importlib.metadata.version("pulumi")
+
+
+def test_every_tool_is_pinned_to_an_exact_version() -> None:
+    for tool in ALL_TOOLS:
+        assert tool.version.startswith("v") and tool.version.count(".") == 2, tool
+
+
+def test_cache_is_outside_the_checkout_and_honours_overrides(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ATOMIC_GANG_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert tools.tool_dir(ETCD) == tmp_path / "xdg" / "atomic-gang" / "tools" / "etcd-v3.6.16"
+    monkeypatch.setenv("ATOMIC_GANG_CACHE", str(tmp_path / "explicit"))
+    assert tools.cache_root() == tmp_path / "explicit"
+
+
+def test_a_cached_build_is_found_without_building(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ATOMIC_GANG_CACHE", str(tmp_path))
+    home = tools.tool_dir(KUEUE)
+    (home / "bin").mkdir(parents=True)
+    binary = home / "bin" / KUEUE.binary
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    (home / ".built").write_text(KUEUE.version + "\n")
+    found = tools.resolve(KUEUE, build=False)
+    assert found.source == "cache" and found.binary == binary
+
+
+def test_a_missing_tool_without_building_names_the_retry_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ATOMIC_GANG_CACHE", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(tools.ToolError, match="atomic-gang dev tools --only kueue"):
+        tools.resolve(KUEUE, build=False)
+
+
+def test_a_binary_on_path_with_the_wrong_version_is_not_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "bin" / "etcd"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'etcd Version: 3.5.0'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("ATOMIC_GANG_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(fake.parent))
+    with pytest.raises(tools.ToolError):
+        tools.resolve(ETCD, build=False)
+    fake.write_text("#!/bin/sh\necho 'etcd Version: 3.6.16'\n")
+    assert tools.resolve(ETCD, build=False).source == "path"
