@@ -1,0 +1,91 @@
+"""Field types shared by the settings, the gang shape and the GangNodePool spec.
+
+Each identifier format is written once here as an annotated type, so the chart's
+defaults, a Job's annotations and the stored pool snapshot are held to the same rule.
+`settings`, `shape` and `gangnodepool` import these; nothing else needs to.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
+
+from provisioner.api.durations import GoDuration
+
+__all__ = [
+    "AmiId",
+    "AmiVariant",
+    "AvailabilityZone",
+    "CapacityReservationId",
+    "GangCount",
+    "InstanceId",
+    "InstanceType",
+    "Mode",
+    "NonNegativeDuration",
+    "PoolName",
+    "PositiveDuration",
+    "Region",
+    "RoleArn",
+    "SubnetId",
+]
+
+Mode = Literal["runinstances", "fleet"]
+AmiVariant = Literal["standard", "nvidia", "neuron"]
+
+# EKS clusters and ARNs live in named partitions (aws, aws-cn, aws-us-gov, aws-iso...).
+REGION_PATTERN: Final = r"^[a-z]{2}(-[a-z]+)+-[0-9]+$"
+ROLE_ARN_PATTERN: Final = r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]+$"
+# RFC 1123 label: the pool label value is also the GangNodePool's name.
+POOL_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# family.size, where families may carry dashes ("u-6tb1.metal", "mac2-m2pro.metal").
+INSTANCE_TYPE_PATTERN: Final = r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$"
+AZ_PATTERN: Final = r"^[a-z]{2}(-[a-z]+)+-[0-9]+[a-z]$"
+# EC2 ids are 8 hex digits (older) or 17 (current).
+SUBNET_PATTERN: Final = r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$"
+AMI_PATTERN: Final = r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$"
+CAPACITY_RESERVATION_PATTERN: Final = r"^cr-([0-9a-f]{8}|[0-9a-f]{17})$"
+INSTANCE_ID_PATTERN: Final = r"^i-([0-9a-f]{8}|[0-9a-f]{17})$"
+
+Region = Annotated[str, StringConstraints(pattern=REGION_PATTERN)]
+RoleArn = Annotated[str, StringConstraints(pattern=ROLE_ARN_PATTERN, max_length=2048)]
+PoolName = Annotated[str, StringConstraints(pattern=POOL_NAME_PATTERN, max_length=63)]
+InstanceType = Annotated[str, StringConstraints(pattern=INSTANCE_TYPE_PATTERN, max_length=64)]
+AvailabilityZone = Annotated[str, StringConstraints(pattern=AZ_PATTERN)]
+SubnetId = Annotated[str, StringConstraints(pattern=SUBNET_PATTERN)]
+AmiId = Annotated[str, StringConstraints(pattern=AMI_PATTERN)]
+CapacityReservationId = Annotated[str, StringConstraints(pattern=CAPACITY_RESERVATION_PATTERN)]
+InstanceId = Annotated[str, StringConstraints(pattern=INSTANCE_ID_PATTERN)]
+
+_DECIMAL = re.compile(r"[0-9]+", re.ASCII)
+
+
+def _decimal(value: Any) -> Any:
+    # Plain ASCII digits only: int() would also take "٤", "+4", " 4" and "4_0", none of
+    # which a user means as a gang size.
+    if isinstance(value, str):
+        if not _DECIMAL.fullmatch(value):
+            raise ValueError("not a whole number")
+        if len(value) > 9:
+            raise ValueError("far larger than any gang")
+        return int(value)
+    return value
+
+
+def _non_negative(value: timedelta) -> timedelta:
+    if value < timedelta(0):
+        raise ValueError("must not be negative")
+    return value
+
+
+def _positive(value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ValueError("must be longer than 0s")
+    return value
+
+
+GangCount = Annotated[int, Field(ge=1), BeforeValidator(_decimal)]
+NonNegativeDuration = Annotated[GoDuration, AfterValidator(_non_negative)]
+PositiveDuration = Annotated[GoDuration, AfterValidator(_positive)]

@@ -1,0 +1,132 @@
+"""The GangNodePool custom resource: typed spec and status, the CRD and its print columns.
+
+A GangNodePool is the controller's own record of one pool (cluster-scoped, named by the
+Job's pool label). The Workload reconciler alone writes `spec` (the first claimant's shape
+plus the one claim); the GangNodePool reconciler alone writes `status`. `provisioner/kube`
+converts API bodies with `GangNodePool.from_dict` / `to_dict`, and installs `load_crd()`.
+The CRD's schema is written by hand in `crds/gangnodepool.yaml`; a unit test keeps it in
+step with these models.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any, Final, Literal, cast
+
+import yaml  # type: ignore[import-untyped]  # no stubs in the pinned dev set
+from pydantic import Field
+
+from provisioner.api import constants as c
+from provisioner.api.fields import InstanceId, Mode
+from provisioner.api.meta import Condition, KubeModel, KubeTime, ObjectMeta
+from provisioner.api.shape import GangShape
+
+__all__ = [
+    "PRINTER_COLUMNS",
+    "Claim",
+    "GangNodePool",
+    "GangNodePoolSpec",
+    "GangNodePoolStatus",
+    "LastError",
+    "LaunchInProgress",
+    "Phase",
+    "ReleaseInProgress",
+    "load_crd",
+]
+
+Phase = Literal["Idle", "Acquiring", "Joining", "Satisfied", "KeepWarm", "Releasing"]
+
+
+class Claim(KubeModel):
+    """The one Workload a pool serves; its UID tells a recreated Workload from the old one."""
+
+    namespace: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    uid: str = Field(min_length=1)
+    claimed_at: KubeTime
+
+
+class GangNodePoolSpec(GangShape):
+    """The first claimant's shape, and the current claim (None while nobody holds it)."""
+
+    claim: Claim | None = None
+
+    def shape(self) -> GangShape:
+        """The shape alone, for comparing with a later claimant's."""
+        return GangShape.model_validate(self.model_dump(exclude={"claim"}))
+
+
+class LaunchInProgress(KubeModel):
+    """Written before a launch call. Found on restart without a result, it means "ask EC2
+    with the same client token", never "launch again"."""
+
+    # EC2 accepts client tokens of up to 64 ASCII characters.
+    client_token: str = Field(min_length=1, max_length=64)
+    mode: Mode
+    group: str = Field(min_length=1)
+    started_at: KubeTime
+
+
+class ReleaseInProgress(KubeModel):
+    """Written before terminating, with the secondary ENIs to delete once they detach."""
+
+    started_at: KubeTime
+    reason: str = Field(min_length=1)
+    instance_ids: tuple[InstanceId, ...] = ()
+    network_interface_ids: tuple[str, ...] = ()
+
+
+class LastError(KubeModel):
+    reason: str = Field(min_length=1)
+    message: str
+
+
+class GangNodePoolStatus(KubeModel):
+    phase: Phase = "Idle"
+    observed_generation: int = Field(default=0, ge=0)
+    # Seeds the launch client token; moves only after a terminal result, so a crash
+    # between "EC2 returned" and "IDs saved" repeats the same token.
+    acquire_generation: int = Field(default=0, ge=0)
+    active_group: str | None = None
+    instance_ids: tuple[InstanceId, ...] = ()
+    ready_nodes: int = Field(default=0, ge=0)
+    keep_warm_until: KubeTime | None = None
+    consecutive_shortfalls: int = Field(default=0, ge=0)
+    last_shortfall_time: KubeTime | None = None
+    join_deadline: KubeTime | None = None
+    launch_in_progress: LaunchInProgress | None = None
+    release_in_progress: ReleaseInProgress | None = None
+    stack_name: str | None = None
+    last_stack_operation: str | None = None
+    last_stack_result: str | None = None
+    last_error: LastError | None = None
+    conditions: tuple[Condition, ...] = ()
+
+
+class GangNodePool(KubeModel):
+    api_version: str = c.API_VERSION
+    kind: str = c.GNP_KIND
+    metadata: ObjectMeta
+    spec: GangNodePoolSpec
+    status: GangNodePoolStatus = GangNodePoolStatus()
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+PRINTER_COLUMNS: Final = (
+    {"name": "PHASE", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "READY", "type": "integer", "jsonPath": ".status.readyNodes"},
+    {"name": "COUNT", "type": "integer", "jsonPath": ".spec.count"},
+    {"name": "TYPE", "type": "string", "jsonPath": ".spec.instanceType"},
+    {"name": "MODE", "type": "string", "jsonPath": ".spec.mode"},
+    {"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+)
+"""`kubectl get gnp` columns, as in the CRD's additionalPrinterColumns."""
+
+
+def load_crd() -> dict[str, Any]:
+    """The GangNodePool CustomResourceDefinition, ready to create."""
+    text = resources.files("provisioner.api").joinpath("crds/gangnodepool.yaml").read_text()
+    return cast(dict[str, Any], yaml.safe_load(text))

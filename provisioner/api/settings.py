@@ -1,0 +1,389 @@
+"""Controller settings: one frozen pydantic model tree, and the loader that fills it.
+
+`provisioner.cli` calls `settings_from_argv` once at start-up and hands the `Settings` to
+every part; tests build `Settings(...)` directly and never see the environment. The loader
+layers, highest first: command-line flags, environment variables (`ATOMIC_GANG_` prefix,
+nested with `__`, e.g. `ATOMIC_GANG_DEFAULTS__KEEP_WARM_TTL=15m`), a YAML or JSON file,
+then the defaults written here. The file may use the chart's camelCase spelling
+(`clusterName`, `defaults.keepWarmTTL`) or the Python field names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal, Self, cast, get_origin
+
+import yaml  # type: ignore[import-untyped]  # no stubs in the pinned dev set
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_snake
+from pydantic_settings import BaseSettings, EnvSettingsSource
+
+from provisioner.api import constants as c
+from provisioner.api.durations import GoDuration
+from provisioner.api.fields import Mode, NonNegativeDuration, PositiveDuration, Region, RoleArn
+
+__all__ = [
+    "AwsSettings",
+    "Defaults",
+    "IamSettings",
+    "LeaderElection",
+    "Limits",
+    "PulumiSettings",
+    "Settings",
+    "SettingsError",
+    "build_arg_parser",
+    "load_settings",
+    "settings_from_argv",
+]
+
+_INSTANCE_TYPE_GLOB = re.compile(r"^[a-z0-9.-]+\*?$|^\*$")
+_CLUSTER_NAME = r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$"
+_DEFAULT_STATE_DIR: Final = Path("/var/lib/atomic-gang/pulumi")
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class SettingsError(ValueError):
+    """The settings could not be loaded; the message names each bad value and source."""
+
+
+def _snake_keys(value: Any) -> Any:
+    """Rename mapping keys from the chart's camelCase to field names, all the way down."""
+    if isinstance(value, Mapping):
+        return {to_snake(str(k)): _snake_keys(v) for k, v in value.items()}
+    return value
+
+
+class _Section(BaseModel):
+    # Unknown keys are refused: a misspelt setting silently falling back to its default is
+    # the kind of mistake that surfaces as a bill.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _chart_spelling(cls, data: Any) -> Any:
+        return _snake_keys(data)
+
+
+class Defaults(_Section):
+    region: Region = Field(description="EKS cluster region; the only launch region.")
+    mode: Mode = Field(default=c.MODE_RUNINSTANCES, description="Default acquisition mode.")
+    keep_warm_ttl: NonNegativeDuration = Field(
+        default=timedelta(minutes=10), description="Default idle-node retention window."
+    )
+    max_lifetime: PositiveDuration = Field(
+        default=timedelta(hours=4), description="Default instance age cap."
+    )
+    node_role_arn: RoleArn | Literal[""] = Field(
+        default="", description="Default node IAM role ARN; empty when every Job names its own."
+    )
+
+
+class Limits(_Section):
+    max_gang_size: int = Field(default=64, ge=1, description="Largest count any Job may request.")
+    max_keep_warm_ttl: NonNegativeDuration = Field(
+        default=timedelta(hours=24), description="Longest keep-warm TTL any Job may request."
+    )
+
+
+class LeaderElection(_Section):
+    enabled: bool = Field(default=True, description="Keep one active replica through a Lease.")
+    lease_name: str = Field(default="atomic-gang-provisioner", min_length=1)
+    lease_namespace: str = Field(default="atomic-gang-system", min_length=1)
+    lease_duration: GoDuration = timedelta(seconds=15)
+    renew_deadline: GoDuration = timedelta(seconds=10)
+    retry_period: GoDuration = timedelta(seconds=2)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        # The leader must give up before a follower may take over, or two replicas act.
+        if not timedelta(0) < self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError(
+                "leader election needs 0 < retryPeriod < renewDeadline < leaseDuration"
+            )
+        return self
+
+
+class PulumiSettings(_Section):
+    state_dir: Path = Field(
+        default=_DEFAULT_STATE_DIR, description="Work and file-backend directory."
+    )
+    backend_url: str = Field(default="", description="Pulumi backend; default file://<stateDir>.")
+    secrets_provider: str = Field(default="passphrase", min_length=1, description="e.g. awskms://…")
+    project_name: str = Field(default="", description="Default atomic-gang-<clusterName>.")
+
+    @model_validator(mode="after")
+    def _check_project(self) -> Self:
+        if self.project_name and not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", self.project_name):
+            raise ValueError(
+                f"pulumi.projectName {self.project_name!r} may hold only letters, digits, "
+                "'-', '_' and '.'"
+            )
+        return self
+
+
+class AwsSettings(_Section):
+    endpoint_url: str | None = Field(
+        default=None, pattern=r"^https?://", description="EC2/EKS/SSM/IAM endpoint override."
+    )
+
+
+class IamSettings(_Section):
+    self_manage_instance_profile: bool = Field(
+        default=False, description="Create the node instance profile instead of only verifying it."
+    )
+    manage_access_entry: bool = Field(
+        default=False,
+        description="Create the node role's EKS access entry instead of verifying it.",
+    )
+
+
+class Settings(_Section):
+    """Everything the controller is told at start-up. Build it directly in tests."""
+
+    cluster_name: str = Field(pattern=_CLUSTER_NAME, description="EKS cluster nodes join.")
+    defaults: Defaults
+    limits: Limits = Limits()
+    allowed_instance_types: tuple[str, ...] = Field(
+        default=(),
+        description="Instance-type allowlist, exact or trailing-* glob; empty allows any.",
+    )
+    allowed_node_role_arns: tuple[RoleArn, ...] = Field(
+        default=(), description="Node-role allowlist; empty allows only defaults.nodeRoleArn."
+    )
+    acquire_attempts_before_retry: int = Field(default=20, ge=1)
+    join_deadline_seconds: int = Field(default=600, ge=1)
+    reap_interval_seconds: int = Field(default=120, ge=1)
+    max_concurrent_pool_reconciles: int = Field(default=5, ge=1)
+    integration_mode: str = Field(default=c.INTEGRATION_ADMISSIONCHECK)
+    controller_name: str = Field(default=c.CONTROLLER_NAME, min_length=1, max_length=253)
+    leader_election: LeaderElection = LeaderElection()
+    metrics_port: Port = 8080
+    health_port: Port = 8081
+    webhook_port: Port = 9443
+    pulumi: PulumiSettings = PulumiSettings()
+    aws: AwsSettings = AwsSettings()
+    iam: IamSettings = IamSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_pulumi_defaults(cls, data: Any) -> Any:
+        data = _snake_keys(data)
+        if not isinstance(data, dict):
+            return data
+        pulumi = data.get("pulumi") or {}
+        if isinstance(pulumi, PulumiSettings):
+            pulumi = pulumi.model_dump(exclude_unset=True)
+        if isinstance(pulumi, Mapping):
+            pulumi = dict(pulumi)
+            if not pulumi.get("backend_url"):
+                state_dir = pulumi.get("state_dir") or _DEFAULT_STATE_DIR
+                pulumi["backend_url"] = f"file://{state_dir}"
+            if not pulumi.get("project_name") and isinstance(data.get("cluster_name"), str):
+                pulumi["project_name"] = f"atomic-gang-{data['cluster_name']}"
+            data = {**data, "pulumi": pulumi}
+        return data
+
+    @field_validator("integration_mode")
+    @classmethod
+    def _only_admissioncheck(cls, v: str) -> str:
+        if v != c.INTEGRATION_ADMISSIONCHECK:
+            raise ValueError(
+                f"integrationMode {v!r} is not supported; use {c.INTEGRATION_ADMISSIONCHECK!r}. "
+                "Watching Jobs directly cannot stop their pods from being created before the "
+                "nodes exist, so the controller gates admission through a Kueue AdmissionCheck."
+            )
+        return v
+
+    @field_validator("allowed_instance_types")
+    @classmethod
+    def _globs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [p for p in v if not _INSTANCE_TYPE_GLOB.match(p)]
+        if bad:
+            raise ValueError(
+                f"allowedInstanceTypes entries {bad} are not instance types or trailing-* "
+                'globs such as "p4d.24xlarge" or "p5.*"'
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        d = self.defaults
+        if not d.node_role_arn and not self.allowed_node_role_arns:
+            raise ValueError(
+                "set defaults.nodeRoleArn or allowedNodeRoleArns: with neither, no Job may "
+                "name a node role and every gang would be refused"
+            )
+        if (
+            d.node_role_arn
+            and self.allowed_node_role_arns
+            and d.node_role_arn not in self.allowed_node_role_arns
+        ):
+            raise ValueError(
+                f"defaults.nodeRoleArn {d.node_role_arn} is not in allowedNodeRoleArns; "
+                "Jobs relying on the default would be refused"
+            )
+        if d.keep_warm_ttl > self.limits.max_keep_warm_ttl:
+            raise ValueError("defaults.keepWarmTTL is longer than limits.maxKeepWarmTTL")
+        ports = [self.metrics_port, self.health_port, self.webhook_port]
+        if len(set(ports)) != len(ports):
+            raise ValueError(f"metricsPort, healthPort and webhookPort must differ, got {ports}")
+        return self
+
+    @property
+    def allowed_node_roles(self) -> tuple[str, ...]:
+        """The node roles a Job may name (the controller's iam:PassRole scope)."""
+        return self.allowed_node_role_arns or (self.defaults.node_role_arn,)
+
+    def instance_type_allowed(self, instance_type: str) -> bool:
+        """True when the allowlist is empty or an entry matches exactly or as a prefix glob."""
+        return not self.allowed_instance_types or any(
+            fnmatchcase(instance_type, p) if p.endswith("*") else instance_type == p
+            for p in self.allowed_instance_types
+        )
+
+
+# --- loading ---------------------------------------------------------------------------
+
+
+def _deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """{"defaults.region": x} -> {"defaults": {"region": x}}; nested input passes through."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        for part in reversed(key.split(".")):
+            value = {part: value}
+        out = _deep_merge(out, value)
+    return out
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise SettingsError(f"cannot read settings file {path}: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SettingsError(f"settings file {path} must hold a mapping, not {type(data).__name__}")
+    return cast(dict[str, Any], _snake_keys(data))
+
+
+def _read_env() -> dict[str, Any]:
+    unknown = sorted(
+        name
+        for name in os.environ
+        if name.upper().startswith(c.ENV_PREFIX)
+        and name[len(c.ENV_PREFIX) :].split("__")[0].lower() not in Settings.model_fields
+    )
+    if unknown:
+        raise SettingsError(
+            f"unknown environment variables {unknown}; settings variables are "
+            f"{c.ENV_PREFIX}<FIELD>, nested with __, e.g. {c.ENV_PREFIX}DEFAULTS__REGION"
+        )
+    source = EnvSettingsSource(
+        cast(type[BaseSettings], Settings),
+        case_sensitive=False,
+        env_prefix=c.ENV_PREFIX,
+        env_nested_delimiter="__",
+    )
+    return source()
+
+
+def _describe(exc: ValidationError, label: str) -> str:
+    lines = [f"invalid settings ({label}):"]
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        lines.append(f"  {where}: {err['msg']} (got {err.get('input')!r})")
+    return "\n".join(lines)
+
+
+def load_settings(
+    config_file: str | os.PathLike[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build `Settings` from a file, the environment and overrides (flags), in that order.
+
+    `overrides` may be nested or use dotted keys ("defaults.region"); it wins over all.
+    Raises `SettingsError` with every problem listed.
+    """
+    merged: dict[str, Any] = _read_file(Path(config_file)) if config_file else {}
+    merged = _deep_merge(merged, _read_env())
+    merged = _deep_merge(merged, _snake_keys(_nest(overrides or {})))
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise SettingsError(_describe(exc, "flags > environment > file > defaults")) from exc
+
+
+# --- command line ----------------------------------------------------------------------
+
+_FLAG_PREFIX: Final = "set:"
+
+
+def _leaf_fields(model: type[BaseModel], path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    leaves: list[tuple[str, ...]] = []
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            leaves.extend(_leaf_fields(ann, (*path, name)))
+        else:
+            leaves.append((*path, name))
+    return leaves
+
+
+def _field_at(path: tuple[str, ...]) -> Any:
+    model: Any = Settings
+    for name in path[:-1]:
+        model = model.model_fields[name].annotation
+    return model.model_fields[path[-1]]
+
+
+def build_arg_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """A parser with `--config FILE` and one flag per setting, e.g. `--defaults.region`.
+
+    Flags are the field path in kebab case; lists take comma-separated values.
+    """
+    parser = argparse.ArgumentParser(prog=prog, description="atomic-gang-provisioner")
+    parser.add_argument("--config", metavar="FILE", help="YAML or JSON settings file")
+    for path in _leaf_fields(Settings):
+        field = _field_at(path)
+        flag = "--" + ".".join(p.replace("_", "-") for p in path)
+        is_list = get_origin(field.annotation) is tuple
+        parser.add_argument(
+            flag,
+            dest=_FLAG_PREFIX + ".".join(path),
+            default=argparse.SUPPRESS,
+            metavar="A,B" if is_list else "VALUE",
+            help=field.description,
+        )
+    return parser
+
+
+def settings_from_argv(argv: Sequence[str] | None = None) -> Settings:
+    """Parse the command line (None means sys.argv) and load the settings it points at."""
+    ns = vars(build_arg_parser().parse_args(argv))
+    overrides: dict[str, Any] = {}
+    for dest, value in ns.items():
+        if not dest.startswith(_FLAG_PREFIX):
+            continue
+        path = tuple(dest[len(_FLAG_PREFIX) :].split("."))
+        if get_origin(_field_at(path).annotation) is tuple:
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        overrides[".".join(path)] = value
+    return load_settings(ns.get("config"), overrides)

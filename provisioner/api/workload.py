@@ -1,0 +1,251 @@
+"""Typed views of Kueue v1beta2 Workloads and AdmissionChecks, and our check's status patch.
+
+Only the fields this controller reads or writes are modelled (names from Kueue v0.19's
+`apis/kueue/v1beta2`); anything else in the body is ignored, so a newer Kueue does not
+break parsing. The Workload reconciler reads `Workload` and sends `check_state_patch` for
+our one entry in `status.admissionChecks`; the AdmissionCheck reconciler reads
+`AdmissionCheck` to filter on our controllerName.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from provisioner.api import constants as c
+from provisioner.api.meta import (
+    Condition,
+    KubeModel,
+    KubeTime,
+    ObjectMeta,
+    OmitEmptyModel,
+    condition_is_true,
+    format_kube_time,
+)
+
+__all__ = [
+    "Admission",
+    "AdmissionCheck",
+    "AdmissionCheckParameters",
+    "AdmissionCheckSpec",
+    "AdmissionCheckState",
+    "AdmissionCheckStatus",
+    "CheckState",
+    "PodSet",
+    "PodSetAssignment",
+    "PodSetUpdate",
+    "PodTemplate",
+    "TemplateMeta",
+    "Toleration",
+    "Workload",
+    "WorkloadSpec",
+    "WorkloadStatus",
+    "check_state_patch",
+    "gang_pod_set_updates",
+]
+
+CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
+
+
+class TemplateMeta(OmitEmptyModel):
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class PodTemplate(KubeModel):
+    metadata: TemplateMeta = TemplateMeta()
+
+
+class PodSet(KubeModel):
+    # Kueue defaults the name to "main" for single-pod-set Jobs.
+    name: str = "main"
+    count: int = Field(ge=0)
+    min_count: int | None = None
+    template: PodTemplate = PodTemplate()
+
+
+class WorkloadSpec(KubeModel):
+    pod_sets: tuple[PodSet, ...]
+    queue_name: str | None = None
+    # None and True both mean active; False is how Kueue deactivates a Workload.
+    active: bool | None = None
+
+
+class PodSetAssignment(KubeModel):
+    name: str
+    flavors: dict[str, str] = Field(default_factory=dict)
+    count: int | None = None
+
+
+class Admission(KubeModel):
+    cluster_queue: str
+    pod_set_assignments: tuple[PodSetAssignment, ...] = ()
+
+
+class Toleration(KubeModel):
+    """corev1.Toleration."""
+
+    # Plain strings: other checks' entries are parsed too, and "" is a valid effect.
+    key: str | None = None
+    operator: str | None = None
+    value: str | None = None
+    effect: str | None = None
+    toleration_seconds: int | None = None
+
+
+class PodSetUpdate(OmitEmptyModel):
+    """Additions Kueue makes to a pod set's template when the Workload is admitted."""
+
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+
+class AdmissionCheckState(KubeModel):
+    name: str
+    state: CheckState
+    last_transition_time: KubeTime | None = None
+    message: str = ""
+    requeue_after_seconds: int | None = None
+    retry_count: int | None = None
+    pod_set_updates: tuple[PodSetUpdate, ...] = ()
+
+
+class WorkloadStatus(KubeModel):
+    conditions: tuple[Condition, ...] = ()
+    admission: Admission | None = None
+    admission_checks: tuple[AdmissionCheckState, ...] = ()
+
+
+class Workload(KubeModel):
+    metadata: ObjectMeta
+    spec: WorkloadSpec
+    status: WorkloadStatus = WorkloadStatus()
+
+    def is_true(self, condition_type: str) -> bool:
+        """Whether the Workload has that condition (constants.WL_*) with status True."""
+        return condition_is_true(self.status.conditions, condition_type)
+
+    def check(self, name: str) -> AdmissionCheckState | None:
+        """The entry for that admission check, if Kueue has added one."""
+        return next((s for s in self.status.admission_checks if s.name == name), None)
+
+    @property
+    def total_pod_count(self) -> int:
+        return sum(ps.count for ps in self.spec.pod_sets)
+
+    @property
+    def is_active(self) -> bool:
+        return self.spec.active is not False
+
+    @property
+    def owner_job(self) -> tuple[str, str] | None:
+        """(name, uid) of the batch/v1 Job that owns this Workload, if any."""
+        for ref in self.metadata.owner_references:
+            if ref.kind == "Job" and ref.api_version.startswith("batch/"):
+                return ref.name, ref.uid
+        return None
+
+
+class AdmissionCheckParameters(KubeModel):
+    api_group: str
+    kind: str
+    name: str
+
+
+class AdmissionCheckSpec(KubeModel):
+    controller_name: str
+    parameters: AdmissionCheckParameters | None = None
+
+
+class AdmissionCheckStatus(KubeModel):
+    conditions: tuple[Condition, ...] = ()
+
+
+class AdmissionCheck(KubeModel):
+    metadata: ObjectMeta
+    spec: AdmissionCheckSpec
+    status: AdmissionCheckStatus = AdmissionCheckStatus()
+
+    def is_ours(self, controller_name: str = c.CONTROLLER_NAME) -> bool:
+        return self.spec.controller_name == controller_name
+
+    def is_true(self, condition_type: str) -> bool:
+        return condition_is_true(self.status.conditions, condition_type)
+
+
+def gang_pod_set_updates(workload: Workload, pool: str, group: str) -> tuple[PodSetUpdate, ...]:
+    """Pin every pod set to the pool's active group and tolerate the pool's gang taint."""
+    toleration = Toleration(key=c.GANG_TAINT_KEY, operator="Equal", value=pool, effect="NoSchedule")
+    return tuple(
+        PodSetUpdate(
+            name=ps.name,
+            node_selector={c.POOL_LABEL: pool, c.GROUP_LABEL: group},
+            tolerations=(toleration,),
+        )
+        for ps in workload.spec.pod_sets
+    )
+
+
+def check_state_patch(
+    workload: Workload,
+    check_name: str,
+    *,
+    state: CheckState,
+    message: str,
+    pod_set_updates: Sequence[PodSetUpdate] = (),
+    now: datetime,
+) -> list[dict[str, Any]] | None:
+    """A JSON patch (RFC 6902, content type `constants.JSON_PATCH_CONTENT_TYPE`) for the
+    status subresource that sets our check's state, message and podSetUpdates.
+
+    Returns None when the entry already says exactly this, so nothing is written. The
+    patch replaces metadata.resourceVersion with the one read, so the API server answers
+    409 Conflict if the Workload changed since; then re-read and rebuild, never retry
+    blindly. Only our entry's own fields are touched: Kueue's retryCount and the other
+    checks' entries stay as they are. Raises LookupError when Kueue has not added our
+    entry yet (the ClusterQueue does not list our check, or Kueue has not caught up).
+    """
+    meta = workload.metadata
+    if not meta.resource_version:
+        raise ValueError("the Workload was read without a resourceVersion; cannot precondition")
+    index = next(
+        (i for i, s in enumerate(workload.status.admission_checks) if s.name == check_name), None
+    )
+    if index is None:
+        raise LookupError(
+            f"Workload {meta.namespace}/{meta.name} has no admission check {check_name!r} yet"
+        )
+    current = workload.status.admission_checks[index]
+    message = message[: c.CHECK_MESSAGE_MAX_LENGTH]
+    updates = [u.to_dict() for u in pod_set_updates]
+    current_updates = [u.to_dict() for u in current.pod_set_updates]
+    if (current.state, current.message, current_updates) == (state, message, updates):
+        return None
+    base = f"/status/admissionChecks/{index}"
+    ops: list[dict[str, Any]] = [
+        {"op": "replace", "path": "/metadata/resourceVersion", "value": meta.resource_version},
+        # Guards the index: with the same resourceVersion it cannot have moved, but a
+        # wrong index must fail loudly rather than overwrite another controller's check.
+        {"op": "test", "path": f"{base}/name", "value": check_name},
+        {"op": "add", "path": f"{base}/state", "value": state},
+        {"op": "add", "path": f"{base}/message", "value": message},
+    ]
+    if state != current.state or current.last_transition_time is None:
+        ops.append(
+            {
+                "op": "add",
+                "path": f"{base}/lastTransitionTime",
+                "value": format_kube_time(now),
+            }
+        )
+    if updates:
+        ops.append({"op": "add", "path": f"{base}/podSetUpdates", "value": updates})
+    elif current_updates:
+        ops.append({"op": "remove", "path": f"{base}/podSetUpdates"})
+    return ops

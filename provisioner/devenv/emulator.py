@@ -1,0 +1,470 @@
+"""The EC2 emulator server, the handle that runs it as a child process, and its HTTP client.
+
+`python -m provisioner.devenv.emulator --port P [--host 127.0.0.1]` serves moto (with
+`emulator_patches.install()` applied) on one port, plus a control API under `/_emulator/`:
+
+    GET  /_emulator/health            {"ok": true}
+    GET  /_emulator/state             capacity, faults, instance counts by state, subnets
+    POST /_emulator/reset             {}                                  -> state
+    POST /_emulator/capacity          {az, instance_type, free}
+    POST /_emulator/default-capacity  {free}
+    POST /_emulator/faults            {action, code, message?, count?, status?}
+    DELETE /_emulator/faults          disarms every fault and the partial-fleet switch
+    POST /_emulator/partial-fleet     {missing, count?}
+    POST /_emulator/eni-detach-delay  {seconds}
+    POST /_emulator/eks/cluster       {name, endpoint?, certificate_authority_data?,
+                                       service_ipv4_cidr?, version?, subnet_ids?,
+                                       security_group_ids?, role_arn?, region?}
+
+A request the control API cannot use answers 400 with {"error": ..., "field": ...}.
+
+Who calls what: the integration fixtures and the demo start `EmulatorProcess` (a child
+process through `provisioner.devenv.processes.Supervised`, so nothing outlives the test
+run) and steer it with `EmulatorClient`; boto3 clients reach it with `endpoint_url`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any, Final
+
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from provisioner.devenv.emulator_patches import (
+    DEFAULT_CLUSTER_VERSION,
+    DEFAULT_REGION,
+    DEFAULT_SERVICE_CIDR,
+    ClusterSpec,
+    EmulatorInputError,
+    EmulatorState,
+    install,
+)
+from provisioner.devenv.processes import ProcessFailed, Supervised
+
+CONTROL_PREFIX: Final = "/_emulator/"
+DEFAULT_HOST: Final = "127.0.0.1"
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class _BadField(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+class ControlApp:
+    """Answers `/_emulator/...` itself and hands every other request to moto."""
+
+    def __init__(self, state: EmulatorState, aws_app: WSGIApp) -> None:
+        self._state = state
+        self._aws_app = aws_app
+        self._routes = Map(
+            [
+                Rule("/_emulator/health", methods=["GET"], endpoint="health"),
+                Rule("/_emulator/state", methods=["GET"], endpoint="state"),
+                Rule("/_emulator/reset", methods=["POST"], endpoint="reset"),
+                Rule("/_emulator/capacity", methods=["POST"], endpoint="capacity"),
+                Rule("/_emulator/default-capacity", methods=["POST"], endpoint="default_capacity"),
+                Rule("/_emulator/faults", methods=["POST"], endpoint="faults"),
+                Rule("/_emulator/faults", methods=["DELETE"], endpoint="clear_faults"),
+                Rule("/_emulator/partial-fleet", methods=["POST"], endpoint="partial_fleet"),
+                Rule("/_emulator/eni-detach-delay", methods=["POST"], endpoint="eni_detach_delay"),
+                Rule("/_emulator/eks/cluster", methods=["POST"], endpoint="eks_cluster"),
+            ]
+        )
+        self._handlers: dict[str, Callable[[dict[str, Any]], Any]] = {
+            "health": lambda _: {"ok": True},
+            "state": lambda _: self._state.snapshot(),
+            "reset": self._reset,
+            "capacity": self._capacity,
+            "default_capacity": self._default_capacity,
+            "faults": self._faults,
+            "clear_faults": self._clear_faults,
+            "partial_fleet": self._partial_fleet,
+            "eni_detach_delay": self._eni_detach_delay,
+            "eks_cluster": self._eks_cluster,
+        }
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        if not str(environ.get("PATH_INFO", "")).startswith(CONTROL_PREFIX):
+            return self._aws_app(environ, start_response)
+        response = self._answer(Request(environ))
+        return response(environ, start_response)
+
+    def _answer(self, request: Request) -> Response:
+        try:
+            endpoint, _ = self._routes.bind_to_environ(request.environ).match()
+            body = _json_body(request) if request.method == "POST" else {}
+            return _json(200, self._handlers[str(endpoint)](body))
+        except (_BadField, EmulatorInputError) as bad:
+            return _json(400, {"error": bad.message, "field": bad.field})
+        except (NotFound, MethodNotAllowed) as missing:
+            return _json(missing.code or 404, {"error": missing.description, "field": None})
+        except HTTPException as other:
+            return _json(other.code or 500, {"error": other.description, "field": None})
+
+    def _reset(self, _: dict[str, Any]) -> Any:
+        self._state.reset()
+        return self._state.snapshot()
+
+    def _capacity(self, body: dict[str, Any]) -> Any:
+        az, instance_type = _str(body, "az"), _str(body, "instance_type")
+        self._state.set_capacity(az, instance_type, _int(body, "free"))
+        return {"az": az, "instance_type": instance_type, "free": _int(body, "free")}
+
+    def _default_capacity(self, body: dict[str, Any]) -> Any:
+        self._state.set_default_free(_int(body, "free"))
+        return {"default_free": self._state.default_free}
+
+    def _faults(self, body: dict[str, Any]) -> Any:
+        fault = self._state.inject_fault(
+            _str(body, "action"),
+            _str(body, "code"),
+            message=_opt_str(body, "message"),
+            count=_int(body, "count", default=1),
+            status=_opt_int(body, "status"),
+        )
+        return fault.as_dict()
+
+    def _clear_faults(self, _: dict[str, Any]) -> Any:
+        self._state.clear_faults()
+        return {"faults": []}
+
+    def _partial_fleet(self, body: dict[str, Any]) -> Any:
+        missing, count = _int(body, "missing"), _int(body, "count", default=1)
+        self._state.set_partial_fleet(missing, count)
+        return {"missing": missing, "count": count}
+
+    def _eni_detach_delay(self, body: dict[str, Any]) -> Any:
+        seconds = body.get("seconds")
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise _BadField("seconds", "seconds must be a number")
+        self._state.set_eni_detach_delay(float(seconds))
+        return {"seconds": float(seconds)}
+
+    def _eks_cluster(self, body: dict[str, Any]) -> Any:
+        spec = ClusterSpec(
+            name=_str(body, "name"),
+            endpoint=_opt_str(body, "endpoint"),
+            certificate_authority_data=_opt_str(body, "certificate_authority_data"),
+            service_ipv4_cidr=_opt_str(body, "service_ipv4_cidr") or DEFAULT_SERVICE_CIDR,
+            version=_opt_str(body, "version") or DEFAULT_CLUSTER_VERSION,
+            subnet_ids=_str_list(body, "subnet_ids"),
+            security_group_ids=_str_list(body, "security_group_ids"),
+            role_arn=_opt_str(body, "role_arn"),
+            region=_opt_str(body, "region") or DEFAULT_REGION,
+        )
+        return self._state.register_eks_cluster(spec)
+
+
+def _json(status: int, payload: Any) -> Response:
+    return Response(json.dumps(payload, default=str), status=status, mimetype="application/json")
+
+
+def _json_body(request: Request) -> dict[str, Any]:
+    raw = request.get_data(as_text=True)
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError as error:
+        raise _BadField("body", f"the body is not JSON: {error}") from None
+    if not isinstance(body, dict):
+        raise _BadField("body", "the body must be a JSON object")
+    return body
+
+
+def _str(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not value:
+        raise _BadField(name, f"{name} is required and must be a non-empty string")
+    return value
+
+
+def _opt_str(body: dict[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _BadField(name, f"{name} must be a string")
+    return value
+
+
+def _int(body: dict[str, Any], name: str, default: int | None = None) -> int:
+    value = body.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _BadField(name, f"{name} is required and must be an integer")
+    return value
+
+
+def _opt_int(body: dict[str, Any], name: str) -> int | None:
+    return None if body.get(name) is None else _int(body, name)
+
+
+def _str_list(body: dict[str, Any], name: str) -> tuple[str, ...]:
+    value = body.get(name) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _BadField(name, f"{name} must be a list of strings")
+    return tuple(value)
+
+
+# --- the server process ------------------------------------------------------------------
+def build_app(state: EmulatorState) -> ControlApp:
+    """moto's server app (the same one `moto_server` runs) behind the control API."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    return ControlApp(state, DomainDispatcherApplication(create_backend_app))
+
+
+def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="moto, extended into the project's EC2 emulator")
+    parser.add_argument("--host", default=DEFAULT_HOST)
+    parser.add_argument("--port", type=int, required=True, help="0 picks a free port")
+    parser.add_argument("--port-file", type=Path, help="write the bound port here once listening")
+    args = parser.parse_args(argv)
+
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+    from werkzeug.serving import make_server
+
+    state = install()
+    state.reset()
+    server = make_server(
+        args.host, args.port, build_app(state), threaded=True, request_handler=MotoRequestHandler
+    )
+    port = int(server.server_port)
+    # moto builds some URLs (S3, presigned) from this; keep it truthful.
+    os.environ["MOTO_PORT"] = str(port)
+    if args.port_file:
+        _write_atomically(args.port_file, str(port))
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    print(f"EC2 emulator listening on http://{args.host}:{port}", flush=True)
+    try:
+        server.serve_forever()
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    # The parent polls for the file; it must never read a half-written one.
+    partial = path.with_suffix(path.suffix + ".tmp")
+    partial.write_text(text)
+    partial.replace(path)
+
+
+# --- the child process handle ------------------------------------------------------------
+class EmulatorProcess:
+    """Runs the emulator in its own process on a free 127.0.0.1 port, logging to `log_dir`."""
+
+    def __init__(
+        self,
+        log_dir: Path,
+        *,
+        host: str = DEFAULT_HOST,
+        name: str = "ec2-emulator",
+        startup_timeout: float = 60.0,
+    ) -> None:
+        self.log_dir = Path(log_dir)
+        self.host = host
+        self.name = name
+        self.startup_timeout = startup_timeout
+        self.log_path = self.log_dir / f"{name}.log"
+        self._port_file = self.log_dir / f"{name}.port"
+        self._child: Supervised | None = None
+        self._port: int | None = None
+
+    def start(self) -> EmulatorProcess:
+        if self._child is not None:
+            return self
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._port_file.unlink(missing_ok=True)
+        argv = [sys.executable, "-m", "provisioner.devenv.emulator", "--host", self.host]
+        argv += ["--port", "0", "--port-file", str(self._port_file)]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self._child = Supervised(self.name, argv, self.log_path, env=env)
+        try:
+            self._child.wait_ready(self._port_file.exists, self.startup_timeout, "binding a port")
+            self._port = int(self._port_file.read_text())
+            self._child.wait_ready(self.client.health, self.startup_timeout, "answering health")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @property
+    def endpoint_url(self) -> str:
+        if self._port is None:
+            raise ProcessFailed(f"{self.name} is not running; call start() first")
+        return f"http://{self.host}:{self._port}"
+
+    @property
+    def client(self) -> EmulatorClient:
+        return EmulatorClient(self.endpoint_url)
+
+    @property
+    def pid(self) -> int | None:
+        return self._child.pid if self._child is not None else None
+
+    def alive(self) -> bool:
+        return self._child is not None and self._child.alive()
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after a grace period; safe to call twice."""
+        child, self._child, self._port = self._child, None, None
+        if child is not None:
+            child.stop(grace=5.0)
+
+    def __enter__(self) -> EmulatorProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+# --- the HTTP client ---------------------------------------------------------------------
+class EmulatorControlError(RuntimeError):
+    """The control API refused a request; `field` names the offending field, if any."""
+
+    def __init__(self, status: int, message: str, field: str | None) -> None:
+        super().__init__(f"{status}: {message}" + (f" (field {field})" if field else ""))
+        self.status = status
+        self.message = message
+        self.field = field
+
+
+class EmulatorClient:
+    """The control API, one method per endpoint."""
+
+    def __init__(self, endpoint_url: str, timeout: float = 10.0) -> None:
+        self.endpoint_url = endpoint_url.rstrip("/")
+        self.timeout = timeout
+
+    def health(self) -> bool:
+        return bool(self._call("GET", "health").get("ok"))
+
+    def state(self) -> dict[str, Any]:
+        return self._call("GET", "state")
+
+    def reset(self) -> dict[str, Any]:
+        return self._call("POST", "reset", {})
+
+    def set_capacity(self, az: str, instance_type: str, free: int) -> dict[str, Any]:
+        return self._call(
+            "POST", "capacity", {"az": az, "instance_type": instance_type, "free": free}
+        )
+
+    def set_default_capacity(self, free: int) -> dict[str, Any]:
+        return self._call("POST", "default-capacity", {"free": free})
+
+    def inject_fault(
+        self,
+        action: str,
+        code: str,
+        message: str | None = None,
+        count: int = 1,
+        status: int | None = None,
+    ) -> dict[str, Any]:
+        body = {
+            "action": action,
+            "code": code,
+            "message": message,
+            "count": count,
+            "status": status,
+        }
+        return self._call("POST", "faults", body)
+
+    def clear_faults(self) -> dict[str, Any]:
+        return self._call("DELETE", "faults")
+
+    def set_partial_fleet(self, missing: int, count: int = 1) -> dict[str, Any]:
+        return self._call("POST", "partial-fleet", {"missing": missing, "count": count})
+
+    def set_eni_detach_delay(self, seconds: float) -> dict[str, Any]:
+        return self._call("POST", "eni-detach-delay", {"seconds": seconds})
+
+    def register_eks_cluster(
+        self,
+        name: str,
+        *,
+        endpoint: str | None = None,
+        certificate_authority_data: str | None = None,
+        service_ipv4_cidr: str | None = None,
+        version: str | None = None,
+        subnet_ids: Sequence[str] = (),
+        security_group_ids: Sequence[str] = (),
+        role_arn: str | None = None,
+        region: str | None = None,
+    ) -> dict[str, Any]:
+        body = {
+            "name": name,
+            "endpoint": endpoint,
+            "certificate_authority_data": certificate_authority_data,
+            "service_ipv4_cidr": service_ipv4_cidr,
+            "version": version,
+            "subnet_ids": list(subnet_ids),
+            "security_group_ids": list(security_group_ids),
+            "role_arn": role_arn,
+            "region": region,
+        }
+        return self._call("POST", "eks/cluster", body)
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"{self.endpoint_url}{CONTROL_PREFIX}{path}",
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                answer: dict[str, Any] = json.loads(response.read() or b"{}")
+                return answer
+        except urllib.error.HTTPError as error:
+            with error:
+                payload = _error_payload(error.read())
+            raise EmulatorControlError(
+                error.code, str(payload.get("error")), payload.get("field")
+            ) from None
+
+
+def _error_payload(raw: bytes) -> dict[str, Any]:
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        return {"error": raw.decode(errors="replace"), "field": None}
+    return payload if isinstance(payload, dict) else {"error": str(payload), "field": None}
+
+
+if __name__ == "__main__":
+    exit_code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Nothing in moto's memory needs an orderly teardown, and collecting it takes seconds.
+    os._exit(exit_code)

@@ -1,0 +1,253 @@
+"""Settings: defaults, validation, and the flags > env > file > defaults layering."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from provisioner.api import constants as c
+from provisioner.api.settings import (
+    Defaults,
+    LeaderElection,
+    Settings,
+    SettingsError,
+    build_arg_parser,
+    load_settings,
+    settings_from_argv,
+)
+
+pytestmark = pytest.mark.unit
+
+ROLE = "arn:aws:iam::123456789012:role/eks-gang-node-role"
+OTHER_ROLE = "arn:aws:iam::123456789012:role/other-node-role"
+
+
+def minimal(**kw: object) -> Settings:
+    return Settings.model_validate(
+        {"cluster_name": "demo", "defaults": {"region": "us-east-1", "node_role_arn": ROLE}, **kw}
+    )
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.upper().startswith(c.ENV_PREFIX):
+            monkeypatch.delenv(name)
+
+
+def test_defaults_are_the_chart_defaults() -> None:
+    s = minimal()
+    assert s.defaults.mode == "runinstances"
+    assert s.defaults.keep_warm_ttl == timedelta(minutes=10)
+    assert s.defaults.max_lifetime == timedelta(hours=4)
+    assert s.limits.max_gang_size == 64
+    assert s.limits.max_keep_warm_ttl == timedelta(hours=24)
+    assert s.allowed_instance_types == ()
+    assert s.allowed_node_role_arns == ()
+    assert s.allowed_node_roles == (ROLE,)
+    assert s.acquire_attempts_before_retry == 20
+    assert s.join_deadline_seconds == 600
+    assert s.reap_interval_seconds == 120
+    assert s.max_concurrent_pool_reconciles == 5
+    assert s.integration_mode == c.INTEGRATION_ADMISSIONCHECK
+    assert s.controller_name == c.CONTROLLER_NAME
+    assert s.leader_election.enabled is True
+    assert s.pulumi.secrets_provider == "passphrase"
+    assert s.pulumi.backend_url == f"file://{s.pulumi.state_dir}"
+    assert s.pulumi.project_name == "atomic-gang-demo"
+    assert s.aws.endpoint_url is None
+    assert s.iam.self_manage_instance_profile is False
+    assert s.iam.manage_access_entry is False
+
+
+def test_tests_can_build_the_tree_directly() -> None:
+    s = Settings(
+        cluster_name="demo",
+        defaults=Defaults(region="eu-west-1", node_role_arn=ROLE),
+        leader_election=LeaderElection(enabled=False),
+    )
+    assert s.defaults.region == "eu-west-1"
+    assert s.leader_election.enabled is False
+
+
+def test_pulumi_defaults_follow_state_dir_and_cluster() -> None:
+    s = minimal(pulumi={"stateDir": "/data/pulumi"})
+    assert s.pulumi.backend_url == "file:///data/pulumi"
+    assert s.pulumi.project_name == "atomic-gang-demo"
+    s = minimal(pulumi={"backendUrl": "s3://bucket/prefix", "projectName": "mine"})
+    assert (s.pulumi.backend_url, s.pulumi.project_name) == ("s3://bucket/prefix", "mine")
+
+
+@pytest.mark.parametrize("mode", ["direct", "job", "Admissioncheck", ""])
+def test_integration_mode_refusal_says_why(mode: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        minimal(integration_mode=mode)
+    text = str(err.value)
+    assert repr(mode) in text
+    assert "cannot stop their pods from being created before the nodes exist" in text
+    assert "'admissioncheck'" in text
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        ({"defaults": {"region": "us-east-1"}}, "set defaults.nodeRoleArn or allowedNodeRoleArns"),
+        ({"allowed_node_role_arns": [OTHER_ROLE]}, "not in allowedNodeRoleArns"),
+        ({"allowed_instance_types": ["p*.24xlarge"]}, "trailing-*"),
+        ({"defaults": {"region": "us-east-1", "node_role_arn": "bob"}}, "node_role_arn"),
+        ({"defaults": {"region": "US-EAST-1", "node_role_arn": ROLE}}, "region"),
+        ({"defaults": {"region": "us-east-1", "node_role_arn": ROLE, "keepWarmTTL": "-1m"}}, ""),
+        ({"limits": {"maxKeepWarmTTL": "5m"}}, "longer than limits.maxKeepWarmTTL"),
+        ({"metrics_port": 9443}, "must differ"),
+        ({"leader_election": {"renew_deadline": "20s"}}, "retryPeriod < renewDeadline"),
+        ({"acquire_attempts_before_retry": 0}, "greater than or equal to 1"),
+        ({"cluster_name": ""}, "cluster_name"),
+        ({"clusterNmae": "typo"}, "cluster_nmae"),
+        ({"aws": {"endpoint_url": "localhost:5000"}}, "endpoint_url"),
+    ],
+)
+def test_inconsistent_settings_are_refused(overrides: dict[str, object], fragment: str) -> None:
+    base: dict[str, object] = {
+        "cluster_name": "demo",
+        "defaults": {"region": "us-east-1", "node_role_arn": ROLE},
+    }
+    with pytest.raises(ValidationError) as err:
+        Settings.model_validate({**base, **overrides})
+    assert fragment in str(err.value) or fragment in str(err.value.errors())
+
+
+def test_instance_type_allowlist_exact_and_glob() -> None:
+    s = minimal(allowed_instance_types=["p4d.24xlarge", "p5.*", "g6*"])
+    assert s.instance_type_allowed("p4d.24xlarge")
+    assert s.instance_type_allowed("p5.48xlarge")
+    assert s.instance_type_allowed("g6e.xlarge")
+    assert not s.instance_type_allowed("p4de.24xlarge")
+    assert not s.instance_type_allowed("p5e.48xlarge")
+    assert minimal().instance_type_allowed("anything.large")
+
+
+# --- layering ----------------------------------------------------------------------------
+
+
+def write(tmp_path: Path, text: str, name: str = "settings.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+FILE = f"""
+clusterName: from-file
+defaults:
+  region: us-east-1
+  nodeRoleArn: {ROLE}
+  keepWarmTTL: 20m
+  maxLifetime: 5h
+limits:
+  maxGangSize: 32
+joinDeadlineSeconds: 300
+"""
+
+
+def test_file_over_defaults_with_chart_spelling(tmp_path: Path) -> None:
+    s = load_settings(write(tmp_path, FILE))
+    assert s.cluster_name == "from-file"
+    assert s.defaults.keep_warm_ttl == timedelta(minutes=20)
+    assert s.limits.max_gang_size == 32
+    assert s.join_deadline_seconds == 300
+    assert s.reap_interval_seconds == 120  # default kept
+
+
+def test_json_file_is_accepted(tmp_path: Path) -> None:
+    body = {"cluster_name": "j", "defaults": {"region": "us-east-1", "node_role_arn": ROLE}}
+    s = load_settings(write(tmp_path, json.dumps(body), "s.json"))
+    assert s.cluster_name == "j"
+
+
+def test_env_over_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATOMIC_GANG_DEFAULTS__KEEP_WARM_TTL", "30m")
+    monkeypatch.setenv("ATOMIC_GANG_JOIN_DEADLINE_SECONDS", "400")
+    monkeypatch.setenv("ATOMIC_GANG_ALLOWED_INSTANCE_TYPES", '["p5.*"]')
+    monkeypatch.setenv("ATOMIC_GANG_AWS__ENDPOINT_URL", "http://127.0.0.1:5000")
+    s = load_settings(write(tmp_path, FILE))
+    assert s.defaults.keep_warm_ttl == timedelta(minutes=30)
+    assert s.defaults.max_lifetime == timedelta(hours=5)  # file value, same section
+    assert s.join_deadline_seconds == 400
+    assert s.allowed_instance_types == ("p5.*",)
+    assert s.aws.endpoint_url == "http://127.0.0.1:5000"
+
+
+def test_flags_over_env_over_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATOMIC_GANG_DEFAULTS__KEEP_WARM_TTL", "30m")
+    monkeypatch.setenv("ATOMIC_GANG_CLUSTER_NAME", "from-env")
+    path = write(tmp_path, FILE)
+    s = settings_from_argv(
+        [
+            "--config",
+            str(path),
+            "--defaults.keep-warm-ttl",
+            "45m",
+            "--allowed-instance-types",
+            "p4d.24xlarge, p5.*",
+            "--leader-election.enabled",
+            "false",
+        ]
+    )
+    assert s.defaults.keep_warm_ttl == timedelta(minutes=45)  # flag beats env and file
+    assert s.cluster_name == "from-env"  # env beats file
+    assert s.limits.max_gang_size == 32  # file beats default
+    assert s.allowed_instance_types == ("p4d.24xlarge", "p5.*")
+    assert s.leader_election.enabled is False
+
+
+def test_overrides_dict_with_dotted_keys(tmp_path: Path) -> None:
+    s = load_settings(
+        write(tmp_path, FILE), {"defaults.mode": "fleet", "limits": {"maxGangSize": 8}}
+    )
+    assert s.defaults.mode == "fleet"
+    assert s.limits.max_gang_size == 8
+    assert s.defaults.region == "us-east-1"
+
+
+def test_unknown_env_variable_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATOMIC_GANG_CLUSTERNAME", "typo")
+    with pytest.raises(SettingsError, match="ATOMIC_GANG_CLUSTERNAME"):
+        load_settings(overrides={"cluster_name": "x", "defaults.region": "us-east-1"})
+
+
+def test_unknown_nested_env_variable_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATOMIC_GANG_DEFAULTS__REGON", "us-east-1")
+    with pytest.raises(SettingsError, match="regon"):
+        load_settings(overrides={"cluster_name": "x", "defaults.region": "us-east-1"})
+
+
+def test_bad_file_and_bad_values_raise_settings_error(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="cannot read"):
+        load_settings(tmp_path / "missing.yaml")
+    with pytest.raises(SettingsError, match="must hold a mapping"):
+        load_settings(write(tmp_path, "- a\n- b\n"))
+    with pytest.raises(SettingsError, match=r"integration_mode: .*cannot stop their pods"):
+        load_settings(write(tmp_path, FILE + "integrationMode: job\n"))
+
+
+def test_parser_has_a_flag_per_setting() -> None:
+    help_text = build_arg_parser("atomic-gang").format_help()
+    for flag in (
+        "--config",
+        "--cluster-name",
+        "--defaults.region",
+        "--defaults.keep-warm-ttl",
+        "--limits.max-gang-size",
+        "--pulumi.backend-url",
+        "--aws.endpoint-url",
+        "--iam.self-manage-instance-profile",
+        "--iam.manage-access-entry",
+        "--integration-mode",
+        "--webhook-port",
+    ):
+        assert flag in help_text
