@@ -32,18 +32,32 @@ def session_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("devenv")
 
 
+class _Tools:
+    """Resolves each pinned tool on first use, so a test resolves only what it needs.
+
+    Building is the installer's job (`make tools`); a test run normally only finds the
+    builds, but builds a missing one rather than fail.
+    """
+
+    def __init__(self) -> None:
+        self._found: dict[str, object] = {}
+
+    def __getitem__(self, name: str) -> object:
+        if name not in self._found:
+            from provisioner.devenv import tools as toolchain
+
+            self._found[name] = toolchain.ensure_all([name])[name]
+        return self._found[name]
+
+
 @pytest.fixture(scope="session")
-def tools() -> dict[str, object]:
-    from provisioner.devenv.tools import ensure_all
-
-    # Building is the installer's job (`make tools`); a test run only finds them, except
-    # when nothing was built yet, where building here beats failing.
-    return dict(ensure_all())
+def tools() -> _Tools:
+    return _Tools()
 
 
 @pytest.fixture(scope="session")
-def control_plane(tools: dict[str, object], session_dir: Path) -> Iterator[object]:
-    from provisioner.api.crds import load_crd
+def control_plane(tools: _Tools, session_dir: Path) -> Iterator[object]:
+    from provisioner.api.gangnodepool import load_crd
     from provisioner.devenv.controlplane import ControlPlane
 
     cp = ControlPlane(session_dir / "control-plane", tools["etcd"], tools["kube-apiserver"])  # type: ignore[arg-type]
@@ -59,7 +73,7 @@ def kube_api(control_plane: object) -> object:
 
 
 @pytest.fixture(scope="session")
-def kueue(control_plane: object, tools: dict[str, object]) -> Iterator[object]:
+def kueue(control_plane: object, tools: _Tools) -> Iterator[object]:
     from provisioner.devenv.kueue import KueueManager
 
     manager = KueueManager(control_plane, tools["kueue"])  # type: ignore[arg-type]
@@ -70,7 +84,7 @@ def kueue(control_plane: object, tools: dict[str, object]) -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
-def kueue_crds(control_plane: object, tools: dict[str, object]) -> list[str]:
+def kueue_crds(control_plane: object, tools: _Tools) -> list[str]:
     """Kueue's CRDs without its manager (integration tests that only read and write them)."""
     from provisioner.devenv.kueue import kueue_crds
 
@@ -89,7 +103,24 @@ def namespace(kube_api: object) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def pulumi_tool(tools: dict[str, object]) -> object:
+def emulator_process(session_dir: Path) -> Iterator[object]:
+    from provisioner.devenv.emulator import EmulatorProcess
+
+    process = EmulatorProcess(log_dir=session_dir / "emulator")
+    process.start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def emulator(emulator_process: object) -> object:
+    """The session's EC2 emulator, reset to its seeded state for this test."""
+    emulator_process.client.reset()  # type: ignore[attr-defined]
+    return emulator_process
+
+
+@pytest.fixture(scope="session")
+def pulumi_tool(tools: _Tools) -> object:
     return tools["pulumi"]
 
 

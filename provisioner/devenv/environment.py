@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 from kubernetes import client as k8s
 
-from provisioner.api.crds import load_crd
+from provisioner.api.gangnodepool import load_crd
 from provisioner.devenv import tools as toolchain
 from provisioner.devenv.controlplane import SERVICE_CIDR, ControlPlane
 from provisioner.devenv.emulator import EmulatorClient, EmulatorProcess
@@ -58,8 +58,8 @@ class LocalEnvironment:
         EmulatorClient(self.emulator.endpoint_url).register_eks_cluster(
             name=self.cluster_name,
             endpoint=info.endpoint,
-            certificate_authority=info.ca_base64,
-            service_cidr=SERVICE_CIDR,
+            certificate_authority_data=info.ca_base64,
+            service_ipv4_cidr=SERVICE_CIDR,
         )
         self.nodes = NodeSimulator(
             core=k8s.CoreV1Api(self.control_plane.api_client()),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import copy
 import os
+import shutil
 import ssl
 import urllib.request
 from pathlib import Path
@@ -123,15 +124,16 @@ class KueueManager:
             yaml.safe_dump(_manager_config(self.webhook_port, health_port, cert_dir))
         )
         env = {**os.environ, "KUBECONFIG": str(info.kubeconfig)}
+        manager = [
+            str(self._tool.binary),
+            f"--config={config_path}",
+            # The visibility API server would need an APIService and a fixed port.
+            "--feature-gates=VisibilityOnDemand=false",
+            "--zap-log-level=info",
+        ]
         self._proc = Supervised(
             "kueue-manager",
-            [
-                str(self._tool.binary),
-                f"--config={config_path}",
-                # The visibility API server would need an APIService and a fixed port.
-                "--feature-gates=VisibilityOnDemand=false",
-                "--zap-log-level=info",
-            ],
+            _with_metrics_certs(manager, cert_dir, work),
             info.work_dir / "logs" / "kueue-manager.log",
             env=env,
         )
@@ -173,6 +175,44 @@ class KueueManager:
     @property
     def process(self) -> Supervised | None:
         return self._proc
+
+
+# With its own certificate management off, the manager reads metrics certificates from this
+# fixed path and exits if they are missing; the path is not configurable.
+_METRICS_CERT_PATH = "/etc/kueue/metrics/certs"
+
+
+def _with_metrics_certs(argv: list[str], cert_dir: Path, work: Path) -> list[str]:
+    """Run the manager where `_METRICS_CERT_PATH` holds our certificate, /etc untouched.
+
+    The manager runs in a private mount namespace whose /etc is an overlay of the real one
+    plus that directory, so nothing is written to the machine's /etc and nothing is left
+    behind. A non-root user gets the namespace through a user namespace.
+    """
+    upper, scratch = work / "etc-upper", work / "etc-work"
+    for path in (upper, scratch):
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+    script = (
+        'set -e; mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1,workdir=$2" /etc; '
+        'mkdir -p "$3"; cp "$4/tls.crt" "$4/tls.key" "$3/"; shift 4; exec "$@"'
+    )
+    unshare = ["unshare", "--mount", "--propagation", "private"]
+    if os.geteuid() != 0:
+        unshare += ["--user", "--map-root-user"]
+    return [
+        *unshare,
+        "sh",
+        "-c",
+        script,
+        "kueue-with-certs",
+        str(upper),
+        str(scratch),
+        _METRICS_CERT_PATH,
+        str(cert_dir),
+        *argv,
+    ]
 
 
 def _ensure_namespace(api: k8s.ApiClient, name: str) -> None:

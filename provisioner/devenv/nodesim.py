@@ -140,7 +140,8 @@ class NodeSimulator:
             seen.refused = f"NodeConfig names cluster {config.cluster_name!r}"
             log.warning("instance %s will not join: %s", iid, seen.refused)
             return
-        self._register(inst, config.labels, config.taints)
+        taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in config.taints]
+        self._register(inst, dict(config.labels), taints)
         seen.joined = True
 
     def _register(
@@ -186,6 +187,9 @@ class NodeSimulator:
             }
         }
         self.core.patch_node_status(name, status)
+        # The apiserver taints new nodes not-ready; the node lifecycle controller, which
+        # does not run here, would lift that taint once the node reports Ready.
+        self.core.patch_node(name, {"spec": {"taints": taints or None}})
         log.info("instance %s joined as node %s", iid, name)
 
     def _remove_gone(self, live_ids: set[str]) -> None:

@@ -19,6 +19,7 @@ The cache lives outside any checkout, so clones and CI runs on one machine share
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import re
@@ -115,7 +116,23 @@ def resolve(tool: GoTool, *, build: bool = True) -> ResolvedTool:
             f"{tool.name} {tool.version} is not installed. Run `make tools` "
             f"(or `atomic-gang dev tools --only {tool.name}`) to build it."
         )
-    return _build(tool)
+    # Two processes (a test run and `make tools`, or two checkouts) must not build into the
+    # same directory at once: the second waits, then finds the first one's build.
+    lock_path = cache_root() / "tools" / f".{tool.name}-{tool.version}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock:
+        if not _try_lock(lock):
+            _say(f"{tool.name}: another process is building it; waiting")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        return _cached(tool) or _build(tool)
+
+
+def _try_lock(lock: object) -> bool:
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # type: ignore[arg-type]
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _go_binary() -> str:
@@ -260,6 +277,32 @@ def _build(tool: GoTool) -> ResolvedTool:
     return ResolvedTool(tool, binary, home, "built")
 
 
+PULUMI_PYTHON_LAUNCHER = "pulumi-resource-pulumi-python"
+
+
+def launcher_source() -> Path:
+    """The dynamic-provider launcher shipped inside the package."""
+    import provisioner.pulumi_driver as driver
+
+    return Path(driver.__file__).parent / "bin" / PULUMI_PYTHON_LAUNCHER
+
+
+def install_pulumi_launcher(pulumi: ResolvedTool) -> Path | None:
+    """Put the launcher next to a CLI we own, where the CLI looks for bundled plugins.
+
+    A CLI found on PATH is not ours to add files beside; the stack driver then puts the
+    launcher's own directory on PATH instead.
+    """
+    if pulumi.source == "path":
+        return None
+    target = pulumi.binary.parent / PULUMI_PYTHON_LAUNCHER
+    source = launcher_source()
+    if not target.is_file() or target.read_bytes() != source.read_bytes():
+        shutil.copyfile(source, target)
+        target.chmod(0o755)
+    return target
+
+
 def ensure_all(names: list[str] | None = None) -> dict[str, ResolvedTool]:
     """Resolve (building what is missing) every pinned tool, or the named ones."""
     chosen = [TOOLS_BY_NAME[n] for n in names] if names else list(ALL_TOOLS)
@@ -271,6 +314,8 @@ def ensure_all(names: list[str] | None = None) -> dict[str, ResolvedTool]:
         _say(f"[{index}/{len(chosen)}] {tool.name} {tool.version}: {found.source} {found.binary}")
         if found.source == "built":
             _say(f"{tool.name}: built in {took:.0f}s")
+        if tool.name == "pulumi":
+            install_pulumi_launcher(found)
         resolved[tool.name] = found
     return resolved
 

@@ -37,13 +37,31 @@ def test_gangnodepool_round_trips_through_the_apiserver(kube_api: Any) -> None:
         "apiVersion": c.API_VERSION,
         "kind": c.GNP_KIND,
         "metadata": {"name": name},
-        "spec": {"count": 4, "instanceType": "p4d.24xlarge", "mode": "runinstances"},
+        "spec": {
+            "pool": name,
+            "count": 4,
+            "instanceType": "p4d.24xlarge",
+            "mode": "runinstances",
+            "region": "us-east-1",
+            "nodeRoleArn": "arn:aws:iam::123456789012:role/eks-gang-node-role",
+            "keepWarmTTL": "10m",
+            "maxLifetime": "4h",
+            "amiVariant": "nvidia",
+        },
     }
     custom.create_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, body)
     try:
         read = custom.get_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, name)
         assert read["spec"]["count"] == 4
         assert read["spec"]["instanceType"] == "p4d.24xlarge"
+        # The schema is enforced by the apiserver, not only by our models.
+        bad = {**body, "metadata": {"name": f"{name}-bad"}, "spec": {**body["spec"], "count": 0}}
+        try:
+            custom.create_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, bad)
+        except k8s.ApiException as err:
+            assert err.status == 422 and "spec.count" in err.body
+        else:
+            raise AssertionError("a GangNodePool with count 0 was accepted")
         status = {"status": {"phase": c.PHASE_ACQUIRING}}
         custom.patch_cluster_custom_object_status(c.GROUP, c.VERSION, c.GNP_PLURAL, name, status)
         read = custom.get_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, name)

@@ -32,8 +32,10 @@ def pulumi_env(tmp_path: Path, pulumi_tool: Any) -> dict[str, str]:
         "PULUMI_CONFIG_PASSPHRASE": "toolchain-test",
         "PULUMI_HOME": str(tmp_path / "pulumi-home"),
         "PULUMI_SKIP_UPDATE_CHECK": "true",
-        # The CLI finds our dynamic-provider launcher next to this interpreter.
-        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+        # The installer put our dynamic-provider launcher next to the CLI; it must run the
+        # provider host on this interpreter, and nothing from PATH may stand in for it.
+        "ATOMIC_GANG_PYTHON": sys.executable,
+        "PULUMI_IGNORE_AMBIENT_PLUGINS": "true",
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
     }
@@ -42,6 +44,7 @@ def pulumi_env(tmp_path: Path, pulumi_tool: Any) -> dict[str, str]:
 def test_inline_program_with_boto3_dynamic_resource_up_outputs_destroy(
     tmp_path: Path, pulumi_tool: Any, pulumi_env: dict[str, str], emulator: Any
 ) -> None:
+    (tmp_path / "work").mkdir()
     command = auto.PulumiCommand(root=str(pulumi_tool.binary.parent.parent))
     assert command.version is not None and str(command.version) == "3.260.0"
     stack = auto.create_or_select_stack(
@@ -52,17 +55,18 @@ def test_inline_program_with_boto3_dynamic_resource_up_outputs_destroy(
             work_dir=str(tmp_path / "work"),
             env_vars=pulumi_env,
             secrets_provider="passphrase",
+            pulumi_command=command,
             project_settings=auto.ProjectSettings(
                 name=PROJECT,
                 runtime="python",
                 backend=auto.ProjectBackend(url=pulumi_env["PULUMI_BACKEND_URL"]),
             ),
         ),
-        pulumi_command=command,
     )
-    (tmp_path / "work").mkdir(exist_ok=True)
-    up = stack.up(on_output=lambda _line: None)
+    output: list[str] = []
+    up = stack.up(on_output=output.append)
     assert up.summary.result == "succeeded"
+    assert not any("from $PATH" in line for line in output), output
     group_id = up.outputs["groupId"].value
     ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=emulator.endpoint_url)
     groups = ec2.describe_security_groups(GroupIds=[group_id])["SecurityGroups"]

@@ -1,0 +1,137 @@
+"""The node simulator joins exactly the instances whose nodeadm user data is valid."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from kubernetes import client as k8s
+
+from provisioner.api import constants as c
+from provisioner.cloud.nodeadm import render_user_data
+from provisioner.devenv.nodesim import SIMULATED_LABEL, NodeSimulator
+
+CLUSTER = "sim-cluster"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def ec2(emulator: Any) -> Any:
+    return boto3.client("ec2", region_name="us-east-1", endpoint_url=emulator.endpoint_url)
+
+
+@pytest.fixture
+def simulator(kube_api: Any, ec2: Any) -> Iterator[tuple[NodeSimulator, FakeClock]]:
+    clock = FakeClock()
+    core = k8s.CoreV1Api(kube_api)
+    sim = NodeSimulator(core=core, ec2=ec2, cluster_name=CLUSTER, join_delay=5.0, clock=clock)
+    yield sim, clock
+    for node in core.list_node(label_selector=f"{SIMULATED_LABEL}=true").items:
+        core.delete_node(node.metadata.name)
+
+
+def _launch(ec2: Any, user_data: str, count: int = 1) -> list[str]:
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    reservation = ec2.run_instances(
+        ImageId=image,
+        InstanceType="m5.large",
+        MinCount=count,
+        MaxCount=count,
+        UserData=user_data,
+        Placement={"AvailabilityZone": "us-east-1a"},
+        TagSpecifications=[
+            {
+                "ResourceType": "instance",
+                "Tags": [
+                    {"Key": c.cluster_ownership_tag(CLUSTER), "Value": "owned"},
+                    {"Key": c.TAG_MANAGED, "Value": "true"},
+                ],
+            }
+        ],
+    )
+    return [i["InstanceId"] for i in reservation["Instances"]]
+
+
+def _user_data(pool: str, group: str) -> str:
+    return render_user_data(
+        cluster_name=CLUSTER,
+        api_server_endpoint="https://127.0.0.1:6443",
+        certificate_authority="Y2E=",
+        service_cidr="10.96.0.0/16",
+        pool=pool,
+        group=group,
+    )
+
+
+def _nodes(kube_api: Any) -> dict[str, Any]:
+    items = k8s.CoreV1Api(kube_api).list_node(label_selector=f"{SIMULATED_LABEL}=true").items
+    return {n.spec.provider_id.rsplit("/", 1)[-1]: n for n in items}
+
+
+def test_valid_user_data_joins_as_a_ready_node_after_the_join_delay(
+    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, FakeClock]
+) -> None:
+    sim, clock = simulator
+    (iid,) = _launch(ec2, _user_data("pool-a", "g3"))
+    sim.run_once()
+    assert iid not in _nodes(kube_api), "joined before the join delay"
+    clock.now += 5.1
+    sim.run_once()
+    node = _nodes(kube_api)[iid]
+    assert node.spec.provider_id == f"aws:///us-east-1a/{iid}"
+    assert node.metadata.labels[c.POOL_LABEL] == "pool-a"
+    assert node.metadata.labels[c.GROUP_LABEL] == "g3"
+    assert [(t.key, t.value, t.effect) for t in node.spec.taints] == [
+        (c.GANG_TAINT_KEY, "pool-a", "NoSchedule")
+    ]
+    ready = {cond.type: cond.status for cond in node.status.conditions}
+    assert ready["Ready"] == "True"
+
+
+def test_broken_user_data_never_joins_and_says_why(
+    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, FakeClock]
+) -> None:
+    sim, clock = simulator
+    (broken,) = _launch(ec2, "#!/bin/bash\necho this is not a NodeConfig\n")
+    sim.run_once()
+    clock.now += 60
+    sim.run_once()
+    sim.run_once()
+    assert broken not in _nodes(kube_api)
+    assert "NodeConfig" in sim.refused()[broken]
+
+
+def test_an_instance_told_never_to_join_stays_out(
+    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, FakeClock]
+) -> None:
+    sim, clock = simulator
+    first, second = _launch(ec2, _user_data("pool-b", "g1"), count=2)
+    sim.refuse_join(second)
+    sim.run_once()
+    clock.now += 10
+    sim.run_once()
+    nodes = _nodes(kube_api)
+    assert first in nodes and second not in nodes
+
+
+def test_termination_removes_the_node(
+    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, FakeClock]
+) -> None:
+    sim, clock = simulator
+    (iid,) = _launch(ec2, _user_data("pool-c", "g1"))
+    sim.run_once()
+    clock.now += 10
+    sim.run_once()
+    assert iid in _nodes(kube_api)
+    ec2.terminate_instances(InstanceIds=[iid])
+    sim.run_once()
+    assert iid not in _nodes(kube_api)
