@@ -1,0 +1,90 @@
+"""The AWS surface the engine uses, written down, and the one place clients are built.
+
+Called by the controller's wiring (``build_clients``) and handed to :class:`Ec2Engine`;
+unit tests hand moto-backed or stubbed boto3 clients instead, which satisfy the same
+protocols. A call not listed here is a call the engine does not make: adding one means
+adding it here and to the controller's IAM policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import boto3  # type: ignore[import-untyped,unused-ignore]
+from botocore.config import Config  # type: ignore[import-untyped,unused-ignore]
+
+AwsResponse = dict[str, Any]
+
+
+class Ec2Api(Protocol):
+    def run_instances(self, **kwargs: Any) -> AwsResponse: ...
+
+    def create_fleet(self, **kwargs: Any) -> AwsResponse: ...
+
+    def terminate_instances(self, **kwargs: Any) -> AwsResponse: ...
+
+    def describe_instances(self, **kwargs: Any) -> AwsResponse: ...
+
+    def describe_network_interfaces(self, **kwargs: Any) -> AwsResponse: ...
+
+    def delete_network_interface(self, **kwargs: Any) -> AwsResponse: ...
+
+    def create_tags(self, **kwargs: Any) -> AwsResponse: ...
+
+    def describe_subnets(self, **kwargs: Any) -> AwsResponse: ...
+
+    def describe_instance_types(self, **kwargs: Any) -> AwsResponse: ...
+
+
+class SsmApi(Protocol):
+    def get_parameter(self, **kwargs: Any) -> AwsResponse: ...
+
+
+class EksApi(Protocol):
+    def describe_cluster(self, **kwargs: Any) -> AwsResponse: ...
+
+    def describe_access_entry(self, **kwargs: Any) -> AwsResponse: ...
+
+
+class IamApi(Protocol):
+    def get_instance_profile(self, **kwargs: Any) -> AwsResponse: ...
+
+
+@dataclass(frozen=True)
+class CloudClients:
+    """One client per service, all for the cluster's region."""
+
+    ec2: Ec2Api
+    ssm: SsmApi
+    eks: EksApi
+    iam: IamApi
+
+
+def build_clients(
+    session: boto3.session.Session,
+    region: str,
+    endpoint_url: str | None = None,
+    *,
+    max_attempts: int = 5,
+    connect_timeout: float = 5.0,
+    read_timeout: float = 30.0,
+) -> CloudClients:
+    """Clients from ``session`` for ``region``; ``endpoint_url`` points all four at one
+    endpoint (the local EC2 emulator serves every service on one port). ``max_attempts``
+    counts the first try too.
+
+    botocore's standard retry mode absorbs short throttling bursts; what survives it is
+    reported as a RETRYABLE CloudError and retried by the reconciler's backoff.
+    """
+    config = Config(
+        region_name=region,
+        retries={"mode": "standard", "total_max_attempts": max_attempts},
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+    )
+
+    def make(service: str) -> Any:
+        return session.client(service, region_name=region, endpoint_url=endpoint_url, config=config)
+
+    return CloudClients(ec2=make("ec2"), ssm=make("ssm"), eks=make("eks"), iam=make("iam"))

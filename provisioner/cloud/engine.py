@@ -1,0 +1,206 @@
+"""The EC2 engine: the one object the controller uses to acquire, watch and release gangs.
+
+Called by the GangNodePool reconciler (acquire, describe, release, keep-warm tag, and the
+preparation helpers: cluster, AMI, subnets, user data, node identity) and by the reaper
+(find_managed, release). Every method returns the project's own types or raises
+:class:`~provisioner.cloud.errors.CloudError`, whose kind says what to do next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from provisioner.api import constants as c
+from provisioner.cloud import naming
+from provisioner.cloud.ami import resolve_ami
+from provisioner.cloud.cluster import describe_cluster
+from provisioner.cloud.ec2api import CloudClients
+from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
+from provisioner.cloud.fleet import launch_fleet
+from provisioner.cloud.instancetypes import describe_instance_type
+from provisioner.cloud.nodeadm import render_user_data
+from provisioner.cloud.preflight import verify_access_entry, verify_instance_profile
+from provisioner.cloud.release import release
+from provisioner.cloud.rollback import roll_back
+from provisioner.cloud.runinstances import launch_runinstances
+from provisioner.cloud.subnets import plan_subnets
+from provisioner.cloud.tags import keep_warm_value
+from provisioner.cloud.types import (
+    AmiChoice,
+    Clock,
+    ClusterInfo,
+    InstanceProfileRef,
+    InstanceTypeInfo,
+    InstanceView,
+    LaunchResult,
+    LaunchSpec,
+    Mode,
+    ReleaseReport,
+    SubnetRef,
+)
+from provisioner.cloud.views import LIVE_STATES, describe_instances, find_managed
+
+
+class Ec2Engine:
+    def __init__(self, clients: CloudClients, clock: Clock) -> None:
+        self._clients = clients
+        self._ec2 = clients.ec2
+        self._clock = clock
+
+    # --- the gang --------------------------------------------------------------------
+    def acquire(self, spec: LaunchSpec) -> LaunchResult:
+        """Exactly ``spec.count`` instances, or a CloudError and nothing left running.
+
+        First, a set already launched for this generation (tags are written atomically at
+        launch) is adopted: that is the crash-retry path, and it also covers a zone earlier
+        in the sweep that has gained capacity since the first pass. A partial set of this
+        generation is terminated and reported as MALFORMED.
+        """
+        existing = find_managed(self._ec2, spec.cluster_name, spec.pool_name, spec.group)
+        if len(existing) == spec.count:
+            return self._adopt(spec, existing)
+        if existing:
+            raise roll_back(
+                self._ec2,
+                [v.instance_id for v in existing],
+                kind=ErrorKind.MALFORMED,
+                code=None,
+                reason="PartialGroupFound",
+                message=f"{len(existing)} live instances of pool {spec.pool_name} group "
+                f"{spec.group} exist where {spec.count} or none were expected.",
+            )
+        if spec.mode == c.MODE_FLEET:
+            return launch_fleet(self._ec2, spec)
+        info = self._efa_info(spec) if spec.efa else None
+        return launch_runinstances(self._ec2, spec, info)
+
+    def _efa_info(self, spec: LaunchSpec) -> InstanceTypeInfo:
+        info = describe_instance_type(self._ec2, spec.instance_type)
+        if not info.efa_supported:
+            raise CloudError(
+                ErrorKind.CONFIG,
+                None,
+                "EfaNotSupported",
+                f"{spec.instance_type} does not support EFA; choose an EFA-capable type or "
+                "launch without EFA.",
+            )
+        return info
+
+    def _adopt(self, spec: LaunchSpec, views: Sequence[InstanceView]) -> LaunchResult:
+        subnets = tuple(
+            dict.fromkeys(
+                SubnetRef(v.subnet_id, v.availability_zone)
+                for v in views
+                if v.subnet_id and v.availability_zone
+            )
+        )
+        tokens = {v.client_token for v in views}
+        return LaunchResult(
+            instance_ids=tuple(v.instance_id for v in views),
+            mode=spec.mode,
+            group=spec.group,
+            client_token=tokens.pop() if len(tokens) == 1 else None,
+            subnets=subnets,
+            adopted=True,
+        )
+
+    def describe(self, instance_ids: Sequence[str]) -> list[InstanceView]:
+        return describe_instances(self._ec2, instance_ids)
+
+    def find_managed(
+        self,
+        cluster: str,
+        pool: str | None = None,
+        group: str | None = None,
+        states: Sequence[str] = LIVE_STATES,
+    ) -> list[InstanceView]:
+        return find_managed(self._ec2, cluster, pool, group, states)
+
+    def release(
+        self,
+        instance_ids: Sequence[str],
+        *,
+        eni_wait_seconds: float = 300.0,
+        poll_seconds: float = 5.0,
+    ) -> ReleaseReport:
+        return release(
+            self._ec2,
+            self._clock,
+            instance_ids,
+            eni_wait_seconds=eni_wait_seconds,
+            poll_seconds=poll_seconds,
+        )
+
+    def set_keep_warm_tag(self, instance_ids: Sequence[str], until: datetime | None) -> None:
+        """Mirror ``keepWarmUntil`` onto the instances; ``None`` clears it."""
+        ids = list(dict.fromkeys(instance_ids))
+        value = keep_warm_value(until)
+        for i in range(0, len(ids), 500):
+            try:
+                self._ec2.create_tags(
+                    Resources=ids[i : i + 500],
+                    Tags=[{"Key": c.TAG_KEEP_WARM_UNTIL, "Value": value}],
+                )
+            except Exception as exc:
+                raise to_cloud_error(exc, "CreateTags keep-warm-until") from exc
+
+    # --- preparation ----------------------------------------------------------------
+    def cluster(self, name: str) -> ClusterInfo:
+        return describe_cluster(self._clients.eks, name)
+
+    def instance_type(self, instance_type: str) -> InstanceTypeInfo:
+        return describe_instance_type(self._ec2, instance_type)
+
+    def resolve_ami(
+        self,
+        *,
+        k8s_version: str,
+        instance_type: str,
+        variant: str,
+        explicit_ami_id: str | None = None,
+    ) -> AmiChoice:
+        return resolve_ami(
+            self._clients.ssm,
+            self._ec2,
+            k8s_version=k8s_version,
+            instance_type=instance_type,
+            variant=variant,
+            explicit_ami_id=explicit_ami_id,
+        )
+
+    def plan_subnets(
+        self,
+        *,
+        mode: Mode,
+        cluster: ClusterInfo,
+        explicit_subnet_ids: Sequence[str] = (),
+        availability_zones: Sequence[str] = (),
+    ) -> tuple[SubnetRef, ...]:
+        return plan_subnets(
+            self._ec2,
+            mode=mode,
+            cluster_subnet_ids=cluster.subnet_ids,
+            explicit_subnet_ids=explicit_subnet_ids,
+            availability_zones=availability_zones,
+            vpc_id=cluster.vpc_id,
+        )
+
+    @staticmethod
+    def render_user_data(cluster: ClusterInfo, pool: str, group: str) -> str:
+        return render_user_data(
+            cluster_name=cluster.name,
+            api_server_endpoint=cluster.endpoint,
+            certificate_authority=cluster.certificate_authority,
+            service_cidr=cluster.service_cidr,
+            pool=pool,
+            group=group,
+        )
+
+    def verify_node_identity(self, *, cluster: str, role_arn: str) -> InstanceProfileRef:
+        """The convention-named profile holding ``role_arn``, after checking the role may
+        register with ``cluster``; CONFIG naming the missing piece otherwise."""
+        profile = naming.instance_profile_name(cluster, naming.role_name_from_arn(role_arn))
+        ref = verify_instance_profile(self._clients.iam, profile, role_arn)
+        verify_access_entry(self._clients.eks, cluster, role_arn)
+        return ref

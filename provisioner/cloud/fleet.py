@@ -1,0 +1,175 @@
+"""``fleet`` mode: one instant CreateFleet with MinTargetCapacity = N over many subnets.
+
+Called by ``Ec2Engine.acquire``. EC2 picks the zone (all N in one zone and of one type,
+which MinTargetCapacity requires and a tightly coupled gang wants) from the subnets given as
+prioritized overrides. The launch template is mandatory: CreateFleet takes user data, ENIs
+and the capacity-reservation target only from one. Whatever comes back, a count other than
+N is terminated before anything else.
+
+An instant fleet's answer is final for its ClientToken: replaying the token returns the same
+answer. So every outcome without N instances ends the generation (CAPACITY, MALFORMED or
+CONFIG), and only an error raised by the call itself (throttling, 5xx, a lost connection)
+is RETRYABLE with the same token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provisioner.cloud import naming
+from provisioner.cloud.ec2api import Ec2Api
+from provisioner.cloud.errors import (
+    CloudError,
+    ErrorKind,
+    classify_code,
+    describe_code,
+    is_unoffered,
+    to_cloud_error,
+)
+from provisioner.cloud.rollback import roll_back
+from provisioner.cloud.tags import FLEET_RESOURCE_TYPES, launch_tags, tag_specifications
+from provisioner.cloud.types import LaunchAttempt, LaunchResult, LaunchSpec, SubnetRef
+
+
+def request_params(spec: LaunchSpec, token: str) -> dict[str, Any]:
+    lt = spec.launch_template
+    if lt is None:
+        raise CloudError(
+            ErrorKind.CONFIG,
+            None,
+            "FleetNeedsLaunchTemplate",
+            "fleet mode needs the pool's launch template (CreateFleet takes user data and "
+            "network interfaces only from one); let the pool's stack create it first, or use "
+            "mode runinstances.",
+        )
+    overrides: list[dict[str, Any]] = []
+    for priority, subnet in enumerate(spec.subnets):
+        override: dict[str, Any] = {
+            "InstanceType": spec.instance_type,
+            "SubnetId": subnet.subnet_id,
+            "Priority": float(priority),
+        }
+        if spec.ami_id:
+            override["ImageId"] = spec.ami_id
+        if spec.placement_group_name:
+            override["Placement"] = {"GroupName": spec.placement_group_name}
+        overrides.append(override)
+    cr = spec.capacity_reservation
+    capacity_type = (
+        "capacity-block" if cr is not None and cr.kind == "capacity-block" else "on-demand"
+    )
+    target: dict[str, Any] = {
+        "TotalTargetCapacity": spec.count,
+        "DefaultTargetCapacityType": capacity_type,
+    }
+    on_demand: dict[str, Any] = {
+        "MinTargetCapacity": spec.count,
+        "SingleInstanceType": True,
+        "SingleAvailabilityZone": True,
+        "AllocationStrategy": "prioritized",
+    }
+    if capacity_type == "on-demand":
+        target["OnDemandTargetCapacity"] = spec.count
+        if cr is not None:
+            # A specific reservation id is targeted by the launch template; this tells the
+            # fleet to draw from reservations before plain on-demand capacity.
+            on_demand["CapacityReservationOptions"] = {
+                "UsageStrategy": "use-capacity-reservations-first"
+            }
+    return {
+        "Type": "instant",
+        "ClientToken": token,
+        "TargetCapacitySpecification": target,
+        "OnDemandOptions": on_demand,
+        "LaunchTemplateConfigs": [
+            {
+                "LaunchTemplateSpecification": {
+                    "LaunchTemplateId": lt.template_id,
+                    "Version": lt.version,
+                },
+                "Overrides": overrides,
+            }
+        ],
+        "TagSpecifications": tag_specifications(launch_tags(spec), FLEET_RESOURCE_TYPES),
+    }
+
+
+def launch_fleet(ec2: Ec2Api, spec: LaunchSpec) -> LaunchResult:
+    token = naming.client_token(spec.pool_uid, spec.acquire_generation, naming.FLEET_DISCRIMINATOR)
+    params = request_params(spec, token)
+    try:
+        response = ec2.create_fleet(**params)
+    except Exception as exc:
+        raise to_cloud_error(exc, f"CreateFleet of {spec.count} x {spec.instance_type}") from exc
+    by_id = {s.subnet_id: s for s in spec.subnets}
+    ids: list[str] = []
+    used: list[SubnetRef] = []
+    for group in response.get("Instances") or ():
+        subnet_id = ((group.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}).get(
+            "SubnetId"
+        )
+        for iid in group.get("InstanceIds") or ():
+            ids.append(str(iid))
+            if subnet_id in by_id and by_id[subnet_id] not in used:
+                used.append(by_id[subnet_id])
+    ids = list(dict.fromkeys(ids))
+    codes = [str(e.get("ErrorCode", "")) for e in response.get("Errors") or ()]
+    fleet_id = response.get("FleetId")
+    if len(ids) == spec.count:
+        return LaunchResult(
+            instance_ids=tuple(ids),
+            mode="fleet",
+            group=spec.group,
+            client_token=token,
+            subnets=tuple(used),
+            fleet_id=fleet_id,
+            attempts=(LaunchAttempt(token, None, None),),
+        )
+    raise _failed(ec2, spec, ids, codes, response)
+
+
+def _failed(
+    ec2: Ec2Api, spec: LaunchSpec, ids: list[str], codes: list[str], response: dict[str, Any]
+) -> CloudError:
+    messages = (
+        "; ".join(
+            f"{e.get('ErrorCode')}: {e.get('ErrorMessage', '')}"
+            for e in response.get("Errors") or ()
+        )
+        or "no errors reported"
+    )
+    said = (
+        f"Instant fleet {response.get('FleetId')} returned {len(ids)} of {spec.count} "
+        f"x {spec.instance_type} ({messages})."
+    )
+    kinds = [classify_code(code) for code in codes]
+    if ids:
+        return roll_back(
+            ec2,
+            ids,
+            kind=ErrorKind.MALFORMED,
+            code=codes[0] if codes else None,
+            reason="PartialFleet",
+            message=said,
+        )
+    if codes and all(is_unoffered(code) for code in codes):
+        reason, fix = describe_code(codes[0], ErrorKind.CONFIG)
+        return CloudError(ErrorKind.CONFIG, codes[0], reason, f"{said} {fix}")
+    config = [code for code, kind in zip(codes, kinds, strict=True) if kind is ErrorKind.CONFIG]
+    if config:
+        reason, fix = describe_code(config[0], ErrorKind.CONFIG)
+        return CloudError(ErrorKind.CONFIG, config[0], reason, f"{said} {fix}")
+    capacity = [
+        code
+        for code, kind in zip(codes, kinds, strict=True)
+        if kind is ErrorKind.CAPACITY and not is_unoffered(code)
+    ]
+    if capacity:
+        reason, fix = describe_code(capacity[0], ErrorKind.CAPACITY)
+        return CloudError(ErrorKind.CAPACITY, capacity[0], reason, f"{said} {fix}")
+    return CloudError(
+        ErrorKind.MALFORMED,
+        codes[0] if codes else None,
+        "EmptyFleet",
+        f"{said} The answer is final for this token; the next generation tries again.",
+    )

@@ -1,0 +1,287 @@
+"""The controller's IAM: its least-privilege policy, its trust policies, the node role's
+managed policies. The one source of all of them.
+
+Used by the bootstrap program (`infra/`), by `python -m provisioner.cloud.iam_policy`
+(whose output the README shows) and by the tests that pin each condition. Pure: builds
+JSON-ready dicts, imports no AWS SDK.
+
+The policy is the reference controller's, statement for statement, plus what this
+controller's own code calls that the reference did not: placement groups (the pool stack's
+optional cluster placement group), and `eks:CreateAccessEntry` when the controller manages
+the node role's access entry. Every mutating EC2 call is tag-conditioned on
+`atomic-gang.k8s.aws/managed=true`; `iam:PassRole` reaches only the allowed node roles,
+and only towards EC2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any, Final
+
+from provisioner.api import constants as c
+from provisioner.cloud.naming import instance_profile_name, role_name_from_arn
+
+__all__ = [
+    "NODE_ROLE_POLICY_NAMES",
+    "controller_policy",
+    "irsa_trust_policy",
+    "node_role_policy_arns",
+    "node_role_trust_policy",
+    "partition_of",
+    "pod_identity_trust_policy",
+]
+
+Policy = dict[str, Any]
+
+_VERSION: Final = "2012-10-17"
+_MANAGED_REQUEST_TAG: Final = {"StringEquals": {f"aws:RequestTag/{c.TAG_MANAGED}": "true"}}
+_MANAGED_RESOURCE_TAG: Final = {"StringEquals": {f"ec2:ResourceTag/{c.TAG_MANAGED}": "true"}}
+POD_IDENTITY_PRINCIPAL: Final = "pods.eks.amazonaws.com"
+EC2_PRINCIPAL: Final = "ec2.amazonaws.com"
+
+# The EKS worker policies, in the reference's order; SSM is the optional last one.
+NODE_ROLE_POLICY_NAMES: Final = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryReadOnly",
+    "AmazonSSMManagedInstanceCore",
+)
+
+_DESCRIBE: Final = (
+    "ec2:DescribeInstances",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeFleets",
+    "ec2:DescribeFleetInstances",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeAvailabilityZones",
+    "ec2:DescribeLaunchTemplates",
+    "ec2:DescribeLaunchTemplateVersions",
+    "ec2:DescribePlacementGroups",
+    # Stamps ownership on launch (TagSpecifications) and moves the keep-warm tag later.
+    "ec2:CreateTags",
+)
+_LAUNCH_TEMPLATES: Final = (
+    "ec2:CreateLaunchTemplate",
+    "ec2:CreateLaunchTemplateVersion",
+    "ec2:ModifyLaunchTemplate",
+    "ec2:DeleteLaunchTemplate",
+    "ec2:DeleteLaunchTemplateVersions",
+)
+_SELF_MANAGED_PROFILE: Final = (
+    "iam:CreateInstanceProfile",
+    "iam:AddRoleToInstanceProfile",
+    "iam:GetInstanceProfile",
+)
+_ACCOUNT: Final = re.compile(r"^\d{12}$")
+_REGION: Final = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
+
+
+def partition_of(region: str) -> str:
+    """The ARN partition a region belongs to (aws, aws-cn, aws-us-gov)."""
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+def _statement(sid: str, actions: Sequence[str] | str, resource: Any, **extra: Any) -> Policy:
+    action: Any = actions if isinstance(actions, str) else list(actions)
+    return {"Sid": sid, "Effect": "Allow", "Action": action, "Resource": resource, **extra}
+
+
+def _check_inputs(account_id: str, region: str, node_role_arns: Sequence[str]) -> None:
+    if not _ACCOUNT.match(account_id):
+        raise ValueError(f"account id {account_id!r} is not 12 digits")
+    if not _REGION.match(region):
+        raise ValueError(f"region {region!r} is not an AWS region name such as us-east-1")
+    if not node_role_arns:
+        # An empty PassRole resource list would let no gang launch at all.
+        raise ValueError("at least one node role ARN is needed (allowedNodeRoleArns)")
+    for arn in node_role_arns:
+        role_name_from_arn(arn)
+
+
+def controller_policy(
+    *,
+    account_id: str,
+    region: str,
+    node_role_arns: Sequence[str],
+    cluster_name: str = "",
+    self_manage_instance_profile: bool = False,
+    manage_access_entry: bool = False,
+) -> Policy:
+    """The controller role's least-privilege policy document.
+
+    `node_role_arns` is `allowedNodeRoleArns` (or just `defaults.nodeRoleArn`); the two
+    `iam.*` switches add what the controller then creates itself, scoped to the exact
+    instance profiles and to the cluster, which is why they need `cluster_name`.
+    """
+    _check_inputs(account_id, region, node_role_arns)
+    if (self_manage_instance_profile or manage_access_entry) and not cluster_name:
+        raise ValueError("cluster_name is needed to scope the instance-profile and EKS grants")
+    part = partition_of(region)
+    roles = sorted(dict.fromkeys(node_role_arns))
+    statements = [
+        _statement(
+            "LaunchGang",
+            ("ec2:RunInstances", "ec2:CreateFleet"),
+            "*",
+            Condition=_MANAGED_REQUEST_TAG,
+        ),
+        _statement(
+            "ReleaseGang",
+            ("ec2:TerminateInstances", "ec2:DeleteFleets"),
+            "*",
+            Condition=_MANAGED_RESOURCE_TAG,
+        ),
+        _statement("DescribeForReconcile", _DESCRIBE, "*"),
+        _statement(
+            "DeleteDetachedVPCCNIInterfaces",
+            "ec2:DeleteNetworkInterface",
+            f"arn:{part}:ec2:{region}:{account_id}:network-interface/*",
+        ),
+        _statement("ManageGangLaunchTemplates", _LAUNCH_TEMPLATES, "*"),
+        _statement(
+            "CreateGangPlacementGroups",
+            "ec2:CreatePlacementGroup",
+            "*",
+            Condition=_MANAGED_REQUEST_TAG,
+        ),
+        _statement(
+            "DeleteGangPlacementGroups",
+            "ec2:DeletePlacementGroup",
+            "*",
+            Condition=_MANAGED_RESOURCE_TAG,
+        ),
+        _statement("VerifyNodeInstanceProfile", "iam:GetInstanceProfile", "*"),
+        _statement(
+            "PassNodeRoleToEC2Only",
+            "iam:PassRole",
+            roles,
+            Condition={"StringEquals": {"iam:PassedToService": EC2_PRINCIPAL}},
+        ),
+        _statement(
+            "ResolveClusterAndAMI",
+            ("eks:DescribeCluster", "eks:DescribeAccessEntry", "ssm:GetParameter"),
+            "*",
+        ),
+    ]
+    if self_manage_instance_profile:
+        profiles = sorted(
+            f"arn:{part}:iam::{account_id}:instance-profile/"
+            + instance_profile_name(cluster_name, role_name_from_arn(arn))
+            for arn in roles
+        )
+        statements.append(
+            _statement("SelfManageNodeInstanceProfile", _SELF_MANAGED_PROFILE, profiles)
+        )
+    if manage_access_entry:
+        statements.append(
+            _statement(
+                "ManageNodeAccessEntry",
+                "eks:CreateAccessEntry",
+                f"arn:{part}:eks:{region}:{account_id}:cluster/{cluster_name}",
+            )
+        )
+    return {"Version": _VERSION, "Statement": statements}
+
+
+def pod_identity_trust_policy() -> Policy:
+    """Trust for EKS Pod Identity: the agent assumes the role and tags the session."""
+    return {
+        "Version": _VERSION,
+        "Statement": [
+            {
+                "Sid": "EksPodIdentity",
+                "Effect": "Allow",
+                "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
+                "Action": ["sts:AssumeRole", "sts:TagSession"],
+            }
+        ],
+    }
+
+
+def irsa_trust_policy(oidc_provider_arn: str, namespace: str, service_account: str) -> Policy:
+    """Trust for IRSA: only this ServiceAccount's web identity token, for STS."""
+    issuer = oidc_provider_arn.split(":oidc-provider/", 1)[-1]
+    return {
+        "Version": _VERSION,
+        "Statement": [
+            {
+                "Sid": "EksIrsa",
+                "Effect": "Allow",
+                "Principal": {"Federated": oidc_provider_arn},
+                "Action": "sts:AssumeRoleWithWebIdentity",
+                "Condition": {
+                    "StringEquals": {
+                        f"{issuer}:sub": f"system:serviceaccount:{namespace}:{service_account}",
+                        f"{issuer}:aud": "sts.amazonaws.com",
+                    }
+                },
+            }
+        ],
+    }
+
+
+def node_role_trust_policy() -> Policy:
+    """Trust for the gang nodes' role: EC2 instances assume it."""
+    return {
+        "Version": _VERSION,
+        "Statement": [
+            {
+                "Sid": "Ec2Nodes",
+                "Effect": "Allow",
+                "Principal": {"Service": EC2_PRINCIPAL},
+                "Action": "sts:AssumeRole",
+            }
+        ],
+    }
+
+
+def node_role_policy_arns(region: str, *, ssm: bool = True) -> tuple[str, ...]:
+    """The AWS-managed worker policies for the node role (SSM access optional)."""
+    names = NODE_ROLE_POLICY_NAMES if ssm else NODE_ROLE_POLICY_NAMES[:-1]
+    return tuple(f"arn:{partition_of(region)}:iam::aws:policy/{name}" for name in names)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m provisioner.cloud.iam_policy",
+        description="Print the controller role's least-privilege IAM policy as JSON.",
+    )
+    parser.add_argument("--account", required=True, help="12-digit AWS account id")
+    parser.add_argument("--region", required=True, help="the cluster's region")
+    parser.add_argument(
+        "--node-role-arn",
+        action="append",
+        required=True,
+        help="an allowed node role (repeat for each entry of allowedNodeRoleArns)",
+    )
+    parser.add_argument("--cluster-name", default="", help="needed by the two switches below")
+    parser.add_argument("--self-manage-instance-profile", action="store_true")
+    parser.add_argument("--manage-access-entry", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        policy = controller_policy(
+            account_id=args.account,
+            region=args.region,
+            node_role_arns=args.node_role_arn,
+            cluster_name=args.cluster_name,
+            self_manage_instance_profile=args.self_manage_instance_profile,
+            manage_access_entry=args.manage_access_entry,
+        )
+    except ValueError as err:
+        parser.error(str(err))
+    json.dump(policy, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

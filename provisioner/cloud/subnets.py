@@ -1,0 +1,103 @@
+"""Where a gang may launch: the ordered subnets of a launch spec.
+
+Called by the GangNodePool reconciler (through ``Ec2Engine.plan_subnets``) when it builds a
+launch spec. Precedence follows the Job annotations: explicit subnets win and keep the
+user's order; else the EKS cluster's own subnets, filtered and ordered by the requested
+availability zones, or by zone name when none were requested.
+
+For ``runinstances`` the answer is a sweep list with one subnet per zone (capacity is a
+property of the zone, so a second subnet in a zone that just said "no" would only repeat the
+answer); for ``fleet`` it is every candidate subnet, in priority order, as overrides.
+Within a zone private subnets come first (nodes need no public address), then the subnet
+with the most free addresses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from provisioner.api import constants as c
+from provisioner.cloud.ec2api import Ec2Api
+from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
+from provisioner.cloud.types import Mode, SubnetRef
+
+
+def _config(reason: str, message: str) -> CloudError:
+    return CloudError(ErrorKind.CONFIG, None, reason, message)
+
+
+def _describe(ec2: Ec2Api, subnet_ids: Sequence[str]) -> list[dict[str, Any]]:
+    try:
+        found: list[dict[str, Any]] = ec2.describe_subnets(SubnetIds=list(subnet_ids))["Subnets"]
+    except Exception as exc:
+        raise to_cloud_error(exc, f"DescribeSubnets {', '.join(subnet_ids)}") from exc
+    return found
+
+
+def _rank(subnet: dict[str, Any]) -> tuple[bool, int, str]:
+    return (
+        bool(subnet.get("MapPublicIpOnLaunch")),
+        -int(subnet.get("AvailableIpAddressCount", 0)),
+        str(subnet["SubnetId"]),
+    )
+
+
+def plan_subnets(
+    ec2: Ec2Api,
+    *,
+    mode: Mode,
+    cluster_subnet_ids: Sequence[str],
+    explicit_subnet_ids: Sequence[str] = (),
+    availability_zones: Sequence[str] = (),
+    vpc_id: str | None = None,
+) -> tuple[SubnetRef, ...]:
+    if explicit_subnet_ids and availability_zones:
+        raise _config(
+            "SubnetsAndZones",
+            f"{c.ANN_SUBNETS} and {c.ANN_AVAILABILITY_ZONES} are mutually exclusive; set one.",
+        )
+    if explicit_subnet_ids:
+        return _explicit(ec2, explicit_subnet_ids, vpc_id)
+    if not cluster_subnet_ids:
+        raise _config(
+            "NoClusterSubnets",
+            f"The EKS cluster lists no subnets; set {c.ANN_SUBNETS} on the Job.",
+        )
+    found = _describe(ec2, cluster_subnet_ids)
+    zones = list(dict.fromkeys(availability_zones)) or sorted(
+        {str(s["AvailabilityZone"]) for s in found}
+    )
+    missing = [z for z in zones if not any(s["AvailabilityZone"] == z for s in found)]
+    if missing:
+        raise _config(
+            "NoSubnetInZone",
+            f"The cluster has no subnet in {', '.join(missing)}; fix "
+            f"{c.ANN_AVAILABILITY_ZONES} or add a cluster subnet there.",
+        )
+    plan: list[SubnetRef] = []
+    for zone in zones:
+        ranked = sorted((s for s in found if s["AvailabilityZone"] == zone), key=_rank)
+        chosen = ranked[:1] if mode == c.MODE_RUNINSTANCES else ranked
+        plan.extend(SubnetRef(str(s["SubnetId"]), zone) for s in chosen)
+    return tuple(plan)
+
+
+def _explicit(ec2: Ec2Api, subnet_ids: Sequence[str], vpc_id: str | None) -> tuple[SubnetRef, ...]:
+    ordered = list(dict.fromkeys(subnet_ids))
+    by_id = {str(s["SubnetId"]): s for s in _describe(ec2, ordered)}
+    unknown = [s for s in ordered if s not in by_id]
+    if unknown:
+        raise _config(
+            "InvalidSubnet",
+            f"Subnets {', '.join(unknown)} do not exist in this region; fix {c.ANN_SUBNETS}.",
+        )
+    if vpc_id:
+        foreign = [s for s in ordered if by_id[s].get("VpcId") != vpc_id]
+        if foreign:
+            raise _config(
+                "SubnetOutsideClusterVpc",
+                f"Subnets {', '.join(foreign)} are not in the cluster's VPC {vpc_id}; nodes "
+                f"there cannot join. Fix {c.ANN_SUBNETS}.",
+            )
+    return tuple(SubnetRef(s, str(by_id[s]["AvailabilityZone"])) for s in ordered)

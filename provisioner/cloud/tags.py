@@ -1,0 +1,143 @@
+"""The EC2 tags of a gang (DESIGN §3), written at launch and read back by the reaper.
+
+Called by the launchers (``launch_tags`` / ``tag_specifications``), by
+``Ec2Engine.set_keep_warm_tag``, and by the instance views (``parse_tags``) the reaper and
+the GangNodePool reconciler read.
+
+Tag values are what the reference controller writes, so a reaper of either can read the
+other's instances: ``max-lifetime`` is a Go duration (``4h0m0s``) and ``keep-warm-until`` an
+RFC 3339 UTC time, empty while no keep-warm window is open.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from provisioner.api import constants as c
+from provisioner.cloud.types import LaunchSpec, ManagedTags
+
+# RunInstances tags what it creates in one step; the ENIs and volumes carry the pool too,
+# so a leak of either is traceable to its gang.
+RUNINSTANCES_RESOURCE_TYPES: Final = ("instance", "volume", "network-interface")
+# An instant fleet accepts tags for the fleet and its instances only; volume and ENI tags
+# come from the launch template.
+FLEET_RESOURCE_TYPES: Final = ("instance", "fleet")
+
+_OURS: Final = frozenset(
+    {
+        c.TAG_MANAGED,
+        c.TAG_CLUSTER,
+        c.TAG_POOL,
+        c.TAG_GROUP,
+        c.TAG_MAX_LIFETIME,
+        c.TAG_KEEP_WARM_UNTIL,
+    }
+)
+
+
+def launch_tags(spec: LaunchSpec) -> dict[str, str]:
+    """Every tag a gang instance is born with; extra tags never override ours."""
+    clash = (_OURS | {c.cluster_ownership_tag(spec.cluster_name)}) & set(spec.extra_tags)
+    if clash:
+        raise ValueError(f"extra tags may not set the controller's own keys: {sorted(clash)}")
+    tags = dict(spec.extra_tags)
+    tags.update(
+        {
+            c.TAG_MANAGED: "true",
+            c.TAG_CLUSTER: spec.cluster_name,
+            c.TAG_POOL: spec.pool_name,
+            c.TAG_GROUP: spec.group,
+            c.TAG_MAX_LIFETIME: format_go_duration(spec.max_lifetime),
+            c.TAG_KEEP_WARM_UNTIL: "",
+            c.cluster_ownership_tag(spec.cluster_name): "owned",
+        }
+    )
+    return tags
+
+
+def tag_specifications(
+    tags: Mapping[str, str], resource_types: Iterable[str]
+) -> list[dict[str, Any]]:
+    pairs = [{"Key": k, "Value": v} for k, v in tags.items()]
+    return [{"ResourceType": rt, "Tags": list(pairs)} for rt in resource_types]
+
+
+def keep_warm_value(until: datetime | None) -> str:
+    """The tag value for a keep-warm deadline; empty clears it (DeleteTags is not granted)."""
+    return "" if until is None else format_rfc3339(until)
+
+
+def format_rfc3339(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        raise ValueError("keep-warm deadlines must be timezone-aware")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: str) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def format_go_duration(duration: timedelta) -> str:
+    """Go's ``time.Duration.String()`` for whole seconds: 4h0m0s, 15m0s, 45s, 0s."""
+    total = int(duration.total_seconds())
+    if total < 0:
+        raise ValueError("durations in tags are never negative")
+    hours, rest = divmod(total, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{seconds}s"
+    if minutes:
+        return f"{minutes}m{seconds}s"
+    return f"{seconds}s"
+
+
+_GO_UNITS: Final = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_GO_PART: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+
+
+def parse_go_duration(text: str) -> timedelta | None:
+    """A Go duration string (``4h``, ``1h30m``, ``90s``, ``0``) or None if it is not one."""
+    if text == "0":
+        return timedelta(0)
+    pos, seconds = 0, 0.0
+    for match in _GO_PART.finditer(text):
+        if match.start() != pos:
+            return None
+        seconds += float(match.group(1)) * _GO_UNITS[match.group(2)]
+        pos = match.end()
+    if pos == 0 or pos != len(text):
+        return None
+    return timedelta(seconds=seconds)
+
+
+def tags_to_dict(tags: Iterable[Mapping[str, Any]] | None) -> dict[str, str]:
+    """EC2's ``[{"Key": k, "Value": v}]`` as a plain dict."""
+    return {str(t["Key"]): str(t.get("Value", "")) for t in tags or ()}
+
+
+def parse_tags(tags: Mapping[str, str]) -> ManagedTags:
+    return ManagedTags(
+        managed=tags.get(c.TAG_MANAGED) == "true",
+        cluster=tags.get(c.TAG_CLUSTER) or None,
+        pool=tags.get(c.TAG_POOL) or None,
+        group=tags.get(c.TAG_GROUP) or None,
+        max_lifetime=parse_go_duration(tags.get(c.TAG_MAX_LIFETIME, "")),
+        keep_warm_until=parse_rfc3339(tags.get(c.TAG_KEEP_WARM_UNTIL, "")),
+    )

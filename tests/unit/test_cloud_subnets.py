@@ -1,0 +1,93 @@
+"""Subnet planning: explicit wins, zones filter and order, one per zone for runinstances."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from provisioner.cloud.errors import CloudError, ErrorKind
+from provisioner.cloud.types import SubnetRef
+from tests.unit.test_cloud_helpers import World, emulated_aws
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    with emulated_aws() as w:
+        yield w
+
+
+def extra_subnet(world: World, zone: str, cidr: str) -> str:
+    made = world.ec2.create_subnet(
+        VpcId=world.cluster.vpc_id, CidrBlock=cidr, AvailabilityZone=zone
+    )
+    subnet_id: str = made["Subnet"]["SubnetId"]
+    return subnet_id
+
+
+def test_cluster_subnets_one_per_zone_in_zone_order(world: World) -> None:
+    plan = world.engine.plan_subnets(mode="runinstances", cluster=world.cluster)
+    assert [s.availability_zone for s in plan] == sorted(world.subnets)
+    assert plan[0] == SubnetRef(world.subnets["us-east-1a"], "us-east-1a")
+
+
+def test_requested_zones_filter_and_order(world: World) -> None:
+    plan = world.engine.plan_subnets(
+        mode="runinstances", cluster=world.cluster, availability_zones=["us-east-1c", "us-east-1a"]
+    )
+    assert plan == world.subnet_refs("us-east-1c", "us-east-1a")
+
+
+def test_fleet_gets_every_subnet_of_a_zone_runinstances_the_first(world: World) -> None:
+    small = extra_subnet(world, "us-east-1b", "172.31.250.0/28")
+    cluster = type(world.cluster)(
+        **{**world.cluster.__dict__, "subnet_ids": (*world.cluster.subnet_ids, small)}
+    )
+    sweep = world.engine.plan_subnets(
+        mode="runinstances", cluster=cluster, availability_zones=["us-east-1b"]
+    )
+    overrides = world.engine.plan_subnets(
+        mode="fleet", cluster=cluster, availability_zones=["us-east-1b"]
+    )
+    # Default subnets map public addresses; the private /28 ranks first despite its size.
+    assert sweep == (SubnetRef(small, "us-east-1b"),)
+    assert overrides == (SubnetRef(small, "us-east-1b"), *world.subnet_refs("us-east-1b"))
+
+
+def test_explicit_subnets_win_and_keep_their_order(world: World) -> None:
+    wanted = [world.subnets["us-east-1d"], world.subnets["us-east-1a"]]
+    plan = world.engine.plan_subnets(
+        mode="runinstances", cluster=world.cluster, explicit_subnet_ids=wanted
+    )
+    assert plan == world.subnet_refs("us-east-1d", "us-east-1a")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        (
+            {"explicit_subnet_ids": ["subnet-1"], "availability_zones": ["us-east-1a"]},
+            "SubnetsAndZones",
+        ),
+        ({"availability_zones": ["us-west-2a"]}, "NoSubnetInZone"),
+        ({"explicit_subnet_ids": ["subnet-00000000000000000"]}, "InvalidSubnet"),
+    ],
+)
+def test_refusals(world: World, kwargs: dict[str, list[str]], reason: str) -> None:
+    with pytest.raises(CloudError) as caught:
+        world.engine.plan_subnets(mode="runinstances", cluster=world.cluster, **kwargs)
+    assert caught.value.kind is ErrorKind.CONFIG and caught.value.reason == reason
+
+
+def test_subnet_outside_the_cluster_vpc_is_refused(world: World) -> None:
+    vpc = world.ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
+    foreign = world.ec2.create_subnet(
+        VpcId=vpc, CidrBlock="10.9.1.0/24", AvailabilityZone="us-east-1a"
+    )["Subnet"]["SubnetId"]
+    with pytest.raises(CloudError) as caught:
+        world.engine.plan_subnets(
+            mode="runinstances", cluster=world.cluster, explicit_subnet_ids=[foreign]
+        )
+    assert caught.value.reason == "SubnetOutsideClusterVpc"
