@@ -11,12 +11,12 @@ RFC 3339 UTC time, empty while no keep-warm window is open.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from provisioner.api import constants as c
+from provisioner.api.durations import DurationError, format_duration, parse_duration
 from provisioner.cloud.types import LaunchSpec, ManagedTags
 
 # RunInstances tags what it creates in one step; the ENIs and volumes carry the pool too,
@@ -87,44 +87,23 @@ def parse_rfc3339(text: str) -> datetime | None:
 
 
 def format_go_duration(duration: timedelta) -> str:
-    """Go's ``time.Duration.String()`` for whole seconds: 4h0m0s, 15m0s, 45s, 0s."""
-    total = int(duration.total_seconds())
-    if total < 0:
+    """Go's ``time.Duration.String()``: 4h0m0s, 15m0s, 45s, 0s (tags never hold negatives)."""
+    if duration < timedelta(0):
         raise ValueError("durations in tags are never negative")
-    hours, rest = divmod(total, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes}m{seconds}s"
-    if minutes:
-        return f"{minutes}m{seconds}s"
-    return f"{seconds}s"
-
-
-_GO_UNITS: Final = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_GO_PART: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+    return format_duration(duration)
 
 
 def parse_go_duration(text: str) -> timedelta | None:
-    """A Go duration string (``4h``, ``1h30m``, ``90s``, ``0``) or None if it is not one."""
-    if text == "0":
-        return timedelta(0)
-    pos, seconds = 0, 0.0
-    for match in _GO_PART.finditer(text):
-        if match.start() != pos:
-            return None
-        seconds += float(match.group(1)) * _GO_UNITS[match.group(2)]
-        pos = match.end()
-    if pos == 0 or pos != len(text):
+    """A Go duration string (``4h``, ``1h30m``, ``90s``, ``0``) or None if it is not one.
+
+    Tags can be edited by anyone with CreateTags, so a bad value reads as "unknown" rather
+    than failing the reaper's sweep.
+    """
+    try:
+        parsed = parse_duration(text)
+    except DurationError:
         return None
-    return timedelta(seconds=seconds)
+    return parsed if parsed >= timedelta(0) else None
 
 
 def tags_to_dict(tags: Iterable[Mapping[str, Any]] | None) -> dict[str, str]:
