@@ -1,0 +1,61 @@
+"""Kubernetes access for the controllers: the only package that imports the client library.
+
+- `errors`: the exceptions the controllers act on (conflict, not found, gone, ...).
+- `resources`: `ResourceRef`, `ObjectKey` and the resources we use.
+- `client`: `KubeClient`, typed reads and preconditioned writes returning dicts.
+- `informer`: list+watch caches that call handlers as objects change.
+- `workqueue`: the per-key serialized queue and the `Controller` worker pool.
+- `status`: `write_status` / `write_object`, the one way a reconciler writes.
+- `leader`: Lease leader election.
+- `events`: the Event recorder.
+- `clock`: real and fake time for all of the above.
+
+The controller manager builds one `KubeClient` and hands it to everything else.
+"""
+
+from provisioner.kube.client import KubeClient, ObjectList
+from provisioner.kube.clock import Clock, FakeClock, SystemClock
+from provisioner.kube.errors import (
+    KubeAlreadyExists,
+    KubeConflict,
+    KubeError,
+    KubeForbidden,
+    KubeGone,
+    KubeInvalid,
+    KubeNotFound,
+    KubeUnavailable,
+)
+from provisioner.kube.events import EventRecorder
+from provisioner.kube.informer import Informer
+from provisioner.kube.leader import LeaderElector, LeaseLock
+from provisioner.kube.resources import ObjectKey, ResourceRef, key_of
+from provisioner.kube.status import write_object, write_status
+from provisioner.kube.workqueue import Controller, Result, WorkQueue
+
+__all__ = [
+    "Clock",
+    "Controller",
+    "EventRecorder",
+    "FakeClock",
+    "Informer",
+    "KubeAlreadyExists",
+    "KubeClient",
+    "KubeConflict",
+    "KubeError",
+    "KubeForbidden",
+    "KubeGone",
+    "KubeInvalid",
+    "KubeNotFound",
+    "KubeUnavailable",
+    "LeaderElector",
+    "LeaseLock",
+    "ObjectKey",
+    "ObjectList",
+    "ResourceRef",
+    "Result",
+    "SystemClock",
+    "WorkQueue",
+    "key_of",
+    "write_object",
+    "write_status",
+]

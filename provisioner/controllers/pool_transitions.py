@@ -1,0 +1,517 @@
+"""The GangNodePool life cycle as pure functions: what to do next, and what it leaves behind.
+
+`plan(view)` looks at one pool (spec, status), what EC2 and the Nodes show for it, and the
+time, and names ONE step: an action with an external effect (prepare the stack, launch,
+record the set in the stack, release a set, destroy the stack, mirror keep-warm to EC2) or a
+plain status change. `outcome(view, step, result)` says what status that step's result
+leaves. `gangnodepool.py` runs the step between the two status writes, so every external
+effect is bracketed: a marker persisted before it (for a launch: the ClientToken and group),
+the result persisted right after. A crash anywhere leaves either the marker, which the next
+pass resumes with the same token, or the result.
+
+Phases: Idle → Acquiring → Joining → Satisfied → KeepWarm → Releasing → Idle, and
+KeepWarm → Satisfied on a new claim (the warm set is reused, no launch). N-or-0 holds
+throughout: a set that loses any instance, or misses the join deadline, is released whole
+before the next generation is acquired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from enum import Enum
+
+from provisioner.api import constants as c
+from provisioner.api.gangnodepool import (
+    GangNodePoolSpec,
+    GangNodePoolStatus,
+    LastError,
+    LaunchInProgress,
+    ReleaseInProgress,
+)
+
+
+class Action(Enum):
+    NONE = "none"
+    PREPARE_STACK = "prepare"  # create/update launch template, profile, access entry
+    LAUNCH = "launch"  # N-or-0 through the engine, with the marker's ClientToken
+    RECORD_SET = "record"  # record the launched IDs in the stack
+    RELEASE_SET = "release-set"  # terminate the active set (and strays) + ENI cleanup
+    DESTROY_STACK = "destroy"  # stack destroy: the pool's release
+    TAG_KEEP_WARM = "tag-keep-warm"  # mirror keepWarmUntil onto the instances' tag
+    REMOVE_FINALIZER = "remove-finalizer"
+
+
+@dataclass(frozen=True)
+class Instance:
+    """What the pool reconciler needs of a live EC2 instance."""
+
+    instance_id: str
+    group: str | None
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """Everything `plan` reads. Instances are the pool's live ones in EC2, found by tag."""
+
+    name: str
+    uid: str
+    spec: GangNodePoolSpec
+    status: GangNodePoolStatus
+    deleting: bool
+    has_finalizer: bool
+    live: tuple[Instance, ...]
+    # IDs EC2 explicitly reports as shutting down, terminated or stopped. An ID merely absent
+    # from a describe is not gone: EC2 is eventually consistent right after a launch.
+    gone_ids: frozenset[str]
+    ready_instance_ids: frozenset[str]  # Ready Nodes labelled with this pool and active group
+    stack_prepared: bool
+    now: datetime
+    join_deadline: timedelta
+    backoff_base: float = 5.0
+    backoff_max: float = 300.0
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Step:
+    action: Action
+    status: GangNodePoolStatus  # persisted before the action runs
+    requeue_after: float | None = None
+    events: tuple[Event, ...] = ()
+    release_ids: tuple[str, ...] = ()  # for RELEASE_SET
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What an action reports back; `error_kind` is the engine's or the driver's."""
+
+    ok: bool
+    instance_ids: tuple[str, ...] = ()
+    error_kind: str | None = None  # capacity | malformed | retryable | config | ...
+    reason: str = ""
+    message: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def group_name(generation: int) -> str:
+    return f"gen-{generation}"
+
+
+def _backoff(view: PoolView, attempts: int) -> float:
+    return float(min(view.backoff_max, view.backoff_base * (2 ** max(attempts - 1, 0))))
+
+
+def _with(status: GangNodePoolStatus, **changes: object) -> GangNodePoolStatus:
+    return status.model_copy(update=changes)
+
+
+def _idle(status: GangNodePoolStatus) -> GangNodePoolStatus:
+    return _with(
+        status,
+        phase=c.PHASE_IDLE,
+        instance_ids=(),
+        active_group=None,
+        ready_nodes=0,
+        keep_warm_until=None,
+        join_deadline=None,
+        release_in_progress=None,
+        launch_in_progress=None,
+    )
+
+
+def _strays(view: PoolView) -> tuple[str, ...]:
+    """Live instances of this pool that neither the active set nor an in-flight launch owns."""
+    owned = set(view.status.instance_ids)
+    marker = view.status.launch_in_progress
+    return tuple(
+        i.instance_id
+        for i in view.live
+        if i.instance_id not in owned and (marker is None or i.group != marker.group)
+    )
+
+
+def plan(view: PoolView) -> Step:
+    status = view.status
+    if view.deleting:
+        return _plan_delete(view)
+    strays = _strays(view)
+    if strays:
+        return Step(
+            Action.RELEASE_SET,
+            _with(status, release_in_progress=_releasing(view, "StrayInstances", strays)),
+            release_ids=strays,
+            events=(
+                Event(
+                    "Warning",
+                    "StrayInstances",
+                    f"Terminating {len(strays)} instances "
+                    f"of pool {view.name} that no set owns: {', '.join(strays)}.",
+                ),
+            ),
+            why="strays",
+        )
+    phase = status.phase
+    if phase == c.PHASE_IDLE:
+        return _plan_idle(view)
+    if phase == c.PHASE_ACQUIRING:
+        return _plan_acquiring(view)
+    if phase in (c.PHASE_JOINING, c.PHASE_SATISFIED):
+        return _plan_active(view)
+    if phase == c.PHASE_KEEP_WARM:
+        return _plan_keep_warm(view)
+    return _plan_releasing(view)
+
+
+def _releasing(view: PoolView, reason: str, ids: Sequence[str]) -> ReleaseInProgress:
+    return ReleaseInProgress(started_at=view.now, reason=reason, instance_ids=tuple(ids))
+
+
+def _plan_delete(view: PoolView) -> Step:
+    status = view.status
+    if view.live or status.instance_ids or view.stack_prepared:
+        return Step(
+            Action.DESTROY_STACK,
+            _with(
+                status,
+                phase=c.PHASE_RELEASING,
+                release_in_progress=status.release_in_progress
+                or _releasing(view, "PoolDeleted", status.instance_ids),
+            ),
+            why="pool deleted",
+        )
+    if view.has_finalizer:
+        return Step(Action.REMOVE_FINALIZER, _idle(status), why="released; finalizer off")
+    return Step(Action.NONE, status)
+
+
+def _plan_idle(view: PoolView) -> Step:
+    if view.spec.claim is None:
+        return Step(Action.NONE, view.status)
+    status = _with(view.status, phase=c.PHASE_ACQUIRING, consecutive_shortfalls=0, last_error=None)
+    return Step(
+        Action.NONE,
+        status,
+        requeue_after=0.0,
+        events=(
+            Event(
+                "Normal",
+                "Acquiring",
+                f"Acquiring {view.spec.count}x "
+                f"{view.spec.instance_type} ({view.spec.mode}), all or nothing.",
+            ),
+        ),
+    )
+
+
+def _plan_acquiring(view: PoolView) -> Step:
+    status, spec = view.status, view.spec
+    marker = status.launch_in_progress
+    if spec.claim is None and marker is None:
+        return Step(Action.NONE, _idle(_with(status, consecutive_shortfalls=0)), why="claim gone")
+    if not view.stack_prepared:
+        return Step(Action.PREPARE_STACK, status, why="stack not prepared")
+    if marker is None:
+        group = group_name(status.acquire_generation)
+        marker = LaunchInProgress(
+            client_token=f"{view.uid}/{status.acquire_generation}"[:64],
+            mode=spec.mode,
+            group=group,
+            started_at=view.now,
+        )
+    return Step(Action.LAUNCH, _with(status, launch_in_progress=marker), why="launch")
+
+
+def _plan_active(view: PoolView) -> Step:
+    status, spec, n = view.status, view.spec, view.spec.count
+    missing = [iid for iid in status.instance_ids if iid in view.gone_ids]
+    if missing or len(status.instance_ids) != n:
+        return _release_for_retry(
+            view,
+            "GangBroken",
+            f"{len(missing)} of {n} instances of "
+            f"group {status.active_group} are gone ({', '.join(missing)}); "
+            "releasing the rest and acquiring a whole new set.",
+        )
+    if status.last_stack_operation != f"record:{status.active_group}":
+        return Step(Action.RECORD_SET, status, why="record set in stack")
+    ready = len(view.ready_instance_ids & set(status.instance_ids))
+    status = _with(status, ready_nodes=ready)
+    if status.phase == c.PHASE_SATISFIED and spec.claim is None:
+        return _enter_keep_warm(view, status)
+    if ready == n:
+        if status.phase != c.PHASE_SATISFIED:
+            return Step(
+                Action.NONE,
+                _with(status, phase=c.PHASE_SATISFIED, join_deadline=None, last_error=None),
+                events=(
+                    Event(
+                        "Normal",
+                        "Satisfied",
+                        f"All {n} nodes of group {status.active_group} joined and are Ready.",
+                    ),
+                ),
+            )
+        return Step(Action.NONE, status)
+    deadline = status.join_deadline or (view.now + view.join_deadline)
+    if status.phase == c.PHASE_SATISFIED:
+        # A node went away or NotReady: back to Joining, with a fresh deadline.
+        return Step(
+            Action.NONE,
+            _with(status, phase=c.PHASE_JOINING, join_deadline=view.now + view.join_deadline),
+            requeue_after=5.0,
+            events=(Event("Warning", "NodeNotReady", f"{ready}/{n} nodes Ready."),),
+        )
+    if view.now >= deadline:
+        return _release_for_retry(
+            view,
+            "JoinDeadlineExceeded",
+            f"Only {ready}/{n} nodes "
+            f"joined within {view.join_deadline}; releasing the set and "
+            "acquiring a new one.",
+        )
+    wait = (deadline - view.now).total_seconds()
+    return Step(Action.NONE, _with(status, join_deadline=deadline), requeue_after=min(wait, 5.0))
+
+
+def _enter_keep_warm(view: PoolView, status: GangNodePoolStatus) -> Step:
+    ttl = view.spec.keep_warm_ttl
+    if ttl <= timedelta(0):
+        return Step(Action.NONE, _with(status, phase=c.PHASE_RELEASING), requeue_after=0.0)
+    until = view.now + ttl
+    return Step(
+        Action.TAG_KEEP_WARM,
+        _with(status, phase=c.PHASE_KEEP_WARM, keep_warm_until=until),
+        requeue_after=ttl.total_seconds(),
+        events=(
+            Event(
+                "Normal",
+                "KeepWarm",
+                f"Claim dropped; keeping {view.spec.count} nodes "
+                f"warm until {until:%Y-%m-%dT%H:%M:%SZ}.",
+            ),
+        ),
+    )
+
+
+def _plan_keep_warm(view: PoolView) -> Step:
+    status = view.status
+    if view.spec.claim is not None:
+        # A new claimant reuses the warm set: no launch, no join wait if still Ready.
+        back = _with(
+            status,
+            phase=c.PHASE_JOINING,
+            keep_warm_until=None,
+            join_deadline=view.now + view.join_deadline,
+        )
+        return Step(
+            Action.TAG_KEEP_WARM,
+            back,
+            requeue_after=0.0,
+            events=(Event("Normal", "WarmReuse", "New claim; reusing the warm set."),),
+        )
+    if any(iid in view.gone_ids for iid in status.instance_ids):
+        return Step(Action.NONE, _with(status, phase=c.PHASE_RELEASING), requeue_after=0.0)
+    until = status.keep_warm_until
+    if until is None or view.now >= until:
+        return Step(
+            Action.NONE,
+            _with(status, phase=c.PHASE_RELEASING),
+            requeue_after=0.0,
+            events=(Event("Normal", "KeepWarmExpired", "Keep-warm window over; releasing."),),
+        )
+    return Step(Action.NONE, status, requeue_after=(until - view.now).total_seconds())
+
+
+def _plan_releasing(view: PoolView) -> Step:
+    status = view.status
+    if view.live or status.instance_ids or view.stack_prepared:
+        return Step(
+            Action.DESTROY_STACK,
+            _with(
+                status,
+                release_in_progress=status.release_in_progress
+                or _releasing(view, "Released", status.instance_ids),
+            ),
+            why="destroy stack",
+        )
+    return Step(
+        Action.NONE,
+        _idle(status),
+        requeue_after=0.0 if view.spec.claim else None,
+        events=(Event("Normal", "Released", f"Pool {view.name} released; 0 instances."),),
+    )
+
+
+def _release_for_retry(view: PoolView, reason: str, message: str) -> Step:
+    status = view.status
+    ids = tuple(dict.fromkeys([*status.instance_ids, *(i.instance_id for i in view.live)]))
+    return Step(
+        Action.RELEASE_SET,
+        _with(status, release_in_progress=_releasing(view, reason, ids)),
+        release_ids=ids,
+        events=(Event("Warning", reason, message),),
+        why=reason,
+    )
+
+
+def outcome(
+    view: PoolView, step: Step, result: ActionResult
+) -> tuple[GangNodePoolStatus, float | None, tuple[Event, ...]]:
+    """The status a step's result leaves, when to look again, and what to tell users."""
+    status = step.status
+    action = step.action
+    if action is Action.LAUNCH:
+        return _launch_outcome(view, status, result)
+    if not result.ok:
+        attempts = status.consecutive_shortfalls + 1
+        delay = _backoff(view, attempts) if result.error_kind != "config" else view.backoff_max / 5
+        err = LastError(reason=result.reason or "Failed", message=result.message)
+        return (
+            _with(
+                status,
+                last_error=err,
+                last_stack_result=f"failed: {result.reason}"
+                if action in (Action.PREPARE_STACK, Action.RECORD_SET, Action.DESTROY_STACK)
+                else status.last_stack_result,
+            ),
+            delay,
+            (Event("Warning", err.reason, f"{action.value}: {err.message}"),),
+        )
+    if action is Action.PREPARE_STACK:
+        return _with(status, last_stack_operation="prepare", last_stack_result="succeeded"), 0.0, ()
+    if action is Action.RECORD_SET:
+        return (
+            _with(
+                status,
+                last_stack_operation=f"record:{status.active_group}",
+                last_stack_result="succeeded",
+            ),
+            0.0,
+            (),
+        )
+    if action is Action.RELEASE_SET:
+        return _after_release_set(view, status, step), 0.0, ()
+    if action is Action.DESTROY_STACK:
+        return (
+            _with(
+                _idle(status),
+                phase=c.PHASE_RELEASING,
+                last_stack_operation="destroy",
+                last_stack_result="succeeded",
+            ),
+            0.0,
+            (),
+        )
+    return status, step.requeue_after, ()
+
+
+def _after_release_set(
+    view: PoolView, status: GangNodePoolStatus, step: Step
+) -> GangNodePoolStatus:
+    if step.why == "strays":
+        return _with(status, release_in_progress=None)
+    # The set is gone: acquire a new generation (the generation moved when this set's
+    # launch succeeded, so the next token is fresh).
+    return _with(
+        status,
+        phase=c.PHASE_ACQUIRING if view.spec.claim else c.PHASE_IDLE,
+        instance_ids=(),
+        active_group=None,
+        ready_nodes=0,
+        join_deadline=None,
+        release_in_progress=None,
+        last_stack_operation="remove-set",
+    )
+
+
+def _launch_outcome(
+    view: PoolView, status: GangNodePoolStatus, result: ActionResult
+) -> tuple[GangNodePoolStatus, float | None, tuple[Event, ...]]:
+    marker = status.launch_in_progress
+    assert marker is not None
+    n = view.spec.count
+    if result.ok:
+        return (
+            _with(
+                status,
+                phase=c.PHASE_JOINING,
+                instance_ids=result.instance_ids,
+                active_group=marker.group,
+                ready_nodes=0,
+                launch_in_progress=None,
+                acquire_generation=status.acquire_generation + 1,
+                consecutive_shortfalls=0,
+                join_deadline=view.now + view.join_deadline,
+                last_error=None,
+            ),
+            0.0,
+            (
+                Event(
+                    "Normal",
+                    "Launched",
+                    f"Launched {n}x {view.spec.instance_type} as group "
+                    f"{marker.group}: {', '.join(result.instance_ids)}.",
+                ),
+            ),
+        )
+    kind = result.error_kind
+    err = LastError(reason=result.reason or "LaunchFailed", message=result.message)
+    if kind in ("capacity", "malformed"):
+        shortfalls = status.consecutive_shortfalls + 1
+        return (
+            _with(
+                status,
+                launch_in_progress=None,
+                acquire_generation=status.acquire_generation + 1,
+                consecutive_shortfalls=shortfalls,
+                last_shortfall_time=view.now,
+                last_error=err,
+            ),
+            _backoff(view, shortfalls),
+            (
+                Event(
+                    "Warning",
+                    "CapacityShortfall",
+                    f"Attempt {shortfalls}: {err.message} "
+                    "Nothing is running; the whole gang will be retried.",
+                ),
+            ),
+        )
+    if kind == "retryable":
+        # Keep the marker: the same ClientToken is replayed, so a launch that did happen
+        # is returned rather than repeated.
+        return (
+            _with(status, last_error=err),
+            _backoff(view, 2),
+            (Event("Warning", err.reason, err.message),),
+        )
+    # Configuration: nothing was launched; the user must fix something. The generation
+    # stays (no request reached a terminal result) and the marker is cleared.
+    return (
+        _with(status, launch_in_progress=None, last_error=err),
+        view.backoff_max / 5,
+        (Event("Warning", err.reason, err.message),),
+    )
+
+
+__all__ = [
+    "Action",
+    "ActionResult",
+    "Event",
+    "Instance",
+    "PoolView",
+    "Step",
+    "group_name",
+    "outcome",
+    "plan",
+    "replace",
+]

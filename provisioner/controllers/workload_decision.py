@@ -1,0 +1,255 @@
+"""What the Workload reconciler should do for one Workload: a pure function and its result.
+
+`decide()` reads a Workload, its owner Job's labels and annotations, the pool the Job names
+and the controller settings, and answers two things: what the pool's claim (and, for a new
+or idle pool, its shape) should become, and what our admission check on the Workload should
+say. It performs no I/O; `workload.py` gathers the inputs, writes the answers and records
+the events. Keeping the rules here lets a table of tests pin every branch.
+
+The rules, in order:
+1. A Workload that is gone, finished, evicted, deactivated, rejected or without quota
+   holds no claim.
+2. A Job whose gang shape does not parse is Rejected with the parser's sentences.
+3. No pool yet: create it with this shape and this claim.
+4. Claimed by another live Workload: Retry (Kueue releases our quota and requeues us).
+   A claim whose Workload no longer exists is stale and is replaced.
+5. Different shape: Rejected naming the fields — unless the pool is Idle with no
+   instances, where nothing can be disturbed and the new shape simply replaces the old.
+6. Our claim: Ready only when the pool reports Satisfied with exactly N Ready nodes; Retry
+   after `acquireAttemptsBeforeRetry` consecutive shortfalls, or when an admitted gang loses
+   its nodes; Pending with the pool's progress otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+
+from provisioner.api import constants as c
+from provisioner.api.gangnodepool import Claim, GangNodePool
+from provisioner.api.settings import Settings
+from provisioner.api.shape import (
+    GangShape,
+    GangShapeError,
+    describe_shape_conflict,
+    parse_gang_shape,
+    shape_differences,
+)
+from provisioner.api.workload import PodSetUpdate, Workload, gang_pod_set_updates
+
+
+class PoolChange(Enum):
+    NONE = "none"
+    CREATE = "create"  # a new pool with `shape` and `claim`
+    CLAIM = "claim"  # set `claim` (and `shape`, reshaping an idle, empty pool)
+    RELEASE = "release"  # clear the claim this Workload holds
+
+
+@dataclass(frozen=True)
+class CheckUpdate:
+    state: str
+    message: str
+    pod_set_updates: tuple[PodSetUpdate, ...] = ()
+    reason: str = ""  # the event reason recorded with a state change
+
+
+@dataclass(frozen=True)
+class WorkloadDecision:
+    pool_change: PoolChange = PoolChange.NONE
+    pool_name: str | None = None
+    shape: GangShape | None = None
+    claim: Claim | None = None
+    check: CheckUpdate | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class WorkloadInputs:
+    """Everything `decide` reads. `workload` None means it was deleted."""
+
+    workload: Workload | None
+    check_name: str | None
+    job_labels: Mapping[str, str] | None
+    job_annotations: Mapping[str, str] | None
+    pool: GangNodePool | None
+    claimant_exists: bool  # the pool's current claimant Workload is still in the cache
+    settings: Settings
+    now: datetime
+
+
+def drops_claim(workload: Workload | None, check_name: str | None) -> str | None:
+    """Why this Workload may hold no claim, or None when it may."""
+    if workload is None:
+        return "the Workload was deleted"
+    if workload.metadata.deletion_timestamp is not None:
+        return "the Workload is being deleted"
+    if workload.is_true(c.WL_FINISHED):
+        return "the Workload finished"
+    if workload.is_true(c.WL_EVICTED):
+        return "the Workload was evicted"
+    if workload.spec.active is False:
+        return "the Workload was deactivated"
+    if not workload.is_true(c.WL_QUOTA_RESERVED):
+        return "the Workload holds no quota"
+    ours = workload.check(check_name) if check_name else None
+    if ours is None:
+        return "the Workload does not carry our admission check"
+    if ours.state == c.CHECK_REJECTED:
+        return "our admission check was rejected"
+    return None
+
+
+def _claim_for(workload: Workload, now: datetime) -> Claim:
+    meta = workload.metadata
+    return Claim(namespace=meta.namespace or "", name=meta.name, uid=meta.uid or "", claimed_at=now)
+
+
+def _holds(pool: GangNodePool, workload: Workload) -> bool:
+    claim = pool.spec.claim
+    return claim is not None and claim.uid == workload.metadata.uid
+
+
+def decide(inputs: WorkloadInputs) -> WorkloadDecision:
+    workload, pool = inputs.workload, inputs.pool
+    why_not = drops_claim(workload, inputs.check_name)
+    if why_not is not None:
+        if workload is not None and pool is not None and _holds(pool, workload):
+            return WorkloadDecision(PoolChange.RELEASE, pool.name, notes=(why_not,))
+        return WorkloadDecision(notes=(why_not,))
+    assert workload is not None and inputs.check_name is not None
+    if inputs.job_labels is None or inputs.job_annotations is None:
+        return WorkloadDecision(notes=("the owner Job is not visible yet",))
+
+    try:
+        shape = parse_gang_shape(
+            inputs.job_labels, inputs.job_annotations, workload.total_pod_count, inputs.settings
+        )
+    except GangShapeError as err:
+        rejected = CheckUpdate(c.CHECK_REJECTED, str(err), reason=err.reason)
+        if pool is not None and _holds(pool, workload):
+            return WorkloadDecision(PoolChange.RELEASE, pool.name, check=rejected)
+        return WorkloadDecision(check=rejected)
+
+    if pool is None:
+        return WorkloadDecision(
+            PoolChange.CREATE,
+            shape.pool,
+            shape=shape,
+            claim=_claim_for(workload, inputs.now),
+            check=CheckUpdate(
+                c.CHECK_PENDING,
+                f"Pool {shape.pool} created; acquiring {shape.count}x {shape.instance_type}.",
+                reason="PoolCreated",
+            ),
+        )
+
+    claim = pool.spec.claim
+    if claim is not None and claim.uid != workload.metadata.uid and inputs.claimant_exists:
+        return WorkloadDecision(
+            check=CheckUpdate(
+                c.CHECK_RETRY,
+                f"Pool {pool.name} is in use by Workload {claim.namespace}/{claim.name}; "
+                "Kueue will retry this Workload after it releases the pool.",
+                reason="PoolBusy",
+            )
+        )
+
+    if not _holds(pool, workload):
+        if shape_differences(pool.spec.shape(), shape) and not _idle_and_empty(pool):
+            return WorkloadDecision(
+                check=CheckUpdate(
+                    c.CHECK_REJECTED,
+                    describe_shape_conflict(pool.spec.shape(), shape),
+                    reason="ShapeConflict",
+                )
+            )
+        stale = (f"replaced a stale claim by {claim.namespace}/{claim.name}",) if claim else ()
+        return WorkloadDecision(
+            PoolChange.CLAIM,
+            pool.name,
+            shape=shape,
+            claim=_claim_for(workload, inputs.now),
+            check=CheckUpdate(
+                c.CHECK_PENDING,
+                f"Pool {pool.name} claimed; {_progress(pool)}",
+                reason="PoolClaimed",
+            ),
+            notes=stale,
+        )
+
+    return WorkloadDecision(check=_check_for_claimant(workload, pool, inputs))
+
+
+def _idle_and_empty(pool: GangNodePool) -> bool:
+    return pool.status.phase == c.PHASE_IDLE and not pool.status.instance_ids
+
+
+def _satisfied(pool: GangNodePool) -> bool:
+    status, n = pool.status, pool.spec.count
+    return (
+        status.phase == c.PHASE_SATISFIED
+        and status.active_group is not None
+        and len(status.instance_ids) == n
+        and status.ready_nodes == n
+    )
+
+
+def _check_for_claimant(
+    workload: Workload, pool: GangNodePool, inputs: WorkloadInputs
+) -> CheckUpdate:
+    status = pool.status
+    current = workload.check(inputs.check_name or "")
+    if _satisfied(pool):
+        assert status.active_group is not None
+        return CheckUpdate(
+            c.CHECK_READY,
+            f"{pool.spec.count}/{pool.spec.count} nodes of pool {pool.name} "
+            f"(group {status.active_group}) are Ready.",
+            gang_pod_set_updates(workload, pool.name, status.active_group),
+            reason="GangReady",
+        )
+    if current is not None and current.state == c.CHECK_READY:
+        return CheckUpdate(
+            c.CHECK_RETRY,
+            f"Pool {pool.name} lost its gang ({status.ready_nodes}/{pool.spec.count} Ready, "
+            f"phase {status.phase}); the Workload is requeued to run on a whole gang.",
+            reason="GangLost",
+        )
+    limit = inputs.settings.acquire_attempts_before_retry
+    if status.consecutive_shortfalls >= limit:
+        return CheckUpdate(
+            c.CHECK_RETRY,
+            f"EC2 had no capacity for {pool.spec.count}x {pool.spec.instance_type} in "
+            f"{status.consecutive_shortfalls} consecutive attempts; nothing was left running. "
+            "Kueue releases the quota and retries. Consider a capacity reservation "
+            f"({c.ANN_CAPACITY_RESERVATION_ID}).",
+            reason="CapacityShortfall",
+        )
+    return CheckUpdate(c.CHECK_PENDING, _progress(pool), reason="Waiting")
+
+
+def _progress(pool: GangNodePool) -> str:
+    status, n = pool.status, pool.spec.count
+    phase = status.phase
+    if phase == c.PHASE_IDLE:
+        text = f"waiting to acquire {n}x {pool.spec.instance_type}."
+    elif phase == c.PHASE_ACQUIRING:
+        text = f"acquiring {n}x {pool.spec.instance_type} all-or-nothing"
+        if status.consecutive_shortfalls:
+            text += (
+                f" (capacity shortfalls so far: {status.consecutive_shortfalls}; $0 while short)"
+            )
+        text += "."
+    elif phase == c.PHASE_JOINING:
+        text = f"{status.ready_nodes}/{n} nodes joined and Ready."
+    elif phase == c.PHASE_KEEP_WARM:
+        text = f"reusing {len(status.instance_ids)} warm nodes."
+    elif phase == c.PHASE_RELEASING:
+        text = "the previous node set is being released; acquiring next."
+    else:
+        text = f"phase {phase}."
+    if status.last_error is not None:
+        text += f" Last error: {status.last_error.reason}: {status.last_error.message}"
+    return f"Pool {pool.name}: {text}"

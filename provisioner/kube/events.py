@@ -1,0 +1,171 @@
+"""`EventRecorder`: Kubernetes Events about our objects, for `kubectl describe`.
+
+Reconcilers call `normal`/`warning` with the object they act on (a dict as read) and a
+reason constant. Events are `core/v1` so they show under the object with `count` and
+`lastTimestamp`: the same (object, type, reason, message) within the aggregation window
+increments the existing Event instead of creating another, which keeps a retry loop from
+flooding etcd. Recording is best effort and never raises into the reconcile: a failure is
+logged and the reconcile carries on. Pass a client with a short timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from provisioner.api.constants import FIELD_MANAGER
+from provisioner.kube.clock import SYSTEM_CLOCK, Clock
+from provisioner.kube.resources import CORE_EVENTS, ResourceRef
+
+__all__ = ["NORMAL", "WARNING", "EventRecorder", "EventWriter"]
+
+log = logging.getLogger(__name__)
+
+NORMAL: Final = "Normal"
+WARNING: Final = "Warning"
+_MESSAGE_LIMIT: Final = 1024
+_TIME = "%Y-%m-%dT%H:%M:%SZ"
+
+
+class EventWriter(Protocol):
+    """The `KubeClient` calls the recorder makes."""
+
+    def create(self, ref: ResourceRef, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def patch(
+        self,
+        ref: ResourceRef,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        namespace: str | None = ...,
+        resource_version: str,
+        field_manager: str | None = ...,
+    ) -> dict[str, Any]: ...
+
+
+@dataclass
+class _Seen:
+    name: str
+    namespace: str
+    count: int
+    resource_version: str
+    last_seen: float
+
+
+class EventRecorder:
+    """Creates (or bumps) core/v1 Events; thread-safe; never raises."""
+
+    def __init__(
+        self,
+        client: EventWriter,
+        *,
+        component: str = FIELD_MANAGER,
+        instance: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        window: float = 600.0,
+        max_tracked: int = 4096,
+    ) -> None:
+        self._client = client
+        self._component = component
+        self._instance = instance or socket.gethostname()
+        self._clock = clock
+        self._window = window
+        self._max_tracked = max_tracked
+        self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def normal(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
+        self.record(obj, NORMAL, reason, message)
+
+    def warning(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
+        self.record(obj, WARNING, reason, message)
+
+    def record(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
+        message = message[:_MESSAGE_LIMIT]
+        try:
+            with self._lock:
+                self._record(obj, event_type, reason, message)
+        except Exception as err:
+            meta = obj.get("metadata") or {}
+            log.warning(
+                "event %s %s on %s %s not recorded: %s",
+                event_type,
+                reason,
+                obj.get("kind"),
+                meta.get("name"),
+                err,
+            )
+
+    def _record(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
+        involved = _involved(obj)
+        identity = involved.get("uid") or f"{involved['kind']}/{involved.get('namespace')}"
+        key = (identity, involved["name"], event_type, reason, message)
+        now = self._clock.monotonic()
+        stamp = self._clock.wall().strftime(_TIME)
+        seen = self._seen.get(key)
+        if seen is not None and now - seen.last_seen <= self._window:
+            try:
+                bumped = self._client.patch(
+                    CORE_EVENTS,
+                    seen.name,
+                    {"count": seen.count + 1, "lastTimestamp": stamp},
+                    namespace=seen.namespace,
+                    resource_version=seen.resource_version,
+                )
+            except Exception as err:
+                # Gone, or changed by someone else: start a fresh Event rather than fight.
+                log.debug("event %s could not be bumped (%s); creating anew", seen.name, err)
+            else:
+                seen.count += 1
+                seen.resource_version = _rv(bumped)
+                seen.last_seen = now
+                self._seen.move_to_end(key)
+                return
+        namespace = involved.get("namespace") or "default"  # cluster-scoped objects
+        body = {
+            "metadata": {
+                "name": f"{involved['name']}.{uuid.uuid4().hex[:16]}",
+                "namespace": namespace,
+            },
+            "involvedObject": involved,
+            "type": event_type,
+            "reason": reason,
+            "message": message,
+            "count": 1,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "source": {"component": self._component, "host": self._instance},
+            "reportingComponent": self._component,
+            "reportingInstance": self._instance,
+        }
+        created = self._client.create(CORE_EVENTS, body)
+        self._seen[key] = _Seen(created["metadata"]["name"], namespace, 1, _rv(created), now)
+        self._seen.move_to_end(key)
+        while len(self._seen) > self._max_tracked:
+            self._seen.popitem(last=False)
+
+
+def _involved(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    if not obj.get("kind") or not meta.get("name"):
+        raise ValueError("an event needs an object with kind and metadata.name")
+    fields = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj["kind"],
+        "name": meta["name"],
+        "namespace": meta.get("namespace"),
+        "uid": meta.get("uid"),
+        "resourceVersion": meta.get("resourceVersion"),
+    }
+    return {key: value for key, value in fields.items() if value}
+
+
+def _rv(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")

@@ -1,0 +1,293 @@
+"""List+watch informers: an in-memory cache of one resource, kept current on a thread.
+
+Each controller builds informers for what it watches (GangNodePools and Nodes, Workloads,
+AdmissionChecks) from `KubeClient.list_watch(...)`, registers handlers (usually through
+`workqueue.Controller.watch`, which turns events into keys) and starts them before its
+workers. Reads during reconcile come from `get`/`list` instead of the apiserver.
+
+The loop is the reflector's: list, then watch from the list's resourceVersion with
+bookmarks; each event (and bookmark) advances the resourceVersion, so an ended watch is
+resumed where it stopped. A 410 (raised, or an ERROR event) means that version is gone:
+re-list and diff against the cache, synthesising the adds, updates and deletes the watch
+missed. Any other failure (apiserver restarting, connection refused) backs off and
+re-watches from the same version. Handlers run on the informer's thread, one at a time;
+they should be quick (enqueue a key) and must treat the objects as read-only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from provisioner.kube.client import ObjectList
+from provisioner.kube.errors import KubeGone, from_status
+from provisioner.kube.resources import ObjectKey, key_of
+
+__all__ = ["Informer", "ListWatch", "WatchSource"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+# Spelled once here: `Informer.list` shadows `list` inside the class.
+Objects = list[Obj]
+Keys = list[ObjectKey]
+OnAdd = Callable[[Obj], None]
+OnUpdate = Callable[[Obj, Obj], None]
+OnDelete = Callable[[Obj], None]
+
+
+class WatchSource(Protocol):
+    """A running watch: yields `{"type", "object"}` events; `stop` may come from any thread."""
+
+    def __iter__(self) -> Iterator[Obj]: ...
+
+    def stop(self) -> None: ...
+
+
+class ListWatch(Protocol):
+    """How an informer reads its resource (`KubeClient.list_watch` builds the real one)."""
+
+    def list(self) -> ObjectList: ...
+
+    def watch(self, resource_version: str, timeout_seconds: int) -> WatchSource: ...
+
+
+@dataclass(frozen=True)
+class _Handlers:
+    on_add: OnAdd | None
+    on_update: OnUpdate | None
+    on_delete: OnDelete | None
+
+
+def _rv(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class Informer:
+    """Caches one resource (one selector) and calls handlers as it changes."""
+
+    def __init__(
+        self,
+        source: ListWatch,
+        *,
+        name: str,
+        resync_period: float | None = None,
+        watch_timeout: int = 300,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+    ) -> None:
+        self.name = name
+        self._source = source
+        self._resync_period = resync_period
+        self._watch_timeout = watch_timeout
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._lock = threading.Lock()  # cache, resourceVersion, current stream
+        self._dispatch_lock = threading.RLock()  # one handler call at a time
+        self._cache: dict[ObjectKey, Obj] = {}
+        self._resource_version = ""
+        self._stream: WatchSource | None = None
+        self._handlers: list[_Handlers] = []
+        self._synced = threading.Event()
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.relists = 0  # how many times the cache was rebuilt from a list (tests, metrics)
+
+    # -- public -----------------------------------------------------------------------------
+    def add_handlers(
+        self,
+        on_add: OnAdd | None = None,
+        on_update: OnUpdate | None = None,
+        on_delete: OnDelete | None = None,
+    ) -> None:
+        """Register callbacks; a late registration first gets an add for every cached object."""
+        handlers = _Handlers(on_add, on_update, on_delete)
+        with self._dispatch_lock:
+            self._handlers.append(handlers)
+            if self._synced.is_set() and on_add is not None:
+                for obj in self.list():
+                    self._call(on_add, obj)
+
+    def start(self) -> None:
+        if self._threads:
+            raise RuntimeError(f"informer {self.name} already started")
+        self._threads.append(
+            threading.Thread(target=self._run, name=f"informer-{self.name}", daemon=True)
+        )
+        if self._resync_period:
+            self._threads.append(
+                threading.Thread(
+                    target=self._resync_loop, name=f"informer-{self.name}-resync", daemon=True
+                )
+            )
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stopping.set()
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            stream.stop()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def has_synced(self) -> bool:
+        """True once the first list has been cached and its adds delivered."""
+        return self._synced.is_set()
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        return self._synced.wait(timeout)
+
+    def get(self, namespace: str, name: str) -> Obj | None:
+        with self._lock:
+            return self._cache.get(ObjectKey(namespace, name))
+
+    def list(self) -> Objects:
+        with self._lock:
+            return list(self._cache.values())
+
+    def list_keys(self) -> Keys:
+        with self._lock:
+            return list(self._cache)
+
+    @property
+    def resource_version(self) -> str:
+        with self._lock:
+            return self._resource_version
+
+    def resync(self) -> None:
+        """Deliver every cached object as an update to itself (periodic re-reconcile)."""
+        with self._dispatch_lock:
+            for obj in self.list():
+                for handlers in self._handlers:
+                    if handlers.on_update is not None:
+                        self._call(handlers.on_update, obj, obj)
+
+    # -- the loop ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        delay = self._backoff_initial
+        need_list = True
+        while not self._stopping.is_set():
+            try:
+                if need_list:
+                    self._relist()
+                    need_list = False
+                started = time.monotonic()
+                received = self._watch_once()
+                if received or time.monotonic() - started > 1.0:
+                    delay = self._backoff_initial
+                    continue
+                # A watch that ends at once with nothing in it is a failing server.
+                raise ConnectionError("watch closed immediately")
+            except KubeGone as gone:
+                log.info("informer %s: resourceVersion expired (%s); re-listing", self.name, gone)
+                # An expired watch re-lists at once; an expired list (paging token) backs off.
+                if not need_list:
+                    need_list = True
+                    continue
+                error: Exception = gone
+            except Exception as err:
+                error = err
+            if self._stopping.is_set():
+                break
+            log.warning(
+                "informer %s: %s: %s; retrying in %.1fs",
+                self.name,
+                type(error).__name__,
+                error,
+                delay,
+            )
+            self._stopping.wait(delay)
+            delay = min(delay * 2, self._backoff_max)
+
+    def _relist(self) -> None:
+        listing = self._source.list()
+        fresh = {key_of(obj): obj for obj in listing.items}
+        with self._dispatch_lock:
+            with self._lock:
+                old, self._cache = self._cache, fresh
+                self._resource_version = listing.resource_version
+            for key, obj in fresh.items():
+                previous = old.get(key)
+                if previous is None:
+                    self._dispatch("add", obj)
+                elif _rv(previous) != _rv(obj):
+                    self._dispatch("update", obj, previous)
+            for key, obj in old.items():
+                if key not in fresh:
+                    self._dispatch("delete", obj)
+            self.relists += 1
+        self._synced.set()
+
+    def _watch_once(self) -> bool:
+        stream = self._source.watch(self.resource_version, self._watch_timeout)
+        with self._lock:
+            self._stream = stream
+        received = False
+        try:
+            if self._stopping.is_set():
+                return False
+            for event in stream:
+                if self._stopping.is_set():
+                    break
+                self._apply(event)
+                received = True
+        finally:
+            with self._lock:
+                self._stream = None
+            stream.stop()
+        return received
+
+    def _apply(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        obj: Obj = event.get("object") or {}
+        if kind == "ERROR":
+            raise from_status(obj)
+        if kind == "BOOKMARK":
+            with self._lock:
+                self._resource_version = _rv(obj) or self._resource_version
+            return
+        key = key_of(obj)
+        with self._dispatch_lock:
+            with self._lock:
+                previous = self._cache.get(key)
+                if kind == "DELETED":
+                    self._cache.pop(key, None)
+                else:
+                    self._cache[key] = obj
+                self._resource_version = _rv(obj) or self._resource_version
+            if kind == "DELETED":
+                if previous is not None:
+                    self._dispatch("delete", obj)
+            elif previous is None:
+                self._dispatch("add", obj)
+            else:
+                self._dispatch("update", obj, previous)
+
+    def _resync_loop(self) -> None:
+        assert self._resync_period
+        while not self._stopping.wait(self._resync_period):
+            if self._synced.is_set():
+                self.resync()
+
+    # -- handlers ---------------------------------------------------------------------------
+    def _dispatch(self, what: str, obj: Obj, previous: Obj | None = None) -> None:
+        for handlers in self._handlers:
+            if what == "add" and handlers.on_add is not None:
+                self._call(handlers.on_add, obj)
+            elif what == "update" and handlers.on_update is not None:
+                self._call(handlers.on_update, previous or obj, obj)
+            elif what == "delete" and handlers.on_delete is not None:
+                self._call(handlers.on_delete, obj)
+
+    def _call(self, handler: Callable[..., None], *args: Obj) -> None:
+        try:
+            handler(*args)
+        except Exception:
+            # A broken handler must not stop the cache from following the apiserver.
+            log.exception("informer %s: handler %r failed", self.name, handler)

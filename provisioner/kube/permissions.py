@@ -1,0 +1,70 @@
+"""The Kubernetes API calls the controller makes, as RBAC rows: the one list its RBAC is
+checked against.
+
+The Helm chart's ClusterRole and Role are written by hand; a chart test renders them and
+compares their rules with these rows in both directions, so a verb the code needs and the
+chart lacks (a 403 in production) or a verb the chart grants and the code never uses (more
+privilege than needed) fails the build. Whoever adds a call to `provisioner/kube` or the
+controllers adds its row here, and then to the chart's templates.
+
+Pure data: importing this module imports no Kubernetes client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from provisioner.api import constants as c
+
+__all__ = ["CLUSTER_PERMISSIONS", "NAMESPACE_PERMISSIONS", "Permission", "as_triples"]
+
+
+@dataclass(frozen=True)
+class Permission:
+    """One RBAC row: the verbs used on one resource (or subresource) of one API group."""
+
+    api_group: str
+    resource: str
+    verbs: tuple[str, ...]
+
+
+_READ: Final = ("get", "list", "watch")
+_STATUS: Final = ("get", "patch", "update")
+
+# Granted cluster-wide (ClusterRole): Workloads live in every user namespace, and the
+# GangNodePool, AdmissionCheck, ClusterQueue, ResourceFlavor and Node are cluster-scoped.
+CLUSTER_PERMISSIONS: Final[tuple[Permission, ...]] = (
+    # Kueue: the Workload reconciler reads Workloads and writes its check state; the
+    # AdmissionCheck reconciler writes the Active condition; `doctor` reads the queues.
+    Permission(c.KUEUE_GROUP, "workloads", (*_READ, "patch", "update")),
+    Permission(c.KUEUE_GROUP, "workloads/status", _STATUS),
+    Permission(c.KUEUE_GROUP, "admissionchecks", _READ),
+    Permission(c.KUEUE_GROUP, "admissionchecks/status", _STATUS),
+    Permission(c.KUEUE_GROUP, "localqueues", _READ),
+    Permission(c.KUEUE_GROUP, "clusterqueues", _READ),
+    Permission(c.KUEUE_GROUP, "resourceflavors", _READ),
+    # Our own record of each pool: spec from the Workload reconciler, status and the
+    # release finalizer from the GangNodePool reconciler.
+    Permission(c.GROUP, c.GNP_PLURAL, (*_READ, "create", "update", "patch", "delete")),
+    Permission(c.GROUP, f"{c.GNP_PLURAL}/status", _STATUS),
+    Permission(c.GROUP, f"{c.GNP_PLURAL}/finalizers", ("update",)),
+    # The owner Job of a Workload carries the gang annotations.
+    Permission("batch", "jobs", _READ),
+    # Join tracking reads Nodes; the pool reconciler labels only its own.
+    Permission("", "nodes", (*_READ, "patch")),
+    # Events on Workloads and pools, in whichever namespace the object lives.
+    Permission("", "events", ("create", "patch")),
+    Permission("events.k8s.io", "events", ("create", "patch")),
+)
+
+# Granted only in the controller's own namespace (Role): the leader-election Lease.
+# `LeaseLock.update` renews with a preconditioned merge patch, so the verb is patch.
+NAMESPACE_PERMISSIONS: Final[tuple[Permission, ...]] = (
+    Permission("coordination.k8s.io", "leases", ("get", "create", "patch")),
+)
+
+
+def as_triples(rows: tuple[Permission, ...]) -> set[tuple[str, str, str]]:
+    """{(apiGroup, resource, verb)}: the form in which two rule lists can be compared."""
+    return {(row.api_group, row.resource, verb) for row in rows for verb in row.verbs}

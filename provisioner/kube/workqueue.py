@@ -1,0 +1,270 @@
+"""The work queue and the `Controller` that runs a reconcile function over it.
+
+Each reconciler in `provisioner/controllers/` is a `Controller`: informers feed it keys,
+`max_concurrent` workers take keys off the queue and call `reconcile(key)`. The queue gives
+the guarantees a reconciler leans on:
+
+- a key is never processed by two workers at once; a key added while it is processed is
+  marked dirty and processed once more after (so no event is lost, and none runs in
+  parallel with itself: the GangNodePool reconciler relies on this for one Pulumi
+  operation per stack);
+- a key waiting in the queue is there once, however often it is added;
+- `add_rate_limited` backs a failing key off exponentially (capped) until `forget`;
+- `add_after` schedules a key (the earliest schedule wins);
+- `shutdown(drain=True)` lets queued and in-flight keys finish.
+
+Time comes from an injected `Clock`, so tests move it instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from provisioner.kube.clock import SYSTEM_CLOCK, Clock
+from provisioner.kube.errors import KubeConflict
+from provisioner.kube.informer import Informer
+from provisioner.kube.resources import ObjectKey, key_of
+
+__all__ = ["Controller", "Result", "WorkQueue"]
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+
+
+class WorkQueue(Generic[K]):
+    """A deduplicating, per-key serialized queue with delays and per-key backoff."""
+
+    def __init__(
+        self, *, clock: Clock = SYSTEM_CLOCK, base_delay: float = 0.005, max_delay: float = 300.0
+    ) -> None:
+        self._clock = clock
+        self._base_delay = base_delay
+        self._max_delay = max_delay
+        self._cond = threading.Condition()
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()  # queued, or added again while processing
+        self._processing: set[K] = set()
+        self._waiting: list[tuple[float, int, K]] = []  # heap of (due, tie-breaker, key)
+        self._due: dict[K, float] = {}  # the live schedule of each waiting key
+        self._seq = itertools.count()
+        self._failures: dict[K, int] = {}
+        self._shutting_down = False
+
+    # -- adding -----------------------------------------------------------------------------
+    def add(self, key: K) -> None:
+        with self._cond:
+            if not self._shutting_down:
+                self._insert(key)
+
+    def add_after(self, key: K, delay: float) -> None:
+        with self._cond:
+            if self._shutting_down:
+                return
+            if delay <= 0:
+                self._insert(key)
+                return
+            due = self._clock.monotonic() + delay
+            if self._due.get(key, float("inf")) <= due:
+                return
+            self._due[key] = due
+            heapq.heappush(self._waiting, (due, next(self._seq), key))
+            self._cond.notify_all()  # a sleeping worker may need to wake earlier
+
+    def add_rate_limited(self, key: K) -> float:
+        """Schedule `key` after its backoff (base * 2^failures, capped); returns the delay."""
+        with self._cond:
+            failures = self._failures.get(key, 0)
+            self._failures[key] = failures + 1
+            delay = min(self._base_delay * 2.0 ** min(failures, 62), self._max_delay)
+            self.add_after(key, delay)
+            return delay
+
+    def forget(self, key: K) -> None:
+        """Reset `key`'s backoff (after a successful reconcile)."""
+        with self._cond:
+            self._failures.pop(key, None)
+
+    def num_requeues(self, key: K) -> int:
+        with self._cond:
+            return self._failures.get(key, 0)
+
+    # -- taking -----------------------------------------------------------------------------
+    def get(self, timeout: float | None = None) -> K | None:
+        """The next ready key, now marked processing; None on timeout or after shutdown.
+
+        `timeout` is in clock seconds; 0 never blocks. The caller must call `done(key)`.
+        """
+        with self._cond:
+            deadline = None if timeout is None else self._clock.monotonic() + timeout
+            while True:
+                now = self._clock.monotonic()
+                self._promote(now)
+                if self._queue:
+                    key = self._queue.popleft()
+                    self._dirty.discard(key)
+                    self._processing.add(key)
+                    return key
+                if self._shutting_down or (deadline is not None and now >= deadline):
+                    return None
+                waits = [t - now for t in (deadline, self._next_due()) if t is not None]
+                self._clock.wait(self._cond, min(waits) if waits else None)
+
+    def done(self, key: K) -> None:
+        with self._cond:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._queue.append(key)
+            self._cond.notify_all()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def shutdown(self, *, drain: bool = True, timeout: float | None = None) -> bool:
+        """Stop accepting keys and drop scheduled ones; with `drain`, wait (real seconds)
+        until queued and in-flight keys are done. Returns True when nothing is left."""
+        stop_at = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._shutting_down = True
+            self._waiting.clear()
+            self._due.clear()
+            if not drain:
+                self._dirty.difference_update(self._queue)
+                self._queue.clear()
+            self._cond.notify_all()
+            while drain and (self._queue or self._processing):
+                remaining = None if stop_at is None else stop_at - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            return not self._queue and not self._processing
+
+    @property
+    def shutting_down(self) -> bool:
+        with self._cond:
+            return self._shutting_down
+
+    def __len__(self) -> int:
+        """Keys ready to be taken (not those scheduled for later or in flight)."""
+        with self._cond:
+            return len(self._queue)
+
+    def processing(self) -> set[K]:
+        with self._cond:
+            return set(self._processing)
+
+    # -- internals (lock held) --------------------------------------------------------------
+    def _insert(self, key: K) -> None:
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._queue.append(key)
+            self._cond.notify()
+
+    def _promote(self, now: float) -> None:
+        while self._waiting and self._waiting[0][0] <= now:
+            due, _, key = heapq.heappop(self._waiting)
+            if self._due.get(key) == due:  # else superseded by an earlier schedule
+                del self._due[key]
+                self._insert(key)
+
+    def _next_due(self) -> float | None:
+        return self._waiting[0][0] if self._waiting else None
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a reconcile asks for: `requeue_after` seconds to look again (None: don't)."""
+
+    requeue_after: float | None = None
+
+
+Reconcile = Callable[[ObjectKey], "Result | None"]
+ToKeys = Callable[[dict[str, Any]], Iterable[ObjectKey]]
+
+
+class Controller:
+    """Runs `reconcile` for keys from informers on `max_concurrent` worker threads.
+
+    A successful reconcile resets the key's backoff and honours `requeue_after`; a
+    `KubeConflict` (someone wrote after we read) is requeued through the rate limiter,
+    whose first steps are near-immediate; any other exception backs off and is logged.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        reconcile: Reconcile,
+        *,
+        max_concurrent: int = 1,
+        queue: WorkQueue[ObjectKey] | None = None,
+    ) -> None:
+        if max_concurrent < 1:
+            raise ValueError("max_concurrent must be at least 1")
+        self.name = name
+        self.queue: WorkQueue[ObjectKey] = queue if queue is not None else WorkQueue()
+        self._reconcile = reconcile
+        self._max_concurrent = max_concurrent
+        self._workers: list[threading.Thread] = []
+
+    def watch(self, informer: Informer, to_keys: ToKeys | None = None) -> None:
+        """Enqueue the keys `to_keys` maps each event's object to (default: its own key)."""
+        mapper: ToKeys = to_keys or (lambda obj: [key_of(obj)])
+
+        def enqueue(*objects: dict[str, Any]) -> None:
+            for obj in objects:
+                for key in mapper(obj):
+                    self.queue.add(key)
+
+        # On update both versions count: a Node relabelled from pool a to b concerns both.
+        informer.add_handlers(on_add=enqueue, on_update=enqueue, on_delete=enqueue)
+
+    def enqueue(self, key: ObjectKey, delay: float = 0.0) -> None:
+        self.queue.add_after(key, delay)
+
+    def start(self) -> None:
+        for index in range(self._max_concurrent):
+            worker = threading.Thread(
+                target=self._work, name=f"{self.name}-worker-{index}", daemon=True
+            )
+            worker.start()
+            self._workers.append(worker)
+
+    def stop(self, *, drain: bool = True, timeout: float = 30.0) -> bool:
+        """Shut the queue down (finishing what is queued when `drain`) and join the workers."""
+        drained = self.queue.shutdown(drain=drain, timeout=timeout)
+        for worker in self._workers:
+            worker.join(timeout)
+        return drained
+
+    def process_one(self, timeout: float | None = None) -> bool:
+        """Take one key and reconcile it; False when nothing came (timeout or shutdown)."""
+        key = self.queue.get(timeout)
+        if key is None:
+            return False
+        try:
+            result = self._reconcile(key)
+        except KubeConflict as err:
+            delay = self.queue.add_rate_limited(key)
+            log.info("%s %s: conflict (%s); requeue in %.3fs", self.name, key, err, delay)
+        except Exception:
+            delay = self.queue.add_rate_limited(key)
+            log.exception("%s %s: reconcile failed; retry in %.3fs", self.name, key, delay)
+        else:
+            self.queue.forget(key)
+            if result is not None and result.requeue_after is not None:
+                self.queue.add_after(key, result.requeue_after)
+        finally:
+            self.queue.done(key)
+        return True
+
+    def _work(self) -> None:
+        while self.process_one():
+            pass

@@ -1,0 +1,155 @@
+"""The event recorder: Event bodies, aggregation within the window, and never raising."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from provisioner.kube.clock import FakeClock
+from provisioner.kube.errors import KubeNotFound, KubeUnavailable
+from provisioner.kube.events import EventRecorder
+from provisioner.kube.resources import CORE_EVENTS, ResourceRef
+
+POOL = {
+    "apiVersion": "atomic-gang.k8s.aws/v1alpha1",
+    "kind": "GangNodePool",
+    "metadata": {"name": "p1", "uid": "u-1", "resourceVersion": "7"},
+}
+JOB_WORKLOAD = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "Workload",
+    "metadata": {"name": "w", "namespace": "team", "uid": "u-2"},
+}
+
+
+class FakeEvents:
+    """An in-memory Events endpoint with resourceVersions and a next-error switch."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.events: dict[str, dict[str, Any]] = {}
+        self.version = 0
+        self.next_error: Exception | None = None
+
+    def _fail(self) -> None:
+        err, self.next_error = self.next_error, None
+        if err is not None:
+            raise err
+
+    def create(self, ref: ResourceRef, body: Mapping[str, Any]) -> dict[str, Any]:
+        assert ref == CORE_EVENTS
+        self._fail()
+        self.version += 1
+        stored = {**body, "metadata": {**body["metadata"], "resourceVersion": str(self.version)}}
+        self.events[body["metadata"]["name"]] = stored
+        return stored
+
+    def patch(
+        self, ref: ResourceRef, name: str, patch: Mapping[str, Any], **kw: Any
+    ) -> dict[str, Any]:
+        self._fail()
+        current = self.events[name]
+        assert kw["resource_version"] == current["metadata"]["resourceVersion"]
+        self.version += 1
+        current.update(patch)
+        current["metadata"]["resourceVersion"] = str(self.version)
+        return current
+
+
+@pytest.fixture
+def sink() -> FakeEvents:
+    return FakeEvents()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def recorder(sink: FakeEvents, clock: FakeClock) -> EventRecorder:
+    return EventRecorder(sink, instance="replica-1", clock=clock, window=60)
+
+
+def only(sink: FakeEvents) -> dict[str, Any]:
+    assert len(sink.events) == 1
+    return next(iter(sink.events.values()))
+
+
+def test_an_event_names_the_object_and_lands_in_default_for_cluster_scope(
+    sink: FakeEvents, recorder: EventRecorder
+) -> None:
+    recorder.warning(POOL, "InsufficientCapacity", "no p4d.24xlarge in us-east-1a")
+    event = only(sink)
+    assert event["metadata"]["namespace"] == "default"
+    assert event["metadata"]["name"].startswith("p1.")
+    assert event["involvedObject"] == {
+        "apiVersion": "atomic-gang.k8s.aws/v1alpha1",
+        "kind": "GangNodePool",
+        "name": "p1",
+        "uid": "u-1",
+        "resourceVersion": "7",
+    }
+    assert (event["type"], event["reason"], event["count"]) == (
+        "Warning",
+        "InsufficientCapacity",
+        1,
+    )
+    assert event["source"] == {"component": "atomic-gang-provisioner", "host": "replica-1"}
+
+
+def test_namespaced_objects_get_events_in_their_namespace(
+    sink: FakeEvents, recorder: EventRecorder
+) -> None:
+    recorder.normal(JOB_WORKLOAD, "Claimed", "pool p1 claimed")
+    assert only(sink)["metadata"]["namespace"] == "team"
+
+
+def test_repeats_within_the_window_increment_the_count(
+    sink: FakeEvents, recorder: EventRecorder, clock: FakeClock
+) -> None:
+    for _ in range(3):
+        recorder.warning(POOL, "InsufficientCapacity", "short")
+        clock.advance(30)
+    event = only(sink)
+    assert event["count"] == 3
+    assert event["lastTimestamp"] > event["firstTimestamp"]
+
+
+def test_a_different_message_or_an_expired_window_makes_a_new_event(
+    sink: FakeEvents, recorder: EventRecorder, clock: FakeClock
+) -> None:
+    recorder.warning(POOL, "InsufficientCapacity", "short in a")
+    recorder.warning(POOL, "InsufficientCapacity", "short in b")
+    assert len(sink.events) == 2
+    clock.advance(61)
+    recorder.warning(POOL, "InsufficientCapacity", "short in a")
+    assert len(sink.events) == 3
+
+
+def test_an_event_deleted_meanwhile_is_created_anew(
+    sink: FakeEvents, recorder: EventRecorder
+) -> None:
+    recorder.normal(POOL, "Acquired", "4 instances")
+    sink.next_error = KubeNotFound("gone", status=404)
+    recorder.normal(POOL, "Acquired", "4 instances")
+    assert len(sink.events) == 2
+
+
+def test_failures_are_logged_never_raised(
+    sink: FakeEvents, recorder: EventRecorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink.next_error = KubeUnavailable("apiserver unreachable")
+    recorder.warning(POOL, "Released", "done")
+    recorder.warning({"kind": "GangNodePool"}, "Released", "no name")  # malformed object
+    assert sink.events == {}
+    assert caplog.text.count("not recorded") == 2
+
+
+def test_long_messages_are_truncated(sink: FakeEvents, recorder: EventRecorder) -> None:
+    recorder.normal(POOL, "Long", "x" * 5000)
+    assert len(only(sink)["message"]) == 1024

@@ -1,0 +1,335 @@
+"""The pool life cycle, one transition per row: state in, step and status out."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from provisioner.api import constants as c
+from provisioner.api.gangnodepool import GangNodePoolSpec, GangNodePoolStatus, LaunchInProgress
+from provisioner.controllers.pool_transitions import (
+    Action,
+    ActionResult,
+    Instance,
+    PoolView,
+    outcome,
+    plan,
+)
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+IDS = tuple(f"i-{n:017x}" for n in range(4))
+SPEC_BASE: dict[str, Any] = {
+    "pool": "pool-a",
+    "count": 4,
+    "instanceType": "p4d.24xlarge",
+    "mode": "runinstances",
+    "region": "us-east-1",
+    "nodeRoleArn": "arn:aws:iam::123456789012:role/node",
+    "keepWarmTTL": "10m",
+    "maxLifetime": "4h",
+    "amiVariant": "nvidia",
+}
+CLAIM = {"namespace": "ml", "name": "wl", "uid": "wl-uid", "claimedAt": "2026-11-29T11:00:00Z"}
+
+
+def view(
+    *,
+    phase: str = c.PHASE_IDLE,
+    claimed: bool = True,
+    status: dict[str, Any] | None = None,
+    live: tuple[Instance, ...] = (),
+    gone: frozenset[str] = frozenset(),
+    ready: frozenset[str] = frozenset(),
+    prepared: bool = True,
+    deleting: bool = False,
+    keep_warm: str = "10m",
+) -> PoolView:
+    spec = GangNodePoolSpec.model_validate(
+        {**SPEC_BASE, "keepWarmTTL": keep_warm, **({"claim": CLAIM} if claimed else {})}
+    )
+    st = GangNodePoolStatus.model_validate({"phase": phase, **(status or {})})
+    return PoolView(
+        name="pool-a",
+        uid="pool-uid",
+        spec=spec,
+        status=st,
+        deleting=deleting,
+        has_finalizer=True,
+        live=live,
+        gone_ids=gone,
+        ready_instance_ids=ready,
+        stack_prepared=prepared,
+        now=NOW,
+        join_deadline=timedelta(minutes=10),
+    )
+
+
+def active(group: str = "gen-0", **extra: Any) -> dict[str, Any]:
+    return {
+        "instanceIds": list(IDS),
+        "activeGroup": group,
+        "acquireGeneration": 1,
+        "lastStackOperation": f"record:{group}",
+        **extra,
+    }
+
+
+LIVE = tuple(Instance(i, "gen-0") for i in IDS)
+
+
+def test_idle_without_claim_does_nothing() -> None:
+    step = plan(view(claimed=False))
+    assert step.action is Action.NONE and step.status.phase == c.PHASE_IDLE
+
+
+def test_a_claim_starts_acquisition_with_shortfalls_reset() -> None:
+    step = plan(view(status={"consecutiveShortfalls": 7}))
+    assert step.status.phase == c.PHASE_ACQUIRING
+    assert step.status.consecutive_shortfalls == 0
+    assert step.events[0].reason == "Acquiring"
+
+
+def test_the_stack_is_prepared_before_the_first_launch() -> None:
+    assert plan(view(phase=c.PHASE_ACQUIRING, prepared=False)).action is Action.PREPARE_STACK
+
+
+def test_a_launch_is_marked_before_it_is_made() -> None:
+    step = plan(view(phase=c.PHASE_ACQUIRING, status={"acquireGeneration": 3}))
+    assert step.action is Action.LAUNCH
+    marker = step.status.launch_in_progress
+    assert marker is not None and marker.group == "gen-3"
+
+
+def test_a_marker_found_after_a_crash_is_resumed_not_replaced() -> None:
+    marker = LaunchInProgress(
+        client_token="pool-uid/3", mode="runinstances", group="gen-3", started_at=NOW
+    )
+    v = view(
+        phase=c.PHASE_ACQUIRING,
+        status={"acquireGeneration": 3, "launchInProgress": marker.to_dict()},
+    )
+    step = plan(v)
+    assert step.action is Action.LAUNCH
+    assert step.status.launch_in_progress == marker
+
+
+def test_launched_set_is_persisted_and_the_generation_moves() -> None:
+    v = view(phase=c.PHASE_ACQUIRING, status={"acquireGeneration": 3})
+    step = plan(v)
+    status, _, events = outcome(v, step, ActionResult(ok=True, instance_ids=IDS))
+    assert status.phase == c.PHASE_JOINING
+    assert status.instance_ids == IDS and status.active_group == "gen-3"
+    assert status.acquire_generation == 4 and status.launch_in_progress is None
+    assert status.join_deadline == NOW + timedelta(minutes=10)
+    assert events[0].reason == "Launched"
+
+
+def test_a_shortfall_leaves_nothing_and_counts_and_moves_the_generation() -> None:
+    v = view(phase=c.PHASE_ACQUIRING, status={"acquireGeneration": 3, "consecutiveShortfalls": 1})
+    step = plan(v)
+    status, delay, events = outcome(
+        v,
+        step,
+        ActionResult(
+            ok=False,
+            error_kind="capacity",
+            reason="InsufficientInstanceCapacity",
+            message="none left",
+        ),
+    )
+    assert status.phase == c.PHASE_ACQUIRING and status.instance_ids == ()
+    assert status.consecutive_shortfalls == 2 and status.acquire_generation == 4
+    assert status.launch_in_progress is None and status.last_shortfall_time == NOW
+    assert delay == 10.0
+    assert events[0].reason == "CapacityShortfall"
+
+
+def test_a_throttled_launch_keeps_its_marker_so_the_token_is_replayed() -> None:
+    v = view(phase=c.PHASE_ACQUIRING, status={"acquireGeneration": 3})
+    step = plan(v)
+    status, _, _ = outcome(
+        v, step, ActionResult(ok=False, error_kind="retryable", reason="RequestLimitExceeded")
+    )
+    assert status.launch_in_progress == step.status.launch_in_progress
+    assert status.acquire_generation == 3
+
+
+def test_a_configuration_error_clears_the_marker_and_keeps_the_generation() -> None:
+    v = view(phase=c.PHASE_ACQUIRING, status={"acquireGeneration": 3})
+    step = plan(v)
+    status, _, _ = outcome(
+        v,
+        step,
+        ActionResult(ok=False, error_kind="config", reason="InvalidAMIID", message="fix it"),
+    )
+    assert status.launch_in_progress is None and status.acquire_generation == 3
+    assert status.last_error is not None and status.last_error.reason == "InvalidAMIID"
+
+
+def test_a_claim_dropped_while_acquiring_returns_to_idle() -> None:
+    step = plan(view(phase=c.PHASE_ACQUIRING, claimed=False))
+    assert step.status.phase == c.PHASE_IDLE
+
+
+def test_a_launched_set_is_recorded_in_the_stack_before_anything_else() -> None:
+    v = view(phase=c.PHASE_JOINING, status={**active(), "lastStackOperation": "prepare"}, live=LIVE)
+    assert plan(v).action is Action.RECORD_SET
+
+
+def test_joining_counts_ready_nodes_and_waits() -> None:
+    v = view(
+        phase=c.PHASE_JOINING,
+        status=active(joinDeadline="2026-11-29T12:05:00Z"),
+        live=LIVE,
+        ready=frozenset(IDS[:3]),
+    )
+    step = plan(v)
+    assert step.action is Action.NONE and step.status.ready_nodes == 3
+    assert step.status.phase == c.PHASE_JOINING
+
+
+def test_all_n_ready_is_satisfied() -> None:
+    v = view(phase=c.PHASE_JOINING, status=active(), live=LIVE, ready=frozenset(IDS))
+    step = plan(v)
+    assert step.status.phase == c.PHASE_SATISFIED and step.status.ready_nodes == 4
+
+
+def test_ready_nodes_of_another_pool_or_group_do_not_count() -> None:
+    v = view(
+        phase=c.PHASE_JOINING, status=active(), live=LIVE, ready=frozenset({"i-other", *IDS[:3]})
+    )
+    assert plan(v).status.phase == c.PHASE_JOINING
+
+
+def test_the_join_watchdog_releases_the_whole_set() -> None:
+    v = view(
+        phase=c.PHASE_JOINING,
+        status=active(joinDeadline="2026-11-29T11:59:00Z"),
+        live=LIVE,
+        ready=frozenset(IDS[:3]),
+    )
+    step = plan(v)
+    assert step.action is Action.RELEASE_SET and set(step.release_ids) == set(IDS)
+    status, _, _ = outcome(v, step, ActionResult(ok=True))
+    assert status.phase == c.PHASE_ACQUIRING and status.instance_ids == ()
+
+
+def test_a_gang_that_loses_an_instance_is_released_whole() -> None:
+    v = view(
+        phase=c.PHASE_SATISFIED,
+        status=active(),
+        live=LIVE[1:],
+        gone=frozenset({IDS[0]}),
+        ready=frozenset(IDS[1:]),
+    )
+    step = plan(v)
+    assert step.action is Action.RELEASE_SET
+    assert set(step.release_ids) == set(IDS)
+    assert step.events[0].reason == "GangBroken"
+
+
+def test_an_instance_missing_from_a_describe_is_not_taken_for_gone() -> None:
+    v = view(phase=c.PHASE_SATISFIED, status=active(), live=LIVE[1:], ready=frozenset(IDS))
+    assert plan(v).action is Action.NONE
+
+
+def test_claim_dropped_on_a_satisfied_pool_keeps_it_warm_and_tags_ec2() -> None:
+    v = view(
+        phase=c.PHASE_SATISFIED, claimed=False, status=active(), live=LIVE, ready=frozenset(IDS)
+    )
+    step = plan(v)
+    assert step.action is Action.TAG_KEEP_WARM
+    assert step.status.phase == c.PHASE_KEEP_WARM
+    assert step.status.keep_warm_until == NOW + timedelta(minutes=10)
+
+
+def test_zero_keep_warm_releases_at_once() -> None:
+    v = view(
+        phase=c.PHASE_SATISFIED,
+        claimed=False,
+        status=active(),
+        live=LIVE,
+        ready=frozenset(IDS),
+        keep_warm="0s",
+    )
+    assert plan(v).status.phase == c.PHASE_RELEASING
+
+
+def test_a_new_claim_during_keep_warm_reuses_the_set_without_launching() -> None:
+    v = view(
+        phase=c.PHASE_KEEP_WARM,
+        status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
+        live=LIVE,
+        ready=frozenset(IDS),
+    )
+    step = plan(v)
+    assert step.action is Action.TAG_KEEP_WARM and step.status.keep_warm_until is None
+    assert step.status.phase == c.PHASE_JOINING
+    follow = plan(
+        view(phase=c.PHASE_JOINING, status=step.status.to_dict(), live=LIVE, ready=frozenset(IDS))
+    )
+    assert follow.action is Action.NONE and follow.status.phase == c.PHASE_SATISFIED
+
+
+def test_keep_warm_waits_until_expiry_then_releases() -> None:
+    waiting = view(
+        phase=c.PHASE_KEEP_WARM,
+        claimed=False,
+        status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
+        live=LIVE,
+    )
+    step = plan(waiting)
+    assert step.action is Action.NONE and step.requeue_after == 300.0
+    expired = view(
+        phase=c.PHASE_KEEP_WARM,
+        claimed=False,
+        status=active(keepWarmUntil="2026-11-29T11:59:00Z"),
+        live=LIVE,
+    )
+    assert plan(expired).status.phase == c.PHASE_RELEASING
+
+
+def test_releasing_destroys_the_stack_then_goes_idle() -> None:
+    v = view(phase=c.PHASE_RELEASING, claimed=False, status=active(), live=LIVE)
+    step = plan(v)
+    assert step.action is Action.DESTROY_STACK
+    status, _, _ = outcome(v, step, ActionResult(ok=True))
+    done = plan(
+        view(phase=c.PHASE_RELEASING, claimed=False, status=status.to_dict(), prepared=False)
+    )
+    assert done.status.phase == c.PHASE_IDLE and done.status.instance_ids == ()
+
+
+def test_strays_no_set_owns_are_terminated_first() -> None:
+    stray = Instance("i-00000000000000099", "gen-7")
+    v = view(phase=c.PHASE_SATISFIED, status=active(), live=(*LIVE, stray), ready=frozenset(IDS))
+    step = plan(v)
+    assert step.action is Action.RELEASE_SET and step.release_ids == (stray.instance_id,)
+
+
+def test_instances_of_an_in_flight_launch_are_not_strays() -> None:
+    marker = LaunchInProgress(client_token="t", mode="runinstances", group="gen-3", started_at=NOW)
+    v = view(
+        phase=c.PHASE_ACQUIRING,
+        status={"acquireGeneration": 3, "launchInProgress": marker.to_dict()},
+        live=tuple(Instance(i, "gen-3") for i in IDS),
+    )
+    assert plan(v).action is Action.LAUNCH
+
+
+@pytest.mark.parametrize("phase", [c.PHASE_SATISFIED, c.PHASE_KEEP_WARM, c.PHASE_IDLE])
+def test_deletion_releases_everything_before_the_finalizer_comes_off(phase: str) -> None:
+    busy = view(
+        phase=phase,
+        status=active() if phase != c.PHASE_IDLE else {},
+        live=LIVE if phase != c.PHASE_IDLE else (),
+        deleting=True,
+        prepared=phase != c.PHASE_IDLE,
+    )
+    step = plan(busy)
+    if phase == c.PHASE_IDLE:
+        assert step.action is Action.REMOVE_FINALIZER
+    else:
+        assert step.action is Action.DESTROY_STACK

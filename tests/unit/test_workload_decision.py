@@ -1,0 +1,259 @@
+"""Every branch of the Workload reconciler's decision, as a table."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from provisioner.api import constants as c
+from provisioner.api.gangnodepool import GangNodePool
+from provisioner.api.settings import Settings
+from provisioner.api.workload import Workload
+from provisioner.controllers.workload_decision import (
+    PoolChange,
+    WorkloadInputs,
+    decide,
+)
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+CHECK = "atomic-gang-check"
+ROLE = "arn:aws:iam::123456789012:role/eks-gang-node-role"
+SETTINGS = Settings.model_validate(
+    {
+        "clusterName": "prod",
+        "defaults": {"region": "us-east-1", "nodeRoleArn": ROLE},
+        "acquireAttemptsBeforeRetry": 3,
+    }
+)
+LABELS = {c.POOL_LABEL: "pool-a", c.QUEUE_NAME_LABEL: "q"}
+ANNOTATIONS = {c.ANN_COUNT: "4", c.ANN_INSTANCE_TYPE: "p4d.24xlarge"}
+
+
+def workload(
+    uid: str = "uid-1",
+    *,
+    conditions: dict[str, str] | None = None,
+    check_state: str | None = c.CHECK_PENDING,
+    count: int = 4,
+    active: bool | None = None,
+) -> Workload:
+    conds = conditions if conditions is not None else {c.WL_QUOTA_RESERVED: "True"}
+    body: dict[str, Any] = {
+        "metadata": {
+            "name": "job-train-abc",
+            "namespace": "ml",
+            "uid": uid,
+            "resourceVersion": "7",
+        },
+        "spec": {"podSets": [{"name": "main", "count": count}], "queueName": "q"},
+        "status": {
+            "conditions": [
+                {
+                    "type": t,
+                    "status": s,
+                    "reason": "R",
+                    "message": "",
+                    "lastTransitionTime": "2026-11-29T11:00:00Z",
+                }
+                for t, s in conds.items()
+            ],
+            "admissionChecks": (
+                [{"name": CHECK, "state": check_state, "message": ""}] if check_state else []
+            ),
+        },
+    }
+    if active is not None:
+        body["spec"]["active"] = active
+    return Workload.model_validate(body)
+
+
+def pool(
+    *,
+    claim_uid: str | None = None,
+    phase: str = c.PHASE_IDLE,
+    instance_type: str = "p4d.24xlarge",
+    instances: int = 0,
+    ready: int = 0,
+    group: str | None = None,
+    shortfalls: int = 0,
+) -> GangNodePool:
+    spec: dict[str, Any] = {
+        "pool": "pool-a",
+        "count": 4,
+        "instanceType": instance_type,
+        "mode": "runinstances",
+        "region": "us-east-1",
+        "nodeRoleArn": ROLE,
+        "keepWarmTTL": "10m",
+        "maxLifetime": "4h",
+        "amiVariant": "nvidia",
+    }
+    if claim_uid:
+        spec["claim"] = {
+            "namespace": "ml",
+            "name": f"wl-{claim_uid}",
+            "uid": claim_uid,
+            "claimedAt": "2026-11-29T11:00:00Z",
+        }
+    ids = [f"i-{n:017x}" for n in range(instances)]
+    status: dict[str, Any] = {
+        "phase": phase,
+        "instanceIds": ids,
+        "readyNodes": ready,
+        "consecutiveShortfalls": shortfalls,
+    }
+    if group:
+        status["activeGroup"] = group
+    return GangNodePool.model_validate(
+        {"metadata": {"name": "pool-a", "uid": "pool-uid"}, "spec": spec, "status": status}
+    )
+
+
+def inputs(wl: Workload | None, gnp: GangNodePool | None, **kw: Any) -> WorkloadInputs:
+    return WorkloadInputs(
+        workload=wl,
+        check_name=CHECK,
+        job_labels=kw.get("labels", LABELS),
+        job_annotations=kw.get("annotations", ANNOTATIONS),
+        pool=gnp,
+        claimant_exists=kw.get("claimant_exists", True),
+        settings=SETTINGS,
+        now=NOW,
+    )
+
+
+@pytest.mark.parametrize(
+    ("wl", "why"),
+    [
+        (None, "deleted"),
+        (workload(conditions={c.WL_QUOTA_RESERVED: "True", c.WL_FINISHED: "True"}), "finished"),
+        (workload(conditions={c.WL_QUOTA_RESERVED: "True", c.WL_EVICTED: "True"}), "evicted"),
+        (workload(conditions={c.WL_QUOTA_RESERVED: "False"}), "no quota"),
+        (workload(active=False), "deactivated"),
+        (workload(check_state=c.CHECK_REJECTED), "rejected"),
+    ],
+)
+def test_workloads_that_may_not_hold_a_claim_release_theirs(wl: Workload | None, why: str) -> None:
+    held = pool(claim_uid="uid-1", phase=c.PHASE_SATISFIED)
+    decision = decide(inputs(wl, held))
+    if wl is None:
+        # A deleted Workload is matched to its claim by the reconciler, not by decide().
+        assert decision.pool_change is PoolChange.NONE
+        return
+    assert decision.pool_change is PoolChange.RELEASE
+    assert why in decision.notes[0]
+    assert decision.check is None
+
+
+def test_a_finished_workload_does_not_touch_someone_elses_claim() -> None:
+    wl = workload(conditions={c.WL_QUOTA_RESERVED: "True", c.WL_FINISHED: "True"})
+    decision = decide(inputs(wl, pool(claim_uid="someone-else")))
+    assert decision.pool_change is PoolChange.NONE
+
+
+def test_invalid_gang_shape_is_rejected_with_the_key_named() -> None:
+    decision = decide(inputs(workload(), None, annotations={c.ANN_COUNT: "four"}))
+    assert decision.check is not None and decision.check.state == c.CHECK_REJECTED
+    assert c.ANN_COUNT in decision.check.message
+    assert decision.pool_change is PoolChange.NONE
+
+
+def test_count_that_differs_from_the_pod_count_is_rejected() -> None:
+    decision = decide(inputs(workload(count=3), None))
+    assert decision.check is not None and decision.check.state == c.CHECK_REJECTED
+    assert decision.check.reason == c.REASON_COUNT_MISMATCH
+
+
+def test_no_pool_creates_one_with_this_claim() -> None:
+    decision = decide(inputs(workload(), None))
+    assert decision.pool_change is PoolChange.CREATE
+    assert decision.pool_name == "pool-a"
+    assert decision.shape is not None and decision.shape.count == 4
+    assert decision.claim is not None and decision.claim.uid == "uid-1"
+    assert decision.check is not None and decision.check.state == c.CHECK_PENDING
+
+
+def test_a_second_claimant_gets_retry_naming_the_holder() -> None:
+    decision = decide(inputs(workload(uid="uid-2"), pool(claim_uid="uid-1")))
+    assert decision.pool_change is PoolChange.NONE
+    assert decision.check is not None and decision.check.state == c.CHECK_RETRY
+    assert "ml/wl-uid-1" in decision.check.message
+
+
+def test_a_stale_claim_whose_workload_is_gone_is_replaced() -> None:
+    decision = decide(inputs(workload(uid="uid-2"), pool(claim_uid="uid-1"), claimant_exists=False))
+    assert decision.pool_change is PoolChange.CLAIM
+    assert decision.claim is not None and decision.claim.uid == "uid-2"
+    assert "stale" in decision.notes[0]
+
+
+def test_a_different_shape_on_a_live_pool_is_rejected_naming_the_fields() -> None:
+    busy = pool(phase=c.PHASE_KEEP_WARM, instance_type="p5.48xlarge", instances=4, ready=4)
+    decision = decide(inputs(workload(), busy))
+    assert decision.check is not None and decision.check.state == c.CHECK_REJECTED
+    assert "instance-type" in decision.check.message
+    assert "p5.48xlarge" in decision.check.message and "p4d.24xlarge" in decision.check.message
+
+
+def test_a_different_shape_on_an_idle_empty_pool_reshapes_it() -> None:
+    decision = decide(inputs(workload(), pool(instance_type="p5.48xlarge")))
+    assert decision.pool_change is PoolChange.CLAIM
+    assert decision.shape is not None and decision.shape.instance_type == "p4d.24xlarge"
+
+
+def test_the_same_shape_claims_a_warm_pool() -> None:
+    warm = pool(phase=c.PHASE_KEEP_WARM, instances=4, ready=4, group="g2")
+    decision = decide(
+        inputs(workload(), warm, annotations={**ANNOTATIONS, c.ANN_KEEP_WARM_TTL: "1h"})
+    )
+    assert decision.pool_change is PoolChange.CLAIM
+
+
+def test_ready_only_when_satisfied_with_exactly_n_ready_nodes() -> None:
+    ok = pool(claim_uid="uid-1", phase=c.PHASE_SATISFIED, instances=4, ready=4, group="g2")
+    decision = decide(inputs(workload(), ok))
+    assert decision.check is not None and decision.check.state == c.CHECK_READY
+    (update,) = decision.check.pod_set_updates
+    assert update.node_selector == {c.POOL_LABEL: "pool-a", c.GROUP_LABEL: "g2"}
+    assert update.tolerations[0].key == c.GANG_TAINT_KEY
+    assert update.tolerations[0].value == "pool-a"
+
+
+@pytest.mark.parametrize(
+    ("phase", "instances", "ready"),
+    [
+        (c.PHASE_SATISFIED, 4, 3),
+        (c.PHASE_SATISFIED, 3, 4),
+        (c.PHASE_JOINING, 4, 4),
+        (c.PHASE_ACQUIRING, 0, 0),
+    ],
+)
+def test_anything_short_of_the_whole_gang_stays_pending(
+    phase: str, instances: int, ready: int
+) -> None:
+    gnp = pool(claim_uid="uid-1", phase=phase, instances=instances, ready=ready, group="g2")
+    decision = decide(inputs(workload(), gnp))
+    assert decision.check is not None and decision.check.state == c.CHECK_PENDING
+
+
+def test_retry_after_the_configured_number_of_shortfalls() -> None:
+    short = pool(claim_uid="uid-1", phase=c.PHASE_ACQUIRING, shortfalls=2)
+    assert decide(inputs(workload(), short)).check.state == c.CHECK_PENDING  # type: ignore[union-attr]
+    short = pool(claim_uid="uid-1", phase=c.PHASE_ACQUIRING, shortfalls=3)
+    decision = decide(inputs(workload(), short))
+    assert decision.check is not None and decision.check.state == c.CHECK_RETRY
+    assert "nothing was left running" in decision.check.message
+
+
+def test_an_admitted_gang_that_loses_nodes_is_requeued() -> None:
+    lost = pool(claim_uid="uid-1", phase=c.PHASE_JOINING, instances=4, ready=3, group="g2")
+    decision = decide(inputs(workload(check_state=c.CHECK_READY), lost))
+    assert decision.check is not None and decision.check.state == c.CHECK_RETRY
+    assert "3/4" in decision.check.message
+
+
+def test_the_owner_job_not_yet_visible_changes_nothing() -> None:
+    decision = decide(inputs(workload(), None, labels=None, annotations=None))
+    assert decision.pool_change is PoolChange.NONE and decision.check is None
