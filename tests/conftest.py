@@ -16,6 +16,13 @@ from pathlib import Path
 
 import pytest
 
+# Shared fixture modules, registered here once so pytest rewrites their asserts.
+pytest_plugins = [
+    "tests.integration.conftest_emulator",
+    "tests.integration.conftest_kube",
+    "tests.integration.controller_harness",
+]
+
 _MARKER_BY_DIR = {"unit": "unit", "integration": "integration", "e2e": "e2e"}
 
 

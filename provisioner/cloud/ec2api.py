@@ -88,3 +88,8 @@ def build_clients(
         return session.client(service, region_name=region, endpoint_url=endpoint_url, config=config)
 
     return CloudClients(ec2=make("ec2"), ssm=make("ssm"), eks=make("eks"), iam=make("iam"))
+
+
+def default_clients(region: str, endpoint_url: str | None = None) -> CloudClients:
+    """Clients from the default credential chain (Pod Identity, IRSA, env, instance role)."""
+    return build_clients(boto3.session.Session(), region, endpoint_url)

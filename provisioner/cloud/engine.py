@@ -187,7 +187,7 @@ class Ec2Engine:
         )
 
     @staticmethod
-    def render_user_data(cluster: ClusterInfo, pool: str, group: str) -> str:
+    def render_user_data(cluster: ClusterInfo, pool: str, group: str | None) -> str:
         return render_user_data(
             cluster_name=cluster.name,
             api_server_endpoint=cluster.endpoint,

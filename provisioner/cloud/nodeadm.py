@@ -54,8 +54,10 @@ class NodeConfigView:
     kubelet_flags: tuple[str, ...]
 
 
-def gang_labels(pool: str, group: str) -> dict[str, str]:
-    return {c.POOL_LABEL: pool, c.GROUP_LABEL: group}
+def gang_labels(pool: str, group: str | None) -> dict[str, str]:
+    # A pool's launch template outlives its generations, so it carries no group; the
+    # controller labels the joined nodes of the active set with their group instead.
+    return {c.POOL_LABEL: pool, **({c.GROUP_LABEL: group} if group else {})}
 
 
 def gang_taint(pool: str) -> Taint:
@@ -69,7 +71,7 @@ def render_user_data(
     certificate_authority: str,
     service_cidr: str,
     pool: str,
-    group: str,
+    group: str | None,
     extra_labels: Mapping[str, str] | None = None,
     extra_kubelet_flags: Sequence[str] = (),
 ) -> str:

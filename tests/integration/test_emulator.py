@@ -20,7 +20,6 @@ from provisioner.devenv.emulator_patches import eks_ami_parameter_name
 
 pytestmark = pytest.mark.integration
 # Loaded here until conftest.py wires these fixtures in; registering twice is a no-op.
-pytest_plugins = ["tests.integration.conftest_emulator"]
 
 TYPE = "trn1.32xlarge"
 AZ = "us-east-1a"

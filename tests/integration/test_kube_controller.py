@@ -15,7 +15,6 @@ from provisioner.kube.resources import ObjectKey, ResourceRef
 from provisioner.kube.status import write_status
 from provisioner.kube.workqueue import Controller, Result, WorkQueue
 
-pytest_plugins = ["tests.integration.conftest_kube"]
 
 DEADLINE = 30.0
 

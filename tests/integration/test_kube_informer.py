@@ -19,7 +19,6 @@ from provisioner.kube.resources import CONFIG_MAPS, NODES, ResourceRef
 if TYPE_CHECKING:  # imported at runtime by pytest_plugins, which must come first
     from tests.integration.conftest_kube import FlakyClient
 
-pytest_plugins = ["tests.integration.conftest_kube"]
 
 DEADLINE = 20.0
 

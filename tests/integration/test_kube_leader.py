@@ -17,7 +17,6 @@ from provisioner.kube.resources import LEASES
 if TYPE_CHECKING:  # imported at runtime by pytest_plugins, which must come first
     from tests.integration.conftest_kube import FlakyClient
 
-pytest_plugins = ["tests.integration.conftest_kube"]
 
 LEASE, RENEW, RETRY = 3.0, 2.0, 0.25
 DEADLINE = 20.0

@@ -16,8 +16,6 @@ from provisioner.kube.events import EventRecorder
 from provisioner.kube.resources import CONFIG_MAPS, CORE_EVENTS, NODES, ResourceRef
 from provisioner.kube.status import write_object, write_status
 
-pytest_plugins = ["tests.integration.conftest_kube"]
-
 
 def set_status(**fields: Any) -> Callable[[dict[str, Any]], bool]:
     def mutate(status: dict[str, Any]) -> bool:

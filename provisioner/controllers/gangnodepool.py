@@ -1,0 +1,343 @@
+"""GangNodePool reconciler: acquires, watches and releases each pool's gang.
+
+Watches: GangNodePools, and Nodes carrying the pool label (mapped to their pool).
+Writes, alone: `GangNodePool.status`, all EC2 lifecycle of the pool's instances, the pool's
+Pulumi stack, the group label of its own Nodes, and the finalizer's removal.
+
+Each pass observes (the pool, its live instances in EC2 found by tag, its Ready Nodes),
+asks `pool_transitions.plan` for ONE step, persists that step's status (for a launch: the
+marker with the generation) before acting, performs the action, and persists what
+`pool_transitions.outcome` makes of the result. The work queue runs one pass per pool at a
+time, so a pool can never launch twice concurrently; the launch marker and ClientToken make
+a crash at any point resume rather than repeat.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from provisioner.api import constants as c
+from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus
+from provisioner.api.settings import Settings
+from provisioner.cloud.errors import CloudError
+from provisioner.cloud.types import (
+    CapacityReservationRef,
+    InstanceProfileRef,
+    LaunchSpec,
+    LaunchTemplateRef,
+)
+from provisioner.controllers import metrics
+from provisioner.controllers.pool_transitions import (
+    Action,
+    ActionResult,
+    Instance,
+    PoolView,
+    Step,
+    outcome,
+    plan,
+)
+from provisioner.controllers.ports import EngineOps, StackOps
+from provisioner.kube.client import KubeClient
+from provisioner.kube.errors import KubeNotFound
+from provisioner.kube.events import EventRecorder
+from provisioner.kube.informer import Informer
+from provisioner.kube.resources import GANG_NODE_POOLS, NODES, ObjectKey
+from provisioner.kube.status import write_object, write_status
+from provisioner.kube.workqueue import Result
+from stacks.spec import pool_spec_for
+
+log = logging.getLogger(__name__)
+
+_GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
+
+
+class GangNodePoolReconciler:
+    def __init__(
+        self,
+        kube: KubeClient,
+        pools: Informer,
+        nodes: Informer,
+        engine: EngineOps,
+        stacks: StackOps,
+        settings: Settings,
+        recorder: EventRecorder,
+        now: Callable[[], datetime],
+        backoff_base: float = 5.0,
+        backoff_max: float = 300.0,
+    ) -> None:
+        self._kube = kube
+        self._pools = pools
+        self._nodes = nodes
+        self._engine = engine
+        self._stacks = stacks
+        self._settings = settings
+        self._recorder = recorder
+        self._now = now
+        self._backoff = (backoff_base, backoff_max)
+
+    def keys_for_node(self, node: dict[str, Any]) -> list[ObjectKey]:
+        pool = (node.get("metadata", {}).get("labels") or {}).get(c.POOL_LABEL)
+        return [ObjectKey("", pool)] if pool else []
+
+    # -- one pass -----------------------------------------------------------------------------
+    def reconcile(self, key: ObjectKey) -> Result:
+        raw = self._pools.get("", key.name)
+        if raw is None:
+            return Result()
+        pool = GangNodePool.from_dict(raw)
+        view = self._observe(pool)
+        step = plan(view)
+        raw = self._persist(raw, view.status, step.status)
+        result = self._run(step, pool, view, raw)
+        if result is None:
+            self._emit(raw, step.events)
+            self._observe_metrics(pool, view.status, step.status)
+            return Result(requeue_after=step.requeue_after)
+        status, requeue, events = outcome(view, step, result)
+        if step.action is Action.REMOVE_FINALIZER:
+            return Result()
+        raw = self._persist(raw, step.status, status)
+        self._emit(raw, (*step.events, *events))
+        self._observe_metrics(pool, step.status, status)
+        return Result(requeue_after=requeue)
+
+    def _observe(self, pool: GangNodePool) -> PoolView:
+        cluster = self._settings.cluster_name
+        live = self._engine.find_managed(cluster, pool.name)
+        status = pool.status
+        described = self._engine.describe(status.instance_ids) if status.instance_ids else []
+        gone = frozenset(v.instance_id for v in described if v.state in _GONE_STATES)
+        ready = self._ready_instances(pool.name, status, {v.instance_id for v in live})
+        return PoolView(
+            name=pool.name,
+            uid=pool.metadata.uid or pool.name,
+            spec=pool.spec,
+            status=status,
+            deleting=pool.metadata.deletion_timestamp is not None,
+            has_finalizer=c.FINALIZER in pool.metadata.finalizers,
+            live=tuple(Instance(v.instance_id, v.managed.group) for v in live),
+            gone_ids=gone,
+            ready_instance_ids=ready,
+            stack_prepared=self._stacks.is_prepared(pool.name),
+            now=self._now(),
+            join_deadline=timedelta(seconds=self._settings.join_deadline_seconds),
+            backoff_base=self._backoff[0],
+            backoff_max=self._backoff[1],
+        )
+
+    def _ready_instances(
+        self, pool: str, status: GangNodePoolStatus, live: set[str]
+    ) -> frozenset[str]:
+        """Instances of the active set whose Node is Ready and labelled pool + group.
+
+        Nodes of the active set that lack the group label get it here: a launch template
+        outlives generations and cannot carry one.
+        """
+        group = status.active_group
+        wanted = set(status.instance_ids)
+        ready: set[str] = set()
+        for node in self._nodes.list():
+            meta, spec = node.get("metadata", {}), node.get("spec", {})
+            instance_id = (spec.get("providerID") or "").rsplit("/", 1)[-1]
+            labels = meta.get("labels") or {}
+            if instance_id not in wanted or instance_id not in live or group is None:
+                continue
+            if labels.get(c.POOL_LABEL) != pool:
+                continue
+            if labels.get(c.GROUP_LABEL) != group:
+                self._label_node(node, group)
+                continue  # counted on the pass the label change triggers
+            conditions = (node.get("status") or {}).get("conditions") or []
+            if any(x.get("type") == "Ready" and x.get("status") == "True" for x in conditions):
+                ready.add(instance_id)
+        return frozenset(ready)
+
+    def _label_node(self, node: dict[str, Any], group: str) -> None:
+        def mutate(obj: dict[str, Any]) -> bool:
+            obj.setdefault("metadata", {}).setdefault("labels", {})[c.GROUP_LABEL] = group
+            return True
+
+        with contextlib.suppress(KubeNotFound):  # the node left meanwhile
+            write_object(self._kube, NODES, node, mutate, c.FIELD_MANAGER)
+
+    # -- writes ---------------------------------------------------------------------------------
+    def _persist(
+        self, raw: dict[str, Any], before: GangNodePoolStatus, after: GangNodePoolStatus
+    ) -> dict[str, Any]:
+        if after == before:
+            return raw
+        wanted = after.to_dict()
+
+        def mutate(status: dict[str, Any]) -> bool:
+            status.clear()
+            status.update(wanted)
+            return True
+
+        return write_status(self._kube, GANG_NODE_POOLS, raw, mutate, c.FIELD_MANAGER)
+
+    def _emit(self, raw: dict[str, Any], events: tuple[Any, ...]) -> None:
+        for event in events:
+            self._recorder.record(raw, event.type, event.reason, event.message)
+
+    # -- actions --------------------------------------------------------------------------------
+    def _run(
+        self, step: Step, pool: GangNodePool, view: PoolView, raw: dict[str, Any]
+    ) -> ActionResult | None:
+        action = step.action
+        if action is Action.NONE:
+            return None
+        try:
+            if action is Action.PREPARE_STACK:
+                self._prepare(pool)
+            elif action is Action.LAUNCH:
+                return self._launch(pool, step)
+            elif action is Action.RECORD_SET:
+                status = step.status
+                assert status.active_group is not None
+                self._stacks.record_instance_set(
+                    pool.name, status.active_group, status.instance_ids
+                )
+            elif action is Action.RELEASE_SET:
+                self._release_set(pool, step)
+            elif action is Action.DESTROY_STACK:
+                self._destroy(pool)
+            elif action is Action.TAG_KEEP_WARM:
+                self._engine.set_keep_warm_tag(
+                    step.status.instance_ids, step.status.keep_warm_until
+                )
+            elif action is Action.REMOVE_FINALIZER:
+                self._remove_finalizer(raw)
+        except CloudError as err:
+            log.warning("pool %s: %s failed: %s", pool.name, action.value, err)
+            return ActionResult(
+                False, error_kind=err.kind.value, reason=err.reason, message=str(err)
+            )
+        except Exception as err:  # a stack failure must not stop the pool's life cycle
+            reason = getattr(err, "reason", type(err).__name__)
+            log.exception("pool %s: %s failed", pool.name, action.value)
+            return ActionResult(False, error_kind="retryable", reason=str(reason), message=str(err))
+        return ActionResult(True)
+
+    def _prepare(self, pool: GangNodePool) -> None:
+        shape = pool.spec.shape()
+        cluster = self._engine.cluster(self._settings.cluster_name)
+        ami = self._engine.resolve_ami(
+            k8s_version=cluster.version,
+            instance_type=shape.instance_type,
+            variant=shape.ami_variant,
+            explicit_ami_id=shape.ami_id,
+        )
+        user_data = self._engine_user_data(cluster, pool.name, None)
+        spec = pool_spec_for(
+            self._settings,
+            shape,
+            image_id=ami.ami_id,
+            user_data=user_data,
+            security_group_ids=cluster.security_group_ids,
+        )
+        self._stacks.prepare(spec)
+
+    @staticmethod
+    def _engine_user_data(cluster: Any, pool: str, group: str | None) -> str:
+        from provisioner.cloud.engine import Ec2Engine
+
+        return Ec2Engine.render_user_data(cluster, pool, group)
+
+    def _launch(self, pool: GangNodePool, step: Step) -> ActionResult:
+        marker = step.status.launch_in_progress
+        assert marker is not None
+        shape = pool.spec.shape()
+        cluster = self._engine.cluster(self._settings.cluster_name)
+        ami = self._engine.resolve_ami(
+            k8s_version=cluster.version,
+            instance_type=shape.instance_type,
+            variant=shape.ami_variant,
+            explicit_ami_id=shape.ami_id,
+        )
+        subnets = self._engine.plan_subnets(
+            mode=shape.mode,
+            cluster=cluster,
+            explicit_subnet_ids=shape.subnets,
+            availability_zones=shape.availability_zones,
+        )
+        outputs = self._stacks.outputs(pool.name)
+        template_id = outputs.get("launchTemplateId")
+        profile = outputs.get("instanceProfileName") or outputs.get("instanceProfile")
+        spec = LaunchSpec(
+            pool_name=pool.name,
+            pool_uid=pool.metadata.uid or pool.name,
+            acquire_generation=step.status.acquire_generation,
+            cluster_name=self._settings.cluster_name,
+            count=shape.count,
+            instance_type=shape.instance_type,
+            mode=shape.mode,
+            subnets=subnets,
+            ami_id=ami.ami_id,
+            instance_profile=InstanceProfileRef(name=profile) if profile else None,
+            security_group_ids=cluster.security_group_ids,
+            user_data=self._engine_user_data(cluster, pool.name, marker.group),
+            max_lifetime=shape.max_lifetime,
+            capacity_reservation=(
+                CapacityReservationRef(shape.capacity_reservation_id)
+                if shape.capacity_reservation_id
+                else None
+            ),
+            launch_template=LaunchTemplateRef(str(template_id)) if template_id else None,
+        )
+        metrics.LAUNCH_ATTEMPTS.labels(mode=shape.mode).inc()
+        try:
+            launched = self._engine.acquire(spec)
+        except CloudError as err:
+            result = "shortfall" if err.kind.value in ("capacity", "malformed") else err.kind.value
+            metrics.ACQUISITIONS.labels(mode=shape.mode, result=result).inc()
+            if result == "shortfall":
+                metrics.SHORTFALLS.labels(mode=shape.mode).inc()
+            return ActionResult(
+                False, error_kind=err.kind.value, reason=err.reason, message=str(err)
+            )
+        metrics.ACQUISITIONS.labels(mode=shape.mode, result="launched").inc()
+        return ActionResult(True, instance_ids=launched.instance_ids)
+
+    def _release_set(self, pool: GangNodePool, step: Step) -> None:
+        active = set(pool.status.instance_ids)
+        if active and active <= set(step.release_ids):
+            # The stack's instance-set delete terminates the set and cleans its ENIs.
+            self._stacks.remove_instance_set(pool.name)
+        leftover = [
+            v.instance_id
+            for v in self._engine.find_managed(self._settings.cluster_name, pool.name)
+            if v.instance_id in set(step.release_ids)
+        ]
+        if leftover:
+            self._engine.release(leftover)
+
+    def _destroy(self, pool: GangNodePool) -> None:
+        if self._stacks.is_prepared(pool.name):
+            self._stacks.destroy(pool.name)
+        # Belt and braces: whatever the stack did not know about is released from EC2 too.
+        leftover = self._engine.find_managed(self._settings.cluster_name, pool.name)
+        if leftover:
+            self._engine.release([v.instance_id for v in leftover])
+
+    def _remove_finalizer(self, raw: dict[str, Any]) -> None:
+        def mutate(obj: dict[str, Any]) -> bool:
+            finalizers = obj.setdefault("metadata", {}).get("finalizers") or []
+            if c.FINALIZER not in finalizers:
+                return False
+            obj["metadata"]["finalizers"] = [f for f in finalizers if f != c.FINALIZER]
+            return True
+
+        write_object(self._kube, GANG_NODE_POOLS, raw, mutate, c.FIELD_MANAGER)
+
+    def _observe_metrics(
+        self, pool: GangNodePool, before: GangNodePoolStatus, after: GangNodePoolStatus
+    ) -> None:
+        if before.phase != after.phase and after.phase == c.PHASE_SATISFIED:
+            claim = pool.spec.claim
+            if claim is not None:
+                waited = (self._now() - claim.claimed_at).total_seconds()
+                metrics.TIME_TO_READY.labels(mode=pool.spec.mode).observe(max(waited, 0.0))

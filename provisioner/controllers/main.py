@@ -1,0 +1,79 @@
+"""`atomic-gang controller`: builds the real parts from settings and runs the manager.
+
+Settings come from `--config FILE`, `ATOMIC_GANG_*` environment variables and one flag per
+setting (see `provisioner.api.settings`), flags winning. An integration mode other than
+`admissioncheck` is refused before anything starts: watching Jobs directly cannot stop their
+pods from being created before the capacity exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from provisioner.api.settings import SettingsError, settings_from_argv
+from provisioner.cloud.ec2api import default_clients
+from provisioner.cloud.engine import Ec2Engine
+from provisioner.cloud.types import SystemClock
+from provisioner.controllers.manager import Manager
+from provisioner.controllers.stack_adapter import StackAdapter
+from provisioner.kube.client import KubeClient
+from provisioner.pulumi_driver.driver import StackDriver
+
+log = logging.getLogger("atomic-gang")
+
+
+def main(argv: list[str] | None = None) -> int:
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
+    pre.add_argument("--pulumi-root", help="directory holding bin/pulumi (default: PATH)")
+    pre.add_argument("--log-level", default="INFO")
+    known, rest = pre.parse_known_args(argv)
+    logging.basicConfig(
+        level=known.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        settings = settings_from_argv(rest)
+    except SettingsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    kube = (
+        KubeClient.from_kubeconfig(Path(known.kubeconfig))
+        if known.kubeconfig
+        else KubeClient.in_cluster()
+    )
+    region = settings.defaults.region
+    engine = Ec2Engine(default_clients(region, settings.aws.endpoint_url), SystemClock())
+    driver = StackDriver(settings, _pulumi_root(known.pulumi_root), logging.getLogger("pulumi"))
+    stop = threading.Event()
+    manager = Manager(settings, kube, engine, StackAdapter(driver), on_lost_leadership=stop.set)
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    manager.start()
+    log.info("controller %s started for cluster %s", manager.identity, settings.cluster_name)
+    stop.wait()
+    manager.stop()
+    return 0
+
+
+def _pulumi_root(explicit: str | None) -> Path:
+    if explicit:
+        return Path(explicit)
+    found = shutil.which("pulumi")
+    if found is None:
+        raise SystemExit(
+            "error: no Pulumi CLI on PATH; pass --pulumi-root DIR (the directory holding "
+            "bin/pulumi), or install the CLI (`atomic-gang dev tools --only pulumi`)."
+        )
+    return Path(found).resolve().parent.parent
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,227 @@
+"""The controller process: informers, the three reconcilers, the reaper, leader election,
+and the health and metrics endpoints.
+
+Called by `atomic-gang controller` (and by the integration tests, in-process or as a child
+process). Every replica keeps its informer caches warm; only the Lease holder runs the
+reconcilers and the reaper. Losing the Lease stops them at once; safety does not rest on the
+Lease alone — every write is preconditioned and every launch carries its ClientToken.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import uvicorn
+from prometheus_client import make_asgi_app
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Mount, Route
+
+from provisioner.api import constants as c
+from provisioner.api.settings import Settings
+from provisioner.controllers import metrics
+from provisioner.controllers.admissioncheck import AdmissionCheckReconciler
+from provisioner.controllers.gangnodepool import GangNodePoolReconciler
+from provisioner.controllers.ports import EngineOps, StackOps
+from provisioner.controllers.reaper import PoolFacts, Reaper
+from provisioner.controllers.workload import WorkloadReconciler
+from provisioner.kube.client import KubeClient
+from provisioner.kube.events import EventRecorder
+from provisioner.kube.informer import Informer
+from provisioner.kube.leader import LeaderElector, LeaseLock, default_identity
+from provisioner.kube.resources import (
+    ADMISSION_CHECKS,
+    GANG_NODE_POOLS,
+    NODES,
+    WORKLOADS,
+    ObjectKey,
+)
+from provisioner.kube.workqueue import Controller
+
+log = logging.getLogger(__name__)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Manager:
+    settings: Settings
+    kube: KubeClient
+    engine: EngineOps
+    stacks: StackOps
+    identity: str = field(default_factory=default_identity)
+    now: Callable[[], datetime] = utc_now
+    backoff_base: float = 5.0
+    backoff_max: float = 300.0
+    on_lost_leadership: Callable[[], None] | None = None
+    _informers: dict[str, Informer] = field(default_factory=dict)
+    _controllers: list[Controller] = field(default_factory=list)
+    _reaper: Reaper | None = None
+    _elector: LeaderElector | None = None
+    _server: uvicorn.Server | None = None
+    _leading: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- wiring ---------------------------------------------------------------------------
+    def _informer(self, name: str, ref: Any, label_selector: str | None = None) -> Informer:
+        informer = Informer(self.kube.list_watch(ref, label_selector=label_selector), name=name)
+        self._informers[name] = informer
+        return informer
+
+    def start(self, *, serve_http: bool = True) -> None:
+        workloads = self._informer("workloads", WORKLOADS)
+        pools = self._informer("gangnodepools", GANG_NODE_POOLS)
+        checks = self._informer("admissionchecks", ADMISSION_CHECKS)
+        nodes = self._informer("nodes", NODES, label_selector=c.POOL_LABEL)
+        for informer in self._informers.values():
+            informer.start()
+        recorder = EventRecorder(self.kube.with_timeout(5), instance=self.identity)
+
+        check_reconciler = AdmissionCheckReconciler(
+            self.kube, checks, self.settings.controller_name, self.now
+        )
+        workload_reconciler = WorkloadReconciler(
+            self.kube, workloads, pools, checks, self.settings, recorder, self.now
+        )
+        pool_reconciler = GangNodePoolReconciler(
+            self.kube,
+            pools,
+            nodes,
+            self.engine,
+            self.stacks,
+            self.settings,
+            recorder,
+            self.now,
+            backoff_base=self.backoff_base,
+            backoff_max=self.backoff_max,
+        )
+        check_ctl = Controller("admissioncheck", check_reconciler.reconcile)
+        check_ctl.watch(checks)
+        workload_ctl = Controller("workload", workload_reconciler.reconcile, max_concurrent=2)
+        workload_ctl.watch(workloads)
+        workload_ctl.watch(pools, workload_reconciler.keys_for_pool)
+        pool_ctl = Controller(
+            "gangnodepool",
+            pool_reconciler.reconcile,
+            max_concurrent=self.settings.max_concurrent_pool_reconciles,
+        )
+        pool_ctl.watch(pools)
+        pool_ctl.watch(nodes, pool_reconciler.keys_for_node)
+        # A Workload whose check becomes ours (or Active) must be looked at again.
+        workload_ctl.watch(checks, lambda _check: [ObjectKey(*k) for k in workloads.list_keys()])
+        self._controllers = [check_ctl, workload_ctl, pool_ctl]
+
+        def facts() -> dict[str, PoolFacts]:
+            return {
+                p["metadata"]["name"]: PoolFacts(
+                    phase=(p.get("status") or {}).get("phase", c.PHASE_IDLE),
+                    claimed=bool((p.get("spec") or {}).get("claim")),
+                )
+                for p in pools.list()
+            }
+
+        self._reaper = Reaper(
+            self.engine,
+            self.settings.cluster_name,
+            facts,
+            self.settings.reap_interval_seconds,
+            self.now,
+        )
+        if serve_http:
+            self._serve_http()
+        election = self.settings.leader_election
+        if election.enabled:
+            self._elector = LeaderElector(
+                LeaseLock(self.kube.with_timeout(5), election.lease_namespace, election.lease_name),
+                self.identity,
+                on_started_leading=self._start_leading,
+                on_stopped_leading=self._stop_leading,
+                lease_duration=election.lease_duration.total_seconds(),
+                renew_deadline=election.renew_deadline.total_seconds(),
+                retry_period=election.retry_period.total_seconds(),
+            )
+            self._elector.start()
+        else:
+            self._start_leading()
+
+    def _start_leading(self) -> None:
+        with self._lock:
+            if self._leading.is_set():
+                return
+            for informer in self._informers.values():
+                informer.wait_for_sync(timeout=60)
+            log.info("%s: leading; recovering stacks, then starting reconcilers", self.identity)
+            try:
+                self.stacks.recover()
+            except Exception:  # a stack that cannot recover now is retried by its reconcile
+                log.exception("stack recovery failed; continuing")
+            for controller in self._controllers:
+                controller.start()
+            if self._reaper is not None:
+                self._reaper.start()
+            self._leading.set()
+
+    def _stop_leading(self) -> None:
+        with self._lock:
+            if not self._leading.is_set():
+                return
+            log.warning("%s: lost leadership; stopping reconcilers", self.identity)
+            self._leading.clear()
+            for controller in self._controllers:
+                controller.stop(drain=False, timeout=10)
+            if self._reaper is not None:
+                self._reaper.stop()
+        if self.on_lost_leadership is not None:
+            self.on_lost_leadership()
+
+    def is_leading(self) -> bool:
+        return self._leading.is_set()
+
+    def ready(self) -> bool:
+        return all(i.has_synced() for i in self._informers.values())
+
+    def stop(self) -> None:
+        if self._elector is not None:
+            self._elector.stop(release=True)
+        self._stop_leading()
+        for informer in self._informers.values():
+            informer.stop()
+        if self._server is not None:
+            self._server.should_exit = True
+
+    # -- HTTP: /healthz /readyz /metrics --------------------------------------------------------
+    def http_app(self) -> Starlette:
+        async def healthz(_: Request) -> PlainTextResponse:
+            return PlainTextResponse("ok")
+
+        async def readyz(_: Request) -> PlainTextResponse:
+            if self.ready():
+                return PlainTextResponse("ok")
+            return PlainTextResponse("informer caches not synced", status_code=503)
+
+        return Starlette(
+            routes=[
+                Route("/healthz", healthz),
+                Route("/readyz", readyz),
+                Mount("/metrics", app=make_asgi_app(registry=metrics.REGISTRY)),
+            ]
+        )
+
+    def _serve_http(self) -> None:
+        config = uvicorn.Config(
+            self.http_app(),
+            host="0.0.0.0",  # probes and scrapes come from the kubelet and Prometheus
+            port=self.settings.health_port,
+            log_level="warning",
+            lifespan="off",
+        )
+        self._server = uvicorn.Server(config)
+        threading.Thread(target=self._server.run, name="health-http", daemon=True).start()

@@ -1,0 +1,66 @@
+"""Prometheus metrics of the controller, served on /metrics by the manager.
+
+Updated by the pool reconciler (acquisitions, shortfalls, time to Ready) and the reaper's
+sweep (pools by phase, instances billed, node-seconds billed and stranded). "Stranded" is
+what the product exists to drive to zero: node-seconds billed while the gang could not run
+(its pool not yet Satisfied, or being torn down).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+LAUNCH_ATTEMPTS = Counter(
+    "atomic_gang_launch_attempts_total",
+    "N-or-0 launch calls made, by mode.",
+    ["mode"],
+    registry=REGISTRY,
+)
+ACQUISITIONS = Counter(
+    "atomic_gang_acquisitions_total",
+    "Acquisition results by mode: launched, shortfall, retryable, config.",
+    ["mode", "result"],
+    registry=REGISTRY,
+)
+SHORTFALLS = Counter(
+    "atomic_gang_capacity_shortfalls_total",
+    "Launches EC2 refused for capacity (nothing was left running).",
+    ["mode"],
+    registry=REGISTRY,
+)
+TIME_TO_READY = Histogram(
+    "atomic_gang_time_to_ready_seconds",
+    "From a pool's claim to all N nodes Ready.",
+    ["mode"],
+    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1200, 3600),
+    registry=REGISTRY,
+)
+POOLS = Gauge(
+    "atomic_gang_pools",
+    "GangNodePools by phase.",
+    ["phase"],
+    registry=REGISTRY,
+)
+INSTANCES_BILLED = Gauge(
+    "atomic_gang_instances_billed",
+    "Managed instances pending or running right now.",
+    registry=REGISTRY,
+)
+NODE_SECONDS_BILLED = Counter(
+    "atomic_gang_node_seconds_billed_total",
+    "Instance-seconds of managed instances, sampled at each sweep.",
+    registry=REGISTRY,
+)
+NODE_SECONDS_STRANDED = Counter(
+    "atomic_gang_node_seconds_stranded_total",
+    "Instance-seconds billed while their gang could not run.",
+    registry=REGISTRY,
+)
+REAPED = Counter(
+    "atomic_gang_reaped_instances_total",
+    "Instances the reaper terminated, by reason.",
+    ["reason"],
+    registry=REGISTRY,
+)

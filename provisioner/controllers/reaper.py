@@ -1,0 +1,150 @@
+"""Reaper: the leak backstop that needs nothing but EC2 tags.
+
+Watches: EC2, by tag, every `reapIntervalSeconds` (and the GangNodePool cache, only to avoid
+reaping a warm set a new claim is reusing).
+Writes, alone: TerminateInstances (with ENI cleanup) of managed instances of this cluster.
+
+An instance goes when it is past its max-lifetime tag, past an expired keep-warm tag (with a
+grace period, the pool reconciler being the one expected to release it), or when the pool
+its tag names no longer exists. Because all three are read from tags written atomically at
+launch, the reaper works after a controller crash, a lost Pulumi state or a deleted CRD.
+The sweep also samples the billing metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from provisioner.api import constants as c
+from provisioner.cloud.types import InstanceView
+from provisioner.controllers import metrics
+from provisioner.controllers.ports import EngineOps
+
+log = logging.getLogger(__name__)
+
+ORPHANED = "orphaned"
+MAX_LIFETIME = "max-lifetime"
+KEEP_WARM_EXPIRED = "keep-warm-expired"
+
+# Phases in which billed instances cannot be running the gang they were bought for.
+_STRANDED_PHASES = frozenset({c.PHASE_ACQUIRING, c.PHASE_JOINING, c.PHASE_RELEASING})
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    """What the reaper reads of a pool from the cache."""
+
+    phase: str
+    claimed: bool
+
+
+def verdict(
+    instance: InstanceView,
+    pools: dict[str, PoolFacts],
+    now: datetime,
+    keep_warm_grace: timedelta,
+) -> str | None:
+    """Why this managed instance must go, or None."""
+    tags = instance.managed
+    if not tags.pool or tags.pool not in pools:
+        return ORPHANED
+    born, lifetime = instance.launch_time, tags.max_lifetime
+    if born is not None and lifetime is not None and now >= born + lifetime:
+        return MAX_LIFETIME
+    until = tags.keep_warm_until
+    if until is not None and now >= until + keep_warm_grace and not pools[tags.pool].claimed:
+        return KEEP_WARM_EXPIRED
+    return None
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    examined: int
+    terminated: dict[str, list[str]]
+
+
+class Reaper:
+    def __init__(
+        self,
+        engine: EngineOps,
+        cluster: str,
+        pool_facts: Callable[[], dict[str, PoolFacts]],
+        interval_seconds: float,
+        now: Callable[[], datetime],
+    ) -> None:
+        self._engine = engine
+        self._cluster = cluster
+        self._pool_facts = pool_facts
+        self._interval = interval_seconds
+        self._now = now
+        self._last_sweep: datetime | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sweep(self) -> SweepReport:
+        now = self._now()
+        pools = self._pool_facts()
+        instances = self._engine.find_managed(self._cluster)
+        doomed: dict[str, list[str]] = {}
+        for instance in instances:
+            reason = verdict(instance, pools, now, timedelta(seconds=self._interval))
+            if reason is not None:
+                doomed.setdefault(reason, []).append(instance.instance_id)
+        ids = [iid for group in doomed.values() for iid in group]
+        if ids:
+            self._engine.release(ids)
+            for reason, group in doomed.items():
+                metrics.REAPED.labels(reason=reason).inc(len(group))
+                log.warning("reaper terminated %d instances (%s): %s", len(group), reason, group)
+        self._sample(instances, pools, now, set(ids))
+        self._last_sweep = now
+        return SweepReport(examined=len(instances), terminated=doomed)
+
+    def _sample(
+        self,
+        instances: Iterable[InstanceView],
+        pools: dict[str, PoolFacts],
+        now: datetime,
+        terminated: set[str],
+    ) -> None:
+        live = [i for i in instances if i.instance_id not in terminated]
+        metrics.INSTANCES_BILLED.set(len(live))
+        phases: dict[str, int] = {phase: 0 for phase in c.PHASES}
+        for facts in pools.values():
+            phases[facts.phase] = phases.get(facts.phase, 0) + 1
+        for phase, count in phases.items():
+            metrics.POOLS.labels(phase=phase).set(count)
+        if self._last_sweep is None:
+            return
+        elapsed = max((now - self._last_sweep).total_seconds(), 0.0)
+        metrics.NODE_SECONDS_BILLED.inc(elapsed * len(live))
+        stranded = sum(
+            1
+            for i in live
+            if i.managed.pool in pools and pools[i.managed.pool].phase in _STRANDED_PHASES
+        )
+        metrics.NODE_SECONDS_STRANDED.inc(elapsed * stranded)
+
+    # -- periodic runnable ----------------------------------------------------------------
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="reaper", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sweep()
+            except Exception:  # the backstop must keep sweeping
+                log.exception("reaper sweep failed")
+            self._stop.wait(self._interval)

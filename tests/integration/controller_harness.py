@@ -1,0 +1,240 @@
+"""A running controller against the real parts, for the controller's integration tests.
+
+Builds what an EKS cluster would hold (the cluster record pointing at the local apiserver,
+the node role, its instance profile by naming convention, its EC2_LINUX access entry) in
+the EC2 emulator, starts the node simulator, and runs the Manager in-process with the real
+engine, the real Pulumi driver on a file backend and the real Kubernetes client. Loaded by
+test modules through `pytest_plugins`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import boto3
+import pytest
+from kubernetes import client as k8s
+
+from provisioner.api import constants as c
+from provisioner.api.settings import Settings
+from provisioner.cloud.ec2api import build_clients
+from provisioner.cloud.engine import Ec2Engine
+from provisioner.cloud.naming import instance_profile_name
+from provisioner.cloud.types import SystemClock
+from provisioner.controllers.manager import Manager
+from provisioner.controllers.stack_adapter import StackAdapter
+from provisioner.devenv.controlplane import SERVICE_CIDR
+from provisioner.devenv.nodesim import SIMULATED_LABEL, NodeSimulator
+from provisioner.devenv.processes import free_port
+from provisioner.kube.client import KubeClient
+from provisioner.pulumi_driver.driver import StackDriver
+from tests.support import kueue_objects as ko
+from tests.support.kueue_standin import KueueStandIn
+
+T = TypeVar("T")
+CLUSTER = "gang-it"
+REGION = "us-east-1"
+ROLE_NAME = "eks-gang-node-role"
+CHECK = "atomic-gang-check"
+
+
+def eventually(
+    probe: Callable[[], T | None], timeout: float = 90, what: str = "", every: float = 0.25
+) -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}")
+
+
+@dataclass
+class GangEnv:
+    settings: Settings
+    manager: Manager
+    kueue: KueueStandIn
+    nodes: NodeSimulator
+    ec2: Any
+    emulator: Any
+    custom: k8s.CustomObjectsApi
+    namespace: str
+    driver: StackDriver
+
+    def submit(self, name: str, pool: str, count: int = 2, **annotations: str) -> str:
+        job = ko.gang_job(self.namespace, name, "lq", pool, count, annotations)
+        return self.kueue.submit(self.namespace, job)
+
+    def pool(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self.custom.get_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, name)
+        except k8s.ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def phase(self, name: str) -> str | None:
+        pool = self.pool(name)
+        return (pool or {}).get("status", {}).get("phase")
+
+    def wait_phase(self, name: str, phase: str, timeout: float = 90.0) -> dict[str, Any]:
+        return eventually(
+            lambda: (p := self.pool(name)) and p.get("status", {}).get("phase") == phase and p,
+            timeout,
+            f"pool {name} in {phase} (now {self.phase(name)})",
+        )
+
+    def check(self, workload: str) -> dict[str, Any] | None:
+        return self.kueue.check_state(self.namespace, workload)
+
+    def wait_check(self, workload: str, state: str, timeout: float = 90) -> dict[str, Any]:
+        return eventually(
+            lambda: (s := self.check(workload)) and s["state"] == state and s,
+            timeout,
+            f"check on {workload} {state} (now {self.check(workload)})",
+        )
+
+    def live_instances(self, pool: str | None = None) -> list[dict[str, Any]]:
+        filters = [
+            {"Name": f"tag:{c.TAG_CLUSTER}", "Values": [CLUSTER]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+        ]
+        if pool:
+            filters.append({"Name": f"tag:{c.TAG_POOL}", "Values": [pool]})
+        pages = self.ec2.describe_instances(Filters=filters)["Reservations"]
+        return [i for r in pages for i in r["Instances"]]
+
+    def launches(self) -> int:
+        """RunInstances/CreateFleet instances ever created for this cluster (any state)."""
+        pages = self.ec2.describe_instances(
+            Filters=[{"Name": f"tag:{c.TAG_CLUSTER}", "Values": [CLUSTER]}]
+        )["Reservations"]
+        return sum(len(r["Instances"]) for r in pages)
+
+
+def _aws_identity(emulator: Any, control_plane: Any) -> str:
+    """The cluster record, node role, convention-named profile and access entry."""
+    info = control_plane.info
+    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=emulator.endpoint_url)
+    subnets = [s["SubnetId"] for s in ec2.describe_subnets()["Subnets"]]
+    emulator.client.register_eks_cluster(
+        CLUSTER,
+        endpoint=info.endpoint,
+        certificate_authority_data=info.ca_base64,
+        service_ipv4_cidr=SERVICE_CIDR,
+        version="1.36",
+        subnet_ids=subnets,
+        region=REGION,
+    )
+    iam = boto3.client("iam", region_name=REGION, endpoint_url=emulator.endpoint_url)
+    role = iam.create_role(
+        RoleName=ROLE_NAME,
+        AssumeRolePolicyDocument='{"Version":"2012-10-17","Statement":[]}',
+    )["Role"]["Arn"]
+    profile = instance_profile_name(CLUSTER, ROLE_NAME)
+    iam.create_instance_profile(InstanceProfileName=profile)
+    iam.add_role_to_instance_profile(InstanceProfileName=profile, RoleName=ROLE_NAME)
+    eks = boto3.client("eks", region_name=REGION, endpoint_url=emulator.endpoint_url)
+    eks.create_access_entry(clusterName=CLUSTER, principalArn=role, type="EC2_LINUX")
+    return str(role)
+
+
+@pytest.fixture
+def gang_env_factory(
+    kube_api: Any,
+    control_plane: Any,
+    kueue_crds: list[str],
+    emulator: Any,
+    pulumi_tool: Any,
+    tmp_path: Path,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Callable[..., GangEnv]]:
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "integration")
+    role = _aws_identity(emulator, control_plane)
+    started: list[tuple[Manager, NodeSimulator]] = []
+    core = k8s.CoreV1Api(kube_api)
+    custom = k8s.CustomObjectsApi(kube_api)
+    kueue = KueueStandIn(kube_api, CHECK)
+    kueue.admission_check()
+
+    def make(join_delay: float = 0.5, leader_election: bool = False, **overrides: Any) -> GangEnv:
+        settings = Settings.model_validate(
+            {
+                "clusterName": CLUSTER,
+                "defaults": {"region": REGION, "nodeRoleArn": role, "keepWarmTTL": "10m"},
+                "acquireAttemptsBeforeRetry": 3,
+                "joinDeadlineSeconds": 20,
+                "reapIntervalSeconds": 2,
+                "leaderElection": {
+                    "enabled": leader_election,
+                    "leaseNamespace": namespace,
+                    "leaseName": "atomic-gang-it",
+                    "leaseDuration": "4s",
+                    "renewDeadline": "3s",
+                    "retryPeriod": "1s",
+                },
+                "healthPort": free_port(),
+                "pulumi": {"stateDir": str(tmp_path / "pulumi")},
+                "aws": {"endpointUrl": emulator.endpoint_url},
+                **overrides,
+            }
+        )
+        ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=emulator.endpoint_url)
+        sim = NodeSimulator(core=core, ec2=ec2, cluster_name=CLUSTER, join_delay=join_delay)
+        sim.start()
+        engine = Ec2Engine(
+            build_clients(boto3.session.Session(), REGION, emulator.endpoint_url, max_attempts=1),
+            SystemClock(),
+        )
+        driver = StackDriver(
+            settings, pulumi_tool.binary.parent.parent, logging.getLogger("pulumi")
+        )
+        manager = Manager(
+            settings,
+            KubeClient.from_kubeconfig(control_plane.info.kubeconfig),
+            engine,
+            StackAdapter(driver),
+            identity=f"it-{uuid.uuid4().hex[:6]}",
+            backoff_base=0.5,
+            backoff_max=4.0,
+        )
+        manager.start(serve_http=False)
+        started.append((manager, sim))
+        return GangEnv(settings, manager, kueue, sim, ec2, emulator, custom, namespace, driver)
+
+    yield make
+
+    for manager, _ in started:
+        # Pools go through their finalizer while a controller still runs.
+        for pool in custom.list_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL)["items"]:
+            custom.delete_cluster_custom_object(
+                c.GROUP, c.VERSION, c.GNP_PLURAL, pool["metadata"]["name"]
+            )
+        if manager.is_leading():
+            eventually(
+                lambda: (
+                    not custom.list_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL)["items"]
+                ),
+                120,
+                "pools released through their finalizer",
+            )
+        break
+    for manager, sim in started:
+        manager.stop()
+        sim.stop()
+    for pool in custom.list_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL)["items"]:
+        name = pool["metadata"]["name"]
+        custom.patch_cluster_custom_object(
+            c.GROUP, c.VERSION, c.GNP_PLURAL, name, {"metadata": {"finalizers": None}}
+        )
+    for node in core.list_node(label_selector=f"{SIMULATED_LABEL}=true").items:
+        core.delete_node(node.metadata.name)

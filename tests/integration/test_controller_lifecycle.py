@@ -1,0 +1,50 @@
+"""The controller's whole life on real parts: claim, N-or-0 launch, join, Ready, keep-warm,
+warm reuse without a launch, expiry, release through `stack destroy`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provisioner.api import constants as c
+from tests.integration.controller_harness import GangEnv, eventually
+
+
+def test_full_life_of_a_pool(gang_env_factory: Any) -> None:
+    env: GangEnv = gang_env_factory()
+    first = env.submit("train-1", "pool-life", count=2, **{c.ANN_KEEP_WARM_TTL: "6s"})
+
+    pool = env.wait_phase("pool-life", c.PHASE_SATISFIED, timeout=180)
+    ids = pool["status"]["instanceIds"]
+    group = pool["status"]["activeGroup"]
+    assert len(ids) == 2 and len(env.live_instances("pool-life")) == 2
+
+    check = env.wait_check(first, c.CHECK_READY)
+    (update,) = check["podSetUpdates"]
+    assert update["nodeSelector"] == {c.POOL_LABEL: "pool-life", c.GROUP_LABEL: group}
+    assert update["tolerations"] == [
+        {"key": c.GANG_TAINT_KEY, "operator": "Equal", "value": "pool-life", "effect": "NoSchedule"}
+    ]
+    # The launched set is recorded in the pool's stack.
+    outputs = env.driver.outputs("pool-life")
+    assert outputs is not None
+    eventually(lambda: set(env.driver.outputs("pool-life").instance_ids) == set(ids), 60, "record")  # type: ignore[union-attr]
+
+    env.kueue.finish(env.namespace, first)  # noqa
+    pool = env.wait_phase("pool-life", c.PHASE_KEEP_WARM)
+    until = pool["status"]["keepWarmUntil"]
+    tags = {
+        t["Key"]: t["Value"] for i in env.live_instances("pool-life") for t in i.get("Tags", [])
+    }
+    assert tags[c.TAG_KEEP_WARM_UNTIL] == until
+
+    launched_before = env.launches()
+    second = env.submit("train-2", "pool-life", count=2, **{c.ANN_KEEP_WARM_TTL: "3s"})
+    env.wait_check(second, c.CHECK_READY, timeout=60)
+    assert env.launches() == launched_before, "warm reuse launched new instances"
+    assert env.pool("pool-life")["status"]["instanceIds"] == ids  # type: ignore[index]
+
+    env.kueue.finish(env.namespace, second)
+    env.wait_phase("pool-life", c.PHASE_KEEP_WARM)
+    env.wait_phase("pool-life", c.PHASE_IDLE, timeout=120)
+    assert env.live_instances("pool-life") == []
+    assert env.driver.outputs("pool-life") is None, "stack still present after release"

@@ -1,0 +1,77 @@
+"""What the reaper terminates, decided from tags and the pool cache alone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from provisioner.api import constants as c
+from provisioner.cloud.types import InstanceView, ManagedTags
+from provisioner.controllers.reaper import (
+    KEEP_WARM_EXPIRED,
+    MAX_LIFETIME,
+    ORPHANED,
+    PoolFacts,
+    verdict,
+)
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+GRACE = timedelta(minutes=2)
+POOLS = {
+    "warm": PoolFacts(c.PHASE_KEEP_WARM, claimed=False),
+    "reused": PoolFacts(c.PHASE_KEEP_WARM, claimed=True),
+    "busy": PoolFacts(c.PHASE_SATISFIED, claimed=True),
+}
+
+
+def instance(
+    pool: str | None,
+    *,
+    age: timedelta = timedelta(hours=1),
+    max_lifetime: timedelta | None = timedelta(hours=4),
+    keep_warm_until: datetime | None = None,
+) -> InstanceView:
+    return InstanceView(
+        instance_id="i-0123456789abcdef0",
+        state="running",
+        instance_type="p4d.24xlarge",
+        availability_zone="us-east-1a",
+        subnet_id="subnet-1",
+        launch_time=NOW - age,
+        private_dns_name=None,
+        private_ip=None,
+        client_token=None,
+        tags={},
+        managed=ManagedTags(
+            managed=True,
+            cluster="prod",
+            pool=pool,
+            group="gen-0",
+            max_lifetime=max_lifetime,
+            keep_warm_until=keep_warm_until,
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("inst", "expected"),
+    [
+        (instance("busy"), None),
+        (instance("gone-pool"), ORPHANED),
+        (instance(None), ORPHANED),
+        (instance("busy", age=timedelta(hours=4)), MAX_LIFETIME),
+        (instance("busy", age=timedelta(hours=3, minutes=59)), None),
+        (instance("busy", max_lifetime=None, age=timedelta(days=9)), None),
+        (instance("warm", keep_warm_until=NOW - timedelta(minutes=3)), KEEP_WARM_EXPIRED),
+        # The pool reconciler releases on time; the reaper waits out a grace period.
+        (instance("warm", keep_warm_until=NOW - timedelta(minutes=1)), None),
+        (instance("warm", keep_warm_until=NOW + timedelta(minutes=5)), None),
+        # A claim that arrived at the boundary wins over a tag not yet cleared.
+        (instance("reused", keep_warm_until=NOW - timedelta(minutes=3)), None),
+        # Max lifetime holds regardless of claims.
+        (instance("reused", age=timedelta(hours=5)), MAX_LIFETIME),
+    ],
+)
+def test_verdict(inst: InstanceView, expected: str | None) -> None:
+    assert verdict(inst, POOLS, NOW, GRACE) == expected
