@@ -1,2 +1,3 @@
 from provisioner.cli import main
+
 raise SystemExit(main())

@@ -69,7 +69,10 @@ def up(work_dir: Path, timeout: float = 1200) -> int:
             _print_usage(state)
             return 0
         if proc.poll() is not None:
-            print(f"error: the environment exited with {proc.returncode}; see {work_dir / 'daemon.log'}")
+            print(
+                f"error: the environment exited with {proc.returncode}; "
+                f"see {work_dir / 'daemon.log'}"
+            )
             return 1
         time.sleep(0.5)
     print("error: the environment did not start in time")

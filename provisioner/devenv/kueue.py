@@ -44,9 +44,7 @@ def kueue_crds(kueue: ResolvedTool) -> list[dict[str, Any]]:
     return docs
 
 
-def _webhook_configs(
-    kueue: ResolvedTool, port: int, ca_pem: bytes
-) -> list[dict[str, Any]]:
+def _webhook_configs(kueue: ResolvedTool, port: int, ca_pem: bytes) -> list[dict[str, Any]]:
     manifests = kueue.asset("config/components/webhook/manifests.yaml")
     ca_bundle = base64.b64encode(ca_pem).decode()
     configs: list[dict[str, Any]] = []

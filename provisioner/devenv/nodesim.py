@@ -95,7 +95,9 @@ class NodeSimulator:
     # -- one pass ------------------------------------------------------------------------
     def run_once(self) -> None:
         instances = self._managed_instances()
-        live = {i["InstanceId"]: i for i in instances if i["State"]["Name"] in ("pending", "running")}
+        live = {
+            i["InstanceId"]: i for i in instances if i["State"]["Name"] in ("pending", "running")
+        }
         now = self.clock()
         for iid, inst in live.items():
             if inst["State"]["Name"] != "running":
@@ -114,7 +116,17 @@ class NodeSimulator:
         kwargs: dict[str, Any] = {
             "Filters": [
                 {"Name": f"tag:{c.cluster_ownership_tag(self.cluster_name)}", "Values": ["owned"]},
-                {"Name": "instance-state-name", "Values": ["pending", "running", "shutting-down", "terminated", "stopping", "stopped"]},
+                {
+                    "Name": "instance-state-name",
+                    "Values": [
+                        "pending",
+                        "running",
+                        "shutting-down",
+                        "terminated",
+                        "stopping",
+                        "stopped",
+                    ],
+                },
             ]
         }
         while True:
@@ -183,7 +195,9 @@ class NodeSimulator:
                 ],
                 "capacity": {"cpu": "96", "memory": "1152Gi", "pods": "110"},
                 "allocatable": {"cpu": "95", "memory": "1100Gi", "pods": "110"},
-                "addresses": [{"type": "InternalIP", "address": inst.get("PrivateIpAddress", "10.0.0.1")}],
+                "addresses": [
+                    {"type": "InternalIP", "address": inst.get("PrivateIpAddress", "10.0.0.1")}
+                ],
             }
         }
         self.core.patch_node_status(name, status)

@@ -61,7 +61,9 @@ def test_queued_job_is_suspended_and_its_workload_waits_on_our_check(
     custom.create_cluster_custom_object(*KUEUE, "admissionchecks", ko.admission_check(check))
     _activate(custom, check)
     custom.create_cluster_custom_object(*KUEUE, "resourceflavors", ko.resource_flavor(flavor))
-    custom.create_cluster_custom_object(*KUEUE, "clusterqueues", ko.cluster_queue(cq, flavor, check))
+    custom.create_cluster_custom_object(
+        *KUEUE, "clusterqueues", ko.cluster_queue(cq, flavor, check)
+    )
     custom.create_namespaced_custom_object(
         *KUEUE, namespace, "localqueues", ko.local_queue(namespace, lq, cq)
     )
@@ -75,7 +77,9 @@ def test_queued_job_is_suspended_and_its_workload_waits_on_our_check(
         what="ClusterQueue Active",
     )
 
-    created = batch.create_namespaced_job(namespace, ko.gang_job(namespace, "train", lq, "pool-a", 2))
+    created = batch.create_namespaced_job(
+        namespace, ko.gang_job(namespace, "train", lq, "pool-a", 2)
+    )
     # Kueue's mutating webhook suspends the Job at admission time.
     assert created.spec.suspend is True
 
@@ -90,13 +94,19 @@ def test_queued_job_is_suspended_and_its_workload_waits_on_our_check(
         current = workload()
         if not current:
             return None
-        conditions = {x["type"]: x["status"] for x in current.get("status", {}).get("conditions", [])}
-        checks = {x["name"]: x["state"] for x in current.get("status", {}).get("admissionChecks", [])}
+        conditions = {
+            x["type"]: x["status"] for x in current.get("status", {}).get("conditions", [])
+        }
+        checks = {
+            x["name"]: x["state"] for x in current.get("status", {}).get("admissionChecks", [])
+        }
         if conditions.get("QuotaReserved") == "True" and checks.get(check) == c.CHECK_PENDING:
             return current
         return None
 
-    held = eventually(quota_reserved_with_pending_check, what="QuotaReserved with our check Pending")
+    held = eventually(
+        quota_reserved_with_pending_check, what="QuotaReserved with our check Pending"
+    )
     conditions = {x["type"]: x["status"] for x in held["status"]["conditions"]}
     assert conditions.get("Admitted") != "True"
     # Held, not admitted: the Job stays suspended while our check is Pending.

@@ -29,7 +29,7 @@ def test_full_life_of_a_pool(gang_env_factory: Any) -> None:
     assert outputs is not None
     eventually(lambda: set(env.driver.outputs("pool-life").instance_ids) == set(ids), 60, "record")  # type: ignore[union-attr]
 
-    env.kueue.finish(env.namespace, first)  # noqa
+    env.kueue.finish(env.namespace, first)
     pool = env.wait_phase("pool-life", c.PHASE_KEEP_WARM)
     until = pool["status"]["keepWarmUntil"]
     tags = {

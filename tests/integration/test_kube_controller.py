@@ -15,7 +15,6 @@ from provisioner.kube.resources import ObjectKey, ResourceRef
 from provisioner.kube.status import write_status
 from provisioner.kube.workqueue import Controller, Result, WorkQueue
 
-
 DEADLINE = 30.0
 
 

@@ -25,7 +25,9 @@ def resource_flavor(name: str) -> dict[str, Any]:
     return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": name}}
 
 
-def cluster_queue(name: str, flavor: str, check: str, cpu: str = "64", memory: str = "256Gi") -> dict[str, Any]:
+def cluster_queue(
+    name: str, flavor: str, check: str, cpu: str = "64", memory: str = "256Gi"
+) -> dict[str, Any]:
     return {
         "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",
