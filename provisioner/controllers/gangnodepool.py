@@ -23,7 +23,7 @@ from typing import Any
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus
 from provisioner.api.settings import Settings
-from provisioner.cloud.errors import CloudError
+from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.types import (
     CapacityReservationRef,
     InstanceProfileRef,
@@ -53,6 +53,18 @@ from stacks.spec import pool_spec_for
 log = logging.getLogger(__name__)
 
 _GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
+
+# The engine's error kinds, as the state machine names what it does with them. Anything not
+# known to be final is "retryable": replaying the same ClientToken can never double-launch.
+_FAILURE_BY_KIND = {
+    ErrorKind.CAPACITY: "capacity",
+    ErrorKind.MALFORMED: "malformed",
+    ErrorKind.CONFIG: "config",
+}
+
+
+def _failure(err: CloudError) -> str:
+    return _FAILURE_BY_KIND.get(err.kind, "retryable")
 
 
 class GangNodePoolReconciler:
@@ -214,7 +226,7 @@ class GangNodePoolReconciler:
         except CloudError as err:
             log.warning("pool %s: %s failed: %s", pool.name, action.value, err)
             return ActionResult(
-                False, error_kind=err.kind.value, reason=err.reason, message=str(err)
+                False, error_kind=_failure(err), reason=err.reason, message=str(err)
             )
         except Exception as err:  # a stack failure must not stop the pool's life cycle
             reason = getattr(err, "reason", type(err).__name__)
@@ -292,13 +304,13 @@ class GangNodePoolReconciler:
         try:
             launched = self._engine.acquire(spec)
         except CloudError as err:
-            result = "shortfall" if err.kind.value in ("capacity", "malformed") else err.kind.value
+            failure = _failure(err)
+            shortfall = failure in ("capacity", "malformed")
+            result = "shortfall" if shortfall else failure
             metrics.ACQUISITIONS.labels(mode=shape.mode, result=result).inc()
-            if result == "shortfall":
+            if shortfall:
                 metrics.SHORTFALLS.labels(mode=shape.mode).inc()
-            return ActionResult(
-                False, error_kind=err.kind.value, reason=err.reason, message=str(err)
-            )
+            return ActionResult(False, error_kind=failure, reason=err.reason, message=str(err))
         metrics.ACQUISITIONS.labels(mode=shape.mode, result="launched").inc()
         return ActionResult(True, instance_ids=launched.instance_ids)
 
@@ -331,7 +343,9 @@ class GangNodePoolReconciler:
             obj["metadata"]["finalizers"] = [f for f in finalizers if f != c.FINALIZER]
             return True
 
-        write_object(self._kube, GANG_NODE_POOLS, raw, mutate, c.FIELD_MANAGER)
+        # Gone already: an earlier pass removed the finalizer and the cache had not caught up.
+        with contextlib.suppress(KubeNotFound):
+            write_object(self._kube, GANG_NODE_POOLS, raw, mutate, c.FIELD_MANAGER)
 
     def _observe_metrics(
         self, pool: GangNodePool, before: GangNodePoolStatus, after: GangNodePoolStatus

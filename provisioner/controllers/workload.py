@@ -101,6 +101,14 @@ class WorkloadReconciler:
                 now=self._now(),
             )
         )
+        log.debug(
+            "Workload %s: pool %s change=%s check=%s notes=%s",
+            key,
+            pool_name,
+            decision.pool_change.value,
+            decision.check.state if decision.check else None,
+            decision.notes,
+        )
         if job is None and decision.check is None:
             return Result(requeue_after=_JOB_NOT_SEEN_RETRY)
         self._apply_pool_change(decision, pool_raw, workload)

@@ -7,14 +7,15 @@ say. It performs no I/O; `workload.py` gathers the inputs, writes the answers an
 the events. Keeping the rules here lets a table of tests pin every branch.
 
 The rules, in order:
-1. A Workload that is gone, finished, evicted, deactivated, rejected or without quota
-   holds no claim.
+1. A Workload that is gone, finished, evicted, deactivated, rejected, without quota, or
+   whose check we set to Retry holds no claim.
 2. A Job whose gang shape does not parse is Rejected with the parser's sentences.
 3. No pool yet: create it with this shape and this claim.
-4. Claimed by another live Workload: Retry (Kueue releases our quota and requeues us).
-   A claim whose Workload no longer exists is stale and is replaced.
-5. Different shape: Rejected naming the fields — unless the pool is Idle with no
+4. Different shape: Rejected naming the fields — unless the pool is Idle with no
    instances, where nothing can be disturbed and the new shape simply replaces the old.
+   Checked before the busy rule: a Retry could only end in this Rejected later.
+5. Claimed by another live Workload: Retry (Kueue releases our quota and requeues us).
+   A claim whose Workload no longer exists is stale and is replaced.
 6. Our claim: Ready only when the pool reports Satisfied with exactly N Ready nodes; Retry
    after `acquireAttemptsBeforeRetry` consecutive shortfalls, or when an admitted gang loses
    its nodes; Pending with the pool's progress otherwise.
@@ -98,6 +99,10 @@ def drops_claim(workload: Workload | None, check_name: str | None) -> str | None
         return "the Workload does not carry our admission check"
     if ours.state == c.CHECK_REJECTED:
         return "our admission check was rejected"
+    if ours.state == c.CHECK_RETRY:
+        # We handed the quota back; Kueue requeues the Workload and resets the check to
+        # Pending before it may claim again.
+        return "our admission check asked Kueue to retry"
     return None
 
 
@@ -146,6 +151,18 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
         )
 
     claim = pool.spec.claim
+    if (
+        not _holds(pool, workload)
+        and shape_differences(pool.spec.shape(), shape)
+        and not _idle_and_empty(pool)
+    ):
+        return WorkloadDecision(
+            check=CheckUpdate(
+                c.CHECK_REJECTED,
+                describe_shape_conflict(pool.spec.shape(), shape),
+                reason="ShapeConflict",
+            )
+        )
     if claim is not None and claim.uid != workload.metadata.uid and inputs.claimant_exists:
         return WorkloadDecision(
             check=CheckUpdate(
@@ -157,14 +174,6 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
         )
 
     if not _holds(pool, workload):
-        if shape_differences(pool.spec.shape(), shape) and not _idle_and_empty(pool):
-            return WorkloadDecision(
-                check=CheckUpdate(
-                    c.CHECK_REJECTED,
-                    describe_shape_conflict(pool.spec.shape(), shape),
-                    reason="ShapeConflict",
-                )
-            )
         stale = (f"replaced a stale claim by {claim.namespace}/{claim.name}",) if claim else ()
         return WorkloadDecision(
             PoolChange.CLAIM,

@@ -45,8 +45,12 @@ CHECK = "atomic-gang-check"
 
 
 def eventually(
-    probe: Callable[[], T | None], timeout: float = 90, what: str = "", every: float = 0.25
+    probe: Callable[[], T | None],
+    timeout: float = 90,
+    what: str | Callable[[], str] = "",
+    every: float = 0.25,
 ) -> T:
+    """Poll until `probe` answers; `what` (or what it returns, at the timeout) says why."""
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:
@@ -54,7 +58,8 @@ def eventually(
         if last:
             return last
         time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}")
+    described = what() if callable(what) else what
+    raise AssertionError(f"timed out after {timeout}s waiting for {described}; last={last!r}")
 
 
 @dataclass
@@ -89,7 +94,7 @@ class GangEnv:
         return eventually(
             lambda: (p := self.pool(name)) and p.get("status", {}).get("phase") == phase and p,
             timeout,
-            f"pool {name} in {phase} (now {self.phase(name)})",
+            lambda: f"pool {name} in {phase} (now {self.phase(name)})",
         )
 
     def check(self, workload: str) -> dict[str, Any] | None:
@@ -99,7 +104,7 @@ class GangEnv:
         return eventually(
             lambda: (s := self.check(workload)) and s["state"] == state and s,
             timeout,
-            f"check on {workload} {state} (now {self.check(workload)})",
+            lambda: f"check on {workload} {state} (now {self.check(workload)})",
         )
 
     def live_instances(self, pool: str | None = None) -> list[dict[str, Any]]:
@@ -213,6 +218,10 @@ def gang_env_factory(
 
     yield make
 
+    # No Workload may claim again while the pools are released.
+    custom.delete_collection_namespaced_custom_object(
+        c.KUEUE_GROUP, c.KUEUE_VERSION, namespace, "workloads"
+    )
     for manager, _ in started:
         # Pools go through their finalizer while a controller still runs.
         for pool in custom.list_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL)["items"]:

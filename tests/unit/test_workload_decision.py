@@ -133,6 +133,7 @@ def inputs(wl: Workload | None, gnp: GangNodePool | None, **kw: Any) -> Workload
         (workload(conditions={c.WL_QUOTA_RESERVED: "False"}), "no quota"),
         (workload(active=False), "deactivated"),
         (workload(check_state=c.CHECK_REJECTED), "rejected"),
+        (workload(check_state=c.CHECK_RETRY), "retry"),
     ],
 )
 def test_workloads_that_may_not_hold_a_claim_release_theirs(wl: Workload | None, why: str) -> None:
@@ -257,3 +258,15 @@ def test_an_admitted_gang_that_loses_nodes_is_requeued() -> None:
 def test_the_owner_job_not_yet_visible_changes_nothing() -> None:
     decision = decide(inputs(workload(), None, labels=None, annotations=None))
     assert decision.pool_change is PoolChange.NONE and decision.check is None
+
+
+def test_a_different_shape_on_a_busy_pool_is_rejected_not_retried() -> None:
+    busy = pool(
+        claim_uid="uid-1",
+        phase=c.PHASE_SATISFIED,
+        instance_type="p5.48xlarge",
+        instances=4,
+        ready=4,
+    )
+    decision = decide(inputs(workload(uid="uid-2"), busy))
+    assert decision.check is not None and decision.check.state == c.CHECK_REJECTED

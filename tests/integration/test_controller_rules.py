@@ -1,0 +1,147 @@
+"""The controller's rules on real parts: one claimant, shape conflicts, $0 while short of
+capacity, the join watchdog, the reaper and the finalizer."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+
+from provisioner.api import constants as c
+from tests.integration.controller_harness import CLUSTER, REGION, GangEnv, eventually
+
+
+def test_second_claimant_gets_retry_and_a_different_shape_is_rejected(
+    gang_env_factory: Any,
+) -> None:
+    env: GangEnv = gang_env_factory()
+    first = env.submit("first", "pool-one", count=2)
+    env.wait_check(first, c.CHECK_READY, timeout=120)
+
+    second = env.submit("second", "pool-one", count=2)
+    retry = env.wait_check(second, c.CHECK_RETRY)
+    assert first in retry["message"]
+
+    other = env.submit("other-shape", "pool-one", count=2, **{c.ANN_INSTANCE_TYPE: "m5.xlarge"})
+    rejected = env.wait_check(other, c.CHECK_REJECTED)
+    assert "instance-type" in rejected["message"]
+    assert "m5.large" in rejected["message"] and "m5.xlarge" in rejected["message"]
+    # Neither refused claimant disturbed the set.
+    assert len(env.live_instances("pool-one")) == 2
+
+
+def test_no_capacity_anywhere_costs_nothing_and_ends_in_retry(gang_env_factory: Any) -> None:
+    env: GangEnv = gang_env_factory()
+    for subnet in env.ec2.describe_subnets()["Subnets"]:
+        env.emulator.client.set_capacity(subnet["AvailabilityZone"], "m5.large", 1)
+    workload = env.submit("short", "pool-short", count=2)
+    seen_instances: list[int] = []
+    states: set[str] = set()
+
+    def retried() -> bool:
+        seen_instances.append(len(env.live_instances("pool-short")))
+        check = env.check(workload)
+        if check:
+            states.add(check["state"])
+        return bool(check and check["state"] == c.CHECK_RETRY)
+
+    eventually(
+        retried,
+        120,
+        lambda: f"Retry after the configured shortfalls (pool: {env.pool('pool-short')})",
+        every=0.1,
+    )
+    assert max(seen_instances) == 0, "an instance ran while the gang could not be placed"
+    assert c.CHECK_PENDING in states
+    pool = env.pool("pool-short")
+    assert pool is not None
+    assert pool["status"]["consecutiveShortfalls"] >= env.settings.acquire_attempts_before_retry
+    assert pool["status"]["lastError"]["reason"]
+    assert env.launches() == 0
+
+
+def test_instances_that_never_join_are_released_and_a_new_set_acquired(
+    gang_env_factory: Any,
+) -> None:
+    env: GangEnv = gang_env_factory(join_delay=3600.0, joinDeadlineSeconds=4)
+    workload = env.submit("stuck", "pool-stuck", count=2)
+    first = env.wait_phase("pool-stuck", c.PHASE_JOINING, timeout=120)
+    first_ids = set(first["status"]["instanceIds"])
+
+    def next_generation() -> dict[str, Any] | None:
+        pool = env.pool("pool-stuck") or {}
+        ids = set(pool.get("status", {}).get("instanceIds", []))
+        return pool if ids and ids.isdisjoint(first_ids) else None
+
+    second = eventually(next_generation, 120, "a new generation after the join deadline")
+    assert second["status"]["activeGroup"] != first["status"]["activeGroup"]
+    live = {i["InstanceId"] for i in env.live_instances("pool-stuck")}
+    assert live.isdisjoint(first_ids), "the stuck set was not released"
+    assert len(live) == 2
+
+    env.nodes.join_delay = 0.2
+    env.wait_check(workload, c.CHECK_READY, timeout=120)
+
+
+def test_reaper_terminates_past_max_lifetime_and_orphans(gang_env_factory: Any) -> None:
+    env: GangEnv = gang_env_factory()
+    workload = env.submit("long", "pool-reap", count=2)
+    env.wait_check(workload, c.CHECK_READY, timeout=120)
+    image = env.ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+
+    def launch(pool: str, max_lifetime: str) -> str:
+        tags = {
+            c.TAG_MANAGED: "true",
+            c.TAG_CLUSTER: CLUSTER,
+            c.TAG_POOL: pool,
+            c.TAG_GROUP: "gen-0",
+            c.TAG_MAX_LIFETIME: max_lifetime,
+            c.cluster_ownership_tag(CLUSTER): "owned",
+        }
+        out = env.ec2.run_instances(
+            ImageId=image,
+            InstanceType="m5.large",
+            MinCount=1,
+            MaxCount=1,
+            TagSpecifications=[
+                {
+                    "ResourceType": "instance",
+                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+                }
+            ],
+        )
+        return str(out["Instances"][0]["InstanceId"])
+
+    orphan = launch("no-such-pool", "4h0m0s")
+    expired = launch("pool-reap", "1s")
+    time.sleep(1.5)  # the tag's lifetime must pass in EC2's own clock
+
+    def reaped() -> bool:
+        live = {i["InstanceId"] for i in env.live_instances()}
+        return orphan not in live and expired not in live
+
+    eventually(reaped, 60, "the reaper to terminate the orphan and the expired instance")
+    # The pool's own set is neither orphaned nor expired.
+    assert len(env.live_instances("pool-reap")) == 2
+
+
+def test_deleting_a_pool_releases_its_instances_through_the_finalizer(
+    gang_env_factory: Any,
+) -> None:
+    env: GangEnv = gang_env_factory()
+    workload = env.submit("doomed", "pool-doomed", count=2)
+    env.wait_check(workload, c.CHECK_READY, timeout=120)
+    assert env.pool("pool-doomed")["metadata"]["finalizers"] == [c.FINALIZER]  # type: ignore[index]
+    env.custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, "pool-doomed")
+    eventually(lambda: env.pool("pool-doomed") is None, 120, "the pool to be released and removed")
+    assert env.live_instances("pool-doomed") == []
+    assert env.driver.outputs("pool-doomed") is None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC) - timedelta(seconds=0)
+
+
+__all__ = ["REGION", "boto3"]
