@@ -46,6 +46,12 @@ def _demo(args: argparse.Namespace, rest: list[str]) -> int:
     return 0
 
 
+def _controller(args: argparse.Namespace, rest: list[str]) -> int:
+    from provisioner.controllers.main import main
+
+    return main(rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="atomic-gang",
@@ -58,6 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--work-dir", default=".devenv", help="where state and logs live")
     dev.set_defaults(handler=_dev)
 
+    controller = sub.add_parser(
+        "controller",
+        help="run the controller (settings: --config FILE, ATOMIC_GANG_* env, flags)",
+        add_help=False,
+    )
+    controller.set_defaults(handler=_controller)
+
     demo = sub.add_parser("demo", help="run the scripted scenario on the embedded default")
     demo.add_argument("--work-dir", default=".devenv/demo")
     demo.set_defaults(handler=_demo)
@@ -67,7 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if rest and not (args.command == "dev" and args.dev_command == "tools"):
+    passes_through = args.command == "controller" or (
+        args.command == "dev" and args.dev_command == "tools"
+    )
+    if rest and not passes_through:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return int(args.handler(args, rest))
 

@@ -134,6 +134,16 @@ class AwsSettings(_Section):
     )
 
 
+class WebhookSettings(_Section):
+    enabled: bool = Field(
+        default=True, description="Serve the validating Job webhook (on every replica)."
+    )
+    cert_dir: Path = Field(
+        default=Path("/run/secrets/atomic-gang/webhook"),
+        description="Directory holding tls.crt and tls.key (the chart mounts them here).",
+    )
+
+
 class IamSettings(_Section):
     self_manage_instance_profile: bool = Field(
         default=False, description="Create the node instance profile instead of only verifying it."
@@ -170,6 +180,7 @@ class Settings(_Section):
     pulumi: PulumiSettings = PulumiSettings()
     aws: AwsSettings = AwsSettings()
     iam: IamSettings = IamSettings()
+    webhook: WebhookSettings = WebhookSettings()
 
     @model_validator(mode="before")
     @classmethod

@@ -16,7 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
-from provisioner.api.settings import SettingsError, settings_from_argv
+from provisioner.api.settings import Settings, SettingsError, settings_from_argv
 from provisioner.cloud.ec2api import default_clients
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.types import SystemClock
@@ -24,6 +24,7 @@ from provisioner.controllers.manager import Manager
 from provisioner.controllers.stack_adapter import StackAdapter
 from provisioner.kube.client import KubeClient
 from provisioner.pulumi_driver.driver import StackDriver
+from provisioner.webhook.server import WebhookServer
 
 log = logging.getLogger("atomic-gang")
 
@@ -57,10 +58,20 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     manager.start()
+    webhook = _start_webhook(settings) if settings.webhook.enabled else None
     log.info("controller %s started for cluster %s", manager.identity, settings.cluster_name)
     stop.wait()
+    if webhook is not None:
+        webhook.stop()
     manager.stop()
     return 0
+
+
+def _start_webhook(settings: Settings) -> WebhookServer:
+    """Every replica serves the webhook: admission must not wait for a leader election."""
+    server = WebhookServer.from_cert_dir(settings, settings.webhook.cert_dir)
+    threading.Thread(target=server.run, name="webhook", daemon=True).start()
+    return server
 
 
 def _pulumi_root(explicit: str | None) -> Path:

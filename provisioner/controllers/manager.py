@@ -66,7 +66,7 @@ class Manager:
     _controllers: list[Controller] = field(default_factory=list)
     _reaper: Reaper | None = None
     _elector: LeaderElector | None = None
-    _server: uvicorn.Server | None = None
+    _servers: list[uvicorn.Server] = field(default_factory=list)
     _leading: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -194,11 +194,11 @@ class Manager:
         self._stop_leading()
         for informer in self._informers.values():
             informer.stop()
-        if self._server is not None:
-            self._server.should_exit = True
+        for server in self._servers:
+            server.should_exit = True
 
     # -- HTTP: /healthz /readyz /metrics --------------------------------------------------------
-    def http_app(self) -> Starlette:
+    def health_app(self) -> Starlette:
         async def healthz(_: Request) -> PlainTextResponse:
             return PlainTextResponse("ok")
 
@@ -207,21 +207,20 @@ class Manager:
                 return PlainTextResponse("ok")
             return PlainTextResponse("informer caches not synced", status_code=503)
 
-        return Starlette(
-            routes=[
-                Route("/healthz", healthz),
-                Route("/readyz", readyz),
-                Mount("/metrics", app=make_asgi_app(registry=metrics.REGISTRY)),
-            ]
-        )
+        return Starlette(routes=[Route("/healthz", healthz), Route("/readyz", readyz)])
+
+    def metrics_app(self) -> Starlette:
+        return Starlette(routes=[Mount("/metrics", app=make_asgi_app(registry=metrics.REGISTRY))])
 
     def _serve_http(self) -> None:
-        config = uvicorn.Config(
-            self.http_app(),
-            host="0.0.0.0",  # probes and scrapes come from the kubelet and Prometheus
-            port=self.settings.health_port,
-            log_level="warning",
-            lifespan="off",
-        )
-        self._server = uvicorn.Server(config)
-        threading.Thread(target=self._server.run, name="health-http", daemon=True).start()
+        # Probes come from the kubelet and scrapes from Prometheus: listen on all addresses.
+        for name, app, port in (
+            ("health-http", self.health_app(), self.settings.health_port),
+            ("metrics-http", self.metrics_app(), self.settings.metrics_port),
+        ):
+            config = uvicorn.Config(
+                app, host="0.0.0.0", port=port, log_config=None, access_log=False, lifespan="off"
+            )
+            server = uvicorn.Server(config)
+            self._servers.append(server)
+            threading.Thread(target=server.run, name=name, daemon=True).start()

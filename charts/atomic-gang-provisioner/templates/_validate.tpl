@@ -1,0 +1,61 @@
+{{/*
+Every check that must fail the render, in one place; the Deployment includes it, so no
+install gets past a missing or contradictory value. Each message names the value and says
+what to set.
+*/}}
+{{- define "agp.validate" -}}
+{{- $v := .Values }}
+{{- $_ := required "clusterName is required: the EKS cluster the gang nodes join (--set-string clusterName=<name>)" $v.clusterName }}
+{{- $_ := required "defaults.region is required: the EKS cluster's region, the only region gangs launch in (--set-string defaults.region=<region>)" $v.defaults.region }}
+{{- if ne $v.integrationMode "admissioncheck" }}
+{{- fail (printf "integrationMode %q is not supported: use admissioncheck. Watching Jobs directly cannot stop their pods from being created before the nodes exist, so admission is gated through a Kueue AdmissionCheck." $v.integrationMode) }}
+{{- end }}
+{{- if not (has $v.defaults.mode (list "runinstances" "fleet")) }}
+{{- fail (printf "defaults.mode %q is not an acquisition mode: use runinstances or fleet." $v.defaults.mode) }}
+{{- end }}
+{{- if and (not $v.defaults.nodeRoleArn) (not $v.allowedNodeRoleArns) }}
+{{- fail "defaults.nodeRoleArn is required unless allowedNodeRoleArns lists the node roles Jobs may name: with neither, every gang would be refused." }}
+{{- end }}
+{{- if and $v.defaults.nodeRoleArn $v.allowedNodeRoleArns (not (has $v.defaults.nodeRoleArn $v.allowedNodeRoleArns)) }}
+{{- fail (printf "defaults.nodeRoleArn %s is not in allowedNodeRoleArns: Jobs relying on the default would be refused. Add it to the list." $v.defaults.nodeRoleArn) }}
+{{- end }}
+{{- if and (gt (int $v.replicaCount) 1) (not $v.leaderElection.enabled) }}
+{{- fail (printf "leaderElection.enabled=false with replicaCount=%d would run %d active controllers: enable leader election or set replicaCount=1." (int $v.replicaCount) (int $v.replicaCount)) }}
+{{- end }}
+{{- if $v.nodeBootstrap.enabled }}
+{{- fail "nodeBootstrap.enabled=true is not offered by this chart: create the node role's instance profile and EKS access entry with the bootstrap program (`pulumi up` at the repository root), or let the controller create them with iam.selfManageInstanceProfile=true and iam.manageAccessEntry=true." }}
+{{- end }}
+{{- if not (has $v.auth.mode (list "podIdentity" "irsa" "static" "node")) }}
+{{- fail (printf "auth.mode %q is not supported: use podIdentity, irsa, static or node." $v.auth.mode) }}
+{{- end }}
+{{- if and (eq $v.auth.mode "irsa") $v.serviceAccount.create }}
+{{- $_ := required "serviceAccount.roleArn is required with auth.mode=irsa: the IAM role the ServiceAccount assumes (eks.amazonaws.com/role-arn)" $v.serviceAccount.roleArn }}
+{{- end }}
+{{- if eq $v.auth.mode "static" }}
+{{- $_ := required "auth.static.secretName is required with auth.mode=static: a Secret holding AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" $v.auth.static.secretName }}
+{{- end }}
+{{- if $v.webhook.enabled }}
+{{- if not (has $v.webhook.certMode (list "certManager" "selfSigned" "provided")) }}
+{{- fail (printf "webhook.certMode %q is not supported: use certManager, selfSigned or provided." $v.webhook.certMode) }}
+{{- end }}
+{{- if not (has $v.webhook.failurePolicy (list "Fail" "Ignore")) }}
+{{- fail (printf "webhook.failurePolicy %q is not a failure policy: use Fail (refuse gang Jobs while the webhook is down) or Ignore." $v.webhook.failurePolicy) }}
+{{- end }}
+{{- if eq $v.webhook.certMode "provided" }}
+{{- $_ := required "webhook.tls.secretName is required with webhook.certMode=provided: a kubernetes.io/tls Secret in the release namespace" $v.webhook.tls.secretName }}
+{{- $_ := required "webhook.caBundle is required with webhook.certMode=provided: the base64 PEM of the CA that signed the webhook certificate" $v.webhook.caBundle }}
+{{- end }}
+{{- end }}
+{{- if $v.kueue.create.clusterQueue }}
+{{- $quota := $v.kueue.clusterQueue.nominalQuota }}
+{{- range $resource := list "cpu" "memory" }}
+{{- $value := required (printf "kueue.clusterQueue.nominalQuota.%s is required: Kueue admits nothing without a non-zero quota (--set-string kueue.clusterQueue.nominalQuota.%s=<quantity>)" $resource $resource) (get $quota $resource) }}
+{{- if include "agp.isZero" $value }}
+{{- fail (printf "kueue.clusterQueue.nominalQuota.%s is %v: it must be non-zero, or Kueue admits nothing." $resource $value) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and $v.kueue.create.localQueues (not $v.kueue.localQueueNamespaces) }}
+{{- fail "kueue.localQueueNamespaces is empty with kueue.create.localQueues=true: list the namespaces whose Jobs use the gang queue, or set kueue.create.localQueues=false." }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,5 @@
+"""Entry point of the bootstrap program (`main: infra/` in the root Pulumi.yaml)."""
+
+from infra.program import main
+
+main()

@@ -1,0 +1,144 @@
+"""The bootstrap's stack configuration, read once into a frozen `BootstrapConfig`.
+
+`program.main` calls `load_config()` under `pulumi up`; tests build `BootstrapConfig`
+directly. Keys are declared, with their defaults, in the root `Pulumi.yaml`; the names of
+everything the bootstrap creates are derived here so each module agrees on them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Final
+
+import pulumi
+
+__all__ = ["BootstrapConfig", "ConfigError", "load_config"]
+
+_IAM_ROLE_NAME_MAX: Final = 64
+_ZERO_QUANTITY: Final = re.compile(r"^[+]?0*(\.0*)?([a-zA-Z]+)?$")
+_CLUSTER: Final = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
+_CERT_MODES: Final = ("certManager", "selfSigned", "provided")
+
+
+class ConfigError(ValueError):
+    """A stack configuration value is missing or wrong; the message names the key."""
+
+
+def _role_name(prefix: str, cluster: str) -> str:
+    # IAM role names stop at 64 characters; a long cluster name keeps a hashed tail so two
+    # clusters that share a prefix still get different roles.
+    full = f"{prefix}-{cluster}"
+    if len(full) <= _IAM_ROLE_NAME_MAX:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:10]
+    return f"{full[: _IAM_ROLE_NAME_MAX - 11]}-{digest}"
+
+
+@dataclass(frozen=True)
+class BootstrapConfig:
+    """What one cluster's bootstrap needs. Required: cluster, region, cpu and memory quota."""
+
+    cluster_name: str
+    region: str
+    cpu_quota: str
+    memory_quota: str
+    gpu_quota: str = ""
+    account_id: str = ""  # empty: the account of the credentials running `pulumi up`
+    controller_namespace: str = "atomic-gang-system"
+    service_account: str = "atomic-gang-controller"
+    node_role_name: str = ""  # empty: atomic-gang-node-<cluster>
+    extra_node_role_arns: tuple[str, ...] = ()
+    node_role_ssm: bool = True
+    local_queue_namespaces: tuple[str, ...] = ("default",)
+    queue_name: str = "atomic-gang-queue"
+    admission_check_name: str = "atomic-gang-check"
+    cluster_queue_name: str = "atomic-gang-cluster-queue"
+    resource_flavor_name: str = "atomic-gang-flavor"
+    release_name: str = "atomic-gang"
+    image_repository: str = "atomic-gang-provisioner"
+    image_tag: str = ""
+    webhook_cert_mode: str = "certManager"
+    self_manage_instance_profile: bool = False
+    manage_access_entry: bool = False
+
+    def __post_init__(self) -> None:
+        if not _CLUSTER.match(self.cluster_name):
+            raise ConfigError(f"clusterName {self.cluster_name!r} is not an EKS cluster name")
+        if not self.region:
+            raise ConfigError("region is required: the EKS cluster's region")
+        for key, value in (("cpuQuota", self.cpu_quota), ("memoryQuota", self.memory_quota)):
+            if not value or _ZERO_QUANTITY.match(value):
+                raise ConfigError(
+                    f"{key} is {value or 'unset'}: the ClusterQueue needs a non-zero quota, "
+                    "or Kueue admits nothing"
+                )
+        if not self.local_queue_namespaces:
+            raise ConfigError("localQueueNamespaces is empty: list the gang Jobs' namespaces")
+        if self.webhook_cert_mode not in _CERT_MODES:
+            raise ConfigError(
+                f"webhookCertMode {self.webhook_cert_mode!r} is not one of {', '.join(_CERT_MODES)}"
+            )
+
+    @property
+    def node_role(self) -> str:
+        return self.node_role_name or _role_name("atomic-gang-node", self.cluster_name)
+
+    @property
+    def controller_role(self) -> str:
+        return _role_name("atomic-gang-controller", self.cluster_name)
+
+    @property
+    def quotas(self) -> dict[str, str]:
+        """ClusterQueue nominal quotas by resource name; GPUs only when set."""
+        out = {"cpu": self.cpu_quota, "memory": self.memory_quota}
+        if self.gpu_quota:
+            out["nvidia.com/gpu"] = self.gpu_quota
+        return out
+
+
+def load_config(config: pulumi.Config | None = None) -> BootstrapConfig:
+    """Read the project's keys (see Pulumi.yaml) from the current stack."""
+    cfg = config or pulumi.Config()
+
+    def text(key: str, default: str) -> str:
+        return cfg.get(key) or default
+
+    def flag(key: str, default: bool) -> bool:
+        value = cfg.get_bool(key)
+        return default if value is None else value
+
+    def strings(key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+        value = cfg.get_object(key)
+        if value is None:
+            return default
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{key} must be a list of strings")
+        return tuple(value)
+
+    d = BootstrapConfig  # dataclass defaults are class attributes
+    return BootstrapConfig(
+        cluster_name=cfg.require("clusterName"),
+        region=cfg.require("region"),
+        cpu_quota=cfg.require("cpuQuota"),
+        memory_quota=cfg.require("memoryQuota"),
+        gpu_quota=text("gpuQuota", ""),
+        account_id=text("accountId", ""),
+        controller_namespace=text("controllerNamespace", d.controller_namespace),
+        service_account=text("serviceAccountName", d.service_account),
+        node_role_name=text("nodeRoleName", ""),
+        extra_node_role_arns=strings("extraNodeRoleArns", ()),
+        node_role_ssm=flag("nodeRoleSsm", True),
+        local_queue_namespaces=strings("localQueueNamespaces", ("default",)),
+        queue_name=text("queueName", d.queue_name),
+        admission_check_name=text("admissionCheckName", d.admission_check_name),
+        cluster_queue_name=text("clusterQueueName", d.cluster_queue_name),
+        resource_flavor_name=text("resourceFlavorName", d.resource_flavor_name),
+        release_name=text("releaseName", d.release_name),
+        image_repository=text("imageRepository", d.image_repository),
+        image_tag=text("imageTag", ""),
+        webhook_cert_mode=text("webhookCertMode", d.webhook_cert_mode),
+        self_manage_instance_profile=flag("selfManageInstanceProfile", False),
+        manage_access_entry=flag("manageAccessEntry", False),
+    )

@@ -1,0 +1,39 @@
+"""`python -m provisioner.webhook`: serve the Job webhook alone, without the controller.
+
+Used by the integration tests (which stop it to show the webhook fails closed) and for
+trying the webhook against a cluster. The controller itself starts `WebhookServer` in
+process; both read the same settings file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from provisioner.api.settings import SettingsError, load_settings
+from provisioner.webhook.server import WebhookServer
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m provisioner.webhook")
+    parser.add_argument("--config", required=True, help="the controller's settings file")
+    parser.add_argument("--tls-cert-file", required=True)
+    parser.add_argument("--tls-key-file", required=True)
+    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--port", type=int, help="default: the settings' webhookPort")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        settings = load_settings(args.config)
+    except SettingsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    WebhookServer(
+        settings, args.tls_cert_file, args.tls_key_file, host=args.host, port=args.port
+    ).run()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

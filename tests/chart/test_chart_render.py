@@ -1,0 +1,415 @@
+"""Positive renders: the objects the chart makes, and how its values wire them together."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml  # type: ignore[import-untyped]  # no stubs in the pinned dev set
+from cryptography import x509
+
+from provisioner.api import constants as c
+from provisioner.api.gangnodepool import load_crd
+from provisioner.webhook.server import DEFAULT_CERT_DIR, JOB_WEBHOOK_PATH
+from tests.chart.conftest import CHART, NAMESPACE, NODE_ROLE, Helm, Rendered
+
+ROLE_ARN = "arn:aws:iam::123456789012:role/atomic-gang-controller-role"
+
+
+def container(rendered: Rendered) -> dict[str, Any]:
+    pod = rendered.one("Deployment")["spec"]["template"]["spec"]
+    (only,) = pod["containers"]
+    return dict(only)
+
+
+def mounts(rendered: Rendered) -> dict[str, str]:
+    return {m["mountPath"]: m["name"] for m in container(rendered)["volumeMounts"]}
+
+
+def volumes(rendered: Rendered) -> dict[str, dict[str, Any]]:
+    pod = rendered.one("Deployment")["spec"]["template"]["spec"]
+    return {v["name"]: v for v in pod["volumes"]}
+
+
+def env(rendered: Rendered) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container(rendered)["env"]}
+
+
+def test_the_default_render_holds_every_object(rendered: Rendered) -> None:
+    assert rendered.kinds() == sorted(
+        [
+            "AdmissionCheck",
+            "Certificate",
+            "ClusterQueue",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "CustomResourceDefinition",
+            "Deployment",
+            "Issuer",
+            "LocalQueue",
+            "PodDisruptionBudget",
+            "ResourceFlavor",
+            "Role",
+            "RoleBinding",
+            "Secret",  # the Pulumi passphrase
+            "Service",
+            "ServiceAccount",
+            "ValidatingWebhookConfiguration",
+        ]
+    )
+    for obj in rendered.objects:
+        if obj["kind"] not in ("CustomResourceDefinition",):
+            assert obj["metadata"]["labels"]["app.kubernetes.io/instance"] == "atomic-gang"
+
+
+def test_the_crd_is_the_packages_crd_byte_for_byte(rendered: Rendered) -> None:
+    package_crd = Path(__file__).resolve().parents[2] / "provisioner/api/crds/gangnodepool.yaml"
+    assert (CHART / "crds" / "gangnodepool.yaml").read_bytes() == package_crd.read_bytes()
+    assert rendered.one("CustomResourceDefinition") == load_crd()
+
+
+def test_deployment_runs_two_replicas_under_leader_election(rendered: Rendered) -> None:
+    deployment = rendered.one("Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    args = container(rendered)["args"]
+    assert args[:3] == ["controller", "--config", "/etc/atomic-gang/settings.yaml"]
+    assert "--leader-election.enabled=true" in args
+    assert f"--leader-election.lease-namespace={NAMESPACE}" in args
+    assert env(rendered)["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+
+
+def test_deployment_is_non_root_with_a_read_only_root(rendered: Rendered) -> None:
+    pod = rendered.one("Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    security = container(rendered)["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    # Everything the controller and the Pulumi CLI write lands on an emptyDir.
+    writable = {
+        path for path, name in mounts(rendered).items() if "emptyDir" in volumes(rendered)[name]
+    }
+    assert writable == {"/var/lib/atomic-gang", "/tmp"}
+    for path in (
+        "/var/lib/atomic-gang/pulumi",
+        env(rendered)["PULUMI_HOME"],
+        env(rendered)["HOME"],
+    ):
+        assert any(path == w or path.startswith(w + "/") for w in writable), path
+
+
+def test_deployment_probes_and_ports(rendered: Rendered) -> None:
+    main = container(rendered)
+    ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+    assert ports == {"webhook": 9443, "metrics": 8080, "health": 8081}
+    assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+
+
+def test_pdb_and_service_select_the_controller_pods(rendered: Rendered) -> None:
+    pod_labels = rendered.one("Deployment")["spec"]["template"]["metadata"]["labels"]
+    pdb = rendered.one("PodDisruptionBudget")["spec"]
+    assert pdb["maxUnavailable"] == 1
+    assert pdb["selector"]["matchLabels"].items() <= pod_labels.items()
+    service = rendered.one("Service")["spec"]
+    assert service["selector"].items() <= pod_labels.items()
+    assert {(p["name"], p["port"], p["targetPort"]) for p in service["ports"]} == {
+        ("webhook", 443, "webhook"),
+        ("metrics", 8080, "metrics"),
+    }
+
+
+def test_webhook_reaches_the_service_and_fails_closed(rendered: Rendered) -> None:
+    config = rendered.one("ValidatingWebhookConfiguration")
+    (hook,) = config["webhooks"]
+    service = rendered.one("Service")["metadata"]
+    assert hook["failurePolicy"] == "Fail"
+    assert hook["sideEffects"] == "None"
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert hook["clientConfig"]["service"] == {
+        "name": service["name"],
+        "namespace": NAMESPACE,
+        "path": JOB_WEBHOOK_PATH,
+        "port": 443,
+    }
+    assert hook["rules"] == [
+        {
+            "apiGroups": ["batch"],
+            "apiVersions": ["v1"],
+            "resources": ["jobs"],
+            "operations": ["CREATE", "UPDATE"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert hook["objectSelector"] == {
+        "matchExpressions": [{"key": c.POOL_LABEL, "operator": "Exists"}]
+    }
+
+
+def test_cert_manager_mode(rendered: Rendered) -> None:
+    certificate = rendered.one("Certificate")
+    issuer = rendered.one("Issuer")
+    config = rendered.one("ValidatingWebhookConfiguration")
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        f"{NAMESPACE}/{certificate['metadata']['name']}"
+    )
+    assert "caBundle" not in config["webhooks"][0]["clientConfig"]
+    assert certificate["spec"]["issuerRef"] == {
+        "name": issuer["metadata"]["name"],
+        "kind": "Issuer",
+    }
+    service = rendered.one("Service")["metadata"]["name"]
+    assert f"{service}.{NAMESPACE}.svc" in certificate["spec"]["dnsNames"]
+    assert mounts(rendered)[str(DEFAULT_CERT_DIR)] == "webhook-tls"
+    assert (
+        volumes(rendered)["webhook-tls"]["secret"]["secretName"]
+        == certificate["spec"]["secretName"]
+    )
+
+
+def test_cert_manager_mode_with_an_existing_issuer(helm: Helm) -> None:
+    issuer = {"name": "corp-ca", "kind": "ClusterIssuer"}
+    rendered = helm.render({"webhook.certManager.issuerRef": issuer})
+    assert rendered.all("Issuer") == []
+    assert rendered.one("Certificate")["spec"]["issuerRef"] == issuer
+
+
+def test_self_signed_mode_makes_a_ca_the_webhook_trusts(helm: Helm) -> None:
+    rendered = helm.render({"webhook.certMode": "selfSigned"})
+    assert rendered.all("Certificate") == [] and rendered.all("Issuer") == []
+    secret_name = volumes(rendered)["webhook-tls"]["secret"]["secretName"]
+    secret = rendered.one("Secret", secret_name)
+    assert secret["type"] == "kubernetes.io/tls"
+    hook = rendered.one("ValidatingWebhookConfiguration")["webhooks"][0]
+    assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
+    leaf = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    leaf.verify_directly_issued_by(ca)
+    names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    service = rendered.one("Service")["metadata"]["name"]
+    assert f"{service}.{NAMESPACE}.svc" in names.get_values_for_type(x509.DNSName)
+
+
+def test_provided_mode_uses_the_given_secret_and_ca(helm: Helm) -> None:
+    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
+    rendered = helm.render(
+        {"webhook.certMode": "provided", "webhook.tls.secretName": "my-tls", "webhook.caBundle": ca}
+    )
+    assert [s["metadata"]["name"] for s in rendered.all("Secret")] == [
+        "atomic-gang-provisioner-pulumi"
+    ]
+    assert rendered.all("Certificate") == []
+    assert volumes(rendered)["webhook-tls"]["secret"]["secretName"] == "my-tls"
+    hook = rendered.one("ValidatingWebhookConfiguration")["webhooks"][0]
+    assert hook["clientConfig"]["caBundle"] == ca
+
+
+def test_webhook_options(helm: Helm) -> None:
+    ignore = helm.render(
+        {"webhook.failurePolicy": "Ignore"}, "--set", "webhook.objectSelector=null"
+    )
+    hook = ignore.one("ValidatingWebhookConfiguration")["webhooks"][0]
+    assert hook["failurePolicy"] == "Ignore"
+    assert "objectSelector" not in hook  # every Job is sent
+
+    off = helm.render({"webhook.enabled": False})
+    assert off.all("ValidatingWebhookConfiguration") == []
+    assert off.all("Certificate") == []
+    assert str(DEFAULT_CERT_DIR) not in mounts(off)
+    assert [p["name"] for p in off.one("Service")["spec"]["ports"]] == ["metrics"]
+
+
+@pytest.mark.parametrize(
+    ("values", "annotations", "env_from"),
+    [
+        ({}, None, None),
+        (
+            {"auth.mode": "irsa", "serviceAccount.roleArn": ROLE_ARN},
+            {"eks.amazonaws.com/role-arn": ROLE_ARN},
+            None,
+        ),
+        (
+            {"auth.mode": "static", "auth.static.secretName": "aws-keys"},
+            None,
+            [{"secretRef": {"name": "aws-keys"}}],
+        ),
+    ],
+    ids=["podIdentity", "irsa", "static"],
+)
+def test_auth_modes(
+    helm: Helm,
+    values: dict[str, Any],
+    annotations: dict[str, str] | None,
+    env_from: list[dict[str, Any]] | None,
+) -> None:
+    rendered = helm.render(values)
+    account = rendered.one("ServiceAccount")
+    assert account["metadata"]["name"] == "atomic-gang-controller"
+    assert account["metadata"].get("annotations") == annotations
+    assert container(rendered).get("envFrom") == env_from
+    pod = rendered.one("Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "atomic-gang-controller"
+
+
+def test_an_existing_service_account(helm: Helm) -> None:
+    rendered = helm.render({"serviceAccount.create": False, "serviceAccount.name": "mine"})
+    assert rendered.all("ServiceAccount") == []
+    assert rendered.one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "mine"
+    subjects = rendered.one("ClusterRoleBinding")["subjects"]
+    assert subjects == [{"kind": "ServiceAccount", "name": "mine", "namespace": NAMESPACE}]
+
+
+def test_kueue_objects_are_wired_together(rendered: Rendered) -> None:
+    check = rendered.one("AdmissionCheck")
+    flavor = rendered.one("ResourceFlavor")
+    queue = rendered.one("ClusterQueue")
+    (local,) = rendered.all("LocalQueue")
+    assert check["metadata"]["name"] == "atomic-gang-check"
+    assert check["spec"]["controllerName"] == c.CONTROLLER_NAME
+    assert queue["spec"]["admissionChecksStrategy"]["admissionChecks"] == [
+        {"name": "atomic-gang-check"}
+    ]
+    (group,) = queue["spec"]["resourceGroups"]
+    assert group["coveredResources"] == ["cpu", "memory"]
+    (flavor_quota,) = group["flavors"]
+    assert flavor_quota["name"] == flavor["metadata"]["name"]
+    assert flavor_quota["resources"] == [
+        {"name": "cpu", "nominalQuota": "256"},
+        {"name": "memory", "nominalQuota": "1Ti"},
+    ]
+    assert local["metadata"] == {
+        **local["metadata"],
+        "name": "atomic-gang-queue",
+        "namespace": "default",
+    }
+    assert local["spec"] == {"clusterQueue": queue["metadata"]["name"]}
+
+
+def test_kueue_extra_resources_and_namespaces(helm: Helm) -> None:
+    rendered = helm.render(
+        {
+            "kueue.clusterQueue.nominalQuota": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": 32},
+            "kueue.localQueueNamespaces": ["team-a", "team-b"],
+            "kueue.queueName": "gpu-gang",
+        }
+    )
+    group = rendered.one("ClusterQueue")["spec"]["resourceGroups"][0]
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
+    assert group["flavors"][0]["resources"][2] == {"name": "nvidia.com/gpu", "nominalQuota": "32"}
+    assert sorted(
+        (q["metadata"]["namespace"], q["metadata"]["name"]) for q in rendered.all("LocalQueue")
+    ) == [("team-a", "gpu-gang"), ("team-b", "gpu-gang")]
+
+
+def test_kueue_objects_can_each_be_left_out(helm: Helm) -> None:
+    rendered = helm.render(
+        {
+            f"kueue.create.{k}": False
+            for k in ("admissionCheck", "resourceFlavor", "clusterQueue", "localQueues")
+        }
+    )
+    for kind in ("AdmissionCheck", "ResourceFlavor", "ClusterQueue", "LocalQueue"):
+        assert rendered.all(kind) == []
+
+
+def test_service_monitor(helm: Helm, rendered: Rendered) -> None:
+    assert rendered.all("ServiceMonitor") == []
+    on = helm.render(
+        {
+            "metrics.serviceMonitor.enabled": True,
+            "metrics.serviceMonitor.labels": {"release": "prom"},
+        }
+    )
+    monitor = on.one("ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    service = on.one("Service")["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service.items()
+    assert monitor["spec"]["endpoints"] == [
+        {"port": "metrics", "path": "/metrics", "interval": "30s"}
+    ]
+
+
+def test_pulumi_passphrase(helm: Helm, rendered: Rendered) -> None:
+    secret = rendered.one("Secret", "atomic-gang-provisioner-pulumi")
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert len(base64.b64decode(secret["data"]["passphrase"])) == 48
+    assert env(rendered)["PULUMI_CONFIG_PASSPHRASE"] == {
+        "secretKeyRef": {"name": "atomic-gang-provisioner-pulumi", "key": "passphrase"}
+    }
+    kms = helm.render({"pulumi.secretsProvider": "awskms://alias/atomic-gang"})
+    assert kms.all("Secret") == []
+    assert "PULUMI_CONFIG_PASSPHRASE" not in env(kms)
+    own = helm.render({"pulumi.passphraseSecret.name": "mine"})
+    assert own.all("Secret") == []
+    assert env(own)["PULUMI_CONFIG_PASSPHRASE"]["secretKeyRef"]["name"] == "mine"
+
+
+def test_leader_election_off_with_one_replica(helm: Helm) -> None:
+    rendered = helm.render({"replicaCount": 1, "leaderElection.enabled": False})
+    assert rendered.one("Deployment")["spec"]["replicas"] == 1
+    assert "--leader-election.enabled=false" in container(rendered)["args"]
+    assert rendered.all("Role") == []
+
+
+# The reference's "Chart values reference" table: key -> default.
+REFERENCE_DEFAULTS: dict[str, Any] = {
+    "clusterName": "",
+    "defaults.region": "",
+    "defaults.nodeRoleArn": "",
+    "defaults.mode": "runinstances",
+    "defaults.keepWarmTTL": "10m",
+    "defaults.maxLifetime": "4h",
+    "controllerName": "atomic-gang.k8s.aws/ec2-atomic",
+    "integrationMode": "admissioncheck",
+    "replicaCount": 2,
+    "auth.mode": "podIdentity",
+    "limits.maxGangSize": 64,
+    "limits.maxKeepWarmTTL": "24h",
+    "allowedInstanceTypes": [],
+    "allowedNodeRoleArns": [],
+    "reapIntervalSeconds": 120,
+    "joinDeadlineSeconds": 600,
+    "acquireAttemptsBeforeRetry": 20,
+    "maxConcurrentPoolReconciles": 5,
+    "leaderElection.enabled": True,
+    "webhook.enabled": True,
+    "webhook.certMode": "certManager",
+    "webhook.failurePolicy": "Fail",
+    "nodeBootstrap.enabled": False,
+    "iam.selfManageInstanceProfile": False,
+    "kueue.create.admissionCheck": True,
+    "kueue.create.resourceFlavor": True,
+    "kueue.create.clusterQueue": True,
+    "kueue.create.localQueues": True,
+    "kueue.clusterQueue.nominalQuota": {},
+    "kueue.localQueueNamespaces": ["default"],
+    "metrics.serviceMonitor.enabled": False,
+    "podDisruptionBudget.enabled": True,
+    "serviceAccount.name": "atomic-gang-controller",
+    "kueue.queueName": "atomic-gang-queue",
+    "kueue.admissionCheckName": "atomic-gang-check",
+}
+
+
+@pytest.mark.parametrize("key", sorted(REFERENCE_DEFAULTS))
+def test_values_keep_the_reference_defaults(key: str) -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    node: Any = values
+    for part in key.split("."):
+        node = node[part]
+    assert node == REFERENCE_DEFAULTS[key]
+
+
+def test_allowlists_reach_the_settings(helm: Helm) -> None:
+    other = "arn:aws:iam::123456789012:role/second-node-role"
+    rendered = helm.render(
+        {"allowedNodeRoleArns": [NODE_ROLE, other], "allowedInstanceTypes": ["p5.*"]}
+    )
+    settings = yaml.safe_load(rendered.one("ConfigMap")["data"]["settings.yaml"])
+    assert settings["allowedNodeRoleArns"] == [NODE_ROLE, other]
+    assert settings["allowedInstanceTypes"] == ["p5.*"]

@@ -1,0 +1,232 @@
+"""The controller's IAM policy: its tag conditions, its PassRole scope, its trust policies,
+and that it grants every AWS call the code makes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provisioner.api import constants as c
+from provisioner.cloud import ec2api
+from provisioner.cloud.iam_policy import (
+    controller_policy,
+    irsa_trust_policy,
+    main,
+    node_role_policy_arns,
+    node_role_trust_policy,
+    partition_of,
+    pod_identity_trust_policy,
+)
+from provisioner.cloud.naming import instance_profile_name
+
+pytestmark = pytest.mark.unit
+
+ACCOUNT = "123456789012"
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/eks-gang-node-role"
+ROLE_B = f"arn:aws:iam::{ACCOUNT}:role/second-node-role"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def policy(**kwargs: Any) -> dict[str, Any]:
+    args: dict[str, Any] = {"account_id": ACCOUNT, "region": "us-east-1", "node_role_arns": [ROLE]}
+    return controller_policy(**{**args, **kwargs})
+
+
+def statements(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["Sid"]: s for s in doc["Statement"]}
+
+
+def actions(statement: dict[str, Any]) -> list[str]:
+    action = statement["Action"]
+    return [action] if isinstance(action, str) else list(action)
+
+
+def test_launch_is_conditioned_on_the_managed_request_tag() -> None:
+    launch = statements(policy())["LaunchGang"]
+    assert sorted(actions(launch)) == ["ec2:CreateFleet", "ec2:RunInstances"]
+    assert launch["Condition"] == {"StringEquals": {f"aws:RequestTag/{c.TAG_MANAGED}": "true"}}
+
+
+def test_terminate_is_conditioned_on_the_managed_resource_tag() -> None:
+    release = statements(policy())["ReleaseGang"]
+    assert sorted(actions(release)) == ["ec2:DeleteFleets", "ec2:TerminateInstances"]
+    assert release["Condition"] == {"StringEquals": {f"ec2:ResourceTag/{c.TAG_MANAGED}": "true"}}
+
+
+def test_placement_groups_are_tag_conditioned_like_instances() -> None:
+    by_sid = statements(policy())
+    assert by_sid["CreateGangPlacementGroups"]["Condition"] == by_sid["LaunchGang"]["Condition"]
+    assert by_sid["DeleteGangPlacementGroups"]["Condition"] == by_sid["ReleaseGang"]["Condition"]
+
+
+def test_pass_role_reaches_only_the_allowed_node_roles_and_only_ec2() -> None:
+    pass_role = statements(policy(node_role_arns=[ROLE_B, ROLE, ROLE_B]))["PassNodeRoleToEC2Only"]
+    assert actions(pass_role) == ["iam:PassRole"]
+    assert pass_role["Resource"] == [ROLE, ROLE_B]
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+    # No other statement may pass a role.
+    others = [s for s in policy()["Statement"] if s["Sid"] != "PassNodeRoleToEC2Only"]
+    assert not any(a.startswith("iam:PassRole") for s in others for a in actions(s))
+
+
+def test_eni_delete_is_scoped_to_the_clusters_region_and_account() -> None:
+    eni = statements(policy(region="eu-west-1"))["DeleteDetachedVPCCNIInterfaces"]
+    assert eni["Resource"] == f"arn:aws:ec2:eu-west-1:{ACCOUNT}:network-interface/*"
+    china = statements(policy(region="cn-north-1"))["DeleteDetachedVPCCNIInterfaces"]
+    assert china["Resource"].startswith("arn:aws-cn:ec2:cn-north-1:")
+
+
+def test_no_wildcard_actions() -> None:
+    every = policy(cluster_name="demo", self_manage_instance_profile=True, manage_access_entry=True)
+    for statement in every["Statement"]:
+        assert statement["Effect"] == "Allow"
+        for action in actions(statement):
+            assert "*" not in action, statement["Sid"]
+
+
+def test_the_reference_statements_are_all_there() -> None:
+    assert list(statements(policy())) == [
+        "LaunchGang",
+        "ReleaseGang",
+        "DescribeForReconcile",
+        "DeleteDetachedVPCCNIInterfaces",
+        "ManageGangLaunchTemplates",
+        "CreateGangPlacementGroups",
+        "DeleteGangPlacementGroups",
+        "VerifyNodeInstanceProfile",
+        "PassNodeRoleToEC2Only",
+        "ResolveClusterAndAMI",
+    ]
+
+
+def test_self_managed_instance_profiles_are_scoped_to_their_exact_names() -> None:
+    doc = policy(
+        node_role_arns=[ROLE, ROLE_B], cluster_name="demo", self_manage_instance_profile=True
+    )
+    extra = statements(doc)["SelfManageNodeInstanceProfile"]
+    assert sorted(actions(extra)) == [
+        "iam:AddRoleToInstanceProfile",
+        "iam:CreateInstanceProfile",
+        "iam:GetInstanceProfile",
+    ]
+    assert extra["Resource"] == sorted(
+        f"arn:aws:iam::{ACCOUNT}:instance-profile/{instance_profile_name('demo', name)}"
+        for name in ("eks-gang-node-role", "second-node-role")
+    )
+    assert "SelfManageNodeInstanceProfile" not in statements(policy())
+
+
+def test_managed_access_entry_is_scoped_to_the_cluster() -> None:
+    doc = policy(cluster_name="demo", manage_access_entry=True)
+    extra = statements(doc)["ManageNodeAccessEntry"]
+    assert extra["Action"] == "eks:CreateAccessEntry"
+    assert extra["Resource"] == f"arn:aws:eks:us-east-1:{ACCOUNT}:cluster/demo"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"account_id": "1234"}, "not 12 digits"),
+        ({"region": "mars"}, "not an AWS region"),
+        ({"node_role_arns": []}, "at least one node role"),
+        ({"node_role_arns": ["arn:aws:iam::1:user/x"]}, "not an IAM role ARN"),
+        ({"self_manage_instance_profile": True}, "cluster_name is needed"),
+    ],
+)
+def test_bad_inputs_are_refused(kwargs: dict[str, Any], words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        policy(**kwargs)
+
+
+def test_pod_identity_trust() -> None:
+    (statement,) = pod_identity_trust_policy()["Statement"]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    assert statement["Effect"] == "Allow"
+    assert "Condition" not in statement
+
+
+def test_irsa_trust_names_one_service_account() -> None:
+    provider = f"arn:aws:iam::{ACCOUNT}:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/ABC"
+    (statement,) = irsa_trust_policy(provider, "atomic-gang-system", "atomic-gang-controller")[
+        "Statement"
+    ]
+    assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    assert statement["Condition"]["StringEquals"] == {
+        "oidc.eks.us-east-1.amazonaws.com/id/ABC:sub": (
+            "system:serviceaccount:atomic-gang-system:atomic-gang-controller"
+        ),
+        "oidc.eks.us-east-1.amazonaws.com/id/ABC:aud": "sts.amazonaws.com",
+    }
+
+
+def test_node_role() -> None:
+    (statement,) = node_role_trust_policy()["Statement"]
+    assert statement["Principal"] == {"Service": "ec2.amazonaws.com"}
+    assert node_role_policy_arns("us-east-1") == (
+        "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+        "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+        "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+        "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+    )
+    assert len(node_role_policy_arns("us-gov-west-1", ssm=False)) == 3
+    assert partition_of("us-gov-west-1") == "aws-us-gov"
+
+
+def test_the_cli_prints_the_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--account", ACCOUNT, "--region", "us-east-1", "--node-role-arn", ROLE]
+    assert main([*argv, "--node-role-arn", ROLE_B]) == 0
+    assert json.loads(capsys.readouterr().out) == policy(node_role_arns=[ROLE, ROLE_B])
+    with pytest.raises(SystemExit) as exit_:
+        main(["--account", "12", "--region", "us-east-1", "--node-role-arn", ROLE])
+    assert exit_.value.code == 2
+    assert "not 12 digits" in capsys.readouterr().err
+
+
+# --- the code's AWS calls are all granted ------------------------------------------------
+
+_SERVICE_OF_PROTOCOL = {"Ec2Api": "ec2", "SsmApi": "ssm", "EksApi": "eks", "IamApi": "iam"}
+_CALL = re.compile(
+    r"""(?:\b(ec2|iam|eks|ssm)|client\(\s*["'](ec2|iam|eks|ssm)["'][^)]*\))\.([a-z_]+)\("""
+)
+
+
+def _action(service: str, method: str) -> str:
+    return f"{service}:{''.join(part.capitalize() for part in method.split('_'))}"
+
+
+def _code_calls() -> set[str]:
+    calls = {
+        _action(service, name)
+        for protocol, service in _SERVICE_OF_PROTOCOL.items()
+        for name in vars(getattr(ec2api, protocol))
+        if not name.startswith("_")
+    }
+    for path in [*(REPO / "provisioner" / "cloud").glob("*.py"), *(REPO / "stacks").glob("*.py")]:
+        for match in _CALL.finditer(path.read_text()):
+            calls.add(_action(match[1] or match[2], match[3]))
+    return calls
+
+
+def _granted(doc: dict[str, Any]) -> set[str]:
+    return {a for s in doc["Statement"] for a in actions(s)}
+
+
+def test_every_aws_call_in_the_code_is_granted() -> None:
+    calls = _code_calls()
+    assert {"ec2:RunInstances", "ec2:CreateFleet", "ssm:GetParameter"} <= calls  # the scan works
+    everything = policy(
+        cluster_name="demo", self_manage_instance_profile=True, manage_access_entry=True
+    )
+    assert calls - _granted(everything) == set()
+    # Creating IAM or EKS objects is granted only when the settings ask for it.
+    switched = {
+        "iam:CreateInstanceProfile",
+        "iam:AddRoleToInstanceProfile",
+        "eks:CreateAccessEntry",
+    }
+    assert calls - _granted(policy()) <= switched

@@ -1,0 +1,257 @@
+"""The bootstrap program under Pulumi's mocks: what each resource is given, and how the
+resources are wired together. (Provider plugins cannot be downloaded here, and a unit test
+should not need them: the mocks record every registration instead.)"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+
+from infra.config import BootstrapConfig
+from infra.program import build
+from infra.release import CHART_PATH
+from provisioner.api import constants as c
+from provisioner.cloud.iam_policy import controller_policy, node_role_policy_arns
+from provisioner.cloud.naming import instance_profile_name
+
+pytestmark = pytest.mark.unit
+
+ACCOUNT = "210987654321"
+CFG = BootstrapConfig(
+    cluster_name="prod-gpu",
+    region="us-west-2",
+    cpu_quota="256",
+    memory_quota="1Ti",
+    gpu_quota="32",
+    local_queue_namespaces=("default", "ml-team"),
+)
+
+
+@dataclass(frozen=True)
+class Registered:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    provider: str
+
+
+class Recorder(pulumi.runtime.Mocks):
+    """Records every registration; answers with its inputs plus the ARNs AWS would add."""
+
+    def __init__(self) -> None:
+        self.resources: list[Registered] = []
+        self.calls: list[str] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        state = dict(args.inputs)
+        if args.typ == "aws:iam/role:Role":
+            state["arn"] = f"arn:aws:iam::{ACCOUNT}:role/{args.inputs['name']}"
+        if args.typ == "aws:iam/instanceProfile:InstanceProfile":
+            state["arn"] = f"arn:aws:iam::{ACCOUNT}:instance-profile/{args.inputs['name']}"
+        self.resources.append(
+            Registered(args.typ, args.name, dict(args.inputs), args.provider or "")
+        )
+        return f"{args.name}-id", state
+
+    def call(
+        self, args: pulumi.runtime.MockCallArgs
+    ) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        self.calls.append(args.token)
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            identity = {
+                "accountId": ACCOUNT,
+                "arn": f"arn:aws:iam::{ACCOUNT}:user/ops",
+                "userId": "U",
+            }
+            return identity, []
+        return {}, []
+
+    def one(self, type_: str) -> dict[str, Any]:
+        found = [r.inputs for r in self.resources if r.type == type_]
+        assert len(found) == 1, f"{type_}: {len(found)} registered"
+        return found[0]
+
+    def all(self, type_: str) -> list[dict[str, Any]]:
+        return [r.inputs for r in self.resources if r.type == type_]
+
+    def kube(self, kind: str) -> list[dict[str, Any]]:
+        return self.all(f"kubernetes:{c.KUEUE_GROUP}/{c.KUEUE_VERSION}:{kind}")
+
+
+def run(cfg: BootstrapConfig) -> Recorder:
+    recorder = Recorder()
+    pulumi.runtime.set_mocks(recorder, project="atomic-gang-bootstrap", stack="test", preview=False)
+
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]  # waits for every registration
+    def program() -> pulumi.Output[Any]:
+        made = build(cfg)
+        return pulumi.Output.all(made.release.id, made.controller.policy_document)
+
+    program()
+    return recorder
+
+
+@pytest.fixture(scope="module")
+def recorded() -> Recorder:
+    return run(CFG)
+
+
+def node_role_arn() -> str:
+    return f"arn:aws:iam::{ACCOUNT}:role/{CFG.node_role}"
+
+
+def roles(recorded: Recorder) -> dict[str, dict[str, Any]]:
+    return {r["name"]: r for r in recorded.all("aws:iam/role:Role")}
+
+
+def test_the_controller_policy_is_the_one_source_with_the_callers_account(
+    recorded: Recorder,
+) -> None:
+    document = json.loads(recorded.one("aws:iam/rolePolicy:RolePolicy")["policy"])
+    assert document == controller_policy(
+        account_id=ACCOUNT,
+        region="us-west-2",
+        node_role_arns=[node_role_arn()],
+        cluster_name="prod-gpu",
+    )
+    assert "aws:index/getCallerIdentity:getCallerIdentity" in recorded.calls
+    assert recorded.one("aws:iam/rolePolicy:RolePolicy")["role"] == "controller-role-id"
+
+
+def test_the_policy_keeps_its_tag_conditions_and_pass_role_scope(recorded: Recorder) -> None:
+    document = json.loads(recorded.one("aws:iam/rolePolicy:RolePolicy")["policy"])
+    by_sid = {s["Sid"]: s for s in document["Statement"]}
+    assert by_sid["LaunchGang"]["Condition"]["StringEquals"] == {
+        f"aws:RequestTag/{c.TAG_MANAGED}": "true"
+    }
+    assert "ec2:RunInstances" in by_sid["LaunchGang"]["Action"]
+    assert by_sid["ReleaseGang"]["Condition"]["StringEquals"] == {
+        f"ec2:ResourceTag/{c.TAG_MANAGED}": "true"
+    }
+    assert "ec2:TerminateInstances" in by_sid["ReleaseGang"]["Action"]
+    assert by_sid["PassNodeRoleToEC2Only"]["Resource"] == [node_role_arn()]
+    assert by_sid["PassNodeRoleToEC2Only"]["Condition"] == {
+        "StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}
+    }
+    assert by_sid["DeleteDetachedVPCCNIInterfaces"]["Resource"] == (
+        f"arn:aws:ec2:us-west-2:{ACCOUNT}:network-interface/*"
+    )
+
+
+def test_the_controller_role_trusts_pod_identity(recorded: Recorder) -> None:
+    trust = json.loads(roles(recorded)[CFG.controller_role]["assumeRolePolicy"])
+    (statement,) = trust["Statement"]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+
+
+def test_the_node_role_has_the_worker_policies_and_its_profile(recorded: Recorder) -> None:
+    node = roles(recorded)[CFG.node_role]
+    assert json.loads(node["assumeRolePolicy"])["Statement"][0]["Principal"] == {
+        "Service": "ec2.amazonaws.com"
+    }
+    attachments = recorded.all("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    assert {a["role"] for a in attachments} == {CFG.node_role}
+    assert sorted(a["policyArn"] for a in attachments) == sorted(node_role_policy_arns("us-west-2"))
+    profile = recorded.one("aws:iam/instanceProfile:InstanceProfile")
+    assert profile["name"] == instance_profile_name("prod-gpu", CFG.node_role)
+    assert profile["name"] == "atomic-gang-instance-profile-prod-gpu-atomic-gang-node-prod-gpu"
+    assert profile["role"] == CFG.node_role
+
+
+def test_the_node_role_gets_an_ec2_linux_access_entry(recorded: Recorder) -> None:
+    entry = recorded.one("aws:eks/accessEntry:AccessEntry")
+    assert entry == {
+        **entry,
+        "type": "EC2_LINUX",
+        "principalArn": node_role_arn(),
+        "clusterName": "prod-gpu",
+    }
+
+
+def test_the_controller_service_account_is_associated_with_its_role(recorded: Recorder) -> None:
+    association = recorded.one("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    assert association == {
+        **association,
+        "clusterName": "prod-gpu",
+        "namespace": "atomic-gang-system",
+        "serviceAccount": "atomic-gang-controller",
+        "roleArn": f"arn:aws:iam::{ACCOUNT}:role/{CFG.controller_role}",
+    }
+
+
+def test_aws_resources_use_the_clusters_region(recorded: Recorder) -> None:
+    provider = recorded.one("pulumi:providers:aws")
+    assert provider["region"] == "us-west-2"
+    on_aws = [r for r in recorded.resources if r.type.startswith("aws:")]
+    assert len(on_aws) == 10  # 2 roles, policy, 4 attachments, profile, entry, association
+    assert all("$pulumi:providers:aws::aws::" in r.provider for r in on_aws)
+
+
+def test_kueue_objects_are_wired_together(recorded: Recorder) -> None:
+    (check,) = recorded.kube("AdmissionCheck")
+    (flavor,) = recorded.kube("ResourceFlavor")
+    (queue,) = recorded.kube("ClusterQueue")
+    assert check["spec"] == {"controllerName": c.CONTROLLER_NAME}
+    strategy = queue["spec"]["admissionChecksStrategy"]
+    assert strategy == {"admissionChecks": [{"name": check["metadata"]["name"]}]}
+    (group,) = queue["spec"]["resourceGroups"]
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
+    (flavor_quota,) = group["flavors"]
+    assert flavor_quota["name"] == flavor["metadata"]["name"]
+    assert flavor_quota["resources"] == [
+        {"name": "cpu", "nominalQuota": "256"},
+        {"name": "memory", "nominalQuota": "1Ti"},
+        {"name": "nvidia.com/gpu", "nominalQuota": "32"},
+    ]
+    local = sorted(recorded.kube("LocalQueue"), key=lambda q: q["metadata"]["namespace"])
+    assert [(q["metadata"]["namespace"], q["metadata"]["name"]) for q in local] == [
+        ("default", "atomic-gang-queue"),
+        ("ml-team", "atomic-gang-queue"),
+    ]
+    assert {q["spec"]["clusterQueue"] for q in local} == {queue["metadata"]["name"]}
+
+
+def test_the_helm_release_installs_the_chart_wired_to_the_bootstrap(recorded: Recorder) -> None:
+    release = recorded.one("kubernetes:helm.sh/v3:Release")
+    association = recorded.one("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    assert Path(release["chart"]) == CHART_PATH
+    assert (CHART_PATH / "Chart.yaml").is_file()
+    assert release["namespace"] == association["namespace"]
+    values = release["values"]
+    assert values["clusterName"] == "prod-gpu"
+    assert values["defaults"] == {"region": "us-west-2", "nodeRoleArn": node_role_arn()}
+    assert values["allowedNodeRoleArns"] == [node_role_arn()]
+    assert values["auth"] == {"mode": "podIdentity"}
+    assert values["serviceAccount"]["name"] == association["serviceAccount"]
+    # The bootstrap makes the Kueue objects; the chart must not make them a second time.
+    assert set(values["kueue"]["create"].values()) == {False}
+    (check,) = recorded.kube("AdmissionCheck")
+    assert values["kueue"]["admissionCheckName"] == check["metadata"]["name"]
+
+
+def test_extra_node_roles_widen_pass_role_and_the_allowlist_together() -> None:
+    extra = f"arn:aws:iam::{ACCOUNT}:role/legacy-gpu-nodes"
+    recorded = run(replace(CFG, extra_node_role_arns=(extra,), account_id="111122223333"))
+    document = json.loads(recorded.one("aws:iam/rolePolicy:RolePolicy")["policy"])
+    pass_role = next(s for s in document["Statement"] if s["Sid"] == "PassNodeRoleToEC2Only")
+    assert pass_role["Resource"] == sorted([node_role_arn(), extra])
+    values = recorded.one("kubernetes:helm.sh/v3:Release")["values"]
+    assert values["allowedNodeRoleArns"] == [node_role_arn(), extra]
+    # An account given in the configuration is used as is.
+    assert "aws:index/getCallerIdentity:getCallerIdentity" not in recorded.calls
+    assert ":111122223333:network-interface/" in json.dumps(document)
+
+
+def test_self_managed_profiles_add_their_grant() -> None:
+    recorded = run(replace(CFG, self_manage_instance_profile=True, manage_access_entry=True))
+    document = json.loads(recorded.one("aws:iam/rolePolicy:RolePolicy")["policy"])
+    sids = [s["Sid"] for s in document["Statement"]]
+    assert sids[-2:] == ["SelfManageNodeInstanceProfile", "ManageNodeAccessEntry"]
+    values = recorded.one("kubernetes:helm.sh/v3:Release")["values"]
+    assert values["iam"] == {"selfManageInstanceProfile": True, "manageAccessEntry": True}
