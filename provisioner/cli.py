@@ -52,6 +52,12 @@ def _controller(args: argparse.Namespace, rest: list[str]) -> int:
     return main(rest)
 
 
+def _pools(args: argparse.Namespace, rest: list[str]) -> int:
+    from provisioner.cli_pools import main
+
+    return main(rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="atomic-gang",
@@ -71,6 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     controller.set_defaults(handler=_controller)
 
+    pools = sub.add_parser(
+        "pools",
+        help="table of pools: phase, instance IDs, stack state, last stack operation",
+        add_help=False,
+    )
+    pools.set_defaults(handler=_pools)
+
     demo = sub.add_parser("demo", help="run the scripted scenario on the embedded default")
     demo.add_argument("--work-dir", default=".devenv/demo")
     demo.set_defaults(handler=_demo)
@@ -80,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    passes_through = args.command == "controller" or (
+    passes_through = args.command in ("controller", "pools") or (
         args.command == "dev" and args.dev_command == "tools"
     )
     if rest and not passes_through:

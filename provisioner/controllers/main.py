@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -23,6 +24,7 @@ from provisioner.cloud.types import SystemClock
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.stack_adapter import StackAdapter
 from provisioner.kube.client import KubeClient
+from provisioner.kube.leader import default_identity
 from provisioner.pulumi_driver.driver import StackDriver
 from provisioner.webhook.server import WebhookServer
 
@@ -34,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
     pre.add_argument("--pulumi-root", help="directory holding bin/pulumi (default: PATH)")
     pre.add_argument("--log-level", default="INFO")
+    pre.add_argument(
+        "--identity",
+        default=os.environ.get("POD_NAME") or default_identity(),
+        help="leader-election identity (default: $POD_NAME, else host name + random suffix)",
+    )
     known, rest = pre.parse_known_args(argv)
     logging.basicConfig(
         level=known.log_level.upper(),
@@ -54,7 +61,14 @@ def main(argv: list[str] | None = None) -> int:
     engine = Ec2Engine(default_clients(region, settings.aws.endpoint_url), SystemClock())
     driver = StackDriver(settings, _pulumi_root(known.pulumi_root), logging.getLogger("pulumi"))
     stop = threading.Event()
-    manager = Manager(settings, kube, engine, StackAdapter(driver), on_lost_leadership=stop.set)
+    manager = Manager(
+        settings,
+        kube,
+        engine,
+        StackAdapter(driver),
+        identity=known.identity,
+        on_lost_leadership=stop.set,
+    )
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     manager.start()

@@ -1,0 +1,64 @@
+"""The stack driver: the only package that imports the Pulumi Automation API (DESIGN §5).
+
+- `driver`: `StackDriver`, one project per cluster and one stack per pool.
+- `errors`: `StackError` and its named reasons.
+- `oplog`: `StackOperation`, the marker-and-result record of each operation.
+- `recovery`, `locks`, `statefile`: crash recovery, lock staleness, cheap state reads.
+- `events`: engine events into the controller's log.
+- `environment`: where state lives and what each CLI process gets.
+
+The per-pool program and its typed inputs and outputs live in the top-level `stacks`
+package; the names a caller needs are re-exported here. They load on first use: the tool
+installer imports this package only to find the launcher in `bin/`, and must not pay for
+the Automation API, boto3 and the program to do so.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from provisioner.pulumi_driver.driver import (
+        RecoveryReport,
+        StackDriver,
+        StackResult,
+        StackSummary,
+    )
+    from provisioner.pulumi_driver.errors import StackError
+    from provisioner.pulumi_driver.oplog import StackOperation
+    from stacks.outputs import PoolOutputs
+    from stacks.spec import InstanceSetRecord, PoolSpec, pool_spec_for
+
+_HOMES = {
+    "RecoveryReport": "provisioner.pulumi_driver.driver",
+    "StackDriver": "provisioner.pulumi_driver.driver",
+    "StackResult": "provisioner.pulumi_driver.driver",
+    "StackSummary": "provisioner.pulumi_driver.driver",
+    "StackError": "provisioner.pulumi_driver.errors",
+    "StackOperation": "provisioner.pulumi_driver.oplog",
+    "PoolOutputs": "stacks.outputs",
+    "InstanceSetRecord": "stacks.spec",
+    "PoolSpec": "stacks.spec",
+    "pool_spec_for": "stacks.spec",
+}
+
+__all__ = [
+    "InstanceSetRecord",
+    "PoolOutputs",
+    "PoolSpec",
+    "RecoveryReport",
+    "StackDriver",
+    "StackError",
+    "StackOperation",
+    "StackResult",
+    "StackSummary",
+    "pool_spec_for",
+]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

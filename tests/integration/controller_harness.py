@@ -25,11 +25,10 @@ from provisioner.api import constants as c
 from provisioner.api.settings import Settings
 from provisioner.cloud.ec2api import build_clients
 from provisioner.cloud.engine import Ec2Engine
-from provisioner.cloud.naming import instance_profile_name
 from provisioner.cloud.types import SystemClock
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.stack_adapter import StackAdapter
-from provisioner.devenv.controlplane import SERVICE_CIDR
+from provisioner.devenv.bootstrap import register_cluster_and_identity
 from provisioner.devenv.nodesim import SIMULATED_LABEL, NodeSimulator
 from provisioner.devenv.processes import free_port
 from provisioner.kube.client import KubeClient
@@ -127,29 +126,10 @@ class GangEnv:
 
 def _aws_identity(emulator: Any, control_plane: Any) -> str:
     """The cluster record, node role, convention-named profile and access entry."""
-    info = control_plane.info
-    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=emulator.endpoint_url)
-    subnets = [s["SubnetId"] for s in ec2.describe_subnets()["Subnets"]]
-    emulator.client.register_eks_cluster(
-        CLUSTER,
-        endpoint=info.endpoint,
-        certificate_authority_data=info.ca_base64,
-        service_ipv4_cidr=SERVICE_CIDR,
-        version="1.36",
-        subnet_ids=subnets,
-        region=REGION,
+    identity = register_cluster_and_identity(
+        emulator.endpoint_url, control_plane.info, CLUSTER, REGION, ROLE_NAME
     )
-    iam = boto3.client("iam", region_name=REGION, endpoint_url=emulator.endpoint_url)
-    role = iam.create_role(
-        RoleName=ROLE_NAME,
-        AssumeRolePolicyDocument='{"Version":"2012-10-17","Statement":[]}',
-    )["Role"]["Arn"]
-    profile = instance_profile_name(CLUSTER, ROLE_NAME)
-    iam.create_instance_profile(InstanceProfileName=profile)
-    iam.add_role_to_instance_profile(InstanceProfileName=profile, RoleName=ROLE_NAME)
-    eks = boto3.client("eks", region_name=REGION, endpoint_url=emulator.endpoint_url)
-    eks.create_access_entry(clusterName=CLUSTER, principalArn=role, type="EC2_LINUX")
-    return str(role)
+    return identity.role_arn
 
 
 @pytest.fixture
@@ -166,12 +146,18 @@ def gang_env_factory(
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "integration")
     role = _aws_identity(emulator, control_plane)
     started: list[tuple[Manager, NodeSimulator]] = []
+    idle_sims: list[NodeSimulator] = []
     core = k8s.CoreV1Api(kube_api)
     custom = k8s.CustomObjectsApi(kube_api)
     kueue = KueueStandIn(kube_api, CHECK)
     kueue.admission_check()
 
-    def make(join_delay: float = 0.5, leader_election: bool = False, **overrides: Any) -> GangEnv:
+    def make(
+        join_delay: float = 0.5,
+        leader_election: bool = False,
+        start_controller: bool = True,
+        **overrides: Any,
+    ) -> GangEnv:
         settings = Settings.model_validate(
             {
                 "clusterName": CLUSTER,
@@ -212,8 +198,11 @@ def gang_env_factory(
             backoff_base=0.5,
             backoff_max=4.0,
         )
-        manager.start(serve_http=False)
-        started.append((manager, sim))
+        if start_controller:
+            manager.start(serve_http=False)
+            started.append((manager, sim))
+        else:
+            idle_sims.append(sim)
         return GangEnv(settings, manager, kueue, sim, ec2, emulator, custom, namespace, driver)
 
     yield make
@@ -239,6 +228,8 @@ def gang_env_factory(
         break
     for manager, sim in started:
         manager.stop()
+        sim.stop()
+    for sim in idle_sims:
         sim.stop()
     for pool in custom.list_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL)["items"]:
         name = pool["metadata"]["name"]

@@ -1,0 +1,166 @@
+"""`atomic-gang pools`: every pool, with its phase, instances, stack state and last operation.
+
+Called by `provisioner.cli` (`main(argv)`). Reads two sources and joins them by pool name:
+the GangNodePools in the cluster (phase, and the instance ids the reconciler persisted) and
+the pools' Pulumi stacks through the stack driver (resources, lock, pending operations,
+recorded gang, the driver's last operation record). A stack without a GangNodePool is
+listed too: that is a pool whose custom resource is gone while its stack is not. Nothing
+here writes anything; on a `file://` backend the stack columns cost no CLI run at all.
+
+The footer prints the exact `pulumi stack ls` command for the same inventory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from provisioner.api.settings import SettingsError, settings_from_argv
+
+__all__ = ["PoolRow", "build_rows", "main", "render_table"]
+
+HEADERS = ("POOL", "PHASE", "INSTANCES", "STACK", "LAST OPERATION")
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    pool: str
+    phase: str
+    instances: tuple[str, ...]
+    stack: str
+    last_operation: str
+
+
+def _stack_state(summary: Any | None) -> str:
+    if summary is None:
+        return "none"
+    if summary.locked:
+        return "locked"
+    if summary.pending_operations:
+        return f"{summary.pending_operations} pending operation(s)"
+    count = summary.resource_count
+    return "ok" if count is None else f"ok, {count} resources"
+
+
+def build_rows(
+    stacks: Sequence[Any],
+    outputs: Mapping[str, Any | None],
+    last_operations: Mapping[str, Any | None],
+    gang_node_pools: Sequence[Mapping[str, Any]] | None,
+) -> list[PoolRow]:
+    """One row per pool known to either side (pure: the tests feed it directly).
+    ``gang_node_pools`` is None when the cluster was not read."""
+    by_stack = {s.name: s for s in stacks}
+    by_pool = {
+        str((p.get("metadata") or {}).get("name")): p
+        for p in gang_node_pools or ()
+        if (p.get("metadata") or {}).get("name")
+    }
+    rows = []
+    for name in sorted(set(by_stack) | set(by_pool)):
+        status = (by_pool.get(name) or {}).get("status") or {}
+        phase = str(status.get("phase") or ("-" if name not in by_pool else "Idle"))
+        recorded = outputs.get(name)
+        ids = tuple(recorded.instance_ids) if recorded is not None else ()
+        if not ids:
+            ids = tuple(str(i) for i in status.get("instanceIds") or ())
+        op = last_operations.get(name)
+        if op is not None:
+            last = op.summary()
+        elif status.get("lastStackOperation"):
+            last = f"{status['lastStackOperation']} {status.get('lastStackResult') or ''}".strip()
+        else:
+            last = "-"
+        state = _stack_state(by_stack.get(name))
+        if gang_node_pools is not None and name not in by_pool:
+            state += " (no GangNodePool)"
+        rows.append(PoolRow(name, phase, ids, state, last))
+    return rows
+
+
+def render_table(rows: Sequence[PoolRow]) -> str:
+    cells = [HEADERS] + [
+        (r.pool, r.phase, ",".join(r.instances) or "-", r.stack, r.last_operation) for r in rows
+    ]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(HEADERS))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in cells
+    )
+
+
+def _gang_node_pools(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from provisioner.kube import KubeClient
+    from provisioner.kube.resources import GANG_NODE_POOLS
+
+    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG")
+    client = KubeClient.from_kubeconfig(kubeconfig) if kubeconfig else KubeClient.in_cluster()
+    try:
+        return list(client.list(GANG_NODE_POOLS).items)
+    finally:
+        client.close()
+
+
+def _default_pulumi_root() -> Path | None:
+    found = shutil.which("pulumi")
+    return Path(found).resolve().parent.parent if found else None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="atomic-gang pools",
+        description="List every pool: phase, instances, Pulumi stack state, last operation. "
+        "Settings flags (--config FILE, --pulumi.state-dir DIR, ...) are the controller's.",
+    )
+    parser.add_argument("--pulumi-root", type=Path, help="directory holding bin/pulumi")
+    parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, else in-cluster")
+    parser.add_argument(
+        "--no-kube", action="store_true", help="list stacks only, without reading the cluster"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, rest = build_parser().parse_known_args(argv)
+    try:
+        settings = settings_from_argv(rest)
+    except SettingsError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    root = args.pulumi_root or _default_pulumi_root()
+    if root is None:
+        print("no Pulumi CLI found: pass --pulumi-root or put pulumi on PATH", file=sys.stderr)
+        return 2
+
+    from provisioner.pulumi_driver import StackDriver, StackError
+
+    try:
+        driver = StackDriver(settings, root, logging.getLogger("atomic_gang.pools"))
+        stacks = driver.list_stacks()
+        outputs = {s.name: driver.outputs(s.name) for s in stacks}
+    except StackError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    pools: list[dict[str, Any]] | None = None
+    if not args.no_kube:
+        try:
+            pools = _gang_node_pools(args)
+        except Exception as exc:  # the stacks alone are still worth printing
+            print(f"warning: GangNodePools not read ({exc}); stacks only", file=sys.stderr)
+    names = {s.name for s in stacks} | {str(p["metadata"]["name"]) for p in pools or ()}
+    rows = build_rows(stacks, outputs, {n: driver.last_operation(n) for n in names}, pools)
+    if args.json:
+        print(json.dumps([asdict(r) for r in rows], indent=2))
+    else:
+        print(render_table(rows))
+        print(f"\nInventory with the Pulumi CLI: {driver.operator_command()}")
+    return 0

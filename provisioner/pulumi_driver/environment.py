@@ -1,0 +1,91 @@
+"""Where the driver keeps things, and the environment every Pulumi CLI process gets.
+
+Called once by `StackDriver.__init__`. Everything lives under ``pulumi.stateDir``:
+
+    <stateDir>/                    the file:// backend root (when the backend is the default)
+    <stateDir>/home/               PULUMI_HOME: the CLI's own settings and plugin cache
+    <stateDir>/workspaces/<pool>/  one work dir per stack (Pulumi.yaml, Pulumi.<pool>.yaml)
+    <stateDir>/workspaces/_project the project's work dir, for listing stacks
+    <stateDir>/operations/<pool>.json  the driver's operation markers (oplog)
+
+A work dir per stack, because the CLI keeps "the current stack" per work dir: two pools
+sharing one would race on that file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from provisioner.api.settings import Settings
+from provisioner.pulumi_driver.errors import SECRETS_UNAVAILABLE, StackError
+
+__all__ = ["LAUNCHER", "StatePaths", "cli_environment", "launcher_dir", "secrets_problem"]
+
+LAUNCHER: Final = "pulumi-resource-pulumi-python"
+PROJECT_WORKSPACE: Final = "_project"
+
+
+def launcher_dir() -> Path:
+    """The package's own dynamic-provider launcher, for a CLI that lacks one beside it."""
+    return Path(__file__).parent / "bin"
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    root: Path
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    def workspace(self, stack: str) -> Path:
+        return self.root / "workspaces" / stack
+
+    @property
+    def project_workspace(self) -> Path:
+        return self.workspace(PROJECT_WORKSPACE)
+
+    @property
+    def operations(self) -> Path:
+        return self.root / "operations"
+
+
+def cli_environment(settings: Settings, pulumi_root: Path, paths: StatePaths) -> dict[str, str]:
+    """The variables added to every CLI process (on top of the controller's own)."""
+    pulumi = settings.pulumi
+    env = {
+        "PULUMI_HOME": str(paths.home),
+        "PULUMI_BACKEND_URL": pulumi.backend_url,
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        # The provider host must run on this interpreter, to import the same `stacks`,
+        # boto3 and pulumi as the controller.
+        "ATOMIC_GANG_PYTHON": sys.executable,
+    }
+    if (pulumi_root / "bin" / LAUNCHER).is_file():
+        # Our launcher sits beside the CLI, where the CLI looks first; nothing on PATH may
+        # stand in for it.
+        env["PULUMI_IGNORE_AMBIENT_PLUGINS"] = "true"
+    else:
+        # A CLI without our launcher beside it finds plugins on PATH: put ours first.
+        env["PATH"] = os.pathsep.join([str(launcher_dir()), os.environ.get("PATH", "")])
+    return env
+
+
+def secrets_problem(settings: Settings) -> StackError | None:
+    """Why stack operations could not open the stacks' secrets, or None. Checked before the
+    first operation on a stack (listing stacks and reading outputs need no secrets)."""
+    if settings.pulumi.secrets_provider != "passphrase":
+        return None
+    if "PULUMI_CONFIG_PASSPHRASE" in os.environ or "PULUMI_CONFIG_PASSPHRASE_FILE" in os.environ:
+        return None
+    return StackError(
+        SECRETS_UNAVAILABLE,
+        "pulumi.secretsProvider is passphrase but neither PULUMI_CONFIG_PASSPHRASE nor "
+        "PULUMI_CONFIG_PASSPHRASE_FILE is set; mount the passphrase Secret into the "
+        "controller, or set pulumi.secretsProvider to an awskms:// key.",
+        retryable=False,
+    )

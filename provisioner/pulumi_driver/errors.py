@@ -1,0 +1,198 @@
+"""Every failure of a stack operation, with a named reason and a sentence for users.
+
+Called by the stack driver, which wraps each Automation API call and raises `StackError`;
+the GangNodePool reconciler writes ``reason`` and ``message`` into the pool's status and
+events, and decides from ``retryable`` whether to back off or wait for a fix.
+
+Hierarchy::
+
+    Exception
+     └── StackError(reason, message, retryable, pool, operation)
+           reason=StackLocked           another update holds the stack's lock (a live
+                                        one; stale locks are cleared by the driver)
+           reason=PendingOperations     the state records operations a crash interrupted
+           reason=StackNotFound         no stack for the pool
+           reason=PoolNotPrepared       record/remove before any prepare
+           reason=SecretsUnavailable    passphrase missing or wrong, KMS key unusable
+           reason=BackendUnavailable    the state backend could not be read or written
+           reason=PulumiCliUnavailable  the CLI is missing or will not start
+           reason=ProgramFailed         the inline program raised
+           reason=<provider reason>     a pool resource failed, e.g. AccessEntryMissing,
+                                        InstanceProfileRoleMismatch (stacks.failures)
+           reason=StackOperationFailed  anything else; the CLI's last error line is kept
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+from pulumi.automation import errors as auto_errors
+
+from stacks.failures import REASON_PATTERN, RETRYABLE_REASONS
+
+__all__ = [
+    "BACKEND_UNAVAILABLE",
+    "CLI_UNAVAILABLE",
+    "PENDING_OPERATIONS",
+    "POOL_NOT_PREPARED",
+    "PROGRAM_FAILED",
+    "SECRETS_UNAVAILABLE",
+    "STACK_LOCKED",
+    "STACK_NOT_FOUND",
+    "STACK_OPERATION_FAILED",
+    "StackError",
+    "classify",
+    "is_locked",
+]
+
+STACK_LOCKED: Final = "StackLocked"
+PENDING_OPERATIONS: Final = "PendingOperations"
+STACK_NOT_FOUND: Final = "StackNotFound"
+POOL_NOT_PREPARED: Final = "PoolNotPrepared"
+SECRETS_UNAVAILABLE: Final = "SecretsUnavailable"
+BACKEND_UNAVAILABLE: Final = "BackendUnavailable"
+CLI_UNAVAILABLE: Final = "PulumiCliUnavailable"
+PROGRAM_FAILED: Final = "ProgramFailed"
+STACK_OPERATION_FAILED: Final = "StackOperationFailed"
+
+_LOCKED_TEXT: Final = (
+    "[409] Conflict",
+    "Another update is currently in progress",
+    "the stack is currently locked by",
+)
+_PENDING_TEXT: Final = ("pending operations", "interrupted while")
+_SECRETS_TEXT: Final = (
+    "incorrect passphrase",
+    "passphrase must be set",
+    "PULUMI_CONFIG_PASSPHRASE",
+    "failed to decrypt",
+    "secrets manager",
+)
+_BACKEND_TEXT: Final = (
+    "could not load checkpoint",
+    "failed to load checkpoint",
+    "could not read",
+    "could not write",
+    "unable to open bucket",
+    "NoCredentialProviders",
+    "failed to get bucket",
+    "permission denied",
+    "no such file or directory",
+)
+_ERROR_LINE: Final = re.compile(r"^\s*error: (?P<text>.+)$", re.MULTILINE)
+
+
+class StackError(Exception):
+    """A stack operation that did not succeed; ``message`` says what to do about it."""
+
+    def __init__(
+        self,
+        reason: str,
+        message: str,
+        *,
+        retryable: bool,
+        pool: str | None = None,
+        operation: str | None = None,
+    ) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+        self.retryable = retryable
+        self.pool = pool
+        self.operation = operation
+
+
+def _text_of(exc: BaseException) -> str:
+    return str(exc)
+
+
+def is_locked(exc: BaseException) -> bool:
+    if isinstance(exc, auto_errors.ConcurrentUpdateError):
+        return True
+    text = _text_of(exc)
+    return any(marker in text for marker in _LOCKED_TEXT)
+
+
+def _last_error_line(text: str) -> str:
+    lines = [m["text"].strip() for m in _ERROR_LINE.finditer(text)]
+    return lines[-1] if lines else (text.strip().splitlines() or ["no output"])[-1]
+
+
+def classify(
+    exc: BaseException,
+    diagnostics: Sequence[str],
+    *,
+    pool: str,
+    operation: str,
+) -> StackError:
+    """The named failure behind ``exc`` (an Automation API error or anything else raised
+    while running the CLI), using the error diagnostics the engine streamed meanwhile."""
+    if isinstance(exc, StackError):
+        return exc
+    text = "\n".join([*diagnostics, _text_of(exc)])
+    where = f"{operation} of pool {pool}"
+
+    def error(reason: str, message: str, retryable: bool) -> StackError:
+        return StackError(reason, message, retryable=retryable, pool=pool, operation=operation)
+
+    failures = list(
+        dict.fromkeys((m["reason"], m["message"]) for m in REASON_PATTERN.finditer(text))
+    )
+    if failures:
+        # Several pool resources can fail in one update (a missing profile and a missing
+        # access entry); the first in program order names the reason, all are reported.
+        (reason, message), *more = failures
+        also = " ".join(f"Also {r}: {m}" for r, m in more)
+        return error(reason, f"{message} {also}".strip(), reason in RETRYABLE_REASONS)
+    if is_locked(exc):
+        return error(
+            STACK_LOCKED,
+            f"The stack is locked by another Pulumi operation, so the {where} waits. A lock "
+            "whose holder is gone is cleared by the controller; by hand, "
+            f"`pulumi cancel --stack {pool}`.",
+            True,
+        )
+    if isinstance(exc, auto_errors.StackNotFoundError):
+        return error(STACK_NOT_FOUND, f"There is no stack for pool {pool}.", False)
+    if isinstance(exc, FileNotFoundError | PermissionError) and "pulumi" in text:
+        return error(
+            CLI_UNAVAILABLE,
+            f"The Pulumi CLI could not be started for the {where} ({exc}); check the "
+            "image's CLI path.",
+            False,
+        )
+    lowered = text.lower()
+    if any(marker.lower() in lowered for marker in _SECRETS_TEXT):
+        return error(
+            SECRETS_UNAVAILABLE,
+            f"The stack's secrets could not be opened for the {where}: "
+            f"{_last_error_line(text)}. Set PULUMI_CONFIG_PASSPHRASE (or _FILE) to the "
+            "passphrase the stacks were made with, or fix pulumi.secretsProvider.",
+            False,
+        )
+    if isinstance(exc, auto_errors.InlineSourceRuntimeError):
+        return error(
+            PROGRAM_FAILED,
+            f"The pool program raised during the {where}: {_last_error_line(text)}",
+            False,
+        )
+    if any(marker in text for marker in _PENDING_TEXT) and "Attempting to deploy" not in text:
+        return error(
+            PENDING_OPERATIONS,
+            f"The stack records operations a crash interrupted; the controller recovers them "
+            f"before the next {operation}.",
+            True,
+        )
+    if any(marker.lower() in lowered for marker in _BACKEND_TEXT):
+        return error(
+            BACKEND_UNAVAILABLE,
+            f"The Pulumi state backend failed during the {where}: {_last_error_line(text)}",
+            True,
+        )
+    return error(
+        STACK_OPERATION_FAILED,
+        f"The {where} failed: {_last_error_line(text)}",
+        True,
+    )

@@ -1,0 +1,62 @@
+"""boto3 clients for the pool providers, built inside each provider call from plain props.
+
+Called by every provider method in ``stacks``. Providers are pickled into the stack state,
+so they hold no client: each call builds its client from the resource's own ``region`` and
+``endpoint`` props. The session behind the clients is one per provider-host process (it
+caches the service models, which take a noticeable part of a second to load) and uses the
+default credential chain, so the provider host acts as the controller's own identity (Pod
+Identity in a cluster, dummy keys against the emulator).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any, Final
+
+import boto3  # type: ignore[import-untyped]
+from botocore.config import Config  # type: ignore[import-untyped]
+
+from provisioner.cloud.errors import error_code
+
+__all__ = ["client", "code_of", "common_props"]
+
+_CONFIG: Final = Config(
+    retries={"mode": "standard", "total_max_attempts": 5},
+    connect_timeout=5,
+    read_timeout=30,
+)
+_lock = threading.Lock()
+_session: Any = None
+
+
+def _shared_session() -> Any:
+    global _session
+    with _lock:
+        if _session is None:
+            _session = boto3.session.Session()
+        return _session
+
+
+def client(service: str, props: Mapping[str, Any]) -> Any:
+    """A client for ``service`` in the resource's region, at its endpoint if it names one."""
+    session = _shared_session()
+    # Client creation from one session is not thread-safe; the provider host serves
+    # requests on several threads.
+    with _lock:
+        return session.client(
+            service,
+            region_name=str(props["region"]),
+            endpoint_url=str(props.get("endpoint") or "") or None,
+            config=_CONFIG,
+        )
+
+
+def code_of(exc: BaseException) -> str:
+    """The AWS error code of ``exc``, or "" when it carries none."""
+    return error_code(exc) or ""
+
+
+def common_props(region: str, endpoint_url: str) -> dict[str, Any]:
+    """The connection props every pool resource carries."""
+    return {"region": region, "endpoint": endpoint_url}

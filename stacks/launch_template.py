@@ -1,0 +1,265 @@
+"""The pool's EC2 launch template: a dynamic resource on boto3, and its request builder.
+
+Declared by ``stacks.program``; its provider runs in the Pulumi provider host. The engine
+launches the gang from this template (DESIGN §5), so the template carries what every gang
+node needs: the AMI, the nodeadm user data, the instance profile, IMDSv2 required, the
+pool's tags on everything launched, and — when the shape asks — one EFA interface per
+network card and the cluster placement group.
+
+Create is idempotent by name: the name is derived from cluster and pool, so a template that
+already exists (an earlier create whose result was lost in a crash) is adopted and brought
+to the wanted data as a new default version, never duplicated. Data changes make a new
+version and set it as default; name or region changes replace the template.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import pulumi
+from pulumi.dynamic import (
+    CheckFailure,
+    CheckResult,
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    UpdateResult,
+)
+
+from stacks.aws import client, code_of
+from stacks.base import PoolProvider, PoolResource, changed_keys, diff_by_keys
+from stacks.failures import PoolResourceError, as_pool_error
+
+__all__ = [
+    "LaunchTemplate",
+    "LaunchTemplateProvider",
+    "adopt",
+    "client_token",
+    "efa_interfaces",
+    "launch_template_data",
+    "launch_template_request",
+]
+
+REPLACE_KEYS: Final = ("name", "region")
+DATA_KEYS: Final = (
+    "image_id",
+    "instance_type",
+    "user_data",
+    "instance_profile_arn",
+    "security_group_ids",
+    "efa_network_cards",
+    "placement_group_name",
+    "tags",
+    "metadata_hop_limit",
+)
+# Launched resources that carry the pool's tags from the template.
+TAGGED_RESOURCE_TYPES: Final = ("instance", "volume", "network-interface")
+NOT_FOUND_CODES: Final = frozenset(
+    {
+        "InvalidLaunchTemplateId.NotFound",
+        "InvalidLaunchTemplateId.NotFoundException",
+        "InvalidLaunchTemplateName.NotFoundException",
+        "InvalidLaunchTemplateId.Malformed",
+    }
+)
+ALREADY_EXISTS_CODE: Final = "InvalidLaunchTemplateName.AlreadyExistsException"
+# A container on the node (the kubelet's pods) is one hop past the instance; IMDSv2 answers
+# only within the hop limit, so 2 lets pods reach it while a third hop (a proxy) cannot.
+DEFAULT_HOP_LIMIT: Final = 2
+
+
+def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
+    return [{"Key": str(k), "Value": str(v)} for k, v in sorted(tags.items())]
+
+
+def efa_interfaces(cards: Sequence[int], security_group_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """One EFA interface per network card. The first is the primary (device index 0); the
+    others take device index 1 on their own card, as EC2 expects on multi-card types. The
+    subnet is left to each launch, which picks it per attempt."""
+    interfaces = []
+    for n, card in enumerate(cards):
+        ni: dict[str, Any] = {
+            "DeviceIndex": 0 if n == 0 else 1,
+            "NetworkCardIndex": int(card),
+            "InterfaceType": "efa",
+            "DeleteOnTermination": True,
+        }
+        if security_group_ids:
+            ni["Groups"] = list(security_group_ids)
+        interfaces.append(ni)
+    return interfaces
+
+
+def launch_template_data(props: Mapping[str, Any]) -> dict[str, Any]:
+    """The LaunchTemplateData for ``props`` (pure; the unit tests pin every field)."""
+    tags = dict(props.get("tags") or {})
+    data: dict[str, Any] = {
+        "ImageId": props["image_id"],
+        "InstanceType": props["instance_type"],
+        # Unlike RunInstances, launch template user data is sent base64-encoded by the caller.
+        "UserData": base64.b64encode(str(props["user_data"]).encode()).decode("ascii"),
+        "MetadataOptions": {
+            "HttpTokens": "required",
+            "HttpEndpoint": "enabled",
+            "HttpPutResponseHopLimit": int(props.get("metadata_hop_limit") or DEFAULT_HOP_LIMIT),
+        },
+    }
+    if props.get("instance_profile_arn"):
+        data["IamInstanceProfile"] = {"Arn": props["instance_profile_arn"]}
+    security_groups = list(props.get("security_group_ids") or ())
+    cards = list(props.get("efa_network_cards") or ())
+    if cards:
+        data["NetworkInterfaces"] = efa_interfaces(cards, security_groups)
+    elif security_groups:
+        data["SecurityGroupIds"] = security_groups
+    if props.get("placement_group_name"):
+        data["Placement"] = {"GroupName": props["placement_group_name"]}
+    if tags:
+        data["TagSpecifications"] = [
+            {"ResourceType": rt, "Tags": _tag_list(tags)} for rt in TAGGED_RESOURCE_TYPES
+        ]
+    return data
+
+
+def client_token(props: Mapping[str, Any]) -> str:
+    """The same request always carries the same token, so EC2 answers a retried create
+    with the template it already made."""
+    body = json.dumps({"name": props["name"], "data": launch_template_data(props)}, sort_keys=True)
+    return "agp-lt-" + hashlib.sha256(body.encode()).hexdigest()[:32]
+
+
+def launch_template_request(props: Mapping[str, Any]) -> dict[str, Any]:
+    """The CreateLaunchTemplate request for ``props``."""
+    request: dict[str, Any] = {
+        "LaunchTemplateName": props["name"],
+        "LaunchTemplateData": launch_template_data(props),
+        "ClientToken": client_token(props),
+    }
+    tags = dict(props.get("tags") or {})
+    if tags:
+        request["TagSpecifications"] = [
+            {"ResourceType": "launch-template", "Tags": _tag_list(tags)}
+        ]
+    return request
+
+
+def _outs(props: Mapping[str, Any], template_id: str, version: Any) -> dict[str, Any]:
+    return {**props, "launch_template_id": template_id, "version": str(version)}
+
+
+def _describe_by(ec2: Any, **selector: Any) -> dict[str, Any] | None:
+    try:
+        found = ec2.describe_launch_templates(**selector).get("LaunchTemplates") or []
+    except Exception as exc:
+        if code_of(exc) in NOT_FOUND_CODES:
+            return None
+        raise as_pool_error(exc, "DescribeLaunchTemplates") from exc
+    return dict(found[0]) if found else None
+
+
+def _new_default_version(ec2: Any, template_id: str, props: Mapping[str, Any]) -> int:
+    try:
+        version = ec2.create_launch_template_version(
+            LaunchTemplateId=template_id, LaunchTemplateData=launch_template_data(props)
+        )["LaunchTemplateVersion"]["VersionNumber"]
+        ec2.modify_launch_template(LaunchTemplateId=template_id, DefaultVersion=str(version))
+    except Exception as exc:
+        raise as_pool_error(exc, f"New version of launch template {template_id}") from exc
+    return int(version)
+
+
+class LaunchTemplateProvider(PoolProvider):
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        failures = [
+            CheckFailure(key, f"{key} is required")
+            for key in ("name", "region", "image_id", "instance_type", "user_data")
+            if not news.get(key)
+        ]
+        hops = news.get("metadata_hop_limit", DEFAULT_HOP_LIMIT)
+        if not isinstance(hops, int | float) or not 1 <= int(hops) <= 64:
+            failures.append(CheckFailure("metadata_hop_limit", "must be between 1 and 64"))
+        cards = news.get("efa_network_cards") or []
+        if len(set(cards)) != len(cards):
+            failures.append(CheckFailure("efa_network_cards", "list each network card once"))
+        inputs = dict(news)
+        inputs["security_group_ids"] = sorted(news.get("security_group_ids") or [])
+        return CheckResult(inputs, failures)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        return diff_by_keys(
+            olds, news, replace_keys=REPLACE_KEYS, update_keys=(*DATA_KEYS, "endpoint")
+        )
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        ec2 = client("ec2", props)
+        try:
+            made = ec2.create_launch_template(**launch_template_request(props))["LaunchTemplate"]
+        except Exception as exc:
+            if code_of(exc) != ALREADY_EXISTS_CODE:
+                raise as_pool_error(exc, f"CreateLaunchTemplate {props['name']}") from exc
+            # An earlier create got this far and its result was lost: adopt, then make our
+            # data its default version.
+            existing = _describe_by(ec2, LaunchTemplateNames=[props["name"]])
+            if existing is None:
+                raise PoolResourceError(
+                    "LaunchTemplateConflict",
+                    f"Launch template {props['name']} was reported as existing and then not "
+                    "found; it is being created or deleted by someone else. Retry.",
+                ) from exc
+            template_id = str(existing["LaunchTemplateId"])
+            return CreateResult(
+                template_id,
+                _outs(props, template_id, _new_default_version(ec2, template_id, props)),
+            )
+        template_id = str(made["LaunchTemplateId"])
+        return CreateResult(template_id, _outs(props, template_id, made["DefaultVersionNumber"]))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        found = _describe_by(client("ec2", props), LaunchTemplateIds=[id_])
+        if found is None:
+            return ReadResult("", {})
+        return ReadResult(id_, _outs(props, id_, found["DefaultVersionNumber"]))
+
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        version = olds.get("version")
+        if changed_keys(olds, news, DATA_KEYS):
+            version = _new_default_version(client("ec2", news), id_, news)
+        return UpdateResult(_outs(news, id_, version))
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        try:
+            client("ec2", props).delete_launch_template(LaunchTemplateId=id_)
+        except Exception as exc:
+            if code_of(exc) not in NOT_FOUND_CODES:
+                raise as_pool_error(exc, f"DeleteLaunchTemplate {id_}") from exc
+
+
+def adopt(props: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The template a create interrupted by a crash may have made, as (id, outputs)."""
+    found = _describe_by(client("ec2", props), LaunchTemplateNames=[props["name"]])
+    if found is None:
+        return None
+    template_id = str(found["LaunchTemplateId"])
+    return template_id, _outs(props, template_id, found["DefaultVersionNumber"])
+
+
+class LaunchTemplate(PoolResource, module="atomicgang", name="LaunchTemplate"):
+    launch_template_id: pulumi.Output[str]
+    version: pulumi.Output[str]
+
+    def __init__(
+        self,
+        resource_name: str,
+        props: Mapping[str, Any],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(
+            LaunchTemplateProvider(),
+            resource_name,
+            {**props, "launch_template_id": None, "version": None},
+            opts,
+        )

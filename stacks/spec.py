@@ -1,0 +1,191 @@
+"""What a pool's stack should hold: `PoolSpec` (the pool's infrastructure) and
+`InstanceSetRecord` (the gang the engine launched), both plain, JSON-round-trippable values.
+
+The GangNodePool reconciler builds a `PoolSpec` with `pool_spec_for` and hands it to
+`StackDriver.prepare`; the driver turns spec + record into the inline program
+(`stacks.program.pool_program`). The spec is also exported as the stack output `poolSpec`,
+so a later `record`, `remove` or `destroy` rebuilds the same program from the stack alone,
+after a restart and with any backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Any, Final
+
+from provisioner.api import constants as c
+from provisioner.api.settings import Settings
+from provisioner.api.shape import GangShape
+from provisioner.cloud.naming import instance_profile_name, role_name_from_arn
+from provisioner.cloud.tags import format_go_duration
+
+__all__ = [
+    "InstanceSetRecord",
+    "PoolSpec",
+    "launch_template_name",
+    "placement_group_name",
+    "pool_spec_for",
+]
+
+# EC2 launch template names: up to 128 of these characters.
+LAUNCH_TEMPLATE_NAME_MAX: Final = 128
+_LT_NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9().\-/_]")
+_INSTANCE_ID: Final = re.compile(r"^i-([0-9a-f]{8}|[0-9a-f]{17})$")
+
+
+def _bounded(full: str, limit: int) -> str:
+    # Same rule as the instance-profile name: keep a prefix, end with a hash of the whole,
+    # so two long names sharing a prefix still differ.
+    if len(full) <= limit:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:10]
+    return f"{full[: limit - 11]}-{digest}"
+
+
+def launch_template_name(cluster: str, pool: str) -> str:
+    """`atomic-gang-<cluster>-<pool>`, in EC2's alphabet and length."""
+    return _bounded(
+        _LT_NAME_CHARS.sub("-", f"atomic-gang-{cluster}-{pool}"), LAUNCH_TEMPLATE_NAME_MAX
+    )
+
+
+def placement_group_name(cluster: str, pool: str) -> str:
+    """`atomic-gang-<cluster>-<pool>`; EC2 allows 255 characters."""
+    return _bounded(f"atomic-gang-{cluster}-{pool}", 255)
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """Everything a pool's stack creates or verifies, in plain values.
+
+    ``endpoint_url`` points every AWS call at one endpoint (the local EC2 emulator); it is
+    empty in production. ``tags`` go on the launch template and everything launched from it.
+    ``efa_network_cards`` lists the network-card indexes that get an EFA interface (empty:
+    no EFA). The two ``manage_*`` switches choose between verifying and creating.
+    """
+
+    cluster: str
+    pool: str
+    region: str
+    node_role_arn: str
+    instance_profile_name: str
+    image_id: str
+    instance_type: str
+    user_data: str
+    endpoint_url: str = ""
+    manage_instance_profile: bool = False
+    manage_access_entry: bool = False
+    security_group_ids: tuple[str, ...] = ()
+    efa_network_cards: tuple[int, ...] = ()
+    placement_group: bool = False
+    tags: Mapping[str, str] = field(default_factory=dict)
+    # How long the instance set's delete waits for termination and ENI detach, and how often
+    # it looks. Real EC2 takes minutes; the emulator takes none.
+    release_wait_seconds: float = 600.0
+    poll_seconds: float = 5.0
+
+    def __post_init__(self) -> None:
+        for name in ("cluster", "pool", "region", "node_role_arn", "instance_type"):
+            if not getattr(self, name):
+                raise ValueError(f"PoolSpec.{name} must not be empty")
+        if not self.user_data.strip():
+            raise ValueError("PoolSpec.user_data must not be empty")
+        if not self.image_id:
+            raise ValueError("PoolSpec.image_id must not be empty")
+        if self.release_wait_seconds <= 0 or self.poll_seconds <= 0:
+            raise ValueError("release_wait_seconds and poll_seconds must be positive")
+
+    @property
+    def launch_template_name(self) -> str:
+        return launch_template_name(self.cluster, self.pool)
+
+    @property
+    def placement_group_name(self) -> str | None:
+        return placement_group_name(self.cluster, self.pool) if self.placement_group else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["security_group_ids"] = list(self.security_group_ids)
+        data["efa_network_cards"] = list(self.efa_network_cards)
+        data["tags"] = dict(self.tags)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PoolSpec:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["security_group_ids"] = tuple(known.get("security_group_ids") or ())
+        known["efa_network_cards"] = tuple(int(n) for n in known.get("efa_network_cards") or ())
+        known["tags"] = dict(known.get("tags") or {})
+        return cls(**known)
+
+
+@dataclass(frozen=True)
+class InstanceSetRecord:
+    """The gang of one acquisition: its group and the instance ids EC2 returned."""
+
+    group: str
+    instance_ids: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.group:
+            raise ValueError("an instance set needs its group")
+        if not self.instance_ids:
+            raise ValueError("an instance set holds at least one instance")
+        bad = [i for i in self.instance_ids if not _INSTANCE_ID.match(i)]
+        if bad:
+            raise ValueError(f"not EC2 instance ids: {bad}")
+        if len(set(self.instance_ids)) != len(self.instance_ids):
+            raise ValueError("an instance set lists each instance once")
+        # Sorted, so the same gang always diffs as "no change".
+        object.__setattr__(self, "instance_ids", tuple(sorted(self.instance_ids)))
+
+
+def pool_tags(cluster: str, pool: str, max_lifetime: timedelta) -> dict[str, str]:
+    """The tags every resource of a pool carries (the group tag is added per launch)."""
+    return {
+        c.TAG_MANAGED: "true",
+        c.TAG_CLUSTER: cluster,
+        c.TAG_POOL: pool,
+        c.TAG_MAX_LIFETIME: format_go_duration(max_lifetime),
+        c.cluster_ownership_tag(cluster): "owned",
+    }
+
+
+def pool_spec_for(
+    settings: Settings,
+    shape: GangShape,
+    *,
+    image_id: str,
+    user_data: str,
+    security_group_ids: Sequence[str] = (),
+    efa_network_cards: Sequence[int] = (),
+    placement_group: bool = False,
+) -> PoolSpec:
+    """The spec of ``shape``'s pool under ``settings``.
+
+    The AMI, the user data (``Ec2Engine.render_user_data``), the security groups (from the
+    cluster) and the EFA cards (from ``Ec2Engine.instance_type``) are looked up by the
+    reconciler first; everything else follows from the settings and the shape.
+    """
+    profile = instance_profile_name(settings.cluster_name, role_name_from_arn(shape.node_role_arn))
+    return PoolSpec(
+        cluster=settings.cluster_name,
+        pool=shape.pool,
+        region=shape.region,
+        endpoint_url=settings.aws.endpoint_url or "",
+        node_role_arn=shape.node_role_arn,
+        instance_profile_name=profile,
+        manage_instance_profile=settings.iam.self_manage_instance_profile,
+        manage_access_entry=settings.iam.manage_access_entry,
+        image_id=image_id,
+        instance_type=shape.instance_type,
+        user_data=user_data,
+        security_group_ids=tuple(sorted(security_group_ids)),
+        efa_network_cards=tuple(efa_network_cards),
+        placement_group=placement_group,
+        tags=pool_tags(settings.cluster_name, shape.pool, shape.max_lifetime),
+    )

@@ -1,0 +1,194 @@
+"""A driver killed with SIGKILL in the middle of an `up` is recovered by the next driver.
+
+The child (this module run with `python -m`, see `child_main`) prepares a pool's stack and
+records its gang. The parent watches the stack's state file and, as soon as the chosen
+resource's create is pending, stops and kills the child's whole process tree at once (the
+driver, the Pulumi CLI, the provider host), as a crashed pod loses them all. What is left
+is what a crash leaves: a lock and a pending create. A new driver's `recover()` must clear
+both, and the next operations must converge with exactly the gang's N instances and one
+launch template: nothing leaked, nothing duplicated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provisioner.pulumi_driver import StackDriver
+from stacks.base import type_token
+from stacks.spec import PoolSpec
+from tests.integration.test_stack_support import (
+    PASSPHRASE,
+    AwsWorld,
+    make_settings,
+    pulumi_root,
+    stack_ls,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+POOL = "crashy"
+KILL_WAIT_SECONDS = 120.0
+
+
+def child_main(argv: list[str]) -> int:
+    """The driver process the test kills: prepare, then record the given gang."""
+    config = json.loads(argv[0])
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    world = config["world"]
+    from provisioner.api.settings import Settings
+
+    driver = StackDriver(
+        Settings.model_validate(config["settings"]),
+        Path(config["pulumi_root"]),
+        logging.getLogger("child"),
+    )
+    driver.prepare(PoolSpec.from_dict(config["spec"]))
+    if world["ids"]:
+        driver.record_instance_set(POOL, "gen-0", world["ids"])
+    return 0
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, ()))
+    return found
+
+
+def _kill_tree(root: int) -> list[int]:
+    """Freeze every process first, so none reacts to another's death, then kill them all.
+    The provider host runs in its own process group, so the tree is walked, not the group."""
+    pids = _descendants(root)
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+    return pids
+
+
+def _pending_types(state_file: Path) -> list[str]:
+    try:
+        latest = json.loads(state_file.read_text())["checkpoint"]["latest"] or {}
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [op["resource"]["type"] for op in latest.get("pending_operations") or ()]
+
+
+def _run_child_until_pending(
+    config: dict[str, Any], state_file: Path, kind: str, log: Path
+) -> list[int]:
+    with log.open("wb") as sink:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.integration.test_stack_crash", json.dumps(config)],
+            cwd=REPO,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+    deadline = time.monotonic() + KILL_WAIT_SECONDS
+    try:
+        while type_token(kind) not in _pending_types(state_file):
+            if child.poll() is not None:
+                pytest.fail(f"the child ended before a pending {kind} was seen:\n{log.read_text()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"no pending {kind} within {KILL_WAIT_SECONDS}s:\n{log.read_text()}")
+            time.sleep(0.002)
+        return _kill_tree(child.pid)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+
+
+@pytest.fixture
+def world(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> AwsWorld:
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", PASSPHRASE)
+    return AwsWorld(emulator).ready()
+
+
+@pytest.mark.parametrize("kill_at", ["LaunchTemplate", "InstanceSet"])
+def test_sigkill_mid_up_leaves_lock_and_pending_create_then_recovers(
+    world: AwsWorld, tmp_path: Path, pulumi_tool: Any, kill_at: str
+) -> None:
+    state = tmp_path / "state"
+    settings = make_settings(world, state)
+    spec = world.spec(POOL)
+    driver = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    ids: list[str] = []
+    if kill_at == "InstanceSet":
+        # The gang exists before the crash: the engine launched it from the pool's template.
+        template = driver.prepare(spec).outputs.launch_template_id
+        ids = world.launch(POOL, template, 3)
+    config = {
+        "settings": settings.model_dump(mode="json"),
+        "pulumi_root": str(pulumi_root(pulumi_tool)),
+        "spec": spec.to_dict(),
+        "world": {"ids": ids},
+    }
+    state_file = state / ".pulumi" / "stacks" / settings.pulumi.project_name / f"{POOL}.json"
+
+    killed = _run_child_until_pending(config, state_file, kill_at, tmp_path / "child.log")
+
+    # What the crash left: a lock and a pending create.
+    assert len(killed) >= 3, f"expected driver, CLI and provider host, killed {killed}"
+    lock_dir = state / ".pulumi" / "locks" / "organization" / settings.pulumi.project_name / POOL
+    assert list(lock_dir.glob("*.json")), "the killed update left no lock"
+    assert _pending_types(state_file) == [type_token(kill_at)]
+
+    recovering = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    (report,) = recovering.recover()
+
+    assert report.pool == POOL and report.lock_cancelled and not report.deferred
+    assert report.aborted is not None and report.aborted.result == "aborted"
+    assert report.aborted.operation == ("record" if kill_at == "InstanceSet" else "prepare")
+    assert [r.pending for r in report.resolutions] == ["creating"]
+    assert not list(lock_dir.glob("*.json"))
+    assert _pending_types(state_file) == []
+    # A second recovery finds nothing to do.
+    assert all(r.clean for r in recovering.recover())
+
+    # Converge: the reconciler asks again for what it wanted.
+    converged = recovering.prepare(spec)
+    if kill_at == "LaunchTemplate":
+        ids = world.launch(POOL, converged.outputs.launch_template_id, 3)
+    recorded = recovering.record_instance_set(POOL, "gen-0", ids)
+
+    assert recorded.outputs.instance_ids == tuple(sorted(ids))
+    assert world.live_instances(POOL) == sorted(ids)  # exactly N: no leak, no duplicate
+    templates = world.launch_templates()
+    assert [t["LaunchTemplateId"] for t in templates] == [recorded.outputs.launch_template_id]
+    if kill_at == "InstanceSet":
+        # The interrupted recording was adopted, so recording again changed nothing.
+        assert recorded.changes.get("create") is None
+
+    assert recovering.destroy(POOL).result == "succeeded"
+    assert world.live_instances(POOL) == []
+    assert world.launch_templates() == []
+    home = tmp_path / "operator-home"
+    assert stack_ls(recovering.operator_command(), Path(pulumi_tool.binary), home) == []
+
+
+if __name__ == "__main__":
+    sys.exit(child_main(sys.argv[1:]))

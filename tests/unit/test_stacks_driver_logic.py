@@ -1,0 +1,369 @@
+"""The stack driver's pure parts: error mapping, lock staleness, pending-operation
+resolution, operation markers, state-file reads, engine-event ordering, CLI environment,
+and the provider-serialization guard."""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pulumi.automation import CommandResult, ConcurrentUpdateError, EngineEvent
+from pulumi.automation import errors as auto_errors
+
+from provisioner.api.settings import Settings
+from provisioner.pulumi_driver import errors
+from provisioner.pulumi_driver.environment import (
+    LAUNCHER,
+    StatePaths,
+    cli_environment,
+    launcher_dir,
+    secrets_problem,
+)
+from provisioner.pulumi_driver.events import EngineLog
+from provisioner.pulumi_driver.locks import (
+    LockHolder,
+    holders_from_files,
+    holders_from_message,
+    is_stale,
+    pid_alive,
+)
+from provisioner.pulumi_driver.oplog import OperationLog
+from provisioner.pulumi_driver.recovery import resolve
+from provisioner.pulumi_driver.statefile import FileBackend, file_backend_root
+from stacks.base import provider_serialization
+from stacks.launch_template import LaunchTemplateProvider
+
+pytestmark = pytest.mark.unit
+
+ROLE = "arn:aws:iam::123456789012:role/gang-node"
+LOCKED = (
+    "error: the stack is currently locked by 1 lock(s). Either wait for the other "
+    "process(es) to end or delete the lock file with `pulumi cancel`.\n"
+    "  file:///s/.pulumi/locks/organization/p/s1/0be5.json: created by root@vm (pid 16427) "
+    "at 2026-11-29T15:33:49Z"
+)
+
+
+def _command_error(stderr: str = "", stdout: str = "") -> Exception:
+    return auto_errors.create_command_error(CommandResult(stdout=stdout, stderr=stderr, code=1))
+
+
+# --- errors -------------------------------------------------------------------------------
+def test_locked_stack_is_a_retryable_named_reason() -> None:
+    exc = _command_error(stderr=LOCKED)
+    assert isinstance(exc, ConcurrentUpdateError) and errors.is_locked(exc)
+    err = errors.classify(exc, [], pool="p1", operation="prepare")
+    assert err.reason == errors.STACK_LOCKED and err.retryable
+    assert "pulumi cancel --stack p1" in err.message
+    cloud = _command_error(stderr="error: [409] Conflict: Another update is currently in progress.")
+    assert errors.classify(cloud, [], pool="p1", operation="up").reason == errors.STACK_LOCKED
+
+
+def test_provider_failures_come_back_with_their_reasons_in_program_order() -> None:
+    diagnostics = [
+        "Traceback (most recent call last):\n  ...\nstacks.failures.PoolResourceError: "
+        "InstanceProfileRoleMismatch: Instance profile ip holds [x], not the node role r; "
+        "add the role to the profile.",
+        "Traceback ...\nstacks.failures.PoolResourceError: AccessEntryMissing: Node role r "
+        "has no access entry; create one of type EC2_LINUX.",
+    ]
+    err = errors.classify(
+        _command_error(stdout="update failed"), diagnostics, pool="p", operation="prepare"
+    )
+    assert err.reason == "InstanceProfileRoleMismatch" and not err.retryable
+    assert err.message.startswith("Instance profile ip holds [x]")
+    assert "Also AccessEntryMissing: Node role r has no access entry" in err.message
+    pending = "PoolResourceError: EnisPending: Network interfaces ['eni-1'] had not detached."
+    assert errors.classify(_command_error(), [pending], pool="p", operation="destroy").retryable
+
+
+@pytest.mark.parametrize(
+    ("stderr", "reason", "retryable"),
+    [
+        (
+            "error: incorrect passphrase, please set PULUMI_CONFIG_PASSPHRASE",
+            "SecretsUnavailable",
+            False,
+        ),
+        ("error: could not load checkpoint: blob (key) not found", "BackendUnavailable", True),
+        ("error: no stack named 'p1' found", "StackNotFound", False),
+        ("error: something new and strange", "StackOperationFailed", True),
+    ],
+)
+def test_known_cli_failures_are_named(stderr: str, reason: str, retryable: bool) -> None:
+    err = errors.classify(_command_error(stderr=stderr), [], pool="p1", operation="destroy")
+    assert (err.reason, err.retryable) == (reason, retryable)
+    assert err.pool == "p1" and err.operation == "destroy"
+
+
+def test_unknown_failure_keeps_the_clis_last_error_line() -> None:
+    err = errors.classify(
+        _command_error(stderr="warning: x\nerror: first\nerror: the real one"),
+        [],
+        pool="p1",
+        operation="prepare",
+    )
+    assert err.message.endswith("the real one")
+
+
+# --- locks --------------------------------------------------------------------------------
+def test_lock_holders_from_message_and_files(tmp_path: Path) -> None:
+    (holder,) = holders_from_message(LOCKED)
+    assert (holder.user, holder.host, holder.pid) == ("root", "vm", 16427)
+    assert holder.created_at == datetime(2026, 11, 29, 15, 33, 49, tzinfo=UTC)
+
+    lock = tmp_path / "a.json"
+    lock.write_text(
+        json.dumps(
+            {
+                "pid": 7,
+                "username": "u",
+                "hostname": "h",
+                "timestamp": "2026-11-29T15:33:49.636218662Z",
+            }
+        )
+    )
+    (tmp_path / "b.json").write_text("{not json")
+    found = holders_from_files([lock, tmp_path / "b.json"])
+    assert found[0] == LockHolder(
+        "u", "h", 7, datetime(2026, 11, 29, 15, 33, 49, 636218, tzinfo=UTC)
+    )
+    assert found[1].created_at is None
+
+
+@pytest.mark.parametrize(
+    ("holder", "alive", "stale"),
+    [
+        (LockHolder("u", "me", 10, None), False, True),  # same host, process gone
+        (LockHolder("u", "me", 10, None), True, False),  # same host, still running
+        (LockHolder("u", "other", 10, None), False, False),  # other host, age unknown
+        (LockHolder("u", "other", 10, datetime(2030, 1, 1, 11, 0, tzinfo=UTC)), True, True),
+        (LockHolder("u", "other", 10, datetime(2030, 1, 1, 11, 50, tzinfo=UTC)), True, False),
+    ],
+)
+def test_only_provably_dead_or_old_holders_are_stale(
+    holder: LockHolder, alive: bool, stale: bool
+) -> None:
+    assert (
+        is_stale(
+            holder,
+            now=datetime(2030, 1, 1, 12, 0, tzinfo=UTC),
+            hostname="me",
+            alive=lambda _pid: alive,
+            stale_after=timedelta(minutes=30),
+        )
+        is stale
+    )
+
+
+def test_pid_alive_sees_this_process_and_not_a_free_pid() -> None:
+    import os
+
+    assert pid_alive(os.getpid())
+    assert not pid_alive(0)
+    assert not pid_alive(2**22 + 12345)
+
+
+# --- pending operations -------------------------------------------------------------------
+def _pending_deployment() -> dict[str, Any]:
+    def resource(name: str, type_: str) -> dict[str, Any]:
+        return {
+            "urn": f"urn:pulumi:p1::proj::{type_}::{name}",
+            "type": type_,
+            "inputs": {"__provider": "gASV", "name": name},
+        }
+
+    done = {**resource("profile", "t:Profile"), "id": "ip", "outputs": {"arn": "a"}}
+    return {
+        "resources": [{"urn": "urn:root", "type": "pulumi:pulumi:Stack"}, done],
+        "pending_operations": [
+            {"type": "creating", "resource": resource("template", "t:Template")},
+            {"type": "creating", "resource": resource("gang", "t:Gang")},
+            {"type": "deleting", "resource": done},
+        ],
+    }
+
+
+def test_resolve_adopts_what_exists_drops_what_does_not_and_refreshes_the_rest() -> None:
+    asked: list[str] = []
+
+    def find(type_: str, inputs: Any) -> tuple[str, dict[str, Any]] | None:
+        asked.append(type_)
+        return (
+            ("lt-1", {"name": inputs["name"], "launch_template_id": "lt-1"})
+            if type_ == "t:Template"
+            else None
+        )
+
+    original = _pending_deployment()
+    edited, done = resolve(original, find)
+
+    assert asked == ["t:Template", "t:Gang"]
+    assert [(r.action, r.resource_id) for r in done] == [
+        ("adopted", "lt-1"),
+        ("dropped", None),
+        ("refresh", None),
+    ]
+    assert "pending_operations" not in edited
+    adopted = edited["resources"][-1]
+    assert adopted["id"] == "lt-1"
+    assert adopted["outputs"] == {
+        "name": "template",
+        "launch_template_id": "lt-1",
+        "__provider": "gASV",
+    }
+    assert len(edited["resources"]) == 3
+    assert "pending_operations" in original  # the input is not changed
+    assert "adopted" in done[0].describe() and "dropped" in done[1].describe()
+
+
+# --- operation markers --------------------------------------------------------------------
+def test_marker_before_result_after_and_abort_on_restart(tmp_path: Path) -> None:
+    log = OperationLog(tmp_path / "ops")
+    started = log.begin("p1", "record")
+    assert log.last("p1") == started and started.in_progress
+    assert "record in progress" in started.summary()
+
+    # A restart finds the marker without a result.
+    aborted = OperationLog(tmp_path / "ops").abort_unfinished("p1")
+    assert aborted is not None and aborted.result == "aborted" and aborted.reason == "Interrupted"
+    assert OperationLog(tmp_path / "ops").abort_unfinished("p1") is None
+
+    done = log.finish(log.begin("p1", "destroy"), "failed", "StackLocked", "locked")
+    assert log.last("p1") == done and done.summary().startswith("destroy failed (StackLocked)")
+    assert log.last("nothing") is None
+
+
+# --- state files --------------------------------------------------------------------------
+def test_file_backend_reads_outputs_pending_and_locks(tmp_path: Path) -> None:
+    assert file_backend_root(f"file://{tmp_path}") == tmp_path
+    assert file_backend_root("s3://bucket/prefix") is None
+    backend = FileBackend(tmp_path, "proj")
+    assert backend.stack_names() == [] and backend.outputs("p1") is None
+
+    backend.stacks_dir.mkdir(parents=True)
+    latest = {
+        "resources": [{"type": "pulumi:pulumi:Stack", "outputs": {"pool": "p1"}}, {"type": "x"}],
+        "pending_operations": [{"type": "creating"}],
+    }
+    (backend.stacks_dir / "p1.json").write_text(json.dumps({"checkpoint": {"latest": latest}}))
+    (backend.stacks_dir / "p1.json.bak").write_text("old")
+    (backend.stacks_dir / "p2.json").write_text("{truncated")
+    backend.lock_dir("p1").mkdir(parents=True)
+    (backend.lock_dir("p1") / "l.json").write_text(
+        json.dumps(
+            {"pid": 1, "username": "u", "hostname": "h", "timestamp": "2030-01-01T00:00:00Z"}
+        )
+    )
+
+    assert backend.stack_names() == ["p1", "p2"]
+    assert backend.outputs("p1") == {"pool": "p1"}
+    assert backend.pending_operations("p1") == [{"type": "creating"}]
+    assert backend.resource_count("p1") == 2
+    assert [h.pid for h in backend.lock_holders("p1")] == [1]
+    assert backend.outputs("p2") is None and backend.lock_holders("p2") == []
+
+
+# --- engine events ------------------------------------------------------------------------
+def _diag(urn: str, message: str) -> EngineEvent:
+    return EngineEvent.from_json(
+        {
+            "sequence": 1,
+            "timestamp": 0,
+            "diagnosticEvent": {
+                "message": message,
+                "color": "never",
+                "severity": "error",
+                "urn": urn,
+            },
+        }
+    )
+
+
+def test_error_diagnostics_are_kept_in_program_order_and_logged_with_the_pool(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = EngineLog(logging.getLogger("t"), "p1", "prepare", ("instance-profile", "access-entry"))
+    with caplog.at_level(logging.INFO, logger="t"):
+        log.on_event(_diag("urn:pulumi:p1::x::T::access-entry", "entry broken"))
+        log.on_event(_diag("urn:pulumi:p1::x::T::instance-profile", "profile broken"))
+        log.on_error("error: update failed")
+
+    assert log.diagnostics == ["profile broken", "entry broken", "error: update failed"]
+    assert all(getattr(r, "pool", None) == "p1" for r in caplog.records)
+    assert "T::access-entry" in caplog.records[0].getMessage()
+
+
+# --- the CLI's environment ----------------------------------------------------------------
+def _settings(tmp_path: Path, **pulumi: str) -> Settings:
+    return Settings.model_validate(
+        {
+            "cluster_name": "demo",
+            "defaults": {"region": "us-east-1", "node_role_arn": ROLE},
+            "pulumi": {"state_dir": str(tmp_path), **pulumi},
+        }
+    )
+
+
+def test_cli_environment_with_and_without_the_launcher_beside_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin")
+    paths = StatePaths(tmp_path)
+    (tmp_path / "bundled" / "bin").mkdir(parents=True)
+    (tmp_path / "bundled" / "bin" / LAUNCHER).write_text("#!/bin/sh\n")
+
+    bundled = cli_environment(_settings(tmp_path), tmp_path / "bundled", paths)
+    assert bundled["PULUMI_IGNORE_AMBIENT_PLUGINS"] == "true" and "PATH" not in bundled
+    assert bundled["PULUMI_HOME"] == str(tmp_path / "home")
+    assert bundled["PULUMI_BACKEND_URL"] == f"file://{tmp_path}"
+    assert bundled["PULUMI_SKIP_UPDATE_CHECK"] == "true"
+
+    on_path = cli_environment(_settings(tmp_path), tmp_path / "elsewhere", paths)
+    assert on_path["PATH"] == f"{launcher_dir()}:/usr/bin"
+    assert "PULUMI_IGNORE_AMBIENT_PLUGINS" not in on_path
+    assert (launcher_dir() / LAUNCHER).is_file()
+
+
+def test_passphrase_is_required_only_for_the_passphrase_provider(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE_FILE", raising=False)
+    problem = secrets_problem(_settings(tmp_path))
+    assert problem is not None and problem.reason == errors.SECRETS_UNAVAILABLE
+    assert secrets_problem(_settings(tmp_path, secrets_provider="awskms://alias/x")) is None
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "")
+    assert secrets_problem(_settings(tmp_path)) is None
+
+
+# --- provider serialization ---------------------------------------------------------------
+def test_serialization_guard_leaves_the_pickler_as_it_found_it() -> None:
+    from pulumi.dynamic.dynamic import serialize_provider
+
+    py_pickler: Any = pickle._Pickler
+
+    def patched() -> tuple[Any, ...]:
+        return (
+            pickle.Pickler,
+            py_pickler.__dict__.get("_batch_setitems"),
+            py_pickler.__dict__.get("save_dict"),
+        )
+
+    before = patched()
+    with provider_serialization():
+        serialize_provider(LaunchTemplateProvider())
+        once = patched()
+        serialize_provider(LaunchTemplateProvider())
+        # Unguarded, each serialization wraps the previous patch once more.
+        assert patched()[1] is not once[1]
+    assert patched() == before
+    for _ in range(50):
+        with provider_serialization():
+            serialize_provider(LaunchTemplateProvider())
+    assert patched() == before
