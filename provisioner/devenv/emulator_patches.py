@@ -999,10 +999,16 @@ def _backend_run_instances(
 
 
 def _backend_terminate_instances(self: Any, instance_ids: list[str]) -> Any:
-    terminated = _original(EC2Backend, "terminate_instances")(self, instance_ids)
+    # AWS answers a repeated terminate with terminated -> terminated; moto would tear the
+    # instance down again and fail on the ENI it already deleted. Releases are retried, so
+    # the repeat must succeed.
+    instances = self.get_multi_instances_by_id(instance_ids)
+    done = [i for i in instances if i.state == "terminated"]
+    todo = [i.id for i in instances if i.state != "terminated"]
+    terminated = _original(EC2Backend, "terminate_instances")(self, todo) if todo else []
     newly = [instance for instance, previous in terminated if previous.name != "terminated"]
     EMULATOR.schedule_detaches(self, newly)
-    return terminated
+    return [*terminated, *((i, copy.copy(i._state)) for i in done)]
 
 
 def _detach_if_still_attached(detach: _Detach) -> None:

@@ -482,3 +482,23 @@ def test_reset_clears_instances_and_switches(emulator: EmulatorState) -> None:
     assert live_instances() == []
     assert len(run(2, ClientToken="before-reset")["Instances"]) == 2
     assert client("ssm").get_parameter(Name=eks_ami_parameter_name("1.36", "arm64", "standard"))
+
+
+def test_terminating_a_terminated_instance_succeeds_as_on_aws() -> None:
+    import boto3
+    from moto import mock_aws
+
+    from provisioner.devenv.emulator_patches import EMULATOR, install
+
+    with mock_aws():
+        install()
+        EMULATOR.reset_switches()
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        launched = ec2.run_instances(ImageId=image, InstanceType="m5.large", MinCount=1, MaxCount=1)
+        iid = launched["Instances"][0]["InstanceId"]
+        ec2.terminate_instances(InstanceIds=[iid])
+        again = ec2.terminate_instances(InstanceIds=[iid])["TerminatingInstances"][0]
+        assert again["PreviousState"]["Name"] == "terminated"
+        state = ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
+        assert state["State"]["Name"] == "terminated"
