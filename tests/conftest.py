@@ -32,6 +32,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for directory, marker in _MARKER_BY_DIR.items():
             if directory in parts and not item.get_closest_marker(marker):
                 item.add_marker(getattr(pytest.mark, marker))
+    # The Kueue manager, once an e2e test starts it, acts on every queued Job in the shared
+    # control plane, including those of suites that play Kueue's part themselves. So e2e
+    # runs last; the sort is stable, so order within each suite is kept.
+    items.sort(key=lambda item: "e2e" in Path(str(item.fspath)).parts)
 
 
 @pytest.fixture(scope="session")
