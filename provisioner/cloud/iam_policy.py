@@ -90,6 +90,20 @@ def partition_of(region: str) -> str:
     return "aws"
 
 
+# Resource types a RunInstances/CreateFleet call creates (tagged at launch) and those it only
+# uses. AMIs are owned by AWS or another account, hence no account in their ARN.
+_LAUNCH_CREATES = ("instance", "volume", "network-interface", "fleet")
+_LAUNCH_REFERENCES = (
+    "image",
+    "subnet",
+    "security-group",
+    "launch-template",
+    "placement-group",
+    "capacity-reservation",
+    "key-pair",
+)
+
+
 def _statement(sid: str, actions: Sequence[str] | str, resource: Any, **extra: Any) -> Policy:
     action: Any = actions if isinstance(actions, str) else list(actions)
     return {"Sid": sid, "Effect": "Allow", "Action": action, "Resource": resource, **extra}
@@ -128,11 +142,22 @@ def controller_policy(
     part = partition_of(region)
     roles = sorted(dict.fromkeys(node_role_arns))
     statements = [
+        # A launch is authorized per resource: what it creates must carry the managed tag,
+        # while what it only references (image, subnet, security groups, template, ...) has no
+        # request tags, so one tag-conditioned statement over "*" would deny every launch.
         _statement(
             "LaunchGang",
             ("ec2:RunInstances", "ec2:CreateFleet"),
-            "*",
+            [f"arn:{part}:ec2:{region}:{account_id}:{kind}/*" for kind in _LAUNCH_CREATES],
             Condition=_MANAGED_REQUEST_TAG,
+        ),
+        _statement(
+            "LaunchGangReferencedResources",
+            ("ec2:RunInstances", "ec2:CreateFleet"),
+            [
+                f"arn:{part}:ec2:{region}:{'' if kind == 'image' else account_id}:{kind}/*"
+                for kind in _LAUNCH_REFERENCES
+            ],
         ),
         _statement(
             "ReleaseGang",

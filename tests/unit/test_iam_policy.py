@@ -51,6 +51,25 @@ def test_launch_is_conditioned_on_the_managed_request_tag() -> None:
     assert launch["Condition"] == {"StringEquals": {f"aws:RequestTag/{c.TAG_MANAGED}": "true"}}
 
 
+def test_the_tag_condition_covers_only_what_a_launch_creates() -> None:
+    by_sid = statements(policy())
+    created = by_sid["LaunchGang"]["Resource"]
+    assert sorted(arn.split(":")[-1] for arn in created) == [
+        "fleet/*",
+        "instance/*",
+        "network-interface/*",
+        "volume/*",
+    ]
+    referenced = by_sid["LaunchGangReferencedResources"]
+    assert sorted(actions(referenced)) == ["ec2:CreateFleet", "ec2:RunInstances"]
+    assert "Condition" not in referenced
+    kinds = {arn.split(":")[-1].split("/")[0] for arn in referenced["Resource"]}
+    assert {"image", "subnet", "security-group", "launch-template"} <= kinds
+    assert not kinds & {"instance", "volume", "network-interface", "fleet"}
+    image = next(arn for arn in referenced["Resource"] if ":image/" in arn)
+    assert image == "arn:aws:ec2:us-east-1::image/*"  # AMIs belong to AWS or other accounts
+
+
 def test_terminate_is_conditioned_on_the_managed_resource_tag() -> None:
     release = statements(policy())["ReleaseGang"]
     assert sorted(actions(release)) == ["ec2:DeleteFleets", "ec2:TerminateInstances"]
@@ -91,6 +110,7 @@ def test_no_wildcard_actions() -> None:
 def test_the_reference_statements_are_all_there() -> None:
     assert list(statements(policy())) == [
         "LaunchGang",
+        "LaunchGangReferencedResources",
         "ReleaseGang",
         "DescribeForReconcile",
         "DeleteDetachedVPCCNIInterfaces",
