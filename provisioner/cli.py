@@ -8,9 +8,7 @@ must work before the Kubernetes client is even importable on a broken install).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 
@@ -27,23 +25,21 @@ def _dev(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def _demo(args: argparse.Namespace, rest: list[str]) -> int:
-    """Start the embedded default, print its state, stop it.
+    from provisioner.devenv import demo
 
-    The scripted gang scenario replaces this once the controller runs end to end.
-    """
-    from provisioner.devenv.environment import LocalEnvironment
+    return demo.run(Path(args.work_dir).resolve())
 
-    work_dir = Path(args.work_dir).resolve()
-    env = LocalEnvironment(work_dir=work_dir)
-    started = time.monotonic()
-    try:
-        state = env.start()
-        print(json.dumps(state, indent=2))
-        print(f"local environment up in {time.monotonic() - started:.1f}s")
-    finally:
-        env.stop()
-    print("stopped; nothing left running")
-    return 0
+
+def _doctor(args: argparse.Namespace, rest: list[str]) -> int:
+    from provisioner import doctor
+
+    return doctor.main(args.work_dir, args.kubeconfig, args.config, args.queue, args.check)
+
+
+def _explain(args: argparse.Namespace, rest: list[str]) -> int:
+    from provisioner import explain
+
+    return explain.main(args.job, args.work_dir, args.kubeconfig, args.config)
 
 
 def _controller(args: argparse.Namespace, rest: list[str]) -> int:
@@ -87,6 +83,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run the scripted scenario on the embedded default")
     demo.add_argument("--work-dir", default=".devenv/demo")
     demo.set_defaults(handler=_demo)
+
+    for name, handler, text in (
+        ("doctor", _doctor, "preflight checks of the queue, check, Lease and AWS identity"),
+        ("explain", _explain, "why a Job is not running yet: explain NAMESPACE/JOB"),
+    ):
+        cmd = sub.add_parser(name, help=text)
+        if name == "explain":
+            cmd.add_argument("job", help="NAMESPACE/JOB")
+        cmd.add_argument("--work-dir", help="a local environment's directory (`dev up`'s)")
+        cmd.add_argument("--kubeconfig", help="kubeconfig (default: the local environment's)")
+        cmd.add_argument("--config", help="the controller's settings file")
+        cmd.add_argument("--queue", default="default/atomic-gang-queue", help="NAMESPACE/NAME")
+        cmd.add_argument("--check", default="atomic-gang-check", help="our AdmissionCheck")
+        cmd.set_defaults(handler=handler)
     return parser
 
 

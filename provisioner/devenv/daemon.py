@@ -1,7 +1,9 @@
 """`atomic-gang dev up | status | down`: the local environment as a background process.
 
-`up` starts this module's `serve` in a new session, waits until it has written its state
-file, and prints how to reach the environment; `down` signals it and waits until every
+`up` starts this module's `serve` in a new session (the whole embedded default: control
+plane, Kueue, EC2 emulator, node and Job simulators, the controller and the bootstrap's
+Kueue objects), waits until it has written its state file, and prints the kubeconfig and
+how to use it; `down` signals it and waits until every
 child is gone; `status` reads the state file and checks that the processes answer.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -31,6 +34,10 @@ def serve(work_dir: Path) -> int:
     """Run the environment in this process until SIGTERM or SIGINT."""
     from provisioner.devenv.environment import LocalEnvironment
 
+    # The controller runs in this process: its log, like ours, goes to daemon.log.
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -107,6 +114,8 @@ def status(work_dir: Path) -> int:
         "environment process": _alive(state["pid"]),
         "EC2 emulator": _answers(state["ec2Endpoint"] + "/_emulator/state"),
     }
+    if state.get("controllerHealth"):
+        checks["controller"] = _answers(state["controllerHealth"])
     print(json.dumps(state, indent=2))
     for name, ok in checks.items():
         print(f"{'ok  ' if ok else 'FAIL'} {name}")
@@ -125,7 +134,10 @@ def _print_usage(state: dict[str, Any]) -> None:
     print(f"apiserver:   {state['apiserver']}")
     print(f"kubeconfig:  {state['kubeconfig']}")
     print(f"EC2 endpoint: {state['ec2Endpoint']}")
-    print(f"use it:      export KUBECONFIG={state['kubeconfig']}; kubectl get nodes,gnp")
+    print(f"use it:      export KUBECONFIG={state['kubeconfig']}")
+    print("             kubectl get nodes,gnp; kubectl get workloads,jobs -A")
+    print(f"             submit Jobs to the LocalQueue {state.get('localQueue')}")
+    print("             atomic-gang doctor; atomic-gang explain NAMESPACE/JOB")
 
 
 def _alive(pid: int) -> bool:

@@ -2,30 +2,46 @@
 
 Used by `atomic-gang dev up` (through `daemon.py`), the demo and the e2e fixtures. It starts,
 in order: the tools (built if missing), etcd + kube-apiserver, our CRD and Kueue's, the Kueue
-manager, the EC2 emulator with an EKS cluster record pointing at the local apiserver, and
-the node simulator; `stop()` ends all of them. `state()` is what `dev status` prints.
+manager, the EC2 emulator with an EKS cluster record pointing at the local apiserver and the
+node role, instance profile and access entry the bootstrap would create, the node
+simulator, the controller (the production Manager with the real engine and Pulumi driver,
+in this process so its backoff can be short), the bootstrap's Kueue objects, and the Job
+simulator; `stop()` ends all of them, last started first. `state()` is what `dev status`
+prints.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import boto3
+import yaml
 from kubernetes import client as k8s
 
+from provisioner.api import constants as c
 from provisioner.api.gangnodepool import load_crd
+from provisioner.api.settings import Settings
+from provisioner.devenv import kueue_objects as ko
 from provisioner.devenv import tools as toolchain
-from provisioner.devenv.controlplane import SERVICE_CIDR, ControlPlane
+from provisioner.devenv.bootstrap import NodeIdentity, register_cluster_and_identity
+from provisioner.devenv.controlplane import ControlPlane
 from provisioner.devenv.emulator import EmulatorClient, EmulatorProcess
+from provisioner.devenv.jobsim import JobSimulator
 from provisioner.devenv.kueue import KueueManager
 from provisioner.devenv.nodesim import NodeSimulator
+from provisioner.devenv.processes import free_port
 
 DEFAULT_CLUSTER = "atomic-gang-local"
 DEFAULT_REGION = "us-east-1"
+CONTROLLER_NAMESPACE = "atomic-gang-system"
+LEASE_NAME = "atomic-gang-provisioner"
+PASSPHRASE = "local-devenv"
 
 
 @dataclass
@@ -35,19 +51,30 @@ class LocalEnvironment:
     region: str = DEFAULT_REGION
     with_kueue: bool = True
     join_delay: float = 2.0
+    with_controller: bool = True
+    keep_warm_ttl: str = "10m"
+    job_run_seconds: float = 3.0
+    acquire_attempts_before_retry: int = 20
     control_plane: ControlPlane | None = None
     kueue: KueueManager | None = None
     emulator: EmulatorProcess | None = None
     nodes: NodeSimulator | None = None
+    identity: NodeIdentity | None = None
+    settings: Settings | None = None
+    manager: Any = None
+    jobs: JobSimulator | None = None
+    queue_namespaces: tuple[str, ...] = ("default",)
+    owns_base: bool = False
     timings: dict[str, float] = field(default_factory=dict)
 
     def start(self) -> dict[str, Any]:
+        self.owns_base = True
         self.work_dir.mkdir(parents=True, exist_ok=True)
         resolved = self._timed("tools", toolchain.ensure_all)
         self.control_plane = ControlPlane(
             self.work_dir / "control-plane", resolved["etcd"], resolved["kube-apiserver"]
         )
-        info = self._timed("control plane", self.control_plane.start)
+        self._timed("control plane", self.control_plane.start)
         self._timed("CRDs", lambda: self.control_plane.install_crds([load_crd()]))  # type: ignore[union-attr]
         if self.with_kueue:
             self.kueue = KueueManager(self.control_plane, resolved["kueue"])
@@ -55,11 +82,20 @@ class LocalEnvironment:
             self._timed("Kueue manager", self.kueue.start)
         self.emulator = EmulatorProcess(log_dir=self.work_dir / "logs")
         self._timed("EC2 emulator", self.emulator.start)
-        EmulatorClient(self.emulator.endpoint_url).register_eks_cluster(
-            name=self.cluster_name,
-            endpoint=info.endpoint,
-            certificate_authority_data=info.ca_base64,
-            service_ipv4_cidr=SERVICE_CIDR,
+        return self.start_gang_parts(resolved["pulumi"])
+
+    def start_gang_parts(self, pulumi: Any) -> dict[str, Any]:
+        """Everything above the control plane, Kueue and the emulator.
+
+        `start` calls it after starting those; the e2e fixtures set them to the session's
+        shared ones and call it directly, so `stop` then leaves the shared parts running.
+        """
+        assert self.control_plane is not None and self.emulator is not None
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        info = self.control_plane.info
+        assert info is not None, "the control plane must be started first"
+        self.identity = register_cluster_and_identity(
+            self.emulator.endpoint_url, info, self.cluster_name, self.region
         )
         self.nodes = NodeSimulator(
             core=k8s.CoreV1Api(self.control_plane.api_client()),
@@ -68,7 +104,127 @@ class LocalEnvironment:
             join_delay=self.join_delay,
         )
         self.nodes.start()
+        if self.with_controller:
+            self._timed("controller", lambda: self._start_controller(pulumi))
+        if self.with_kueue:
+            self._timed("Kueue objects", self._apply_kueue_objects)
+            self.jobs = JobSimulator(self.control_plane.api_client(), self.job_run_seconds)
+            self.jobs.start()
         return self.state()
+
+    @property
+    def emulator_client(self) -> EmulatorClient:
+        assert self.emulator is not None
+        return EmulatorClient(self.emulator.endpoint_url)
+
+    @property
+    def settings_path(self) -> Path:
+        return self.work_dir / "controller-settings.yaml"
+
+    @property
+    def pulumi_env(self) -> dict[str, str]:
+        """What `pulumi stack ls` needs to read the controller's stacks."""
+        assert self.settings is not None
+        return {
+            "PULUMI_BACKEND_URL": f"file://{self.settings.pulumi.state_dir}",
+            "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
+        }
+
+    def _settings(self) -> Settings:
+        assert self.emulator is not None and self.identity is not None
+        return Settings.model_validate(
+            {
+                "clusterName": self.cluster_name,
+                "defaults": {
+                    "region": self.region,
+                    "nodeRoleArn": self.identity.role_arn,
+                    "keepWarmTTL": self.keep_warm_ttl,
+                },
+                "acquireAttemptsBeforeRetry": self.acquire_attempts_before_retry,
+                "joinDeadlineSeconds": 60,
+                "reapIntervalSeconds": 5,
+                "leaderElection": {
+                    "leaseNamespace": CONTROLLER_NAMESPACE,
+                    "leaseName": LEASE_NAME,
+                    "leaseDuration": "6s",
+                    "renewDeadline": "4s",
+                    "retryPeriod": "1s",
+                },
+                "healthPort": free_port(),
+                "metricsPort": free_port(),
+                "pulumi": {"stateDir": str(self.work_dir / "pulumi")},
+                "aws": {"endpointUrl": self.emulator.endpoint_url},
+                "webhook": {"enabled": False},
+            }
+        )
+
+    def _start_controller(self, pulumi: Any) -> None:
+        # Imported here: `dev up --no-controller` style callers and the e2e fixtures that only
+        # want Kueue must not pay for the controller's imports.
+        from provisioner.cloud.ec2api import build_clients
+        from provisioner.cloud.engine import Ec2Engine
+        from provisioner.cloud.types import SystemClock
+        from provisioner.controllers.manager import Manager
+        from provisioner.controllers.stack_adapter import StackAdapter
+        from provisioner.kube.client import KubeClient
+        from provisioner.pulumi_driver.driver import StackDriver
+
+        assert self.control_plane is not None and self.emulator is not None
+        # The stack driver hands this process's environment to the Pulumi CLI, whose dynamic
+        # providers build their boto3 clients from it: fixed emulator keys, so a developer's
+        # real profile is never used against the emulator (nor the emulator's keys elsewhere).
+        os.environ.setdefault("PULUMI_CONFIG_PASSPHRASE", PASSPHRASE)
+        os.environ.pop("AWS_PROFILE", None)
+        os.environ["AWS_ACCESS_KEY_ID"] = "local"
+        os.environ["AWS_SECRET_ACCESS_KEY"] = "local"
+        os.environ["AWS_DEFAULT_REGION"] = self.region
+        _ensure_namespace(self.control_plane.api_client(), CONTROLLER_NAMESPACE)
+        self.settings = self._settings()
+        # What `atomic-gang doctor --work-dir` and `explain` read to find this installation.
+        self.settings_path.write_text(
+            yaml.safe_dump(self.settings.model_dump(mode="json", exclude_defaults=True))
+        )
+        session = boto3.session.Session(
+            aws_access_key_id="local", aws_secret_access_key="local", region_name=self.region
+        )
+        engine = Ec2Engine(
+            build_clients(session, self.region, self.emulator.endpoint_url, max_attempts=2),
+            SystemClock(),
+        )
+        driver = StackDriver(
+            self.settings, pulumi.binary.parent.parent, logging.getLogger("pulumi")
+        )
+        self.manager = Manager(
+            self.settings,
+            KubeClient.from_kubeconfig(self.kubeconfig_path()),
+            engine,
+            StackAdapter(driver),
+            identity=f"devenv-{uuid.uuid4().hex[:6]}",
+            backoff_base=0.5,
+            backoff_max=4.0,
+        )
+        self.manager.start(serve_http=True)
+
+    def kubeconfig_path(self) -> Path:
+        assert self.control_plane is not None and self.control_plane.info is not None
+        return self.control_plane.info.kubeconfig
+
+    def _apply_kueue_objects(self) -> None:
+        assert self.control_plane is not None
+        custom = k8s.CustomObjectsApi(self.control_plane.api_client())
+        for obj in ko.default_objects(self.queue_namespaces):
+            plural = ko.PLURALS[obj["kind"]]
+            namespace = obj["metadata"].get("namespace")
+            try:
+                if namespace:
+                    custom.create_namespaced_custom_object(
+                        c.KUEUE_GROUP, c.KUEUE_VERSION, namespace, plural, obj
+                    )
+                else:
+                    custom.create_cluster_custom_object(c.KUEUE_GROUP, c.KUEUE_VERSION, plural, obj)
+            except k8s.ApiException as err:
+                if err.status != 409:  # a restart over the same etcd finds them there
+                    raise
 
     def ec2_client(self) -> Any:
         assert self.emulator is not None
@@ -81,8 +237,14 @@ class LocalEnvironment:
         )
 
     def stop(self) -> None:
+        if self.jobs is not None:
+            self.jobs.stop()
+        if self.manager is not None:
+            self.manager.stop()
         if self.nodes is not None:
             self.nodes.stop()
+        if not self.owns_base:
+            return
         for part in (self.emulator, self.kueue, self.control_plane):
             if part is not None:
                 part.stop()
@@ -97,6 +259,14 @@ class LocalEnvironment:
             "kubeconfig": str(cp.kubeconfig) if cp else None,
             "kueueWebhookPort": self.kueue.webhook_port if self.kueue else None,
             "ec2Endpoint": self.emulator.endpoint_url if self.emulator else None,
+            "nodeRoleArn": self.identity.role_arn if self.identity else None,
+            "pulumiBackend": self.pulumi_env["PULUMI_BACKEND_URL"] if self.settings else None,
+            "pulumiProject": f"atomic-gang-{self.cluster_name}",
+            "localQueue": f"default/{ko.QUEUE_NAME}",
+            "settings": str(self.settings_path) if self.settings else None,
+            "controllerHealth": (
+                f"http://127.0.0.1:{self.settings.health_port}/healthz" if self.settings else None
+            ),
             "pid": os.getpid(),
             "startSeconds": {k: round(v, 2) for k, v in self.timings.items()},
         }
@@ -106,3 +276,11 @@ class LocalEnvironment:
         result = step()
         self.timings[what] = time.monotonic() - started
         return result
+
+
+def _ensure_namespace(api: k8s.ApiClient, name: str) -> None:
+    try:
+        k8s.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+    except k8s.ApiException as err:
+        if err.status != 409:
+            raise

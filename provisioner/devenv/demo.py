@@ -1,0 +1,394 @@
+"""`atomic-gang demo`: a scripted gang scenario on the embedded default, then a bill.
+
+Called by the CLI's `demo` subcommand (and `make demo`, and CI). It starts a
+`LocalEnvironment` with short timings, then:
+
+1. Job `train-a` on pool `shared` (cold: the pool launches its N instances);
+2. Job `train-b` on the same pool once `train-a` is done (warm: admitted with no launch);
+3. Job `train-scarce` asking for an instance type the emulator has no room for: it is held
+   at $0 (quota reserved, our check Pending, no instance running) until the script frees
+   capacity, then admitted.
+
+While it runs it prints each change of a Job's state, its check, its pool's phase and
+counts. At the end it releases every pool, prints a table per Job (time to Ready, instances
+launched, node-seconds billed and stranded), `kubectl get gnp` and `pulumi stack ls`, and
+stops every process it started, on success, failure or Ctrl-C alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+
+from provisioner.api import constants as c
+from provisioner.devenv import kueue_objects as ko
+from provisioner.devenv.environment import LocalEnvironment
+
+NAMESPACE = "default"
+SHARED_POOL = "shared"
+SCARCE_POOL = "scarce"
+COMMON_TYPE = "m5.large"
+SCARCE_TYPE = "c5.xlarge"
+GANG = 2
+KUEUE = (c.KUEUE_GROUP, c.KUEUE_VERSION)
+GNP = (c.GROUP, c.VERSION, c.GNP_PLURAL)
+
+
+class DemoFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class JobRecord:
+    name: str
+    pool: str
+    submitted: float
+    ready_at: float | None = None
+    done_at: float | None = None
+    launched: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Instance:
+    pool: str
+    first_seen: float
+    last_seen: float
+    stranded: float = 0.0
+    gone: bool = False
+    owner: str | None = None
+
+
+class Observer:
+    """Samples Jobs, Workloads, pools and instances; prints what changed; keeps the bill."""
+
+    def __init__(self, env: LocalEnvironment, started: float) -> None:
+        assert env.control_plane is not None
+        api = env.control_plane.api_client()
+        self.batch = k8s.BatchV1Api(api)
+        self.custom = k8s.CustomObjectsApi(api)
+        self.ec2 = env.ec2_client()
+        self.cluster = env.cluster_name
+        self.started = started
+        self.jobs: dict[str, JobRecord] = {}
+        self.instances: dict[str, Instance] = {}
+        self._last_line: dict[str, str] = {}
+
+    # -- sampling --------------------------------------------------------------------------
+    def sample(self) -> None:
+        now = time.monotonic()
+        pools = {
+            p["metadata"]["name"]: p for p in self.custom.list_cluster_custom_object(*GNP)["items"]
+        }
+        live = self.live_instances()
+        for iid, pool in live.items():
+            inst = self.instances.setdefault(iid, Instance(pool, now, now))
+            phase = (pools.get(pool, {}).get("status") or {}).get("phase")
+            # Stranded: running while its pool is gone or Idle, i.e. billed with no Job, no
+            # keep-warm and no release in progress to account for it.
+            if phase in (None, c.PHASE_IDLE):
+                inst.stranded += now - inst.last_seen
+            inst.last_seen = now
+        for iid, inst in self.instances.items():
+            if iid not in live:
+                inst.gone = True
+        workloads = self.custom.list_namespaced_custom_object(*KUEUE, NAMESPACE, "workloads")[
+            "items"
+        ]
+        for record in self.jobs.values():
+            self._observe_job(record, now, pools, workloads, live)
+
+    def _observe_job(
+        self,
+        record: JobRecord,
+        now: float,
+        pools: dict[str, Any],
+        workloads: list[dict[str, Any]],
+        live: dict[str, str],
+    ) -> None:
+        job = self.batch.read_namespaced_job(record.name, NAMESPACE)
+        done = any(x.type == "Complete" and x.status == "True" for x in job.status.conditions or [])
+        if not job.spec.suspend and record.ready_at is None:
+            record.ready_at = now
+        if done and record.done_at is None:
+            record.done_at = now
+        for iid, pool in live.items():
+            inst = self.instances[iid]
+            # An instance belongs to the Job whose pool it joined after that Job was queued.
+            if pool == record.pool and inst.owner is None and inst.first_seen >= record.submitted:
+                inst.owner = record.name
+                record.launched.add(iid)
+        wl = next(
+            (
+                w
+                for w in workloads
+                if any(
+                    o.get("name") == record.name for o in w["metadata"].get("ownerReferences") or []
+                )
+            ),
+            None,
+        )
+        status = (pools.get(record.pool) or {}).get("status") or {}
+        state = "Complete" if done else ("Running" if not job.spec.suspend else "Suspended")
+        line = (
+            f"job {record.name:<13} {state:<9} check={_check(wl):<8} "
+            f"pool {record.pool}: {status.get('phase', '-'):<9} "
+            f"instances={len(status.get('instanceIds') or [])} ready={status.get('readyNodes', 0)} "
+            f"shortfalls={status.get('consecutiveShortfalls', 0)} "
+            f"running-in-ec2={sum(1 for p in live.values() if p == record.pool)}"
+        )
+        if self._last_line.get(record.name) != line:
+            self._last_line[record.name] = line
+            print(f"[{now - self.started:6.1f}s] {line}", flush=True)
+
+    def live_instances(self) -> dict[str, str]:
+        pages = self.ec2.describe_instances(
+            Filters=[
+                {"Name": f"tag:{c.TAG_CLUSTER}", "Values": [self.cluster]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ]
+        )["Reservations"]
+        return {
+            i["InstanceId"]: next(
+                (t["Value"] for t in i.get("Tags", []) if t["Key"] == c.TAG_POOL), ""
+            )
+            for r in pages
+            for i in r["Instances"]
+        }
+
+    def wait(self, what: str, probe: Callable[[], bool], timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.sample()
+            if probe():
+                return
+            time.sleep(0.5)
+        raise DemoFailed(f"timed out after {timeout:.0f}s waiting for {what}")
+
+    def say(self, message: str) -> None:
+        print(f"[{time.monotonic() - self.started:6.1f}s] {message}", flush=True)
+
+    # -- queries ---------------------------------------------------------------------------
+    def pool_status(self, name: str) -> dict[str, Any]:
+        try:
+            return dict(self.custom.get_cluster_custom_object(*GNP, name).get("status") or {})
+        except k8s.ApiException as err:
+            if err.status == 404:
+                return {}
+            raise
+
+    def live_in(self, pool: str) -> int:
+        return sum(1 for p in self.live_instances().values() if p == pool)
+
+    def workload_check(self, job: str) -> str:
+        for wl in self.custom.list_namespaced_custom_object(*KUEUE, NAMESPACE, "workloads")[
+            "items"
+        ]:
+            if any(o.get("name") == job for o in wl["metadata"].get("ownerReferences") or []):
+                return _check(wl)
+        return "-"
+
+    # -- the bill --------------------------------------------------------------------------
+    def bill(self, record: JobRecord) -> tuple[float, float]:
+        """Node-seconds of the Job's pool from its submission until the next Job on the
+        pool was submitted (or the instances ended), and the stranded part of them."""
+        later = [
+            r.submitted
+            for r in self.jobs.values()
+            if r.pool == record.pool and r.submitted > record.submitted
+        ]
+        until = min(later) if later else float("inf")
+        billed = stranded = 0.0
+        for inst in self.instances.values():
+            if inst.pool != record.pool:
+                continue
+            start, end = max(inst.first_seen, record.submitted), min(inst.last_seen, until)
+            billed += max(0.0, end - start)
+            if not later:
+                stranded += inst.stranded
+        return billed, stranded
+
+
+def _check(wl: dict[str, Any] | None) -> str:
+    for entry in ((wl or {}).get("status") or {}).get("admissionChecks", []):
+        if entry["name"] == ko.CHECK_NAME:
+            return str(entry["state"])
+    return "-"
+
+
+def _job(name: str, pool: str, instance_type: str) -> dict[str, Any]:
+    return ko.gang_job(
+        NAMESPACE, name, ko.QUEUE_NAME, pool, GANG, {c.ANN_INSTANCE_TYPE: instance_type}
+    )
+
+
+def run(work_dir: Path) -> int:
+    if work_dir.exists():
+        # Each run starts from an empty etcd and Pulumi backend: a rerun must not bill old pools.
+        shutil.rmtree(work_dir)
+    (work_dir / "logs").mkdir(parents=True)
+    # The controller runs in this process: its log goes to a file, the terminal shows progress.
+    logging.basicConfig(
+        filename=work_dir / "logs" / "controller.log",
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # Ctrl-C must reach the `finally` below even when started with SIGINT ignored (a
+    # background job of a non-interactive shell, as in some CI runners).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    env = LocalEnvironment(
+        work_dir=work_dir, join_delay=1.0, keep_warm_ttl="5s", job_run_seconds=3.0
+    )
+    started = time.monotonic()
+    try:
+        print("starting the embedded default (control plane, Kueue, EC2, nodes, controller)")
+        state = env.start()
+        print(
+            f"up in {time.monotonic() - started:.1f}s; kubeconfig: {state['kubeconfig']}",
+            flush=True,
+        )
+        return _scenario(env, state)
+    except DemoFailed as err:
+        print(f"demo failed: {err}", flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        return 130
+    finally:
+        env.stop()
+        print("stopped every process the demo started", flush=True)
+
+
+def _scenario(env: LocalEnvironment, state: dict[str, Any]) -> int:
+    assert env.control_plane is not None
+    batch = k8s.BatchV1Api(env.control_plane.api_client())
+    custom = k8s.CustomObjectsApi(env.control_plane.api_client())
+    obs = Observer(env, time.monotonic())
+    subnets = env.ec2_client().describe_subnets()["Subnets"]
+    zones = sorted({s["AvailabilityZone"] for s in subnets})
+    for zone in zones:
+        env.emulator_client.set_capacity(zone, SCARCE_TYPE, 0)
+
+    def submit(name: str, pool: str, instance_type: str) -> None:
+        obs.jobs[name] = JobRecord(name, pool, time.monotonic())
+        batch.create_namespaced_job(NAMESPACE, _job(name, pool, instance_type))
+        obs.say(f"submitted {name} (pool {pool}, {GANG} x {instance_type})")
+
+    print("\n== 1. cold acquisition: train-a on pool 'shared'", flush=True)
+    submit("train-a", SHARED_POOL, COMMON_TYPE)
+    obs.wait("train-a to complete", lambda: obs.jobs["train-a"].done_at is not None)
+    obs.wait(
+        "pool shared to be kept warm",
+        lambda: obs.pool_status(SHARED_POOL).get("phase") == c.PHASE_KEEP_WARM,
+    )
+
+    print("\n== 2. warm reuse: train-b on the same pool", flush=True)
+    submit("train-b", SHARED_POOL, COMMON_TYPE)
+    obs.wait("train-b to complete", lambda: obs.jobs["train-b"].done_at is not None)
+
+    print(
+        f"\n== 3. scarce capacity: train-scarce asks for {GANG} x {SCARCE_TYPE}, none free",
+        flush=True,
+    )
+    submit("train-scarce", SCARCE_POOL, SCARCE_TYPE)
+    obs.wait(
+        "train-scarce held on its shortfalls",
+        lambda: int(obs.pool_status(SCARCE_POOL).get("consecutiveShortfalls") or 0) >= 2,
+    )
+    held = obs.live_in(SCARCE_POOL)
+    obs.say(
+        f"held at $0: check {obs.workload_check('train-scarce')}, {held} instances running, "
+        "Job suspended"
+    )
+    if held:
+        raise DemoFailed(f"{held} instances running while the pool is short")
+    obs.say(f"the emulator frees {GANG} x {SCARCE_TYPE} in {zones[0]}")
+    env.emulator_client.set_capacity(zones[0], SCARCE_TYPE, GANG)
+    obs.wait("train-scarce to complete", lambda: obs.jobs["train-scarce"].done_at is not None)
+
+    gnp_before = kubectl_get_gnp(str(state["kubeconfig"]))
+    stacks_before = _pulumi_stack_ls(env)
+    print("\n== releasing: deleting the pools (their finalizer destroys each stack)", flush=True)
+    for name in (SHARED_POOL, SCARCE_POOL):
+        custom.delete_cluster_custom_object(*GNP, name)
+    obs.wait(
+        "every pool released",
+        lambda: not obs.live_instances() and not custom.list_cluster_custom_object(*GNP)["items"],
+    )
+    obs.sample()
+
+    stranded_total = _summary(obs)
+    print("\n$ kubectl get gnp   (before the release)", flush=True)
+    print(gnp_before, flush=True)
+    print("\n$ kubectl get gnp   (after it)", flush=True)
+    print(kubectl_get_gnp(str(state["kubeconfig"])) or "No resources found", flush=True)
+    print("\n$ pulumi stack ls   (before the release: one stack per pool)", flush=True)
+    print(stacks_before, flush=True)
+    print("\n$ pulumi stack ls   (after it: each destroyed stack is removed)", flush=True)
+    print(_pulumi_stack_ls(env), flush=True)
+    return 0 if stranded_total == 0 else 1
+
+
+def _summary(obs: Observer) -> float:
+    print("\n== summary", flush=True)
+    print(
+        f"{'JOB':<14}{'POOL':<9}{'TIME TO READY':>14}{'LAUNCHED':>10}"
+        f"{'NODE-S BILLED':>15}{'NODE-S STRANDED':>17}"
+    )
+    total = 0.0
+    for record in obs.jobs.values():
+        billed, stranded = obs.bill(record)
+        total += stranded
+        ready = f"{record.ready_at - record.submitted:.1f}s" if record.ready_at else "-"
+        print(
+            f"{record.name:<14}{record.pool:<9}{ready:>14}{len(record.launched):>10}{billed:>15.1f}{stranded:>17.1f}"
+        )
+    still = sum(1 for i in obs.instances.values() if not i.gone)
+    print(
+        f"instances still running: {still}; stranded node-seconds in total: {total:.1f}", flush=True
+    )
+    return total + still
+
+
+def kubectl_get_gnp(kubeconfig: str) -> str:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        return "(kubectl is not installed)"
+    done = subprocess.run(
+        [kubectl, "--kubeconfig", kubeconfig, "get", "gnp"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    return (done.stdout + done.stderr).rstrip()
+
+
+def _pulumi_stack_ls(env: LocalEnvironment) -> str:
+    from provisioner.devenv import tools as toolchain
+    from provisioner.devenv.versions import PULUMI
+
+    pulumi = toolchain.resolve(PULUMI, build=False).binary
+    project = f"atomic-gang-{env.cluster_name}"
+    done = subprocess.run(
+        [str(pulumi), "stack", "ls", "--project", project, "--non-interactive"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **env.pulumi_env, "PULUMI_SKIP_UPDATE_CHECK": "true"},
+        cwd=env.work_dir,
+    )
+    return (
+        f"PULUMI_BACKEND_URL={env.pulumi_env['PULUMI_BACKEND_URL']} "
+        f"pulumi stack ls --project {project}\n" + (done.stdout + done.stderr).rstrip()
+    )

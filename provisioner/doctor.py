@@ -1,0 +1,395 @@
+"""`atomic-gang doctor`: preflight checks, in the order a Job's path depends on them.
+
+Called by the CLI. Each check reads one link and says pass or fail, and for a failure the
+fix: the LocalQueue exists; its ClusterQueue lists our AdmissionCheck for every flavor (no
+`onFlavors`); the AdmissionCheck exists, names our controller and is Active; the leader
+Lease was renewed within twice its duration; the node role, its instance profile and its
+access entry are valid; the AMI resolves; the cluster's subnets exist. Every check runs
+even after a failure, so one run lists everything to fix. It only reads, through
+`provisioner.kube` and `provisioner.cloud`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from provisioner.api import constants as c
+from provisioner.api.settings import Settings
+from provisioner.cloud.ami import resolve_ami
+from provisioner.cloud.cluster import describe_cluster
+from provisioner.cloud.ec2api import CloudClients
+from provisioner.cloud.errors import CloudError, to_cloud_error
+from provisioner.cloud.naming import instance_profile_name
+from provisioner.cloud.preflight import verify_access_entry, verify_instance_profile
+from provisioner.kube.errors import KubeError, KubeNotFound
+from provisioner.kube.resources import ADMISSION_CHECKS, LEASES, ResourceRef
+
+LOCAL_QUEUES = ResourceRef(c.KUEUE_GROUP, c.KUEUE_VERSION, "localqueues", True, "LocalQueue")
+CLUSTER_QUEUES = ResourceRef(c.KUEUE_GROUP, c.KUEUE_VERSION, "clusterqueues", False, "ClusterQueue")
+DEFAULT_INSTANCE_TYPE = "m5.large"
+
+
+class Reader(Protocol):
+    """The one read doctor makes; `KubeClient` is one."""
+
+    def get(
+        self, ref: ResourceRef, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Result:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def render(self) -> str:
+        line = f"{'pass' if self.ok else 'FAIL'}  {self.name}: {self.detail}"
+        return line if self.ok else f"{line}\n      fix: {self.fix}"
+
+
+class Failed(Exception):
+    def __init__(self, detail: str, fix: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.fix = fix
+
+
+@dataclass
+class Doctor:
+    kube: Reader
+    clouds: CloudClients | None
+    iam: Any
+    settings: Settings
+    queue: str = "default/atomic-gang-queue"
+    check: str = "atomic-gang-check"
+    instance_type: str = DEFAULT_INSTANCE_TYPE
+    now: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+    def run(self) -> list[Result]:
+        checks: list[tuple[str, Callable[[], str]]] = [
+            ("LocalQueue", self.local_queue),
+            ("ClusterQueue lists our check", self.cluster_queue),
+            ("AdmissionCheck", self.admission_check),
+            ("leader Lease", self.lease),
+            ("node role", self.node_role),
+            ("instance profile", self.instance_profile),
+            ("access entry", self.access_entry),
+            ("AMI", self.ami),
+            ("subnets", self.subnets),
+        ]
+        results = []
+        for name, check in checks:
+            try:
+                results.append(Result(name, True, check()))
+            except Failed as err:
+                results.append(Result(name, False, err.detail, err.fix))
+            except (KubeError, CloudError) as err:
+                results.append(Result(name, False, str(err), "see the error above"))
+            except Exception as err:  # one unreachable link must not hide the others
+                results.append(Result(name, False, f"could not check: {err}", "see the error"))
+        return results
+
+    # -- Kubernetes links ------------------------------------------------------------------
+    def _queue_ref(self) -> tuple[str, str]:
+        namespace, _, name = self.queue.rpartition("/")
+        return namespace or "default", name
+
+    def _local_queue(self) -> dict[str, Any]:
+        namespace, name = self._queue_ref()
+        try:
+            return self.kube.get(LOCAL_QUEUES, name, namespace=namespace)
+        except KubeNotFound as err:
+            raise Failed(
+                f"LocalQueue {namespace}/{name} does not exist",
+                f"create it (the chart's kueue.create.localQueues with {namespace} in "
+                f"kueue.localQueueNamespaces), or pass --queue NAMESPACE/NAME of the queue "
+                "your Jobs name in kueue.x-k8s.io/queue-name",
+            ) from err
+
+    def local_queue(self) -> str:
+        lq = self._local_queue()
+        return f"{self.queue} -> ClusterQueue {lq['spec'].get('clusterQueue')}"
+
+    def _our_checks(self, cq: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The queue's entries for our check (by name, or by our controllerName)."""
+        spec = cq.get("spec") or {}
+        listed = [
+            dict(x)
+            for x in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
+        ]
+        ours = []
+        for entry in listed:
+            if entry["name"] == self.check:
+                ours.append(entry)
+                continue
+            try:
+                ac = self.kube.get(ADMISSION_CHECKS, entry["name"])
+            except KubeNotFound:
+                continue
+            if (ac.get("spec") or {}).get("controllerName") == self.settings.controller_name:
+                ours.append(entry)
+        return ours
+
+    def cluster_queue(self) -> str:
+        lq = self._local_queue()
+        name = lq["spec"].get("clusterQueue", "")
+        try:
+            cq = self.kube.get(CLUSTER_QUEUES, name)
+        except KubeNotFound as err:
+            raise Failed(
+                f"ClusterQueue {name} (named by {self.queue}) does not exist",
+                f"create ClusterQueue {name} or point the LocalQueue at one that exists",
+            ) from err
+        ours = self._our_checks(cq)
+        if not ours:
+            raise Failed(
+                f"ClusterQueue {name} lists no AdmissionCheck of {self.settings.controller_name}",
+                f"add spec.admissionChecksStrategy.admissionChecks: [{{name: "
+                f"{self.check}}}] to ClusterQueue {name}",
+            )
+        scoped = [x for x in ours if x.get("onFlavors")]
+        if scoped:
+            raise Failed(
+                f"ClusterQueue {name} limits {scoped[0]['name']} to flavors "
+                f"{scoped[0]['onFlavors']}; Kueue then skips the check for other flavors",
+                f"remove onFlavors from {scoped[0]['name']} in ClusterQueue {name}",
+            )
+        return f"{name} lists {ours[0]['name']} for every flavor"
+
+    def admission_check(self) -> str:
+        name = self.check
+        try:
+            ac = self.kube.get(ADMISSION_CHECKS, name)
+        except KubeNotFound as err:
+            raise Failed(
+                f"AdmissionCheck {name} does not exist",
+                f"create AdmissionCheck {name} with spec.controllerName "
+                f"{self.settings.controller_name} (the chart's kueue.create.admissionCheck)",
+            ) from err
+        controller = (ac.get("spec") or {}).get("controllerName")
+        if controller != self.settings.controller_name:
+            raise Failed(
+                f"AdmissionCheck {name} names controller {controller}",
+                f"set its spec.controllerName to {self.settings.controller_name} (delete and "
+                "recreate it: the field is immutable)",
+            )
+        active = next(
+            (
+                x
+                for x in (ac.get("status") or {}).get("conditions") or []
+                if x.get("type") == "Active"
+            ),
+            None,
+        )
+        if not active or active.get("status") != "True":
+            why = active.get("message") if active else "no Active condition"
+            raise Failed(
+                f"AdmissionCheck {name} is not Active ({why})",
+                "start the controller (kubectl -n <namespace> get pods, logs of "
+                "atomic-gang-provisioner); it marks the check Active when it runs",
+            )
+        return f"{name}: controller {controller}, Active"
+
+    def lease(self) -> str:
+        election = self.settings.leader_election
+        where = f"{election.lease_namespace}/{election.lease_name}"
+        if not election.enabled:
+            return f"leader election disabled; no Lease to check ({where})"
+        try:
+            lease = self.kube.get(LEASES, election.lease_name, namespace=election.lease_namespace)
+        except KubeNotFound as err:
+            raise Failed(
+                f"Lease {where} does not exist: no replica has ever led",
+                "start the controller, and check its RBAC on coordination.k8s.io leases in "
+                f"{election.lease_namespace}",
+            ) from err
+        spec = lease.get("spec") or {}
+        duration = float(spec.get("leaseDurationSeconds") or 0)
+        renewed = _parse_time(spec.get("renewTime"))
+        if renewed is None:
+            raise Failed(f"Lease {where} was never renewed", "start the controller")
+        age = (self.now() - renewed).total_seconds()
+        if age > 2 * duration:
+            raise Failed(
+                f"Lease {where} (holder {spec.get('holderIdentity')}) was last renewed "
+                f"{age:.0f}s ago, more than twice its {duration:.0f}s duration",
+                "no replica is leading: check the controller pods are running and can "
+                "reach the apiserver (their logs name the failure)",
+            )
+        return f"{where} held by {spec.get('holderIdentity')}, renewed {age:.0f}s ago"
+
+    # -- AWS links -------------------------------------------------------------------------
+    def _role(self) -> tuple[str, str]:
+        arn = self.settings.defaults.node_role_arn
+        if not arn:
+            raise Failed(
+                "no default node role (defaults.nodeRoleArn is empty)",
+                f"set defaults.nodeRoleArn, or annotate each Job with {c.ANN_NODE_ROLE_ARN}",
+            )
+        return arn, arn.rsplit("/", 1)[-1]
+
+    def _clouds(self) -> CloudClients:
+        if self.clouds is None:
+            raise Failed("no AWS clients", "pass --config with defaults.region")
+        return self.clouds
+
+    def node_role(self) -> str:
+        arn, name = self._role()
+        if self.iam is None:
+            raise Failed("no IAM client", "pass --config with defaults.region")
+        try:
+            self.iam.get_role(RoleName=name)
+        except Exception as exc:
+            err = to_cloud_error(exc, f"GetRole {name}")
+            if err.code == "NoSuchEntity":
+                raise Failed(
+                    f"node role {arn} does not exist",
+                    "create it with the EKS worker managed policies (the bootstrap's "
+                    "`pulumi up` does), or fix defaults.nodeRoleArn",
+                ) from exc
+            raise err from exc
+        return arn
+
+    def instance_profile(self) -> str:
+        arn, name = self._role()
+        profile = instance_profile_name(self.settings.cluster_name, name)
+        if self.settings.iam.self_manage_instance_profile:
+            return f"{profile} is created by the controller (iam.selfManageInstanceProfile)"
+        try:
+            verify_instance_profile(self._clouds().iam, profile, arn)
+        except CloudError as err:
+            if err.code == "NoSuchEntity":
+                raise Failed(
+                    f"instance profile {profile} does not exist",
+                    f"create it holding role {name} (the bootstrap does), or set "
+                    "iam.selfManageInstanceProfile",
+                ) from err
+            raise Failed(err.message, "see above") from err
+        return f"{profile} holds {name}"
+
+    def access_entry(self) -> str:
+        arn, _ = self._role()
+        if self.settings.iam.manage_access_entry:
+            return "created by the controller (iam.manageAccessEntry)"
+        try:
+            verify_access_entry(self._clouds().eks, self.settings.cluster_name, arn)
+        except CloudError as err:
+            raise Failed(
+                err.message,
+                f"aws eks create-access-entry --cluster-name {self.settings.cluster_name} "
+                f"--principal-arn {arn} --type EC2_LINUX (or set iam.manageAccessEntry)",
+            ) from err
+        return f"{arn} has an EC2_LINUX entry on {self.settings.cluster_name}"
+
+    def ami(self) -> str:
+        clouds = self._clouds()
+        cluster = describe_cluster(clouds.eks, self.settings.cluster_name)
+        try:
+            choice = resolve_ami(
+                clouds.ssm,
+                clouds.ec2,
+                k8s_version=cluster.version,
+                instance_type=self.instance_type,
+                variant="standard",
+            )
+        except CloudError as err:
+            raise Failed(err.message, f"set {c.ANN_AMI_ID} on the Job, or publish the AMI") from err
+        return f"{choice.ami_id} for {self.instance_type} (Kubernetes {cluster.version})"
+
+    def subnets(self) -> str:
+        clouds = self._clouds()
+        cluster = describe_cluster(clouds.eks, self.settings.cluster_name)
+        if not cluster.subnet_ids:
+            raise Failed(
+                f"cluster {cluster.name} lists no subnets",
+                f"annotate Jobs with {c.ANN_SUBNETS}",
+            )
+        found, missing = [], []
+        # One call per subnet: a batch call fails whole and would not say which is gone.
+        for subnet in cluster.subnet_ids:
+            try:
+                found += clouds.ec2.describe_subnets(SubnetIds=[subnet])["Subnets"]
+            except Exception as exc:
+                err = to_cloud_error(exc, f"DescribeSubnets {subnet}")
+                if err.code != "InvalidSubnetID.NotFound":
+                    raise err from exc
+                missing.append(subnet)
+        if missing:
+            raise Failed(
+                f"subnets {missing} of cluster {cluster.name} do not exist",
+                f"update the cluster's subnets or annotate Jobs with {c.ANN_SUBNETS}",
+            )
+        return ", ".join(f"{s['SubnetId']} ({s['AvailabilityZone']})" for s in found)
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def report(results: list[Result]) -> int:
+    for result in results:
+        print(result.render())
+    failed = sum(1 for r in results if not r.ok)
+    print(f"{len(results) - failed} passed, {failed} failed")
+    return 0 if not failed else 1
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where doctor and explain look: a cluster's API, the controller's settings, AWS."""
+
+    kube: Any
+    settings: Settings
+    clouds: CloudClients
+    iam: Any
+
+
+def connect(work_dir: str | None, kubeconfig: str | None, config: str | None) -> Target:
+    """From explicit paths, else from a local environment's state file (`dev up`)."""
+    import json
+
+    import boto3
+
+    from provisioner.api.settings import load_settings
+    from provisioner.cloud.ec2api import build_clients
+    from provisioner.kube.client import KubeClient
+
+    if work_dir or not (kubeconfig and config):
+        state_file = Path(work_dir or ".devenv") / "state.json"
+        try:
+            state = json.loads(state_file.read_text())
+        except FileNotFoundError:
+            raise SystemExit(
+                f"error: no {state_file}; start the local environment (`atomic-gang dev up`) "
+                "or pass --kubeconfig and --config"
+            ) from None
+        kubeconfig = kubeconfig or state["kubeconfig"]
+        config = config or state["settings"]
+    settings = load_settings(config)
+    session = boto3.session.Session()
+    endpoint = settings.aws.endpoint_url
+    if endpoint:
+        # A local emulator takes any key; never send a real one to it.
+        session = boto3.session.Session(aws_access_key_id="local", aws_secret_access_key="local")
+    region = settings.defaults.region
+    clouds = build_clients(session, region, endpoint, max_attempts=2)
+    iam = session.client("iam", region_name=region, endpoint_url=endpoint)
+    return Target(KubeClient.from_kubeconfig(str(kubeconfig)), settings, clouds, iam)
+
+
+def main(
+    work_dir: str | None, kubeconfig: str | None, config: str | None, queue: str, check: str
+) -> int:
+    target = connect(work_dir, kubeconfig, config)
+    doctor = Doctor(
+        target.kube, target.clouds, target.iam, target.settings, queue=queue, check=check
+    )
+    return report(doctor.run())

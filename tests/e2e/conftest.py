@@ -1,0 +1,137 @@
+"""E2E wiring: the whole local installation over the session's shared parts.
+
+`gang_local` builds a `LocalEnvironment` on the session's control plane, Kueue manager and
+EC2 emulator (reset for the test), starts what sits above them (AWS identity, node and Job
+simulators, the controller, the bootstrap's Kueue objects with a LocalQueue in the test's
+namespace) and, at the end, releases every pool through its finalizer before stopping them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from kubernetes import client as k8s
+
+from provisioner.api import constants as c
+from provisioner.devenv import kueue_objects as ko
+from provisioner.devenv.environment import LocalEnvironment
+from provisioner.devenv.nodesim import SIMULATED_LABEL
+
+T = TypeVar("T")
+KUEUE = (c.KUEUE_GROUP, c.KUEUE_VERSION)
+GNP = (c.GROUP, c.VERSION, c.GNP_PLURAL)
+
+
+def eventually(
+    probe: Callable[[], T | None], timeout: float = 90, what: str | Callable[[], str] = ""
+) -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.25)
+    described = what() if callable(what) else what
+    raise AssertionError(f"timed out after {timeout}s waiting for {described}; last={last!r}")
+
+
+@pytest.fixture
+def gang_local(
+    control_plane: Any,
+    kueue: Any,
+    emulator: Any,
+    pulumi_tool: Any,
+    namespace: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Callable[..., LocalEnvironment]]:
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "e2e")
+    started: list[LocalEnvironment] = []
+
+    def make(**options: Any) -> LocalEnvironment:
+        options.setdefault("join_delay", 0.5)
+        options.setdefault("job_run_seconds", 2.0)
+        env = LocalEnvironment(work_dir=tmp_path / "env", queue_namespaces=(namespace,), **options)
+        env.control_plane, env.kueue, env.emulator = control_plane, kueue, emulator
+        started.append(env)
+        env.start_gang_parts(pulumi_tool)
+        return env
+
+    yield make
+
+    api = control_plane.api_client()
+    custom = k8s.CustomObjectsApi(api)
+    k8s.BatchV1Api(api).delete_collection_namespaced_job(namespace, propagation_policy="Background")
+    custom.delete_collection_namespaced_custom_object(*KUEUE, namespace, "workloads")
+    for pool in custom.list_cluster_custom_object(*GNP)["items"]:
+        custom.delete_cluster_custom_object(*GNP, pool["metadata"]["name"])
+    if started and started[0].manager is not None:
+        eventually(
+            lambda: not custom.list_cluster_custom_object(*GNP)["items"],
+            120,
+            "pools released through their finalizer",
+        )
+    for env in started:
+        env.stop()
+    for pool in custom.list_cluster_custom_object(*GNP)["items"]:
+        custom.patch_cluster_custom_object(
+            *GNP, pool["metadata"]["name"], {"metadata": {"finalizers": None}}
+        )
+    core = k8s.CoreV1Api(api)
+    for node in core.list_node(label_selector=f"{SIMULATED_LABEL}=true").items:
+        core.delete_node(node.metadata.name)
+
+
+def submit(env: LocalEnvironment, namespace: str, name: str, pool: str, **ann: str) -> Any:
+    count = int(ann.pop("count", "2"))
+    job = ko.gang_job(namespace, name, ko.QUEUE_NAME, pool, count, ann)
+    return k8s.BatchV1Api(env.control_plane.api_client()).create_namespaced_job(  # type: ignore[union-attr]
+        namespace, job
+    )
+
+
+def workload_of(env: LocalEnvironment, namespace: str, job: str) -> dict[str, Any] | None:
+    custom = k8s.CustomObjectsApi(env.control_plane.api_client())  # type: ignore[union-attr]
+    for wl in custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads")["items"]:
+        owners = wl["metadata"].get("ownerReferences") or []
+        if any(o.get("kind") == "Job" and o.get("name") == job for o in owners):
+            return dict(wl)
+    return None
+
+
+def conditions(obj: dict[str, Any] | None) -> dict[str, str]:
+    return {x["type"]: x["status"] for x in ((obj or {}).get("status") or {}).get("conditions", [])}
+
+
+def check_state(wl: dict[str, Any] | None) -> str | None:
+    for entry in ((wl or {}).get("status") or {}).get("admissionChecks", []):
+        if entry["name"] == ko.CHECK_NAME:
+            return str(entry["state"])
+    return None
+
+
+def pool(env: LocalEnvironment, name: str) -> dict[str, Any] | None:
+    custom = k8s.CustomObjectsApi(env.control_plane.api_client())  # type: ignore[union-attr]
+    try:
+        return dict(custom.get_cluster_custom_object(*GNP, name))
+    except k8s.ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+
+
+def phase(env: LocalEnvironment, name: str) -> str | None:
+    return ((pool(env, name) or {}).get("status") or {}).get("phase")
+
+
+def launched(env: LocalEnvironment, pool_name: str) -> int:
+    """Instances ever launched for the pool, in any state."""
+    pages = env.ec2_client().describe_instances(
+        Filters=[{"Name": f"tag:{c.TAG_POOL}", "Values": [pool_name]}]
+    )["Reservations"]
+    return sum(len(r["Instances"]) for r in pages)

@@ -1,0 +1,240 @@
+"""`atomic-gang doctor` against the real parts: healthy, then one broken link per test.
+
+Each test starts the controller over the session's control plane, Kueue manager and EC2
+emulator (`gang_local`), breaks one link on purpose the way it breaks in a cluster, and
+checks that doctor's line for that link fails and names the fix, while a healthy setup
+passes every line.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from kubernetes import client as k8s
+
+from provisioner.api import constants as c
+from provisioner.cloud.ec2api import build_clients
+from provisioner.cloud.naming import instance_profile_name
+from provisioner.devenv import kueue_objects as ko
+from provisioner.devenv.bootstrap import NODE_ROLE_NAME
+from provisioner.devenv.controlplane import SERVICE_CIDR
+from provisioner.devenv.emulator import EmulatorClient
+from provisioner.devenv.environment import LocalEnvironment
+from provisioner.doctor import Doctor, Result
+from provisioner.kube.client import KubeClient
+from tests.e2e.conftest import eventually
+
+KUEUE = (c.KUEUE_GROUP, c.KUEUE_VERSION)
+
+
+def _doctor(env: LocalEnvironment, namespace: str, **options: Any) -> Doctor:
+    assert env.emulator is not None and env.settings is not None
+    assert env.control_plane is not None
+    session = boto3.session.Session(aws_access_key_id="local", aws_secret_access_key="local")
+    clouds = build_clients(session, env.region, env.emulator.endpoint_url, max_attempts=1)
+    iam = session.client("iam", region_name=env.region, endpoint_url=env.emulator.endpoint_url)
+    options.setdefault("queue", f"{namespace}/{ko.QUEUE_NAME}")
+    kube = KubeClient.from_kubeconfig(env.control_plane.info.kubeconfig)
+    return Doctor(kube, clouds, iam, env.settings, **options)
+
+
+def _results(doctor: Doctor) -> dict[str, Result]:
+    return {r.name: r for r in doctor.run()}
+
+
+def _only_failure(results: dict[str, Result], name: str, *words: str) -> Result:
+    failed = [r.name for r in results.values() if not r.ok]
+    assert name in failed, results
+    result = results[name]
+    assert result.fix
+    for word in words:
+        assert word in result.detail + result.fix, result
+    return result
+
+
+@pytest.fixture
+def healthy(gang_local: Any, namespace: str) -> LocalEnvironment:
+    env: LocalEnvironment = gang_local()
+    custom = k8s.CustomObjectsApi(env.control_plane.api_client())  # type: ignore[union-attr]
+    eventually(
+        lambda: any(
+            x["type"] == "Active" and x["status"] == "True"
+            for x in custom.get_cluster_custom_object(*KUEUE, "admissionchecks", ko.CHECK_NAME)
+            .get("status", {})
+            .get("conditions", [])
+        ),
+        what="our AdmissionCheck Active",
+    )
+    eventually(lambda: env.manager.is_leading(), what="the controller leading")
+    return env
+
+
+def _private_queue(env: LocalEnvironment, namespace: str, checks: list[dict[str, Any]]) -> str:
+    """A ClusterQueue with `checks` and a LocalQueue on it in the test's namespace."""
+    custom = k8s.CustomObjectsApi(env.control_plane.api_client())  # type: ignore[union-attr]
+    suffix = uuid.uuid4().hex[:6]
+    cq = ko.cluster_queue(f"cq-{suffix}", ko.FLAVOR_NAME, "unused")
+    cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": checks}
+    custom.create_cluster_custom_object(*KUEUE, "clusterqueues", cq)
+    lq = ko.local_queue(namespace, f"lq-{suffix}", f"cq-{suffix}")
+    custom.create_namespaced_custom_object(*KUEUE, namespace, "localqueues", lq)
+    return f"{namespace}/lq-{suffix}"
+
+
+def test_a_healthy_setup_passes_every_check(healthy: LocalEnvironment, namespace: str) -> None:
+    results = _doctor(healthy, namespace).run()
+    assert [r.name for r in results] == [
+        "LocalQueue",
+        "ClusterQueue lists our check",
+        "AdmissionCheck",
+        "leader Lease",
+        "node role",
+        "instance profile",
+        "access entry",
+        "AMI",
+        "subnets",
+    ]
+    assert all(r.ok for r in results), [r.render() for r in results if not r.ok]
+
+
+def test_missing_local_queue(healthy: LocalEnvironment, namespace: str) -> None:
+    results = _results(_doctor(healthy, namespace, queue=f"{namespace}/no-such-queue"))
+    _only_failure(results, "LocalQueue", "no-such-queue", "does not exist")
+
+
+def test_cluster_queue_without_our_check(healthy: LocalEnvironment, namespace: str) -> None:
+    # Kueue requires at least one check in a strategy: the queue lists someone else's.
+    other = _foreign_check(healthy)
+    queue = _private_queue(healthy, namespace, [{"name": other}])
+    results = _results(_doctor(healthy, namespace, queue=queue))
+    assert results["LocalQueue"].ok
+    _only_failure(results, "ClusterQueue lists our check", "admissionChecksStrategy")
+
+
+def _foreign_check(env: LocalEnvironment) -> str:
+    custom = k8s.CustomObjectsApi(env.control_plane.api_client())  # type: ignore[union-attr]
+    name = f"other-{uuid.uuid4().hex[:6]}"
+    check = ko.admission_check(name)
+    check["spec"]["controllerName"] = "example.com/someone-else"
+    custom.create_cluster_custom_object(*KUEUE, "admissionchecks", check)
+    return name
+
+
+def test_cluster_queue_with_our_check_on_some_flavors(
+    healthy: LocalEnvironment, namespace: str
+) -> None:
+    entry = {"name": ko.CHECK_NAME, "onFlavors": [ko.FLAVOR_NAME]}
+    queue = _private_queue(healthy, namespace, [entry])
+    results = _results(_doctor(healthy, namespace, queue=queue))
+    _only_failure(results, "ClusterQueue lists our check", "onFlavors")
+
+
+def test_missing_admission_check(healthy: LocalEnvironment, namespace: str) -> None:
+    name = f"gone-{uuid.uuid4().hex[:6]}"
+    queue = _private_queue(healthy, namespace, [{"name": name}])
+    results = _results(_doctor(healthy, namespace, queue=queue, check=name))
+    assert results["ClusterQueue lists our check"].ok
+    _only_failure(results, "AdmissionCheck", "does not exist", c.CONTROLLER_NAME)
+
+
+def test_admission_check_of_another_controller(healthy: LocalEnvironment, namespace: str) -> None:
+    name = _foreign_check(healthy)
+    queue = _private_queue(healthy, namespace, [{"name": name}])
+    results = _results(_doctor(healthy, namespace, queue=queue, check=name))
+    _only_failure(results, "AdmissionCheck", "example.com/someone-else", c.CONTROLLER_NAME)
+
+
+def test_admission_check_not_active(healthy: LocalEnvironment, namespace: str) -> None:
+    # With no controller running nothing marks a new check Active.
+    healthy.manager.stop()
+    healthy.manager = None
+    custom = k8s.CustomObjectsApi(healthy.control_plane.api_client())  # type: ignore[union-attr]
+    name = f"idle-{uuid.uuid4().hex[:6]}"
+    custom.create_cluster_custom_object(*KUEUE, "admissionchecks", ko.admission_check(name))
+    queue = _private_queue(healthy, namespace, [{"name": name}])
+    results = _results(_doctor(healthy, namespace, queue=queue, check=name))
+    _only_failure(results, "AdmissionCheck", "not Active", "start the controller")
+
+
+def test_stale_leader_lease(healthy: LocalEnvironment, namespace: str) -> None:
+    healthy.manager.stop()
+    healthy.manager = None
+    election = healthy.settings.leader_election  # type: ignore[union-attr]
+    coordination = k8s.CoordinationV1Api(healthy.control_plane.api_client())  # type: ignore[union-attr]
+    old = (datetime.now(UTC) - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    coordination.patch_namespaced_lease(
+        election.lease_name,
+        election.lease_namespace,
+        {"spec": {"renewTime": old, "holderIdentity": "crashed-replica"}},
+    )
+    results = _results(_doctor(healthy, namespace))
+    _only_failure(results, "leader Lease", "crashed-replica", "twice")
+    assert results["LocalQueue"].ok and results["node role"].ok
+
+
+def _iam(env: LocalEnvironment) -> Any:
+    assert env.emulator is not None
+    return boto3.client("iam", region_name=env.region, endpoint_url=env.emulator.endpoint_url)
+
+
+def test_missing_node_role(healthy: LocalEnvironment, namespace: str) -> None:
+    iam = _iam(healthy)
+    profile = instance_profile_name(healthy.cluster_name, NODE_ROLE_NAME)
+    iam.remove_role_from_instance_profile(InstanceProfileName=profile, RoleName=NODE_ROLE_NAME)
+    iam.delete_role(RoleName=NODE_ROLE_NAME)
+    results = _results(_doctor(healthy, namespace))
+    _only_failure(results, "node role", "does not exist", "defaults.nodeRoleArn")
+
+
+def test_missing_instance_profile(healthy: LocalEnvironment, namespace: str) -> None:
+    iam = _iam(healthy)
+    profile = instance_profile_name(healthy.cluster_name, NODE_ROLE_NAME)
+    iam.remove_role_from_instance_profile(InstanceProfileName=profile, RoleName=NODE_ROLE_NAME)
+    iam.delete_instance_profile(InstanceProfileName=profile)
+    results = _results(_doctor(healthy, namespace))
+    assert results["node role"].ok
+    _only_failure(results, "instance profile", profile, "selfManageInstanceProfile")
+
+
+def test_missing_access_entry(healthy: LocalEnvironment, namespace: str) -> None:
+    assert healthy.emulator is not None and healthy.identity is not None
+    eks = boto3.client(
+        "eks", region_name=healthy.region, endpoint_url=healthy.emulator.endpoint_url
+    )
+    eks.delete_access_entry(
+        clusterName=healthy.cluster_name, principalArn=healthy.identity.role_arn
+    )
+    results = _results(_doctor(healthy, namespace))
+    assert results["instance profile"].ok
+    _only_failure(results, "access entry", "EC2_LINUX", "create-access-entry")
+
+
+def test_unresolvable_ami(healthy: LocalEnvironment, namespace: str) -> None:
+    # The cluster was upgraded to a Kubernetes version no EKS AMI is published for yet.
+    assert healthy.emulator is not None and healthy.control_plane is not None
+    info = healthy.control_plane.info
+    ec2 = healthy.ec2_client()
+    EmulatorClient(healthy.emulator.endpoint_url).register_eks_cluster(
+        healthy.cluster_name,
+        endpoint=info.endpoint,
+        certificate_authority_data=info.ca_base64,
+        service_ipv4_cidr=SERVICE_CIDR,
+        version="1.99",
+        subnet_ids=[s["SubnetId"] for s in ec2.describe_subnets()["Subnets"]],
+        region=healthy.region,
+    )
+    results = _results(_doctor(healthy, namespace))
+    _only_failure(results, "AMI", "/1.99/", c.ANN_AMI_ID)
+    assert results["subnets"].ok
+
+
+def test_missing_subnet(healthy: LocalEnvironment, namespace: str) -> None:
+    ec2 = healthy.ec2_client()
+    subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]
+    ec2.delete_subnet(SubnetId=subnet)
+    results = _results(_doctor(healthy, namespace))
+    _only_failure(results, "subnets", subnet, c.ANN_SUBNETS)

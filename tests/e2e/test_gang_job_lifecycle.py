@@ -1,0 +1,87 @@
+"""With the real Kueue manager and our controller: a gang Job from queue to completion.
+
+Shows the whole contract on the embedded default's parts: Kueue suspends the Job and puts
+our check Pending; the pool is acquired and Satisfied; the check goes Ready; Kueue admits
+and unsuspends the Job with our nodeSelector and toleration; once the Job finishes the pool
+is kept warm, and a second Job on it is admitted without a new launch.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kubernetes import client as k8s
+
+from provisioner.api import constants as c
+from tests.e2e.conftest import (
+    check_state,
+    conditions,
+    eventually,
+    launched,
+    phase,
+    submit,
+    workload_of,
+)
+
+
+def test_job_is_held_then_admitted_onto_its_gang_and_the_warm_pool_is_reused(
+    gang_local: Any, namespace: str
+) -> None:
+    # Nodes join 2 s after launch, so the Pending hold lasts long enough to be seen.
+    env = gang_local(join_delay=2.0)
+    batch = k8s.BatchV1Api(env.control_plane.api_client())
+    pool_name = f"lc-{uuid.uuid4().hex[:6]}"
+
+    created = submit(env, namespace, "first", pool_name)
+    assert created.spec.suspend is True  # Kueue's webhook holds it
+
+    # Quota first, with our check Pending: Kueue waits on us, the Job stays suspended.
+    held = eventually(
+        lambda: (
+            (wl := workload_of(env, namespace, "first"))
+            and conditions(wl).get("QuotaReserved") == "True"
+            and check_state(wl) is not None
+            and wl
+        ),
+        what="quota reserved with our check on the Workload",
+    )
+    assert check_state(held) == c.CHECK_PENDING
+    assert conditions(held).get("Admitted") != "True"
+    assert batch.read_namespaced_job("first", namespace).spec.suspend is True
+    eventually(lambda: phase(env, pool_name) == c.PHASE_SATISFIED, 120, "pool Satisfied")
+    eventually(
+        lambda: check_state(workload_of(env, namespace, "first")) == c.CHECK_READY,
+        what="our check Ready",
+    )
+    eventually(
+        lambda: conditions(workload_of(env, namespace, "first")).get("Admitted") == "True",
+        what="Workload admitted",
+    )
+    job = eventually(
+        lambda: (j := batch.read_namespaced_job("first", namespace)) and not j.spec.suspend and j,
+        what="Job unsuspended",
+    )
+    template = job.spec.template.spec
+    assert template.node_selector[c.POOL_LABEL] == pool_name
+    assert c.GROUP_LABEL in template.node_selector
+    assert any(
+        t.key == c.GANG_TAINT_KEY and t.value == pool_name and t.effect == "NoSchedule"
+        for t in template.tolerations or []
+    )
+    assert launched(env, pool_name) == 2
+
+    # The Job simulator finishes it; Kueue finishes the Workload; the claim drops.
+    eventually(
+        lambda: conditions(workload_of(env, namespace, "first")).get("Finished") == "True",
+        what="Workload finished",
+    )
+    eventually(lambda: phase(env, pool_name) == c.PHASE_KEEP_WARM, 60, "pool KeepWarm")
+
+    submit(env, namespace, "second", pool_name)
+    eventually(
+        lambda: conditions(workload_of(env, namespace, "second")).get("Admitted") == "True",
+        what="second Workload admitted",
+    )
+    assert not batch.read_namespaced_job("second", namespace).spec.suspend
+    assert launched(env, pool_name) == 2, "the warm pool was reused, nothing new launched"

@@ -1,0 +1,157 @@
+"""doctor's Kubernetes links, table by table, on a fake reader and a fixed clock.
+
+Each case breaks one link of a healthy setup and expects that link's line to fail with
+a fix; the AWS links are exercised against the EC2 emulator in tests/e2e/test_doctor.py.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from provisioner.api import constants as c
+from provisioner.api.settings import Settings
+from provisioner.devenv import kueue_objects as ko
+from provisioner.doctor import Doctor
+from provisioner.kube.errors import KubeNotFound
+from provisioner.kube.resources import ResourceRef
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+class FakeKube:
+    """Objects by (plural, namespace, name); a miss is KubeNotFound, like the apiserver."""
+
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        self.objects = {}
+        for obj in objects:
+            plural = ko.PLURALS.get(obj["kind"], obj["kind"].lower() + "s")
+            meta = obj["metadata"]
+            self.objects[(plural, meta.get("namespace"), meta["name"])] = obj
+
+    def get(self, ref: ResourceRef, name: str, *, namespace: str | None = None) -> dict[str, Any]:
+        try:
+            return self.objects[(ref.plural, namespace, name)]
+        except KeyError:
+            raise KubeNotFound(f"{ref.plural} {name} not found", status=404) from None
+
+
+def _lease(renewed: datetime, duration: int = 15) -> dict[str, Any]:
+    return {
+        "kind": "Lease",
+        "metadata": {"name": "atomic-gang-provisioner", "namespace": "atomic-gang-system"},
+        "spec": {
+            "holderIdentity": "replica-1",
+            "leaseDurationSeconds": duration,
+            "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        },
+    }
+
+
+def _healthy() -> list[dict[str, Any]]:
+    objects = ko.default_objects()
+    objects[0]["status"] = {"conditions": [{"type": "Active", "status": "True"}]}
+    return [*objects, _lease(NOW - timedelta(seconds=5))]
+
+
+def _doctor(objects: list[dict[str, Any]]) -> Doctor:
+    role = "arn:aws:iam::123456789012:role/nodes"
+    settings = Settings.model_validate(
+        {"clusterName": "demo", "defaults": {"region": "us-east-1", "nodeRoleArn": role}}
+    )
+    return Doctor(FakeKube(objects), None, None, settings, now=lambda: NOW)
+
+
+def _drop(kind: str) -> Callable[[list[dict[str, Any]]], None]:
+    def edit(objects: list[dict[str, Any]]) -> None:
+        objects[:] = [o for o in objects if o["kind"] != kind]
+
+    return edit
+
+
+def _edit(kind: str, change: Callable[[dict[str, Any]], None]) -> Callable[..., None]:
+    def edit(objects: list[dict[str, Any]]) -> None:
+        for obj in objects:
+            if obj["kind"] == kind:
+                change(obj)
+
+    return edit
+
+
+CASES = [
+    ("no LocalQueue", _drop("LocalQueue"), "LocalQueue", "does not exist"),
+    ("no ClusterQueue", _drop("ClusterQueue"), "ClusterQueue lists our check", "does not exist"),
+    (
+        "check on some flavors only",
+        _edit(
+            "ClusterQueue",
+            lambda o: o["spec"]["admissionChecksStrategy"]["admissionChecks"][0].update(
+                onFlavors=[ko.FLAVOR_NAME]
+            ),
+        ),
+        "ClusterQueue lists our check",
+        "remove onFlavors",
+    ),
+    (
+        "queue lists another check",
+        _edit(
+            "ClusterQueue",
+            lambda o: o["spec"]["admissionChecksStrategy"].update(
+                admissionChecks=[{"name": "someone-elses"}]
+            ),
+        ),
+        "ClusterQueue lists our check",
+        "admissionChecksStrategy",
+    ),
+    ("no AdmissionCheck", _drop("AdmissionCheck"), "AdmissionCheck", "does not exist"),
+    (
+        "another controller",
+        _edit("AdmissionCheck", lambda o: o["spec"].update(controllerName="x.io/other")),
+        "AdmissionCheck",
+        c.CONTROLLER_NAME,
+    ),
+    (
+        "not Active",
+        _edit("AdmissionCheck", lambda o: o.pop("status")),
+        "AdmissionCheck",
+        "start the controller",
+    ),
+    ("no Lease", _drop("Lease"), "leader Lease", "no replica has ever led"),
+    (
+        "stale Lease",
+        _edit("Lease", lambda o: o.update(_lease(NOW - timedelta(seconds=31)))),
+        "leader Lease",
+        "more than twice its 15s duration",
+    ),
+]
+
+
+def test_a_healthy_setup_passes_every_kubernetes_link() -> None:
+    results = _doctor(_healthy()).run()
+    assert all(r.ok for r in results[:4]), [r.render() for r in results[:4]]
+    # No AWS clients given: those lines fail with a fix rather than stop the run.
+    assert [r.ok for r in results[4:]] == [False] * 5
+
+
+@pytest.mark.parametrize(("case", "breaks", "line", "words"), CASES, ids=[c[0] for c in CASES])
+def test_each_broken_link_fails_its_line_with_a_fix(
+    case: str, breaks: Callable[[list[dict[str, Any]]], None], line: str, words: str
+) -> None:
+    objects = copy.deepcopy(_healthy())
+    breaks(objects)
+    results = {r.name: r for r in _doctor(objects).run()}
+    assert not results[line].ok
+    assert results[line].fix
+    assert words in results[line].detail + results[line].fix
+    assert "fix:" in results[line].render()
+
+
+def test_a_lease_renewed_within_twice_its_duration_passes() -> None:
+    objects = [o for o in _healthy() if o["kind"] != "Lease"]
+    objects.append(_lease(NOW - timedelta(seconds=29)))
+    results = {r.name: r for r in _doctor(objects).run()}
+    assert results["leader Lease"].ok

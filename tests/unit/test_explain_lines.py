@@ -1,0 +1,119 @@
+"""explain's verdicts, from each link that can hold a Job, on a fake reader."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provisioner.api import constants as c
+from provisioner.explain import explain
+from provisioner.kube.client import ObjectList
+from provisioner.kube.errors import KubeNotFound
+from provisioner.kube.resources import ResourceRef
+
+NS = "team"
+
+
+class FakeKube:
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        self.objects = list(objects)
+
+    def _of(self, ref: ResourceRef) -> list[dict[str, Any]]:
+        return [o for o in self.objects if o["kind"] == ref.kind]
+
+    def get(self, ref: ResourceRef, name: str, *, namespace: str | None = None) -> dict[str, Any]:
+        for obj in self._of(ref):
+            if obj["metadata"]["name"] == name:
+                return obj
+        raise KubeNotFound(f"{name} not found", status=404)
+
+    def list(self, ref: ResourceRef, **_: Any) -> ObjectList:
+        return ObjectList(self._of(ref), "1")
+
+
+def _job(suspend: bool = True, **labels: str) -> dict[str, Any]:
+    return {
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": NS, "uid": "u1", "labels": labels},
+        "spec": {"suspend": suspend},
+        "status": {},
+    }
+
+
+LABELS = {c.QUEUE_NAME_LABEL: "q", c.POOL_LABEL: "p"}
+
+
+def _workload(quota: bool, state: str | None = None, admitted: bool = False) -> dict[str, Any]:
+    conditions = [{"type": "QuotaReserved", "status": str(quota), "message": "no room in cq"}]
+    if admitted:
+        conditions.append({"type": "Admitted", "status": "True"})
+    checks = [{"name": "atomic-gang-check", "state": state, "message": "acquiring"}]
+    return {
+        "kind": "Workload",
+        "metadata": {"name": "job-train", "ownerReferences": [{"kind": "Job", "uid": "u1"}]},
+        "status": {"conditions": conditions, "admissionChecks": checks if state else []},
+    }
+
+
+def _pool(**status: Any) -> dict[str, Any]:
+    return {
+        "kind": c.GNP_KIND,
+        "metadata": {"name": "p"},
+        "spec": {"count": 4, "instanceType": "p5.48xlarge"},
+        "status": status,
+    }
+
+
+def test_missing_job() -> None:
+    assert explain(FakeKube(), NS, "train") == [f"Job {NS}/train does not exist."]
+
+
+def test_job_without_queue_label_is_not_kueues() -> None:
+    assert "queue-name label" in explain(FakeKube(_job()), NS, "train")[0]
+
+
+def test_no_workload_points_at_the_local_queue() -> None:
+    lines = explain(FakeKube(_job(**LABELS)), NS, "train")
+    assert "no Workload yet" in lines[0] and f"{NS}/q" in lines[0]
+
+
+def test_no_quota_quotes_kueue() -> None:
+    lines = explain(FakeKube(_job(**LABELS), _workload(False)), NS, "train")
+    assert "waits for quota" in lines[0] and "no room in cq" in lines[0]
+
+
+def test_quota_without_our_check_blames_the_cluster_queue() -> None:
+    lines = explain(FakeKube(_job(**LABELS), _workload(True)), NS, "train")
+    assert "carries no atomic-gang-check" in lines[0]
+
+
+def test_pending_check_with_pool_error_and_shortfalls() -> None:
+    pool = _pool(
+        phase="Acquiring",
+        consecutiveShortfalls=3,
+        lastError={"reason": "InsufficientCapacity", "message": "no p5 in us-east-1a"},
+    )
+    event = {
+        "kind": "Event",
+        "metadata": {"name": "e"},
+        "involvedObject": {"kind": c.GNP_KIND, "name": "p"},
+        "reason": "CapacityShortfall",
+        "count": 3,
+        "message": "short by 4",
+    }
+    lines = explain(FakeKube(_job(**LABELS), _workload(True, "Pending"), pool, event), NS, "train")
+    assert lines[0].startswith(f"Job {NS}/train has quota and waits on our check: Pending")
+    text = "\n".join(lines)
+    assert "Pool p: phase Acquiring, 0 of 4 instances, 0 Ready nodes" in text
+    assert "last error: InsufficientCapacity: no p5 in us-east-1a" in text
+    assert "3 in a row, 3 recorded as events; last: short by 4" in text
+
+
+def test_admitted_and_running() -> None:
+    kube = FakeKube(_job(False, **LABELS), _workload(True, "Ready", admitted=True), _pool())
+    assert "is admitted and running" in explain(kube, NS, "train")[0]
+
+
+def test_finished_job() -> None:
+    job = _job(False, **LABELS)
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    assert "has completed" in explain(FakeKube(job), NS, "train")[0]
