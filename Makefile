@@ -71,3 +71,22 @@ helm-lint: $(STAMP)
 
 helm-test: $(STAMP)
 	$(PY) -m pytest tests/chart $(PYTEST_ARGS)
+
+.PHONY: fuzz chaos bench-scarcity bench
+
+# 10,000 examples per fuzzing property (the test command runs 1,000).
+fuzz: $(STAMP)
+	ATOMIC_GANG_FUZZ_EXAMPLES=10000 $(PY) -m pytest tests/unit/test_fuzz_annotations.py \
+		--hypothesis-show-statistics $(PYTEST_ARGS)
+
+# 100 SIGKILLs over both modes; each mode's tally is printed and appended to chaos-report.jsonl.
+chaos: tools
+	ATOMIC_GANG_CHAOS_KILLS=100 ATOMIC_GANG_CHAOS_REPORT=chaos-report.jsonl \
+		$(PY) -m pytest tests/chaos -s $(PYTEST_ARGS)
+
+bench-scarcity: $(STAMP)
+	$(PY) -m bench.bench_scarcity
+
+bench: bench-scarcity
+	$(PY) -m bench.bench_reaper
+	$(PY) -m bench.bench_stack_ops --rounds 5

@@ -42,7 +42,7 @@ from provisioner.controllers.pool_transitions import (
 )
 from provisioner.controllers.ports import EngineOps, StackOps
 from provisioner.kube.client import KubeClient
-from provisioner.kube.errors import KubeNotFound
+from provisioner.kube.errors import KubeConflict, KubeNotFound
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.informer import Informer
 from provisioner.kube.resources import GANG_NODE_POOLS, NODES, ObjectKey
@@ -112,7 +112,7 @@ class GangNodePoolReconciler:
         status, requeue, events = outcome(view, step, result)
         if step.action is Action.REMOVE_FINALIZER:
             return Result()
-        raw = self._persist(raw, step.status, status)
+        raw = self._persist_result(raw, step.status, status)
         self._emit(raw, (*step.events, *events))
         self._observe_metrics(pool, step.status, status)
         return Result(requeue_after=requeue)
@@ -190,6 +190,26 @@ class GangNodePoolReconciler:
             return True
 
         return write_status(self._kube, GANG_NODE_POOLS, raw, mutate, c.FIELD_MANAGER)
+
+    def _persist_result(
+        self, raw: dict[str, Any], before: GangNodePoolStatus, after: GangNodePoolStatus
+    ) -> dict[str, Any]:
+        """Persist what an action left, even if the pool's spec or metadata moved meanwhile.
+
+        The action has happened (a `pulumi up`, a launch); dropping its result on a conflict
+        would make the next pass do it again, and a steady writer of labels or annotations
+        could keep the pool from ever moving on. This reconciler alone writes status, so if
+        the fresh object's status is still the one the action started from, the result is
+        applied on top of it; if status itself changed, the conflict stands and the pool is
+        planned again.
+        """
+        try:
+            return self._persist(raw, before, after)
+        except KubeConflict:
+            fresh = self._kube.get(GANG_NODE_POOLS, raw["metadata"]["name"])
+            if GangNodePool.from_dict(fresh).status != before:
+                raise
+            return self._persist(fresh, before, after)
 
     def _emit(self, raw: dict[str, Any], events: tuple[Any, ...]) -> None:
         for event in events:

@@ -159,8 +159,9 @@ def review(body: Any, settings: Settings) -> dict[str, Any]:
         raise ReviewError("the AdmissionReview has no request with a uid")
     try:
         response = _verdict(request, settings)
-    except (TypeError, ValueError) as err:
-        # A Job the apiserver accepted always has integer counts; anything else is a
-        # request we cannot judge, and the failure policy decides.
+    except (TypeError, ValueError, AttributeError, OverflowError) as err:
+        # A Job the apiserver accepted always has mappings where the schema says so and
+        # integer counts; anything else is a request we cannot judge (a 400, not a 500),
+        # and the failure policy decides.
         raise ReviewError(f"the Job in the request is malformed: {err}") from err
     return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}

@@ -1,0 +1,385 @@
+"""Cost under scarcity: one capacity trace, three ways to launch a gang of N, side by side.
+
+    .venv/bin/python -m bench.bench_scarcity [--count 4] [--tick 5] [--job-seconds 600]
+    (make bench-scarcity)
+
+Runs in-process moto with the project's emulator patches (`provisioner.devenv.emulator_patches`)
+and a virtual clock, so the figures are the same on every run and every machine. Each
+launcher gets a fresh emulator and the same capacity trace, replayed tick by tick:
+- **atomic-gang**: this project's engine, `Ec2Engine.acquire` (MinCount = MaxCount = N, or an
+  instant fleet with MinTargetCapacity = N), retried after a shortfall with the controller's
+  own backoff (5 s doubling to 300 s, `pool_transitions.PoolView`), a new generation each try;
+- **incremental**: RunInstances with MinCount = MaxCount = 1, again and again, keeping every
+  instance it gets until it holds N;
+- **best-effort**: RunInstances for N with MinCount = 1, topping up the remainder on every
+  poll, keeping the partial set until a timeout, then terminating it all and starting over.
+
+The trace is the number of instances of the type this tenant could hold in its one zone at
+each moment (other tenants take the rest): a launcher holding k sees max(0, trace - k) free
+slots, and a dip below what it holds takes nothing away (on-demand is not reclaimed).
+
+Per launcher it prints node-seconds billed (per-second billing with EC2's 60 s minimum, until
+the job ends `--job-seconds` after the gang starts), node-seconds stranded (billed while fewer
+than N ran), time to start (all N running; node join time is the same for every launcher and
+left out), instances launched and API calls made; then the ratios against atomic-gang.
+Figures, not assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3  # type: ignore[import-untyped]
+from moto import mock_aws
+
+from provisioner.cloud import Ec2Engine, LaunchSpec, LaunchTemplateRef, SubnetRef
+from provisioner.cloud.ec2api import build_clients
+from provisioner.cloud.errors import CloudError, ErrorKind
+from provisioner.controllers.pool_transitions import PoolView
+from provisioner.devenv.emulator_patches import EmulatorState, install
+
+REGION = "us-east-1"
+ZONE = "us-east-1a"
+INSTANCE_TYPE = "p4d.24xlarge"
+CLUSTER = "bench"
+MIN_BILLED_SECONDS = 60.0
+# The controller's retry schedule after a shortfall, read from its defaults so the bench
+# follows the product if they change.
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(PoolView)}
+BACKOFF_BASE = float(_DEFAULTS["backoff_base"])  # type: ignore[arg-type]
+BACKOFF_MAX = float(_DEFAULTS["backoff_max"])  # type: ignore[arg-type]
+
+# (seconds from start, instances this tenant could hold from then on). Rising 0→1→2→3, a
+# dip, a one-minute window of 4, another dip, then 4 for good.
+TRACE: tuple[tuple[float, int], ...] = (
+    (0, 0),
+    (120, 1),
+    (300, 2),
+    (540, 3),
+    (840, 2),
+    (1020, 1),
+    (1140, 3),
+    (1380, 4),
+    (1440, 3),
+    (1620, 2),
+    (1800, 3),
+    (2100, 4),
+)
+HORIZON = 4 * 3600.0
+
+
+def slots_at(t: float, trace: Sequence[tuple[float, int]] = TRACE) -> int:
+    held = 0
+    for start, slots in trace:
+        if t >= start:
+            held = slots
+    return held
+
+
+class VirtualClock:
+    """The engine's clock: `sleep` moves time, nothing waits."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def now(self) -> datetime:
+        return datetime(2030, 1, 1, tzinfo=UTC) + timedelta(seconds=self.t)
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+    def monotonic(self) -> float:
+        return self.t
+
+
+@dataclass
+class Ledger:
+    """Every instance a launcher held, with launch and termination times."""
+
+    launched: dict[str, float] = field(default_factory=dict)
+    ended: dict[str, float] = field(default_factory=dict)
+    calls: int = 0
+    started_at: float | None = None  # when N ran at once
+
+    def held(self) -> list[str]:
+        return [i for i in self.launched if i not in self.ended]
+
+    def billed(self, job_end: float) -> float:
+        return sum(
+            max(MIN_BILLED_SECONDS, self.ended.get(i, job_end) - t0)
+            for i, t0 in self.launched.items()
+        )
+
+    def stranded(self) -> float:
+        """Billed node-seconds before the gang started, minimum charges included."""
+        start = self.started_at if self.started_at is not None else HORIZON
+        total = 0.0
+        for i, t0 in self.launched.items():
+            end = self.ended.get(i)
+            if end is not None and end <= start:
+                total += max(MIN_BILLED_SECONDS, end - t0)
+            elif t0 < start:
+                total += start - t0
+        return total
+
+
+@dataclass
+class World:
+    emu: EmulatorState
+    ec2: Any
+    engine: Ec2Engine
+    clock: VirtualClock
+    subnet: SubnetRef
+    ami_id: str
+    template: LaunchTemplateRef
+    ledger: Ledger = field(default_factory=Ledger)
+
+    def run(self, min_count: int, max_count: int) -> list[str]:
+        self.ledger.calls += 1
+        try:
+            out = self.ec2.run_instances(
+                ImageId=self.ami_id,
+                InstanceType=INSTANCE_TYPE,
+                MinCount=min_count,
+                MaxCount=max_count,
+                SubnetId=self.subnet.subnet_id,
+            )
+        except self.ec2.exceptions.ClientError as err:
+            if err.response["Error"]["Code"] == "InsufficientInstanceCapacity":
+                return []
+            raise
+        ids = [str(i["InstanceId"]) for i in out["Instances"]]
+        for i in ids:
+            self.ledger.launched[i] = self.clock.t
+        return ids
+
+    def terminate(self, ids: Sequence[str]) -> None:
+        if ids:
+            self.ledger.calls += 1
+            self.ec2.terminate_instances(InstanceIds=list(ids))
+            for i in ids:
+                self.ledger.ended[i] = self.clock.t
+
+
+# --- the launchers: `step` acts at the current virtual time, True once N run -------------
+
+
+class AtomicGang:
+    name = "atomic-gang"
+
+    def __init__(self, world: World, count: int, mode: str = "runinstances") -> None:
+        self.w, self.n, self.mode = world, count, mode
+        self.generation, self.shortfalls, self.next_try = 1, 0, 0.0
+        self.name = f"atomic-gang ({mode})"
+
+    def step(self) -> bool:
+        if self.w.clock.t < self.next_try:
+            return False
+        spec = LaunchSpec(
+            pool_name="scarce",
+            pool_uid="0b7c5a8e-0000-4000-8000-00000000beef",
+            acquire_generation=self.generation,
+            cluster_name=CLUSTER,
+            count=self.n,
+            instance_type=INSTANCE_TYPE,
+            mode=self.mode,  # type: ignore[arg-type]
+            subnets=(self.w.subnet,),
+            ami_id=self.w.ami_id,
+            # Fleet mode takes user data and interfaces only from the pool's template.
+            launch_template=self.w.template if self.mode == "fleet" else None,
+        )
+        # One acquire is one RunInstances or CreateFleet (a lookup by tags comes first).
+        self.w.ledger.calls += 2
+        try:
+            result = self.w.engine.acquire(spec)
+        except CloudError as err:
+            if err.kind is not ErrorKind.CAPACITY:
+                raise
+            self.generation += 1
+            self.shortfalls += 1
+            delay = min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (self.shortfalls - 1))
+            self.next_try = self.w.clock.t + delay
+            return False
+        for i in result.instance_ids:
+            self.w.ledger.launched[i] = self.w.clock.t
+        return True
+
+
+class Incremental:
+    name = "incremental"
+
+    def __init__(self, world: World, count: int, poll: float) -> None:
+        self.w, self.n, self.poll, self.next_try = world, count, poll, 0.0
+
+    def step(self) -> bool:
+        if self.w.clock.t < self.next_try:
+            return False
+        self.next_try = self.w.clock.t + self.poll
+        while len(self.w.ledger.held()) < self.n:
+            if not self.w.run(1, 1):
+                return False
+        return True
+
+
+class BestEffort:
+    name = "best-effort"
+
+    def __init__(self, world: World, count: int, poll: float, timeout: float) -> None:
+        self.w, self.n, self.poll, self.timeout = world, count, poll, timeout
+        self.next_try, self.attempt_started = 0.0, None
+        self.rollbacks = 0
+
+    def step(self) -> bool:
+        t = self.w.clock.t
+        if t < self.next_try:
+            return False
+        self.next_try = t + self.poll
+        held = self.w.ledger.held()
+        if self.attempt_started is not None and t - self.attempt_started >= self.timeout:
+            self.w.terminate(held)
+            self.rollbacks += 1
+            self.attempt_started = None
+            return False
+        if self.attempt_started is None:
+            self.attempt_started = t
+        self.w.run(1, self.n - len(held))
+        return len(self.w.ledger.held()) == self.n
+
+
+# --- the replay ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    billed: float
+    stranded: float
+    time_to_start: float | None
+    launched: int
+    calls: int
+    note: str
+
+
+def replay(make: Callable[[World], Any], count: int, tick: float, job: float) -> Outcome:
+    with mock_aws():
+        emu = install()
+        emu.reset()
+        clock = VirtualClock()
+        emu.clock = clock.monotonic
+        for zone in emu.subnets(REGION):
+            emu.set_capacity(zone, INSTANCE_TYPE, 0)
+        session = boto3.Session(
+            aws_access_key_id="bench", aws_secret_access_key="bench", region_name=REGION
+        )
+        clients = build_clients(session, REGION, max_attempts=1)
+        engine = Ec2Engine(clients, clock)
+        ami = engine.resolve_ami(k8s_version="1.33", instance_type=INSTANCE_TYPE, variant="nvidia")
+        made = clients.ec2.create_launch_template(
+            LaunchTemplateName="atomic-gang-scarce",
+            LaunchTemplateData={"ImageId": ami.ami_id, "InstanceType": INSTANCE_TYPE},
+        )
+        world = World(
+            emu=emu,
+            ec2=clients.ec2,
+            engine=engine,
+            clock=clock,
+            subnet=SubnetRef(emu.subnets(REGION)[ZONE], ZONE),
+            ami_id=ami.ami_id,
+            template=LaunchTemplateRef(made["LaunchTemplate"]["LaunchTemplateId"]),
+        )
+        launcher = make(world)
+        ledger = world.ledger
+        while clock.t <= HORIZON:
+            held = len(ledger.held())
+            emu.set_capacity(ZONE, INSTANCE_TYPE, max(0, slots_at(clock.t) - held))
+            if launcher.step():
+                ledger.started_at = clock.t
+                break
+            clock.t += tick
+        job_end = (ledger.started_at if ledger.started_at is not None else HORIZON) + job
+        note = ""
+        if isinstance(launcher, BestEffort):
+            note = f"{launcher.rollbacks} rollbacks"
+        elif isinstance(launcher, AtomicGang):
+            note = f"{launcher.shortfalls} shortfalls, $0 each"
+        return Outcome(
+            name=launcher.name,
+            billed=ledger.billed(job_end) if ledger.started_at is not None else float("nan"),
+            stranded=ledger.stranded(),
+            time_to_start=ledger.started_at,
+            launched=len(ledger.launched),
+            calls=ledger.calls,
+            note=note,
+        )
+
+
+def _ratio(value: float, base: float) -> str:
+    if base == 0:
+        return "—" if value == 0 else "∞ (baseline 0)"
+    return f"{value / base:.2f}x"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--count", type=int, default=4, help="gang size N")
+    parser.add_argument("--tick", type=float, default=5.0, help="virtual seconds per step")
+    parser.add_argument("--poll", type=float, default=10.0, help="baselines' poll interval")
+    parser.add_argument("--timeout", type=float, default=300.0, help="best-effort timeout")
+    parser.add_argument("--job-seconds", type=float, default=600.0)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
+    n, tick, job = args.count, args.tick, args.job_seconds
+    launchers: list[Callable[[World], Any]] = [
+        lambda w: AtomicGang(w, n, "runinstances"),
+        lambda w: AtomicGang(w, n, "fleet"),
+        lambda w: Incremental(w, n, args.poll),
+        lambda w: BestEffort(w, n, args.poll, args.timeout),
+    ]
+    print(f"Gang of N={n} x {INSTANCE_TYPE} in {ZONE}; tick {tick:g} s; job {job:g} s after start")
+    print("Capacity trace (s from start: instances this tenant could hold): ", end="")
+    print(", ".join(f"{int(t)}:{s}" for t, s in TRACE))
+    print(
+        f"Baselines poll every {args.poll:g} s; best-effort times out after {args.timeout:g} s; "
+        f"atomic-gang backs off {BACKOFF_BASE:g} s doubling to {BACKOFF_MAX:g} s.\n"
+    )
+    outcomes = [replay(make, n, tick, job) for make in launchers]
+    head = (
+        f"{'launcher':<26}{'billed node-s':>14}{'stranded node-s':>17}"
+        f"{'time to start s':>17}{'launched':>10}{'API calls':>11}  note"
+    )
+    print(head)
+    print("-" * len(head))
+    for o in outcomes:
+        start = "never" if o.time_to_start is None else f"{o.time_to_start:.0f}"
+        print(
+            f"{o.name:<26}{o.billed:>14.0f}{o.stranded:>17.0f}{start:>17}"
+            f"{o.launched:>10}{o.calls:>11}  {o.note}"
+        )
+    base = outcomes[0]
+    print(f"\nRatios against {base.name}:")
+    for o in outcomes[1:]:
+        delay = (
+            "n/a"
+            if o.time_to_start is None or base.time_to_start is None
+            else f"{o.time_to_start - base.time_to_start:+.0f} s"
+        )
+        print(
+            f"  {o.name:<24} billed {_ratio(o.billed, base.billed)}, "
+            f"stranded {o.stranded:.0f} vs {base.stranded:.0f} node-s, start {delay}"
+        )
+    useful = n * job
+    print(f"\nUseful work in every case: {useful:.0f} node-s (N x job).")
+    for o in outcomes:
+        print(f"  {o.name:<24} billed / useful = {o.billed / useful:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
