@@ -23,9 +23,13 @@ from typing import Any
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus
 from provisioner.api.settings import Settings
+from provisioner.api.shape import GangShape
+from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.types import (
+    AmiChoice,
     CapacityReservationRef,
+    ClusterInfo,
     InstanceProfileRef,
     LaunchSpec,
     LaunchTemplateRef,
@@ -256,14 +260,8 @@ class GangNodePoolReconciler:
 
     def _prepare(self, pool: GangNodePool) -> None:
         shape = pool.spec.shape()
-        cluster = self._engine.cluster(self._settings.cluster_name)
-        ami = self._engine.resolve_ami(
-            k8s_version=cluster.version,
-            instance_type=shape.instance_type,
-            variant=shape.ami_variant,
-            explicit_ami_id=shape.ami_id,
-        )
-        user_data = self._engine_user_data(cluster, pool.name, None)
+        cluster, ami = self._cluster_and_ami(shape)
+        user_data = Ec2Engine.render_user_data(cluster, pool.name, None)
         spec = pool_spec_for(
             self._settings,
             shape,
@@ -273,16 +271,8 @@ class GangNodePoolReconciler:
         )
         self._stacks.prepare(spec)
 
-    @staticmethod
-    def _engine_user_data(cluster: Any, pool: str, group: str | None) -> str:
-        from provisioner.cloud.engine import Ec2Engine
-
-        return Ec2Engine.render_user_data(cluster, pool, group)
-
-    def _launch(self, pool: GangNodePool, step: Step) -> ActionResult:
-        marker = step.status.launch_in_progress
-        assert marker is not None
-        shape = pool.spec.shape()
+    def _cluster_and_ami(self, shape: GangShape) -> tuple[ClusterInfo, AmiChoice]:
+        """What both the stack's launch template and a launch need: join data and the AMI."""
         cluster = self._engine.cluster(self._settings.cluster_name)
         ami = self._engine.resolve_ami(
             k8s_version=cluster.version,
@@ -290,6 +280,13 @@ class GangNodePoolReconciler:
             variant=shape.ami_variant,
             explicit_ami_id=shape.ami_id,
         )
+        return cluster, ami
+
+    def _launch(self, pool: GangNodePool, step: Step) -> ActionResult:
+        marker = step.status.launch_in_progress
+        assert marker is not None
+        shape = pool.spec.shape()
+        cluster, ami = self._cluster_and_ami(shape)
         subnets = self._engine.plan_subnets(
             mode=shape.mode,
             cluster=cluster,
@@ -311,7 +308,7 @@ class GangNodePoolReconciler:
             ami_id=ami.ami_id,
             instance_profile=InstanceProfileRef(name=profile) if profile else None,
             security_group_ids=cluster.security_group_ids,
-            user_data=self._engine_user_data(cluster, pool.name, marker.group),
+            user_data=Ec2Engine.render_user_data(cluster, pool.name, marker.group),
             max_lifetime=shape.max_lifetime,
             capacity_reservation=(
                 CapacityReservationRef(shape.capacity_reservation_id)

@@ -95,7 +95,7 @@ class ControlPlane:
             ],
             logs / "etcd.log",
         )
-        self._etcd.wait_ready(lambda: _http_ok(f"{etcd_url}/health"), 30, "etcd /health")
+        self._etcd.wait_ready(lambda: http_ok(f"{etcd_url}/health"), 30, "etcd /health")
 
         endpoint = f"https://127.0.0.1:{api_port}"
         self._apiserver = Supervised(
@@ -131,7 +131,7 @@ class ControlPlane:
         context = ssl.create_default_context(cadata=self.ca.cert_pem.decode())
         context.load_cert_chain(*admin.write(pki_dir, "admin.crt", "admin.key"))
         self._apiserver.wait_ready(
-            lambda: _http_ok(f"{endpoint}/readyz", context), 90, "apiserver /readyz"
+            lambda: http_ok(f"{endpoint}/readyz", context), 90, "apiserver /readyz"
         )
         self._wait_default_namespace()
         (self.work_dir / "control-plane.json").write_text(
@@ -254,6 +254,6 @@ def _kubeconfig(endpoint: str, ca_pem: bytes, admin: pki.KeyPair) -> str:
     )
 
 
-def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+def http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
     with urllib.request.urlopen(url, timeout=2, context=context) as resp:
         return bool(resp.status == 200)

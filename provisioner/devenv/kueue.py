@@ -22,7 +22,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from provisioner.devenv.controlplane import ControlPlane, load_yaml_documents
+from provisioner.devenv.controlplane import ControlPlane, http_ok, load_yaml_documents
 from provisioner.devenv.processes import Supervised, free_port
 from provisioner.devenv.tools import ResolvedTool
 
@@ -136,7 +136,7 @@ class KueueManager:
             env=env,
         )
         self._proc.wait_ready(
-            lambda: _http_ok(f"http://127.0.0.1:{health_port}/readyz"), 90, "Kueue /readyz"
+            lambda: http_ok(f"http://127.0.0.1:{health_port}/readyz"), 90, "Kueue /readyz"
         )
         context = ssl.create_default_context(cadata=info.ca_pem.decode())
         self._proc.wait_ready(
@@ -219,11 +219,6 @@ def _ensure_namespace(api: k8s.ApiClient, name: str) -> None:
     except ApiException as err:
         if err.status != 409:
             raise
-
-
-def _http_ok(url: str) -> bool:
-    with urllib.request.urlopen(url, timeout=2) as resp:
-        return bool(resp.status == 200)
 
 
 def _tls_answers(port: int, context: ssl.SSLContext) -> bool:

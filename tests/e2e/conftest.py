@@ -8,7 +8,6 @@ namespace) and, at the end, releases every pool through its finalizer before sto
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,24 +19,11 @@ from provisioner.api import constants as c
 from provisioner.devenv import kueue_objects as ko
 from provisioner.devenv.environment import LocalEnvironment
 from provisioner.devenv.nodesim import SIMULATED_LABEL
+from tests.support.waiting import eventually
 
 T = TypeVar("T")
 KUEUE = (c.KUEUE_GROUP, c.KUEUE_VERSION)
 GNP = (c.GROUP, c.VERSION, c.GNP_PLURAL)
-
-
-def eventually(
-    probe: Callable[[], T | None], timeout: float = 90, what: str | Callable[[], str] = ""
-) -> T:
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.25)
-    described = what() if callable(what) else what
-    raise AssertionError(f"timed out after {timeout}s waiting for {described}; last={last!r}")
 
 
 @pytest.fixture

@@ -9,27 +9,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kubernetes import client as k8s
 
 from provisioner.api import constants as c
 from tests.support import kueue_objects as ko
+from tests.support.waiting import eventually
 
 T = TypeVar("T")
 KUEUE = (c.KUEUE_GROUP, c.KUEUE_VERSION)
-
-
-def eventually(probe: Callable[[], T | None], timeout: float = 60, what: str = "") -> T:
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}")
 
 
 def _activate(custom: k8s.CustomObjectsApi, check: str) -> None:
@@ -74,6 +63,7 @@ def test_queued_job_is_suspended_and_its_workload_waits_on_our_check(
             .get("status", {})
             .get("conditions", [])
         ),
+        timeout=60,
         what="ClusterQueue Active",
     )
 
@@ -87,7 +77,7 @@ def test_queued_job_is_suspended_and_its_workload_waits_on_our_check(
         items = custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads")["items"]
         return items[0] if items else None
 
-    wl = eventually(workload, what="a Workload for the Job")
+    wl = eventually(workload, 60, what="a Workload for the Job")
     assert wl["metadata"]["ownerReferences"][0]["name"] == "train"
 
     def quota_reserved_with_pending_check() -> dict[str, Any] | None:

@@ -10,7 +10,6 @@ test modules through `pytest_plugins`.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,30 +34,13 @@ from provisioner.kube.client import KubeClient
 from provisioner.pulumi_driver.driver import StackDriver
 from tests.support import kueue_objects as ko
 from tests.support.kueue_standin import KueueStandIn
+from tests.support.waiting import eventually
 
 T = TypeVar("T")
 CLUSTER = "gang-it"
 REGION = "us-east-1"
 ROLE_NAME = "eks-gang-node-role"
 CHECK = "atomic-gang-check"
-
-
-def eventually(
-    probe: Callable[[], T | None],
-    timeout: float = 90,
-    what: str | Callable[[], str] = "",
-    every: float = 0.25,
-) -> T:
-    """Poll until `probe` answers; `what` (or what it returns, at the timeout) says why."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(every)
-    described = what() if callable(what) else what
-    raise AssertionError(f"timed out after {timeout}s waiting for {described}; last={last!r}")
 
 
 @dataclass
