@@ -35,6 +35,7 @@ __all__ = [
     "LeaderElection",
     "Limits",
     "PulumiSettings",
+    "RetryBackoff",
     "Settings",
     "SettingsError",
     "build_arg_parser",
@@ -110,6 +111,30 @@ class LeaderElection(_Section):
         return self
 
 
+class RetryBackoff(_Section):
+    """How long a pool waits before its next try after a failed acquisition step.
+
+    The wait doubles per consecutive failure, from `initial` up to `max`. Capacity
+    shortfalls cost nothing while waiting (no instance is held), so a short `initial` only
+    spends API calls; it lets a gang catch a short capacity window that a long wait would
+    sleep through. `max` bounds how long a pool may sleep once capacity comes back.
+    """
+
+    initial: GoDuration = Field(
+        default=timedelta(seconds=5), description="Wait after the first failure."
+    )
+    max: GoDuration = Field(default=timedelta(minutes=5), description="Longest wait.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if not timedelta(0) < self.initial <= self.max:
+            raise ValueError(
+                "retryBackoff needs 0 < initial <= max, e.g. {initial: 5s, max: 5m}; got "
+                f"initial={self.initial.total_seconds():g}s max={self.max.total_seconds():g}s"
+            )
+        return self
+
+
 class PulumiSettings(_Section):
     state_dir: Path = Field(
         default=_DEFAULT_STATE_DIR, description="Work and file-backend directory."
@@ -171,6 +196,7 @@ class Settings(_Section):
     join_deadline_seconds: int = Field(default=600, ge=1)
     reap_interval_seconds: int = Field(default=120, ge=1)
     max_concurrent_pool_reconciles: int = Field(default=5, ge=1)
+    retry_backoff: RetryBackoff = RetryBackoff()
     integration_mode: str = Field(default=c.INTEGRATION_ADMISSIONCHECK)
     controller_name: str = Field(default=c.CONTROLLER_NAME, min_length=1, max_length=253)
     leader_election: LeaderElection = LeaderElection()

@@ -59,8 +59,6 @@ class Manager:
     stacks: StackOps
     identity: str = field(default_factory=default_identity)
     now: Callable[[], datetime] = utc_now
-    backoff_base: float = 5.0
-    backoff_max: float = 300.0
     on_lost_leadership: Callable[[], None] | None = None
     _informers: dict[str, Informer] = field(default_factory=dict)
     _controllers: list[Controller] = field(default_factory=list)
@@ -100,18 +98,28 @@ class Manager:
             self.settings,
             recorder,
             self.now,
-            backoff_base=self.backoff_base,
-            backoff_max=self.backoff_max,
+            backoff_base=self.settings.retry_backoff.initial.total_seconds(),
+            backoff_max=self.settings.retry_backoff.max.total_seconds(),
         )
-        check_ctl = Controller("admissioncheck", check_reconciler.reconcile)
+        check_ctl = Controller(
+            "admissioncheck",
+            check_reconciler.reconcile,
+            observer=metrics.QueueMetrics("admissioncheck"),
+        )
         check_ctl.watch(checks)
-        workload_ctl = Controller("workload", workload_reconciler.reconcile, max_concurrent=2)
+        workload_ctl = Controller(
+            "workload",
+            workload_reconciler.reconcile,
+            max_concurrent=2,
+            observer=metrics.QueueMetrics("workload"),
+        )
         workload_ctl.watch(workloads)
         workload_ctl.watch(pools, workload_reconciler.keys_for_pool)
         pool_ctl = Controller(
             "gangnodepool",
             pool_reconciler.reconcile,
             max_concurrent=self.settings.max_concurrent_pool_reconciles,
+            observer=metrics.QueueMetrics("gangnodepool"),
         )
         pool_ctl.watch(pools)
         pool_ctl.watch(nodes, pool_reconciler.keys_for_node)

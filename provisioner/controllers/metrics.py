@@ -3,7 +3,8 @@
 Updated by the pool reconciler (acquisitions, shortfalls, time to Ready) and the reaper's
 sweep (pools by phase, instances billed, node-seconds billed and stranded). "Stranded" is
 what the product exists to drive to zero: node-seconds billed while the gang could not run
-(its pool not yet Satisfied, or being torn down).
+(its pool not yet Satisfied, or being torn down). The work queues of the three
+reconcilers report their lag, reconcile time and depth through `QueueMetrics`.
 """
 
 from __future__ import annotations
@@ -64,3 +65,42 @@ REAPED = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+QUEUE_WAIT = Histogram(
+    "atomic_gang_workqueue_wait_seconds",
+    "Reconcile lag: from a key becoming ready (an event, or a requeue falling due) to a "
+    "worker taking it, by controller.",
+    ["controller"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+    registry=REGISTRY,
+)
+RECONCILE_SECONDS = Histogram(
+    "atomic_gang_reconcile_seconds",
+    "Time spent in one reconcile, by controller and result (success, conflict, error).",
+    ["controller", "result"],
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
+    registry=REGISTRY,
+)
+QUEUE_DEPTH = Gauge(
+    "atomic_gang_workqueue_depth",
+    "Keys ready and waiting for a worker, by controller.",
+    ["controller"],
+    registry=REGISTRY,
+)
+
+
+class QueueMetrics:
+    """The work queue's `QueueObserver` for one controller, onto the histograms above."""
+
+    def __init__(self, controller: str) -> None:
+        self._controller = controller
+        self._wait = QUEUE_WAIT.labels(controller)
+        self._depth = QUEUE_DEPTH.labels(controller)
+
+    def waited(self, seconds: float) -> None:
+        self._wait.observe(seconds)
+
+    def reconciled(self, seconds: float, result: str) -> None:
+        RECONCILE_SECONDS.labels(self._controller, result).observe(seconds)
+
+    def depth(self, ready: int) -> None:
+        self._depth.set(ready)

@@ -5,7 +5,7 @@ in order: the tools (built if missing), etcd + kube-apiserver, our CRD and Kueue
 manager, the EC2 emulator with an EKS cluster record pointing at the local apiserver and the
 node role, instance profile and access entry the bootstrap would create, the node
 simulator, the controller (the production Manager with the real engine and Pulumi driver,
-in this process so its backoff can be short), the bootstrap's Kueue objects, and the Job
+in this process, with a short retryBackoff), the bootstrap's Kueue objects, and the Job
 simulator; `stop()` ends all of them, last started first. `state()` is what `dev status`
 prints.
 """
@@ -143,6 +143,8 @@ class LocalEnvironment:
                 "acquireAttemptsBeforeRetry": self.acquire_attempts_before_retry,
                 "joinDeadlineSeconds": 60,
                 "reapIntervalSeconds": 5,
+                # Short waits: a test must see a retry within seconds, not minutes.
+                "retryBackoff": {"initial": "500ms", "max": "4s"},
                 "leaderElection": {
                     "leaseNamespace": CONTROLLER_NAMESPACE,
                     "leaseName": LEASE_NAME,
@@ -200,8 +202,6 @@ class LocalEnvironment:
             engine,
             StackAdapter(driver),
             identity=f"devenv-{uuid.uuid4().hex[:6]}",
-            backoff_base=0.5,
-            backoff_max=4.0,
         )
         self.manager.start(serve_http=True)
 

@@ -13,6 +13,10 @@ the guarantees a reconciler leans on:
 - `add_after` schedules a key (the earliest schedule wins);
 - `shutdown(drain=True)` lets queued and in-flight keys finish.
 
+An optional `QueueObserver` hears how long each key waited between becoming ready and a
+worker taking it (the reconcile lag), how long each reconcile took, and the queue's depth;
+the manager plugs the Prometheus metrics in there.
+
 Time comes from an injected `Clock`, so tests move it instead of sleeping.
 """
 
@@ -26,27 +30,47 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from provisioner.kube.clock import SYSTEM_CLOCK, Clock
 from provisioner.kube.errors import KubeConflict
 from provisioner.kube.informer import Informer
 from provisioner.kube.resources import ObjectKey, key_of
 
-__all__ = ["Controller", "Result", "WorkQueue"]
+__all__ = ["Controller", "QueueObserver", "Result", "WorkQueue"]
 
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
 
 
+class QueueObserver(Protocol):
+    """What a queue and its controller report; called with no lock of theirs held."""
+
+    def waited(self, seconds: float) -> None:
+        """A key was taken `seconds` after it became ready (scheduled keys: after due)."""
+
+    def reconciled(self, seconds: float, result: str) -> None:
+        """A reconcile ended: result is "success", "conflict" or "error"."""
+
+    def depth(self, ready: int) -> None:
+        """Keys ready and waiting for a worker."""
+
+
 class WorkQueue(Generic[K]):
     """A deduplicating, per-key serialized queue with delays and per-key backoff."""
 
     def __init__(
-        self, *, clock: Clock = SYSTEM_CLOCK, base_delay: float = 0.005, max_delay: float = 300.0
+        self,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        base_delay: float = 0.005,
+        max_delay: float = 300.0,
+        observer: QueueObserver | None = None,
     ) -> None:
         self._clock = clock
+        self._observer = observer
+        self._ready_since: dict[K, float] = {}
         self._base_delay = base_delay
         self._max_delay = max_delay
         self._cond = threading.Condition()
@@ -112,17 +136,23 @@ class WorkQueue(Generic[K]):
                     key = self._queue.popleft()
                     self._dirty.discard(key)
                     self._processing.add(key)
-                    return key
+                    waited = now - self._ready_since.pop(key, now)
+                    ready = len(self._queue)
+                    break
                 if self._shutting_down or (deadline is not None and now >= deadline):
                     return None
                 waits = [t - now for t in (deadline, self._next_due()) if t is not None]
                 self._clock.wait(self._cond, min(waits) if waits else None)
+        if self._observer is not None:
+            self._observer.waited(waited)
+            self._observer.depth(ready)
+        return key
 
     def done(self, key: K) -> None:
         with self._cond:
             self._processing.discard(key)
             if key in self._dirty:
-                self._queue.append(key)
+                self._append_ready(key)
             self._cond.notify_all()
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -137,6 +167,7 @@ class WorkQueue(Generic[K]):
             if not drain:
                 self._dirty.difference_update(self._queue)
                 self._queue.clear()
+                self._ready_since.clear()
             self._cond.notify_all()
             while drain and (self._queue or self._processing):
                 remaining = None if stop_at is None else stop_at - time.monotonic()
@@ -160,20 +191,24 @@ class WorkQueue(Generic[K]):
             return set(self._processing)
 
     # -- internals (lock held) --------------------------------------------------------------
-    def _insert(self, key: K) -> None:
+    def _insert(self, key: K, ready_at: float | None = None) -> None:
         if key in self._dirty:
             return
         self._dirty.add(key)
         if key not in self._processing:
-            self._queue.append(key)
+            self._append_ready(key, ready_at)
             self._cond.notify()
+
+    def _append_ready(self, key: K, ready_at: float | None = None) -> None:
+        self._queue.append(key)
+        self._ready_since[key] = self._clock.monotonic() if ready_at is None else ready_at
 
     def _promote(self, now: float) -> None:
         while self._waiting and self._waiting[0][0] <= now:
             due, _, key = heapq.heappop(self._waiting)
             if self._due.get(key) == due:  # else superseded by an earlier schedule
                 del self._due[key]
-                self._insert(key)
+                self._insert(key, ready_at=due)  # lag counts from due, not from this look
 
     def _next_due(self) -> float | None:
         return self._waiting[0][0] if self._waiting else None
@@ -205,11 +240,15 @@ class Controller:
         *,
         max_concurrent: int = 1,
         queue: WorkQueue[ObjectKey] | None = None,
+        observer: QueueObserver | None = None,
     ) -> None:
         if max_concurrent < 1:
             raise ValueError("max_concurrent must be at least 1")
         self.name = name
-        self.queue: WorkQueue[ObjectKey] = queue if queue is not None else WorkQueue()
+        self.queue: WorkQueue[ObjectKey] = (
+            queue if queue is not None else WorkQueue(observer=observer)
+        )
+        self._observer = observer
         self._reconcile = reconcile
         self._max_concurrent = max_concurrent
         self._workers: list[threading.Thread] = []
@@ -249,20 +288,26 @@ class Controller:
         key = self.queue.get(timeout)
         if key is None:
             return False
+        started = time.monotonic()
+        outcome = "error"
         try:
             result = self._reconcile(key)
         except KubeConflict as err:
+            outcome = "conflict"
             delay = self.queue.add_rate_limited(key)
             log.info("%s %s: conflict (%s); requeue in %.3fs", self.name, key, err, delay)
         except Exception:
             delay = self.queue.add_rate_limited(key)
             log.exception("%s %s: reconcile failed; retry in %.3fs", self.name, key, delay)
         else:
+            outcome = "success"
             self.queue.forget(key)
             if result is not None and result.requeue_after is not None:
                 self.queue.add_after(key, result.requeue_after)
         finally:
             self.queue.done(key)
+            if self._observer is not None:
+                self._observer.reconciled(time.monotonic() - started, outcome)
         return True
 
     def _work(self) -> None:

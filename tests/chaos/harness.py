@@ -38,6 +38,7 @@ def settings_file(path: Path, env: GangEnv, **overrides: Any) -> Path:
         "acquireAttemptsBeforeRetry": 1000,
         "joinDeadlineSeconds": 60,
         "reapIntervalSeconds": 3,
+        "retryBackoff": {"initial": "1s", "max": "10s"},
         "leaderElection": {"enabled": False},
         "pulumi": {"stateDir": str(env.settings.pulumi.state_dir)},
         "aws": {"endpointUrl": env.emulator.endpoint_url},

@@ -46,6 +46,8 @@ def test_default_settings(rendered: Rendered, tmp_path: Path) -> None:
     assert settings.leader_election.enabled is True
     assert settings.leader_election.lease_namespace == NAMESPACE
     assert settings.pulumi.backend_url == "file:///var/lib/atomic-gang/pulumi"
+    assert settings.retry_backoff.initial == timedelta(seconds=5)
+    assert settings.retry_backoff.max == timedelta(minutes=5)
     ports = {
         p["name"]: p["containerPort"]
         for p in rendered.one("Deployment")["spec"]["template"]["spec"]["containers"][0]["ports"]
@@ -64,6 +66,8 @@ def test_default_settings(rendered: Rendered, tmp_path: Path) -> None:
         ({"defaults.mode": "fleet"}, "defaults.mode", "fleet"),
         ({"limits.maxGangSize": 128}, "limits.max_gang_size", 128),
         ({"reapIntervalSeconds": 30}, "reap_interval_seconds", 30),
+        ({"retryBackoff.initial": "1s"}, "retry_backoff.initial", timedelta(seconds=1)),
+        ({"retryBackoff.max": "90s"}, "retry_backoff.max", timedelta(seconds=90)),
         ({"iam.selfManageInstanceProfile": True}, "iam.self_manage_instance_profile", True),
         ({"iam.manageAccessEntry": True}, "iam.manage_access_entry", True),
         ({"pulumi.backendUrl": "s3://bucket/gangs"}, "pulumi.backend_url", "s3://bucket/gangs"),

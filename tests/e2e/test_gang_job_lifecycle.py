@@ -8,10 +8,12 @@ is kept warm, and a second Job on it is admitted without a new launch.
 
 from __future__ import annotations
 
+import urllib.request
 import uuid
 from typing import Any
 
 from kubernetes import client as k8s
+from prometheus_client.parser import text_string_to_metric_families
 
 from provisioner.api import constants as c
 from tests.e2e.conftest import (
@@ -85,3 +87,32 @@ def test_job_is_held_then_admitted_onto_its_gang_and_the_warm_pool_is_reused(
     )
     assert not batch.read_namespaced_job("second", namespace).spec.suspend
     assert launched(env, pool_name) == 2, "the warm pool was reused, nothing new launched"
+
+    # What an operator scrapes: the acquisition, and each reconciler's lag and work.
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{env.settings.metrics_port}/metrics", timeout=5
+    ) as response:
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(response.read().decode())
+            for s in family.samples
+        }
+    assert (
+        samples[
+            ("atomic_gang_acquisitions_total", (("mode", "runinstances"), ("result", "launched")))
+        ]
+        >= 1
+    )
+    for controller in ("workload", "gangnodepool"):
+        assert (
+            samples[("atomic_gang_workqueue_wait_seconds_count", (("controller", controller),))] > 0
+        )
+        assert (
+            samples[
+                (
+                    "atomic_gang_reconcile_seconds_count",
+                    (("controller", controller), ("result", "success")),
+                )
+            ]
+            > 0
+        )

@@ -67,8 +67,6 @@ def start_manager(env: GangEnv, kube: KubeClient, pulumi_root: Path) -> Manager:
         engine,
         StackAdapter(driver),
         identity=f"fault-{uuid.uuid4().hex[:6]}",
-        backoff_base=0.5,
-        backoff_max=4.0,
     )
     manager.start(serve_http=False)
     return manager

@@ -147,6 +147,8 @@ def gang_env_factory(
                 "acquireAttemptsBeforeRetry": 3,
                 "joinDeadlineSeconds": 20,
                 "reapIntervalSeconds": 2,
+                # Short waits: a test must see a retry within seconds, not minutes.
+                "retryBackoff": {"initial": "500ms", "max": "4s"},
                 "leaderElection": {
                     "enabled": leader_election,
                     "leaseNamespace": namespace,
@@ -177,8 +179,6 @@ def gang_env_factory(
             engine,
             StackAdapter(driver),
             identity=f"it-{uuid.uuid4().hex[:6]}",
-            backoff_base=0.5,
-            backoff_max=4.0,
         )
         if start_controller:
             manager.start(serve_http=False)

@@ -55,6 +55,8 @@ def test_defaults_are_the_chart_defaults() -> None:
     assert s.join_deadline_seconds == 600
     assert s.reap_interval_seconds == 120
     assert s.max_concurrent_pool_reconciles == 5
+    assert s.retry_backoff.initial == timedelta(seconds=5)
+    assert s.retry_backoff.max == timedelta(minutes=5)
     assert s.integration_mode == c.INTEGRATION_ADMISSIONCHECK
     assert s.controller_name == c.CONTROLLER_NAME
     assert s.leader_election.enabled is True
@@ -106,6 +108,9 @@ def test_integration_mode_refusal_says_why(mode: str) -> None:
         ({"limits": {"maxKeepWarmTTL": "5m"}}, "longer than limits.maxKeepWarmTTL"),
         ({"metrics_port": 9443}, "must differ"),
         ({"leader_election": {"renew_deadline": "20s"}}, "retryPeriod < renewDeadline"),
+        ({"retryBackoff": {"initial": "10m"}}, "0 < initial <= max"),
+        ({"retryBackoff": {"initial": "0s"}}, "0 < initial <= max"),
+        ({"retryBackoff": {"max": "soon"}}, "retry_backoff"),
         ({"acquire_attempts_before_retry": 0}, "greater than or equal to 1"),
         ({"cluster_name": ""}, "cluster_name"),
         ({"clusterNmae": "typo"}, "cluster_nmae"),

@@ -307,3 +307,68 @@ def test_max_concurrent_must_be_positive() -> None:
 
 def test_keys_print_as_namespace_slash_name() -> None:
     assert str(C) == "ns/c" and str(A) == "a"
+
+
+class RecordingObserver:
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+        self.results: list[str] = []
+        self.depths: list[int] = []
+
+    def waited(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+    def reconciled(self, seconds: float, result: str) -> None:
+        self.results.append(result)
+
+    def depth(self, ready: int) -> None:
+        self.depths.append(ready)
+
+
+def test_the_observer_hears_the_wait_from_ready_not_from_scheduling() -> None:
+    clock = FakeClock()
+    observer = RecordingObserver()
+    queue: WorkQueue[str] = WorkQueue(clock=clock, observer=observer)
+    queue.add("a")
+    queue.add("b")
+    clock.advance(2)
+    queue.add_after("c", 10)  # its lag counts from when it falls due, not from now
+    assert queue.get(timeout=0) == "a"
+    assert observer.depths == [1]
+    clock.advance(11)
+    assert drain_now(queue) == ["b", "c"]
+    queue.done("a")
+    assert observer.waits == [2, 13, 1]
+
+
+def test_a_key_made_dirty_while_processing_waits_from_when_it_was_released() -> None:
+    clock = FakeClock()
+    observer = RecordingObserver()
+    queue: WorkQueue[str] = WorkQueue(clock=clock, observer=observer)
+    queue.add("a")
+    assert queue.get(timeout=0) == "a"
+    queue.add("a")
+    clock.advance(5)  # in flight: not yet ready again
+    queue.done("a")
+    clock.advance(0.5)
+    assert queue.get(timeout=0) == "a"
+    assert observer.waits == [0, 0.5]
+
+
+def test_the_controller_reports_each_outcome() -> None:
+    observer = RecordingObserver()
+    outcomes = iter([KubeConflict("moved", status=409), RuntimeError("boom"), None])
+
+    def reconcile(key: ObjectKey) -> None:
+        if (next_outcome := next(outcomes)) is not None:
+            raise next_outcome
+
+    clock = FakeClock()
+    controller = Controller(
+        "t", reconcile, queue=WorkQueue(clock=clock, observer=observer), observer=observer
+    )
+    for _ in range(3):
+        controller.enqueue(A)
+        clock.advance(10)
+        assert controller.process_one(timeout=0)
+    assert observer.results == ["conflict", "error", "success"]

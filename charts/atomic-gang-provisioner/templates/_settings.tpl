@@ -19,6 +19,9 @@ reapIntervalSeconds: {{ int $v.reapIntervalSeconds }}
 joinDeadlineSeconds: {{ int $v.joinDeadlineSeconds }}
 acquireAttemptsBeforeRetry: {{ int $v.acquireAttemptsBeforeRetry }}
 maxConcurrentPoolReconciles: {{ int $v.maxConcurrentPoolReconciles }}
+retryBackoff:
+  initial: {{ $v.retryBackoff.initial | quote }}
+  max: {{ $v.retryBackoff.max | quote }}
 metricsPort: {{ int $v.metrics.port }}
 healthPort: {{ int $v.health.port }}
 webhookPort: {{ int $v.webhook.port }}
