@@ -29,6 +29,7 @@ demo: tools
 lint: $(STAMP)
 	$(VENV)/bin/ruff check provisioner stacks infra tests bench
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy provisioner stacks infra bench
 
 test: tools lint
 	$(PY) -m pytest tests $(PYTEST_ARGS)

@@ -233,7 +233,8 @@ class BestEffort:
 
     def __init__(self, world: World, count: int, poll: float, timeout: float) -> None:
         self.w, self.n, self.poll, self.timeout = world, count, poll, timeout
-        self.next_try, self.attempt_started = 0.0, None
+        self.next_try = 0.0
+        self.attempt_started: float | None = None
         self.rollbacks = 0
 
     def step(self) -> bool:
@@ -281,7 +282,8 @@ def replay(make: Callable[[World], Any], count: int, tick: float, job: float) ->
         clients = build_clients(session, REGION, max_attempts=1)
         engine = Ec2Engine(clients, clock)
         ami = engine.resolve_ami(k8s_version="1.33", instance_type=INSTANCE_TYPE, variant="nvidia")
-        made = clients.ec2.create_launch_template(
+        ec2: Any = clients.ec2  # the engine's port names only what the engine calls
+        made = ec2.create_launch_template(
             LaunchTemplateName="atomic-gang-scarce",
             LaunchTemplateData={"ImageId": ami.ami_id, "InstanceType": INSTANCE_TYPE},
         )

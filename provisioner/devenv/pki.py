@@ -88,7 +88,7 @@ class CertificateAuthority:
         self,
         common_name: str,
         organizations: tuple[str, ...],
-        usage: ExtendedKeyUsageOID,
+        usage: x509.ObjectIdentifier,
         hosts: tuple[str, ...] = (),
     ) -> KeyPair:
         key = _key()
