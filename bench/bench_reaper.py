@@ -12,9 +12,10 @@ keep-warm tag. Then it times, with the project's own code:
 3. `Ec2Engine.release` of the doomed ones (ENI bookkeeping + TerminateInstances in batches
    of 100);
 4. a second, steady-state `Reaper.sweep` that finds nothing more to do.
-Prints each as total seconds and per 1,000 instances. The EC2 side is moto in this process,
-not AWS: the figures bound the controller's own cost plus an in-memory EC2, not network
-latency. Figures, not assertions.
+Runs a --baseline fleet (1,000) and the full one (10,000) side by side and prints each step
+in seconds, per 1,000 instances, and the ratio between the two (10x means linear). The EC2
+side is moto in this process, not AWS: the figures bound the controller's own cost plus an
+in-memory EC2, not network latency. Figures, not assertions.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 import boto3  # type: ignore[import-untyped]
 from moto import mock_aws
 
+from bench.stats import ratio, table
 from provisioner.api import constants as c
 from provisioner.cloud import Ec2Engine
 from provisioner.cloud.ec2api import build_clients
@@ -132,94 +134,91 @@ def _judge(instances: Sequence[InstanceView], pools: dict[str, PoolFacts], now: 
     return doomed
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--instances", type=int, default=10_000)
-    parser.add_argument(
-        "--list-sample",
-        type=int,
-        default=1_000,
-        help="fleet size for the full sweep with listing (moto's tag filter is superlinear)",
-    )
-    args = parser.parse_args(argv)
-    total = args.instances
-    # The reaper logs every id it terminates; thousands of them would bury the figures.
-    logging.getLogger("provisioner.controllers.reaper").setLevel(logging.ERROR)
-
-    # 1. A full sweep, listing included, on a fleet moto can list in reasonable time.
+def _sweep_at(size: int) -> dict[str, float]:
+    """One fleet of `size`: listing, a first sweep that releases the doomed, a steady sweep,
+    and the controller's own share (typed views and verdicts, no EC2 calls)."""
+    figures: dict[str, float] = {"size": size}
     with mock_aws():
-        engine, ec2, ami = _world(args.list_sample + BATCH)
-        pools, planned = _fleet(ec2, ami, args.list_sample)
+        engine, ec2, ami = _world(size + BATCH)
+        t0 = time.perf_counter()
+        pools, _ = _fleet(ec2, ami, size)
+        figures["setup"] = time.perf_counter() - t0
         # Just past the 1 s max-lifetime of the instances launched to expire.
         now = datetime.now(UTC) + timedelta(seconds=10)
         t0 = time.perf_counter()
         listed = engine.find_managed(CLUSTER)
-        t_list = time.perf_counter() - t0
-        template = ec2.describe_instances(InstanceIds=[listed[0].instance_id])  # type: ignore[attr-defined]
-        raw_template = template["Reservations"][0]["Instances"][0]
+        figures["list"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        _judge(listed, pools, now)
+        figures["verdict"] = time.perf_counter() - t0
+        raw = ec2.describe_instances(  # type: ignore[attr-defined]
+            Filters=[{"Name": f"tag:{c.TAG_CLUSTER}", "Values": [CLUSTER]}]
+        )["Reservations"]
+        answers = [i for r in raw for i in r["Instances"]]
+        t0 = time.perf_counter()
+        for answer in answers:
+            instance_view_from(answer)
+        figures["views"] = time.perf_counter() - t0
         reaper = Reaper(engine, CLUSTER, lambda: pools, 120.0, lambda: now)
         t0 = time.perf_counter()
         first = reaper.sweep()
-        t_sweep = time.perf_counter() - t0
+        figures["sweep"] = time.perf_counter() - t0
+        figures["released"] = sum(map(len, first.terminated.values()))
         t0 = time.perf_counter()
         steady = reaper.sweep()
-        t_steady = time.perf_counter() - t0
-    doomed_first = sum(map(len, first.terminated.values()))
-    print(f"Full sweep, {args.list_sample} managed instances {dict(planned)}:")
-    print(_line("list (paged DescribeInstances by tag + views)", t_list, args.list_sample))
-    print(_line(f"first sweep: list, judge, release {doomed_first}", t_sweep, first.examined))
-    print(_line(f"steady sweep ({steady.examined} left, nothing to do)", t_steady, steady.examined))
+        figures["steady"] = time.perf_counter() - t0
+        figures["left"] = steady.examined
+    return figures
 
-    # 2. The controller's own work at full size: typed views from DescribeInstances
-    #    answers, then the verdict, for every instance.
-    raws = []
-    kinds = [k for k, (share, _, _, _) in KINDS.items() for _ in range(round(share * 100))]
-    for i in range(total):
-        kind = kinds[i % len(kinds)]
-        _, lifetime, keep_warm, _ = KINDS[kind]
-        pool = f"{kind}-{i % 50}"
-        raw = dict(raw_template, InstanceId=f"i-{i:017x}")
-        raw["Tags"] = [
-            {"Key": c.TAG_MANAGED, "Value": "true"},
-            {"Key": c.TAG_CLUSTER, "Value": CLUSTER},
-            {"Key": c.TAG_POOL, "Value": pool},
-            {"Key": c.TAG_GROUP, "Value": "gen-1"},
-            {"Key": c.TAG_MAX_LIFETIME, "Value": lifetime},
-            {"Key": c.TAG_KEEP_WARM_UNTIL, "Value": keep_warm},
+
+ROWS = [
+    ("list (paged DescribeInstances by tag + typed views)", "list"),
+    ("  of which typed views (controller code)", "views"),
+    ("verdict over every instance (controller code)", "verdict"),
+    ("first sweep: list, judge, release the doomed", "sweep"),
+    ("steady sweep: list, judge, nothing to release", "steady"),
+]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--instances", type=int, default=10_000)
+    parser.add_argument("--baseline", type=int, default=1_000, help="the smaller fleet")
+    args = parser.parse_args(argv)
+    # The reaper logs every id it terminates; thousands of them would bury the figures.
+    logging.getLogger("provisioner.controllers.reaper").setLevel(logging.ERROR)
+    small, big = (_sweep_at(n) for n in (args.baseline, args.instances))
+    print(
+        f"Reaper sweep, fleets of {args.baseline:,} and {args.instances:,} managed instances "
+        f"({', '.join(f'{k} {v[0]:.0%}' for k, v in KINDS.items())}):"
+    )
+    header = (
+        "step",
+        f"{args.baseline:,} s",
+        f"{args.instances:,} s",
+        f"s / 1,000 at {args.instances:,}",
+        "ratio",
+    )
+    rows = [
+        [
+            label,
+            f"{small[key]:.2f}",
+            f"{big[key]:.2f}",
+            f"{big[key] / args.instances * 1000:.3f}",
+            ratio(big[key], small[key]),
         ]
-        raws.append(raw)
-    big_pools = {
-        f"{k}-{j}": PoolFacts(phase=c.PHASE_SATISFIED, claimed=False)
-        for k, (_, _, _, exists) in KINDS.items()
-        if exists
-        for j in range(50)
-    }
-    t0 = time.perf_counter()
-    views = [instance_view_from(r) for r in raws]
-    t_views = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    doomed = _judge(views, big_pools, now)
-    t_verdict = time.perf_counter() - t0
-    n_doomed = sum(map(len, doomed.values()))
-    print(f"\nController work at {total} instances (no EC2 calls):")
-    print(_line("typed views from DescribeInstances answers", t_views, total))
-    print(_line(f"verdict over all ({n_doomed} doomed)", t_verdict, total))
-
-    # 3. The batched terminate at full size against moto.
-    with mock_aws():
-        engine, ec2, ami = _world(total + BATCH)
-        t0 = time.perf_counter()
-        ids: list[str] = []
-        _fleet(ec2, ami, total, ids)
-        t_setup = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for k in range(0, len(ids), TERMINATE_BATCH):
-            ec2.terminate_instances(InstanceIds=ids[k : k + TERMINATE_BATCH])  # type: ignore[attr-defined]
-        t_term = time.perf_counter() - t0
-    print(f"\nTerminate at {total} instances (fleet launched in {t_setup:.0f} s, not measured):")
-    calls = -(-len(ids) // TERMINATE_BATCH)
-    print(_line(f"TerminateInstances x{calls} for {len(ids)}", t_term, len(ids)))
-    print("\nEC2 here is moto in this process: listing cost is moto's tag filter, not AWS.")
+        for label, key in ROWS
+    ]
+    print(table(header, rows))
+    print(
+        f"released {small['released']:.0f} and {big['released']:.0f}; "
+        f"{small['left']:.0f} and {big['left']:.0f} left healthy; fleet set-up (not measured) "
+        f"{small['setup']:.0f} s and {big['setup']:.0f} s"
+    )
+    print(
+        f"ratio = {args.instances // args.baseline}x the fleet means linear. EC2 here is moto "
+        "in this process: the listing and release figures are moto's, not AWS latency."
+    )
     return 0
 
 

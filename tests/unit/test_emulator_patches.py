@@ -15,6 +15,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto import mock_aws
+from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.ec2.models import ec2_backends
 
 from provisioner.devenv.emulator_patches import (
     FLEET_ID_TAG,
@@ -502,3 +504,28 @@ def test_terminating_a_terminated_instance_succeeds_as_on_aws() -> None:
         assert again["PreviousState"]["Name"] == "terminated"
         state = ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
         assert state["State"]["Name"] == "terminated"
+
+
+def test_tags_read_per_resource_answer_as_moto_did(emulator: EmulatorState) -> None:
+    """P7 reads one resource's entry of the tag table instead of scanning it: the answers
+    a controller sees (tags in DescribeInstances, tag filters, DescribeTags) are unchanged."""
+    ec2 = client("ec2")
+    tagged = run(2)["Instances"]
+    untagged = run(1)["Instances"][0]["InstanceId"]
+    first, second = (i["InstanceId"] for i in tagged)
+    ec2.create_tags(Resources=[first], Tags=[{"Key": "team", "Value": "a"}])
+    ec2.create_tags(Resources=[second], Tags=[{"Key": "team", "Value": "b"}])
+    ec2.delete_tags(Resources=[second], Tags=[{"Key": "team"}])
+
+    found = ec2.describe_instances(Filters=[{"Name": "tag:team", "Values": ["a"]}])
+    assert [i["InstanceId"] for r in found["Reservations"] for i in r["Instances"]] == [first]
+    by_id = {i["InstanceId"]: i for i in live_instances()}
+    assert {t["Key"]: t["Value"] for t in by_id[first]["Tags"]}["team"] == "a"
+    assert "team" not in {t["Key"] for t in by_id[second].get("Tags", [])}
+    assert not by_id[untagged].get("Tags")
+    described = ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": [first]}])["Tags"]
+    assert {(t["Key"], t["Value"], t["ResourceType"]) for t in described} >= {
+        ("team", "a", "instance")
+    }
+    # Reading the tags of an untagged instance leaves no empty entry behind.
+    assert untagged not in ec2_backends[DEFAULT_ACCOUNT_ID][REGION].tags
