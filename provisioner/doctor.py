@@ -356,10 +356,8 @@ def connect(work_dir: str | None, kubeconfig: str | None, config: str | None) ->
     """From explicit paths, else from a local environment's state file (`dev up`)."""
     import json
 
-    import boto3
-
     from provisioner.api.settings import load_settings
-    from provisioner.cloud.ec2api import build_clients
+    from provisioner.cloud.ec2api import operator_clients
     from provisioner.kube.client import KubeClient
 
     if work_dir or not (kubeconfig and config):
@@ -374,15 +372,8 @@ def connect(work_dir: str | None, kubeconfig: str | None, config: str | None) ->
         kubeconfig = kubeconfig or state["kubeconfig"]
         config = config or state["settings"]
     settings = load_settings(config)
-    session = boto3.session.Session()
-    endpoint = settings.aws.endpoint_url
-    if endpoint:
-        # A local emulator takes any key; never send a real one to it.
-        session = boto3.session.Session(aws_access_key_id="local", aws_secret_access_key="local")
-    region = settings.defaults.region
-    clouds = build_clients(session, region, endpoint, max_attempts=2)
-    iam = session.client("iam", region_name=region, endpoint_url=endpoint)
-    return Target(KubeClient.from_kubeconfig(str(kubeconfig)), settings, clouds, iam)
+    clouds = operator_clients(settings.defaults.region, settings.aws.endpoint_url)
+    return Target(KubeClient.from_kubeconfig(str(kubeconfig)), settings, clouds, clouds.iam)
 
 
 def main(

@@ -50,6 +50,8 @@ class EksApi(Protocol):
 class IamApi(Protocol):
     def get_instance_profile(self, **kwargs: Any) -> AwsResponse: ...
 
+    def get_role(self, **kwargs: Any) -> AwsResponse: ...
+
 
 @dataclass(frozen=True)
 class CloudClients:
@@ -93,3 +95,15 @@ def build_clients(
 def default_clients(region: str, endpoint_url: str | None = None) -> CloudClients:
     """Clients from the default credential chain (Pod Identity, IRSA, env, instance role)."""
     return build_clients(boto3.session.Session(), region, endpoint_url)
+
+
+def operator_clients(region: str, endpoint_url: str | None = None) -> CloudClients:
+    """Clients for the operator's commands (`atomic-gang doctor`), two tries per call.
+
+    With an endpoint, the settings point at the local emulator, which takes any key: fixed
+    ones are sent, so an operator's real credentials never reach it.
+    """
+    session = boto3.session.Session()
+    if endpoint_url:
+        session = boto3.session.Session(aws_access_key_id="local", aws_secret_access_key="local")
+    return build_clients(session, region, endpoint_url, max_attempts=2)
