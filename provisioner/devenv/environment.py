@@ -130,7 +130,9 @@ class LocalEnvironment:
             "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
         }
 
-    def _settings(self) -> Settings:
+    def controller_settings(self) -> Settings:
+        """What the controller is told here: this environment's cluster, emulator and
+        identity, short waits (a local run must show a retry in seconds)."""
         assert self.emulator is not None and self.identity is not None
         return Settings.model_validate(
             {
@@ -181,7 +183,7 @@ class LocalEnvironment:
         os.environ["AWS_SECRET_ACCESS_KEY"] = "local"
         os.environ["AWS_DEFAULT_REGION"] = self.region
         _ensure_namespace(self.control_plane.api_client(), CONTROLLER_NAMESPACE)
-        self.settings = self._settings()
+        self.settings = self.controller_settings()
         # What `atomic-gang doctor --work-dir` and `explain` read to find this installation.
         self.settings_path.write_text(
             yaml.safe_dump(self.settings.model_dump(mode="json", exclude_defaults=True))

@@ -29,9 +29,11 @@ def resource_flavor(name: str) -> dict[str, Any]:
 
 
 def cluster_queue(
-    name: str, flavor: str, check: str, cpu: str = "64", memory: str = "256Gi"
+    name: str, flavor: str, check: str | None, cpu: str = "64", memory: str = "256Gi"
 ) -> dict[str, Any]:
-    return {
+    """A ClusterQueue gated by our `check`; with None, a plain queue (the benchmarks'
+    baseline: what Kueue's admission costs without us)."""
+    queue: dict[str, Any] = {
         "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",
         "metadata": {"name": name},
@@ -51,9 +53,11 @@ def cluster_queue(
                     ],
                 }
             ],
-            "admissionChecksStrategy": {"admissionChecks": [{"name": check}]},
         },
     }
+    if check is not None:
+        queue["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": check}]}
+    return queue
 
 
 def local_queue(namespace: str, name: str, cluster_queue_name: str) -> dict[str, Any]:

@@ -42,6 +42,15 @@ class _Seen:
     refused: str | None = None
 
 
+@dataclass(frozen=True)
+class JoinRecord:
+    """When the simulator first saw an instance running and when its Node went Ready
+    (its clock's seconds): the boot a real node would spend, which benchmarks subtract."""
+
+    first_running: float
+    ready: float
+
+
 @dataclass
 class NodeSimulator:
     """Registers and removes Nodes that mirror the cluster's managed instances."""
@@ -54,6 +63,7 @@ class NodeSimulator:
     clock: Any = time.monotonic
     never_join: set[str] = field(default_factory=set)
     _seen: dict[str, _Seen] = field(default_factory=dict)
+    _joins: dict[str, JoinRecord] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -67,6 +77,11 @@ class NodeSimulator:
         """Instances that will never join, with the reason (bad user data, told to)."""
         with self._lock:
             return {iid: s.refused for iid, s in self._seen.items() if s.refused}
+
+    def joins(self) -> dict[str, JoinRecord]:
+        """Every instance that has joined, kept after its Node is gone."""
+        with self._lock:
+            return dict(self._joins)
 
     def start(self) -> None:
         self._stop.clear()
@@ -155,6 +170,8 @@ class NodeSimulator:
         taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in config.taints]
         self._register(inst, dict(config.labels), taints)
         seen.joined = True
+        with self._lock:
+            self._joins[iid] = JoinRecord(seen.first_running, self.clock())
 
     def _register(
         self, inst: dict[str, Any], labels: dict[str, str], taints: list[dict[str, str]]

@@ -186,9 +186,16 @@ def test_sigkill_anywhere_leaves_no_stray_or_double_launch(
     while ctl.kills < kills:
         if chaos.pending is None:
             chaos.arm()
+        before = ctl.kills
         chaos.one_life()
         # N-or-0 between Workloads: the pool released everything it had.
         assert live_ids(env, chaos.pool) == set()
+        if ctl.kills != before:  # progress for the long run (shown with -s)
+            print(
+                f"chaos {mode}: {ctl.kills}/{kills} kills, {chaos.round} Workload lives, "
+                f"{time.monotonic() - started:.0f}s",
+                flush=True,
+            )
     chaos.pending = None
     chaos.one_life(finish=False)
 

@@ -84,9 +84,13 @@ def test_valid_user_data_joins_as_a_ready_node_after_the_join_delay(
     (iid,) = _launch(ec2, _user_data("pool-a", "g3"))
     sim.run_once()
     assert iid not in _nodes(kube_api), "joined before the join delay"
+    seen_at = clock.now
     clock.now += 5.1
     sim.run_once()
     node = _nodes(kube_api)[iid]
+    # What the admission benchmark subtracts: the boot the simulator made this node wait.
+    assert sim.joins()[iid].first_running == seen_at
+    assert sim.joins()[iid].ready - seen_at == pytest.approx(5.1)
     assert node.spec.provider_id == f"aws:///us-east-1a/{iid}"
     assert node.metadata.labels[c.POOL_LABEL] == "pool-a"
     assert node.metadata.labels[c.GROUP_LABEL] == "g3"

@@ -1,0 +1,391 @@
+"""Scale: many pools and Workloads churned through one controller process.
+
+    .venv/bin/python -m bench.bench_scale [--pools 200] [--workloads 1000] [--baseline-pools 20]
+
+Two runs side by side, each on a fresh embedded default (etcd + kube-apiserver, the real
+Kueue manager, the EC2 emulator, the node simulator) with our controller as its own process
+(`atomic-gang controller`, real Pulumi driver on a file backend): a baseline of
+--baseline-pools pools, then --pools pools, with --workloads/--pools Workloads per pool in
+both. Each wave submits one gang Job per pool at once and waits until every one has been
+admitted, run (the Job simulator) and finished and every pool is warm again; the first wave
+acquires every pool cold (Pulumi prepare, N-or-0 launch, record, join), the later ones
+reuse the warm sets. At the end every pool is deleted and its stack destroyed.
+
+Prints, per run and as a ratio: the controller's peak RSS (and with its Pulumi children),
+its CPU seconds (and its children's), reconcile lag p50/p99 per reconciler (the work
+queues' histograms on /metrics: from a key becoming ready to a worker taking it), the time
+from quota reserved to our check Ready (cold and warm), and the wall time of each phase.
+Figures, not assertions: nothing here fails on a slow machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml  # type: ignore[import-untyped]
+from kubernetes import client as k8s
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.stats import histogram_quantile, percentile, ratio, table
+from bench.watching import GNP, KUEUE, Timeline
+from provisioner.api import constants as c
+from provisioner.devenv import kueue_objects as ko
+from provisioner.devenv import tools as toolchain
+from provisioner.devenv.environment import LocalEnvironment
+from provisioner.devenv.processes import Supervised, free_port
+
+NAMESPACE = "default"
+PAGE = os.sysconf("SC_PAGE_SIZE")
+TICKS = os.sysconf("SC_CLK_TCK")
+RECONCILERS = ("workload", "gangnodepool", "admissioncheck")
+
+
+# --- the controller process and what /proc says of it ---------------------------------------
+
+
+def _proc_status_kib(pid: int, field_name: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _stat_fields(pid: int) -> list[str]:
+    # The command name may hold spaces and parentheses: split after its closing one.
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+
+
+def _group_rss_kib(pgid: int) -> int:
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = _stat_fields(int(entry))
+            if int(fields[2]) == pgid:
+                total += int(fields[21]) * PAGE // 1024
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+@dataclass
+class Sampler:
+    """Samples the controller's RSS and its process group's (Pulumi CLI and providers)."""
+
+    pid: int
+    every: float = 0.5
+    peak_group_kib: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> None:
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            self.peak_group_kib = max(self.peak_group_kib, _group_rss_kib(self.pid))
+
+    def finish(self) -> dict[str, float]:
+        """Peak RSS and CPU so far; call while the controller still runs."""
+        self._stop.set()
+        fields = _stat_fields(self.pid)
+        utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+        return {
+            "peakRssMiB": _proc_status_kib(self.pid, "VmHWM") / 1024,
+            "peakGroupRssMiB": self.peak_group_kib / 1024,
+            "cpuSeconds": (utime + stime) / TICKS,
+            "childCpuSeconds": (cutime + cstime) / TICKS,
+        }
+
+
+def _start_controller(env: LocalEnvironment, work: Path) -> tuple[Supervised, int]:
+    settings = env.controller_settings().model_dump(mode="json", exclude_defaults=True)
+    metrics_port = free_port()
+    settings |= {  # model_dump spells fields in snake_case; so must these overrides
+        "leader_election": {"enabled": False},
+        "metrics_port": metrics_port,
+        "health_port": free_port(),
+        "reap_interval_seconds": 30,
+    }
+    config = work / "controller.yaml"
+    config.write_text(yaml.safe_dump(settings))
+    pulumi_root = toolchain.ensure_all()["pulumi"].binary.parent.parent
+    # The controller refuses ATOMIC_GANG_* variables it does not know; a developer's AWS
+    # profile must never reach the emulator (nor the emulator's keys AWS).
+    inherited = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("ATOMIC_GANG_") and k != "AWS_PROFILE"
+    }
+    child = Supervised(
+        "controller",
+        [
+            sys.executable,
+            "-m",
+            "provisioner",
+            "controller",
+            f"--kubeconfig={env.kubeconfig_path()}",
+            f"--pulumi-root={pulumi_root}",
+            f"--config={config}",
+            "--log-level=INFO",
+            "--identity=bench-scale",
+        ],
+        work / "logs" / "controller.log",
+        env={
+            **inherited,
+            "AWS_ACCESS_KEY_ID": "local",
+            "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_DEFAULT_REGION": env.region,
+            "PULUMI_CONFIG_PASSPHRASE": "bench",
+        },
+    )
+    return child, metrics_port
+
+
+def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def _lag_quantile(samples: dict[Any, float], controller: str, q: float) -> float:
+    buckets = [
+        (float(dict(labels)["le"]), value)
+        for (name, labels), value in samples.items()
+        if name == "atomic_gang_workqueue_wait_seconds_bucket"
+        and dict(labels).get("controller") == controller
+    ]
+    return histogram_quantile(q, buckets)
+
+
+# --- one run ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    pools: int
+    per_pool: int
+    count: int
+    work: Path
+    figures: dict[str, float] = field(default_factory=dict)
+
+    def wait(self, what: str, probe: Callable[[], Any], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if probe():
+                return
+            time.sleep(0.5)
+        raise SystemExit(f"gave up waiting for {what} after {timeout:.0f}s (logs: {self.work})")
+
+    def execute(self) -> dict[str, float]:
+        env = LocalEnvironment(
+            work_dir=self.work,
+            with_controller=False,
+            join_delay=1.0,
+            keep_warm_ttl="30m",
+            job_run_seconds=1.0,
+        )
+        child: Supervised | None = None
+        try:
+            env.start()
+            assert env.control_plane is not None and env.nodes is not None
+            env.nodes.poll_interval = 1.0  # hundreds of instances: a gentler poll
+            env.emulator_client.set_default_capacity(10 * self.pools * self.count + 100)
+            api = env.control_plane.api_client()
+            custom = k8s.CustomObjectsApi(api)
+            quota = ko.cluster_queue(
+                ko.CLUSTER_QUEUE_NAME,
+                ko.FLAVOR_NAME,
+                ko.CHECK_NAME,
+                cpu=str(2 * self.pools * self.count),
+                memory=f"{2 * self.pools * self.count}Gi",
+            )
+            custom.patch_cluster_custom_object(
+                *KUEUE, "clusterqueues", ko.CLUSTER_QUEUE_NAME, {"spec": quota["spec"]}
+            )
+            timeline = Timeline(api, NAMESPACE)
+            timeline.start()
+            child, metrics_port = _start_controller(env, self.work)
+            sampler = Sampler(child.pid)
+            sampler.start()
+            batch = k8s.BatchV1Api(api)
+            names = [f"scale-{i}" for i in range(self.pools)]
+            waves: list[list[str]] = []
+            for wave in range(self.per_pool):
+                jobs = [f"w{wave}-{pool}" for pool in names]
+                waves.append(jobs)
+                started = time.monotonic()
+                for job, pool in zip(jobs, names, strict=True):
+                    batch.create_namespaced_job(
+                        NAMESPACE, ko.gang_job(NAMESPACE, job, ko.QUEUE_NAME, pool, self.count)
+                    )
+                self.wait(f"wave {wave} finished", _all_finished(timeline, jobs), timeout=3600)
+                self.wait(
+                    f"wave {wave}: every pool warm",
+                    lambda: _phases(custom) == {c.PHASE_KEEP_WARM: self.pools},
+                    timeout=600,
+                )
+                label = "cold" if wave == 0 else "warm"
+                self.figures[f"{label}WaveSeconds"] = self.figures.get(
+                    f"{label}WaveSeconds", 0.0
+                ) + (time.monotonic() - started)
+                print(
+                    f"  wave {wave + 1}/{self.per_pool} ({label}): "
+                    f"{time.monotonic() - started:.1f}s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            if self.per_pool > 1:
+                self.figures["warmWaveSeconds"] /= self.per_pool - 1
+            self._decision_latencies(timeline, waves)
+            metrics = _scrape(metrics_port)
+            for reconciler in RECONCILERS:
+                for q in (0.5, 0.99):
+                    self.figures[f"lag{reconciler}P{int(q * 100)}"] = _lag_quantile(
+                        metrics, reconciler, q
+                    )
+            started = time.monotonic()
+            for pool in names:
+                custom.delete_cluster_custom_object(*GNP, pool)
+            self.wait(
+                "every pool released",
+                lambda: not custom.list_cluster_custom_object(*GNP)["items"],
+                timeout=3600,
+            )
+            self.figures["releaseSeconds"] = time.monotonic() - started
+            self.figures |= sampler.finish()
+            timeline.stop()
+            self.figures["launched"] = float(_launched(env))
+            return self.figures
+        finally:
+            if child is not None:
+                child.stop()
+            env.stop()
+
+    def _decision_latencies(self, timeline: Timeline, waves: list[list[str]]) -> None:
+        """Quota reserved -> our check Ready, per Workload (cold includes the acquisition)."""
+        for label, jobs in (("cold", waves[0]), ("warm", [j for w in waves[1:] for j in w])):
+            spans = []
+            for job in jobs:
+                marks = timeline.workload(job)
+                if "QuotaReserved" in marks and "checkReady" in marks:
+                    spans.append(marks["checkReady"] - marks["QuotaReserved"])
+            self.figures[f"{label}CheckP50"] = percentile(spans, 50)
+            self.figures[f"{label}CheckP99"] = percentile(spans, 99)
+
+
+def _all_finished(timeline: Timeline, jobs: list[str]) -> Callable[[], bool]:
+    return lambda: all(timeline.workload(job).get("Finished") for job in jobs)
+
+
+def _phases(custom: k8s.CustomObjectsApi) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for pool in custom.list_cluster_custom_object(*GNP)["items"]:
+        phase = (pool.get("status") or {}).get("phase", "")
+        counts[phase] = counts.get(phase, 0) + 1
+    return counts
+
+
+def _launched(env: LocalEnvironment) -> int:
+    pages = env.ec2_client().describe_instances(
+        Filters=[{"Name": f"tag:{c.TAG_CLUSTER}", "Values": [env.cluster_name]}]
+    )["Reservations"]
+    return sum(len(r["Instances"]) for r in pages)
+
+
+# --- report ----------------------------------------------------------------------------------
+
+ROWS: list[tuple[str, str, str]] = [
+    ("controller peak RSS", "peakRssMiB", "MiB"),
+    ("controller + Pulumi children peak RSS (sampled)", "peakGroupRssMiB", "MiB"),
+    ("controller CPU", "cpuSeconds", "s"),
+    ("Pulumi children CPU", "childCpuSeconds", "s"),
+    ("controller CPU per Workload", "cpuPerWorkloadMs", "ms"),
+    ("reconcile lag p50, workload", "lagworkloadP50", "s"),
+    ("reconcile lag p99, workload", "lagworkloadP99", "s"),
+    ("reconcile lag p50, gangnodepool", "laggangnodepoolP50", "s"),
+    ("reconcile lag p99, gangnodepool", "laggangnodepoolP99", "s"),
+    ("reconcile lag p99, admissioncheck", "lagadmissioncheckP99", "s"),
+    ("quota -> check Ready, warm p50", "warmCheckP50", "s"),
+    ("quota -> check Ready, warm p99", "warmCheckP99", "s"),
+    ("quota -> check Ready, cold p50 (acquisition)", "coldCheckP50", "s"),
+    ("quota -> check Ready, cold p99 (acquisition)", "coldCheckP99", "s"),
+    ("cold wave (all pools acquired, jobs run)", "coldWaveSeconds", "s"),
+    ("warm wave (mean)", "warmWaveSeconds", "s"),
+    ("release of every pool (stack destroy)", "releaseSeconds", "s"),
+    ("instances launched", "launched", ""),
+]
+
+
+def _report(runs: list[tuple[str, dict[str, float]]]) -> str:
+    header = ["figure", *(name for name, _ in runs)]
+    if len(runs) == 2:
+        header.append("ratio")
+    rows = []
+    for label, key, unit in ROWS:
+        values = [figures.get(key, float("nan")) for _, figures in runs]
+        cells = [f"{v:.3f}" if unit == "s" and v < 10 else f"{v:.0f}" for v in values]
+        row = [f"{label}{f' ({unit})' if unit else ''}", *cells]
+        if len(runs) == 2:
+            row.append(ratio(values[1], values[0]))
+        rows.append(row)
+    return table(header, rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pools", type=int, default=200)
+    parser.add_argument("--workloads", type=int, default=1000)
+    parser.add_argument("--baseline-pools", type=int, default=20, help="0: no baseline run")
+    parser.add_argument("--count", type=int, default=2, help="nodes per gang")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+    if args.pools < 1 or args.workloads < args.pools or args.workloads % args.pools:
+        parser.error("--workloads must be a positive multiple of --pools")
+    per_pool = args.workloads // args.pools
+    sizes = [args.baseline_pools] if args.baseline_pools else []
+    sizes.append(args.pools)
+    logging.basicConfig(level=logging.WARNING)
+    runs: list[tuple[str, dict[str, float]]] = []
+    for pools in sizes:
+        work = Path(tempfile.mkdtemp(prefix=f"bench-scale-{pools}-"))
+        (work / "logs").mkdir()
+        label = f"{pools} pools / {pools * per_pool} Workloads"
+        print(f"{label}: starting", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        figures = Run(pools, per_pool, args.count, work).execute()
+        figures["cpuPerWorkloadMs"] = 1000 * figures["cpuSeconds"] / (pools * per_pool)
+        figures["wallSeconds"] = time.monotonic() - started
+        print(f"{label}: done in {figures['wallSeconds']:.0f}s", file=sys.stderr, flush=True)
+        runs.append((label, figures))
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"one controller process, gangs of {args.count}, {os.cpu_count()} cores")
+    print(_report(runs))
+    print(
+        "reconcile lag from the controller's own histograms (bucket bounds 1ms..60s, "
+        "interpolated as Prometheus does)"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(dict(runs), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

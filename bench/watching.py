@@ -1,0 +1,99 @@
+"""First-seen times of Workload conditions and pool phases, from two watches.
+
+The benchmarks time what the controller and Kueue do by when a watch first shows it, so no
+poll interval blurs the figures.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import watch
+
+from provisioner.api import constants as c
+from provisioner.devenv import kueue_objects as ko
+
+KUEUE = (c.KUEUE_GROUP, c.KUEUE_VERSION)
+GNP = (c.GROUP, c.VERSION, c.GNP_PLURAL)
+
+
+@dataclass
+class Timeline:
+    """First-seen monotonic times of each Job's Workload conditions and each pool's phases,
+    fed by two watches so no poll interval blurs them."""
+
+    api: k8s.ApiClient
+    namespace: str
+    workloads: dict[str, dict[str, float]] = field(default_factory=dict)
+    pools: dict[str, dict[str, float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> None:
+        custom = k8s.CustomObjectsApi(self.api)
+        lists: list[
+            tuple[Callable[..., Any], tuple[Any, ...], Callable[[dict[str, Any]], None]]
+        ] = [
+            (
+                custom.list_namespaced_custom_object,
+                (*KUEUE, self.namespace, "workloads"),
+                self._saw_workload,
+            ),
+            (custom.list_cluster_custom_object, GNP, self._saw_pool),
+        ]
+        for lister, args, handler in lists:
+            threading.Thread(target=self._follow, args=(lister, args, handler), daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _follow(
+        self,
+        lister: Callable[..., Any],
+        args: tuple[Any, ...],
+        handler: Callable[[dict[str, Any]], None],
+    ) -> None:
+        while not self._stop.is_set():
+            try:
+                for event in watch.Watch().stream(lister, *args, timeout_seconds=60):
+                    handler(event["object"])
+                    if self._stop.is_set():
+                        return
+            except Exception:  # a dropped watch is re-opened; its list replays what was missed
+                time.sleep(0.1)
+
+    def _first(self, table_: dict[str, dict[str, float]], key: str, mark: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            table_.setdefault(key, {}).setdefault(mark, now)
+
+    def _saw_workload(self, wl: dict[str, Any]) -> None:
+        owners = wl["metadata"].get("ownerReferences") or []
+        job = next((o["name"] for o in owners if o.get("kind") == "Job"), None)
+        if job is None:
+            return
+        status = wl.get("status") or {}
+        for cond in status.get("conditions") or []:
+            if cond.get("status") == "True":
+                self._first(self.workloads, job, cond["type"])
+        for check in status.get("admissionChecks") or []:
+            if check.get("name") == ko.CHECK_NAME:
+                self._first(self.workloads, job, f"check{check.get('state')}")
+
+    def _saw_pool(self, pool: dict[str, Any]) -> None:
+        phase = (pool.get("status") or {}).get("phase")
+        if phase:
+            self._first(self.pools, pool["metadata"]["name"], phase)
+
+    def workload(self, job: str) -> dict[str, float]:
+        with self._lock:
+            return dict(self.workloads.get(job, {}))
+
+    def pool(self, name: str) -> dict[str, float]:
+        with self._lock:
+            return dict(self.pools.get(name, {}))
