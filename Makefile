@@ -73,7 +73,7 @@ helm-lint: $(STAMP)
 helm-test: $(STAMP)
 	$(PY) -m pytest tests/chart $(PYTEST_ARGS)
 
-.PHONY: fuzz chaos bench-scarcity bench
+.PHONY: fuzz chaos bench-scarcity bench-admission bench-scale bench-reaper bench
 
 # 10,000 examples per fuzzing property (the test command runs 1,000).
 fuzz: $(STAMP)
@@ -85,9 +85,18 @@ chaos: tools
 	ATOMIC_GANG_CHAOS_KILLS=100 ATOMIC_GANG_CHAOS_REPORT=chaos-report.jsonl \
 		$(PY) -m pytest tests/chaos -s $(PYTEST_ARGS)
 
+# Each benchmark prints its figures beside a baseline run; none asserts a time.
 bench-scarcity: $(STAMP)
 	$(PY) -m bench.bench_scarcity
 
-bench: bench-scarcity
+bench-admission: tools
+	$(PY) -m bench.bench_admission
+
+bench-scale: tools
+	$(PY) -m bench.bench_scale
+
+bench-reaper: $(STAMP)
 	$(PY) -m bench.bench_reaper
+
+bench: bench-scarcity bench-reaper bench-admission bench-scale
 	$(PY) -m bench.bench_stack_ops --rounds 5

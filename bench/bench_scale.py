@@ -206,7 +206,7 @@ class Run:
         try:
             env.start()
             assert env.control_plane is not None and env.nodes is not None
-            env.nodes.poll_interval = 1.0  # hundreds of instances: a gentler poll
+            env.nodes.poll_interval = 2.0  # hundreds of instances: a gentler poll
             env.emulator_client.set_default_capacity(10 * self.pools * self.count + 100)
             api = env.control_plane.api_client()
             custom = k8s.CustomObjectsApi(api)
