@@ -165,12 +165,11 @@ def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
-def _lag_quantile(samples: dict[Any, float], controller: str, q: float) -> float:
+def _quantile(samples: dict[Any, float], metric: str, q: float, **match: str) -> float:
     buckets = [
         (float(dict(labels)["le"]), value)
         for (name, labels), value in samples.items()
-        if name == "atomic_gang_workqueue_wait_seconds_bucket"
-        and dict(labels).get("controller") == controller
+        if name == f"{metric}_bucket" and all(dict(labels).get(k) == v for k, v in match.items())
     ]
     return histogram_quantile(q, buckets)
 
@@ -258,8 +257,15 @@ class Run:
             metrics = _scrape(metrics_port)
             for reconciler in RECONCILERS:
                 for q in (0.5, 0.99):
-                    self.figures[f"lag{reconciler}P{int(q * 100)}"] = _lag_quantile(
-                        metrics, reconciler, q
+                    self.figures[f"lag{reconciler}P{int(q * 100)}"] = _quantile(
+                        metrics, "atomic_gang_workqueue_wait_seconds", q, controller=reconciler
+                    )
+                    self.figures[f"work{reconciler}P{int(q * 100)}"] = _quantile(
+                        metrics,
+                        "atomic_gang_reconcile_seconds",
+                        q,
+                        controller=reconciler,
+                        result="success",
                     )
             started = time.monotonic()
             for pool in names:
@@ -304,10 +310,13 @@ def _phases(custom: k8s.CustomObjectsApi) -> dict[str, int]:
 
 
 def _launched(env: LocalEnvironment) -> int:
-    pages = env.ec2_client().describe_instances(
-        Filters=[{"Name": f"tag:{c.TAG_CLUSTER}", "Values": [env.cluster_name]}]
-    )["Reservations"]
-    return sum(len(r["Instances"]) for r in pages)
+    # Every page: DescribeInstances answers 100 reservations at a time.
+    pages = (
+        env.ec2_client()
+        .get_paginator("describe_instances")
+        .paginate(Filters=[{"Name": f"tag:{c.TAG_CLUSTER}", "Values": [env.cluster_name]}])
+    )
+    return sum(len(r["Instances"]) for page in pages for r in page["Reservations"])
 
 
 # --- report ----------------------------------------------------------------------------------
@@ -323,6 +332,10 @@ ROWS: list[tuple[str, str, str]] = [
     ("reconcile lag p50, gangnodepool", "laggangnodepoolP50", "s"),
     ("reconcile lag p99, gangnodepool", "laggangnodepoolP99", "s"),
     ("reconcile lag p99, admissioncheck", "lagadmissioncheckP99", "s"),
+    ("reconcile time p50, workload", "workworkloadP50", "s"),
+    ("reconcile time p99, workload", "workworkloadP99", "s"),
+    ("reconcile time p50, gangnodepool", "workgangnodepoolP50", "s"),
+    ("reconcile time p99, gangnodepool", "workgangnodepoolP99", "s"),
     ("quota -> check Ready, warm p50", "warmCheckP50", "s"),
     ("quota -> check Ready, warm p99", "warmCheckP99", "s"),
     ("quota -> check Ready, cold p50 (acquisition)", "coldCheckP50", "s"),
@@ -379,8 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"one controller process, gangs of {args.count}, {os.cpu_count()} cores")
     print(_report(runs))
     print(
-        "reconcile lag from the controller's own histograms (bucket bounds 1ms..60s, "
-        "interpolated as Prometheus does)"
+        "reconcile lag and time from the controller's own histograms (lag buckets 1ms..60s, "
+        "so a p99 of 60 means 60 s or more; interpolated as Prometheus does)"
     )
     if args.json:
         args.json.write_text(json.dumps(dict(runs), indent=1))
