@@ -50,8 +50,6 @@ class EksApi(Protocol):
 class IamApi(Protocol):
     def get_instance_profile(self, **kwargs: Any) -> AwsResponse: ...
 
-    def get_role(self, **kwargs: Any) -> AwsResponse: ...
-
 
 @dataclass(frozen=True)
 class CloudClients:

@@ -210,9 +210,14 @@ class GangNodePoolReconciler:
         try:
             return self._persist(raw, before, after)
         except KubeConflict:
-            fresh = self._kube.get(GANG_NODE_POOLS, raw["metadata"]["name"])
+            name = raw["metadata"]["name"]
+            fresh = self._kube.get(GANG_NODE_POOLS, name)
             if GangNodePool.from_dict(fresh).status != before:
                 raise
+            log.info(
+                "gangnodepool %s: conflict saving an action's result; re-applied on the fresh one",
+                name,
+            )
             return self._persist(fresh, before, after)
 
     def _emit(self, raw: dict[str, Any], events: tuple[Any, ...]) -> None:
