@@ -28,7 +28,6 @@ Figures, not assertions.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -39,10 +38,10 @@ from typing import Any
 import boto3  # type: ignore[import-untyped]
 from moto import mock_aws
 
+from provisioner.api.settings import RetryBackoff
 from provisioner.cloud import Ec2Engine, LaunchSpec, LaunchTemplateRef, SubnetRef
 from provisioner.cloud.ec2api import build_clients
 from provisioner.cloud.errors import CloudError, ErrorKind
-from provisioner.controllers.pool_transitions import PoolView
 from provisioner.devenv.emulator_patches import EmulatorState, install
 
 REGION = "us-east-1"
@@ -50,11 +49,10 @@ ZONE = "us-east-1a"
 INSTANCE_TYPE = "p4d.24xlarge"
 CLUSTER = "bench"
 MIN_BILLED_SECONDS = 60.0
-# The controller's retry schedule after a shortfall, read from its defaults so the bench
-# follows the product if they change.
-_DEFAULTS = {f.name: f.default for f in dataclasses.fields(PoolView)}
-BACKOFF_BASE = float(_DEFAULTS["backoff_base"])  # type: ignore[arg-type]
-BACKOFF_MAX = float(_DEFAULTS["backoff_max"])  # type: ignore[arg-type]
+# The controller's retry schedule after a shortfall, read from the setting's defaults so the
+# bench follows the product if they change.
+BACKOFF_BASE = RetryBackoff().initial.total_seconds()
+BACKOFF_MAX = RetryBackoff().max.total_seconds()
 
 # (seconds from start, instances this tenant could hold from then on). Rising 0→1→2→3, a
 # dip, a one-minute window of 4, another dip, then 4 for good.

@@ -82,8 +82,6 @@ class GangNodePoolReconciler:
         settings: Settings,
         recorder: EventRecorder,
         now: Callable[[], datetime],
-        backoff_base: float = 5.0,
-        backoff_max: float = 300.0,
     ) -> None:
         self._kube = kube
         self._pools = pools
@@ -93,7 +91,6 @@ class GangNodePoolReconciler:
         self._settings = settings
         self._recorder = recorder
         self._now = now
-        self._backoff = (backoff_base, backoff_max)
 
     def keys_for_node(self, node: dict[str, Any]) -> list[ObjectKey]:
         pool = (node.get("metadata", {}).get("labels") or {}).get(c.POOL_LABEL)
@@ -141,8 +138,8 @@ class GangNodePoolReconciler:
             stack_prepared=self._stacks.is_prepared(pool.name),
             now=self._now(),
             join_deadline=timedelta(seconds=self._settings.join_deadline_seconds),
-            backoff_base=self._backoff[0],
-            backoff_max=self._backoff[1],
+            backoff_base=self._settings.retry_backoff.initial.total_seconds(),
+            backoff_max=self._settings.retry_backoff.max.total_seconds(),
         )
 
     def _ready_instances(

@@ -98,8 +98,6 @@ class Manager:
             self.settings,
             recorder,
             self.now,
-            backoff_base=self.settings.retry_backoff.initial.total_seconds(),
-            backoff_max=self.settings.retry_backoff.max.total_seconds(),
         )
         check_ctl = Controller(
             "admissioncheck",
