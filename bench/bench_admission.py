@@ -38,7 +38,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from bench.stats import percentile, ratio, table
-from bench.watching import Timeline
+from bench.watching import Timeline, instances_tagged, wait_for
 from provisioner.api import constants as c
 from provisioner.devenv import kueue_objects as ko
 from provisioner.devenv.environment import LocalEnvironment
@@ -60,12 +60,7 @@ class Bench:
     samples: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
     def wait(self, what: str, probe: Callable[[], Any], timeout: float = 180) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if found := probe():
-                return found
-            time.sleep(0.02)
-        raise SystemExit(f"gave up waiting for {what} after {timeout:.0f}s")
+        return wait_for(what, probe, timeout, every=0.02)
 
     def _admitted(self, job: str) -> float:
         return float(
@@ -122,10 +117,7 @@ class Bench:
         return (obj.get("status") or {}).get("phase")
 
     def _instances(self, pool: str) -> list[dict[str, Any]]:
-        pages = self.env.ec2_client().describe_instances(
-            Filters=[{"Name": f"tag:{c.TAG_POOL}", "Values": [pool]}]
-        )["Reservations"]
-        return [i for r in pages for i in r["Instances"]]
+        return instances_tagged(self.env.ec2_client(), c.TAG_POOL, pool)
 
     def _launched(self, pool: str) -> int:
         return len(self._instances(pool))

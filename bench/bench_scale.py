@@ -40,7 +40,7 @@ from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.stats import histogram_quantile, percentile, ratio, table
-from bench.watching import GNP, KUEUE, Timeline
+from bench.watching import GNP, KUEUE, Timeline, instances_tagged, wait_for
 from provisioner.api import constants as c
 from provisioner.devenv import kueue_objects as ko
 from provisioner.devenv import tools as toolchain
@@ -186,12 +186,7 @@ class Run:
     figures: dict[str, float] = field(default_factory=dict)
 
     def wait(self, what: str, probe: Callable[[], Any], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if probe():
-                return
-            time.sleep(0.5)
-        raise SystemExit(f"gave up waiting for {what} after {timeout:.0f}s (logs: {self.work})")
+        wait_for(what, probe, timeout, every=0.5, hint=f" (logs: {self.work})")
 
     def execute(self) -> dict[str, float]:
         env = LocalEnvironment(
@@ -310,13 +305,7 @@ def _phases(custom: k8s.CustomObjectsApi) -> dict[str, int]:
 
 
 def _launched(env: LocalEnvironment) -> int:
-    # Every page: DescribeInstances answers 100 reservations at a time.
-    pages = (
-        env.ec2_client()
-        .get_paginator("describe_instances")
-        .paginate(Filters=[{"Name": f"tag:{c.TAG_CLUSTER}", "Values": [env.cluster_name]}])
-    )
-    return sum(len(r["Instances"]) for page in pages for r in page["Reservations"])
+    return len(instances_tagged(env.ec2_client(), c.TAG_CLUSTER, env.cluster_name))
 
 
 # --- report ----------------------------------------------------------------------------------

@@ -1,7 +1,6 @@
-"""First-seen times of Workload conditions and pool phases, from two watches.
-
-The benchmarks time what the controller and Kueue do by when a watch first shows it, so no
-poll interval blurs the figures.
+"""What the benchmarks observe: first-seen times of Workload conditions and pool phases
+(from two watches, so no poll interval blurs the figures), a bounded wait, and the
+instances EC2 holds by tag.
 """
 
 from __future__ import annotations
@@ -97,3 +96,24 @@ class Timeline:
     def pool(self, name: str) -> dict[str, float]:
         with self._lock:
             return dict(self.pools.get(name, {}))
+
+
+def wait_for(
+    what: str, probe: Callable[[], Any], timeout: float, every: float, hint: str = ""
+) -> Any:
+    """`probe()`'s first truthy answer; a run that waits longer stops with what it waited for."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := probe():
+            return found
+        time.sleep(every)
+    raise SystemExit(f"gave up waiting for {what} after {timeout:.0f}s{hint}")
+
+
+def instances_tagged(ec2: Any, key: str, value: str) -> list[dict[str, Any]]:
+    """Every instance (any state) carrying tag `key`=`value`, over every DescribeInstances
+    page (100 reservations each)."""
+    pages = ec2.get_paginator("describe_instances").paginate(
+        Filters=[{"Name": f"tag:{key}", "Values": [value]}]
+    )
+    return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
