@@ -2,7 +2,7 @@
 #
 # The controller image. Three stages:
 #   pulumi   builds the Pulumi CLI from Go modules with the project's own tool installer
-#            (`python -m provisioner.devenv.tools --only pulumi`), the very command `make
+#            (`python -m provisioner.toolchain.installer --only pulumi`), the very command `make
 #            tools` runs, so the image's CLI is the tested CLI: same version, same wrapper
 #            module, same version stamp, and the dynamic-provider launcher placed beside it.
 #   python   installs the package into a virtualenv with the pinned constraints, as the
@@ -26,7 +26,7 @@ COPY provisioner/ provisioner/
 ENV ATOMIC_GANG_CACHE=/opt/atomic-gang
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
-    python3 -m provisioner.devenv.tools --only pulumi --print-path > /tmp/pulumi-bin \
+    python3 -m provisioner.toolchain.installer --only pulumi --print-path > /tmp/pulumi-bin \
  && mkdir -p /out/bin \
  && cp "$(cat /tmp/pulumi-bin)/pulumi" "$(cat /tmp/pulumi-bin)/pulumi-resource-pulumi-python" /out/bin/ \
  && /out/bin/pulumi version

@@ -21,15 +21,15 @@ $(STAMP): pyproject.toml constraints.txt
 venv: $(STAMP)
 
 tools: $(STAMP)
-	$(PY) -m provisioner.devenv.tools
+	$(PY) -m provisioner.toolchain
 
 demo: tools
-	$(VENV)/bin/atomic-gang demo
+	$(PY) -m devenv demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check provisioner stacks infra tests bench
+	$(VENV)/bin/ruff check provisioner stacks infra devenv tests bench
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy provisioner stacks infra bench
+	$(VENV)/bin/mypy provisioner stacks infra devenv bench
 
 test: tools lint
 	$(PY) -m pytest tests $(PYTEST_ARGS)
@@ -44,13 +44,13 @@ test-e2e: tools
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
 dev-up: tools
-	$(VENV)/bin/atomic-gang dev up
+	$(PY) -m devenv up
 
 dev-status: $(STAMP)
-	$(VENV)/bin/atomic-gang dev status
+	$(PY) -m devenv status
 
 dev-down: $(STAMP)
-	$(VENV)/bin/atomic-gang dev down
+	$(PY) -m devenv down
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .devenv
@@ -66,8 +66,8 @@ HELM_REQUIRED := --set-string clusterName=my-eks-cluster --set-string defaults.r
 	--set-string kueue.clusterQueue.nominalQuota.memory=1Ti
 
 helm-lint: $(STAMP)
-	@helm_dir="$$($(PY) -m provisioner.devenv.tools --only helm --print-path)" && \
-	kube_version="$$($(PY) -c 'from provisioner.devenv.versions import KUBE_APISERVER as k; print(k.version)')" && \
+	@helm_dir="$$($(PY) -m provisioner.toolchain.installer --only helm --print-path)" && \
+	kube_version="$$($(PY) -c 'from provisioner.toolchain.versions import KUBE_APISERVER as k; print(k.version)')" && \
 	"$$helm_dir/helm" lint --strict --kube-version "$$kube_version" $(CHART) $(HELM_REQUIRED)
 
 helm-test: $(STAMP)

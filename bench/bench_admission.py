@@ -39,9 +39,9 @@ from kubernetes import client as k8s
 
 from bench.stats import percentile, ratio, table
 from bench.watching import Timeline, instances_tagged, wait_for
+from devenv import kueue_objects as ko
+from devenv.environment import LocalEnvironment
 from provisioner.api import constants as c
-from provisioner.devenv import kueue_objects as ko
-from provisioner.devenv.environment import LocalEnvironment
 
 NAMESPACE = "default"
 PLAIN_QUEUE = "plain-queue"

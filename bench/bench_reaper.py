@@ -32,13 +32,13 @@ import boto3  # type: ignore[import-untyped]
 from moto import mock_aws
 
 from bench.stats import ratio, table
+from devenv.emulator_patches import install
 from provisioner.api import constants as c
 from provisioner.cloud import Ec2Engine
 from provisioner.cloud.ec2api import build_clients
 from provisioner.cloud.types import InstanceView
 from provisioner.cloud.views import instance_view_from
 from provisioner.controllers.reaper import PoolFacts, Reaper, verdict
-from provisioner.devenv.emulator_patches import install
 
 REGION = "us-east-1"
 CLUSTER = "bench"

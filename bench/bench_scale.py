@@ -41,11 +41,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.stats import histogram_quantile, percentile, ratio, table
 from bench.watching import GNP, KUEUE, Timeline, instances_tagged, wait_for
+from devenv import kueue_objects as ko
+from devenv.environment import LocalEnvironment
+from devenv.processes import Supervised, free_port
 from provisioner.api import constants as c
-from provisioner.devenv import kueue_objects as ko
-from provisioner.devenv import tools as toolchain
-from provisioner.devenv.environment import LocalEnvironment
-from provisioner.devenv.processes import Supervised, free_port
+from provisioner.toolchain import installer as toolchain
 
 NAMESPACE = "default"
 PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -29,12 +29,12 @@ from typing import Any
 
 import boto3  # type: ignore[import-untyped]
 
+from devenv.emulator import EmulatorProcess
 from provisioner.api.settings import Settings
 from provisioner.cloud import Ec2Engine, LaunchSpec, LaunchTemplateRef, SubnetRef, SystemClock
 from provisioner.cloud.ec2api import build_clients
 from provisioner.cloud.naming import instance_profile_name
 from provisioner.cloud.nodeadm import render_user_data
-from provisioner.devenv.emulator import EmulatorProcess
 from provisioner.pulumi_driver import StackDriver
 from provisioner.pulumi_driver.environment import LAUNCHER
 from stacks.spec import PoolSpec, pool_tags
@@ -178,8 +178,8 @@ class Recorder:
 def _real_cli(arg: str | None) -> Path:
     if arg:
         return Path(arg) / "bin" / "pulumi"
-    from provisioner.devenv.tools import resolve
-    from provisioner.devenv.versions import PULUMI
+    from provisioner.toolchain.installer import resolve
+    from provisioner.toolchain.versions import PULUMI
 
     return Path(resolve(PULUMI).binary)
 

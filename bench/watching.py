@@ -14,8 +14,8 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import watch
 
+from devenv import kueue_objects as ko
 from provisioner.api import constants as c
-from provisioner.devenv import kueue_objects as ko
 
 KUEUE = (c.KUEUE_GROUP, c.KUEUE_VERSION)
 GNP = (c.GROUP, c.VERSION, c.GNP_PLURAL)

@@ -1,33 +1,20 @@
-"""`atomic-gang`: the command line of the controller and of its local environment.
+"""`atomic-gang`: the command line of the controller and its operators.
 
 Each subcommand hands off to the module that owns the work, imported only when that
-subcommand runs (the controller must not import the test environment, and `dev tools`
-must work before the Kubernetes client is even importable on a broken install).
+subcommand runs (`tools` must work before the Kubernetes client is even importable on a
+broken install). The local environment has its own command, `python -m devenv`.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 
-def _dev(args: argparse.Namespace, rest: list[str]) -> int:
-    if args.dev_command == "tools":
-        from provisioner.devenv import tools
+def _tools(args: argparse.Namespace, rest: list[str]) -> int:
+    from provisioner.toolchain import installer
 
-        return tools.main(rest)
-    from provisioner.devenv import daemon
-
-    work_dir = Path(args.work_dir)
-    handlers = {"up": daemon.up, "down": daemon.down, "status": daemon.status}
-    return handlers[args.dev_command](work_dir)
-
-
-def _demo(args: argparse.Namespace, rest: list[str]) -> int:
-    from provisioner.devenv import demo
-
-    return demo.run(Path(args.work_dir).resolve())
+    return installer.main(rest)
 
 
 def _doctor(args: argparse.Namespace, rest: list[str]) -> int:
@@ -61,10 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    dev = sub.add_parser("dev", help="the local environment (control plane, Kueue, EC2 emulator)")
-    dev.add_argument("dev_command", choices=["tools", "up", "down", "status"])
-    dev.add_argument("--work-dir", default=".devenv", help="where state and logs live")
-    dev.set_defaults(handler=_dev)
+    tools = sub.add_parser(
+        "tools", help="build or find the pinned Pulumi CLI, apiserver, etcd, Kueue, helm",
+        add_help=False,
+    )
+    tools.set_defaults(handler=_tools)
 
     controller = sub.add_parser(
         "controller",
@@ -80,10 +68,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pools.set_defaults(handler=_pools)
 
-    demo = sub.add_parser("demo", help="run the scripted scenario on the embedded default")
-    demo.add_argument("--work-dir", default=".devenv/demo")
-    demo.set_defaults(handler=_demo)
-
     for name, handler, text in (
         ("doctor", _doctor, "preflight checks of the queue, check, Lease and AWS identity"),
         ("explain", _explain, "why a Job is not running yet: explain NAMESPACE/JOB"),
@@ -91,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=text)
         if name == "explain":
             cmd.add_argument("job", help="NAMESPACE/JOB")
-        cmd.add_argument("--work-dir", help="a local environment's directory (`dev up`'s)")
+        cmd.add_argument("--work-dir", help="a local environment's directory (`make dev-up`'s)")
         cmd.add_argument("--kubeconfig", help="kubeconfig (default: the local environment's)")
         cmd.add_argument("--config", help="the controller's settings file")
         cmd.add_argument("--queue", default="default/atomic-gang-queue", help="NAMESPACE/NAME")
@@ -103,9 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    passes_through = args.command in ("controller", "pools") or (
-        args.command == "dev" and args.dev_command == "tools"
-    )
+    passes_through = args.command in ("controller", "pools", "tools")
     if rest and not passes_through:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return int(args.handler(args, rest))

@@ -366,7 +366,7 @@ def connect(work_dir: str | None, kubeconfig: str | None, config: str | None) ->
             state = json.loads(state_file.read_text())
         except FileNotFoundError:
             raise SystemExit(
-                f"error: no {state_file}; start the local environment (`atomic-gang dev up`) "
+                f"error: no {state_file}; start the local environment (`make dev-up`) "
                 "or pass --kubeconfig and --config"
             ) from None
         kubeconfig = kubeconfig or state["kubeconfig"]

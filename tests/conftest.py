@@ -55,7 +55,7 @@ class _Tools:
 
     def __getitem__(self, name: str) -> object:
         if name not in self._found:
-            from provisioner.devenv import tools as toolchain
+            from provisioner.toolchain import installer as toolchain
 
             self._found[name] = toolchain.ensure_all([name])[name]
         return self._found[name]
@@ -68,8 +68,8 @@ def tools() -> _Tools:
 
 @pytest.fixture(scope="session")
 def control_plane(tools: _Tools, session_dir: Path) -> Iterator[object]:
+    from devenv.controlplane import ControlPlane
     from provisioner.api.gangnodepool import load_crd
-    from provisioner.devenv.controlplane import ControlPlane
 
     cp = ControlPlane(session_dir / "control-plane", tools["etcd"], tools["kube-apiserver"])  # type: ignore[arg-type]
     cp.start()
@@ -85,7 +85,7 @@ def kube_api(control_plane: object) -> object:
 
 @pytest.fixture(scope="session")
 def kueue(control_plane: object, tools: _Tools) -> Iterator[object]:
-    from provisioner.devenv.kueue import KueueManager
+    from devenv.kueue import KueueManager
 
     manager = KueueManager(control_plane, tools["kueue"])  # type: ignore[arg-type]
     manager.install_crds()
@@ -97,7 +97,7 @@ def kueue(control_plane: object, tools: _Tools) -> Iterator[object]:
 @pytest.fixture(scope="session")
 def kueue_crds(control_plane: object, tools: _Tools) -> list[str]:
     """Kueue's CRDs without its manager (integration tests that only read and write them)."""
-    from provisioner.devenv.kueue import kueue_crds
+    from devenv.kueue import kueue_crds
 
     return control_plane.install_crds(kueue_crds(tools["kueue"]))  # type: ignore[attr-defined,arg-type,no-any-return]
 
@@ -115,7 +115,7 @@ def namespace(kube_api: object) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def emulator_process(session_dir: Path) -> Iterator[object]:
-    from provisioner.devenv.emulator import EmulatorProcess
+    from devenv.emulator import EmulatorProcess
 
     process = EmulatorProcess(log_dir=session_dir / "emulator")
     process.start()

@@ -95,7 +95,7 @@ def _pulumi_root(explicit: str | None) -> Path:
     if found is None:
         raise SystemExit(
             "error: no Pulumi CLI on PATH; pass --pulumi-root DIR (the directory holding "
-            "bin/pulumi), or install the CLI (`atomic-gang dev tools --only pulumi`)."
+            "bin/pulumi), or install the CLI (`atomic-gang tools --only pulumi`)."
         )
     return Path(found).resolve().parent.parent
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
+from devenv.processes import Supervised, free_port
 from provisioner.api import constants as c
-from provisioner.devenv.processes import Supervised, free_port
 from tests.integration.controller_harness import CLUSTER, REGION, GangEnv
 
 

@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client as k8s
 
+from devenv import kueue_objects as ko
+from devenv.environment import LocalEnvironment
+from devenv.nodesim import SIMULATED_LABEL
 from provisioner.api import constants as c
-from provisioner.devenv import kueue_objects as ko
-from provisioner.devenv.environment import LocalEnvironment
-from provisioner.devenv.nodesim import SIMULATED_LABEL
 from tests.support.waiting import eventually
 
 T = TypeVar("T")

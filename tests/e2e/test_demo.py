@@ -1,6 +1,6 @@
 """The README's demo command, run as CI runs it: to completion, with nothing stranded.
 
-`atomic-gang demo` starts its own embedded default (its own control plane, Kueue, emulator
+`python -m devenv demo` starts its own embedded default (its own control plane, Kueue, emulator
 and controller), runs the three-Job scenario and prints the bill; this asserts on that
 output: the warm Job launched nothing, the scarce Job was held with nothing running, every
 stranded figure is zero and every process it started is gone.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 def test_demo_runs_to_completion_with_zero_stranded_node_seconds(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "provisioner.cli", "demo", "--work-dir", str(tmp_path / "demo")],
+        [sys.executable, "-m", "devenv", "demo", "--work-dir", str(tmp_path / "demo")],
         capture_output=True,
         text=True,
         timeout=600,

@@ -16,14 +16,14 @@ import boto3
 import pytest
 from kubernetes import client as k8s
 
+from devenv import kueue_objects as ko
+from devenv.bootstrap import NODE_ROLE_NAME
+from devenv.controlplane import SERVICE_CIDR
+from devenv.emulator import EmulatorClient
+from devenv.environment import LocalEnvironment
 from provisioner.api import constants as c
 from provisioner.cloud.ec2api import build_clients
 from provisioner.cloud.naming import instance_profile_name
-from provisioner.devenv import kueue_objects as ko
-from provisioner.devenv.bootstrap import NODE_ROLE_NAME
-from provisioner.devenv.controlplane import SERVICE_CIDR
-from provisioner.devenv.emulator import EmulatorClient
-from provisioner.devenv.environment import LocalEnvironment
 from provisioner.doctor import Doctor, Result
 from provisioner.kube.client import KubeClient
 from tests.e2e.conftest import eventually

@@ -19,8 +19,8 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from provisioner.devenv.emulator import EmulatorClient, EmulatorProcess
-from provisioner.devenv.emulator_patches import DEFAULT_REGION
+from devenv.emulator import EmulatorClient, EmulatorProcess
+from devenv.emulator_patches import DEFAULT_REGION
 
 AwsClientFactory = Callable[..., Any]
 

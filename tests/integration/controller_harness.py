@@ -20,6 +20,9 @@ import boto3
 import pytest
 from kubernetes import client as k8s
 
+from devenv.bootstrap import register_cluster_and_identity
+from devenv.nodesim import SIMULATED_LABEL, NodeSimulator
+from devenv.processes import free_port
 from provisioner.api import constants as c
 from provisioner.api.settings import Settings
 from provisioner.cloud.ec2api import build_clients
@@ -27,9 +30,6 @@ from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.types import SystemClock
 from provisioner.controllers.manager import Manager
 from provisioner.controllers.stack_adapter import StackAdapter
-from provisioner.devenv.bootstrap import register_cluster_and_identity
-from provisioner.devenv.nodesim import SIMULATED_LABEL, NodeSimulator
-from provisioner.devenv.processes import free_port
 from provisioner.kube.client import KubeClient
 from provisioner.pulumi_driver.driver import StackDriver
 from tests.support import kueue_objects as ko

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
+from devenv.processes import Supervised, free_port
 from provisioner.api import constants as c
-from provisioner.devenv.processes import Supervised, free_port
 from tests.integration.controller_harness import CLUSTER, REGION, GangEnv, eventually
 
 LEASE = "atomic-gang-failover"

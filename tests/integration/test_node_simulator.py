@@ -9,9 +9,9 @@ import boto3
 import pytest
 from kubernetes import client as k8s
 
+from devenv.nodesim import SIMULATED_LABEL, NodeSimulator
 from provisioner.api import constants as c
 from provisioner.cloud.nodeadm import render_user_data
-from provisioner.devenv.nodesim import SIMULATED_LABEL, NodeSimulator
 
 CLUSTER = "sim-cluster"
 

@@ -18,7 +18,7 @@ import boto3
 import pytest
 from pulumi import automation as auto
 
-from provisioner.devenv.pulumi_probe import program
+from devenv.pulumi_probe import program
 
 PROJECT = "atomic-gang-toolchain"
 

@@ -26,10 +26,10 @@ import yaml  # type: ignore[import-untyped]  # no stubs in the pinned dev set
 from kubernetes import client as k8s  # type: ignore[import-untyped]
 from kubernetes.client.rest import ApiException  # type: ignore[import-untyped]
 
+from devenv.processes import Supervised, free_port
 from provisioner.api import constants as c
 from provisioner.api.settings import load_settings
 from provisioner.api.shape import GangShapeError, parse_gang_shape
-from provisioner.devenv.processes import Supervised, free_port
 from provisioner.webhook.server import JOB_WEBHOOK_PATH
 from tests.chart.conftest import Helm
 

@@ -1,9 +1,9 @@
-"""The Kueue object builders, re-exported from their home in `provisioner.devenv`.
+"""The Kueue object builders, re-exported from their home in `devenv`.
 
 Kept so the integration tests' imports stay as they were.
 """
 
-from provisioner.devenv.kueue_objects import (
+from devenv.kueue_objects import (
     KUEUE_API,
     admission_check,
     cluster_queue,

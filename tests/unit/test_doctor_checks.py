@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from devenv import kueue_objects as ko
 from provisioner.api import constants as c
 from provisioner.api.settings import Settings
-from provisioner.devenv import kueue_objects as ko
 from provisioner.doctor import Doctor
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import ResourceRef

@@ -18,7 +18,7 @@ from moto import mock_aws
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.ec2.models import ec2_backends
 
-from provisioner.devenv.emulator_patches import (
+from devenv.emulator_patches import (
     FLEET_ID_TAG,
     ClusterSpec,
     EmulatorInputError,
@@ -490,7 +490,7 @@ def test_terminating_a_terminated_instance_succeeds_as_on_aws() -> None:
     import boto3
     from moto import mock_aws
 
-    from provisioner.devenv.emulator_patches import EMULATOR, install
+    from devenv.emulator_patches import EMULATOR, install
 
     with mock_aws():
         install()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.devenv.tools import PULUMI_PYTHON_LAUNCHER
-from provisioner.devenv.versions import GO_MIN_VERSION
+from provisioner.toolchain.installer import PULUMI_PYTHON_LAUNCHER
+from provisioner.toolchain.versions import GO_MIN_VERSION
 
 pytestmark = pytest.mark.unit
 
@@ -39,7 +39,7 @@ def test_three_stages() -> None:
 
 def test_the_cli_is_built_by_the_projects_installer() -> None:
     pulumi = stages()["pulumi"]
-    assert "python3 -m provisioner.devenv.tools --only pulumi" in pulumi
+    assert "python3 -m provisioner.toolchain.installer --only pulumi" in pulumi
     assert PULUMI_PYTHON_LAUNCHER in pulumi
     go = tuple(int(p) for p in arg("GO_VERSION").split(".")[:2])
     assert go >= GO_MIN_VERSION

@@ -11,8 +11,8 @@ import boto3  # type: ignore[import-untyped]
 import pytest
 from moto import mock_aws
 
+from devenv.emulator_patches import ClusterSpec, install
 from provisioner.api import constants as c
-from provisioner.devenv.emulator_patches import ClusterSpec, install
 from stacks import access_entry, instance_profile, instance_set
 from stacks.access_entry import AccessEntryProvider
 from stacks.failures import PoolResourceError

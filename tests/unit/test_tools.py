@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.devenv import tools
-from provisioner.devenv.versions import ALL_TOOLS, ETCD, KUBE_APISERVER, KUEUE, PULUMI
+from provisioner.toolchain import installer as tools
+from provisioner.toolchain.versions import ALL_TOOLS, ETCD, KUBE_APISERVER, KUEUE, PULUMI
 
 KUBE_GO_MOD = """module k8s.io/kubernetes
 
@@ -113,7 +113,7 @@ def test_a_missing_tool_without_building_names_the_retry_command(
 ) -> None:
     monkeypatch.setenv("ATOMIC_GANG_CACHE", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    with pytest.raises(tools.ToolError, match="atomic-gang dev tools --only kueue"):
+    with pytest.raises(tools.ToolError, match="atomic-gang tools --only kueue"):
         tools.resolve(KUEUE, build=False)
 
 

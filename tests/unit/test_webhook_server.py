@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from devenv.pki import CertificateAuthority
+from devenv.processes import free_port
 from provisioner.api import constants as c
 from provisioner.api.settings import Settings
-from provisioner.devenv.pki import CertificateAuthority
-from provisioner.devenv.processes import free_port
 from provisioner.webhook.server import JOB_WEBHOOK_PATH, MAX_BODY_BYTES, WebhookServer
 
 pytestmark = pytest.mark.unit

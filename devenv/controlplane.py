@@ -25,9 +25,9 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
-from provisioner.devenv import pki
-from provisioner.devenv.processes import Supervised, free_port
-from provisioner.devenv.tools import ResolvedTool
+from devenv import pki
+from devenv.processes import Supervised, free_port
+from provisioner.toolchain.installer import ResolvedTool
 
 SERVICE_CIDR = "10.96.0.0/16"
 ADMIN_USER = "atomic-gang-admin"

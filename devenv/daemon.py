@@ -1,4 +1,4 @@
-"""`atomic-gang dev up | status | down`: the local environment as a background process.
+"""`python -m devenv up | status | down`: the local environment as a background process.
 
 `up` starts this module's `serve` in a new session (the whole embedded default: control
 plane, Kueue, EC2 emulator, node and Job simulators, the controller and the bootstrap's
@@ -22,6 +22,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from devenv.processes import python_env
+
 STATE_FILE = "state.json"
 DEFAULT_WORK_DIR = Path(".devenv")
 
@@ -32,7 +34,7 @@ def _state_path(work_dir: Path) -> Path:
 
 def serve(work_dir: Path) -> int:
     """Run the environment in this process until SIGTERM or SIGINT."""
-    from provisioner.devenv.environment import LocalEnvironment
+    from devenv.environment import LocalEnvironment
 
     # The controller runs in this process: its log, like ours, goes to daemon.log.
     logging.basicConfig(
@@ -56,17 +58,18 @@ def serve(work_dir: Path) -> int:
 def up(work_dir: Path, timeout: float = 1200) -> int:
     existing = read_state(work_dir)
     if existing and _alive(existing["pid"]):
-        print(f"already running (pid {existing['pid']}); `atomic-gang dev down` stops it")
+        print(f"already running (pid {existing['pid']}); `make dev-down` stops it")
         _print_usage(existing)
         return 0
     work_dir.mkdir(parents=True, exist_ok=True)
     log = (work_dir / "daemon.log").open("ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "provisioner.devenv.daemon", "serve", str(work_dir)],
+        [sys.executable, "-m", "devenv.daemon", "serve", str(work_dir)],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
+        env=python_env(),
     )
     print(f"starting the local environment (pid {proc.pid}); log: {work_dir / 'daemon.log'}")
     deadline = time.monotonic() + timeout
@@ -161,4 +164,4 @@ def _answers(url: str) -> bool:
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "serve":
         raise SystemExit(serve(Path(sys.argv[2])))
-    raise SystemExit("usage: python -m provisioner.devenv.daemon serve WORK_DIR")
+    raise SystemExit("usage: python -m devenv.daemon serve WORK_DIR")

@@ -3,7 +3,7 @@
 `install()` applies the extensions to the moto classes of the current process, once, and
 returns the one `EmulatorState` that holds what moto has no place for (the capacity model,
 fault switches, idempotency records, pending ENI detaches). Two callers:
-- `provisioner.devenv.emulator`, the server process the integration tests and the demo talk
+- `devenv.emulator`, the server process the integration tests and the demo talk
   to over HTTP (it also exposes `EmulatorState`'s switches under `/_emulator/...`);
 - unit tests that run moto in-process: `with mock_aws(): install().reset()`.
 Both get identical behaviour because both run this code.

@@ -24,18 +24,18 @@ import boto3
 import yaml
 from kubernetes import client as k8s
 
+from devenv import kueue_objects as ko
+from devenv.bootstrap import NodeIdentity, register_cluster_and_identity
+from devenv.controlplane import ControlPlane
+from devenv.emulator import EmulatorClient, EmulatorProcess
+from devenv.jobsim import JobSimulator
+from devenv.kueue import KueueManager
+from devenv.nodesim import NodeSimulator
+from devenv.processes import free_port
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import load_crd
 from provisioner.api.settings import Settings
-from provisioner.devenv import kueue_objects as ko
-from provisioner.devenv import tools as toolchain
-from provisioner.devenv.bootstrap import NodeIdentity, register_cluster_and_identity
-from provisioner.devenv.controlplane import ControlPlane
-from provisioner.devenv.emulator import EmulatorClient, EmulatorProcess
-from provisioner.devenv.jobsim import JobSimulator
-from provisioner.devenv.kueue import KueueManager
-from provisioner.devenv.nodesim import NodeSimulator
-from provisioner.devenv.processes import free_port
+from provisioner.toolchain import installer as toolchain
 
 DEFAULT_CLUSTER = "atomic-gang-local"
 DEFAULT_REGION = "us-east-1"

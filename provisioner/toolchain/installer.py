@@ -1,6 +1,6 @@
 """Builds (or finds) the real tools the local environment and the tests run.
 
-Called by `atomic-gang dev tools`, by `make tools`, and by the pytest session fixtures. For
+Called by `atomic-gang tools`, by `make tools`, and by the pytest session fixtures. For
 each tool pinned in `versions.py` it takes, in order:
 1. a binary already built into the cache directory for this exact version;
 2. a binary on PATH that reports the pinned version (skipped for tools whose data files must
@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from provisioner.devenv.versions import ALL_TOOLS, GO_MIN_VERSION, TOOLS_BY_NAME, GoTool
+from provisioner.toolchain.versions import ALL_TOOLS, GO_MIN_VERSION, TOOLS_BY_NAME, GoTool
 
 _REPLACE_LINE = re.compile(r"^\s*(\S+)(?:\s+\S+)?\s*=>\s*(\S+)(?:\s+(\S+))?\s*$")
 _STAMP = ".built"
@@ -114,7 +114,7 @@ def resolve(tool: GoTool, *, build: bool = True) -> ResolvedTool:
     if not build:
         raise ToolError(
             f"{tool.name} {tool.version} is not installed. Run `make tools` "
-            f"(or `atomic-gang dev tools --only {tool.name}`) to build it."
+            f"(or `atomic-gang tools --only {tool.name}`) to build it."
         )
     # Two processes (a test run and `make tools`, or two checkouts) must not build into the
     # same directory at once: the second waits, then finds the first one's build.
@@ -176,7 +176,7 @@ def _run_step(tool: GoTool, step: str, argv: list[str], cwd: Path, log: Path) ->
         raise ToolError(
             f"{tool.name} {tool.version}: step '{step}' failed (exit {done.returncode}).\n"
             f"Command: (cd {cwd} && {' '.join(argv)})\nLog: {log}\n{tail}\n"
-            f"Retry with: atomic-gang dev tools --only {tool.name}"
+            f"Retry with: atomic-gang tools --only {tool.name}"
         )
     _say(f"{tool.name}: {step} done in {time.monotonic() - started:.0f}s")
     return done.stdout
@@ -245,7 +245,7 @@ def _build(tool: GoTool) -> ResolvedTool:
     if info.get("Error"):
         raise ToolError(
             f"{tool.name}: the Go module proxy refused {tool.module}@{tool.version}: "
-            f"{info['Error']}\nRetry with: atomic-gang dev tools --only {tool.name}"
+            f"{info['Error']}\nRetry with: atomic-gang tools --only {tool.name}"
         )
     (work / "go.mod").write_text(wrapper_go_mod(tool, Path(info["GoMod"]).read_text()))
     (work / "tools.go").write_text(
@@ -271,7 +271,7 @@ def _build(tool: GoTool) -> ResolvedTool:
     if not _reports_version(binary, tool):
         raise ToolError(
             f"{tool.name}: the built binary does not report {tool.version_marker}; "
-            f"see {log}. Retry with: atomic-gang dev tools --only {tool.name}"
+            f"see {log}. Retry with: atomic-gang tools --only {tool.name}"
         )
     (home / _STAMP).write_text(tool.version + "\n")
     return ResolvedTool(tool, binary, home, "built")
@@ -327,7 +327,7 @@ def bin_dirs(resolved: dict[str, ResolvedTool]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="atomic-gang dev tools",
+        prog="atomic-gang tools",
         description="Build or find the pinned Pulumi CLI, kube-apiserver, etcd, Kueue and helm.",
     )
     parser.add_argument(

@@ -24,6 +24,21 @@ _live: set[Supervised] = set()
 _live_lock = threading.Lock()
 
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def python_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment for a `python -m devenv...` child, wherever it starts.
+
+    The dev environment is not installed with the product (it stays out of the wheel), so
+    a child finds it through PYTHONPATH rather than through site-packages.
+    """
+    env = {**os.environ, **(extra or {})}
+    paths = [str(REPO_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return env
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -1,6 +1,6 @@
 """The one place where the versions of the tools the project builds are pinned.
 
-Read by the tool installer (`atomic-gang dev tools`), the Dockerfile's build stage and the
+Read by the tool installer (`atomic-gang tools`), the Dockerfile's build stage and the
 README. Each tool is built from its Go module because no download site is reachable where
 this project is developed and tested; a user with a matching binary on PATH skips the build.
 

@@ -30,9 +30,9 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from devenv import kueue_objects as ko
+from devenv.environment import LocalEnvironment
 from provisioner.api import constants as c
-from provisioner.devenv import kueue_objects as ko
-from provisioner.devenv.environment import LocalEnvironment
 
 NAMESPACE = "default"
 SHARED_POOL = "shared"
@@ -374,8 +374,8 @@ def kubectl_get_gnp(kubeconfig: str) -> str:
 
 
 def _pulumi_stack_ls(env: LocalEnvironment) -> str:
-    from provisioner.devenv import tools as toolchain
-    from provisioner.devenv.versions import PULUMI
+    from provisioner.toolchain import installer as toolchain
+    from provisioner.toolchain.versions import PULUMI
 
     pulumi = toolchain.resolve(PULUMI, build=False).binary
     project = f"atomic-gang-{env.cluster_name}"

@@ -14,8 +14,8 @@ from typing import Any
 
 import boto3
 
+from devenv.controlplane import SERVICE_CIDR, ControlPlaneInfo
 from provisioner.cloud.naming import instance_profile_name
-from provisioner.devenv.controlplane import SERVICE_CIDR, ControlPlaneInfo
 
 NODE_ROLE_NAME = "eks-gang-node-role"
 K8S_VERSION = "1.36"
@@ -36,7 +36,7 @@ def register_cluster_and_identity(
     role_name: str = NODE_ROLE_NAME,
 ) -> NodeIdentity:
     """The cluster record, node role, convention-named profile and access entry."""
-    from provisioner.devenv.emulator import EmulatorClient
+    from devenv.emulator import EmulatorClient
 
     ec2 = _client("ec2", region, endpoint_url)
     subnets = [s["SubnetId"] for s in ec2.describe_subnets()["Subnets"]]

@@ -1,6 +1,6 @@
 """The EC2 emulator server, the handle that runs it as a child process, and its HTTP client.
 
-`python -m provisioner.devenv.emulator --port P [--host 127.0.0.1]` serves moto (with
+`python -m devenv.emulator --port P [--host 127.0.0.1]` serves moto (with
 `emulator_patches.install()` applied) on one port, plus a control API under `/_emulator/`:
 
     GET  /_emulator/health            {"ok": true}
@@ -19,7 +19,7 @@
 A request the control API cannot use answers 400 with {"error": ..., "field": ...}.
 
 Who calls what: the integration fixtures and the demo start `EmulatorProcess` (a child
-process through `provisioner.devenv.processes.Supervised`, so nothing outlives the test
+process through `devenv.processes.Supervised`, so nothing outlives the test
 run) and steer it with `EmulatorClient`; boto3 clients reach it with `endpoint_url`.
 """
 
@@ -41,7 +41,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from provisioner.devenv.emulator_patches import (
+from devenv.emulator_patches import (
     DEFAULT_CLUSTER_VERSION,
     DEFAULT_REGION,
     DEFAULT_SERVICE_CIDR,
@@ -50,7 +50,7 @@ from provisioner.devenv.emulator_patches import (
     EmulatorState,
     install,
 )
-from provisioner.devenv.processes import ProcessFailed, Supervised
+from devenv.processes import ProcessFailed, Supervised, python_env
 
 CONTROL_PREFIX: Final = "/_emulator/"
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -299,9 +299,9 @@ class EmulatorProcess:
             return self
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._port_file.unlink(missing_ok=True)
-        argv = [sys.executable, "-m", "provisioner.devenv.emulator", "--host", self.host]
+        argv = [sys.executable, "-m", "devenv.emulator", "--host", self.host]
         argv += ["--port", "0", "--port-file", str(self._port_file)]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = python_env({"PYTHONUNBUFFERED": "1"})
         self._child = Supervised(self.name, argv, self.log_path, env=env)
         try:
             self._child.wait_ready(self._port_file.exists, self.startup_timeout, "binding a port")

@@ -22,9 +22,9 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from provisioner.devenv.controlplane import ControlPlane, http_ok, load_yaml_documents
-from provisioner.devenv.processes import Supervised, free_port
-from provisioner.devenv.tools import ResolvedTool
+from devenv.controlplane import ControlPlane, http_ok, load_yaml_documents
+from devenv.processes import Supervised, free_port
+from provisioner.toolchain.installer import ResolvedTool
 
 KUEUE_NAMESPACE = "kueue-system"
 # Only Job integration is enabled; webhooks for other kinds would answer 404 and, being

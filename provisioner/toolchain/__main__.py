@@ -1,0 +1,5 @@
+import sys
+
+from provisioner.toolchain.installer import main
+
+sys.exit(main())
