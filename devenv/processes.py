@@ -39,6 +39,29 @@ def python_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of `pid` (children, grandchildren, ...), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # Field 4 is the parent pid; the command name before it may hold spaces.
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) >= 2:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            found.append(child)
+            frontier.append(child)
+    return found
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -111,9 +134,15 @@ class Supervised:
         )
 
     def kill(self) -> None:
-        """SIGKILL the whole process group at once (what the chaos tests do)."""
+        """SIGKILL the process and every descendant at once: a full crash (what the chaos
+        tests do). The tree is read before the kill because children that start their own
+        process group (the Pulumi CLI's provider host) would survive a group kill alone."""
+        tree = descendants(self.proc.pid)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         self.proc.wait(timeout=10)
         self._forget()
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,10 @@ import yaml
 
 from devenv.processes import Supervised, free_port
 from provisioner.api import constants as c
+from tests.chaos import invariants
+from tests.chaos.invariants import Expect, World
 from tests.integration.controller_harness import CLUSTER, REGION, GangEnv
+from tests.support.ec2_listing import described_instances
 
 
 def settings_file(path: Path, env: GangEnv, **overrides: Any) -> Path:
@@ -138,21 +141,11 @@ class ControllerProcess:
 
 
 def all_instances(env: GangEnv, pool: str | None = None) -> list[dict[str, Any]]:
-    """Every instance of the cluster (optionally of one pool), in any state."""
+    """Every instance of the cluster (optionally of one pool), in any state, every page."""
     filters = [{"Name": f"tag:{c.TAG_CLUSTER}", "Values": [CLUSTER]}]
     if pool:
         filters.append({"Name": f"tag:{c.TAG_POOL}", "Values": [pool]})
-    pages = env.ec2.describe_instances(Filters=filters)["Reservations"]
-    return [i for r in pages for i in r["Instances"]]
-
-
-def tag(instance: dict[str, Any], key: str) -> str | None:
-    return next((t["Value"] for t in instance.get("Tags", []) if t["Key"] == key), None)
-
-
-def launches_per_group(env: GangEnv) -> Counter[tuple[str | None, str | None]]:
-    """Instances ever created, per (pool, group): a generation launching twice shows here."""
-    return Counter((tag(i, c.TAG_POOL), tag(i, c.TAG_GROUP)) for i in all_instances(env))
+    return described_instances(env.ec2, filters)
 
 
 def live_ids(env: GangEnv, pool: str | None = None) -> set[str]:
@@ -165,10 +158,13 @@ def status(env: GangEnv, pool: str) -> dict[str, Any]:
 
 def detached_enis(env: GangEnv) -> set[str]:
     """ENIs left `available` (detached, not deleted): what a release must clean up."""
-    found = env.ec2.describe_network_interfaces(
+    found: set[str] = set()
+    pages = env.ec2.get_paginator("describe_network_interfaces").paginate(
         Filters=[{"Name": "status", "Values": ["available"]}]
-    )["NetworkInterfaces"]
-    return {e["NetworkInterfaceId"] for e in found}
+    )
+    for page in pages:
+        found.update(e["NetworkInterfaceId"] for e in page["NetworkInterfaces"])
+    return found
 
 
 def stack_instance_ids(env: GangEnv, pool: str) -> set[str] | None:
@@ -176,36 +172,31 @@ def stack_instance_ids(env: GangEnv, pool: str) -> set[str] | None:
     return None if outputs is None else set(outputs.instance_ids)
 
 
-def converged_problems(env: GangEnv, pools: dict[str, int], enis_before: set[str]) -> list[str]:
-    """Every broken invariant after convergence, as sentences; empty when all hold.
+def observe(env: GangEnv, pools: Iterable[str]) -> World:
+    """One snapshot of EC2, the pools' status and their stacks."""
+    names = list(pools)
+    return World(
+        statuses={pool: status(env, pool) for pool in names},
+        instances=all_instances(env),
+        stack_records={pool: stack_instance_ids(env, pool) for pool in names},
+        detached_enis=detached_enis(env),
+    )
 
-    `pools` maps each pool that should be Satisfied to its N.
-    """
-    problems: list[str] = []
-    owned: set[str] = set()
-    for pool, n in pools.items():
-        st = status(env, pool)
-        ids = set(st.get("instanceIds") or ())
-        owned |= ids
-        if st.get("phase") != c.PHASE_SATISFIED or len(ids) != n:
-            problems.append(f"pool {pool} is {st.get('phase')} with {len(ids)}/{n} instances")
-        live = live_ids(env, pool)
-        if live != ids:
-            problems.append(f"pool {pool}: EC2 runs {sorted(live)}, status owns {sorted(ids)}")
-        recorded = stack_instance_ids(env, pool)
-        if recorded != live:
-            problems.append(f"pool {pool}: stack records {recorded}, EC2 runs {sorted(live)}")
-    stray = live_ids(env) - owned
-    if stray:
-        problems.append(f"live managed instances no pool owns: {sorted(stray)}")
-    for (pool, group), launched in launches_per_group(env).items():
-        n = pools.get(pool or "")
-        if n is not None and launched > n:
-            problems.append(f"pool {pool} group {group} launched {launched} > N={n} instances")
-    leaked = detached_enis(env) - enis_before
-    if leaked:
-        problems.append(f"detached ENIs left behind: {sorted(leaked)}")
-    return problems
+
+def launches_per_group(env: GangEnv) -> Counter[tuple[str | None, str | None]]:
+    """Instances ever created, per (pool, group): a generation launching twice shows here."""
+    return invariants.launches_per_group(observe(env, ()))
+
+
+def converged_problems(
+    env: GangEnv, pools: dict[str, int] | dict[str, Expect], enis_before: set[str]
+) -> list[str]:
+    """Every broken invariant, as sentences; empty when all hold. `pools` maps each pool to
+    its N (expected Satisfied) or to an `Expect`."""
+    expected = {
+        pool: want if isinstance(want, Expect) else Expect(want) for pool, want in pools.items()
+    }
+    return invariants.problems(observe(env, expected), expected, enis_before)
 
 
 def first(probe: Callable[[], Any]) -> Any:

@@ -33,6 +33,7 @@ from provisioner.controllers.stack_adapter import StackAdapter
 from provisioner.kube.client import KubeClient
 from provisioner.pulumi_driver.driver import StackDriver
 from tests.support import kueue_objects as ko
+from tests.support.ec2_listing import described_instances
 from tests.support.kueue_standin import KueueStandIn
 from tests.support.waiting import eventually
 
@@ -95,15 +96,12 @@ class GangEnv:
         ]
         if pool:
             filters.append({"Name": f"tag:{c.TAG_POOL}", "Values": [pool]})
-        pages = self.ec2.describe_instances(Filters=filters)["Reservations"]
-        return [i for r in pages for i in r["Instances"]]
+        return described_instances(self.ec2, filters)
 
     def launches(self) -> int:
         """RunInstances/CreateFleet instances ever created for this cluster (any state)."""
-        pages = self.ec2.describe_instances(
-            Filters=[{"Name": f"tag:{c.TAG_CLUSTER}", "Values": [CLUSTER]}]
-        )["Reservations"]
-        return sum(len(r["Instances"]) for r in pages)
+        filters = [{"Name": f"tag:{c.TAG_CLUSTER}", "Values": [CLUSTER]}]
+        return len(described_instances(self.ec2, filters))
 
 
 def _aws_identity(emulator: Any, control_plane: Any) -> str:

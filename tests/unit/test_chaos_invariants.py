@@ -1,0 +1,104 @@
+"""Each invariant the chaos and fault suites rely on fails when fed a world that breaks it.
+
+A healthy world (pool `p` Satisfied with its 2 instances, recorded by its stack; pool `q`
+released to Idle with its old generation terminated) has no problem; each test breaks one
+thing and expects the sentence that names it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from provisioner.api import constants as c
+from tests.chaos.invariants import Expect, World, problems
+
+POOLS = {"p": Expect(2), "q": Expect(2, satisfied=False)}
+
+
+def _instance(iid: str, pool: str, group: str, state: str = "running") -> dict[str, Any]:
+    tags = [
+        {"Key": c.TAG_POOL, "Value": pool},
+        {"Key": c.TAG_GROUP, "Value": group},
+    ]
+    return {"InstanceId": iid, "State": {"Name": state}, "Tags": tags}
+
+
+def _healthy() -> World:
+    return World(
+        statuses={
+            "p": {"phase": c.PHASE_SATISFIED, "instanceIds": ["i-1", "i-2"]},
+            "q": {"phase": c.PHASE_IDLE, "instanceIds": []},
+        },
+        instances=[
+            _instance("i-1", "p", "p-g1"),
+            _instance("i-2", "p", "p-g1"),
+            _instance("i-8", "q", "q-g1", "terminated"),
+            _instance("i-9", "q", "q-g1", "terminated"),
+        ],
+        stack_records={"p": {"i-1", "i-2"}, "q": None},
+        detached_enis={"eni-before"},
+    )
+
+
+def test_a_healthy_world_has_no_problem() -> None:
+    assert problems(_healthy(), POOLS, {"eni-before"}) == []
+
+
+def test_a_leaked_eni_is_found() -> None:
+    world = replace(_healthy(), detached_enis={"eni-before", "eni-leaked"})
+    assert problems(world, POOLS, {"eni-before"}) == ["detached ENIs left behind: ['eni-leaked']"]
+
+
+def test_an_extra_instance_in_a_generation_is_found_even_once_terminated() -> None:
+    world = replace(
+        _healthy(), instances=[*_healthy().instances, _instance("i-3", "p", "p-g1", "terminated")]
+    )
+    assert problems(world, POOLS, {"eni-before"}) == [
+        "pool p group p-g1 launched 3 > N=2 instances"
+    ]
+
+
+def test_a_stack_that_disagrees_with_ec2_is_found() -> None:
+    world = replace(_healthy(), stack_records={"p": {"i-1"}, "q": None})
+    assert problems(world, POOLS, {"eni-before"}) == [
+        "pool p: stack records ['i-1'], EC2 runs ['i-1', 'i-2']"
+    ]
+
+
+def test_a_released_pool_whose_stack_still_records_instances_is_found() -> None:
+    world = replace(_healthy(), stack_records={"p": {"i-1", "i-2"}, "q": {"i-8"}})
+    assert problems(world, POOLS, {"eni-before"}) == [
+        "pool q: stack records ['i-8'], EC2 runs []"
+    ]
+
+
+def test_a_stray_instance_no_pool_owns_is_found() -> None:
+    world = replace(_healthy(), instances=[*_healthy().instances, _instance("i-7", "r", "r-g1")])
+    assert problems(world, POOLS, {"eni-before"}) == [
+        "live managed instances no pool owns: ['i-7']"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pool", "status", "expected"),
+    [
+        ("p", {"phase": c.PHASE_JOINING, "instanceIds": ["i-1", "i-2"]}, "is Joining with 2/2"),
+        ("p", {"phase": c.PHASE_SATISFIED, "instanceIds": ["i-1"]}, "is Satisfied with 1/2"),
+        ("q", {"phase": c.PHASE_IDLE, "instanceIds": ["i-8"]}, "is Idle with 1/0"),
+    ],
+)
+def test_a_pool_not_in_its_expected_state_is_found(
+    pool: str, status: dict[str, Any], expected: str
+) -> None:
+    world = replace(_healthy(), statuses={**_healthy().statuses, pool: status})
+    assert any(expected in line for line in problems(world, POOLS, {"eni-before"}))
+
+
+def test_a_live_instance_its_pool_does_not_own_is_found() -> None:
+    # The pool says it released everything, EC2 still runs one: the headline failure.
+    world = replace(_healthy(), instances=[*_healthy().instances, _instance("i-10", "q", "q-g2")])
+    found = problems(world, POOLS, {"eni-before"})
+    assert "pool q: EC2 runs ['i-10'], status owns []" in found
