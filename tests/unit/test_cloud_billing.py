@@ -1,0 +1,87 @@
+"""One meaning of stranded: billed node-seconds minus the time run while the whole gang ran."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from provisioner.api import constants as c
+from provisioner.cloud.billing import Bill, InstanceLife, bill, instance_life
+
+T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+
+
+def _life(iid: str, start: float, end: float | None, group: str = "g1") -> InstanceLife:
+    return InstanceLife(
+        iid,
+        group,
+        T0 + timedelta(seconds=start),
+        None if end is None else T0 + timedelta(seconds=end),
+    )
+
+
+def _bills(lives: list[InstanceLife], n: int, now: float) -> dict[str, Bill]:
+    return bill(lives, lambda group: n, T0 + timedelta(seconds=now))
+
+
+def test_a_whole_gang_strands_nothing_while_it_runs() -> None:
+    bills = _bills([_life("a", 0, None), _life("b", 0, None)], n=2, now=600)
+    assert bills == {"a": Bill(600, 0), "b": Bill(600, 0)}
+
+
+def test_three_of_four_running_is_all_stranded() -> None:
+    lives = [_life(i, 0, None) for i in "abc"]
+    bills = _bills(lives, n=4, now=300)
+    assert sum(b.stranded for b in bills.values()) == 900
+    assert sum(b.billed for b in bills.values()) == 900
+
+
+def test_a_rolled_back_short_answer_bills_the_minimum_all_stranded() -> None:
+    # A fleet answered 3 of 4; the product terminated the 3 two seconds later.
+    lives = [_life(i, 0, 2) for i in "abc"]
+    assert sum(b.stranded for b in _bills(lives, n=4, now=600).values()) == 180
+
+
+def test_a_late_member_strands_the_early_ones_until_the_gang_is_whole() -> None:
+    lives = [_life("a", 0, None), _life("b", 100, None)]
+    bills = _bills(lives, n=2, now=400)
+    assert bills["a"] == Bill(400, 100)
+    assert bills["b"] == Bill(300, 0)
+
+
+def test_a_member_lost_early_strands_the_survivor_from_then_on() -> None:
+    lives = [_life("a", 0, 500), _life("b", 0, None)]
+    bills = _bills(lives, n=2, now=800)
+    assert bills["a"] == Bill(500, 0)
+    assert bills["b"] == Bill(800, 300)
+
+
+def test_generations_are_judged_apart() -> None:
+    lives = [_life("a", 0, 100, "g1"), _life("b", 100, None, "g2")]
+    assert sum(b.stranded for b in _bills(lives, n=2, now=200).values()) == 200
+
+
+@pytest.mark.parametrize(
+    ("reason", "ended"),
+    [
+        ("User initiated (2026-11-30 12:05:00 GMT)", T0 + timedelta(minutes=5)),
+        ("User initiated (2026-11-30 12:05:00 UTC)", T0 + timedelta(minutes=5)),
+        ("", T0),
+    ],
+)
+def test_an_ec2_entry_becomes_a_life(reason: str, ended: datetime) -> None:
+    raw: dict[str, Any] = {
+        "InstanceId": "i-1",
+        "LaunchTime": T0,
+        "State": {"Name": "terminated"},
+        "StateTransitionReason": reason,
+        "Tags": [{"Key": c.TAG_GROUP, "Value": "g7"}],
+    }
+    assert instance_life(raw) == InstanceLife("i-1", "g7", T0, ended)
+
+
+def test_a_running_entry_has_no_end() -> None:
+    raw = {"InstanceId": "i-2", "LaunchTime": T0, "State": {"Name": "running"}, "Tags": []}
+    assert instance_life(raw) == InstanceLife("i-2", None, T0, None)
