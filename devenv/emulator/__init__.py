@@ -16,9 +16,10 @@ P1 `BaseResponse.call_action`: moto answers every call as it comes. The patch se
    switches before moto sees the call.
 P2 EC2 RunInstances: moto launches MinCount, ignores MaxCount, ignores ClientToken and has
    no capacity. The patch replays a seen ClientToken's reservation, refuses with
-   InsufficientInstanceCapacity when fewer than MinCount slots are free (launching
-   nothing), else launches min(MaxCount, free); it also applies the launch template's
-   subnet or AZ, which moto ignores, so the instance lands where capacity was charged.
+   InsufficientInstanceCapacity (or ReservationCapacityExceeded, for a targeted
+   reservation) when fewer than MinCount slots are free (launching nothing), else launches
+   min(MaxCount, free); it also applies the launch template's subnet or AZ, which moto
+   ignores, so the instance lands where capacity was charged.
 P3 EC2 CreateFleet, Type=instant: moto launches the whole target on one override, never
    fails and lists one entry per instance. The patch places instances over the overrides
    as capacity allows, honours MinTargetCapacity with SingleAvailabilityZone and
@@ -37,18 +38,27 @@ P7 `TaggedEC2Resource.get_tags`: moto finds one resource's tags by scanning ever
    the region through `describe_tags` and a regex per resource, so listing n tagged
    instances costs O(n^2) (25 s for 1,000 instances; the reaper's 10,000 would take hours).
    The patch reads the resource's own entry of the same tag table: same answer, O(tags).
+P8 `Attachment.__init__`: moto shows every attachment on network card 0; the patch shows the
+   interface's own card (see `interfaces`).
+P9 EC2 actions moto lacks (see `ec2_actions`): DescribeCapacityReservations and
+   Create/Describe/DeletePlacementGroup, over the emulator's own records; RunInstances and
+   instant fleets consume reservations, record placement groups, EFA interfaces on every
+   network card, and log each request as received (`launch_requests`).
 Seeding (no patch): per region, the EKS-optimized AL2023 AMIs (one per Kubernetes version,
 architecture and variant, with the matching architecture) and their SSM parameters under
 `/aws/service/eks/optimized-ami/...`, plus one default subnet in every AZ.
 
-Limits kept on purpose: fleets count every instance as one unit of capacity (no weights),
-launch with the default capacity type only, and like moto ignore network interfaces in
-launch templates.
+Limits kept on purpose: fleets count every instance as one unit of capacity (no weights);
+reservations are created through the control API only (no CreateCapacityReservation or
+PurchaseCapacityBlock) and are targeted by id, not through resource groups.
 
 Where each part lives: `model` (defaults, input errors, shared checks), `state` (`EmulatorState`
-and `EMULATOR`), `faults` (switches), `seeding`, `instances` (P2, P4, P5, P7), `fleet_plan` and
-`fleet` (P3), `eks` and `eks_cluster` (P6 and registration), `patching` and `install` (P1), and
-for the process: `server` (control API), `client` (`EmulatorProcess`, `EmulatorClient`).
+and `EMULATOR`), `faults` (switches), `reserved` (reservations, placement groups, the wall
+clock and the launch log), `reservations` and `placement` (their records), `seeding`,
+`run_instances` (P2), `instances` (P4, P5, P7), `fleet_plan`, `fleet_reserved` and `fleet`
+(P3), `launch` and `interfaces` (what a launch leaves on its instances, P8), `ec2_actions`
+(P9), `eks` and `eks_cluster` (P6 and registration), `patching` and `install` (P1), and for
+the process: `server` (control API), `client` (`EmulatorProcess`, `EmulatorClient`).
 """
 
 from devenv.emulator.client import EmulatorClient, EmulatorControlError, EmulatorProcess
@@ -66,6 +76,8 @@ from devenv.emulator.model import (
     RegionSeed,
     insufficient_capacity_message,
 )
+from devenv.emulator.placement import PlacementGroup
+from devenv.emulator.reservations import CapacityReservation
 from devenv.emulator.seeding import (
     EKS_AMI_ARCHITECTURES,
     EKS_AMI_K8S_VERSIONS,
@@ -88,6 +100,7 @@ __all__ = [
     "EKS_AMI_VARIANTS",
     "EMULATOR",
     "FLEET_ID_TAG",
+    "CapacityReservation",
     "ClusterSpec",
     "EmulatorClient",
     "EmulatorControlError",
@@ -98,6 +111,7 @@ __all__ = [
     "FleetRequest",
     "FleetSlot",
     "PartialFleet",
+    "PlacementGroup",
     "RegionSeed",
     "eks_ami_id",
     "eks_ami_matrix",

@@ -63,10 +63,22 @@ class FleetSlot:
     az: str
     instance_type: str
     priority: float
+    # Where its instances' capacity comes from when that is not the pool's ordinary capacity
+    # (a targeted reservation's id), so slots share free capacity only with their own kind.
+    source: str = ""
+    # UsageStrategy use-capacity-reservations-first: slots with unused reservations go first.
+    reserved_first: bool = False
 
     @property
-    def pool(self) -> tuple[str, str]:
-        return (self.az, self.instance_type)
+    def pool(self) -> tuple[str, ...]:
+        return (
+            (self.az, self.instance_type, self.source)
+            if self.source
+            else (
+                self.az,
+                self.instance_type,
+            )
+        )
 
 
 def plan_fleet(
@@ -75,7 +87,7 @@ def plan_fleet(
     *,
     single_az: bool,
     single_type: bool,
-    free: Mapping[tuple[str, str], int],
+    free: Mapping[tuple[str, ...], int],
 ) -> dict[int, int]:
     """How many instances each slot gets: the first group that fits `total`, else the best.
 
@@ -96,7 +108,7 @@ def plan_fleet(
 def _slot_groups(
     slots: Sequence[FleetSlot], single_az: bool, single_type: bool
 ) -> list[list[FleetSlot]]:
-    ordered = sorted(slots, key=lambda s: (s.priority, s.index))
+    ordered = sorted(slots, key=lambda s: (not s.reserved_first, s.priority, s.index))
     groups: dict[tuple[str, str], list[FleetSlot]] = {}
     for slot in ordered:
         key = (slot.az if single_az else "", slot.instance_type if single_type else "")
@@ -105,7 +117,7 @@ def _slot_groups(
 
 
 def _spread(
-    group: Sequence[FleetSlot], total: int, free: dict[tuple[str, str], int]
+    group: Sequence[FleetSlot], total: int, free: dict[tuple[str, ...], int]
 ) -> dict[int, int]:
     allocation: dict[int, int] = {}
     placed = 0

@@ -8,8 +8,15 @@ from typing import Any, Final
 from moto.core.responses import BaseResponse
 from moto.ec2.models import EC2Backend
 from moto.ec2.models.core import TaggedEC2Resource
+from moto.ec2.models.elastic_network_interfaces import Attachment
 from moto.ec2.responses import EC2Response
 
+from devenv.emulator.ec2_actions import (
+    create_placement_group,
+    delete_placement_group,
+    describe_capacity_reservations,
+    describe_placement_groups,
+)
 from devenv.emulator.eks import install_eks
 from devenv.emulator.faults import fault_response
 from devenv.emulator.fleet import create_fleet_handler
@@ -17,9 +24,10 @@ from devenv.emulator.instances import (
     backend_run_instances,
     backend_terminate_instances,
     get_tags,
-    run_instances_handler,
 )
+from devenv.emulator.interfaces import attachment_init
 from devenv.emulator.patching import ORIGINALS, original, patch
+from devenv.emulator.run_instances import run_instances_handler
 from devenv.emulator.state import EMULATOR, EmulatorState
 
 _SEEDED_SERVICES: Final = frozenset({"ec2", "ssm", "eks"})
@@ -36,6 +44,11 @@ def install() -> EmulatorState:
             patch(EC2Backend, "run_instances", backend_run_instances)
             patch(EC2Backend, "terminate_instances", backend_terminate_instances)
             patch(TaggedEC2Resource, "get_tags", get_tags)
+            patch(Attachment, "__init__", attachment_init)
+            patch(EC2Response, "describe_capacity_reservations", describe_capacity_reservations)
+            patch(EC2Response, "create_placement_group", create_placement_group)
+            patch(EC2Response, "describe_placement_groups", describe_placement_groups)
+            patch(EC2Response, "delete_placement_group", delete_placement_group)
             install_eks()
     return EMULATOR
 
@@ -47,6 +60,7 @@ def call_action(self: Any) -> Any:
             EMULATOR.ensure_seeded(self.current_account, self.region)
         if self.service_name == "ec2":
             EMULATOR.settle_detaches()
+            EMULATOR.reclaim_expired_blocks(self.ec2_backend)
         if EMULATOR.has_faults():
             fault = EMULATOR.take_fault(str(self._get_action() or ""))
             if fault is not None:

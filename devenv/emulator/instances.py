@@ -1,4 +1,4 @@
-"""RunInstances (P2), launch-time ENIs and termination (P4, P5), and per-resource tags (P7)."""
+"""Launch-time ENIs and termination (P4, P5), per-resource tags (P7), and where a launch lands."""
 
 from __future__ import annotations
 
@@ -6,68 +6,14 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from moto.core.responses import ActionResult
-from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models import EC2Backend
-from moto.ec2.responses import EC2Response
 from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
 
-from devenv.emulator.model import request_fingerprint
 from devenv.emulator.patching import original
 from devenv.emulator.state import EMULATOR
 
 
-# --- P2: RunInstances --------------------------------------------------------------------
-def run_instances_handler(self: Any) -> ActionResult:
-    self.error_on_dryrun()
-    backend = self.ec2_backend
-    params: dict[str, Any] = self.params
-    token = params.get("ClientToken")
-    fingerprint = request_fingerprint(params)
-    if token:
-        earlier = EMULATOR.recall(backend, "RunInstances", token, fingerprint)
-        if earlier is not None:
-            return ActionResult(earlier)
-    min_count, max_count = _launch_counts(params)
-    az, instance_type = _apply_run_target(backend, params)
-    free = EMULATOR.free_slots(backend, az, instance_type)
-    if free < min_count:
-        raise EMULATOR.capacity_error(backend, instance_type, az, min_count)
-    # moto launches MinCount instances; this is where MaxCount and capacity meet.
-    params["MinCount"] = min(max_count, free)
-    result: ActionResult = original(EC2Response, "run_instances")(self)
-    if token:
-        EMULATOR.remember(backend, "RunInstances", token, fingerprint, result.result)
-    return result
-
-
-def _launch_counts(params: Mapping[str, Any]) -> tuple[int, int]:
-    min_count = int(params.get("MinCount") or 1)
-    max_count = int(params.get("MaxCount") or min_count)
-    if min_count < 1 or max_count < min_count:
-        raise EC2ClientError(
-            "InvalidParameterValue",
-            f"MinCount ({min_count}) must be at least 1 and at most MaxCount ({max_count}).",
-        )
-    return min_count, max_count
-
-
-def _apply_run_target(backend: Any, params: dict[str, Any]) -> tuple[str, str]:
-    """The AZ and type a RunInstances call will use; a template's subnet/AZ is made explicit."""
-    template = template_data(backend, params.get("LaunchTemplate"))
-    instance_type = str(params.get("InstanceType") or template.get("InstanceType") or "m1.small")
-    az = request_az(backend, params)
-    if az is not None:
-        return az, instance_type
-    template_subnet = spec_subnet(template)
-    if template_subnet and not params.get("NetworkInterfaces"):
-        params["SubnetId"] = template_subnet
-    template_az = request_az(backend, template)
-    if template_az and not template_subnet:
-        params["Placement"] = {**(params.get("Placement") or {}), "AvailabilityZone": template_az}
-    return template_az or f"{backend.region_name}a", instance_type
-
-
+# --- where a launch lands ---------------------------------------------------------------
 def request_az(backend: Any, spec: Mapping[str, Any]) -> str | None:
     az = (spec.get("Placement") or {}).get("AvailabilityZone")
     if az:

@@ -92,13 +92,22 @@ def request_fingerprint(params: Mapping[str, Any]) -> str:
 
 
 def occupied(backend: Any, az: str, instance_type: str) -> int:
+    """Live instances on the pool's ordinary capacity: a reservation's instances run on
+    capacity set aside for it, so they never take a free slot from everyone else."""
     return sum(
         1
         for instance in backend.all_instances()
         if instance.state in LIVE_STATES
         and instance.placement.zone == az
         and instance.instance_type == instance_type
+        and not reservation_of(instance)
     )
+
+
+def reservation_of(instance: Any) -> str | None:
+    """The Capacity Reservation an instance runs in (the emulator sets it at launch)."""
+    value = getattr(instance, "capacity_reservation_id", None)
+    return str(value) if value else None
 
 
 def zone_backend(account_id: str, az: str) -> Any:

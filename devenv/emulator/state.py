@@ -17,6 +17,7 @@ from moto.eks.models import eks_backends
 
 from devenv.emulator.eks_cluster import register_cluster
 from devenv.emulator.faults import FaultSwitches
+from devenv.emulator.interfaces import detach_interface
 from devenv.emulator.model import (
     DEFAULT_FREE_SLOTS,
     DEFAULT_REGION,
@@ -32,6 +33,7 @@ from devenv.emulator.model import (
     record_key,
     zone_backend,
 )
+from devenv.emulator.reserved import ReservedCapacity
 from devenv.emulator.seeding import seed_ec2, seed_ssm
 
 
@@ -52,7 +54,7 @@ class _Record:
     result: Any
 
 
-class EmulatorState(FaultSwitches):
+class EmulatorState(FaultSwitches, ReservedCapacity):
     """Everything the emulator knows that moto does not; `reset()` returns it to defaults.
 
     Methods are safe to call from the control API's threads: they take `lock`, which the
@@ -75,6 +77,7 @@ class EmulatorState(FaultSwitches):
         self.eni_detach_delay = 0.0
         self._totals: dict[tuple[str, str], int] = {}
         self._clear_faults_state()
+        self._clear_reserved_state()
         self._detaches: list[_Detach] = []
         self._records: dict[tuple[str, str, str, str], _Record] = {}
         self._regions: dict[tuple[str, str], RegionSeed] = {}
@@ -165,7 +168,7 @@ class EmulatorState(FaultSwitches):
                     if eni.id not in backend.enis or eni.delete_on_termination:
                         continue
                     if self.eni_detach_delay <= 0:
-                        instance.detach_eni(eni)
+                        detach_interface(instance, eni)
                         continue
                     self._detaches.append(
                         _Detach(
@@ -235,6 +238,9 @@ class EmulatorState(FaultSwitches):
                     }
                     for (account, region), seed in self._regions.items()
                 },
+                "capacity_reservations": self.capacity_reservation_views(),
+                "placement_groups": self.placement_group_views(),
+                "clock_offset_seconds": self.clock_offset,
                 "eks_clusters": sorted(
                     name
                     for account, region in self._regions
@@ -287,4 +293,4 @@ def _detach_if_still_attached(detach: _Detach) -> None:
         return
     eni = backend.enis.get(detach.eni_id)
     if eni is not None and eni.instance is not None and eni.instance.id == detach.instance_id:
-        eni.instance.detach_eni(eni)
+        detach_interface(eni.instance, eni)
