@@ -144,10 +144,12 @@ def _fill_fleet(
     if any(s.source for s in slots) and not block:
         needed = request.total
     if placed == 0 or placed < needed:
-        errors = [_fleet_error(fleet, slot, request, placed, needed, sources) for slot in slots]
+        errors = [
+            _fleet_error(fleet, slot, request, placed, needed, sources, block) for slot in slots
+        ]
         return {"FleetId": fleet.id, "Instances": [], "Errors": errors}
     errors = [
-        _fleet_error(fleet, slot, request, placed, needed, sources)
+        _fleet_error(fleet, slot, request, placed, needed, sources, block)
         for slot in slots
         if placed < request.total and free[slot.pool] <= _used(allocation, slots, slot.pool)
     ]
@@ -246,18 +248,20 @@ def _fleet_error(
     placed: int,
     needed: int,
     sources: Mapping[tuple[str, ...], SlotSource],
+    block: bool,
 ) -> dict[str, Any]:
     spec = fleet.launch_specs[slot.index]
     source = sources[slot.pool]
     if source.error is not None:
         code, message = source.error
-    elif slot.source:
+    elif slot.source and not block:
         code = "ReservationCapacityExceeded"
         message = (
             f"The targeted Capacity Reservation {slot.source} does not have enough available "
             f"instance capacity: {len(source.ids)} available for a target of {request.total}."
         )
     else:
+        # Also a block's answer for the part of the target beyond it (the walkthrough).
         code = "InsufficientInstanceCapacity"
         message = insufficient_capacity_message(slot.instance_type, slot.az, [])
     if placed < needed:
