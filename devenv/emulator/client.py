@@ -7,9 +7,11 @@ run) and steer it with `EmulatorClient`; boto3 clients reach it with `endpoint_u
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
@@ -183,6 +185,54 @@ class EmulatorClient:
         }
         return self._call("POST", "eks/cluster", body)
 
+    def add_capacity_reservation(
+        self,
+        instance_type: str,
+        availability_zone: str,
+        count: int,
+        reservation_type: str = "default",
+        start: float | dt.datetime | None = None,
+        end: float | dt.datetime | None = None,
+        match: str = "targeted",
+    ) -> str:
+        """Create an ODCR (`default`) or a Capacity Block (`capacity-block`); its id.
+
+        `start`/`end` are epoch seconds or aware datetimes on the emulator's clock. A block
+        is `scheduled` until `start`, `active` until `end`, then `expired` (and EC2 reclaims
+        its instances); an ODCR without them is active from now with no end.
+        """
+        body = {
+            "instance_type": instance_type,
+            "availability_zone": availability_zone,
+            "count": count,
+            "reservation_type": reservation_type,
+            "start": _epoch(start),
+            "end": _epoch(end),
+            "match": match,
+        }
+        return str(self._call("POST", "capacity-reservations", body)["capacity_reservation_id"])
+
+    def capacity_reservations(self) -> list[dict[str, Any]]:
+        """Every reservation as DescribeCapacityReservations shows it (dates as strings)."""
+        return list(self._call("GET", "capacity-reservations")["capacity_reservations"])
+
+    def launch_requests(
+        self, action: str | None = None, last: int | None = None
+    ) -> list[dict[str, Any]]:
+        """RunInstances/CreateFleet requests as they reached EC2, oldest first: each with
+        `action`, `params` (as sent), `instance_ids` launched and `error` (code or None)."""
+        query = {k: v for k, v in (("action", action), ("last", last)) if v is not None}
+        path = "launch-requests" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        return list(self._call("GET", path)["launch_requests"])
+
+    def now(self) -> float:
+        """The emulator's clock (epoch seconds), which reservation states follow."""
+        return float(self._call("GET", "clock")["now"])
+
+    def advance_clock(self, seconds: float) -> float:
+        """Move the emulator's clock forward (a block starts or ends); the new now."""
+        return float(self._call("POST", "clock", {"advance_seconds": seconds})["now"])
+
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
@@ -201,6 +251,14 @@ class EmulatorClient:
             raise EmulatorControlError(
                 error.code, str(payload.get("error")), payload.get("field")
             ) from None
+
+
+def _epoch(value: float | dt.datetime | None) -> float | None:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            raise ValueError("datetimes sent to the emulator must be timezone-aware")
+        return value.timestamp()
+    return value
 
 
 def _error_payload(raw: bytes) -> dict[str, Any]:

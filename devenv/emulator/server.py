@@ -15,6 +15,15 @@
     POST /_emulator/eks/cluster       {name, endpoint?, certificate_authority_data?,
                                        service_ipv4_cidr?, version?, subnet_ids?,
                                        security_group_ids?, role_arn?, region?}
+    POST /_emulator/capacity-reservations {instance_type, availability_zone, count,
+                                       reservation_type? (default|capacity-block),
+                                       start?, end? (epoch seconds), match? (open|targeted)}
+                                       -> {capacity_reservation_id}
+    GET  /_emulator/capacity-reservations  what DescribeCapacityReservations answers
+    GET  /_emulator/launch-requests?action=RunInstances|CreateFleet&last=N
+                                       requests as received, with instance_ids and error
+    GET  /_emulator/clock             {now, offset_seconds}: the clock reservations follow
+    POST /_emulator/clock             {advance_seconds} moves it forward -> {now}
 
 A request the control API cannot use answers 400 with {"error": ..., "field": ...}.
 """
@@ -73,6 +82,13 @@ class ControlApp:
                 Rule("/_emulator/partial-fleet", methods=["POST"], endpoint="partial_fleet"),
                 Rule("/_emulator/eni-detach-delay", methods=["POST"], endpoint="eni_detach_delay"),
                 Rule("/_emulator/eks/cluster", methods=["POST"], endpoint="eks_cluster"),
+                Rule(
+                    "/_emulator/capacity-reservations", methods=["POST"], endpoint="add_reservation"
+                ),
+                Rule("/_emulator/capacity-reservations", methods=["GET"], endpoint="reservations"),
+                Rule("/_emulator/launch-requests", methods=["GET"], endpoint="launch_requests"),
+                Rule("/_emulator/clock", methods=["GET"], endpoint="clock"),
+                Rule("/_emulator/clock", methods=["POST"], endpoint="advance_clock"),
             ]
         )
         self._handlers: dict[str, Callable[[dict[str, Any]], Any]] = {
@@ -86,6 +102,11 @@ class ControlApp:
             "partial_fleet": self._partial_fleet,
             "eni_detach_delay": self._eni_detach_delay,
             "eks_cluster": self._eks_cluster,
+            "add_reservation": self._add_reservation,
+            "reservations": lambda _: {"capacity_reservations": state.capacity_reservation_views()},
+            "launch_requests": self._launch_requests,
+            "clock": lambda _: {"now": state.now(), "offset_seconds": state.clock_offset},
+            "advance_clock": self._advance_clock,
         }
 
     def __call__(
@@ -99,7 +120,8 @@ class ControlApp:
     def _answer(self, request: Request) -> Response:
         try:
             endpoint, _ = self._routes.bind_to_environ(request.environ).match()
-            body = _json_body(request) if request.method == "POST" else {}
+            # GET endpoints take their few arguments from the query string.
+            body = _json_body(request) if request.method == "POST" else dict(request.args)
             return _json(200, self._handlers[str(endpoint)](body))
         except (_BadField, EmulatorInputError) as bad:
             return _json(400, {"error": bad.message, "field": bad.field})
@@ -160,6 +182,42 @@ class ControlApp:
             region=_opt_str(body, "region") or DEFAULT_REGION,
         )
         return self._state.register_eks_cluster(spec)
+
+    def _add_reservation(self, body: dict[str, Any]) -> Any:
+        made = self._state.add_capacity_reservation(
+            _str(body, "instance_type"),
+            _str(body, "availability_zone"),
+            _int(body, "count"),
+            reservation_type=_opt_str(body, "reservation_type") or "default",
+            start=_number(body, "start"),
+            end=_number(body, "end"),
+            match=_opt_str(body, "match") or "targeted",
+        )
+        return {"capacity_reservation_id": made.reservation_id}
+
+    def _launch_requests(self, query: dict[str, Any]) -> Any:
+        last = query.get("last")
+        if last is not None and not str(last).isdigit():
+            raise _BadField("last", "last must be a positive integer")
+        found = self._state.launch_requests(
+            _opt_str(query, "action"), int(last) if last is not None else None
+        )
+        return {"launch_requests": found}
+
+    def _advance_clock(self, body: dict[str, Any]) -> Any:
+        seconds = _number(body, "advance_seconds")
+        if seconds is None:
+            raise _BadField("advance_seconds", "advance_seconds is required")
+        return {"now": self._state.advance_clock(seconds)}
+
+
+def _number(body: dict[str, Any], name: str) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _BadField(name, f"{name} must be a number (epoch seconds)")
+    return float(value)
 
 
 def _json(status: int, payload: Any) -> Response:
