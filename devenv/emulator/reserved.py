@@ -27,7 +27,7 @@ from devenv.emulator.model import (
     zone_backend,
 )
 from devenv.emulator.placement import PlacementBook
-from devenv.emulator.reservations import CapacityReservation, ReservationBook
+from devenv.emulator.reservations import ReservationBook
 
 LAUNCH_LOG_SIZE: Final = 500
 LAUNCH_ACTIONS: Final = ("RunInstances", "CreateFleet")
@@ -74,8 +74,9 @@ class ReservedCapacity:
         end: When = None,
         match: str = "targeted",
         account_id: str = DEFAULT_ACCOUNT_ID,
-    ) -> CapacityReservation:
-        """An ODCR (`default`) or Capacity Block (`capacity-block`) of `count` instances.
+    ) -> str:
+        """An ODCR (`default`) or Capacity Block (`capacity-block`) of `count` instances; its id
+        (the same call as `EmulatorClient.add_capacity_reservation`, in-process).
 
         `start`/`end` are epoch seconds or datetimes. An ODCR without them is active from now
         with no end; a block without them runs from now for a day.
@@ -85,7 +86,7 @@ class ReservedCapacity:
         with self.lock:
             backend = zone_backend(account_id, availability_zone)
             self.ensure_seeded(account_id, backend.region_name)
-            return self.reservations.add(
+            made = self.reservations.add(
                 account_id=account_id,
                 region=backend.region_name,
                 instance_type=instance_type,
@@ -96,6 +97,7 @@ class ReservedCapacity:
                 end=_epoch_seconds("end", end),
                 match=match,
             )
+            return made.reservation_id
 
     def capacity_reservation_views(self) -> list[dict[str, Any]]:
         """What DescribeCapacityReservations answers, for every seeded region."""

@@ -193,7 +193,7 @@ class ControlApp:
             end=_number(body, "end"),
             match=_opt_str(body, "match") or "targeted",
         )
-        return {"capacity_reservation_id": made.reservation_id}
+        return {"capacity_reservation_id": made}
 
     def _launch_requests(self, query: dict[str, Any]) -> Any:
         last = query.get("last")

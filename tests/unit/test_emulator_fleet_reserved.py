@@ -92,7 +92,7 @@ def test_a_fleet_into_a_block_fulfils_what_it_can_and_reports_the_rest(
 ) -> None:
     block = emulator.add_capacity_reservation(
         P5, "us-east-1a", 2, reservation_type="capacity-block"
-    ).reservation_id
+    )
     answer = fleet(block_template(block), 3, ["us-east-1a"], kind="capacity-block")
     ids = fleet_ids(answer)
     assert len(ids) == 2  # EC2 keeps the partial set; N-or-0 is the product's rollback
@@ -106,7 +106,7 @@ def test_a_fleet_into_a_block_not_yet_started_answers_insufficient_capacity(
 ) -> None:
     block = emulator.add_capacity_reservation(
         P5, "us-east-1a", 2, reservation_type="capacity-block", start=T0 + 5
-    ).reservation_id
+    )
     lt = block_template(block)
     answer = fleet(lt, 2, ["us-east-1a"], kind="capacity-block")
     assert fleet_ids(answer) == []
@@ -118,7 +118,7 @@ def test_a_fleet_into_a_block_not_yet_started_answers_insufficient_capacity(
 def test_a_block_fleet_refuses_what_ec2_documents_as_unsupported(emulator: EmulatorState) -> None:
     block = emulator.add_capacity_reservation(
         P5, "us-east-1a", 2, reservation_type="capacity-block"
-    ).reservation_id
+    )
     lt = block_template(block)
     first = {"CapacityReservationOptions": {"UsageStrategy": "use-capacity-reservations-first"}}
     code, _ = refusal(lambda: fleet(lt, 2, ["us-east-1a"], kind="capacity-block", od=first))
@@ -132,7 +132,7 @@ def test_a_block_fleet_refuses_what_ec2_documents_as_unsupported(emulator: Emula
 def test_a_fleet_whose_template_targets_an_odcr_launches_only_into_it(
     emulator: EmulatorState,
 ) -> None:
-    odcr = emulator.add_capacity_reservation(P5, "us-east-1b", 3).reservation_id
+    odcr = emulator.add_capacity_reservation(P5, "us-east-1b", 3)
     lt = template("odcr", **targeting(odcr))
     short = fleet(lt, 4, ["us-east-1b"])
     assert fleet_ids(short) == []
@@ -148,7 +148,7 @@ def test_a_fleet_whose_template_targets_an_odcr_launches_only_into_it(
 def test_use_capacity_reservations_first_prefers_the_az_with_an_open_odcr(
     emulator: EmulatorState,
 ) -> None:
-    odcr = emulator.add_capacity_reservation(P5, "us-east-1c", 2, match="open").reservation_id
+    odcr = emulator.add_capacity_reservation(P5, "us-east-1c", 2, match="open")
     lt = template("open")
     plain = fleet_ids(fleet(lt, 2, ["us-east-1a", "us-east-1c"]))
     assert {instance(i)["Placement"]["AvailabilityZone"] for i in plain} == {"us-east-1a"}
@@ -250,7 +250,7 @@ def test_efa_interfaces_of_a_launch_template_reach_fleet_instances(
 def test_a_p4d_odcr_gang_with_efa_in_a_group_carries_every_field(emulator: EmulatorState) -> None:
     """The shape the issue's runinstances e2e asks for, all on one request."""
     ec2().create_placement_group(GroupName="p4d", Strategy="cluster")
-    odcr = emulator.add_capacity_reservation(P4D, "us-east-1a", 4).reservation_id
+    odcr = emulator.add_capacity_reservation(P4D, "us-east-1a", 4)
     subnet = subnets()["us-east-1a"]
     launched = run(
         4,

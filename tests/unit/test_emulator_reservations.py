@@ -113,7 +113,7 @@ def test_describe_answers_ec2s_fields_and_state_follows_the_clock(
 ) -> None:
     block = emulator.add_capacity_reservation(
         P5, "us-east-1b", 2, reservation_type="capacity-block", start=T0 + 60, end=T0 + 3600
-    ).reservation_id
+    )
     seen = reservation(block)
     assert {k: seen[k] for k in ("InstanceType", "AvailabilityZone", "TotalInstanceCount")} == {
         "InstanceType": P5,
@@ -151,7 +151,7 @@ def test_describe_of_an_unknown_or_malformed_id_answers_ec2s_codes(
 def test_a_targeted_odcr_takes_the_launch_and_gets_its_slot_back_on_termination(
     emulator: EmulatorState,
 ) -> None:
-    odcr = emulator.add_capacity_reservation(P5, "us-east-1a", 4).reservation_id
+    odcr = emulator.add_capacity_reservation(P5, "us-east-1a", 4)
     emulator.set_capacity("us-east-1a", P5, 0)  # on-demand says no; the reservation does not
     launched = run(3, **targeting(odcr))["Instances"]
     assert [i["CapacityReservationId"] for i in launched] == [odcr] * 3
@@ -167,7 +167,7 @@ def test_a_targeted_odcr_takes_the_launch_and_gets_its_slot_back_on_termination(
 def test_a_full_reservation_answers_reservation_capacity_exceeded_and_launches_nothing(
     emulator: EmulatorState,
 ) -> None:
-    odcr = emulator.add_capacity_reservation(P5, "us-east-1a", 2).reservation_id
+    odcr = emulator.add_capacity_reservation(P5, "us-east-1a", 2)
     code, message = refusal(lambda: run(3, **targeting(odcr)))
     assert code == "ReservationCapacityExceeded" and odcr in message
     assert live_count() == 0
@@ -178,7 +178,7 @@ def test_a_full_reservation_answers_reservation_capacity_exceeded_and_launches_n
 def test_a_launch_that_contradicts_the_reservation_is_refused_naming_both_sides(
     emulator: EmulatorState,
 ) -> None:
-    odcr = emulator.add_capacity_reservation(P5, "us-east-1a", 2).reservation_id
+    odcr = emulator.add_capacity_reservation(P5, "us-east-1a", 2)
     code, message = refusal(lambda: run(1, InstanceType="p4d.24xlarge", **targeting(odcr)))
     assert code == "InvalidParameterCombination" and "p4d.24xlarge" in message and P5 in message
     code, message = refusal(lambda: run(1, az="us-east-1c", **targeting(odcr)))
@@ -198,9 +198,9 @@ def test_an_open_odcr_is_used_by_untargeted_launches_and_a_targeted_one_is_not(
     emulator: EmulatorState,
 ) -> None:
     emulator.set_capacity("us-east-1a", P5, 0)
-    targeted = emulator.add_capacity_reservation(P5, "us-east-1a", 2).reservation_id
+    targeted = emulator.add_capacity_reservation(P5, "us-east-1a", 2)
     assert refusal(lambda: run(1))[0] == "InsufficientInstanceCapacity"
-    opened = emulator.add_capacity_reservation(P5, "us-east-1a", 2, match="open").reservation_id
+    opened = emulator.add_capacity_reservation(P5, "us-east-1a", 2, match="open")
     launched = run(2)["Instances"]
     assert [i["CapacityReservationId"] for i in launched] == [opened, opened]
     assert reservation(targeted)["AvailableInstanceCount"] == 2
@@ -215,7 +215,7 @@ def test_a_block_not_yet_started_answers_insufficient_capacity_then_launches_onc
 ) -> None:
     block = emulator.add_capacity_reservation(
         P5, "us-east-1a", 2, reservation_type="capacity-block", start=T0 + 30
-    ).reservation_id
+    )
     code, message = refusal(lambda: run(2, **targeting(block, block=True)))
     assert code == "InsufficientInstanceCapacity" and "scheduled" in message
     assert live_count() == 0
@@ -228,10 +228,10 @@ def test_a_block_not_yet_started_answers_insufficient_capacity_then_launches_onc
 def test_a_block_launched_without_its_market_type_is_refused(emulator: EmulatorState) -> None:
     block = emulator.add_capacity_reservation(
         P5, "us-east-1a", 2, reservation_type="capacity-block"
-    ).reservation_id
+    )
     code, message = refusal(lambda: run(1, **targeting(block)))
     assert code == "InvalidParameterValue" and "market type" in message
-    odcr = emulator.add_capacity_reservation(P5, "us-east-1a", 2).reservation_id
+    odcr = emulator.add_capacity_reservation(P5, "us-east-1a", 2)
     assert refusal(lambda: run(1, **targeting(odcr, block=True)))[0] == (
         "InvalidParameterCombination"
     )
@@ -242,7 +242,7 @@ def test_an_ended_block_refuses_launches_and_ec2_reclaims_its_instances(
 ) -> None:
     block = emulator.add_capacity_reservation(
         P5, "us-east-1a", 2, reservation_type="capacity-block", end=T0 + 600
-    ).reservation_id
+    )
     launched = run(2, **targeting(block, block=True))["Instances"]
     clock.now = T0 + 600
     code, message = refusal(lambda: run(1, **targeting(block, block=True)))
@@ -257,7 +257,7 @@ def test_the_launch_log_keeps_each_request_as_received_with_its_outcome(
 ) -> None:
     block = emulator.add_capacity_reservation(
         P5, "us-east-1a", 1, reservation_type="capacity-block"
-    ).reservation_id
+    )
     refusal(lambda: run(2, **targeting(block, block=True)))
     launched = run(1, **targeting(block, block=True))["Instances"][0]["InstanceId"]
     first, second = emulator.launch_requests("RunInstances")

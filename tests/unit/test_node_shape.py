@@ -33,7 +33,7 @@ def type_info(name: str) -> dict[str, Any]:
 def test_a_p4d_on_an_odcr_with_efa_advertises_its_gpus_interfaces_and_reservation(
     emulator: EmulatorState,
 ) -> None:
-    odcr = emulator.add_capacity_reservation("p4d.24xlarge", "us-east-1a", 1).reservation_id
+    odcr = emulator.add_capacity_reservation("p4d.24xlarge", "us-east-1a", 1)
     launched = run(
         1,
         az=None,
@@ -58,7 +58,7 @@ def test_a_p5_on_a_block_without_efa_interfaces_advertises_no_efa(
 ) -> None:
     block = emulator.add_capacity_reservation(
         "p5.48xlarge", "us-east-1a", 1, reservation_type="capacity-block"
-    ).reservation_id
+    )
     launched = run(1, **targeting(block, block=True))["Instances"][0]
     seen = instance(launched["InstanceId"])
     _, allocatable = node_resources(seen, type_info("p5.48xlarge"))
