@@ -269,3 +269,26 @@ def test_the_launch_log_keeps_each_request_as_received_with_its_outcome(
     }
     assert sent["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
     assert emulator.launch_requests("CreateFleet") == []
+
+
+def test_a_replayed_client_token_returns_the_same_instances_without_taking_more_slots(
+    emulator: EmulatorState,
+) -> None:
+    odcr = emulator.add_capacity_reservation(P5, "us-east-1a", 4)
+    first = run(2, ClientToken="gang-1", **targeting(odcr))["Instances"]
+    again = run(2, ClientToken="gang-1", **targeting(odcr))["Instances"]
+    assert [i["InstanceId"] for i in again] == [i["InstanceId"] for i in first]
+    assert reservation(odcr)["AvailableInstanceCount"] == 2
+
+
+def test_capacity_reservations_only_never_falls_back_to_on_demand(
+    emulator: EmulatorState,
+) -> None:
+    only = {
+        "CapacityReservationSpecification": {
+            "CapacityReservationPreference": "capacity-reservations-only"
+        }
+    }
+    assert refusal(lambda: run(1, **only))[0] == "InsufficientInstanceCapacity"
+    opened = emulator.add_capacity_reservation(P5, "us-east-1a", 1, match="open")
+    assert run(1, **only)["Instances"][0]["CapacityReservationId"] == opened
