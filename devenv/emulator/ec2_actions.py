@@ -78,9 +78,16 @@ def _filtered(
     views: list[dict[str, Any]], response: Any, fields: dict[str, str]
 ) -> list[dict[str, Any]]:
     for flt in response._get_param("Filters", []) or []:
-        field_name = fields.get(str(flt.get("Name")))
-        if field_name is None:
-            continue
+        name = str(flt.get("Name"))
         wanted = {str(v) for v in flt.get("Values") or []}
-        views = [v for v in views if str(v.get(field_name)) in wanted]
+        if name.startswith("tag:"):
+            views = [v for v in views if _tags(v).get(name[4:]) in wanted]
+        elif name == "tag-key":
+            views = [v for v in views if wanted & set(_tags(v))]
+        elif name in fields:
+            views = [v for v in views if str(v.get(fields[name])) in wanted]
     return views
+
+
+def _tags(view: dict[str, Any]) -> dict[str, str]:
+    return {str(t["Key"]): str(t["Value"]) for t in view.get("Tags") or []}

@@ -191,6 +191,21 @@ def test_placement_groups_are_created_described_and_deleted_as_on_ec2(
     assert code == "InvalidPlacementGroup.Unknown"
 
 
+def test_placement_groups_carry_their_tags_and_filter_by_them(emulator: EmulatorState) -> None:
+    ec2().create_placement_group(
+        GroupName="tagged",
+        Strategy="cluster",
+        TagSpecifications=[
+            {"ResourceType": "placement-group", "Tags": [{"Key": "pool", "Value": "p1"}]}
+        ],
+    )
+    ec2().create_placement_group(GroupName="other", Strategy="spread")
+    found = ec2().describe_placement_groups(Filters=[{"Name": "tag:pool", "Values": ["p1"]}])
+    assert [g["GroupName"] for g in found["PlacementGroups"]] == ["tagged"]
+    spread = ec2().describe_placement_groups(Filters=[{"Name": "strategy", "Values": ["spread"]}])
+    assert [g["GroupName"] for g in spread["PlacementGroups"]] == ["other"]
+
+
 def test_a_launch_into_an_unknown_placement_group_is_refused(emulator: EmulatorState) -> None:
     code, _ = refusal(lambda: run(1, Placement={"GroupName": "nope"}))
     assert code == "InvalidPlacementGroup.Unknown"
