@@ -32,7 +32,7 @@ import boto3  # type: ignore[import-untyped]
 from moto import mock_aws
 
 from bench.stats import ratio, table
-from devenv.emulator_patches import install
+from devenv.emulator import install
 from provisioner.api import constants as c
 from provisioner.cloud import Ec2Engine
 from provisioner.cloud.ec2api import build_clients

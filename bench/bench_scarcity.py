@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.bench_scarcity [--count 4] [--tick 5] [--job-seconds 600]
     (make bench-scarcity)
 
-Runs in-process moto with the project's emulator patches (`devenv.emulator_patches`)
+Runs in-process moto with the project's emulator patches (`devenv.emulator`)
 and a virtual clock, so the figures are the same on every run and every machine. Each
 launcher gets a fresh emulator and the same capacity trace, replayed tick by tick:
 - **atomic-gang**: this project's engine, `Ec2Engine.acquire` (MinCount = MaxCount = N, or an
@@ -38,7 +38,7 @@ from typing import Any
 import boto3  # type: ignore[import-untyped]
 from moto import mock_aws
 
-from devenv.emulator_patches import EmulatorState, install
+from devenv.emulator import EmulatorState, install
 from provisioner.api.settings import RetryBackoff
 from provisioner.cloud import Ec2Engine, LaunchSpec, LaunchTemplateRef, SubnetRef
 from provisioner.cloud.ec2api import build_clients

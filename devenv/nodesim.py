@@ -4,7 +4,9 @@ Used by the integration fixtures, the demo and `atomic-gang dev up`. For each ru
 instance tagged as owned by the cluster, after a join delay, it reads the instance's user
 data, parses the nodeadm NodeConfig with the same parser the product's tests pin, and
 registers a Ready Node whose providerID, labels and taints come from that NodeConfig — so a
-launch whose user data is wrong never produces a node, exactly as on EKS. When the instance
+launch whose user data is wrong never produces a node, exactly as on EKS. The Node
+advertises the GPUs, Neuron devices and EFA interfaces EC2 reports for the instance, with
+the labels EKS puts on reserved-capacity nodes (see `devenv.node_shape`). When the instance
 terminates the Node is deleted. Instances can be told never to join (to drive the join
 watchdog).
 """
@@ -21,6 +23,7 @@ from typing import Any, Protocol
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from devenv.node_shape import node_resources, reserved_capacity_labels
 from provisioner.api import constants as c
 from provisioner.cloud.nodeadm import parse_user_data
 
@@ -33,6 +36,8 @@ class Ec2Reader(Protocol):
     def describe_instances(self, **kwargs: Any) -> dict[str, Any]: ...
 
     def describe_instance_attribute(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def describe_instance_types(self, **kwargs: Any) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -67,6 +72,7 @@ class NodeSimulator:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _type_info: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
     # -- control -------------------------------------------------------------------------
     def refuse_join(self, *instance_ids: str) -> None:
@@ -186,6 +192,7 @@ class NodeSimulator:
             "node.kubernetes.io/instance-type": inst["InstanceType"],
             "topology.kubernetes.io/zone": az,
             "topology.kubernetes.io/region": az[:-1],
+            **reserved_capacity_labels(inst),
             SIMULATED_LABEL: "true",
         }
         body = {
@@ -198,6 +205,7 @@ class NodeSimulator:
             if err.status != 409:
                 raise
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        capacity, allocatable = node_resources(inst, self._instance_type(inst["InstanceType"]))
         status = {
             "status": {
                 "conditions": [
@@ -210,8 +218,8 @@ class NodeSimulator:
                         "lastTransitionTime": now,
                     }
                 ],
-                "capacity": {"cpu": "96", "memory": "1152Gi", "pods": "110"},
-                "allocatable": {"cpu": "95", "memory": "1100Gi", "pods": "110"},
+                "capacity": capacity,
+                "allocatable": allocatable,
                 "addresses": [
                     {"type": "InternalIP", "address": inst.get("PrivateIpAddress", "10.0.0.1")}
                 ],
@@ -222,6 +230,13 @@ class NodeSimulator:
         # does not run here, would lift that taint once the node reports Ready.
         self.core.patch_node(name, {"spec": {"taints": taints or None}})
         log.info("instance %s joined as node %s", iid, name)
+
+    def _instance_type(self, name: str) -> dict[str, Any] | None:
+        """EC2's DescribeInstanceTypes entry for `name`, asked once per type."""
+        if name not in self._type_info:
+            found = self.ec2.describe_instance_types(InstanceTypes=[name]).get("InstanceTypes")
+            self._type_info[name] = dict(found[0]) if found else None
+        return self._type_info[name]
 
     def _remove_gone(self, live_ids: set[str]) -> None:
         nodes = self.core.list_node(label_selector=f"{SIMULATED_LABEL}=true").items

@@ -19,8 +19,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from devenv.emulator import EmulatorClient, EmulatorProcess
-from devenv.emulator_patches import DEFAULT_REGION
+from devenv.emulator import DEFAULT_REGION, EmulatorClient, EmulatorProcess
 
 AwsClientFactory = Callable[..., Any]
 

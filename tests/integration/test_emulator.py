@@ -15,8 +15,12 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from devenv.emulator import EmulatorClient, EmulatorControlError, EmulatorProcess
-from devenv.emulator_patches import eks_ami_parameter_name
+from devenv.emulator import (
+    EmulatorClient,
+    EmulatorControlError,
+    EmulatorProcess,
+    eks_ami_parameter_name,
+)
 
 pytestmark = pytest.mark.integration
 # Loaded here until conftest.py wires these fixtures in; registering twice is a no-op.

@@ -39,11 +39,13 @@ def simulator(kube_api: Any, ec2: Any) -> Iterator[tuple[NodeSimulator, FakeCloc
         core.delete_node(node.metadata.name)
 
 
-def _launch(ec2: Any, user_data: str, count: int = 1) -> list[str]:
+def _launch(
+    ec2: Any, user_data: str, count: int = 1, instance_type: str = "m5.large", **extra: Any
+) -> list[str]:
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     reservation = ec2.run_instances(
         ImageId=image,
-        InstanceType="m5.large",
+        InstanceType=instance_type,
         MinCount=count,
         MaxCount=count,
         UserData=user_data,
@@ -57,6 +59,7 @@ def _launch(ec2: Any, user_data: str, count: int = 1) -> list[str]:
                 ],
             }
         ],
+        **extra,
     )
     return [i["InstanceId"] for i in reservation["Instances"]]
 
@@ -139,3 +142,39 @@ def test_termination_removes_the_node(
     ec2.terminate_instances(InstanceIds=[iid])
     sim.run_once()
     assert iid not in _nodes(kube_api)
+
+
+def test_a_gpu_instance_on_a_block_joins_with_its_gpus_efa_and_reservation_labels(
+    kube_api: Any, ec2: Any, emulator: Any, simulator: tuple[NodeSimulator, FakeClock]
+) -> None:
+    sim, clock = simulator
+    block = emulator.client.add_capacity_reservation(
+        "p5.48xlarge", "us-east-1a", 1, reservation_type="capacity-block"
+    )
+    subnet = ec2.describe_subnets(
+        Filters=[{"Name": "availability-zone", "Values": ["us-east-1a"]}]
+    )["Subnets"][0]["SubnetId"]
+    efa = [
+        {"DeviceIndex": 0 if n == 0 else 1, "NetworkCardIndex": n, "InterfaceType": "efa"}
+        | {"SubnetId": subnet}
+        for n in range(32)
+    ]
+    (iid,) = _launch(
+        ec2,
+        _user_data("pool-gpu", "g1"),
+        instance_type="p5.48xlarge",
+        NetworkInterfaces=efa,
+        InstanceMarketOptions={"MarketType": "capacity-block"},
+        CapacityReservationSpecification={
+            "CapacityReservationTarget": {"CapacityReservationId": block}
+        },
+    )
+    sim.run_once()
+    clock.now += 10
+    sim.run_once()
+    node = _nodes(kube_api)[iid]
+    allocatable = node.status.allocatable
+    assert (allocatable["nvidia.com/gpu"], allocatable["vpc.amazonaws.com/efa"]) == ("8", "32")
+    labels = node.metadata.labels
+    assert labels["eks.amazonaws.com/capacityType"] == "CAPACITY_BLOCK"
+    assert labels["karpenter.k8s.aws/capacity-reservation-id"] == block

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from botocore.stub import Stubber
 
-from devenv.emulator_patches import eks_ami_id
+from devenv.emulator import eks_ami_id
 from provisioner.cloud.ami import ami_parameter_name, pick_architecture
 from provisioner.cloud.errors import CloudError, ErrorKind
 from tests.unit.test_cloud_helpers import REGION, World, emulated_aws

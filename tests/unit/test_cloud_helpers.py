@@ -18,7 +18,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from devenv.emulator_patches import ClusterSpec, EmulatorState, install
+from devenv.emulator import ClusterSpec, EmulatorState, install
 from provisioner.cloud.ec2api import CloudClients, build_clients
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.types import (

@@ -1,4 +1,4 @@
-"""The EC2 emulator's behaviour, in-process: moto's mock plus `emulator_patches.install()`.
+"""The EC2 emulator's behaviour, in-process: moto's mock plus `devenv.emulator.install()`.
 
 Each test drives the emulator with boto3 exactly as the EC2 engine does and asserts what a
 controller would see. Retries are off so that one injected fault is one failed call.
@@ -18,7 +18,7 @@ from moto import mock_aws
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.ec2.models import ec2_backends
 
-from devenv.emulator_patches import (
+from devenv.emulator import (
     FLEET_ID_TAG,
     ClusterSpec,
     EmulatorInputError,
@@ -490,7 +490,7 @@ def test_terminating_a_terminated_instance_succeeds_as_on_aws() -> None:
     import boto3
     from moto import mock_aws
 
-    from devenv.emulator_patches import EMULATOR, install
+    from devenv.emulator import EMULATOR, install
 
     with mock_aws():
         install()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from devenv.emulator_patches import install
+from devenv.emulator import install
 from stacks.launch_template import (
     LaunchTemplateProvider,
     adopt,

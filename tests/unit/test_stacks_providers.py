@@ -11,7 +11,7 @@ import boto3  # type: ignore[import-untyped]
 import pytest
 from moto import mock_aws
 
-from devenv.emulator_patches import ClusterSpec, install
+from devenv.emulator import ClusterSpec, install
 from provisioner.api import constants as c
 from stacks import access_entry, instance_profile, instance_set
 from stacks.access_entry import AccessEntryProvider

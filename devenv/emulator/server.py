@@ -1,7 +1,7 @@
-"""The EC2 emulator server, the handle that runs it as a child process, and its HTTP client.
+"""The EC2 emulator's server process: moto behind the control API.
 
 `python -m devenv.emulator --port P [--host 127.0.0.1]` serves moto (with
-`emulator_patches.install()` applied) on one port, plus a control API under `/_emulator/`:
+`devenv.emulator.install()` applied) on one port, plus a control API under `/_emulator/`:
 
     GET  /_emulator/health            {"ok": true}
     GET  /_emulator/state             capacity, faults, instance counts by state, subnets
@@ -15,12 +15,17 @@
     POST /_emulator/eks/cluster       {name, endpoint?, certificate_authority_data?,
                                        service_ipv4_cidr?, version?, subnet_ids?,
                                        security_group_ids?, role_arn?, region?}
+    POST /_emulator/capacity-reservations {instance_type, availability_zone, count,
+                                       reservation_type? (default|capacity-block),
+                                       start?, end? (epoch seconds), match? (open|targeted)}
+                                       -> {capacity_reservation_id}
+    GET  /_emulator/capacity-reservations  what DescribeCapacityReservations answers
+    GET  /_emulator/launch-requests?action=RunInstances|CreateFleet&last=N
+                                       requests as received, with instance_ids and error
+    GET  /_emulator/clock             {now, offset_seconds}: the clock reservations follow
+    POST /_emulator/clock             {advance_seconds} moves it forward -> {now}
 
 A request the control API cannot use answers 400 with {"error": ..., "field": ...}.
-
-Who calls what: the integration fixtures and the demo start `EmulatorProcess` (a child
-process through `devenv.processes.Supervised`, so nothing outlives the test
-run) and steer it with `EmulatorClient`; boto3 clients reach it with `endpoint_url`.
 """
 
 from __future__ import annotations
@@ -29,31 +34,25 @@ import argparse
 import json
 import os
 import signal
-import sys
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from types import FrameType, TracebackType
-from typing import Any, Final
+from types import FrameType
+from typing import Any
 
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from devenv.emulator_patches import (
+from devenv.emulator.client import CONTROL_PREFIX, DEFAULT_HOST
+from devenv.emulator.install import install
+from devenv.emulator.model import (
     DEFAULT_CLUSTER_VERSION,
     DEFAULT_REGION,
     DEFAULT_SERVICE_CIDR,
     ClusterSpec,
     EmulatorInputError,
-    EmulatorState,
-    install,
 )
-from devenv.processes import ProcessFailed, Supervised, python_env
-
-CONTROL_PREFIX: Final = "/_emulator/"
-DEFAULT_HOST: Final = "127.0.0.1"
+from devenv.emulator.state import EmulatorState
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -83,6 +82,13 @@ class ControlApp:
                 Rule("/_emulator/partial-fleet", methods=["POST"], endpoint="partial_fleet"),
                 Rule("/_emulator/eni-detach-delay", methods=["POST"], endpoint="eni_detach_delay"),
                 Rule("/_emulator/eks/cluster", methods=["POST"], endpoint="eks_cluster"),
+                Rule(
+                    "/_emulator/capacity-reservations", methods=["POST"], endpoint="add_reservation"
+                ),
+                Rule("/_emulator/capacity-reservations", methods=["GET"], endpoint="reservations"),
+                Rule("/_emulator/launch-requests", methods=["GET"], endpoint="launch_requests"),
+                Rule("/_emulator/clock", methods=["GET"], endpoint="clock"),
+                Rule("/_emulator/clock", methods=["POST"], endpoint="advance_clock"),
             ]
         )
         self._handlers: dict[str, Callable[[dict[str, Any]], Any]] = {
@@ -96,6 +102,11 @@ class ControlApp:
             "partial_fleet": self._partial_fleet,
             "eni_detach_delay": self._eni_detach_delay,
             "eks_cluster": self._eks_cluster,
+            "add_reservation": self._add_reservation,
+            "reservations": lambda _: {"capacity_reservations": state.capacity_reservation_views()},
+            "launch_requests": self._launch_requests,
+            "clock": lambda _: {"now": state.now(), "offset_seconds": state.clock_offset},
+            "advance_clock": self._advance_clock,
         }
 
     def __call__(
@@ -109,7 +120,8 @@ class ControlApp:
     def _answer(self, request: Request) -> Response:
         try:
             endpoint, _ = self._routes.bind_to_environ(request.environ).match()
-            body = _json_body(request) if request.method == "POST" else {}
+            # GET endpoints take their few arguments from the query string.
+            body = _json_body(request) if request.method == "POST" else dict(request.args)
             return _json(200, self._handlers[str(endpoint)](body))
         except (_BadField, EmulatorInputError) as bad:
             return _json(400, {"error": bad.message, "field": bad.field})
@@ -170,6 +182,42 @@ class ControlApp:
             region=_opt_str(body, "region") or DEFAULT_REGION,
         )
         return self._state.register_eks_cluster(spec)
+
+    def _add_reservation(self, body: dict[str, Any]) -> Any:
+        made = self._state.add_capacity_reservation(
+            _str(body, "instance_type"),
+            _str(body, "availability_zone"),
+            _int(body, "count"),
+            reservation_type=_opt_str(body, "reservation_type") or "default",
+            start=_number(body, "start"),
+            end=_number(body, "end"),
+            match=_opt_str(body, "match") or "targeted",
+        )
+        return {"capacity_reservation_id": made}
+
+    def _launch_requests(self, query: dict[str, Any]) -> Any:
+        last = query.get("last")
+        if last is not None and not str(last).isdigit():
+            raise _BadField("last", "last must be a positive integer")
+        found = self._state.launch_requests(
+            _opt_str(query, "action"), int(last) if last is not None else None
+        )
+        return {"launch_requests": found}
+
+    def _advance_clock(self, body: dict[str, Any]) -> Any:
+        seconds = _number(body, "advance_seconds")
+        if seconds is None:
+            raise _BadField("advance_seconds", "advance_seconds is required")
+        return {"now": self._state.advance_clock(seconds)}
+
+
+def _number(body: dict[str, Any], name: str) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _BadField(name, f"{name} must be a number (epoch seconds)")
+    return float(value)
 
 
 def _json(status: int, payload: Any) -> Response:
@@ -271,200 +319,3 @@ def _write_atomically(path: Path, text: str) -> None:
     partial = path.with_suffix(path.suffix + ".tmp")
     partial.write_text(text)
     partial.replace(path)
-
-
-# --- the child process handle ------------------------------------------------------------
-class EmulatorProcess:
-    """Runs the emulator in its own process on a free 127.0.0.1 port, logging to `log_dir`."""
-
-    def __init__(
-        self,
-        log_dir: Path,
-        *,
-        host: str = DEFAULT_HOST,
-        name: str = "ec2-emulator",
-        startup_timeout: float = 60.0,
-    ) -> None:
-        self.log_dir = Path(log_dir)
-        self.host = host
-        self.name = name
-        self.startup_timeout = startup_timeout
-        self.log_path = self.log_dir / f"{name}.log"
-        self._port_file = self.log_dir / f"{name}.port"
-        self._child: Supervised | None = None
-        self._port: int | None = None
-
-    def start(self) -> EmulatorProcess:
-        if self._child is not None:
-            return self
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._port_file.unlink(missing_ok=True)
-        argv = [sys.executable, "-m", "devenv.emulator", "--host", self.host]
-        argv += ["--port", "0", "--port-file", str(self._port_file)]
-        env = python_env({"PYTHONUNBUFFERED": "1"})
-        self._child = Supervised(self.name, argv, self.log_path, env=env)
-        try:
-            self._child.wait_ready(self._port_file.exists, self.startup_timeout, "binding a port")
-            self._port = int(self._port_file.read_text())
-            self._child.wait_ready(self.client.health, self.startup_timeout, "answering health")
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    @property
-    def endpoint_url(self) -> str:
-        if self._port is None:
-            raise ProcessFailed(f"{self.name} is not running; call start() first")
-        return f"http://{self.host}:{self._port}"
-
-    @property
-    def client(self) -> EmulatorClient:
-        return EmulatorClient(self.endpoint_url)
-
-    @property
-    def pid(self) -> int | None:
-        return self._child.pid if self._child is not None else None
-
-    def alive(self) -> bool:
-        return self._child is not None and self._child.alive()
-
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL after a grace period; safe to call twice."""
-        child, self._child, self._port = self._child, None, None
-        if child is not None:
-            child.stop(grace=5.0)
-
-    def __enter__(self) -> EmulatorProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-# --- the HTTP client ---------------------------------------------------------------------
-class EmulatorControlError(RuntimeError):
-    """The control API refused a request; `field` names the offending field, if any."""
-
-    def __init__(self, status: int, message: str, field: str | None) -> None:
-        super().__init__(f"{status}: {message}" + (f" (field {field})" if field else ""))
-        self.status = status
-        self.message = message
-        self.field = field
-
-
-class EmulatorClient:
-    """The control API, one method per endpoint."""
-
-    def __init__(self, endpoint_url: str, timeout: float = 10.0) -> None:
-        self.endpoint_url = endpoint_url.rstrip("/")
-        self.timeout = timeout
-
-    def health(self) -> bool:
-        return bool(self._call("GET", "health").get("ok"))
-
-    def state(self) -> dict[str, Any]:
-        return self._call("GET", "state")
-
-    def reset(self) -> dict[str, Any]:
-        return self._call("POST", "reset", {})
-
-    def set_capacity(self, az: str, instance_type: str, free: int) -> dict[str, Any]:
-        return self._call(
-            "POST", "capacity", {"az": az, "instance_type": instance_type, "free": free}
-        )
-
-    def set_default_capacity(self, free: int) -> dict[str, Any]:
-        return self._call("POST", "default-capacity", {"free": free})
-
-    def inject_fault(
-        self,
-        action: str,
-        code: str,
-        message: str | None = None,
-        count: int = 1,
-        status: int | None = None,
-    ) -> dict[str, Any]:
-        body = {
-            "action": action,
-            "code": code,
-            "message": message,
-            "count": count,
-            "status": status,
-        }
-        return self._call("POST", "faults", body)
-
-    def clear_faults(self) -> dict[str, Any]:
-        return self._call("DELETE", "faults")
-
-    def set_partial_fleet(self, missing: int, count: int = 1) -> dict[str, Any]:
-        return self._call("POST", "partial-fleet", {"missing": missing, "count": count})
-
-    def set_eni_detach_delay(self, seconds: float) -> dict[str, Any]:
-        return self._call("POST", "eni-detach-delay", {"seconds": seconds})
-
-    def register_eks_cluster(
-        self,
-        name: str,
-        *,
-        endpoint: str | None = None,
-        certificate_authority_data: str | None = None,
-        service_ipv4_cidr: str | None = None,
-        version: str | None = None,
-        subnet_ids: Sequence[str] = (),
-        security_group_ids: Sequence[str] = (),
-        role_arn: str | None = None,
-        region: str | None = None,
-    ) -> dict[str, Any]:
-        body = {
-            "name": name,
-            "endpoint": endpoint,
-            "certificate_authority_data": certificate_authority_data,
-            "service_ipv4_cidr": service_ipv4_cidr,
-            "version": version,
-            "subnet_ids": list(subnet_ids),
-            "security_group_ids": list(security_group_ids),
-            "role_arn": role_arn,
-            "region": region,
-        }
-        return self._call("POST", "eks/cluster", body)
-
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            f"{self.endpoint_url}{CONTROL_PREFIX}{path}",
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                answer: dict[str, Any] = json.loads(response.read() or b"{}")
-                return answer
-        except urllib.error.HTTPError as error:
-            with error:
-                payload = _error_payload(error.read())
-            raise EmulatorControlError(
-                error.code, str(payload.get("error")), payload.get("field")
-            ) from None
-
-
-def _error_payload(raw: bytes) -> dict[str, Any]:
-    try:
-        payload = json.loads(raw)
-    except ValueError:
-        return {"error": raw.decode(errors="replace"), "field": None}
-    return payload if isinstance(payload, dict) else {"error": str(payload), "field": None}
-
-
-if __name__ == "__main__":
-    exit_code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Nothing in moto's memory needs an orderly teardown, and collecting it takes seconds.
-    os._exit(exit_code)

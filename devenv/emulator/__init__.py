@@ -1,0 +1,122 @@
+"""The project's AWS emulator: moto 5.2.5 extended with what an N-or-0 launcher needs.
+
+`install()` applies the extensions to the moto classes of the current process, once, and
+returns the one `EmulatorState` that holds what moto has no place for (the capacity model,
+fault switches, idempotency records, pending ENI detaches). Two callers:
+- `devenv.emulator.server` (`python -m devenv.emulator`), the server process the integration
+  tests and the demo talk to over HTTP (it also exposes `EmulatorState`'s switches under
+  `/_emulator/...`);
+- unit tests that run moto in-process: `with mock_aws(): install().reset()`.
+Both get identical behaviour because both run this code.
+
+Each patch, what moto does without it, and why the project cannot live with that:
+P1 `BaseResponse.call_action`: moto answers every call as it comes. The patch serializes
+   calls under one lock (the capacity check and the launch must be one step), seeds a
+   region on first use, detaches ENIs whose delay has run out, and answers armed fault
+   switches before moto sees the call.
+P2 EC2 RunInstances: moto launches MinCount, ignores MaxCount, ignores ClientToken and has
+   no capacity. The patch replays a seen ClientToken's reservation, refuses with
+   InsufficientInstanceCapacity (or ReservationCapacityExceeded, for a targeted
+   reservation) when fewer than MinCount slots are free (launching nothing), else launches
+   min(MaxCount, free); it also applies the launch template's subnet or AZ, which moto
+   ignores, so the instance lands where capacity was charged.
+P3 EC2 CreateFleet, Type=instant: moto launches the whole target on one override, never
+   fails and lists one entry per instance. The patch places instances over the overrides
+   as capacity allows, honours MinTargetCapacity with SingleAvailabilityZone and
+   SingleInstanceType (short of the minimum it launches nothing and answers `Errors`),
+   groups InstanceIds per override, tags instances with `aws:ec2:fleet-id`, replays a seen
+   ClientToken, and can be told to return fewer instances than asked (the partial switch).
+   Other fleet types stay moto's.
+P4 `EC2Backend.run_instances`: moto creates launch-time ENIs with DeleteOnTermination
+   false, so a terminated instance's primary ENI would look like a leak. The patch makes
+   launch-created ENIs default to true, as on AWS; ENIs attached later keep false.
+P5 `EC2Backend.terminate_instances`: moto never detaches the ENIs a termination keeps. The
+   patch detaches them `eni_detach_delay` seconds of wall time later (at once for 0).
+P6 EKS: moto has no access entries and no Pod Identity associations. The patch adds their
+   routes to `moto.eks.urls.url_paths` and their handlers to `EKSResponse`.
+P7 `TaggedEC2Resource.get_tags`: moto finds one resource's tags by scanning every tag of
+   the region through `describe_tags` and a regex per resource, so listing n tagged
+   instances costs O(n^2) (25 s for 1,000 instances; the reaper's 10,000 would take hours).
+   The patch reads the resource's own entry of the same tag table: same answer, O(tags).
+P8 `Attachment.__init__`: moto shows every attachment on network card 0; the patch shows the
+   interface's own card (see `interfaces`).
+P9 EC2 actions moto lacks (see `ec2_actions`): DescribeCapacityReservations and
+   Create/Describe/DeletePlacementGroup, over the emulator's own records; RunInstances and
+   instant fleets consume reservations, record placement groups, EFA interfaces on every
+   network card, and log each request as received (`launch_requests`).
+Seeding (no patch): per region, the EKS-optimized AL2023 AMIs (one per Kubernetes version,
+architecture and variant, with the matching architecture) and their SSM parameters under
+`/aws/service/eks/optimized-ami/...`, plus one default subnet in every AZ.
+
+Limits kept on purpose: fleets count every instance as one unit of capacity (no weights);
+reservations are created through the control API only (no CreateCapacityReservation or
+PurchaseCapacityBlock) and are targeted by id, not through resource groups.
+
+Where each part lives: `model` (defaults, input errors, shared checks), `state` (`EmulatorState`
+and `EMULATOR`), `faults` (switches), `reserved` (reservations, placement groups, the wall
+clock and the launch log), `reservations` and `placement` (their records), `seeding`,
+`run_instances` (P2), `instances` (P4, P5, P7), `fleet_plan`, `fleet_reserved` and `fleet`
+(P3), `launch` and `interfaces` (what a launch leaves on its instances, P8), `ec2_actions`
+(P9), `eks` and `eks_cluster` (P6 and registration), `patching` and `install` (P1), and for
+the process: `server` (control API), `client` (`EmulatorProcess`, `EmulatorClient`).
+"""
+
+from devenv.emulator.client import EmulatorClient, EmulatorControlError, EmulatorProcess
+from devenv.emulator.faults import Fault, PartialFleet
+from devenv.emulator.fleet_plan import FleetRequest, FleetSlot, plan_fleet
+from devenv.emulator.install import install
+from devenv.emulator.model import (
+    DEFAULT_CLUSTER_VERSION,
+    DEFAULT_FREE_SLOTS,
+    DEFAULT_REGION,
+    DEFAULT_SERVICE_CIDR,
+    FLEET_ID_TAG,
+    ClusterSpec,
+    EmulatorInputError,
+    RegionSeed,
+    insufficient_capacity_message,
+)
+from devenv.emulator.placement import PlacementGroup
+from devenv.emulator.reservations import CapacityReservation
+from devenv.emulator.seeding import (
+    EKS_AMI_ARCHITECTURES,
+    EKS_AMI_K8S_VERSIONS,
+    EKS_AMI_OWNER_ID,
+    EKS_AMI_VARIANTS,
+    eks_ami_id,
+    eks_ami_matrix,
+    eks_ami_parameter_name,
+)
+from devenv.emulator.state import EMULATOR, EmulatorState
+
+__all__ = [
+    "DEFAULT_CLUSTER_VERSION",
+    "DEFAULT_FREE_SLOTS",
+    "DEFAULT_REGION",
+    "DEFAULT_SERVICE_CIDR",
+    "EKS_AMI_ARCHITECTURES",
+    "EKS_AMI_K8S_VERSIONS",
+    "EKS_AMI_OWNER_ID",
+    "EKS_AMI_VARIANTS",
+    "EMULATOR",
+    "FLEET_ID_TAG",
+    "CapacityReservation",
+    "ClusterSpec",
+    "EmulatorClient",
+    "EmulatorControlError",
+    "EmulatorInputError",
+    "EmulatorProcess",
+    "EmulatorState",
+    "Fault",
+    "FleetRequest",
+    "FleetSlot",
+    "PartialFleet",
+    "PlacementGroup",
+    "RegionSeed",
+    "eks_ami_id",
+    "eks_ami_matrix",
+    "eks_ami_parameter_name",
+    "install",
+    "insufficient_capacity_message",
+    "plan_fleet",
+]

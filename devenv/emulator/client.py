@@ -1,0 +1,269 @@
+"""The emulator as a child process (`EmulatorProcess`) and its control API's HTTP client.
+
+Who calls what: the integration fixtures and the demo start `EmulatorProcess` (a child
+process through `devenv.processes.Supervised`, so nothing outlives the test
+run) and steer it with `EmulatorClient`; boto3 clients reach it with `endpoint_url`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+from devenv.processes import ProcessFailed, Supervised, python_env
+
+CONTROL_PREFIX: Final = "/_emulator/"
+DEFAULT_HOST: Final = "127.0.0.1"
+
+
+# --- the child process handle ------------------------------------------------------------
+class EmulatorProcess:
+    """Runs the emulator in its own process on a free 127.0.0.1 port, logging to `log_dir`."""
+
+    def __init__(
+        self,
+        log_dir: Path,
+        *,
+        host: str = DEFAULT_HOST,
+        name: str = "ec2-emulator",
+        startup_timeout: float = 60.0,
+    ) -> None:
+        self.log_dir = Path(log_dir)
+        self.host = host
+        self.name = name
+        self.startup_timeout = startup_timeout
+        self.log_path = self.log_dir / f"{name}.log"
+        self._port_file = self.log_dir / f"{name}.port"
+        self._child: Supervised | None = None
+        self._port: int | None = None
+
+    def start(self) -> EmulatorProcess:
+        if self._child is not None:
+            return self
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._port_file.unlink(missing_ok=True)
+        argv = [sys.executable, "-m", "devenv.emulator", "--host", self.host]
+        argv += ["--port", "0", "--port-file", str(self._port_file)]
+        env = python_env({"PYTHONUNBUFFERED": "1"})
+        self._child = Supervised(self.name, argv, self.log_path, env=env)
+        try:
+            self._child.wait_ready(self._port_file.exists, self.startup_timeout, "binding a port")
+            self._port = int(self._port_file.read_text())
+            self._child.wait_ready(self.client.health, self.startup_timeout, "answering health")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @property
+    def endpoint_url(self) -> str:
+        if self._port is None:
+            raise ProcessFailed(f"{self.name} is not running; call start() first")
+        return f"http://{self.host}:{self._port}"
+
+    @property
+    def client(self) -> EmulatorClient:
+        return EmulatorClient(self.endpoint_url)
+
+    @property
+    def pid(self) -> int | None:
+        return self._child.pid if self._child is not None else None
+
+    def alive(self) -> bool:
+        return self._child is not None and self._child.alive()
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after a grace period; safe to call twice."""
+        child, self._child, self._port = self._child, None, None
+        if child is not None:
+            child.stop(grace=5.0)
+
+    def __enter__(self) -> EmulatorProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+# --- the HTTP client ---------------------------------------------------------------------
+class EmulatorControlError(RuntimeError):
+    """The control API refused a request; `field` names the offending field, if any."""
+
+    def __init__(self, status: int, message: str, field: str | None) -> None:
+        super().__init__(f"{status}: {message}" + (f" (field {field})" if field else ""))
+        self.status = status
+        self.message = message
+        self.field = field
+
+
+class EmulatorClient:
+    """The control API, one method per endpoint."""
+
+    def __init__(self, endpoint_url: str, timeout: float = 10.0) -> None:
+        self.endpoint_url = endpoint_url.rstrip("/")
+        self.timeout = timeout
+
+    def health(self) -> bool:
+        return bool(self._call("GET", "health").get("ok"))
+
+    def state(self) -> dict[str, Any]:
+        return self._call("GET", "state")
+
+    def reset(self) -> dict[str, Any]:
+        return self._call("POST", "reset", {})
+
+    def set_capacity(self, az: str, instance_type: str, free: int) -> dict[str, Any]:
+        return self._call(
+            "POST", "capacity", {"az": az, "instance_type": instance_type, "free": free}
+        )
+
+    def set_default_capacity(self, free: int) -> dict[str, Any]:
+        return self._call("POST", "default-capacity", {"free": free})
+
+    def inject_fault(
+        self,
+        action: str,
+        code: str,
+        message: str | None = None,
+        count: int = 1,
+        status: int | None = None,
+    ) -> dict[str, Any]:
+        body = {
+            "action": action,
+            "code": code,
+            "message": message,
+            "count": count,
+            "status": status,
+        }
+        return self._call("POST", "faults", body)
+
+    def clear_faults(self) -> dict[str, Any]:
+        return self._call("DELETE", "faults")
+
+    def set_partial_fleet(self, missing: int, count: int = 1) -> dict[str, Any]:
+        return self._call("POST", "partial-fleet", {"missing": missing, "count": count})
+
+    def set_eni_detach_delay(self, seconds: float) -> dict[str, Any]:
+        return self._call("POST", "eni-detach-delay", {"seconds": seconds})
+
+    def register_eks_cluster(
+        self,
+        name: str,
+        *,
+        endpoint: str | None = None,
+        certificate_authority_data: str | None = None,
+        service_ipv4_cidr: str | None = None,
+        version: str | None = None,
+        subnet_ids: Sequence[str] = (),
+        security_group_ids: Sequence[str] = (),
+        role_arn: str | None = None,
+        region: str | None = None,
+    ) -> dict[str, Any]:
+        body = {
+            "name": name,
+            "endpoint": endpoint,
+            "certificate_authority_data": certificate_authority_data,
+            "service_ipv4_cidr": service_ipv4_cidr,
+            "version": version,
+            "subnet_ids": list(subnet_ids),
+            "security_group_ids": list(security_group_ids),
+            "role_arn": role_arn,
+            "region": region,
+        }
+        return self._call("POST", "eks/cluster", body)
+
+    def add_capacity_reservation(
+        self,
+        instance_type: str,
+        availability_zone: str,
+        count: int,
+        reservation_type: str = "default",
+        start: float | dt.datetime | None = None,
+        end: float | dt.datetime | None = None,
+        match: str = "targeted",
+    ) -> str:
+        """Create an ODCR (`default`) or a Capacity Block (`capacity-block`); its id.
+
+        `start`/`end` are epoch seconds or aware datetimes on the emulator's clock. A block
+        is `scheduled` until `start`, `active` until `end`, then `expired` (and EC2 reclaims
+        its instances); an ODCR without them is active from now with no end.
+        """
+        body = {
+            "instance_type": instance_type,
+            "availability_zone": availability_zone,
+            "count": count,
+            "reservation_type": reservation_type,
+            "start": _epoch(start),
+            "end": _epoch(end),
+            "match": match,
+        }
+        return str(self._call("POST", "capacity-reservations", body)["capacity_reservation_id"])
+
+    def capacity_reservations(self) -> list[dict[str, Any]]:
+        """Every reservation as DescribeCapacityReservations shows it (dates as strings)."""
+        return list(self._call("GET", "capacity-reservations")["capacity_reservations"])
+
+    def launch_requests(
+        self, action: str | None = None, last: int | None = None
+    ) -> list[dict[str, Any]]:
+        """RunInstances/CreateFleet requests as they reached EC2, oldest first: each with
+        `action`, `params` (as sent), `instance_ids` launched and `error` (code or None)."""
+        query = {k: v for k, v in (("action", action), ("last", last)) if v is not None}
+        path = "launch-requests" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        return list(self._call("GET", path)["launch_requests"])
+
+    def now(self) -> float:
+        """The emulator's clock (epoch seconds), which reservation states follow."""
+        return float(self._call("GET", "clock")["now"])
+
+    def advance_clock(self, seconds: float) -> float:
+        """Move the emulator's clock forward (a block starts or ends); the new now."""
+        return float(self._call("POST", "clock", {"advance_seconds": seconds})["now"])
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"{self.endpoint_url}{CONTROL_PREFIX}{path}",
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                answer: dict[str, Any] = json.loads(response.read() or b"{}")
+                return answer
+        except urllib.error.HTTPError as error:
+            with error:
+                payload = _error_payload(error.read())
+            raise EmulatorControlError(
+                error.code, str(payload.get("error")), payload.get("field")
+            ) from None
+
+
+def _epoch(value: float | dt.datetime | None) -> float | None:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            raise ValueError("datetimes sent to the emulator must be timezone-aware")
+        return value.timestamp()
+    return value
+
+
+def _error_payload(raw: bytes) -> dict[str, Any]:
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        return {"error": raw.decode(errors="replace"), "field": None}
+    return payload if isinstance(payload, dict) else {"error": str(payload), "field": None}

@@ -1,0 +1,180 @@
+"""Fault switches: armed failures answered before moto sees a call, and the partial-fleet switch.
+
+`FaultSwitches` is a part of `EmulatorState` (which supplies `lock`); `fault_response` spells an
+armed failure the way the called service's protocol does, so botocore parses its code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any, Final
+from xml.sax.saxutils import escape
+
+from moto.core.utils import get_service_model
+
+from devenv.emulator.model import EmulatorInputError, check_count
+
+_ACTION_RE: Final = re.compile(r"^[A-Z][A-Za-z0-9]+$")
+
+_DEFAULT_FAULT_MESSAGES: Final = {
+    "InsufficientInstanceCapacity": (
+        "We currently do not have sufficient capacity in the Availability Zone you "
+        "requested. Our system will be working on provisioning additional capacity."
+    ),
+    "RequestLimitExceeded": "Request limit exceeded.",
+    "ThrottlingException": "Rate exceeded",
+    "InternalError": "An internal error has occurred.",
+    "Unsupported": (
+        "The requested configuration is currently not supported. "
+        "Please check the documentation for supported configurations."
+    ),
+}
+# EC2 answers throttling with 503 and its own failures with 500; everything else is the
+# caller's fault (400). botocore retries on both codes and statuses.
+_DEFAULT_FAULT_STATUS: Final = {
+    "InternalError": 500,
+    "InternalFailure": 500,
+    "ServiceUnavailable": 503,
+    "Unavailable": 503,
+    "RequestLimitExceeded": 503,
+}
+
+
+@dataclass
+class Fault:
+    """The next `remaining` calls of `action` fail with `code`, `message` and `status`."""
+
+    action: str
+    code: str
+    message: str
+    status: int
+    remaining: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "code": self.code,
+            "message": self.message,
+            "status": self.status,
+            "remaining": self.remaining,
+        }
+
+
+@dataclass
+class PartialFleet:
+    """The next `remaining` instant fleets launch `missing` fewer instances than planned."""
+
+    missing: int
+    remaining: int
+
+
+class FaultSwitches:
+    """The switches' half of `EmulatorState`; `_clear_faults_state` empties them."""
+
+    lock: threading.RLock
+
+    def _clear_faults_state(self) -> None:
+        self._faults: dict[str, list[Fault]] = {}
+        self._partial: PartialFleet | None = None
+
+    def inject_fault(
+        self,
+        action: str,
+        code: str,
+        message: str | None = None,
+        count: int = 1,
+        status: int | None = None,
+    ) -> Fault:
+        """Make the next `count` calls of `action` (an API name, e.g. RunInstances) fail.
+
+        Every HTTP attempt counts as a call: a client that retries throttling or 5xx
+        answers consumes one fault per attempt.
+        """
+        if not _ACTION_RE.match(action or ""):
+            raise EmulatorInputError(
+                "action", f"action {action!r} is not an API name such as RunInstances"
+            )
+        if not _ACTION_RE.match(code or ""):
+            raise EmulatorInputError(
+                "code", f"code {code!r} is not an error code such as RequestLimitExceeded"
+            )
+        check_count("count", count, minimum=1)
+        resolved_status = status if status is not None else _DEFAULT_FAULT_STATUS.get(code, 400)
+        if not 400 <= resolved_status <= 599:
+            raise EmulatorInputError(
+                "status", f"status {resolved_status} is not an HTTP error status"
+            )
+        fault = Fault(
+            action=action,
+            code=code,
+            message=message or _DEFAULT_FAULT_MESSAGES.get(code, code),
+            status=resolved_status,
+            remaining=count,
+        )
+        with self.lock:
+            self._faults.setdefault(action, []).append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        with self.lock:
+            self._faults.clear()
+            self._partial = None
+
+    def take_fault(self, action: str) -> Fault | None:
+        """Consume one armed failure of `action`, oldest switch first."""
+        with self.lock:
+            queue = self._faults.get(action)
+            if not queue:
+                return None
+            fault = queue[0]
+            fault.remaining -= 1
+            if fault.remaining == 0:
+                queue.pop(0)
+            return fault
+
+    def has_faults(self) -> bool:
+        return bool(self._faults)
+
+    def set_partial_fleet(self, missing: int, count: int = 1) -> None:
+        """The next `count` instant fleets return `missing` fewer instances (0 disarms)."""
+        check_count("missing", missing, minimum=0)
+        check_count("count", count, minimum=1)
+        with self.lock:
+            self._partial = PartialFleet(missing, count) if missing else None
+
+    def take_partial_fleet(self) -> int:
+        with self.lock:
+            partial = self._partial
+            if partial is None:
+                return 0
+            partial.remaining -= 1
+            if partial.remaining == 0:
+                self._partial = None
+            return partial.missing
+
+
+def fault_response(response: Any, fault: Fault) -> tuple[int, dict[str, str], str]:
+    """The error as the service's protocol spells it, so botocore parses its code."""
+    request_id = str(uuid.uuid4())
+    protocol = get_service_model(response.boto3_service_name).protocol
+    if protocol in ("json", "rest-json"):
+        body = json.dumps({"__type": fault.code, "message": fault.message})
+        headers = {"Content-Type": "application/x-amz-json-1.1", "x-amzn-ErrorType": fault.code}
+        return fault.status, headers, body
+    error = f"<Code>{escape(fault.code)}</Code><Message>{escape(fault.message)}</Message>"
+    if protocol == "ec2":
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>'
+            f"<Response><Errors><Error>{error}</Error></Errors>"
+            f"<RequestID>{request_id}</RequestID></Response>"
+        )
+    else:
+        body = (
+            f"<ErrorResponse><Error><Type>Sender</Type>{error}</Error>"
+            f"<RequestId>{request_id}</RequestId></ErrorResponse>"
+        )
+    return fault.status, {"Content-Type": "text/xml"}, body

@@ -1,0 +1,284 @@
+"""P3: EC2 CreateFleet Type=instant, placed over the overrides by the capacity model.
+
+moto launches the whole target on one override, never fails and lists one entry per
+instance. The patch places instances over the overrides as capacity (and reservations, see
+`fleet_reserved`) allows, honours MinTargetCapacity with SingleAvailabilityZone and
+SingleInstanceType (short of the minimum it launches nothing and answers `Errors`), groups
+InstanceIds per override, tags instances with `aws:ec2:fleet-id`, replays a seen
+ClientToken, can be told to return fewer instances than asked (the partial switch), and
+records the request in the launch log. Other fleet types stay moto's.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from moto.core.responses import ActionResult
+from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.responses import EC2Response
+
+from devenv.emulator.fleet_plan import FleetRequest, FleetSlot, plan_fleet
+from devenv.emulator.fleet_reserved import (
+    SlotSource,
+    check_block_fleet,
+    is_block_fleet,
+    reservations_first,
+    slot_source,
+)
+from devenv.emulator.instances import request_az, template_data
+from devenv.emulator.launch import LaunchOptions, decorate
+from devenv.emulator.model import FLEET_ID_TAG, insufficient_capacity_message, request_fingerprint
+from devenv.emulator.patching import original
+from devenv.emulator.state import EMULATOR
+
+ACTION = "CreateFleet"
+
+
+def create_fleet_handler(self: Any) -> ActionResult:
+    params: dict[str, Any] = self.params
+    if params.get("Type") != "instant":
+        result: ActionResult = original(EC2Response, "create_fleet")(self)
+        return result
+    self.error_on_dryrun()
+    received = copy.deepcopy(params)
+    try:
+        answer = _instant(self.ec2_backend, params)
+    except EC2ClientError as error:
+        EMULATOR.record_launch(ACTION, received, [], str(error.code))
+        raise
+    ids = [i for group in answer["Instances"] for i in group["InstanceIds"]]
+    EMULATOR.record_launch(ACTION, received, ids, None)
+    return ActionResult(answer)
+
+
+def _instant(backend: Any, params: dict[str, Any]) -> dict[str, Any]:
+    token = params.get("ClientToken")
+    fingerprint = request_fingerprint(params)
+    if token:
+        earlier = EMULATOR.recall(backend, ACTION, token, fingerprint)
+        if earlier is not None:
+            return dict(copy.deepcopy(earlier))
+    request = FleetRequest.from_params(params)
+    fleet = _empty_fleet(backend, params, request)
+    answer = _fill_fleet(backend, fleet, request, params)
+    if token:
+        EMULATOR.remember(backend, ACTION, token, fingerprint, copy.deepcopy(answer))
+    return answer
+
+
+def _empty_fleet(backend: Any, params: Mapping[str, Any], request: FleetRequest) -> Any:
+    """A moto Fleet record (for DescribeFleets, DeleteFleets, termination) that launched nothing."""
+    target = dict(params.get("TargetCapacitySpecification") or {})
+    zero = {
+        **target,
+        "TotalTargetCapacity": 0,
+        "OnDemandTargetCapacity": 0,
+        "SpotTargetCapacity": 0,
+    }
+    try:
+        fleet = backend.create_fleet(
+            on_demand_options=params.get("OnDemandOptions") or {},
+            spot_options=params.get("SpotOptions") or {},
+            target_capacity_specification=zero,
+            launch_template_configs=params.get("LaunchTemplateConfigs") or [],
+            excess_capacity_termination_policy=params.get("ExcessCapacityTerminationPolicy"),
+            replace_unhealthy_instances=params.get("ReplaceUnhealthyInstances"),
+            terminate_instances_with_expiration=params.get(
+                "TerminateInstancesWithExpiration", True
+            ),
+            fleet_type="instant",
+            valid_from=params.get("ValidFrom"),
+            valid_until=params.get("ValidUntil"),
+            tag_specifications=params.get("TagSpecifications") or [],
+        )
+    except KeyError as missing:
+        raise EC2ClientError(
+            "InvalidParameterValue",
+            f"A launch template config has no {missing.args[0]} in its template or overrides.",
+        ) from None
+    if not fleet.launch_specs:
+        raise EC2ClientError(
+            "InvalidParameterValue", "LaunchTemplateConfigs names no launch template."
+        )
+    fleet.target_capacity_specification = target
+    fleet.target_capacity = request.total
+    return fleet
+
+
+def _fill_fleet(
+    backend: Any, fleet: Any, request: FleetRequest, params: Mapping[str, Any]
+) -> dict[str, Any]:
+    options = [_options(backend, spec) for spec in fleet.launch_specs]
+    block = is_block_fleet(params)
+    if block:
+        check_block_fleet(params, options)
+    first = reservations_first(params)
+    slots, sources = [], {}
+    for index, spec in enumerate(fleet.launch_specs):
+        az, instance_type = _where(backend, spec), str(spec.instance_type)
+        source = slot_source(backend, az, instance_type, options[index])
+        slot = FleetSlot(
+            index=index,
+            az=az,
+            instance_type=instance_type,
+            priority=_priority(spec),
+            source=source.key,
+            reserved_first=first and source.reserved,
+        )
+        slots.append(slot)
+        sources[slot.pool] = source
+    free = {pool: len(source.ids) for pool, source in sources.items()}
+    allocation = plan_fleet(
+        slots,
+        request.total,
+        single_az=request.single_az,
+        single_type=request.single_type,
+        free=free,
+    )
+    placed = sum(allocation.values())
+    # A block fleet keeps what it could place; an On-Demand fleet with a targeted
+    # reservation fails whole if the reservation cannot hold the target (EC2's fleet docs).
+    needed = 0 if block else request.min_target
+    if any(s.source for s in slots) and not block:
+        needed = request.total
+    if placed == 0 or placed < needed:
+        errors = [
+            _fleet_error(fleet, slot, request, placed, needed, sources, block) for slot in slots
+        ]
+        return {"FleetId": fleet.id, "Instances": [], "Errors": errors}
+    errors = [
+        _fleet_error(fleet, slot, request, placed, needed, sources, block)
+        for slot in slots
+        if placed < request.total and free[slot.pool] <= _used(allocation, slots, slot.pool)
+    ]
+    _withhold(allocation, EMULATOR.take_partial_fleet())
+    queues = {pool: list(source.ids) for pool, source in sources.items()}
+    instances = []
+    for index, count in sorted(allocation.items()):
+        if count > 0:
+            slot = slots[index]
+            ids, queues[slot.pool] = queues[slot.pool][:count], queues[slot.pool][count:]
+            instances.append(
+                _launch_slot(backend, fleet, slot, ids, request.lifecycle, options[index])
+            )
+    return {"FleetId": fleet.id, "Instances": instances, "Errors": errors}
+
+
+def _options(backend: Any, spec: Any) -> LaunchOptions:
+    return LaunchOptions.of(spec.overrides or {}, template_data(backend, spec.launch_template_spec))
+
+
+def _where(backend: Any, spec: Any) -> str:
+    if spec.subnet_id:
+        return str(backend.get_subnet(spec.subnet_id).availability_zone)
+    overrides = spec.overrides or {}
+    template = template_data(backend, spec.launch_template_spec)
+    return str(
+        overrides.get("AvailabilityZone")
+        or request_az(backend, template)
+        or f"{backend.region_name}a"
+    )
+
+
+def _priority(spec: Any) -> float:
+    priority = (spec.overrides or {}).get("Priority")
+    return float(priority) if priority is not None else float("inf")
+
+
+def _used(allocation: Mapping[int, int], slots: Sequence[FleetSlot], pool: tuple[str, ...]) -> int:
+    return sum(allocation.get(slot.index, 0) for slot in slots if slot.pool == pool)
+
+
+def _withhold(allocation: dict[int, int], missing: int) -> None:
+    """Take `missing` instances off the plan, last slots first (the partial-fleet switch)."""
+    for index in sorted(allocation, reverse=True):
+        taken = min(missing, allocation[index])
+        allocation[index] -= taken
+        missing -= taken
+
+
+def _launch_slot(
+    backend: Any,
+    fleet: Any,
+    slot: FleetSlot,
+    reservation_ids: list[str | None],
+    lifecycle: str,
+    options: LaunchOptions,
+) -> dict[str, Any]:
+    spec = fleet.launch_specs[slot.index]
+    tags = copy.deepcopy(spec.tag_specifications)
+    tags.setdefault("instance", {})[FLEET_ID_TAG] = fleet.id
+    group = options.placement_group(backend, EMULATOR.placement_groups)
+    reservation = backend.run_instances(
+        spec.image_id,
+        len(reservation_ids),
+        spec.user_data,
+        list(spec.group_set or []),
+        instance_type=spec.instance_type,
+        is_instance_type_default=False,
+        region_name=backend.region_name,
+        subnet_id=spec.subnet_id,
+        placement=None if spec.subnet_id else slot.az,
+        key_name=spec.key_name,
+        fleet_id=fleet.id,
+        tags=tags,
+        launch_template=spec.launch_template_spec,
+        instance_market_options="spot" if lifecycle == "spot" else {},
+    )
+    decorate(backend, reservation.instances, options, reservation_ids, group)
+    for instance in reservation.instances:
+        fleet.on_demand_instances.append(
+            {"id": reservation.id, "instance": instance, "launch_spec": spec}
+        )
+    fleet.fulfilled_capacity += len(reservation_ids)
+    return {
+        "LaunchTemplateAndOverrides": _template_and_overrides(spec),
+        "Lifecycle": lifecycle,
+        "InstanceIds": [instance.id for instance in reservation.instances],
+        "InstanceType": spec.instance_type,
+    }
+
+
+def _fleet_error(
+    fleet: Any,
+    slot: FleetSlot,
+    request: FleetRequest,
+    placed: int,
+    needed: int,
+    sources: Mapping[tuple[str, ...], SlotSource],
+    block: bool,
+) -> dict[str, Any]:
+    spec = fleet.launch_specs[slot.index]
+    source = sources[slot.pool]
+    if source.error is not None:
+        code, message = source.error
+    elif slot.source and not block:
+        code = "ReservationCapacityExceeded"
+        message = (
+            f"The targeted Capacity Reservation {slot.source} does not have enough available "
+            f"instance capacity: {len(source.ids)} available for a target of {request.total}."
+        )
+    else:
+        # Also a block's answer for the part of the target beyond it (the walkthrough).
+        code = "InsufficientInstanceCapacity"
+        message = insufficient_capacity_message(slot.instance_type, slot.az, [])
+    if placed < needed:
+        message += (
+            f" The fleet could place {placed} of the {needed} instances it needs, so it "
+            "launched none."
+        )
+    return {
+        "LaunchTemplateAndOverrides": _template_and_overrides(spec),
+        "Lifecycle": request.lifecycle,
+        "ErrorCode": code,
+        "ErrorMessage": message,
+    }
+
+
+def _template_and_overrides(spec: Any) -> dict[str, Any]:
+    answer: dict[str, Any] = {"LaunchTemplateSpecification": dict(spec.launch_template_spec or {})}
+    if spec.overrides:
+        answer["Overrides"] = dict(spec.overrides)
+    return answer

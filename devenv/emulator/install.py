@@ -1,0 +1,68 @@
+"""`install()`: apply every patch once to this process's moto; P1 wraps every AWS call."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Final
+
+from moto.core.responses import BaseResponse
+from moto.ec2.models import EC2Backend
+from moto.ec2.models.core import TaggedEC2Resource
+from moto.ec2.models.elastic_network_interfaces import Attachment
+from moto.ec2.responses import EC2Response
+
+from devenv.emulator.ec2_actions import (
+    create_placement_group,
+    delete_placement_group,
+    describe_capacity_reservations,
+    describe_placement_groups,
+)
+from devenv.emulator.eks import install_eks
+from devenv.emulator.faults import fault_response
+from devenv.emulator.fleet import create_fleet_handler
+from devenv.emulator.instances import (
+    backend_run_instances,
+    backend_terminate_instances,
+    get_tags,
+)
+from devenv.emulator.interfaces import attachment_init
+from devenv.emulator.patching import ORIGINALS, original, patch
+from devenv.emulator.run_instances import run_instances_handler
+from devenv.emulator.state import EMULATOR, EmulatorState
+
+_SEEDED_SERVICES: Final = frozenset({"ec2", "ssm", "eks"})
+_install_lock = threading.Lock()
+
+
+def install() -> EmulatorState:
+    """Apply every patch once to this process's moto and return the emulator state."""
+    with _install_lock:
+        if not ORIGINALS:
+            patch(BaseResponse, "call_action", call_action)
+            patch(EC2Response, "run_instances", run_instances_handler)
+            patch(EC2Response, "create_fleet", create_fleet_handler)
+            patch(EC2Backend, "run_instances", backend_run_instances)
+            patch(EC2Backend, "terminate_instances", backend_terminate_instances)
+            patch(TaggedEC2Resource, "get_tags", get_tags)
+            patch(Attachment, "__init__", attachment_init)
+            patch(EC2Response, "describe_capacity_reservations", describe_capacity_reservations)
+            patch(EC2Response, "create_placement_group", create_placement_group)
+            patch(EC2Response, "describe_placement_groups", describe_placement_groups)
+            patch(EC2Response, "delete_placement_group", delete_placement_group)
+            install_eks()
+    return EMULATOR
+
+
+# --- P1: every AWS call ------------------------------------------------------------------
+def call_action(self: Any) -> Any:
+    with EMULATOR.lock:
+        if self.service_name in _SEEDED_SERVICES:
+            EMULATOR.ensure_seeded(self.current_account, self.region)
+        if self.service_name == "ec2":
+            EMULATOR.settle_detaches()
+            EMULATOR.reclaim_expired_blocks(self.ec2_backend)
+        if EMULATOR.has_faults():
+            fault = EMULATOR.take_fault(str(self._get_action() or ""))
+            if fault is not None:
+                return fault_response(self, fault)
+        return original(BaseResponse, "call_action")(self)

@@ -1,0 +1,88 @@
+"""Launch-time ENIs and termination (P4, P5), per-resource tags (P7), and where a launch lands."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from moto.ec2.models import EC2Backend
+from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
+
+from devenv.emulator.patching import original
+from devenv.emulator.state import EMULATOR
+
+
+# --- where a launch lands ---------------------------------------------------------------
+def request_az(backend: Any, spec: Mapping[str, Any]) -> str | None:
+    az = (spec.get("Placement") or {}).get("AvailabilityZone")
+    if az:
+        return str(az)
+    subnet_id = spec_subnet(spec)
+    if subnet_id:
+        return str(backend.get_subnet(subnet_id).availability_zone)
+    return None
+
+
+def spec_subnet(spec: Mapping[str, Any]) -> str | None:
+    if spec.get("SubnetId"):
+        return str(spec["SubnetId"])
+    interfaces = sorted(
+        spec.get("NetworkInterfaces") or [], key=lambda n: int(n.get("DeviceIndex") or 0)
+    )
+    return next((str(n["SubnetId"]) for n in interfaces if n.get("SubnetId")), None)
+
+
+def template_data(backend: Any, launch_template: Mapping[str, Any] | None) -> dict[str, Any]:
+    if not launch_template:
+        return {}
+    data: dict[str, Any] = backend._get_template_from_args(launch_template).data
+    return data
+
+
+# --- P4 and P5: ENIs at launch and termination -------------------------------------------
+def backend_run_instances(
+    self: Any,
+    image_id: str,
+    count: int,
+    user_data: Any,
+    security_group_names: list[str],
+    **kwargs: Any,
+) -> Any:
+    reservation = original(EC2Backend, "run_instances")(
+        self, image_id, count, user_data, security_group_names, **kwargs
+    )
+    specs = {int(n.get("DeviceIndex") or 0): n for n in kwargs.get("nics") or []}
+    for instance in reservation.instances:
+        for index, eni in instance.nics.items():
+            spec = specs.get(index)
+            if spec is None or not ({"NetworkInterfaceId", "DeleteOnTermination"} & set(spec)):
+                eni.delete_on_termination = True
+    return reservation
+
+
+def backend_terminate_instances(self: Any, instance_ids: list[str]) -> Any:
+    # AWS answers a repeated terminate with terminated -> terminated; moto would tear the
+    # instance down again and fail on the ENI it already deleted. Releases are retried, so
+    # the repeat must succeed.
+    instances = self.get_multi_instances_by_id(instance_ids)
+    done = [i for i in instances if i.state == "terminated"]
+    todo = [i.id for i in instances if i.state != "terminated"]
+    terminated = original(EC2Backend, "terminate_instances")(self, todo) if todo else []
+    newly = [instance for instance, previous in terminated if previous.name != "terminated"]
+    EMULATOR.schedule_detaches(self, newly)
+    return [*terminated, *((i, copy.copy(i._state)) for i in done)]
+
+
+# --- P7: one resource's tags ----------------------------------------------------------------
+def get_tags(self: Any) -> list[dict[str, str]]:
+    resource_id = getattr(self, "id", None)
+    if not resource_id:
+        return []
+    # `.get`: the table is a defaultdict, and a read must not add an empty entry.
+    tags = self.ec2_backend.tags.get(resource_id) or {}
+    resource_type = EC2_PREFIX_TO_RESOURCE.get(get_prefix(resource_id), "")
+    return [
+        {"resource_id": resource_id, "key": k, "value": v, "resource_type": resource_type}
+        for k, v in tags.items()
+    ]

@@ -1,0 +1,81 @@
+"""Network interfaces on network cards other than the first, and their interface type (EFA).
+
+moto keeps an instance's interfaces in a dict keyed by device index, ignores a launch
+template's NetworkInterfaces, and answers every interface as `interface` on network card 0.
+A p5.48xlarge with one EFA interface per card has 32 interfaces, 31 of them on device
+index 1 of their own card: moto would keep one and orphan the rest. So the emulator lets
+moto create only the first card's interfaces, then creates the others itself, keyed apart
+from the device index, and records `InterfaceType` and `NetworkCardIndex` on each one.
+
+P8 `Attachment.__init__`: moto builds an attachment's view with NetworkCardIndex 0; the
+patch reads the interface's own card.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from moto.ec2.models.elastic_network_interfaces import Attachment
+
+from devenv.emulator.patching import original
+
+# Interfaces on card c > 0 sit in the instance's dict under c * _CARD_STRIDE + device index,
+# so they never collide with the first card's device indexes.
+_CARD_STRIDE: Final = 1000
+
+
+def card_of(spec: Mapping[str, Any]) -> int:
+    return int(spec.get("NetworkCardIndex") or 0)
+
+
+def first_card_only(specs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The interface specs moto can create itself: the first card's."""
+    return [dict(spec) for spec in specs if card_of(spec) == 0]
+
+
+def apply_interfaces(backend: Any, instance: Any, specs: Sequence[Mapping[str, Any]]) -> None:
+    """Give `instance` the interfaces of `specs` beyond what moto made, typed as asked."""
+    for spec in specs:
+        device_index = int(spec.get("DeviceIndex") or 0)
+        card = card_of(spec)
+        if card == 0 and device_index in instance.nics:
+            eni = instance.nics[device_index]
+        else:
+            eni = _create(backend, instance, spec, device_index)
+            instance.attach_eni(eni, card * _CARD_STRIDE + device_index)
+            # attach_eni records the dict key as the device index; EC2 shows the real one.
+            eni.device_index = device_index
+        eni.interface_type = str(spec.get("InterfaceType") or "interface")
+        eni.network_card_index = card
+
+
+def detach_interface(instance: Any, eni: Any) -> None:
+    """moto's `detach_eni`, finding the interface by identity rather than device index."""
+    for key, attached in list(instance.nics.items()):
+        if attached is eni:
+            del instance.nics[key]
+    eni.instance = None
+    eni.attachment_id = None
+    eni.attach_time = None
+    eni.status = "available"
+
+
+def _create(backend: Any, instance: Any, spec: Mapping[str, Any], device_index: int) -> Any:
+    subnet_id = spec.get("SubnetId") or instance.subnet_id
+    groups = list(spec.get("Groups") or [g.id for g in instance.security_groups])
+    return backend.create_network_interface(
+        backend.get_subnet(subnet_id),
+        None,
+        group_ids=groups,
+        description=spec.get("Description"),
+        # Interfaces EC2 creates at launch are deleted with the instance unless told not to.
+        delete_on_termination=spec.get("DeleteOnTermination", True) is not False,
+        device_index=device_index,
+    )
+
+
+# --- P8: the attachment's network card ---------------------------------------------------
+def attachment_init(self: Any, eni: Any) -> None:
+    original(Attachment, "__init__")(self, eni)
+    self.network_card_index = int(getattr(eni, "network_card_index", 0) or 0)

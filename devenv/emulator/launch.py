@@ -1,0 +1,111 @@
+"""What a launch asks of EC2 beyond moto's reach, and what it leaves on the instances.
+
+Both launch paths use it: RunInstances (request parameters over its launch template's) and
+instant fleets (each override over its launch template's). moto reads none of the
+reservation, market-type, placement-group or multi-card interface fields, so the
+emulator resolves them here and writes the outcome on moto's instance objects, where
+DescribeInstances serializes it: `CapacityReservationId`,
+`CapacityReservationSpecification`, `InstanceLifecycle` (capacity-block), and
+`Placement.GroupName`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from moto.ec2.exceptions import EC2ClientError
+
+from devenv.emulator.interfaces import apply_interfaces
+from devenv.emulator.placement import PlacementBook, PlacementGroup
+from devenv.emulator.reservations import CAPACITY_BLOCK_MARKET
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    preference: str | None
+    reservation_id: str | None
+    market_type: str | None
+    group_name: str | None
+    group_id: str | None
+    interfaces: tuple[dict[str, Any], ...]
+
+    @classmethod
+    def of(cls, *layers: Mapping[str, Any]) -> LaunchOptions:
+        """Read from `layers`, the first that sets a field winning (request, then template)."""
+        spec = _first(layers, "CapacityReservationSpecification")
+        target = spec.get("CapacityReservationTarget") or {}
+        market = _first(layers, "InstanceMarketOptions")
+        interfaces = next(
+            (list(x["NetworkInterfaces"]) for x in layers if x.get("NetworkInterfaces")), []
+        )
+        placement = {
+            k: v for layer in reversed(layers) for k, v in (layer.get("Placement") or {}).items()
+        }
+        return cls(
+            preference=_opt(spec.get("CapacityReservationPreference")),
+            reservation_id=_opt(target.get("CapacityReservationId")),
+            market_type=_opt(market.get("MarketType")),
+            group_name=_opt(placement.get("GroupName")),
+            group_id=_opt(placement.get("GroupId")),
+            interfaces=tuple(dict(i) for i in interfaces),
+        )
+
+    def check(self) -> None:
+        """Refusals EC2 makes from the request alone."""
+        if self.market_type == CAPACITY_BLOCK_MARKET and not self.reservation_id:
+            raise EC2ClientError(
+                "InvalidParameterCombination",
+                "MarketType capacity-block requires CapacityReservationSpecification."
+                "CapacityReservationTarget.CapacityReservationId naming a Capacity Block.",
+            )
+        if self.reservation_id and self.preference not in (None, "capacity-reservations-only"):
+            raise EC2ClientError(
+                "InvalidParameterCombination",
+                "CapacityReservationTarget can only be given with CapacityReservationPreference "
+                f"capacity-reservations-only, not {self.preference}.",
+            )
+
+    def placement_group(self, backend: Any, book: PlacementBook) -> PlacementGroup | None:
+        if not (self.group_name or self.group_id):
+            return None
+        return book.find(backend, name=self.group_name, group_id=self.group_id)
+
+
+def decorate(
+    backend: Any,
+    instances: Sequence[Any],
+    options: LaunchOptions,
+    reservation_ids: Sequence[str | None],
+    group: PlacementGroup | None,
+) -> None:
+    """Write what EC2 would show on each launched instance (reservation_ids in order)."""
+    for instance, reservation_id in zip(instances, reservation_ids, strict=False):
+        instance.capacity_reservation_id = reservation_id
+        instance.capacity_reservation_specification = _specification(options)
+        if reservation_id and options.market_type == CAPACITY_BLOCK_MARKET:
+            instance.instance_lifecycle = CAPACITY_BLOCK_MARKET
+            instance.lifecycle = CAPACITY_BLOCK_MARKET
+        if group is not None:
+            instance.placement.group_name = group.name
+            vars(instance.placement)["group_id"] = group.group_id
+        if options.interfaces:
+            apply_interfaces(backend, instance, options.interfaces)
+
+
+def _specification(options: LaunchOptions) -> dict[str, Any]:
+    if options.reservation_id:
+        return {
+            "CapacityReservationPreference": "capacity-reservations-only",
+            "CapacityReservationTarget": {"CapacityReservationId": options.reservation_id},
+        }
+    return {"CapacityReservationPreference": options.preference or "open"}
+
+
+def _first(layers: Sequence[Mapping[str, Any]], key: str) -> dict[str, Any]:
+    return next((dict(layer[key]) for layer in layers if layer.get(key)), {})
+
+
+def _opt(value: Any) -> str | None:
+    return str(value) if value else None

@@ -1,0 +1,296 @@
+"""`EmulatorState`: everything the emulator knows that moto does not, and the one `EMULATOR`."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from moto.core.base_backend import BackendDict
+from moto.core.model_instances import reset_model_data
+from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.models import ec2_backends
+from moto.eks.models import eks_backends
+
+from devenv.emulator.eks_cluster import register_cluster
+from devenv.emulator.faults import FaultSwitches
+from devenv.emulator.interfaces import detach_interface
+from devenv.emulator.model import (
+    DEFAULT_FREE_SLOTS,
+    DEFAULT_REGION,
+    LIVE_STATES,
+    ClusterSpec,
+    EmulatorInputError,
+    RegionSeed,
+    backend_epoch,
+    check_count,
+    check_instance_type,
+    insufficient_capacity_message,
+    occupied,
+    record_key,
+    zone_backend,
+)
+from devenv.emulator.reserved import ReservedCapacity
+from devenv.emulator.seeding import seed_ec2, seed_ssm
+
+
+@dataclass(frozen=True)
+class _Detach:
+    due: float
+    account_id: str
+    region: str
+    epoch: str
+    eni_id: str
+    instance_id: str
+
+
+@dataclass(frozen=True)
+class _Record:
+    epoch: str
+    fingerprint: str
+    result: Any
+
+
+class EmulatorState(FaultSwitches, ReservedCapacity):
+    """Everything the emulator knows that moto does not; `reset()` returns it to defaults.
+
+    Methods are safe to call from the control API's threads: they take `lock`, which the
+    patched request path holds for the whole of every AWS call.
+    """
+
+    def __init__(
+        self,
+        default_free: int = DEFAULT_FREE_SLOTS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.lock = threading.RLock()
+        # Wall time by default; unit tests swap in a fake clock to step ENI detaches.
+        self.clock = clock
+        self._initial_default_free = default_free
+        self._clear()
+
+    def _clear(self) -> None:
+        self.default_free = self._initial_default_free
+        self.eni_detach_delay = 0.0
+        self._totals: dict[tuple[str, str], int] = {}
+        self._clear_faults_state()
+        self._clear_reserved_state()
+        self._detaches: list[_Detach] = []
+        self._records: dict[tuple[str, str, str, str], _Record] = {}
+        self._regions: dict[tuple[str, str], RegionSeed] = {}
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget all of moto's resources and every switch, then seed the default region."""
+        with self.lock:
+            BackendDict.reset()
+            reset_model_data()
+            self._clear()
+            self.ensure_seeded(DEFAULT_ACCOUNT_ID, DEFAULT_REGION)
+
+    def reset_switches(self) -> None:
+        """Return switches and records to their defaults, leaving moto's resources alone.
+
+        For callers whose moto was just emptied anyway (entering `mock_aws()`): regions are
+        seeded again on their first call.
+        """
+        with self.lock:
+            self._clear()
+
+    def ensure_seeded(self, account_id: str, region: str) -> RegionSeed:
+        """Seed `region` unless this incarnation of its backends already was."""
+        with self.lock:
+            ec2 = ec2_backends[account_id][region]
+            known = self._regions.get((account_id, region))
+            if known is None or backend_epoch(ec2) is None:
+                known = seed_ec2(ec2)
+                self._regions[(account_id, region)] = known
+            seed_ssm(account_id, region)
+            return known
+
+    def subnets(self, region: str = DEFAULT_REGION) -> dict[str, str]:
+        """The default subnet of every AZ in `region`, by AZ."""
+        return dict(self.ensure_seeded(DEFAULT_ACCOUNT_ID, region).subnets)
+
+    # --- capacity --------------------------------------------------------------------------
+    def set_capacity(
+        self, az: str, instance_type: str, free: int, account_id: str = DEFAULT_ACCOUNT_ID
+    ) -> None:
+        """From now on `free` more instances of this type fit in this AZ."""
+        check_instance_type(instance_type)
+        check_count("free", free, minimum=0)
+        with self.lock:
+            backend = zone_backend(account_id, az)
+            self._totals[(az, instance_type)] = free + occupied(backend, az, instance_type)
+
+    def set_default_free(self, free: int) -> None:
+        """Total slots of every pool not set with `set_capacity`."""
+        check_count("default_free", free, minimum=0)
+        with self.lock:
+            self.default_free = free
+
+    def free_slots(self, backend: Any, az: str, instance_type: str) -> int:
+        total = self._totals.get((az, instance_type), self.default_free)
+        return max(0, total - occupied(backend, az, instance_type))
+
+    def capacity_error(
+        self, backend: Any, instance_type: str, az: str, needed: int
+    ) -> EC2ClientError:
+        zones = [zone.name for zone in backend.describe_availability_zones()]
+        alternatives = [
+            zone
+            for zone in zones
+            if zone != az and self.free_slots(backend, zone, instance_type) >= needed
+        ]
+        return EC2ClientError(
+            "InsufficientInstanceCapacity",
+            insufficient_capacity_message(instance_type, az, alternatives),
+        )
+
+    # --- ENI detach delay ----------------------------------------------------------------
+    def set_eni_detach_delay(self, seconds: float) -> None:
+        """ENIs a termination keeps stay attached this long, then become available."""
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+            raise EmulatorInputError("seconds", f"seconds must be a number >= 0, got {seconds!r}")
+        with self.lock:
+            self.eni_detach_delay = float(seconds)
+
+    def schedule_detaches(self, backend: Any, instances: Iterable[Any]) -> None:
+        """Detach, now or after the delay, the ENIs these terminated instances kept."""
+        with self.lock:
+            epoch = backend_epoch(backend) or ""
+            due = self.clock() + self.eni_detach_delay
+            for instance in instances:
+                for eni in list(instance.nics.values()):
+                    if eni.id not in backend.enis or eni.delete_on_termination:
+                        continue
+                    if self.eni_detach_delay <= 0:
+                        detach_interface(instance, eni)
+                        continue
+                    self._detaches.append(
+                        _Detach(
+                            due, backend.account_id, backend.region_name, epoch, eni.id, instance.id
+                        )
+                    )
+
+    def settle_detaches(self) -> None:
+        """Detach every ENI whose delay has run out."""
+        with self.lock:
+            now = self.clock()
+            due = [d for d in self._detaches if d.due <= now]
+            self._detaches = [d for d in self._detaches if d.due > now]
+            for detach in due:
+                _detach_if_still_attached(detach)
+
+    # --- ClientToken idempotency ---------------------------------------------------------
+    def recall(self, backend: Any, action: str, token: str, fingerprint: str) -> Any | None:
+        """The result recorded for this token, if the backend is the one it was made in."""
+        record = self._records.get(record_key(backend, action, token))
+        if record is None or record.epoch != backend_epoch(backend):
+            return None
+        if record.fingerprint != fingerprint:
+            raise EC2ClientError(
+                "IdempotentParameterMismatch",
+                f"The client token {token} was already used with different parameters.",
+            )
+        return record.result
+
+    def remember(
+        self, backend: Any, action: str, token: str, fingerprint: str, result: Any
+    ) -> None:
+        self._records[record_key(backend, action, token)] = _Record(
+            backend_epoch(backend) or "", fingerprint, result
+        )
+
+    # --- EKS -----------------------------------------------------------------------------
+    def register_eks_cluster(self, spec: ClusterSpec) -> dict[str, Any]:
+        """Create (or replace) an ACTIVE cluster that DescribeCluster answers for."""
+        with self.lock:
+            seed = self.ensure_seeded(spec.account_id, spec.region)
+            return register_cluster(spec, seed)
+
+    # --- what the control API shows ------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """Capacity, switches, instance counts by state and seeded regions, as JSON data."""
+        with self.lock:
+            self.settle_detaches()
+            return {
+                "default_free": self.default_free,
+                "capacity": self._capacity_rows(),
+                "faults": [f.as_dict() for queue in self._faults.values() for f in queue],
+                "partial_fleet": (
+                    None
+                    if self._partial is None
+                    else {"missing": self._partial.missing, "remaining": self._partial.remaining}
+                ),
+                "eni_detach_delay_seconds": self.eni_detach_delay,
+                "pending_eni_detaches": len(self._detaches),
+                "instances": self._instance_counts(),
+                "idempotency_records": len(self._records),
+                "regions": {
+                    region: {
+                        "account_id": account,
+                        "vpc_id": seed.vpc_id,
+                        "subnets": dict(seed.subnets),
+                    }
+                    for (account, region), seed in self._regions.items()
+                },
+                "capacity_reservations": self.capacity_reservation_views(),
+                "placement_groups": self.placement_group_views(),
+                "clock_offset_seconds": self.clock_offset,
+                "eks_clusters": sorted(
+                    name
+                    for account, region in self._regions
+                    for name in eks_backends[account][region].clusters
+                ),
+            }
+
+    def _capacity_rows(self) -> list[dict[str, Any]]:
+        pools = set(self._totals)
+        for backend in self._backends():
+            pools.update(
+                (i.placement.zone, i.instance_type)
+                for i in backend.all_instances()
+                if i.state in LIVE_STATES
+            )
+        rows = []
+        for az, instance_type in sorted(pools):
+            backend = self._backend_for(az)
+            rows.append(
+                {
+                    "az": az,
+                    "instance_type": instance_type,
+                    "free": self.free_slots(backend, az, instance_type),
+                    "occupied": occupied(backend, az, instance_type),
+                    "configured": (az, instance_type) in self._totals,
+                }
+            )
+        return rows
+
+    def _instance_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for backend in self._backends():
+            for instance in backend.all_instances():
+                counts[instance.state] = counts.get(instance.state, 0) + 1
+        return counts
+
+    def _backends(self) -> list[Any]:
+        return [ec2_backends[account][region] for account, region in self._regions]
+
+    def _backend_for(self, az: str) -> Any:
+        return ec2_backends[DEFAULT_ACCOUNT_ID][az[:-1]]
+
+
+EMULATOR: Final = EmulatorState()
+
+
+def _detach_if_still_attached(detach: _Detach) -> None:
+    backend = ec2_backends[detach.account_id][detach.region]
+    if backend_epoch(backend) != detach.epoch:
+        return
+    eni = backend.enis.get(detach.eni_id)
+    if eni is not None and eni.instance is not None and eni.instance.id == detach.instance_id:
+        detach_interface(eni.instance, eni)
