@@ -13,7 +13,7 @@ from provisioner.cloud import naming
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.fleet import launch_fleet
 from provisioner.cloud.nodeadm import parse_user_data
-from provisioner.cloud.types import CapacityReservationRef, LaunchSpec
+from provisioner.cloud.types import LaunchSpec
 from tests.unit.test_cloud_helpers import CLUSTER, GPU_TYPE, POOL, POOL_UID, World, emulated_aws
 
 pytestmark = pytest.mark.unit
@@ -127,23 +127,6 @@ def test_fleet_without_a_launch_template_is_a_config_error(world: World) -> None
     assert caught.value.kind is ErrorKind.CONFIG
     assert caught.value.reason == "FleetNeedsLaunchTemplate"
     assert world.captured.of("CreateFleet") == []
-
-
-def test_capacity_reservations_shape_the_fleet_request(world: World) -> None:
-    odcr = CapacityReservationRef("cr-0123456789abcdef0")
-    world.engine.acquire(fleet_spec(world, capacity_reservation=odcr))
-    (sent,) = world.captured.of("CreateFleet")
-    assert sent["OnDemandOptions"]["CapacityReservationOptions"] == {
-        "UsageStrategy": "use-capacity-reservations-first"
-    }
-
-
-def test_capacity_block_fleet_asks_for_capacity_block(world: World) -> None:
-    block = CapacityReservationRef("cr-0fedcba9876543210", "capacity-block")
-    world.engine.acquire(fleet_spec(world, capacity_reservation=block))
-    (sent,) = world.captured.of("CreateFleet")
-    assert sent["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "capacity-block"
-    assert "OnDemandTargetCapacity" not in sent["TargetCapacitySpecification"]
 
 
 def test_throttled_create_fleet_is_retryable(world: World) -> None:

@@ -12,7 +12,6 @@ from provisioner.cloud import naming
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.nodeadm import parse_user_data
 from provisioner.cloud.runinstances import launch_runinstances
-from provisioner.cloud.types import CapacityReservationRef
 from tests.unit.test_cloud_helpers import CLUSTER, GPU_TYPE, POOL, POOL_UID, World, emulated_aws
 
 pytestmark = pytest.mark.unit
@@ -143,30 +142,6 @@ def test_a_partial_set_of_the_generation_is_terminated_and_reported(world: World
 
     assert caught.value.kind is ErrorKind.MALFORMED and caught.value.ends_generation
     assert world.live_instances() == []
-
-
-def test_odcr_targeting_is_in_the_request(world: World) -> None:
-    cr = CapacityReservationRef("cr-0123456789abcdef0", "odcr", "us-east-1b")
-    world.engine.acquire(world.spec(capacity_reservation=cr))
-
-    (sent,) = world.captured.of("RunInstances")
-    assert sent["CapacityReservationSpecification"] == {
-        "CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}
-    }
-    assert "InstanceMarketOptions" not in sent
-    # The reservation lives in one zone; the sweep goes straight there.
-    assert sent["SubnetId"] == world.subnets["us-east-1b"]
-
-
-def test_capacity_block_sets_the_market_type(world: World) -> None:
-    cr = CapacityReservationRef("cr-0fedcba9876543210", "capacity-block")
-    world.engine.acquire(world.spec(capacity_reservation=cr))
-
-    (sent,) = world.captured.of("RunInstances")
-    assert sent["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
-    assert sent["CapacityReservationSpecification"]["CapacityReservationTarget"] == {
-        "CapacityReservationId": "cr-0fedcba9876543210"
-    }
 
 
 def test_efa_asks_for_one_efa_interface_per_card_and_the_placement_group(world: World) -> None:
