@@ -90,6 +90,7 @@ def test_a_healthy_setup_passes_every_check(healthy: LocalEnvironment, namespace
     assert [r.name for r in results] == [
         "LocalQueue",
         "ClusterQueue lists our check",
+        "ClusterQueue covers pending requests",
         "AdmissionCheck",
         "leader Lease",
         "node role",
