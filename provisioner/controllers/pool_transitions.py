@@ -326,10 +326,12 @@ def _enter_keep_warm(view: PoolView, status: GangNodePoolStatus) -> Step:
     if ttl <= timedelta(0):
         return Step(Action.NONE, _with(status, phase=c.PHASE_RELEASING), requeue_after=0.0)
     until = view.now + ttl
+    block_wait = _until(view, _block_release_at(view))
+    wait = ttl.total_seconds() if block_wait is None else min(ttl.total_seconds(), block_wait)
     return Step(
         Action.TAG_KEEP_WARM,
         _with(status, phase=c.PHASE_KEEP_WARM, keep_warm_until=until),
-        requeue_after=ttl.total_seconds(),
+        requeue_after=wait,
         events=(
             Event(
                 "Normal",

@@ -444,3 +444,15 @@ def test_a_warm_set_wakes_up_for_whichever_comes_first() -> None:
         live=LIVE,
     )
     assert plan(v).requeue_after == 120.0
+
+
+def test_entering_keep_warm_on_a_block_wakes_up_for_its_release() -> None:
+    v = view(
+        phase=c.PHASE_SATISFIED,
+        claimed=False,
+        status=active(capacityBlockEndsAt=(NOW + MARGIN + timedelta(minutes=3)).isoformat()),
+        live=LIVE,
+        ready=frozenset(IDS),
+    )
+    step = plan(v)
+    assert step.status.phase == c.PHASE_KEEP_WARM and step.requeue_after == 180.0
