@@ -49,8 +49,8 @@ class BootstrapConfig:
     # GPU gangs are what this controller is for, so Kueue covers GPUs and EFA devices by
     # default: enough for one gang of 64 (limits.maxGangSize) p5.48xlarge nodes, which
     # have 8 GPUs and 32 EFA interfaces each. "0" covers a resource with no quota.
-    gpu_quota: str = "512"
-    efa_quota: str = "2048"
+    gpu_quota: str = c.DEFAULT_ACCELERATOR_QUOTA[c.RESOURCE_GPU]
+    efa_quota: str = c.DEFAULT_ACCELERATOR_QUOTA[c.RESOURCE_EFA]
     account_id: str = ""  # empty: the account of the credentials running `pulumi up`
     controller_namespace: str = "atomic-gang-system"
     service_account: str = "atomic-gang-controller"

@@ -101,6 +101,9 @@ PLACEMENT_STRATEGIES: Final = (PLACEMENT_NONE, PLACEMENT_CLUSTER)
 # Extended resources GPU gangs request; Kueue's queues cover them by default.
 RESOURCE_GPU: Final = "nvidia.com/gpu"
 RESOURCE_EFA: Final = "vpc.amazonaws.com/efa"
+# Their default ClusterQueue quotas (bootstrap, chart, local environment): one gang of 64
+# (limits.maxGangSize) p5.48xlarge nodes, 8 GPUs and 32 EFA interfaces each.
+DEFAULT_ACCELERATOR_QUOTA: Final = {RESOURCE_GPU: "512", RESOURCE_EFA: "2048"}
 
 PHASE_IDLE: Final = "Idle"
 PHASE_ACQUIRING: Final = "Acquiring"

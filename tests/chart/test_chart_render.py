@@ -314,9 +314,10 @@ def test_gpu_and_efa_are_covered_by_default(helm: Helm) -> None:
     rendered = helm.render({"kueue.clusterQueue.nominalQuota": {"cpu": "96", "memory": "1Ti"}})
     group = rendered.one("ClusterQueue")["spec"]["resourceGroups"][0]
     assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa"]
+    # The same quotas as the bootstrap's and the local environment's.
     assert group["flavors"][0]["resources"][2:] == [
-        {"name": "nvidia.com/gpu", "nominalQuota": "512"},
-        {"name": "vpc.amazonaws.com/efa", "nominalQuota": "2048"},
+        {"name": name, "nominalQuota": quota}
+        for name, quota in sorted(c.DEFAULT_ACCELERATOR_QUOTA.items())
     ]
     plain = helm.render(
         {"kueue.clusterQueue.nominalQuota": {"cpu": "96", "memory": "1Ti"}},

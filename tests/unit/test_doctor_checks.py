@@ -216,8 +216,19 @@ def test_requested_resources_read_requests_and_limits() -> None:
     ]
 
 
+def _cpu_only(cq: dict[str, Any]) -> None:
+    cq.update(ko.cluster_queue(ko.CLUSTER_QUEUE_NAME, ko.FLAVOR_NAME, ko.CHECK_NAME))
+
+
+def test_the_default_queue_covers_gpu_and_efa() -> None:
+    objects = [*copy.deepcopy(_healthy()), _gpu_workload()]
+    line = {r.name: r for r in _doctor(objects).run()}["ClusterQueue covers pending requests"]
+    assert line.ok and "1 pending" in line.detail, line.render()
+
+
 def test_a_queue_without_gpu_coverage_fails_naming_the_resource() -> None:
     objects = [*copy.deepcopy(_healthy()), _gpu_workload()]
+    _edit("ClusterQueue", _cpu_only)(objects)
     line = {r.name: r for r in _doctor(objects).run()}["ClusterQueue covers pending requests"]
     assert not line.ok
     assert "nvidia.com/gpu" in line.detail and "vpc.amazonaws.com/efa" in line.detail
@@ -227,6 +238,7 @@ def test_a_queue_without_gpu_coverage_fails_naming_the_resource() -> None:
 
 def test_a_queue_covering_gpu_and_efa_passes() -> None:
     objects = [*copy.deepcopy(_healthy()), _gpu_workload()]
+    _edit("ClusterQueue", _cpu_only)(objects)
     _edit("ClusterQueue", _cover("nvidia.com/gpu", "vpc.amazonaws.com/efa"))(objects)
     line = {r.name: r for r in _doctor(objects).run()}["ClusterQueue covers pending requests"]
     assert line.ok, line.render()
