@@ -275,12 +275,15 @@ def test_kueue_objects_are_wired_together(rendered: Rendered) -> None:
         {"name": "atomic-gang-check"}
     ]
     (group,) = queue["spec"]["resourceGroups"]
-    assert group["coveredResources"] == ["cpu", "memory"]
+    # GPUs and EFA devices are covered by default: a GPU Job is admitted out of the box.
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa"]
     (flavor_quota,) = group["flavors"]
     assert flavor_quota["name"] == flavor["metadata"]["name"]
     assert flavor_quota["resources"] == [
         {"name": "cpu", "nominalQuota": "256"},
         {"name": "memory", "nominalQuota": "1Ti"},
+        {"name": "nvidia.com/gpu", "nominalQuota": "512"},
+        {"name": "vpc.amazonaws.com/efa", "nominalQuota": "2048"},
     ]
     assert local["metadata"] == {
         **local["metadata"],
