@@ -96,7 +96,13 @@ class Ec2Engine:
                 now=self._clock.now(),
                 block_release_margin=spec.block_release_margin,
             )
-            spec = replace(spec, subnets=subnets, capacity_reservation=reservation.ref())
+            spec = replace(
+                spec,
+                subnets=subnets,
+                capacity_reservation=reservation.ref(),
+                # Capacity reserved inside a placement group is reachable only from there.
+                placement_group_name=reservation.placement_group_name or spec.placement_group_name,
+            )
         if spec.mode == c.MODE_FLEET:
             result = launch_fleet(self._ec2, spec)
         else:

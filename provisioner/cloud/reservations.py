@@ -88,6 +88,10 @@ def reservation_from(raw: dict[str, Any]) -> Reservation:
         start=_time(raw.get("StartDate")),
         end=_time(raw.get("EndDate")),
         match_criteria=cast(MatchCriteria, match if match in ("open", "targeted") else "open"),
+        # arn:aws:ec2:<region>:<account>:placement-group/<name>
+        placement_group_name=str(raw["PlacementGroupArn"]).rsplit("/", 1)[-1]
+        if raw.get("PlacementGroupArn")
+        else None,
     )
 
 

@@ -95,6 +95,8 @@ class Reservation:
     start: datetime | None
     end: datetime | None
     match_criteria: MatchCriteria
+    # An ODCR made inside a cluster placement group is usable only from that group.
+    placement_group_name: str | None = None
 
     def ref(self) -> CapacityReservationRef:
         return CapacityReservationRef(self.reservation_id, self.kind, self.availability_zone)

@@ -238,6 +238,35 @@ def test_active_capacity_block_is_launched_as_a_block(mode: str) -> None:
         ]
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_an_odcr_in_a_placement_group_is_launched_from_that_group(mode: str) -> None:
+    raw = reservation()
+    raw["PlacementGroupArn"] = "arn:aws:ec2:us-east-1:123456789012:placement-group/train-pg"
+    ec2 = StubEc2({ODCR: raw})
+    engine_for(ec2).acquire(spec(mode, placement_group_name="atomic-gang-train-pretrain-p5"))
+
+    if mode == "runinstances":
+        (sent,) = ec2.of("RunInstances")
+        assert sent["Placement"] == {"GroupName": "train-pg"}
+    else:
+        (sent,) = ec2.of("CreateFleet")
+        (override,) = sent["LaunchTemplateConfigs"][0]["Overrides"]
+        assert override["Placement"] == {"GroupName": "train-pg"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_pools_placement_group_is_used_otherwise(mode: str) -> None:
+    ec2 = StubEc2({BLOCK: block()})
+    engine_for(ec2).acquire(spec(mode, BLOCK, placement_group_name="atomic-gang-train-p5"))
+    (sent,) = ec2.launches()
+    placement = (
+        sent["Placement"]
+        if mode == "runinstances"
+        else sent["LaunchTemplateConfigs"][0]["Overrides"][0]["Placement"]
+    )
+    assert placement == {"GroupName": "atomic-gang-train-p5"}
+
+
 def test_a_partial_fleet_answer_from_a_block_is_rolled_back() -> None:
     ec2 = StubEc2({BLOCK: block()}, fleet_fulfils=3)
     with pytest.raises(CloudError) as caught:
