@@ -8,6 +8,7 @@ demo and the e2e tests build Jobs and private queues with the same functions, an
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from provisioner.api import constants as c
@@ -29,10 +30,17 @@ def resource_flavor(name: str) -> dict[str, Any]:
 
 
 def cluster_queue(
-    name: str, flavor: str, check: str | None, cpu: str = "64", memory: str = "256Gi"
+    name: str,
+    flavor: str,
+    check: str | None,
+    cpu: str = "64",
+    memory: str = "256Gi",
+    extra: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A ClusterQueue gated by our `check`; with None, a plain queue (the benchmarks'
-    baseline: what Kueue's admission costs without us)."""
+    baseline: what Kueue's admission costs without us). `extra` covers more resources
+    (e.g. GPUs) with those quotas; without it, only cpu and memory are covered."""
+    quotas = {"cpu": cpu, "memory": memory, **(extra or {})}
     queue: dict[str, Any] = {
         "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",
@@ -41,13 +49,12 @@ def cluster_queue(
             "namespaceSelector": {},
             "resourceGroups": [
                 {
-                    "coveredResources": ["cpu", "memory"],
+                    "coveredResources": list(quotas),
                     "flavors": [
                         {
                             "name": flavor,
                             "resources": [
-                                {"name": "cpu", "nominalQuota": cpu},
-                                {"name": "memory", "nominalQuota": memory},
+                                {"name": r, "nominalQuota": q} for r, q in quotas.items()
                             ],
                         }
                     ],
@@ -121,11 +128,14 @@ QUEUE_NAME = "atomic-gang-queue"
 def default_objects(
     namespaces: tuple[str, ...] = ("default",), cpu: str = "64", memory: str = "256Gi"
 ) -> list[dict[str, Any]]:
-    """The bootstrap's Kueue objects, in the order they must exist."""
+    """The bootstrap's Kueue objects, in the order they must exist; like the bootstrap's,
+    the ClusterQueue covers GPUs and EFA devices by default."""
     return [
         admission_check(CHECK_NAME),
         resource_flavor(FLAVOR_NAME),
-        cluster_queue(CLUSTER_QUEUE_NAME, FLAVOR_NAME, CHECK_NAME, cpu, memory),
+        cluster_queue(
+            CLUSTER_QUEUE_NAME, FLAVOR_NAME, CHECK_NAME, cpu, memory, c.DEFAULT_ACCELERATOR_QUOTA
+        ),
         *(local_queue(ns, QUEUE_NAME, CLUSTER_QUEUE_NAME) for ns in namespaces),
     ]
 

@@ -14,6 +14,8 @@ from typing import Final
 
 import pulumi
 
+from provisioner.api import constants as c
+
 __all__ = ["BootstrapConfig", "ConfigError", "load_config"]
 
 _IAM_ROLE_NAME_MAX: Final = 64
@@ -44,7 +46,11 @@ class BootstrapConfig:
     region: str
     cpu_quota: str
     memory_quota: str
-    gpu_quota: str = ""
+    # GPU gangs are what this controller is for, so Kueue covers GPUs and EFA devices by
+    # default: enough for one gang of 64 (limits.maxGangSize) p5.48xlarge nodes, which
+    # have 8 GPUs and 32 EFA interfaces each. "0" covers a resource with no quota.
+    gpu_quota: str = c.DEFAULT_ACCELERATOR_QUOTA[c.RESOURCE_GPU]
+    efa_quota: str = c.DEFAULT_ACCELERATOR_QUOTA[c.RESOURCE_EFA]
     account_id: str = ""  # empty: the account of the credentials running `pulumi up`
     controller_namespace: str = "atomic-gang-system"
     service_account: str = "atomic-gang-controller"
@@ -91,10 +97,12 @@ class BootstrapConfig:
 
     @property
     def quotas(self) -> dict[str, str]:
-        """ClusterQueue nominal quotas by resource name; GPUs only when set."""
+        """ClusterQueue nominal quotas by resource name: cpu, memory, GPUs and EFA devices."""
         out = {"cpu": self.cpu_quota, "memory": self.memory_quota}
         if self.gpu_quota:
-            out["nvidia.com/gpu"] = self.gpu_quota
+            out[c.RESOURCE_GPU] = self.gpu_quota
+        if self.efa_quota:
+            out[c.RESOURCE_EFA] = self.efa_quota
         return out
 
 
@@ -123,7 +131,8 @@ def load_config(config: pulumi.Config | None = None) -> BootstrapConfig:
         region=cfg.require("region"),
         cpu_quota=cfg.require("cpuQuota"),
         memory_quota=cfg.require("memoryQuota"),
-        gpu_quota=text("gpuQuota", ""),
+        gpu_quota=text("gpuQuota", d.gpu_quota),
+        efa_quota=text("efaQuota", d.efa_quota),
         account_id=text("accountId", ""),
         controller_namespace=text("controllerNamespace", d.controller_namespace),
         service_account=text("serviceAccountName", d.service_account),

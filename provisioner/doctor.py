@@ -2,7 +2,9 @@
 
 Called by the CLI. Each check reads one link and says pass or fail, and for a failure the
 fix: the LocalQueue exists; its ClusterQueue lists our AdmissionCheck for every flavor (no
-`onFlavors`); the AdmissionCheck exists, names our controller and is Active; the leader
+`onFlavors`); it covers every resource a pending Workload in the queue requests (a GPU
+Job is never admitted by a queue without `nvidia.com/gpu`); the AdmissionCheck exists,
+names our controller and is Active; the leader
 Lease was renewed within twice its duration; the node role, its instance profile and its
 access entry are valid; the AMI resolves; the cluster's subnets exist. Every check runs
 even after a failure, so one run lists everything to fix. It only reads, through
@@ -26,7 +28,7 @@ from provisioner.cloud.errors import CloudError, to_cloud_error
 from provisioner.cloud.naming import instance_profile_name
 from provisioner.cloud.preflight import verify_access_entry, verify_instance_profile
 from provisioner.kube.errors import KubeError, KubeNotFound
-from provisioner.kube.resources import ADMISSION_CHECKS, LEASES, ResourceRef
+from provisioner.kube.resources import ADMISSION_CHECKS, LEASES, WORKLOADS, ResourceRef
 
 LOCAL_QUEUES = ResourceRef(c.KUEUE_GROUP, c.KUEUE_VERSION, "localqueues", True, "LocalQueue")
 CLUSTER_QUEUES = ResourceRef(c.KUEUE_GROUP, c.KUEUE_VERSION, "clusterqueues", False, "ClusterQueue")
@@ -34,11 +36,31 @@ DEFAULT_INSTANCE_TYPE = "m5.large"
 
 
 class Reader(Protocol):
-    """The one read doctor makes; `KubeClient` is one."""
+    """The reads doctor makes; `KubeClient` is one."""
 
     def get(
         self, ref: ResourceRef, name: str, *, namespace: str | None = None
     ) -> dict[str, Any]: ...
+
+    def list(self, ref: ResourceRef, *, namespace: str | None = None) -> Any: ...
+
+
+def requested_resources(workload: Mapping[str, Any]) -> dict[str, set[str]]:
+    """Resource names a Workload's pod sets request (requests or limits: an extended
+    resource such as a GPU is often given as a limit only), with the pod sets asking."""
+    found: dict[str, set[str]] = {}
+    for pod_set in (workload.get("spec") or {}).get("podSets") or []:
+        pod = ((pod_set.get("template") or {}).get("spec")) or {}
+        for container in [*(pod.get("containers") or []), *(pod.get("initContainers") or [])]:
+            resources = container.get("resources") or {}
+            for section in ("requests", "limits"):
+                for name in resources.get(section) or {}:
+                    found.setdefault(str(name), set()).add(str(pod_set.get("name", "main")))
+    return found
+
+
+def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {x["type"]: x for x in (obj.get("status") or {}).get("conditions") or []}
 
 
 @dataclass(frozen=True)
@@ -75,6 +97,7 @@ class Doctor:
         checks: list[tuple[str, Callable[[], str]]] = [
             ("LocalQueue", self.local_queue),
             ("ClusterQueue lists our check", self.cluster_queue),
+            ("ClusterQueue covers pending requests", self.covered_resources),
             ("AdmissionCheck", self.admission_check),
             ("leader Lease", self.lease),
             ("node role", self.node_role),
@@ -161,6 +184,46 @@ class Doctor:
                 f"remove onFlavors from {scoped[0]['name']} in ClusterQueue {name}",
             )
         return f"{name} lists {ours[0]['name']} for every flavor"
+
+    def covered_resources(self) -> str:
+        """Every resource a pending Workload of the queue requests is covered by its
+        ClusterQueue: Kueue never reserves quota for an uncovered one, so the gang never
+        even reaches our check."""
+        namespace, queue = self._queue_ref()
+        name = self._local_queue()["spec"].get("clusterQueue", "")
+        cq = self.kube.get(CLUSTER_QUEUES, name)
+        covered = {
+            str(r)
+            for group in (cq.get("spec") or {}).get("resourceGroups") or []
+            for r in group.get("coveredResources") or []
+        }
+        pending = [
+            wl
+            for wl in self.kube.list(WORKLOADS, namespace=namespace).items
+            if (wl.get("spec") or {}).get("queueName") == queue
+            and _conditions(wl).get(c.WL_QUOTA_RESERVED, {}).get("status") != "True"
+            and _conditions(wl).get(c.WL_FINISHED, {}).get("status") != "True"
+        ]
+        missing: dict[str, list[str]] = {}
+        for wl in pending:
+            for resource in requested_resources(wl):
+                if resource not in covered:
+                    missing.setdefault(resource, []).append(wl["metadata"]["name"])
+        if missing:
+            names = sorted(missing)
+            who = "; ".join(f"{r} by {', '.join(sorted(missing[r]))}" for r in names)
+            raise Failed(
+                f"ClusterQueue {name} does not cover {', '.join(names)}, requested by pending "
+                f"Workloads in {namespace} ({who}); Kueue will never admit them",
+                f"add {', '.join(names)} to a resourceGroup's coveredResources of ClusterQueue "
+                f"{name} with a nominalQuota (the chart's kueue.clusterQueue.acceleratorQuota "
+                "and the bootstrap's gpuQuota/efaQuota cover nvidia.com/gpu and "
+                "vpc.amazonaws.com/efa by default)",
+            )
+        return (
+            f"{name} covers every resource requested by {len(pending)} pending Workload(s) "
+            f"of {self.queue}"
+        )
 
     def admission_check(self) -> str:
         name = self.check

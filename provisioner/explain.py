@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from provisioner.api import constants as c
+from provisioner.doctor import requested_resources
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import CORE_EVENTS, GANG_NODE_POOLS, JOBS, WORKLOADS, ResourceRef
 
@@ -91,12 +92,22 @@ def explain(kube: Reader, namespace: str, name: str, check: str = CHECK_NAME) ->
     if running and admitted:
         lines.insert(0, f"Job {namespace}/{name} is admitted and running (Workload {wl_name}).")
     elif not quota or quota.get("status") != "True":
+        # Kueue's own words (QuotaReserved=False): they name an uncovered or exhausted
+        # resource such as nvidia.com/gpu.
         why = (quota or {}).get("message") or "Kueue has not evaluated it yet"
+        reason = (quota or {}).get("reason")
         lines.insert(
             0,
             f"Job {namespace}/{name} waits for quota in its ClusterQueue "
-            f"(Workload {wl_name}): {why}",
+            f"(Workload {wl_name}): Kueue says{f' ({reason})' if reason else ''}: {why}",
         )
+        extended = sorted(r for r in requested_resources(workload) if "/" in r)
+        if extended:
+            lines.insert(
+                1,
+                f"Workload {wl_name} requests {', '.join(extended)}: its ClusterQueue must "
+                "cover each with a nominalQuota (`atomic-gang doctor` checks this).",
+            )
     elif ours is None:
         lines.insert(
             0,

@@ -4,7 +4,8 @@ Declared by ``stacks.program``; its provider runs in the Pulumi provider host. T
 launches the gang from this template (DESIGN §5), so the template carries what every gang
 node needs: the AMI, the nodeadm user data, the instance profile, IMDSv2 required, the
 pool's tags on everything launched, and — when the shape asks — one EFA interface per
-network card and the cluster placement group.
+network card, the cluster placement group, and the capacity reservation target (with
+``MarketType=capacity-block`` for a Capacity Block: fleet mode can target one only so).
 
 Create is idempotent by name: the name is derived from cluster and pool, so a template that
 already exists (an earlier create whose result was lost in a crash) is adopted and brought
@@ -17,7 +18,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 
 import pulumi
@@ -30,6 +31,7 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from provisioner.cloud.instancetypes import efa_interfaces
 from stacks.aws import client, code_of
 from stacks.base import PoolProvider, PoolResource, changed_keys, diff_by_keys
 from stacks.failures import PoolResourceError, as_pool_error
@@ -53,6 +55,8 @@ DATA_KEYS: Final = (
     "security_group_ids",
     "efa_network_cards",
     "placement_group_name",
+    "capacity_reservation_id",
+    "capacity_reservation_kind",
     "tags",
     "metadata_hop_limit",
 )
@@ -74,24 +78,6 @@ DEFAULT_HOP_LIMIT: Final = 2
 
 def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"Key": str(k), "Value": str(v)} for k, v in sorted(tags.items())]
-
-
-def efa_interfaces(cards: Sequence[int], security_group_ids: Sequence[str]) -> list[dict[str, Any]]:
-    """One EFA interface per network card. The first is the primary (device index 0); the
-    others take device index 1 on their own card, as EC2 expects on multi-card types. The
-    subnet is left to each launch, which picks it per attempt."""
-    interfaces = []
-    for n, card in enumerate(cards):
-        ni: dict[str, Any] = {
-            "DeviceIndex": 0 if n == 0 else 1,
-            "NetworkCardIndex": int(card),
-            "InterfaceType": "efa",
-            "DeleteOnTermination": True,
-        }
-        if security_group_ids:
-            ni["Groups"] = list(security_group_ids)
-        interfaces.append(ni)
-    return interfaces
 
 
 def launch_template_data(props: Mapping[str, Any]) -> dict[str, Any]:
@@ -118,6 +104,14 @@ def launch_template_data(props: Mapping[str, Any]) -> dict[str, Any]:
         data["SecurityGroupIds"] = security_groups
     if props.get("placement_group_name"):
         data["Placement"] = {"GroupName": props["placement_group_name"]}
+    if props.get("capacity_reservation_id"):
+        # CreateFleet reads the reservation target (and a Capacity Block's market type) only
+        # from the launch template; RunInstances sends both itself as well.
+        data["CapacityReservationSpecification"] = {
+            "CapacityReservationTarget": {"CapacityReservationId": props["capacity_reservation_id"]}
+        }
+        if props.get("capacity_reservation_kind") == "capacity-block":
+            data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
     if tags:
         data["TagSpecifications"] = [
             {"ResourceType": rt, "Tags": _tag_list(tags)} for rt in TAGGED_RESOURCE_TYPES

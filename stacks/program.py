@@ -81,6 +81,8 @@ def pool_program(spec: PoolSpec, record: InstanceSetRecord | None) -> Callable[[
                 "security_group_ids": sorted(spec.security_group_ids),
                 "efa_network_cards": list(spec.efa_network_cards),
                 "placement_group_name": group_name or "",
+                "capacity_reservation_id": spec.capacity_reservation_id,
+                "capacity_reservation_kind": spec.capacity_reservation_kind,
                 "tags": dict(spec.tags),
             },
             pulumi.ResourceOptions(depends_on=depends),

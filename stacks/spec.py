@@ -82,6 +82,10 @@ class PoolSpec:
     security_group_ids: tuple[str, ...] = ()
     efa_network_cards: tuple[int, ...] = ()
     placement_group: bool = False
+    # The reservation every launch targets ("" for none) and its kind (odcr|capacity-block),
+    # as DescribeCapacityReservations reported it when the pool was prepared.
+    capacity_reservation_id: str = ""
+    capacity_reservation_kind: str = ""
     tags: Mapping[str, str] = field(default_factory=dict)
     # How long the instance set's delete waits for termination and ENI detach, and how often
     # it looks. Real EC2 takes minutes; the emulator takes none.
@@ -164,12 +168,14 @@ def pool_spec_for(
     security_group_ids: Sequence[str] = (),
     efa_network_cards: Sequence[int] = (),
     placement_group: bool = False,
+    capacity_reservation_kind: str = "",
 ) -> PoolSpec:
     """The spec of ``shape``'s pool under ``settings``.
 
     The AMI, the user data (``Ec2Engine.render_user_data``), the security groups (from the
-    cluster) and the EFA cards (from ``Ec2Engine.instance_type``) are looked up by the
-    reconciler first; everything else follows from the settings and the shape.
+    cluster), the EFA cards (from ``Ec2Engine.instance_type``) and the reservation's kind
+    (from ``Ec2Engine.reservation``) are looked up by the reconciler first; everything else
+    follows from the settings and the shape.
     """
     profile = instance_profile_name(settings.cluster_name, role_name_from_arn(shape.node_role_arn))
     return PoolSpec(
@@ -187,5 +193,9 @@ def pool_spec_for(
         security_group_ids=tuple(sorted(security_group_ids)),
         efa_network_cards=tuple(efa_network_cards),
         placement_group=placement_group,
+        capacity_reservation_id=shape.capacity_reservation_id or "",
+        capacity_reservation_kind=(
+            capacity_reservation_kind if shape.capacity_reservation_id else ""
+        ),
         tags=pool_tags(settings.cluster_name, shape.pool, shape.max_lifetime),
     )

@@ -46,6 +46,9 @@ ANN_MAX_LIFETIME: Final = f"{PREFIX}max-lifetime"
 ANN_AMI_VARIANT: Final = f"{PREFIX}ami-variant"
 ANN_AMI_ID: Final = f"{PREFIX}ami-id"
 ANN_CAPACITY_RESERVATION_ID: Final = f"{PREFIX}capacity-reservation-id"
+# Not in the reference: GPU gangs ask for EFA and a cluster placement group with these.
+ANN_EFA: Final = f"{PREFIX}efa"
+ANN_PLACEMENT_GROUP: Final = f"{PREFIX}placement-group"
 
 GANG_ANNOTATIONS: Final = (
     ANN_COUNT,
@@ -60,6 +63,8 @@ GANG_ANNOTATIONS: Final = (
     ANN_AMI_VARIANT,
     ANN_AMI_ID,
     ANN_CAPACITY_RESERVATION_ID,
+    ANN_EFA,
+    ANN_PLACEMENT_GROUP,
 )
 
 # --- EC2 tags (set atomically at launch through TagSpecifications) ----------------------
@@ -88,6 +93,17 @@ AMI_STANDARD: Final = "standard"
 AMI_NVIDIA: Final = "nvidia"
 AMI_NEURON: Final = "neuron"
 AMI_VARIANTS: Final = (AMI_STANDARD, AMI_NVIDIA, AMI_NEURON)
+
+PLACEMENT_NONE: Final = "none"
+PLACEMENT_CLUSTER: Final = "cluster"
+PLACEMENT_STRATEGIES: Final = (PLACEMENT_NONE, PLACEMENT_CLUSTER)
+
+# Extended resources GPU gangs request; Kueue's queues cover them by default.
+RESOURCE_GPU: Final = "nvidia.com/gpu"
+RESOURCE_EFA: Final = "vpc.amazonaws.com/efa"
+# Their default ClusterQueue quotas (bootstrap, chart, local environment): one gang of 64
+# (limits.maxGangSize) p5.48xlarge nodes, 8 GPUs and 32 EFA interfaces each.
+DEFAULT_ACCELERATOR_QUOTA: Final = {RESOURCE_GPU: "512", RESOURCE_EFA: "2048"}
 
 PHASE_IDLE: Final = "Idle"
 PHASE_ACQUIRING: Final = "Acquiring"

@@ -25,6 +25,7 @@ __all__ = [
     "InstanceType",
     "Mode",
     "NonNegativeDuration",
+    "PlacementStrategy",
     "PoolName",
     "PositiveDuration",
     "Region",
@@ -34,6 +35,7 @@ __all__ = [
 
 Mode = Literal["runinstances", "fleet"]
 AmiVariant = Literal["standard", "nvidia", "neuron"]
+PlacementStrategy = Literal["none", "cluster"]
 
 # EKS clusters and ARNs live in named partitions (aws, aws-cn, aws-us-gov, aws-iso...).
 REGION_PATTERN: Final = r"^[a-z]{2}(-[a-z]+)+-[0-9]+$"

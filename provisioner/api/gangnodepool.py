@@ -91,6 +91,9 @@ class GangNodePoolStatus(KubeModel):
     instance_ids: tuple[InstanceId, ...] = ()
     ready_nodes: int = Field(default=0, ge=0)
     keep_warm_until: KubeTime | None = None
+    # The end of the Capacity Block the active set runs on (EC2 reclaims it then); the set
+    # is released before it. None when the gang is not on a block.
+    capacity_block_ends_at: KubeTime | None = None
     consecutive_shortfalls: int = Field(default=0, ge=0)
     last_shortfall_time: KubeTime | None = None
     join_deadline: KubeTime | None = None

@@ -194,6 +194,12 @@ class Settings(_Section):
     )
     acquire_attempts_before_retry: int = Field(default=20, ge=1)
     join_deadline_seconds: int = Field(default=600, ge=1)
+    capacity_block_release_seconds: int = Field(
+        default=2100,
+        ge=0,
+        description="Release a gang this long before its Capacity Block ends (EC2 warns 40 "
+        "minutes before the end and starts terminating 10 minutes later).",
+    )
     reap_interval_seconds: int = Field(default=120, ge=1)
     max_concurrent_pool_reconciles: int = Field(default=5, ge=1)
     retry_backoff: RetryBackoff = RetryBackoff()

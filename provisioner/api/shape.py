@@ -26,6 +26,7 @@ from provisioner.api.fields import (
     InstanceType,
     Mode,
     NonNegativeDuration,
+    PlacementStrategy,
     PoolName,
     PositiveDuration,
     Region,
@@ -64,6 +65,8 @@ class GangShape(KubeModel):
     ami_variant: AmiVariant
     ami_id: AmiId | None = None
     capacity_reservation_id: CapacityReservationId | None = None
+    efa: bool = False
+    placement_group: PlacementStrategy = "none"
 
     @model_validator(mode="after")
     def _placement(self) -> Self:
@@ -127,6 +130,8 @@ _MUST_MATCH: Final = (
     ("subnets", "subnets"),
     ("max_lifetime", "max-lifetime"),
     ("capacity_reservation_id", "capacity-reservation-id"),
+    ("efa", "efa"),
+    ("placement_group", "placement-group"),
 )
 
 

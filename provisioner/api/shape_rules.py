@@ -60,6 +60,8 @@ _LIFETIME_OK: Final = 'a positive Go duration such as "6h"'
 _VARIANT_OK: Final = '"standard", "nvidia" or "neuron" (unset derives it from the type)'
 _AMI_OK: Final = 'an AMI id such as "ami-0123456789abcdef0"'
 _RESERVATION_OK: Final = 'a capacity reservation id such as "cr-0123456789abcdef0"'
+_EFA_OK: Final = '"true" (one EFA interface per network card of the type) or "false"'
+_PLACEMENT_OK: Final = '"cluster" (one cluster placement group for the gang) or "none"'
 _EXAMPLE_ROLE: Final = "arn:aws:iam::123456789012:role/eks-gang-node-role"
 _KNOWN: Final = ", ".join(key.removeprefix(c.PREFIX) for key in c.GANG_ANNOTATIONS)
 
@@ -370,6 +372,31 @@ def _unknown_keys(r: _Reader) -> None:
         r.refuse(key, r.annotations[key], c.REASON_UNKNOWN_ANNOTATION, detail, accepted)
 
 
+def _efa(r: _Reader) -> bool:
+    raw = r.values.get(c.ANN_EFA)
+    if raw is None:
+        return False
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    r.refuse(c.ANN_EFA, raw, c.REASON_INVALID_ANNOTATION, "not a boolean", _EFA_OK)
+    return False
+
+
+def _placement_group(r: _Reader) -> str:
+    raw = r.values.get(c.ANN_PLACEMENT_GROUP)
+    if raw is None:
+        return c.PLACEMENT_NONE
+    if raw in c.PLACEMENT_STRATEGIES:
+        return raw
+    detail = (
+        "only the cluster strategy is offered (a gang wants its nodes close, not spread)"
+        if raw in ("spread", "partition")
+        else "not a placement strategy"
+    )
+    r.refuse(c.ANN_PLACEMENT_GROUP, raw, c.REASON_INVALID_ANNOTATION, detail, _PLACEMENT_OK)
+    return c.PLACEMENT_NONE
+
+
 def read_shape_fields(
     labels: Mapping[str, str],
     annotations: Mapping[str, str],
@@ -401,6 +428,7 @@ def read_shape_fields(
         _RESERVATION_OK,
         "not a capacity reservation id",
     )
+    efa, placement_group = _efa(r), _placement_group(r)
     _unknown_keys(r)
     if r.problems:
         raise GangShapeError(r.problems)
@@ -418,4 +446,6 @@ def read_shape_fields(
         "ami_variant": variant,
         "ami_id": ami_id,
         "capacity_reservation_id": reservation,
+        "efa": efa,
+        "placement_group": placement_group,
     }

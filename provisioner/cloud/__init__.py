@@ -6,7 +6,12 @@ failure is a :class:`CloudError` whose ``kind`` is an :class:`ErrorKind`.
 
 from provisioner.cloud.ec2api import CloudClients, build_clients
 from provisioner.cloud.engine import Ec2Engine
-from provisioner.cloud.errors import CloudError, ErrorKind, InvalidUserDataError
+from provisioner.cloud.errors import (
+    CloudError,
+    ErrorKind,
+    InvalidUserDataError,
+    ReservationNotActive,
+)
 from provisioner.cloud.nodeadm import NodeConfigView, Taint, parse_user_data, render_user_data
 from provisioner.cloud.types import (
     AmiChoice,
@@ -20,6 +25,7 @@ from provisioner.cloud.types import (
     LaunchSpec,
     LaunchTemplateRef,
     ReleaseReport,
+    Reservation,
     SubnetRef,
     SystemClock,
 )
@@ -42,6 +48,8 @@ __all__ = [
     "LaunchTemplateRef",
     "NodeConfigView",
     "ReleaseReport",
+    "Reservation",
+    "ReservationNotActive",
     "SubnetRef",
     "SystemClock",
     "Taint",

@@ -9,6 +9,7 @@ preparation helpers: cluster, AMI, subnets, user data, node identity) and by the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from provisioner.api import constants as c
@@ -22,6 +23,7 @@ from provisioner.cloud.instancetypes import describe_instance_type
 from provisioner.cloud.nodeadm import render_user_data
 from provisioner.cloud.preflight import verify_access_entry, verify_instance_profile
 from provisioner.cloud.release import release
+from provisioner.cloud.reservations import decide, describe_reservation
 from provisioner.cloud.rollback import roll_back
 from provisioner.cloud.runinstances import launch_runinstances
 from provisioner.cloud.subnets import plan_subnets
@@ -37,9 +39,16 @@ from provisioner.cloud.types import (
     LaunchSpec,
     Mode,
     ReleaseReport,
+    Reservation,
     SubnetRef,
 )
 from provisioner.cloud.views import LIVE_STATES, describe_instances, find_managed
+
+
+def _block_end(reservation: Reservation | None) -> datetime | None:
+    if reservation is None or reservation.kind != "capacity-block":
+        return None
+    return reservation.end
 
 
 class Ec2Engine:
@@ -56,10 +65,15 @@ class Ec2Engine:
         launch) is adopted: that is the crash-retry path, and it also covers a zone earlier
         in the sweep that has gained capacity since the first pass. A partial set of this
         generation is terminated and reported as MALFORMED.
+
+        With a capacity reservation, EC2's record of it is read first and decides the launch
+        (``reservations.decide``): its kind and zone shape the request, and a reservation
+        that cannot take N now is reported without asking for a single instance.
         """
+        reservation = self._reservation_of(spec)
         existing = find_managed(self._ec2, spec.cluster_name, spec.pool_name, spec.group)
         if len(existing) == spec.count:
-            return self._adopt(spec, existing)
+            return self._adopt(spec, existing, reservation)
         if existing:
             raise roll_back(
                 self._ec2,
@@ -70,10 +84,38 @@ class Ec2Engine:
                 message=f"{len(existing)} live instances of pool {spec.pool_name} group "
                 f"{spec.group} exist where {spec.count} or none were expected.",
             )
-        if spec.mode == c.MODE_FLEET:
-            return launch_fleet(self._ec2, spec)
         info = self._efa_info(spec) if spec.efa else None
-        return launch_runinstances(self._ec2, spec, info)
+        if reservation is not None:
+            # Every launch of the gang targets the reservation, in its zone only.
+            subnets = decide(
+                reservation,
+                instance_type=spec.instance_type,
+                count=spec.count,
+                subnets=spec.subnets,
+                explicit_placement=spec.explicit_placement,
+                now=self._clock.now(),
+                block_release_margin=spec.block_release_margin,
+            )
+            spec = replace(
+                spec,
+                subnets=subnets,
+                capacity_reservation=reservation.ref(),
+                # Capacity reserved inside a placement group is reachable only from there.
+                placement_group_name=reservation.placement_group_name or spec.placement_group_name,
+            )
+        if spec.mode == c.MODE_FLEET:
+            result = launch_fleet(self._ec2, spec)
+        else:
+            result = launch_runinstances(self._ec2, spec, info)
+        return replace(result, capacity_block_ends_at=_block_end(reservation))
+
+    def reservation(self, reservation_id: str) -> Reservation:
+        """The reservation as EC2 reports it now (its kind shapes the launch template)."""
+        return describe_reservation(self._ec2, reservation_id)
+
+    def _reservation_of(self, spec: LaunchSpec) -> Reservation | None:
+        cr = spec.capacity_reservation
+        return describe_reservation(self._ec2, cr.reservation_id) if cr is not None else None
 
     def _efa_info(self, spec: LaunchSpec) -> InstanceTypeInfo:
         info = describe_instance_type(self._ec2, spec.instance_type)
@@ -87,7 +129,9 @@ class Ec2Engine:
             )
         return info
 
-    def _adopt(self, spec: LaunchSpec, views: Sequence[InstanceView]) -> LaunchResult:
+    def _adopt(
+        self, spec: LaunchSpec, views: Sequence[InstanceView], reservation: Reservation | None
+    ) -> LaunchResult:
         subnets = tuple(
             dict.fromkeys(
                 SubnetRef(v.subnet_id, v.availability_zone)
@@ -103,6 +147,7 @@ class Ec2Engine:
             client_token=tokens.pop() if len(tokens) == 1 else None,
             subnets=subnets,
             adopted=True,
+            capacity_block_ends_at=_block_end(reservation),
         )
 
     def describe(self, instance_ids: Sequence[str]) -> list[InstanceView]:

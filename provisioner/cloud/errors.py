@@ -15,7 +15,10 @@ Hierarchy::
      │     kind=RETRYABLE  throttling, 5xx, a dropped connection: same generation, same tokens.
      │     kind=CONFIG     the request can never succeed as written; ``message`` names the fix.
      │     kind=NOT_FOUND  the thing asked about does not exist (release treats it as done).
+     │     kind=NOT_ACTIVE a reservation that has not started: nothing was asked of EC2;
+     │                     hold at $0 until ``starts_at`` (ReservationNotActive carries it).
      │     kind=UNKNOWN    a code this module has never seen; surfaced verbatim, backed off.
+     │     └── ReservationNotActive(starts_at)   kind=NOT_ACTIVE
      └── ValueError
            └── InvalidUserDataError   user data that is not a nodeadm NodeConfig
 
@@ -36,6 +39,7 @@ that code would mean a launch template we did not expect, which UNKNOWN surfaces
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Final
 
@@ -55,6 +59,7 @@ class ErrorKind(StrEnum):
     RETRYABLE = "Retryable"
     CONFIG = "Config"
     NOT_FOUND = "NotFound"
+    NOT_ACTIVE = "NotActive"
     UNKNOWN = "Unknown"
 
 
@@ -415,6 +420,15 @@ def to_cloud_error(exc: BaseException, action: str) -> CloudError:
     )
     detail = f" ({code}: {aws_says})" if code else f" ({aws_says})"
     return CloudError(kind, code, reason, f"{action} failed{detail}. {fix}")
+
+
+class ReservationNotActive(CloudError):
+    """A capacity reservation that cannot be launched into yet; ``starts_at`` is when it
+    can (None when EC2 gives no start, e.g. a reservation still being assessed)."""
+
+    def __init__(self, reason: str, message: str, starts_at: datetime | None) -> None:
+        super().__init__(ErrorKind.NOT_ACTIVE, None, reason, message)
+        self.starts_at = starts_at
 
 
 class InvalidUserDataError(ValueError):

@@ -6,6 +6,13 @@ prioritized overrides. The launch template is mandatory: CreateFleet takes user 
 and the capacity-reservation target only from one. Whatever comes back, a count other than
 N is terminated before anything else.
 
+With a reservation (already looked up by ``Ec2Engine.acquire``, subnets narrowed to its
+zone), the pool's launch template targets its id. An ODCR is drawn on with
+``UsageStrategy=use-capacity-reservations-first``. A Capacity Block needs
+``DefaultTargetCapacityType=capacity-block`` (and its ``MarketType`` in the template);
+EC2 then refuses ``OnDemandTargetCapacity`` and ``CapacityReservationOptions``, and fills
+what it can from the block and returns the partial set: the rollback below keeps N-or-0.
+
 An instant fleet's answer is final for its ClientToken: replaying the token returns the same
 answer. So every outcome without N instances ends the generation (CAPACITY, MALFORMED or
 CONFIG), and only an error raised by the call itself (throttling, 5xx, a lost connection)
@@ -71,7 +78,7 @@ def request_params(spec: LaunchSpec, token: str) -> dict[str, Any]:
     if capacity_type == "on-demand":
         target["OnDemandTargetCapacity"] = spec.count
         if cr is not None:
-            # A specific reservation id is targeted by the launch template; this tells the
+            # The reservation id is targeted by the pool's launch template; this tells the
             # fleet to draw from reservations before plain on-demand capacity.
             on_demand["CapacityReservationOptions"] = {
                 "UsageStrategy": "use-capacity-reservations-first"

@@ -62,6 +62,7 @@ _DESCRIBE: Final = (
     "ec2:DescribeLaunchTemplates",
     "ec2:DescribeLaunchTemplateVersions",
     "ec2:DescribePlacementGroups",
+    "ec2:DescribeCapacityReservations",
     # Stamps ownership on launch (TagSpecifications) and moves the keep-warm tag later.
     "ec2:CreateTags",
 )

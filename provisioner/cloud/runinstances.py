@@ -1,6 +1,7 @@
 """``runinstances`` mode: RunInstances with MinCount == MaxCount == N, one subnet per try.
 
-Called by ``Ec2Engine.acquire``. EC2 admits or refuses the whole request, so each try
+Called by ``Ec2Engine.acquire``, which has already narrowed the subnets to a reservation's
+zone and filled in its kind. EC2 admits or refuses the whole request, so each try
 launches N or nothing. The sweep walks the spec's ordered subnets: a capacity shortfall
 moves to the next zone; a quota, configuration, throttling or unknown error stops it at once
 (the next subnet would answer the same, or the reconciler's backoff should decide). Each
@@ -22,6 +23,7 @@ from provisioner.cloud.errors import (
     is_unoffered,
     to_cloud_error,
 )
+from provisioner.cloud.instancetypes import efa_cards, efa_interfaces
 from provisioner.cloud.rollback import roll_back
 from provisioner.cloud.tags import RUNINSTANCES_RESOURCE_TYPES, launch_tags, tag_specifications
 from provisioner.cloud.types import (
@@ -34,30 +36,6 @@ from provisioner.cloud.types import (
 
 # A subnet out of addresses says nothing about the zone's capacity; other codes do.
 _SUBNET_ONLY_CODES = frozenset({"InsufficientFreeAddressesInSubnet"})
-
-
-def efa_interfaces(
-    spec: LaunchSpec, subnet: SubnetRef, info: InstanceTypeInfo
-) -> list[dict[str, Any]]:
-    """One EFA interface per network card, up to the type's EFA maximum.
-
-    The first card's interface is the primary (device index 0); interfaces on the other
-    cards take device index 1, as EC2 expects for multi-card instances.
-    """
-    cards = info.network_card_indexes[: max(info.max_efa_interfaces, 1)]
-    interfaces = []
-    for n, card in enumerate(cards):
-        ni: dict[str, Any] = {
-            "DeviceIndex": 0 if n == 0 else 1,
-            "NetworkCardIndex": card,
-            "InterfaceType": "efa",
-            "SubnetId": subnet.subnet_id,
-            "DeleteOnTermination": True,
-        }
-        if spec.security_group_ids:
-            ni["Groups"] = list(spec.security_group_ids)
-        interfaces.append(ni)
-    return interfaces
 
 
 def request_params(
@@ -86,7 +64,9 @@ def request_params(
         ref = spec.instance_profile
         params["IamInstanceProfile"] = {"Arn": ref.arn} if ref.arn else {"Name": ref.name}
     if spec.efa and info is not None:
-        params["NetworkInterfaces"] = efa_interfaces(spec, subnet, info)
+        params["NetworkInterfaces"] = efa_interfaces(
+            efa_cards(info), spec.security_group_ids, subnet.subnet_id
+        )
     else:
         params["SubnetId"] = subnet.subnet_id
         if spec.security_group_ids:
@@ -103,22 +83,6 @@ def request_params(
     return params
 
 
-def _sweep_list(spec: LaunchSpec) -> tuple[SubnetRef, ...]:
-    cr = spec.capacity_reservation
-    if cr is None or not cr.availability_zone:
-        return spec.subnets
-    inside = tuple(s for s in spec.subnets if s.availability_zone == cr.availability_zone)
-    if not inside:
-        raise CloudError(
-            ErrorKind.CONFIG,
-            None,
-            "ReservationZoneNotInSubnets",
-            f"Capacity reservation {cr.reservation_id} is in {cr.availability_zone}, but no "
-            "subnet of the gang is; allow that zone or choose a reservation in the gang's zones.",
-        )
-    return inside
-
-
 def launch_runinstances(
     ec2: Ec2Api, spec: LaunchSpec, info: InstanceTypeInfo | None
 ) -> LaunchResult:
@@ -131,7 +95,7 @@ def launch_runinstances(
         )
     attempts: list[LaunchAttempt] = []
     short_zones: set[str] = set()
-    for subnet in _sweep_list(spec):
+    for subnet in spec.subnets:
         if subnet.availability_zone in short_zones:
             continue
         token = naming.client_token(spec.pool_uid, spec.acquire_generation, subnet.subnet_id)

@@ -19,6 +19,7 @@ from provisioner.cloud import naming
 
 Mode = Literal["runinstances", "fleet"]
 ReservationKind = Literal["odcr", "capacity-block"]
+MatchCriteria = Literal["open", "targeted"]
 AmiVariant = Literal["standard", "nvidia", "neuron"]
 Architecture = Literal["x86_64", "arm64"]
 
@@ -67,13 +68,38 @@ class LaunchTemplateRef:
 class CapacityReservationRef:
     """An On-Demand Capacity Reservation (``odcr``) or a Capacity Block, by id.
 
-    ``availability_zone``, when known, limits a runinstances sweep to that zone: a
-    reservation lives in one zone and a launch elsewhere cannot use it.
+    Callers name the id only; ``Ec2Engine.acquire`` replaces the ref with the one EC2's own
+    record gives (:meth:`Reservation.ref`: kind and zone), so a launch never guesses them.
     """
 
     reservation_id: str
-    kind: ReservationKind = "odcr"
+    kind: ReservationKind | None = None
     availability_zone: str | None = None
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A capacity reservation as DescribeCapacityReservations reports it.
+
+    ``kind`` is ``capacity-block`` for EC2's ReservationType ``capacity-block`` and ``odcr``
+    otherwise. ``start``/``end`` bound a Capacity Block's window (an ODCR may have neither).
+    """
+
+    reservation_id: str
+    kind: ReservationKind
+    instance_type: str
+    availability_zone: str
+    total: int
+    available: int
+    state: str
+    start: datetime | None
+    end: datetime | None
+    match_criteria: MatchCriteria
+    # An ODCR made inside a cluster placement group is usable only from that group.
+    placement_group_name: str | None = None
+
+    def ref(self) -> CapacityReservationRef:
+        return CapacityReservationRef(self.reservation_id, self.kind, self.availability_zone)
 
 
 @dataclass(frozen=True)
@@ -104,6 +130,12 @@ class LaunchSpec:
     efa: bool = False
     placement_group_name: str | None = None
     launch_template: LaunchTemplateRef | None = None
+    # The zones or subnets the Job named (empty: the cluster's subnets were planned). Only
+    # for messages: a reservation in another zone contradicts them, which the user must fix.
+    explicit_placement: tuple[str, ...] = ()
+    # Instances on a Capacity Block are released this long before its end; a block ending
+    # sooner than that is not launched into.
+    block_release_margin: timedelta = timedelta(0)
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -146,6 +178,8 @@ class LaunchResult:
     fleet_id: str | None = None
     adopted: bool = False
     attempts: tuple[LaunchAttempt, ...] = ()
+    # When the gang runs on a Capacity Block: the block's end, when EC2 reclaims it.
+    capacity_block_ends_at: datetime | None = None
 
     @property
     def availability_zones(self) -> tuple[str, ...]:

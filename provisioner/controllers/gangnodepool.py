@@ -25,7 +25,8 @@ from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape
 from provisioner.cloud.engine import Ec2Engine
-from provisioner.cloud.errors import CloudError, ErrorKind
+from provisioner.cloud.errors import CloudError, ErrorKind, ReservationNotActive
+from provisioner.cloud.instancetypes import efa_cards
 from provisioner.cloud.types import (
     AmiChoice,
     CapacityReservationRef,
@@ -36,6 +37,8 @@ from provisioner.cloud.types import (
 )
 from provisioner.controllers import metrics
 from provisioner.controllers.pool_transitions import (
+    EXTRA_BLOCK_ENDS_AT,
+    EXTRA_STARTS_AT,
     Action,
     ActionResult,
     Instance,
@@ -52,6 +55,7 @@ from provisioner.kube.informer import Informer
 from provisioner.kube.resources import GANG_NODE_POOLS, NODES, ObjectKey
 from provisioner.kube.status import write_object, write_status
 from provisioner.kube.workqueue import Result
+from stacks.outputs import PLACEMENT_GROUP_NAME
 from stacks.spec import pool_spec_for
 
 log = logging.getLogger(__name__)
@@ -64,6 +68,7 @@ _FAILURE_BY_KIND = {
     ErrorKind.CAPACITY: "capacity",
     ErrorKind.MALFORMED: "malformed",
     ErrorKind.CONFIG: "config",
+    ErrorKind.NOT_ACTIVE: "not-active",
 }
 
 
@@ -140,6 +145,7 @@ class GangNodePoolReconciler:
             join_deadline=timedelta(seconds=self._settings.join_deadline_seconds),
             backoff_base=self._settings.retry_backoff.initial.total_seconds(),
             backoff_max=self._settings.retry_backoff.max.total_seconds(),
+            block_release_margin=timedelta(seconds=self._settings.capacity_block_release_seconds),
         )
 
     def _ready_instances(
@@ -270,8 +276,34 @@ class GangNodePoolReconciler:
             image_id=ami.ami_id,
             user_data=user_data,
             security_group_ids=cluster.security_group_ids,
+            efa_network_cards=self._efa_cards(shape),
+            placement_group=shape.placement_group == c.PLACEMENT_CLUSTER,
+            # The template targets the reservation as EC2 describes it (fleet mode reads the
+            # target and a Capacity Block's market type only from the template).
+            capacity_reservation_kind=(
+                self._engine.reservation(shape.capacity_reservation_id).kind
+                if shape.capacity_reservation_id
+                else ""
+            ),
         )
         self._stacks.prepare(spec)
+
+    def _efa_cards(self, shape: GangShape) -> tuple[int, ...]:
+        """One EFA interface per network card, from EC2's DescribeInstanceTypes answer."""
+        if not shape.efa:
+            return ()
+        info = self._engine.instance_type(shape.instance_type)
+        cards = efa_cards(info)
+        if not cards:
+            raise CloudError(
+                ErrorKind.CONFIG,
+                None,
+                "EfaNotSupported",
+                f"{shape.instance_type} does not support EFA (DescribeInstanceTypes says "
+                f"EfaSupported=false); remove {c.ANN_EFA} or choose an EFA-capable type such "
+                "as p5.48xlarge, p4d.24xlarge or trn1.32xlarge.",
+            )
+        return cards
 
     def _cluster_and_ami(self, shape: GangShape) -> tuple[ClusterInfo, AmiChoice]:
         """What both the stack's launch template and a launch need: join data and the AMI."""
@@ -312,16 +344,27 @@ class GangNodePoolReconciler:
             security_group_ids=cluster.security_group_ids,
             user_data=Ec2Engine.render_user_data(cluster, pool.name, marker.group),
             max_lifetime=shape.max_lifetime,
+            # Only the id: the engine reads kind and zone from EC2's record before launching.
             capacity_reservation=(
                 CapacityReservationRef(shape.capacity_reservation_id)
                 if shape.capacity_reservation_id
                 else None
             ),
+            efa=shape.efa,
+            placement_group_name=str(outputs.get(PLACEMENT_GROUP_NAME) or "") or None,
             launch_template=LaunchTemplateRef(str(template_id)) if template_id else None,
+            explicit_placement=shape.availability_zones or shape.subnets,
+            block_release_margin=timedelta(seconds=self._settings.capacity_block_release_seconds),
         )
         metrics.LAUNCH_ATTEMPTS.labels(mode=shape.mode).inc()
         try:
             launched = self._engine.acquire(spec)
+        except ReservationNotActive as err:
+            metrics.ACQUISITIONS.labels(mode=shape.mode, result="not-active").inc()
+            starts = {EXTRA_STARTS_AT: err.starts_at.isoformat()} if err.starts_at else {}
+            return ActionResult(
+                False, error_kind="not-active", reason=err.reason, message=str(err), extra=starts
+            )
         except CloudError as err:
             failure = _failure(err)
             shortfall = failure in ("capacity", "malformed")
@@ -331,7 +374,12 @@ class GangNodePoolReconciler:
                 metrics.SHORTFALLS.labels(mode=shape.mode).inc()
             return ActionResult(False, error_kind=failure, reason=err.reason, message=str(err))
         metrics.ACQUISITIONS.labels(mode=shape.mode, result="launched").inc()
-        return ActionResult(True, instance_ids=launched.instance_ids)
+        ends = launched.capacity_block_ends_at
+        return ActionResult(
+            True,
+            instance_ids=launched.instance_ids,
+            extra={EXTRA_BLOCK_ENDS_AT: ends.isoformat()} if ends else {},
+        )
 
     def _release_set(self, pool: GangNodePool, step: Step) -> None:
         active = set(pool.status.instance_ids)

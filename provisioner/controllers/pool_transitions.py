@@ -13,6 +13,11 @@ Phases: Idle → Acquiring → Joining → Satisfied → KeepWarm → Releasing 
 KeepWarm → Satisfied on a new claim (the warm set is reused, no launch). N-or-0 holds
 throughout: a set that loses any instance, or misses the join deadline, is released whole
 before the next generation is acquired.
+
+Reserved capacity adds two timed transitions. A Capacity Block that has not started holds
+the pool in Acquiring at $0 (no launch, no shortfall counted, the generation stays) until
+its start, with a message giving it. A set on a block is released `block_release_margin`
+before the block's end — EC2 reclaims the instances then — with a message saying so.
 """
 
 from __future__ import annotations
@@ -71,6 +76,9 @@ class PoolView:
     join_deadline: timedelta
     backoff_base: float = 5.0
     backoff_max: float = 300.0
+    # EC2 warns 40 minutes before a Capacity Block ends and starts terminating 10 minutes
+    # later; the gang is released before that, so its Workload hears it from us first.
+    block_release_margin: timedelta = timedelta(minutes=35)
 
 
 @dataclass(frozen=True)
@@ -122,6 +130,7 @@ def _idle(status: GangNodePoolStatus) -> GangNodePoolStatus:
         active_group=None,
         ready_nodes=0,
         keep_warm_until=None,
+        capacity_block_ends_at=None,
         join_deadline=None,
         release_in_progress=None,
         launch_in_progress=None,
@@ -241,6 +250,9 @@ def _plan_active(view: PoolView) -> Step:
             f"group {status.active_group} are gone ({', '.join(missing)}); "
             "releasing the rest and acquiring a whole new set.",
         )
+    release_at = _block_release_at(view)
+    if release_at is not None and view.now >= release_at:
+        return _release_for_block_end(view)
     if status.last_stack_operation != f"record:{status.active_group}":
         return Step(Action.RECORD_SET, status, why="record set in stack")
     ready = len(view.ready_instance_ids & set(status.instance_ids))
@@ -260,7 +272,7 @@ def _plan_active(view: PoolView) -> Step:
                     ),
                 ),
             )
-        return Step(Action.NONE, status)
+        return Step(Action.NONE, status, requeue_after=_until(view, release_at))
     deadline = status.join_deadline or (view.now + view.join_deadline)
     if status.phase == c.PHASE_SATISFIED:
         # A node went away or NotReady: back to Joining, with a fresh deadline.
@@ -282,15 +294,44 @@ def _plan_active(view: PoolView) -> Step:
     return Step(Action.NONE, _with(status, join_deadline=deadline), requeue_after=min(wait, 5.0))
 
 
+def _block_release_at(view: PoolView) -> datetime | None:
+    ends = view.status.capacity_block_ends_at
+    return None if ends is None else ends - view.block_release_margin
+
+
+def _until(view: PoolView, moment: datetime | None) -> float | None:
+    return None if moment is None else max((moment - view.now).total_seconds(), 0.0)
+
+
+def _block_ending_message(view: PoolView) -> str:
+    ends = view.status.capacity_block_ends_at
+    assert ends is not None
+    return (
+        f"Capacity Block {view.spec.capacity_reservation_id} (group "
+        f"{view.status.active_group}) ends at {ends:%Y-%m-%dT%H:%M:%SZ} and EC2 reclaims its "
+        f"instances then; releasing the {view.spec.count} nodes {view.block_release_margin} "
+        "before its end. Buy or extend a block to run longer."
+    )
+
+
+def _release_for_block_end(view: PoolView) -> Step:
+    message = _block_ending_message(view)
+    step = _release_for_retry(view, "CapacityBlockEnding", message)
+    err = LastError(reason="CapacityBlockEnding", message=message)
+    return replace(step, status=_with(step.status, last_error=err))
+
+
 def _enter_keep_warm(view: PoolView, status: GangNodePoolStatus) -> Step:
     ttl = view.spec.keep_warm_ttl
     if ttl <= timedelta(0):
         return Step(Action.NONE, _with(status, phase=c.PHASE_RELEASING), requeue_after=0.0)
     until = view.now + ttl
+    block_wait = _until(view, _block_release_at(view))
+    wait = ttl.total_seconds() if block_wait is None else min(ttl.total_seconds(), block_wait)
     return Step(
         Action.TAG_KEEP_WARM,
         _with(status, phase=c.PHASE_KEEP_WARM, keep_warm_until=until),
-        requeue_after=ttl.total_seconds(),
+        requeue_after=wait,
         events=(
             Event(
                 "Normal",
@@ -320,6 +361,14 @@ def _plan_keep_warm(view: PoolView) -> Step:
         )
     if any(iid in view.gone_ids for iid in status.instance_ids):
         return Step(Action.NONE, _with(status, phase=c.PHASE_RELEASING), requeue_after=0.0)
+    release_at = _block_release_at(view)
+    if release_at is not None and view.now >= release_at:
+        return Step(
+            Action.NONE,
+            _with(status, phase=c.PHASE_RELEASING),
+            requeue_after=0.0,
+            events=(Event("Normal", "CapacityBlockEnding", _block_ending_message(view)),),
+        )
     until = status.keep_warm_until
     if until is None or view.now >= until:
         return Step(
@@ -328,7 +377,11 @@ def _plan_keep_warm(view: PoolView) -> Step:
             requeue_after=0.0,
             events=(Event("Normal", "KeepWarmExpired", "Keep-warm window over; releasing."),),
         )
-    return Step(Action.NONE, status, requeue_after=(until - view.now).total_seconds())
+    wait = (until - view.now).total_seconds()
+    block_wait = _until(view, release_at)
+    return Step(
+        Action.NONE, status, requeue_after=wait if block_wait is None else min(wait, block_wait)
+    )
 
 
 def _plan_releasing(view: PoolView) -> Step:
@@ -361,6 +414,15 @@ def _release_for_retry(view: PoolView, reason: str, message: str) -> Step:
         events=(Event("Warning", reason, message),),
         why=reason,
     )
+
+
+# ActionResult.extra keys a launch fills in (ISO 8601 times).
+EXTRA_STARTS_AT = "startsAt"
+EXTRA_BLOCK_ENDS_AT = "capacityBlockEndsAt"
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    return None if not value else datetime.fromisoformat(value)
 
 
 def outcome(
@@ -427,6 +489,7 @@ def _after_release_set(
         instance_ids=(),
         active_group=None,
         ready_nodes=0,
+        capacity_block_ends_at=None,
         join_deadline=None,
         release_in_progress=None,
         last_stack_operation="remove-set",
@@ -450,6 +513,7 @@ def _launch_outcome(
                 launch_in_progress=None,
                 acquire_generation=status.acquire_generation + 1,
                 consecutive_shortfalls=0,
+                capacity_block_ends_at=_parse_time(result.extra.get(EXTRA_BLOCK_ENDS_AT)),
                 join_deadline=view.now + view.join_deadline,
                 last_error=None,
             ),
@@ -486,6 +550,16 @@ def _launch_outcome(
                 ),
             ),
         )
+    if kind == "not-active":
+        # The reservation has not started: nothing was asked of EC2, so the generation stays
+        # and no shortfall is counted (the Workload keeps its quota and stays Pending).
+        starts = _parse_time(result.extra.get(EXTRA_STARTS_AT))
+        wait = view.backoff_max / 5 if starts is None else _until(view, starts)
+        return (
+            _with(status, launch_in_progress=None, last_error=err),
+            wait,
+            (Event("Normal", err.reason, err.message),),
+        )
     if kind == "retryable":
         # Keep the marker: the same ClientToken is replayed, so a launch that did happen
         # is returned rather than repeated.
@@ -504,6 +578,8 @@ def _launch_outcome(
 
 
 __all__ = [
+    "EXTRA_BLOCK_ENDS_AT",
+    "EXTRA_STARTS_AT",
     "Action",
     "ActionResult",
     "Event",

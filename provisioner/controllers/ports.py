@@ -20,6 +20,7 @@ from provisioner.cloud.types import (
     LaunchSpec,
     Mode,
     ReleaseReport,
+    Reservation,
     SubnetRef,
 )
 
@@ -40,6 +41,8 @@ class EngineOps(Protocol):
     def cluster(self, name: str) -> ClusterInfo: ...
 
     def instance_type(self, instance_type: str) -> InstanceTypeInfo: ...
+
+    def reservation(self, reservation_id: str) -> Reservation: ...
 
     def resolve_ami(
         self,

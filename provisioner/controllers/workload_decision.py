@@ -220,10 +220,12 @@ def _check_for_claimant(
             reason="GangReady",
         )
     if current is not None and current.state == c.CHECK_READY:
+        # Say why when the pool knows (a Capacity Block ending, a node lost).
+        why = f" {status.last_error.message}" if status.last_error is not None else ""
         return CheckUpdate(
             c.CHECK_RETRY,
             f"Pool {pool.name} lost its gang ({status.ready_nodes}/{pool.spec.count} Ready, "
-            f"phase {status.phase}); the Workload is requeued to run on a whole gang.",
+            f"phase {status.phase}); the Workload is requeued to run on a whole gang.{why}",
             reason="GangLost",
         )
     limit = inputs.settings.acquire_attempts_before_retry

@@ -275,12 +275,15 @@ def test_kueue_objects_are_wired_together(rendered: Rendered) -> None:
         {"name": "atomic-gang-check"}
     ]
     (group,) = queue["spec"]["resourceGroups"]
-    assert group["coveredResources"] == ["cpu", "memory"]
+    # GPUs and EFA devices are covered by default: a GPU Job is admitted out of the box.
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa"]
     (flavor_quota,) = group["flavors"]
     assert flavor_quota["name"] == flavor["metadata"]["name"]
     assert flavor_quota["resources"] == [
         {"name": "cpu", "nominalQuota": "256"},
         {"name": "memory", "nominalQuota": "1Ti"},
+        {"name": "nvidia.com/gpu", "nominalQuota": "512"},
+        {"name": "vpc.amazonaws.com/efa", "nominalQuota": "2048"},
     ]
     assert local["metadata"] == {
         **local["metadata"],
@@ -299,11 +302,33 @@ def test_kueue_extra_resources_and_namespaces(helm: Helm) -> None:
         }
     )
     group = rendered.one("ClusterQueue")["spec"]["resourceGroups"][0]
-    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
-    assert group["flavors"][0]["resources"][2] == {"name": "nvidia.com/gpu", "nominalQuota": "32"}
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa"]
+    # nominalQuota wins over the default GPU quota; EFA keeps its default.
+    assert group["flavors"][0]["resources"][2:] == [
+        {"name": "nvidia.com/gpu", "nominalQuota": "32"},
+        {"name": "vpc.amazonaws.com/efa", "nominalQuota": "2048"},
+    ]
     assert sorted(
         (q["metadata"]["namespace"], q["metadata"]["name"]) for q in rendered.all("LocalQueue")
     ) == [("team-a", "gpu-gang"), ("team-b", "gpu-gang")]
+
+
+def test_gpu_and_efa_are_covered_by_default(helm: Helm) -> None:
+    rendered = helm.render({"kueue.clusterQueue.nominalQuota": {"cpu": "96", "memory": "1Ti"}})
+    group = rendered.one("ClusterQueue")["spec"]["resourceGroups"][0]
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa"]
+    # The same quotas as the bootstrap's and the local environment's.
+    assert group["flavors"][0]["resources"][2:] == [
+        {"name": name, "nominalQuota": quota}
+        for name, quota in sorted(c.DEFAULT_ACCELERATOR_QUOTA.items())
+    ]
+    plain = helm.render(
+        {"kueue.clusterQueue.nominalQuota": {"cpu": "96", "memory": "1Ti"}},
+        "--set-json",
+        "kueue.clusterQueue.acceleratorQuota=null",
+    )
+    cpu_only = plain.one("ClusterQueue")["spec"]["resourceGroups"][0]
+    assert cpu_only["coveredResources"] == ["cpu", "memory"]
 
 
 def test_kueue_objects_can_each_be_left_out(helm: Helm) -> None:

@@ -90,6 +90,7 @@ def test_a_healthy_setup_passes_every_check(healthy: LocalEnvironment, namespace
     assert [r.name for r in results] == [
         "LocalQueue",
         "ClusterQueue lists our check",
+        "ClusterQueue covers pending requests",
         "AdmissionCheck",
         "leader Lease",
         "node role",
@@ -238,3 +239,27 @@ def test_missing_subnet(healthy: LocalEnvironment, namespace: str) -> None:
     ec2.delete_subnet(SubnetId=subnet)
     results = _results(_doctor(healthy, namespace))
     _only_failure(results, "subnets", subnet, c.ANN_SUBNETS)
+
+
+def test_gpu_job_on_a_queue_without_gpu_coverage(healthy: LocalEnvironment, namespace: str) -> None:
+    # The private queue covers cpu and memory only, as the reference's example did: Kueue
+    # never reserves quota for the GPU, and doctor must say which resource is missing.
+    queue = _private_queue(healthy, namespace, [{"name": ko.CHECK_NAME}])
+    suffix = uuid.uuid4().hex[:6]
+    job = ko.gang_job(namespace, f"gpu-{suffix}", queue.split("/")[1], f"gpu-{suffix}", 1)
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["limits"] = {c.RESOURCE_GPU: "8"}
+    api = healthy.control_plane.api_client()  # type: ignore[union-attr]
+    k8s.BatchV1Api(api).create_namespaced_job(namespace, job)
+    custom = k8s.CustomObjectsApi(api)
+    eventually(
+        lambda: any(
+            x["type"] == c.WL_QUOTA_RESERVED and x["status"] == "False"
+            for wl in custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads")["items"]
+            for x in (wl.get("status") or {}).get("conditions") or []
+        ),
+        what="Kueue refusing quota to the GPU Workload",
+    )
+    results = _results(_doctor(healthy, namespace, queue=queue))
+    _only_failure(results, "ClusterQueue covers pending requests", c.RESOURCE_GPU, f"gpu-{suffix}")
+    assert results["ClusterQueue lists our check"].ok

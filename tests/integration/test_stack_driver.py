@@ -12,6 +12,7 @@ import socket
 import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +195,37 @@ def _pools_argv(world: AwsWorld, state: Path, pulumi_tool: Any) -> list[str]:
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_gpu_pool_template_targets_its_block_with_one_efa_interface_per_card(
+    world: AwsWorld, tmp_path: Path, pulumi_tool: Any
+) -> None:
+    world.ready()
+    driver = _driver(world, tmp_path / "state", pulumi_tool)
+    spec = replace(
+        world.spec("train-p5"),
+        efa_network_cards=(0, 1, 2, 3),
+        capacity_reservation_id="cr-0fedcba9876543210",
+        capacity_reservation_kind="capacity-block",
+    )
+
+    prepared = driver.prepare(spec)
+
+    data = _default_version(world, prepared.outputs.launch_template_id)
+    # CreateFleet reaches a Capacity Block only through these two template fields.
+    assert data["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationId": "cr-0fedcba9876543210"}
+    }
+    assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    interfaces = data["NetworkInterfaces"]
+    assert [(n["NetworkCardIndex"], n["DeviceIndex"]) for n in interfaces] == [
+        (0, 0),
+        (1, 1),
+        (2, 1),
+        (3, 1),
+    ]
+    assert {n["InterfaceType"] for n in interfaces} == {"efa"}
+    driver.destroy("train-p5")
+
+
 def test_prepare_names_the_missing_identity_and_the_fix(
     world: AwsWorld, tmp_path: Path, pulumi_tool: Any, failed_updates: None
 ) -> None:

@@ -47,6 +47,8 @@ BODY: dict[str, Any] = {
         "maxLifetime": "6h0m0s",
         "amiVariant": "nvidia",
         "capacityReservationId": "cr-0123456789abcdef0",
+        "efa": True,
+        "placementGroup": "cluster",
         "claim": {
             "namespace": "default",
             "name": "job-allreduce-pretrain-3c1f2",

@@ -168,6 +168,13 @@ ACCEPT = {
     "reservation 8 hex": Ok(
         with_(capacity_reservation_id="cr-0123abcd"), {"capacity_reservation_id": "cr-0123abcd"}
     ),
+    "efa and placement default off": Ok(BASE, {"efa": False, "placement_group": "none"}),
+    "efa true": Ok({**BASE, c.ANN_EFA: "true"}, {"efa": True}),
+    "efa any case": Ok({**BASE, c.ANN_EFA: "False"}, {"efa": False}),
+    "placement cluster": Ok(
+        {**BASE, c.ANN_PLACEMENT_GROUP: "cluster"}, {"placement_group": "cluster"}
+    ),
+    "placement none": Ok({**BASE, c.ANN_PLACEMENT_GROUP: "none"}, {"placement_group": "none"}),
     "empty optional means unset": Ok(
         with_(capacity_reservation_id="", subnets=" ", mode=""),
         {"capacity_reservation_id": None, "subnets": (), "mode": "runinstances"},
@@ -323,6 +330,9 @@ REFUSE = {
     "reservation wrong kind": bad(
         "capacity-reservation-id", "cp-0123456789abcdef0", accepted="capacity reservation id"
     ),
+    "efa not a boolean": bad("efa", "yes", accepted='"true"'),
+    "placement spread": bad("placement-group", "spread", accepted='"cluster"'),
+    "placement a group name": bad("placement-group", "my-pg", accepted='"cluster"'),
     "unknown key typo": bad("cuont", "4", c.REASON_UNKNOWN_ANNOTATION, "instance-type, mode"),
     "pool as annotation": bad("pool", "pretrain-p4d", c.REASON_UNKNOWN_ANNOTATION, "a label"),
 }
@@ -416,6 +426,8 @@ POOL_SHAPE = parse(with_(availability_zones="us-east-1a"))
         ),
         ({"max_lifetime": timedelta(hours=8)}, ["max-lifetime"]),
         ({"capacity_reservation_id": "cr-0123abcd"}, ["capacity-reservation-id"]),
+        ({"efa": True}, ["efa"]),
+        ({"placement_group": "cluster"}, ["placement-group"]),
         ({"count": 2, "mode": "fleet"}, ["count", "mode"]),
     ],
 )

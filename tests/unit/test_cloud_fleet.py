@@ -13,7 +13,7 @@ from provisioner.cloud import naming
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.fleet import launch_fleet
 from provisioner.cloud.nodeadm import parse_user_data
-from provisioner.cloud.types import CapacityReservationRef, LaunchSpec, LaunchTemplateRef
+from provisioner.cloud.types import LaunchSpec
 from tests.unit.test_cloud_helpers import CLUSTER, GPU_TYPE, POOL, POOL_UID, World, emulated_aws
 
 pytestmark = pytest.mark.unit
@@ -127,39 +127,6 @@ def test_fleet_without_a_launch_template_is_a_config_error(world: World) -> None
     assert caught.value.kind is ErrorKind.CONFIG
     assert caught.value.reason == "FleetNeedsLaunchTemplate"
     assert world.captured.of("CreateFleet") == []
-
-
-def test_capacity_reservations_shape_the_fleet_request(world: World) -> None:
-    odcr = CapacityReservationRef("cr-0123456789abcdef0")
-    world.engine.acquire(fleet_spec(world, capacity_reservation=odcr))
-    (sent,) = world.captured.of("CreateFleet")
-    assert sent["OnDemandOptions"]["CapacityReservationOptions"] == {
-        "UsageStrategy": "use-capacity-reservations-first"
-    }
-
-
-def test_capacity_block_fleet_asks_for_capacity_block(world: World) -> None:
-    block_id = world.emu.add_capacity_reservation(
-        GPU_TYPE, "us-east-1a", 4, reservation_type="capacity-block"
-    )
-    block = CapacityReservationRef(block_id, "capacity-block")
-    # EC2 takes a block fleet's market type and target from its launch template only.
-    made = world.ec2.create_launch_template(
-        LaunchTemplateName="atomic-gang-block",
-        LaunchTemplateData={
-            "ImageId": world.ami_id(),
-            "InstanceType": GPU_TYPE,
-            "InstanceMarketOptions": {"MarketType": "capacity-block"},
-            "CapacityReservationSpecification": {
-                "CapacityReservationTarget": {"CapacityReservationId": block_id}
-            },
-        },
-    )
-    template = LaunchTemplateRef(made["LaunchTemplate"]["LaunchTemplateId"], "$Latest")
-    world.engine.acquire(fleet_spec(world, capacity_reservation=block, launch_template=template))
-    (sent,) = world.captured.of("CreateFleet")
-    assert sent["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "capacity-block"
-    assert "OnDemandTargetCapacity" not in sent["TargetCapacitySpecification"]
 
 
 def test_throttled_create_fleet_is_retryable(world: World) -> None:

@@ -12,7 +12,6 @@ from provisioner.cloud import naming
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.nodeadm import parse_user_data
 from provisioner.cloud.runinstances import launch_runinstances
-from provisioner.cloud.types import CapacityReservationRef
 from tests.unit.test_cloud_helpers import CLUSTER, GPU_TYPE, POOL, POOL_UID, World, emulated_aws
 
 pytestmark = pytest.mark.unit
@@ -145,38 +144,7 @@ def test_a_partial_set_of_the_generation_is_terminated_and_reported(world: World
     assert world.live_instances() == []
 
 
-def test_odcr_targeting_is_in_the_request(world: World) -> None:
-    # The emulator answers as EC2 does: the reservation must exist to be launched into.
-    odcr = world.emu.add_capacity_reservation(GPU_TYPE, "us-east-1b", 4)
-    cr = CapacityReservationRef(odcr, "odcr", "us-east-1b")
-    world.engine.acquire(world.spec(capacity_reservation=cr))
-
-    (sent,) = world.captured.of("RunInstances")
-    assert sent["CapacityReservationSpecification"] == {
-        "CapacityReservationTarget": {"CapacityReservationId": odcr}
-    }
-    assert "InstanceMarketOptions" not in sent
-    # The reservation lives in one zone; the sweep goes straight there.
-    assert sent["SubnetId"] == world.subnets["us-east-1b"]
-
-
-def test_capacity_block_sets_the_market_type(world: World) -> None:
-    block = world.emu.add_capacity_reservation(
-        GPU_TYPE, "us-east-1a", 4, reservation_type="capacity-block"
-    )
-    cr = CapacityReservationRef(block, "capacity-block")
-    world.engine.acquire(world.spec(capacity_reservation=cr))
-
-    (sent,) = world.captured.of("RunInstances")
-    assert sent["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
-    assert sent["CapacityReservationSpecification"]["CapacityReservationTarget"] == {
-        "CapacityReservationId": block
-    }
-
-
 def test_efa_asks_for_one_efa_interface_per_card_and_the_placement_group(world: World) -> None:
-    # The pool's stack owns the group; EC2 refuses a launch into one that does not exist.
-    world.ec2.create_placement_group(GroupName="pg-pretrain", Strategy="cluster")
     world.engine.acquire(
         world.spec(efa=True, placement_group_name="pg-pretrain", security_group_ids=("sg-1",))
     )

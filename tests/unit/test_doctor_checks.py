@@ -16,7 +16,8 @@ import pytest
 from devenv import kueue_objects as ko
 from provisioner.api import constants as c
 from provisioner.api.settings import Settings
-from provisioner.doctor import Doctor
+from provisioner.doctor import Doctor, requested_resources
+from provisioner.kube.client import ObjectList
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import ResourceRef
 
@@ -38,6 +39,14 @@ class FakeKube:
             return self.objects[(ref.plural, namespace, name)]
         except KeyError:
             raise KubeNotFound(f"{ref.plural} {name} not found", status=404) from None
+
+    def list(self, ref: ResourceRef, *, namespace: str | None = None) -> ObjectList:
+        items = [
+            obj
+            for (plural, ns, _), obj in self.objects.items()
+            if plural == ref.plural and (namespace is None or ns == namespace)
+        ]
+        return ObjectList(items, "1")
 
 
 def _lease(renewed: datetime, duration: int = 15) -> dict[str, Any]:
@@ -132,9 +141,9 @@ CASES = [
 
 def test_a_healthy_setup_passes_every_kubernetes_link() -> None:
     results = _doctor(_healthy()).run()
-    assert all(r.ok for r in results[:4]), [r.render() for r in results[:4]]
+    assert all(r.ok for r in results[:5]), [r.render() for r in results[:5]]
     # No AWS clients given: those lines fail with a fix rather than stop the run.
-    assert [r.ok for r in results[4:]] == [False] * 5
+    assert [r.ok for r in results[5:]] == [False] * 5
 
 
 @pytest.mark.parametrize(("case", "breaks", "line", "words"), CASES, ids=[c[0] for c in CASES])
@@ -155,3 +164,87 @@ def test_a_lease_renewed_within_twice_its_duration_passes() -> None:
     objects.append(_lease(NOW - timedelta(seconds=29)))
     results = {r.name: r for r in _doctor(objects).run()}
     assert results["leader Lease"].ok
+
+
+def _gpu_workload(name: str = "job-train-1a2b3", quota: str = "False") -> dict[str, Any]:
+    container = {
+        "name": "trainer",
+        "resources": {
+            "requests": {"cpu": "96", "memory": "1Ti"},
+            "limits": {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"},
+        },
+    }
+    return {
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "queueName": "atomic-gang-queue",
+            "podSets": [
+                {"name": "main", "count": 2, "template": {"spec": {"containers": [container]}}}
+            ],
+        },
+        "status": {
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": quota,
+                    "reason": "Pending",
+                    "message": "couldn't assign flavors to pod set main: resource "
+                    "nvidia.com/gpu unavailable in ClusterQueue",
+                }
+            ]
+        },
+    }
+
+
+def _cover(*names: str) -> Callable[[dict[str, Any]], None]:
+    def change(cq: dict[str, Any]) -> None:
+        group = cq["spec"]["resourceGroups"][0]
+        group["coveredResources"] = [*group["coveredResources"], *names]
+        for name in names:
+            group["flavors"][0]["resources"].append({"name": name, "nominalQuota": "64"})
+
+    return change
+
+
+def test_requested_resources_read_requests_and_limits() -> None:
+    assert sorted(requested_resources(_gpu_workload())) == [
+        "cpu",
+        "memory",
+        "nvidia.com/gpu",
+        "vpc.amazonaws.com/efa",
+    ]
+
+
+def _cpu_only(cq: dict[str, Any]) -> None:
+    cq.update(ko.cluster_queue(ko.CLUSTER_QUEUE_NAME, ko.FLAVOR_NAME, ko.CHECK_NAME))
+
+
+def test_the_default_queue_covers_gpu_and_efa() -> None:
+    objects = [*copy.deepcopy(_healthy()), _gpu_workload()]
+    line = {r.name: r for r in _doctor(objects).run()}["ClusterQueue covers pending requests"]
+    assert line.ok and "1 pending" in line.detail, line.render()
+
+
+def test_a_queue_without_gpu_coverage_fails_naming_the_resource() -> None:
+    objects = [*copy.deepcopy(_healthy()), _gpu_workload()]
+    _edit("ClusterQueue", _cpu_only)(objects)
+    line = {r.name: r for r in _doctor(objects).run()}["ClusterQueue covers pending requests"]
+    assert not line.ok
+    assert "nvidia.com/gpu" in line.detail and "vpc.amazonaws.com/efa" in line.detail
+    assert "job-train-1a2b3" in line.detail
+    assert "acceleratorQuota" in line.fix
+
+
+def test_a_queue_covering_gpu_and_efa_passes() -> None:
+    objects = [*copy.deepcopy(_healthy()), _gpu_workload()]
+    _edit("ClusterQueue", _cpu_only)(objects)
+    _edit("ClusterQueue", _cover("nvidia.com/gpu", "vpc.amazonaws.com/efa"))(objects)
+    line = {r.name: r for r in _doctor(objects).run()}["ClusterQueue covers pending requests"]
+    assert line.ok, line.render()
+
+
+def test_an_admitted_workload_is_not_pending() -> None:
+    objects = [*copy.deepcopy(_healthy()), _gpu_workload(quota="True")]
+    line = {r.name: r for r in _doctor(objects).run()}["ClusterQueue covers pending requests"]
+    assert line.ok and "0 pending" in line.detail

@@ -81,6 +81,22 @@ def test_no_quota_quotes_kueue() -> None:
     assert "waits for quota" in lines[0] and "no room in cq" in lines[0]
 
 
+def test_a_gpu_workload_without_quota_shows_kueues_reason_and_the_gpu() -> None:
+    workload = _workload(False)
+    workload["status"]["conditions"][0].update(
+        reason="Pending",
+        message="couldn't assign flavors to pod set main: resource nvidia.com/gpu "
+        "unavailable in ClusterQueue",
+    )
+    container = {"name": "t", "resources": {"limits": {"nvidia.com/gpu": "8", "cpu": "4"}}}
+    workload["spec"] = {
+        "podSets": [{"name": "main", "template": {"spec": {"containers": [container]}}}]
+    }
+    lines = explain(FakeKube(_job(**LABELS), workload), NS, "train")
+    assert "Kueue says (Pending)" in lines[0] and "nvidia.com/gpu unavailable" in lines[0]
+    assert "requests nvidia.com/gpu" in lines[1] and "atomic-gang doctor" in lines[1]
+
+
 def test_quota_without_our_check_blames_the_cluster_queue() -> None:
     lines = explain(FakeKube(_job(**LABELS), _workload(True)), NS, "train")
     assert "carries no atomic-gang-check" in lines[0]

@@ -201,13 +201,14 @@ def test_kueue_objects_are_wired_together(recorded: Recorder) -> None:
     strategy = queue["spec"]["admissionChecksStrategy"]
     assert strategy == {"admissionChecks": [{"name": check["metadata"]["name"]}]}
     (group,) = queue["spec"]["resourceGroups"]
-    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa"]
     (flavor_quota,) = group["flavors"]
     assert flavor_quota["name"] == flavor["metadata"]["name"]
     assert flavor_quota["resources"] == [
         {"name": "cpu", "nominalQuota": "256"},
         {"name": "memory", "nominalQuota": "1Ti"},
         {"name": "nvidia.com/gpu", "nominalQuota": "32"},
+        {"name": "vpc.amazonaws.com/efa", "nominalQuota": "2048"},
     ]
     local = sorted(recorded.kube("LocalQueue"), key=lambda q: q["metadata"]["namespace"])
     assert [(q["metadata"]["namespace"], q["metadata"]["name"]) for q in local] == [

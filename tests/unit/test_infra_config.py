@@ -25,6 +25,7 @@ FIELD_OF_KEY = {
     "cpuQuota": "cpu_quota",
     "memoryQuota": "memory_quota",
     "gpuQuota": "gpu_quota",
+    "efaQuota": "efa_quota",
     "accountId": "account_id",
     "controllerNamespace": "controller_namespace",
     "serviceAccountName": "service_account",
@@ -108,7 +109,13 @@ def test_load_reads_the_required_keys_and_defaults(stack_config: dict[str, str])
     assert cfg.local_queue_namespaces == ("default",)
     assert cfg.node_role == "atomic-gang-node-demo"
     assert cfg.controller_role == "atomic-gang-controller-demo"
-    assert cfg.quotas == {"cpu": "64", "memory": "256Gi"}
+    # GPUs and EFA devices are covered by default, with the documented quotas.
+    assert cfg.quotas == {
+        "cpu": "64",
+        "memory": "256Gi",
+        "nvidia.com/gpu": "512",
+        "vpc.amazonaws.com/efa": "2048",
+    }
 
 
 def test_load_reads_lists_and_flags(stack_config: dict[str, str]) -> None:
@@ -119,12 +126,14 @@ def test_load_reads_lists_and_flags(stack_config: dict[str, str]) -> None:
         selfManageInstanceProfile="true",
         nodeRoleSsm="false",
         gpuQuota="16",
+        efaQuota="64",
     )
     assert cfg.local_queue_namespaces == ("a", "b")
     assert cfg.extra_node_role_arns == ("arn:aws:iam::123456789012:role/x",)
     assert cfg.self_manage_instance_profile is True
     assert cfg.node_role_ssm is False
     assert cfg.quotas["nvidia.com/gpu"] == "16"
+    assert cfg.quotas["vpc.amazonaws.com/efa"] == "64"
 
 
 @pytest.mark.parametrize("missing", sorted(REQUIRED))

@@ -10,6 +10,8 @@ import pytest
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import GangNodePoolSpec, GangNodePoolStatus, LaunchInProgress
 from provisioner.controllers.pool_transitions import (
+    EXTRA_BLOCK_ENDS_AT,
+    EXTRA_STARTS_AT,
     Action,
     ActionResult,
     Instance,
@@ -333,3 +335,124 @@ def test_deletion_releases_everything_before_the_finalizer_comes_off(phase: str)
         assert step.action is Action.REMOVE_FINALIZER
     else:
         assert step.action is Action.DESTROY_STACK
+
+
+# --- Capacity Blocks: a hold before the start, a release before the end -----------------
+
+BLOCK_END = NOW + timedelta(hours=2)
+MARGIN = timedelta(minutes=35)  # PoolView's default
+
+
+def test_a_block_not_yet_active_holds_at_zero_until_its_start() -> None:
+    v = view(phase=c.PHASE_ACQUIRING, status={"acquireGeneration": 3, "consecutiveShortfalls": 1})
+    step = plan(v)
+    starts = NOW + timedelta(minutes=20)
+    message = "Capacity Block cr-0fedcba9876543210 is scheduled and starts at 12:20"
+    status, delay, events = outcome(
+        v,
+        step,
+        ActionResult(
+            ok=False,
+            error_kind="not-active",
+            reason="ReservationNotActive",
+            message=message,
+            extra={EXTRA_STARTS_AT: starts.isoformat()},
+        ),
+    )
+    # Nothing reached EC2: no shortfall counted (Kueue keeps the quota), generation stays.
+    assert status.phase == c.PHASE_ACQUIRING and status.instance_ids == ()
+    assert status.consecutive_shortfalls == 1 and status.acquire_generation == 3
+    assert status.launch_in_progress is None
+    assert status.last_error is not None and status.last_error.message == message
+    assert delay == 20 * 60
+    assert [(e.type, e.reason) for e in events] == [("Normal", "ReservationNotActive")]
+
+
+def test_a_hold_without_a_known_start_looks_again_after_a_while() -> None:
+    v = view(phase=c.PHASE_ACQUIRING)
+    step = plan(v)
+    _, delay, _ = outcome(
+        v, step, ActionResult(ok=False, error_kind="not-active", reason="ReservationNotActive")
+    )
+    assert delay == 60.0
+
+
+def test_a_launch_on_a_block_records_its_end() -> None:
+    v = view(phase=c.PHASE_ACQUIRING)
+    step = plan(v)
+    extra = {EXTRA_BLOCK_ENDS_AT: BLOCK_END.isoformat()}
+    status, _, _ = outcome(v, step, ActionResult(ok=True, instance_ids=IDS, extra=extra))
+    assert status.capacity_block_ends_at == BLOCK_END
+
+
+def test_a_satisfied_gang_on_a_block_wakes_up_at_its_release_time() -> None:
+    v = view(
+        phase=c.PHASE_SATISFIED,
+        status=active(capacityBlockEndsAt=BLOCK_END.isoformat(), readyNodes=4),
+        live=LIVE,
+        ready=frozenset(IDS),
+    )
+    step = plan(v)
+    assert step.action is Action.NONE
+    assert step.requeue_after == (BLOCK_END - MARGIN - NOW).total_seconds()
+
+
+@pytest.mark.parametrize("phase", [c.PHASE_JOINING, c.PHASE_SATISFIED])
+def test_a_gang_on_a_block_is_released_before_the_block_ends(phase: str) -> None:
+    ends = NOW + MARGIN - timedelta(seconds=1)
+    v = view(
+        phase=phase,
+        status=active(capacityBlockEndsAt=ends.isoformat(), readyNodes=4),
+        live=LIVE,
+        ready=frozenset(IDS),
+    )
+    step = plan(v)
+    assert step.action is Action.RELEASE_SET and set(step.release_ids) == set(IDS)
+    assert [e.reason for e in step.events] == ["CapacityBlockEnding"]
+    assert step.status.last_error is not None
+    assert step.status.last_error.reason == "CapacityBlockEnding"
+    assert "EC2 reclaims" in step.status.last_error.message
+    released, _, _ = outcome(v, step, ActionResult(ok=True))
+    assert released.instance_ids == () and released.capacity_block_ends_at is None
+    assert released.phase == c.PHASE_ACQUIRING
+
+
+def test_a_warm_set_on_an_ending_block_is_released() -> None:
+    ends = NOW + MARGIN
+    v = view(
+        phase=c.PHASE_KEEP_WARM,
+        claimed=False,
+        status=active(
+            capacityBlockEndsAt=ends.isoformat(),
+            keepWarmUntil=(NOW + timedelta(minutes=5)).isoformat(),
+        ),
+        live=LIVE,
+    )
+    step = plan(v)
+    assert step.status.phase == c.PHASE_RELEASING
+    assert [e.reason for e in step.events] == ["CapacityBlockEnding"]
+
+
+def test_a_warm_set_wakes_up_for_whichever_comes_first() -> None:
+    v = view(
+        phase=c.PHASE_KEEP_WARM,
+        claimed=False,
+        status=active(
+            capacityBlockEndsAt=(NOW + MARGIN + timedelta(minutes=2)).isoformat(),
+            keepWarmUntil=(NOW + timedelta(minutes=5)).isoformat(),
+        ),
+        live=LIVE,
+    )
+    assert plan(v).requeue_after == 120.0
+
+
+def test_entering_keep_warm_on_a_block_wakes_up_for_its_release() -> None:
+    v = view(
+        phase=c.PHASE_SATISFIED,
+        claimed=False,
+        status=active(capacityBlockEndsAt=(NOW + MARGIN + timedelta(minutes=3)).isoformat()),
+        live=LIVE,
+        ready=frozenset(IDS),
+    )
+    step = plan(v)
+    assert step.status.phase == c.PHASE_KEEP_WARM and step.requeue_after == 180.0

@@ -84,6 +84,26 @@ def test_efa_shape_gets_one_interface_per_card_and_the_placement_group() -> None
     assert data["Placement"] == {"GroupName": "atomic-gang-demo-p1"}
 
 
+@pytest.mark.parametrize(
+    ("kind", "market"),
+    [("odcr", None), ("capacity-block", {"MarketType": "capacity-block"})],
+)
+def test_a_reservation_is_targeted_by_the_template(kind: str, market: Any) -> None:
+    data = launch_template_data(
+        props(capacity_reservation_id="cr-0123456789abcdef0", capacity_reservation_kind=kind)
+    )
+    assert data["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}
+    }
+    assert data.get("InstanceMarketOptions") == market
+
+
+def test_no_reservation_leaves_the_template_untargeted() -> None:
+    data = launch_template_data(props(capacity_reservation_id="", capacity_reservation_kind=""))
+    assert "CapacityReservationSpecification" not in data
+    assert "InstanceMarketOptions" not in data
+
+
 def test_efa_interfaces_without_security_groups_carry_none() -> None:
     assert "Groups" not in efa_interfaces([0], [])[0]
 

@@ -116,6 +116,25 @@ def test_pool_spec_for_follows_settings_and_shape() -> None:
         c.TAG_MAX_LIFETIME: "4h0m0s",
         c.cluster_ownership_tag("demo"): "owned",
     }
+    assert result.capacity_reservation_id == "" and result.capacity_reservation_kind == ""
+
+    gpu = shape.model_copy(
+        update={"capacity_reservation_id": "cr-0fedcba9876543210", "placement_group": "cluster"}
+    )
+    on_block = pool_spec_for(
+        settings,
+        gpu,
+        image_id="ami-0123456789abcdef0",
+        user_data="ud",
+        efa_network_cards=[0, 1],
+        placement_group=True,
+        capacity_reservation_kind="capacity-block",
+    )
+    assert on_block.capacity_reservation_id == "cr-0fedcba9876543210"
+    assert on_block.capacity_reservation_kind == "capacity-block"
+    assert on_block.placement_group_name == "atomic-gang-demo-p1"
+    assert on_block.efa_network_cards == (0, 1)
+    assert PoolSpec.from_dict(on_block.to_dict()) == on_block
 
 
 def root_outputs(**extra: Any) -> dict[str, Any]:

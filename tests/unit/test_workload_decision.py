@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
-from provisioner.api.gangnodepool import GangNodePool
+from provisioner.api.gangnodepool import GangNodePool, LastError
 from provisioner.api.settings import Settings
 from provisioner.api.workload import Workload
 from provisioner.controllers.workload_decision import (
@@ -270,3 +270,33 @@ def test_a_different_shape_on_a_busy_pool_is_rejected_not_retried() -> None:
     )
     decision = decide(inputs(workload(uid="uid-2"), busy))
     assert decision.check is not None and decision.check.state == c.CHECK_REJECTED
+
+
+def test_a_gang_released_for_its_ending_capacity_block_tells_the_workload_why() -> None:
+    released = pool(claim_uid="uid-1", phase=c.PHASE_ACQUIRING)
+    why = "Capacity Block cr-0fedcba9876543210 (group g2) ends at 2026-11-29T14:00:00Z"
+    released = released.model_copy(
+        update={
+            "status": released.status.model_copy(
+                update={"last_error": LastError(reason="CapacityBlockEnding", message=why)}
+            )
+        }
+    )
+    decision = decide(inputs(workload(check_state=c.CHECK_READY), released))
+    assert decision.check is not None and decision.check.state == c.CHECK_RETRY
+    assert why in decision.check.message
+
+
+def test_a_gang_held_for_a_block_not_yet_active_stays_pending_with_the_start() -> None:
+    held = pool(claim_uid="uid-1", phase=c.PHASE_ACQUIRING)
+    why = "Capacity Block cr-0fedcba9876543210 is scheduled and starts at 2026-11-29T12:20:00Z"
+    held = held.model_copy(
+        update={
+            "status": held.status.model_copy(
+                update={"last_error": LastError(reason="ReservationNotActive", message=why)}
+            )
+        }
+    )
+    decision = decide(inputs(workload(), held))
+    assert decision.check is not None and decision.check.state == c.CHECK_PENDING
+    assert why in decision.check.message

@@ -17,6 +17,7 @@ allowedInstanceTypes: {{ $v.allowedInstanceTypes | default list | toJson }}
 allowedNodeRoleArns: {{ $v.allowedNodeRoleArns | default list | toJson }}
 reapIntervalSeconds: {{ int $v.reapIntervalSeconds }}
 joinDeadlineSeconds: {{ int $v.joinDeadlineSeconds }}
+capacityBlockReleaseSeconds: {{ int $v.capacityBlockReleaseSeconds }}
 acquireAttemptsBeforeRetry: {{ int $v.acquireAttemptsBeforeRetry }}
 maxConcurrentPoolReconciles: {{ int $v.maxConcurrentPoolReconciles }}
 retryBackoff:
