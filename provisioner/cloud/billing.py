@@ -3,13 +3,17 @@
 One definition, used by the controller's metric, the demo, the chaos report and the
 benchmarks' launchers alike:
 
-    **stranded** node-seconds are the billed node-seconds of an instance minus the time it
-    ran while its whole gang (every one of the N instances of its generation) ran.
+    **stranded** node-seconds are the share of an instance's billed node-seconds that
+    falls outside the time its whole gang (every one of the N instances of its
+    generation) ran.
 
-So a partial set (3 of 4 running), an instance rolled back after a short fleet answer, and
-the minimum charge of an instance that lived a few seconds are all stranded; a whole set
-booting, joining, running the job or held warm is not. EC2 bills Linux instances per
-second with a 60-second minimum; the minimum is charged here too.
+So a partial set (3 of 4 running) and an instance rolled back after a short fleet answer
+are stranded, minimum charge and all; a whole set booting, joining, running the job or held
+warm is not. EC2 bills Linux instances per second with a 60-second minimum; the minimum is
+charged here too, and split between stranded and useful as the instance's life was.
+EC2 reports times to the second and launches or terminates a set one instance at a time,
+so members that start (or end) within `TOGETHER` of the moment the gang became whole (or
+stopped being whole) count as starting (ending) with it.
 
 The history is what DescribeInstances says of every managed instance, terminated ones
 included: `LaunchTime`, and for a terminated instance the time in its
@@ -22,7 +26,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from provisioner.api import constants as c
@@ -30,6 +34,7 @@ from provisioner.api import constants as c
 __all__ = ["MIN_BILLED_SECONDS", "Bill", "InstanceLife", "bill", "instance_life"]
 
 MIN_BILLED_SECONDS: Final = 60.0
+TOGETHER: Final = timedelta(seconds=2)
 _ENDED_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
 _REASON_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
 
@@ -88,7 +93,8 @@ def bill(
             ran = max((end - life.launched).total_seconds(), 0.0)
             billed = max(ran, MIN_BILLED_SECONDS) if life.ended else ran
             useful = sum(_overlap(life.launched, end, a, b) for a, b in whole)
-            bills[life.instance_id] = Bill(billed, max(billed - useful, 0.0))
+            stranded_share = 1.0 - useful / ran if ran > 0 else 1.0
+            bills[life.instance_id] = Bill(billed, max(billed * stranded_share, 0.0))
     return bills
 
 
@@ -116,7 +122,16 @@ def _whole_intervals(
             if at > since:
                 whole.append((since, at))
             since = None
-    return whole
+    return [_with_stragglers(members, a, b, now) for a, b in whole]
+
+
+def _with_stragglers(
+    members: list[InstanceLife], start: datetime, end: datetime, now: datetime
+) -> tuple[datetime, datetime]:
+    """Widen a whole interval to the members launched just before it or ended just after."""
+    starts = [m.launched for m in members if start - TOGETHER <= m.launched <= start]
+    ends = [m.ended or now for m in members if end <= (m.ended or now) <= end + TOGETHER]
+    return min(starts, default=start), max(ends, default=end)
 
 
 def _overlap(a0: datetime, a1: datetime, b0: datetime, b1: datetime) -> float:

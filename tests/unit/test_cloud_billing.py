@@ -1,4 +1,4 @@
-"""One meaning of stranded: billed node-seconds minus the time run while the whole gang ran."""
+"""One meaning of stranded: the share of billed node-seconds outside the whole gang's run."""
 
 from __future__ import annotations
 
@@ -44,6 +44,11 @@ def test_a_rolled_back_short_answer_bills_the_minimum_all_stranded() -> None:
     assert sum(b.stranded for b in _bills(lives, n=4, now=600).values()) == 180
 
 
+def test_a_whole_gang_that_lived_seconds_bills_the_minimum_none_stranded() -> None:
+    bills = _bills([_life("a", 0, 20), _life("b", 0, 20)], n=2, now=600)
+    assert bills == {"a": Bill(60, 0), "b": Bill(60, 0)}
+
+
 def test_a_late_member_strands_the_early_ones_until_the_gang_is_whole() -> None:
     lives = [_life("a", 0, None), _life("b", 100, None)]
     bills = _bills(lives, n=2, now=400)
@@ -56,6 +61,20 @@ def test_a_member_lost_early_strands_the_survivor_from_then_on() -> None:
     bills = _bills(lives, n=2, now=800)
     assert bills["a"] == Bill(500, 0)
     assert bills["b"] == Bill(800, 300)
+
+
+def test_a_set_launched_and_terminated_a_second_apart_strands_nothing() -> None:
+    # One RunInstances and one TerminateInstances: EC2's per-instance times straddle a
+    # second boundary.
+    lives = [_life("a", 0, 300), _life("b", 1, 301)]
+    assert sum(b.stranded for b in _bills(lives, n=2, now=600).values()) == 0
+
+
+def test_a_member_lost_well_before_the_rest_still_strands_them() -> None:
+    lives = [_life("a", 0, 300), _life("b", 0, 310)]
+    bills = _bills(lives, n=2, now=600)
+    assert bills["a"].stranded == 0
+    assert bills["b"].stranded == pytest.approx(10)
 
 
 def test_generations_are_judged_apart() -> None:
