@@ -140,15 +140,44 @@ class EmulatorClient:
         message: str | None = None,
         count: int = 1,
         status: int | None = None,
+        after: bool = False,
+        client: str | None = None,
     ) -> dict[str, Any]:
+        """`after`: EC2 runs the call, then the answer is lost (a 5xx after the side
+        effect). `client`: only calls signed with this access key id consume it."""
         body = {
             "action": action,
             "code": code,
             "message": message,
             "count": count,
             "status": status,
+            "after": after,
+            "client": client,
         }
         return self._call("POST", "faults", body)
+
+    def delay_calls(
+        self,
+        action: str,
+        seconds: float,
+        count: int = 1,
+        after: bool = False,
+        client: str | None = None,
+    ) -> dict[str, Any]:
+        """Hold the next `count` calls of `action` `seconds` before EC2 runs them (or,
+        with `after`, after it ran them and before answering)."""
+        body = {
+            "action": action,
+            "seconds": seconds,
+            "count": count,
+            "after": after,
+            "client": client,
+        }
+        return self._call("POST", "delays", body)
+
+    def consumed(self) -> list[dict[str, Any]]:
+        """Every fault and delay consumed so far, with the access key that consumed it."""
+        return list(self._call("GET", "consumed")["consumed"])
 
     def clear_faults(self) -> dict[str, Any]:
         return self._call("DELETE", "faults")

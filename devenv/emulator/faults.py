@@ -1,4 +1,11 @@
-"""Fault switches: armed failures answered before moto sees a call, and the partial-fleet switch.
+"""Fault switches: armed failures, slow answers, and the partial-fleet switch.
+
+A failure is answered either before moto sees the call (EC2 refused it) or, with `after`,
+once moto has run it (EC2 did it, and the answer was lost: a 5xx after the side effect). A
+delay holds a call for some seconds before EC2 runs it, or after it ran and before the
+answer leaves: the windows a crash or a timeout can fall into. Every switch can be scoped to
+one client by its access key id, so a fault meant for the controller is not absorbed by the
+node simulator's polling; each consumed switch is recorded with the client that took it.
 
 `FaultSwitches` is a part of `EmulatorState` (which supplies `lock`); `fault_response` spells an
 armed failure the way the called service's protocol does, so botocore parses its code.
@@ -46,13 +53,16 @@ _DEFAULT_FAULT_STATUS: Final = {
 
 @dataclass
 class Fault:
-    """The next `remaining` calls of `action` fail with `code`, `message` and `status`."""
+    """The next `remaining` calls of `action` (by `client`, or anyone's) fail with `code`,
+    `message` and `status`; with `after`, each one runs first and then its answer is lost."""
 
     action: str
     code: str
     message: str
     status: int
     remaining: int
+    after: bool = False
+    client: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +71,29 @@ class Fault:
             "message": self.message,
             "status": self.status,
             "remaining": self.remaining,
+            "after": self.after,
+            "client": self.client,
+        }
+
+
+@dataclass
+class Delay:
+    """The next `remaining` calls of `action` wait `seconds` before EC2 runs them, or (with
+    `after`) after it ran them and before the answer leaves."""
+
+    action: str
+    seconds: float
+    remaining: int
+    after: bool = False
+    client: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "seconds": self.seconds,
+            "remaining": self.remaining,
+            "after": self.after,
+            "client": self.client,
         }
 
 
@@ -79,7 +112,9 @@ class FaultSwitches:
 
     def _clear_faults_state(self) -> None:
         self._faults: dict[str, list[Fault]] = {}
+        self._delays: dict[str, list[Delay]] = {}
         self._partial: PartialFleet | None = None
+        self._consumed: list[dict[str, Any]] = []
 
     def inject_fault(
         self,
@@ -88,11 +123,14 @@ class FaultSwitches:
         message: str | None = None,
         count: int = 1,
         status: int | None = None,
+        after: bool = False,
+        client: str | None = None,
     ) -> Fault:
         """Make the next `count` calls of `action` (an API name, e.g. RunInstances) fail.
 
         Every HTTP attempt counts as a call: a client that retries throttling or 5xx
-        answers consumes one fault per attempt.
+        answers consumes one fault per attempt. `after`: run the call, then lose its answer.
+        `client`: only calls signed with this access key id.
         """
         if not _ACTION_RE.match(action or ""):
             raise EmulatorInputError(
@@ -114,30 +152,65 @@ class FaultSwitches:
             message=message or _DEFAULT_FAULT_MESSAGES.get(code, code),
             status=resolved_status,
             remaining=count,
+            after=after,
+            client=client,
         )
         with self.lock:
             self._faults.setdefault(action, []).append(fault)
         return fault
 
+    def delay_calls(
+        self,
+        action: str,
+        seconds: float,
+        count: int = 1,
+        after: bool = False,
+        client: str | None = None,
+    ) -> Delay:
+        """Hold the next `count` calls of `action` for `seconds` (see `Delay`)."""
+        if not _ACTION_RE.match(action or ""):
+            raise EmulatorInputError(
+                "action", f"action {action!r} is not an API name such as RunInstances"
+            )
+        if not 0 < seconds <= 300:
+            raise EmulatorInputError("seconds", f"seconds {seconds} is not in (0, 300]")
+        check_count("count", count, minimum=1)
+        delay = Delay(action, float(seconds), count, after, client)
+        with self.lock:
+            self._delays.setdefault(action, []).append(delay)
+        return delay
+
     def clear_faults(self) -> None:
         with self.lock:
             self._faults.clear()
+            self._delays.clear()
             self._partial = None
 
-    def take_fault(self, action: str) -> Fault | None:
-        """Consume one armed failure of `action`, oldest switch first."""
+    def take_fault(self, action: str, client: str | None = None) -> Fault | None:
+        """Consume one armed failure of `action` that `client` may take, oldest first."""
         with self.lock:
-            queue = self._faults.get(action)
-            if not queue:
-                return None
-            fault = queue[0]
-            fault.remaining -= 1
-            if fault.remaining == 0:
-                queue.pop(0)
+            fault = _take(self._faults.get(action), client)
+            if fault is not None:
+                self._consumed.append({"switch": "fault", **fault.as_dict(), "by": client})
             return fault
+
+    def take_delay(self, action: str, client: str | None = None) -> Delay | None:
+        with self.lock:
+            delay = _take(self._delays.get(action), client)
+            if delay is not None:
+                self._consumed.append({"switch": "delay", **delay.as_dict(), "by": client})
+            return delay
+
+    def consumed(self) -> list[dict[str, Any]]:
+        """Every switch consumed since the last reset, in order, with the client that did."""
+        with self.lock:
+            return [dict(entry) for entry in self._consumed]
 
     def has_faults(self) -> bool:
         return bool(self._faults)
+
+    def has_delays(self) -> bool:
+        return bool(self._delays)
 
     def set_partial_fleet(self, missing: int, count: int = 1) -> None:
         """The next `count` instant fleets return `missing` fewer instances (0 disarms)."""
@@ -155,6 +228,26 @@ class FaultSwitches:
             if partial.remaining == 0:
                 self._partial = None
             return partial.missing
+
+
+def _take(queue: list[Any] | None, client: str | None) -> Any:
+    """Consume one use of the oldest switch in `queue` that applies to `client`."""
+    for switch in queue or ():
+        if switch.client is None or switch.client == client:
+            switch.remaining -= 1
+            if switch.remaining == 0:
+                queue.remove(switch)  # type: ignore[union-attr]
+            return switch
+    return None
+
+
+_CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/")
+
+
+def access_key_of(response: Any) -> str | None:
+    """The access key id a request was signed with (SigV4's Credential=AKID/...)."""
+    match = _CREDENTIAL.search(str(response.headers.get("Authorization") or ""))
+    return match.group(1) if match else None
 
 
 def fault_response(response: Any, fault: Fault) -> tuple[int, dict[str, str], str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Final
 
 from moto.core.responses import BaseResponse
@@ -18,7 +19,7 @@ from devenv.emulator.ec2_actions import (
     describe_placement_groups,
 )
 from devenv.emulator.eks import install_eks
-from devenv.emulator.faults import fault_response
+from devenv.emulator.faults import access_key_of, fault_response
 from devenv.emulator.fleet import create_fleet_handler
 from devenv.emulator.instances import (
     backend_run_instances,
@@ -55,14 +56,24 @@ def install() -> EmulatorState:
 
 # --- P1: every AWS call ------------------------------------------------------------------
 def call_action(self: Any) -> Any:
+    action = str(self._get_action() or "")
+    client = access_key_of(self)
+    # A delay sleeps outside the lock: a slow call must not stall every other client.
+    delay = EMULATOR.take_delay(action, client) if EMULATOR.has_delays() else None
+    if delay is not None and not delay.after:
+        time.sleep(delay.seconds)
     with EMULATOR.lock:
         if self.service_name in _SEEDED_SERVICES:
             EMULATOR.ensure_seeded(self.current_account, self.region)
         if self.service_name == "ec2":
             EMULATOR.settle_detaches()
             EMULATOR.reclaim_expired_blocks(self.ec2_backend)
-        if EMULATOR.has_faults():
-            fault = EMULATOR.take_fault(str(self._get_action() or ""))
-            if fault is not None:
-                return fault_response(self, fault)
-        return original(BaseResponse, "call_action")(self)
+        fault = EMULATOR.take_fault(action, client) if EMULATOR.has_faults() else None
+        if fault is not None and not fault.after:
+            return fault_response(self, fault)
+        answer = original(BaseResponse, "call_action")(self)
+    if delay is not None and delay.after:
+        time.sleep(delay.seconds)
+    if fault is not None:  # EC2 ran the call; its answer is lost
+        return fault_response(self, fault)
+    return answer

@@ -8,7 +8,9 @@
     POST /_emulator/reset             {}                                  -> state
     POST /_emulator/capacity          {az, instance_type, free}
     POST /_emulator/default-capacity  {free}
-    POST /_emulator/faults            {action, code, message?, count?, status?}
+    POST /_emulator/faults            {action, code, message?, count?, status?, after?, client?}
+    POST /_emulator/delays            {action, seconds, count?, after?, client?}
+    GET  /_emulator/consumed          every fault and delay consumed, with the client
     DELETE /_emulator/faults          disarms every fault and the partial-fleet switch
     POST /_emulator/partial-fleet     {missing, count?}
     POST /_emulator/eni-detach-delay  {seconds}
@@ -79,6 +81,8 @@ class ControlApp:
                 Rule("/_emulator/default-capacity", methods=["POST"], endpoint="default_capacity"),
                 Rule("/_emulator/faults", methods=["POST"], endpoint="faults"),
                 Rule("/_emulator/faults", methods=["DELETE"], endpoint="clear_faults"),
+                Rule("/_emulator/delays", methods=["POST"], endpoint="delays"),
+                Rule("/_emulator/consumed", methods=["GET"], endpoint="consumed"),
                 Rule("/_emulator/partial-fleet", methods=["POST"], endpoint="partial_fleet"),
                 Rule("/_emulator/eni-detach-delay", methods=["POST"], endpoint="eni_detach_delay"),
                 Rule("/_emulator/eks/cluster", methods=["POST"], endpoint="eks_cluster"),
@@ -99,6 +103,8 @@ class ControlApp:
             "default_capacity": self._default_capacity,
             "faults": self._faults,
             "clear_faults": self._clear_faults,
+            "delays": self._delays,
+            "consumed": self._consumed,
             "partial_fleet": self._partial_fleet,
             "eni_detach_delay": self._eni_detach_delay,
             "eks_cluster": self._eks_cluster,
@@ -150,8 +156,26 @@ class ControlApp:
             message=_opt_str(body, "message"),
             count=_int(body, "count", default=1),
             status=_opt_int(body, "status"),
+            after=bool(body.get("after", False)),
+            client=_opt_str(body, "client"),
         )
         return fault.as_dict()
+
+    def _delays(self, body: dict[str, Any]) -> Any:
+        seconds = body.get("seconds")
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+            raise EmulatorInputError("seconds", "seconds must be a number")
+        delay = self._state.delay_calls(
+            _str(body, "action"),
+            float(seconds),
+            count=_int(body, "count", default=1),
+            after=bool(body.get("after", False)),
+            client=_opt_str(body, "client"),
+        )
+        return delay.as_dict()
+
+    def _consumed(self, _: dict[str, Any]) -> Any:
+        return {"consumed": self._state.consumed()}
 
     def _clear_faults(self, _: dict[str, Any]) -> Any:
         self._state.clear_faults()

@@ -221,6 +221,7 @@ class EmulatorState(FaultSwitches, ReservedCapacity):
                 "default_free": self.default_free,
                 "capacity": self._capacity_rows(),
                 "faults": [f.as_dict() for queue in self._faults.values() for f in queue],
+                "delays": [d.as_dict() for queue in self._delays.values() for d in queue],
                 "partial_fleet": (
                     None
                     if self._partial is None
