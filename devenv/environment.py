@@ -169,9 +169,9 @@ class LocalEnvironment:
         from provisioner.cloud.engine import Ec2Engine
         from provisioner.cloud.types import SystemClock
         from provisioner.controllers.manager import Manager
-        from provisioner.controllers.stack_adapter import StackAdapter
         from provisioner.kube.client import KubeClient
         from provisioner.pulumi_driver.driver import StackDriver
+        from provisioner.pulumi_driver.port import PoolStacks
 
         assert self.control_plane is not None and self.emulator is not None
         # The stack driver hands this process's environment to the Pulumi CLI, whose dynamic
@@ -202,7 +202,7 @@ class LocalEnvironment:
             self.settings,
             KubeClient.from_kubeconfig(self.kubeconfig_path()),
             engine,
-            StackAdapter(driver),
+            PoolStacks(driver),
             identity=f"devenv-{uuid.uuid4().hex[:6]}",
         )
         self.manager.start(serve_http=True)

@@ -164,12 +164,14 @@ class InstanceSetProvider(PoolProvider):
                 "TerminationPending",
                 f"Instances {remaining} of pool {props['pool']} were not terminated within "
                 f"{wait:.0f}s; the release is retried and repeats nothing already done.",
+                kind=c.FailureKind.RETRYABLE,
             )
         if not report.complete:
             raise PoolResourceError(
                 "EnisPending",
                 f"Network interfaces {list(report.enis_pending)} of pool {props['pool']} had "
                 f"not detached within {wait:.0f}s; the release is retried and deletes them.",
+                kind=c.FailureKind.RETRYABLE,
             )
 
 

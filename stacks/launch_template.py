@@ -30,6 +30,7 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from provisioner.api.constants import FailureKind
 from stacks.aws import client, code_of
 from stacks.base import PoolProvider, PoolResource, changed_keys, diff_by_keys
 from stacks.failures import PoolResourceError, as_pool_error
@@ -209,6 +210,7 @@ class LaunchTemplateProvider(PoolProvider):
                     "LaunchTemplateConflict",
                     f"Launch template {props['name']} was reported as existing and then not "
                     "found; it is being created or deleted by someone else. Retry.",
+                    kind=FailureKind.RETRYABLE,
                 ) from exc
             template_id = str(existing["LaunchTemplateId"])
             return CreateResult(

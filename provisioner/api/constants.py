@@ -7,6 +7,7 @@ from these parts (instance-profile names, client tokens) live next to their user
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Final
 
 GROUP: Final = "atomic-gang.k8s.aws"
@@ -143,6 +144,22 @@ CHECK_STATES: Final = (CHECK_PENDING, CHECK_READY, CHECK_RETRY, CHECK_REJECTED)
 # Kueue caps AdmissionCheckState.message at this many characters.
 CHECK_MESSAGE_MAX_LENGTH: Final = 32768
 JSON_PATCH_CONTENT_TYPE: Final = "application/json-patch+json"
+
+
+# --- Failure kinds ----------------------------------------------------------------------
+class FailureKind(StrEnum):
+    """What a failed action means for the pool's next try, whoever failed (the EC2 engine or
+    a stack operation). It travels as this type from the failure to `pool_transitions`,
+    which picks the wait from it: a capacity shortfall moves the generation and backs off,
+    a transient failure takes the retry backoff, a configuration failure the longer config
+    delay (a person has to fix something first)."""
+
+    CAPACITY = "capacity"  # EC2 has no room for N now; nothing is left running
+    MALFORMED = "malformed"  # EC2 answered with a count other than N (all terminated)
+    RETRYABLE = "retryable"  # transient: throttling, outages, a lock, a release still going
+    CONFIG = "config"  # can never succeed as written; the message names the fix
+    NOT_PREPARED = "not-prepared"  # the pool's stack is not there yet (prepare comes first)
+
 
 # --- Settings ---------------------------------------------------------------------------
 ENV_PREFIX: Final = "ATOMIC_GANG_"

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from provisioner.api import constants as c
+from provisioner.api.constants import FailureKind
 from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape
@@ -52,7 +53,7 @@ from provisioner.kube.informer import Informer
 from provisioner.kube.resources import GANG_NODE_POOLS, NODES, ObjectKey
 from provisioner.kube.status import write_object, write_status
 from provisioner.kube.workqueue import Result
-from stacks.spec import pool_spec_for
+from provisioner.pulumi_driver.port import StackError, pool_spec_for
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +62,14 @@ _GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
 # The engine's error kinds, as the state machine names what it does with them. Anything not
 # known to be final is "retryable": replaying the same ClientToken can never double-launch.
 _FAILURE_BY_KIND = {
-    ErrorKind.CAPACITY: "capacity",
-    ErrorKind.MALFORMED: "malformed",
-    ErrorKind.CONFIG: "config",
+    ErrorKind.CAPACITY: FailureKind.CAPACITY,
+    ErrorKind.MALFORMED: FailureKind.MALFORMED,
+    ErrorKind.CONFIG: FailureKind.CONFIG,
 }
 
 
-def _failure(err: CloudError) -> str:
-    return _FAILURE_BY_KIND.get(err.kind, "retryable")
+def _failure(err: CloudError) -> FailureKind:
+    return _FAILURE_BY_KIND.get(err.kind, FailureKind.RETRYABLE)
 
 
 class GangNodePoolReconciler:
@@ -254,10 +255,22 @@ class GangNodePoolReconciler:
             return ActionResult(
                 False, error_kind=_failure(err), reason=err.reason, message=str(err)
             )
-        except Exception as err:  # a stack failure must not stop the pool's life cycle
-            reason = getattr(err, "reason", type(err).__name__)
+        except StackError as err:  # its kind decides the wait: config is not retried soon
+            log.warning("pool %s: %s failed (%s): %s", pool.name, action.value, err.kind, err)
+            return ActionResult(
+                False,
+                error_kind=err.kind,
+                reason=err.reason,
+                message=f"{err.message} ({err.kind.value} failure)",
+            )
+        except Exception as err:  # a bug must not stop the pool's life cycle
             log.exception("pool %s: %s failed", pool.name, action.value)
-            return ActionResult(False, error_kind="retryable", reason=str(reason), message=str(err))
+            return ActionResult(
+                False,
+                error_kind=FailureKind.RETRYABLE,
+                reason=type(err).__name__,
+                message=str(err),
+            )
         return ActionResult(True)
 
     def _prepare(self, pool: GangNodePool) -> None:
@@ -296,8 +309,8 @@ class GangNodePoolReconciler:
             availability_zones=shape.availability_zones,
         )
         outputs = self._stacks.outputs(pool.name)
-        template_id = outputs.get("launchTemplateId")
-        profile = outputs.get("instanceProfileName") or outputs.get("instanceProfile")
+        template_id = outputs.launch_template_id if outputs else None
+        profile = outputs.spec.instance_profile_name if outputs else None
         spec = LaunchSpec(
             pool_name=pool.name,
             pool_uid=pool.metadata.uid or pool.name,
@@ -317,7 +330,7 @@ class GangNodePoolReconciler:
                 if shape.capacity_reservation_id
                 else None
             ),
-            launch_template=LaunchTemplateRef(str(template_id)) if template_id else None,
+            launch_template=LaunchTemplateRef(template_id) if template_id else None,
         )
         metrics.LAUNCH_ATTEMPTS.labels(mode=shape.mode).inc()
         try:

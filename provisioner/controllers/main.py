@@ -22,10 +22,10 @@ from provisioner.cloud.ec2api import default_clients
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.types import SystemClock
 from provisioner.controllers.manager import Manager
-from provisioner.controllers.stack_adapter import StackAdapter
 from provisioner.kube.client import KubeClient
 from provisioner.kube.leader import default_identity
 from provisioner.pulumi_driver.driver import StackDriver
+from provisioner.pulumi_driver.port import PoolStacks
 from provisioner.webhook.server import WebhookServer
 
 log = logging.getLogger("atomic-gang")
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         settings,
         kube,
         engine,
-        StackAdapter(driver),
+        PoolStacks(driver),
         identity=known.identity,
         on_lost_leadership=stop.set,
     )

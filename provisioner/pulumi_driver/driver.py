@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 from pulumi import automation as auto
 
+from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
 from provisioner.pulumi_driver import oplog
 from provisioner.pulumi_driver.environment import StatePaths, cli_environment, secrets_problem
@@ -135,7 +136,7 @@ class StackDriver:
             raise StackError(
                 CLI_UNAVAILABLE,
                 f"The Pulumi CLI under {pulumi_root} does not run or is too old ({exc}).",
-                retryable=False,
+                kind=FailureKind.CONFIG,
             ) from exc
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
@@ -346,7 +347,7 @@ class StackDriver:
             raise StackError(
                 POOL_NOT_PREPARED,
                 f"Pool {pool} has no prepared stack to {operation}; prepare it first.",
-                retryable=False,
+                kind=FailureKind.NOT_PREPARED,
                 pool=pool,
                 operation=operation,
             )

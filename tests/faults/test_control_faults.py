@@ -33,9 +33,9 @@ from provisioner.cloud.ec2api import build_clients
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.types import SystemClock
 from provisioner.controllers.manager import Manager
-from provisioner.controllers.stack_adapter import StackAdapter
 from provisioner.kube.client import KubeClient
 from provisioner.pulumi_driver.driver import StackDriver
+from provisioner.pulumi_driver.port import PoolStacks
 from tests.chaos.harness import converged_problems, detached_enis, status
 from tests.integration.controller_harness import REGION, GangEnv, eventually
 
@@ -65,7 +65,7 @@ def start_manager(env: GangEnv, kube: KubeClient, pulumi_root: Path) -> Manager:
         env.settings,
         kube,
         engine,
-        StackAdapter(driver),
+        PoolStacks(driver),
         identity=f"fault-{uuid.uuid4().hex[:6]}",
     )
     manager.start(serve_http=False)

@@ -29,9 +29,9 @@ from provisioner.cloud.ec2api import build_clients
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.types import SystemClock
 from provisioner.controllers.manager import Manager
-from provisioner.controllers.stack_adapter import StackAdapter
 from provisioner.kube.client import KubeClient
 from provisioner.pulumi_driver.driver import StackDriver
+from provisioner.pulumi_driver.port import PoolStacks
 from tests.support import kueue_objects as ko
 from tests.support.kueue_standin import KueueStandIn
 from tests.support.waiting import eventually
@@ -177,7 +177,7 @@ def gang_env_factory(
             settings,
             KubeClient.from_kubeconfig(control_plane.info.kubeconfig),
             engine,
-            StackAdapter(driver),
+            PoolStacks(driver),
             identity=f"it-{uuid.uuid4().hex[:6]}",
         )
         if start_controller:

@@ -19,6 +19,7 @@ import pytest
 
 from provisioner import cli_pools
 from provisioner.api import constants as c
+from provisioner.api.constants import FailureKind
 from provisioner.pulumi_driver import StackDriver, StackError
 from stacks.outputs import INSTANCE_IDS
 from tests.integration.test_stack_support import (
@@ -204,6 +205,7 @@ def test_prepare_names_the_missing_identity_and_the_fix(
     with pytest.raises(StackError) as missing:
         driver.prepare(spec)
     assert missing.value.reason == "InstanceProfileNotFound"
+    assert missing.value.kind is FailureKind.CONFIG
     assert world.profile_name in missing.value.message
     assert "iam.selfManageInstanceProfile=true" in missing.value.message
     assert "Also AccessEntryMissing" in missing.value.message
@@ -216,7 +218,7 @@ def test_prepare_names_the_missing_identity_and_the_fix(
     assert wrong.value.reason == "InstanceProfileRoleMismatch"
     assert world.profile_name in wrong.value.message
     assert world.role_arn in wrong.value.message and "add the role" in wrong.value.message
-    assert wrong.value.retryable is False
+    assert wrong.value.kind is FailureKind.CONFIG
     last = driver.last_operation("infer-b")
     assert last is not None and last.result == "failed"
     assert last.reason == "InstanceProfileRoleMismatch"
