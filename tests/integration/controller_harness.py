@@ -9,7 +9,6 @@ test modules through `pytest_plugins`.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,13 +24,10 @@ from devenv.nodesim import SIMULATED_LABEL, NodeSimulator
 from devenv.processes import free_port
 from provisioner.api import constants as c
 from provisioner.api.settings import Settings
-from provisioner.cloud.ec2api import build_clients
-from provisioner.cloud.engine import Ec2Engine
-from provisioner.cloud.types import SystemClock
+from provisioner.assembly import build_system
 from provisioner.controllers.manager import Manager
 from provisioner.kube.client import KubeClient
 from provisioner.pulumi_driver.driver import StackDriver
-from provisioner.pulumi_driver.port import PoolStacks
 from tests.support import kueue_objects as ko
 from tests.support.kueue_standin import KueueStandIn
 from tests.support.waiting import eventually
@@ -166,20 +162,14 @@ def gang_env_factory(
         ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=emulator.endpoint_url)
         sim = NodeSimulator(core=core, ec2=ec2, cluster_name=CLUSTER, join_delay=join_delay)
         sim.start()
-        engine = Ec2Engine(
-            build_clients(boto3.session.Session(), REGION, emulator.endpoint_url, max_attempts=1),
-            SystemClock(),
-        )
-        driver = StackDriver(
-            settings, pulumi_tool.binary.parent.parent, logging.getLogger("pulumi")
-        )
-        manager = Manager(
+        system = build_system(
             settings,
             KubeClient.from_kubeconfig(control_plane.info.kubeconfig),
-            engine,
-            PoolStacks(driver),
+            pulumi_tool.binary.parent.parent,
             identity=f"it-{uuid.uuid4().hex[:6]}",
+            aws_max_attempts=1,
         )
+        manager, driver = system.manager, system.driver
         if start_controller:
             manager.start(serve_http=False)
             started.append((manager, sim))
