@@ -1,9 +1,10 @@
-"""Builders for the Kueue objects: our AdmissionCheck, a flavor, the queues, gang Jobs.
+"""The Kueue objects of the local environment: the product's builders with local quotas,
+and gang Jobs.
 
-The one Python source of the objects the bootstrap creates (`infra/kueue.py`, the chart's
-`kueue.yaml`): `LocalEnvironment` applies `default_objects()` to the embedded default, the
-demo and the e2e tests build Jobs and private queues with the same functions, and
-`tests/support/kueue_objects.py` re-exports them for the integration tests.
+The objects and their default names come from `provisioner.api.kueue_objects`, the one
+source the bootstrap and the chart test use too; this module only adds what a local
+cluster needs: a quota sized for the emulator, and Jobs for the demo, the e2e tests and the
+benches (`tests/support/kueue_objects.py` re-exports them for the integration tests).
 """
 
 from __future__ import annotations
@@ -11,62 +12,48 @@ from __future__ import annotations
 from typing import Any
 
 from provisioner.api import constants as c
+from provisioner.api import kueue_objects as product
+from provisioner.api.kueue_objects import (
+    CHECK_NAME,
+    CLUSTER_QUEUE_NAME,
+    FLAVOR_NAME,
+    KUEUE_API,
+    PLURALS,
+    QUEUE_NAME,
+    admission_check,
+    local_queue,
+    resource_flavor,
+)
 
-KUEUE_API = f"{c.KUEUE_GROUP}/{c.KUEUE_VERSION}"
-
-
-def admission_check(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "AdmissionCheck",
-        "metadata": {"name": name},
-        "spec": {"controllerName": c.CONTROLLER_NAME},
-    }
-
-
-def resource_flavor(name: str) -> dict[str, Any]:
-    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": name}}
+__all__ = [
+    "CHECK_NAME",
+    "CLUSTER_QUEUE_NAME",
+    "FLAVOR_NAME",
+    "KUEUE_API",
+    "PLURALS",
+    "QUEUE_NAME",
+    "admission_check",
+    "cluster_queue",
+    "default_objects",
+    "gang_job",
+    "local_queue",
+    "resource_flavor",
+]
 
 
 def cluster_queue(
     name: str, flavor: str, check: str | None, cpu: str = "64", memory: str = "256Gi"
 ) -> dict[str, Any]:
-    """A ClusterQueue gated by our `check`; with None, a plain queue (the benchmarks'
-    baseline: what Kueue's admission costs without us)."""
-    queue: dict[str, Any] = {
-        "apiVersion": KUEUE_API,
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            "namespaceSelector": {},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu", "memory"],
-                    "flavors": [
-                        {
-                            "name": flavor,
-                            "resources": [
-                                {"name": "cpu", "nominalQuota": cpu},
-                                {"name": "memory", "nominalQuota": memory},
-                            ],
-                        }
-                    ],
-                }
-            ],
-        },
-    }
-    if check is not None:
-        queue["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": check}]}
-    return queue
+    """A ClusterQueue over cpu and memory gated by our `check`; with None, a plain queue
+    (the benchmarks' baseline: what Kueue's admission costs without us)."""
+    return product.cluster_queue(name, flavor, check, {"cpu": cpu, "memory": memory})
 
 
-def local_queue(namespace: str, name: str, cluster_queue_name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "LocalQueue",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"clusterQueue": cluster_queue_name},
-    }
+def default_objects(
+    namespaces: tuple[str, ...] = ("default",), cpu: str = "64", memory: str = "256Gi"
+) -> list[dict[str, Any]]:
+    """An install's Kueue objects under their default names, in the order they must exist."""
+    return product.default_objects(namespaces, {"cpu": cpu, "memory": memory})
 
 
 def gang_job(
@@ -109,31 +96,3 @@ def gang_job(
             },
         },
     }
-
-
-# The chart's default names (values.yaml `kueue.*`), so the local env matches an install.
-CHECK_NAME = "atomic-gang-check"
-FLAVOR_NAME = "atomic-gang-flavor"
-CLUSTER_QUEUE_NAME = "atomic-gang-cluster-queue"
-QUEUE_NAME = "atomic-gang-queue"
-
-
-def default_objects(
-    namespaces: tuple[str, ...] = ("default",), cpu: str = "64", memory: str = "256Gi"
-) -> list[dict[str, Any]]:
-    """The bootstrap's Kueue objects, in the order they must exist."""
-    return [
-        admission_check(CHECK_NAME),
-        resource_flavor(FLAVOR_NAME),
-        cluster_queue(CLUSTER_QUEUE_NAME, FLAVOR_NAME, CHECK_NAME, cpu, memory),
-        *(local_queue(ns, QUEUE_NAME, CLUSTER_QUEUE_NAME) for ns in namespaces),
-    ]
-
-
-PLURALS = {
-    "AdmissionCheck": "admissionchecks",
-    "ResourceFlavor": "resourceflavors",
-    "ClusterQueue": "clusterqueues",
-    "LocalQueue": "localqueues",
-    "Workload": "workloads",
-}
