@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from provisioner.api.clock import SystemClock
 from provisioner.api.settings import Settings
 from provisioner.cloud.ec2api import build_clients, default_session
 from provisioner.cloud.engine import Ec2Engine
-from provisioner.cloud.types import SystemClock
 from provisioner.controllers.manager import Manager
 from provisioner.kube.client import KubeClient
 from provisioner.kube.leader import default_identity

@@ -31,8 +31,9 @@ from pulumi.dynamic import (
 )
 
 from provisioner.api import constants as c
+from provisioner.api.clock import SystemClock
 from provisioner.cloud.release import release
-from provisioner.cloud.types import InstanceView, SystemClock
+from provisioner.cloud.types import InstanceView
 from provisioner.cloud.views import describe_instances
 from stacks.aws import client
 from stacks.base import PoolProvider, PoolResource, diff_by_keys

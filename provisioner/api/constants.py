@@ -146,6 +146,40 @@ CHECK_MESSAGE_MAX_LENGTH: Final = 32768
 JSON_PATCH_CONTENT_TYPE: Final = "application/json-patch+json"
 
 
+# --- Event types and reasons ----------------------------------------------------------
+# Kubernetes Events on GangNodePools and Workloads; also the reasons of the pool's
+# release record and of our admission-check updates. Users grep and alert on these.
+EVENT_NORMAL: Final = "Normal"
+EVENT_WARNING: Final = "Warning"
+
+
+class EventReason(StrEnum):
+    # GangNodePool life cycle (pool_transitions)
+    ACQUIRING = "Acquiring"
+    LAUNCHED = "Launched"
+    CAPACITY_SHORTFALL = "CapacityShortfall"
+    LAUNCH_FAILED = "LaunchFailed"
+    ACTION_FAILED = "Failed"
+    SATISFIED = "Satisfied"
+    NODE_NOT_READY = "NodeNotReady"
+    JOIN_DEADLINE_EXCEEDED = "JoinDeadlineExceeded"
+    GANG_BROKEN = "GangBroken"
+    KEEP_WARM = "KeepWarm"
+    WARM_REUSE = "WarmReuse"
+    KEEP_WARM_EXPIRED = "KeepWarmExpired"
+    STRAY_INSTANCES = "StrayInstances"
+    POOL_DELETED = "PoolDeleted"
+    RELEASED = "Released"
+    # Workload admission check (workload_decision)
+    POOL_CREATED = "PoolCreated"
+    SHAPE_CONFLICT = "ShapeConflict"
+    POOL_BUSY = "PoolBusy"
+    POOL_CLAIMED = "PoolClaimed"
+    GANG_READY = "GangReady"
+    GANG_LOST = "GangLost"
+    WAITING = "Waiting"
+
+
 # --- Failure kinds ----------------------------------------------------------------------
 class FailureKind(StrEnum):
     """What a failed action means for the pool's next try, whoever failed (the EC2 engine or

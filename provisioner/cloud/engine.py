@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from provisioner.api import constants as c
+from provisioner.api.clock import Clock
 from provisioner.cloud import naming
 from provisioner.cloud.ami import resolve_ami
 from provisioner.cloud.cluster import describe_cluster
@@ -28,7 +29,6 @@ from provisioner.cloud.subnets import plan_subnets
 from provisioner.cloud.tags import keep_warm_value
 from provisioner.cloud.types import (
     AmiChoice,
-    Clock,
     ClusterInfo,
     InstanceProfileRef,
     InstanceTypeInfo,

@@ -231,7 +231,11 @@ class WorkloadReconciler:
             field_manager=c.FIELD_MANAGER,
         )
         if before is None or before.state != update.state:
-            kind = "Warning" if update.state in (c.CHECK_RETRY, c.CHECK_REJECTED) else "Normal"
+            kind = (
+                c.EVENT_WARNING
+                if update.state in (c.CHECK_RETRY, c.CHECK_REJECTED)
+                else c.EVENT_NORMAL
+            )
             self._recorder.record(raw, kind, update.reason or update.state, update.message)
 
 
