@@ -189,8 +189,10 @@ class Run:
                 ko.CLUSTER_QUEUE_NAME,
                 ko.FLAVOR_NAME,
                 ko.CHECK_NAME,
-                cpu=str(2 * self.pools * self.count),
-                memory=f"{2 * self.pools * self.count}Gi",
+                {
+                    "cpu": str(2 * self.pools * self.count),
+                    "memory": f"{2 * self.pools * self.count}Gi",
+                },
             )
             custom.patch_cluster_custom_object(
                 *KUEUE, "clusterqueues", ko.CLUSTER_QUEUE_NAME, {"spec": quota["spec"]}

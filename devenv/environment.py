@@ -28,7 +28,7 @@ from devenv.bootstrap import NodeIdentity, register_cluster_and_identity
 from devenv.controlplane import ControlPlane
 from devenv.emulator import EmulatorClient, EmulatorProcess
 from devenv.jobsim import JobSimulator
-from devenv.kueue import KueueManager
+from devenv.kueue_manager import KueueManager
 from devenv.nodesim import NodeSimulator
 from devenv.processes import free_port
 from provisioner.api import constants as c
@@ -202,7 +202,7 @@ class LocalEnvironment:
     def _apply_kueue_objects(self) -> None:
         assert self.control_plane is not None
         custom = k8s.CustomObjectsApi(self.control_plane.api_client())
-        for obj in ko.default_objects(self.queue_namespaces):
+        for obj in ko.default_objects(self.queue_namespaces, ko.LOCAL_QUOTAS):
             plural = ko.PLURALS[obj["kind"]]
             namespace = obj["metadata"].get("namespace")
             try:

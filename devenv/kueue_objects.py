@@ -1,5 +1,5 @@
-"""The Kueue objects of the local environment: the product's builders with local quotas,
-and gang Jobs.
+"""The Kueue objects of the local environment: the product's builders, local quotas, and
+gang Jobs.
 
 The objects and their default names come from `provisioner.api.kueue_objects`, the one
 source the bootstrap and the chart test use too; this module only adds what a local
@@ -9,51 +9,16 @@ benches (`tests/support/kueue_objects.py` re-exports them for the integration te
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from provisioner.api import constants as c
 from provisioner.api import kueue_objects as product
-from provisioner.api.kueue_objects import (
-    CHECK_NAME,
-    CLUSTER_QUEUE_NAME,
-    FLAVOR_NAME,
-    KUEUE_API,
-    PLURALS,
-    QUEUE_NAME,
-    admission_check,
-    local_queue,
-    resource_flavor,
-)
+from provisioner.api.kueue_objects import *  # noqa: F403  (the product's names, re-exported)
 
-__all__ = [
-    "CHECK_NAME",
-    "CLUSTER_QUEUE_NAME",
-    "FLAVOR_NAME",
-    "KUEUE_API",
-    "PLURALS",
-    "QUEUE_NAME",
-    "admission_check",
-    "cluster_queue",
-    "default_objects",
-    "gang_job",
-    "local_queue",
-    "resource_flavor",
-]
+__all__ = [*product.__all__, "LOCAL_QUOTAS", "gang_job"]
 
-
-def cluster_queue(
-    name: str, flavor: str, check: str | None, cpu: str = "64", memory: str = "256Gi"
-) -> dict[str, Any]:
-    """A ClusterQueue over cpu and memory gated by our `check`; with None, a plain queue
-    (the benchmarks' baseline: what Kueue's admission costs without us)."""
-    return product.cluster_queue(name, flavor, check, {"cpu": cpu, "memory": memory})
-
-
-def default_objects(
-    namespaces: tuple[str, ...] = ("default",), cpu: str = "64", memory: str = "256Gi"
-) -> list[dict[str, Any]]:
-    """An install's Kueue objects under their default names, in the order they must exist."""
-    return product.default_objects(namespaces, {"cpu": cpu, "memory": memory})
+# What the local cluster's ClusterQueues hold: enough for the demo's and the tests' gangs.
+LOCAL_QUOTAS: Final = {"cpu": "64", "memory": "256Gi"}
 
 
 def gang_job(

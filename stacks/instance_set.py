@@ -1,6 +1,6 @@
 """The gang instance set: the instances one acquisition launched, recorded in the pool's stack.
 
-Declared by ``stacks.program`` once the GangNodePool reconciler has launched a gang (the
+Declared by ``stacks.pool_program`` once the GangNodePool reconciler has launched a gang (the
 launch itself is a direct boto3 call, DESIGN §5) and asks the driver to record it. Create
 records; it does not launch: it checks that every id is a live instance tagged as this
 pool's group, and fails rather than record anything else, because this resource's delete

@@ -1,6 +1,6 @@
 """The pool's EC2 launch template: a dynamic resource on boto3, and its request builder.
 
-Declared by ``stacks.program``; its provider runs in the Pulumi provider host. The engine
+Declared by ``stacks.pool_program``; its provider runs in the Pulumi provider host. The engine
 launches the gang from this template (DESIGN §5), so the template carries what every gang
 node needs: the AMI, the nodeadm user data, the instance profile, IMDSv2 required, the
 pool's tags on everything launched, and — when the shape asks — one EFA interface per

@@ -20,14 +20,14 @@ from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.pulumi_driver import errors
-from provisioner.pulumi_driver.environment import (
+from provisioner.pulumi_driver.cli_env import (
     LAUNCHER,
     StatePaths,
     cli_environment,
     launcher_dir,
     secrets_problem,
 )
-from provisioner.pulumi_driver.events import EngineLog
+from provisioner.pulumi_driver.engine_log import EngineLog
 from provisioner.pulumi_driver.locks import (
     LockHolder,
     holders_from_files,
@@ -36,7 +36,7 @@ from provisioner.pulumi_driver.locks import (
     pid_alive,
 )
 from provisioner.pulumi_driver.oplog import OperationLog
-from provisioner.pulumi_driver.recovery import resolve
+from provisioner.pulumi_driver.pending import resolve
 from provisioner.pulumi_driver.statefile import FileBackend, file_backend_root
 from stacks.base import provider_serialization
 from stacks.failures import PoolResourceError, as_pool_error
