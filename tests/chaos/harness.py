@@ -20,7 +20,7 @@ from typing import Any
 from devenv.controller_process import start_controller, write_settings
 from devenv.processes import Supervised
 from provisioner.api import constants as c
-from tests.integration.controller_harness import CLUSTER, REGION, GangEnv
+from tests.integration.controller_harness import CLUSTER, REGION, GangEnv, eventually
 
 
 def settings_file(path: Path, env: GangEnv, **overrides: Any) -> Path:
@@ -194,3 +194,14 @@ def first(probe: Callable[[], Any]) -> Any:
         return probe()
     except Exception:
         return None
+
+
+def assert_clean(env: GangEnv, pools: dict[str, int], enis_before: set[str]) -> None:
+    """Wait (up to a minute) until `converged_problems` finds nothing; fail naming what is
+    left otherwise."""
+    eventually(
+        lambda: converged_problems(env, pools, enis_before) == [] or None,
+        60,
+        lambda: "; ".join(converged_problems(env, pools, enis_before)),
+        every=1.0,
+    )

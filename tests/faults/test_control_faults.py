@@ -32,7 +32,7 @@ from provisioner.assembly import build_system
 from provisioner.controllers.manager import Manager
 from provisioner.kube.client import KubeClient
 from provisioner.pulumi_driver.driver import StackDriver
-from tests.chaos.harness import converged_problems, detached_enis, status
+from tests.chaos.harness import assert_clean, detached_enis, status
 from tests.integration.controller_harness import GangEnv, eventually
 
 pytestmark = pytest.mark.integration
@@ -61,15 +61,6 @@ def start_manager(env: GangEnv, kube: KubeClient, pulumi_root: Path) -> Manager:
     ).manager
     manager.start(serve_http=False)
     return manager
-
-
-def assert_clean(env: GangEnv, pools: dict[str, int], enis_before: set[str]) -> None:
-    eventually(
-        lambda: converged_problems(env, pools, enis_before) == [] or None,
-        60,
-        lambda: "; ".join(converged_problems(env, pools, enis_before)),
-        every=1.0,
-    )
 
 
 def dead_pid() -> int:
