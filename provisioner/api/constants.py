@@ -140,6 +140,8 @@ WL_PODS_READY: Final = "PodsReady"
 WL_DEACTIVATION_TARGET: Final = "DeactivationTarget"
 WL_EVICTED_REASON_DEACTIVATED: Final = "Deactivated"
 AC_ACTIVE: Final = "Active"
+# The reason of our AdmissionChecks' Active condition.
+AC_ACTIVE_REASON: Final = "ControllerReady"
 CHECK_STATES: Final = (CHECK_PENDING, CHECK_READY, CHECK_RETRY, CHECK_REJECTED)
 # Kueue caps AdmissionCheckState.message at this many characters.
 CHECK_MESSAGE_MAX_LENGTH: Final = 32768
