@@ -9,6 +9,8 @@ test modules through `pytest_plugins`.
 
 from __future__ import annotations
 
+import gc
+import logging
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -210,3 +212,21 @@ def gang_env_factory(
         )
     for node in core.list_node(label_selector=f"{SIMULATED_LABEL}=true").items:
         core.delete_node(node.metadata.name)
+
+
+@pytest.fixture
+def failed_updates() -> Iterator[None]:
+    """For tests whose updates fail on purpose. When an update fails, the CLI exits while
+    the SDK's in-process language server is still running the inline program; the SDK logs
+    that (logger `grpc._server`, with the traceback) and abandons the program's event loop,
+    which the garbage collector later reports as unraisable (unclosed loop and sockets).
+    Captured log records would keep the traceback, and through it the loop, alive into the
+    next test; so those records are not captured, and the leftovers are collected here."""
+    grpc_log = logging.getLogger("grpc._server")
+    level = grpc_log.level
+    grpc_log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        grpc_log.setLevel(level)
+        gc.collect()

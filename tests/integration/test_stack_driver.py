@@ -4,13 +4,11 @@ two pools at once. Real Pulumi CLI, `file://` backend in a temp dir, EC2 emulato
 from __future__ import annotations
 
 import base64
-import gc
 import json
 import logging
 import os
 import socket
 import subprocess
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -36,24 +34,6 @@ from tests.integration.test_stack_support import (
 def world(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> AwsWorld:
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", PASSPHRASE)
     return AwsWorld(emulator)
-
-
-@pytest.fixture
-def failed_updates() -> Iterator[None]:
-    """For tests whose updates fail on purpose. When an update fails, the CLI exits while
-    the SDK's in-process language server is still running the inline program; the SDK logs
-    that (logger `grpc._server`, with the traceback) and abandons the program's event loop,
-    which the garbage collector later reports as unraisable (unclosed loop and sockets).
-    Captured log records would keep the traceback, and through it the loop, alive into the
-    next test; so those records are not captured, and the leftovers are collected here."""
-    grpc_log = logging.getLogger("grpc._server")
-    level = grpc_log.level
-    grpc_log.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        grpc_log.setLevel(level)
-        gc.collect()
 
 
 def _driver(world: AwsWorld, state: Path, pulumi_tool: Any, **iam: bool) -> StackDriver:
