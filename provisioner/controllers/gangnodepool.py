@@ -26,7 +26,7 @@ from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape
 from provisioner.cloud.engine import Ec2Engine
-from provisioner.cloud.errors import CloudError, ErrorKind
+from provisioner.cloud.errors import CloudError
 from provisioner.cloud.types import (
     AmiChoice,
     CapacityReservationRef,
@@ -58,18 +58,6 @@ from provisioner.pulumi_driver.port import StackError, pool_spec_for
 log = logging.getLogger(__name__)
 
 _GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
-
-# The engine's error kinds, as the state machine names what it does with them. Anything not
-# known to be final is "retryable": replaying the same ClientToken can never double-launch.
-_FAILURE_BY_KIND = {
-    ErrorKind.CAPACITY: FailureKind.CAPACITY,
-    ErrorKind.MALFORMED: FailureKind.MALFORMED,
-    ErrorKind.CONFIG: FailureKind.CONFIG,
-}
-
-
-def _failure(err: CloudError) -> FailureKind:
-    return _FAILURE_BY_KIND.get(err.kind, FailureKind.RETRYABLE)
 
 
 class GangNodePoolReconciler:
@@ -252,9 +240,7 @@ class GangNodePoolReconciler:
                 self._remove_finalizer(raw)
         except CloudError as err:
             log.warning("pool %s: %s failed: %s", pool.name, action.value, err)
-            return ActionResult(
-                False, error_kind=_failure(err), reason=err.reason, message=str(err)
-            )
+            return ActionResult(False, error_kind=err.failure, reason=err.reason, message=str(err))
         except StackError as err:  # its kind decides the wait: config is not retried soon
             log.warning("pool %s: %s failed (%s): %s", pool.name, action.value, err.kind, err)
             return ActionResult(
@@ -336,8 +322,8 @@ class GangNodePoolReconciler:
         try:
             launched = self._engine.acquire(spec)
         except CloudError as err:
-            failure = _failure(err)
-            shortfall = failure in ("capacity", "malformed")
+            failure = err.failure
+            shortfall = failure in (FailureKind.CAPACITY, FailureKind.MALFORMED)
             result = "shortfall" if shortfall else failure
             metrics.ACQUISITIONS.labels(mode=shape.mode, result=result).inc()
             if shortfall:
