@@ -137,7 +137,7 @@ def _apply_plain_queue(custom: k8s.CustomObjectsApi) -> None:
     custom.create_cluster_custom_object(
         *KUEUE,
         "clusterqueues",
-        ko.cluster_queue(PLAIN_CLUSTER_QUEUE, ko.FLAVOR_NAME, None),
+        ko.cluster_queue(PLAIN_CLUSTER_QUEUE, ko.FLAVOR_NAME, None, ko.LOCAL_QUOTAS),
     )
     custom.create_namespaced_custom_object(
         *KUEUE,

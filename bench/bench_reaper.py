@@ -34,6 +34,7 @@ from moto import mock_aws
 from bench.stats import ratio, table
 from devenv.emulator import install
 from provisioner.api import constants as c
+from provisioner.api.clock import SystemClock
 from provisioner.cloud import Ec2Engine
 from provisioner.cloud.ec2api import build_clients
 from provisioner.cloud.types import InstanceView
@@ -54,11 +55,8 @@ KINDS = {
 }
 
 
-class _NoWait:
+class _NoWait(SystemClock):
     """The engine's clock; a release here never waits on ENI detaches."""
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
 
     def sleep(self, seconds: float) -> None:
         pass

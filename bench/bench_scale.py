@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml  # type: ignore[import-untyped]
 from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.stats import histogram_quantile, percentile, ratio, table
 from bench.watching import GNP, KUEUE, Timeline, instances_tagged, wait_for
 from devenv import kueue_objects as ko
+from devenv.controller_process import start_controller, write_settings
 from devenv.environment import LocalEnvironment
 from devenv.processes import Supervised, free_port
 from provisioner.api import constants as c
@@ -120,37 +120,18 @@ def _start_controller(env: LocalEnvironment, work: Path) -> tuple[Supervised, in
         "health_port": free_port(),
         "reap_interval_seconds": 30,
     }
-    config = work / "controller.yaml"
-    config.write_text(yaml.safe_dump(settings))
+    config = write_settings(work / "controller.yaml", settings)
     pulumi_root = toolchain.ensure_all()["pulumi"].binary.parent.parent
-    # The controller refuses ATOMIC_GANG_* variables it does not know; a developer's AWS
-    # profile must never reach the emulator (nor the emulator's keys AWS).
-    inherited = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("ATOMIC_GANG_") and k != "AWS_PROFILE"
-    }
-    child = Supervised(
+    child = start_controller(
         "controller",
-        [
-            sys.executable,
-            "-m",
-            "provisioner",
-            "controller",
-            f"--kubeconfig={env.kubeconfig_path()}",
-            f"--pulumi-root={pulumi_root}",
-            f"--config={config}",
-            "--log-level=INFO",
-            "--identity=bench-scale",
-        ],
         work / "logs" / "controller.log",
-        env={
-            **inherited,
-            "AWS_ACCESS_KEY_ID": "local",
-            "AWS_SECRET_ACCESS_KEY": "local",
-            "AWS_DEFAULT_REGION": env.region,
-            "PULUMI_CONFIG_PASSPHRASE": "bench",
-        },
+        kubeconfig=env.kubeconfig_path(),
+        pulumi_root=pulumi_root,
+        config=config,
+        identity="bench-scale",
+        passphrase="bench",
+        region=env.region,
+        metrics_port=metrics_port,
     )
     return child, metrics_port
 
@@ -208,8 +189,10 @@ class Run:
                 ko.CLUSTER_QUEUE_NAME,
                 ko.FLAVOR_NAME,
                 ko.CHECK_NAME,
-                cpu=str(2 * self.pools * self.count),
-                memory=f"{2 * self.pools * self.count}Gi",
+                {
+                    "cpu": str(2 * self.pools * self.count),
+                    "memory": f"{2 * self.pools * self.count}Gi",
+                },
             )
             custom.patch_cluster_custom_object(
                 *KUEUE, "clusterqueues", ko.CLUSTER_QUEUE_NAME, {"spec": quota["spec"]}

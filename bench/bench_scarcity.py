@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -95,6 +96,12 @@ class VirtualClock:
 
     def monotonic(self) -> float:
         return self.t
+
+    def wall(self) -> datetime:
+        return self.now()
+
+    def wait(self, cond: threading.Condition, timeout: float | None) -> None:
+        self.sleep(timeout or 0.0)
 
 
 @dataclass

@@ -36,7 +36,7 @@ from provisioner.cloud.ec2api import build_clients
 from provisioner.cloud.naming import instance_profile_name
 from provisioner.cloud.nodeadm import render_user_data
 from provisioner.pulumi_driver import StackDriver
-from provisioner.pulumi_driver.environment import LAUNCHER
+from provisioner.pulumi_driver.cli_env import LAUNCHER
 from stacks.spec import PoolSpec, pool_tags
 
 CLUSTER = "bench"

@@ -12,7 +12,6 @@ prints.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 import uuid
@@ -29,7 +28,7 @@ from devenv.bootstrap import NodeIdentity, register_cluster_and_identity
 from devenv.controlplane import ControlPlane
 from devenv.emulator import EmulatorClient, EmulatorProcess
 from devenv.jobsim import JobSimulator
-from devenv.kueue import KueueManager
+from devenv.kueue_manager import KueueManager
 from devenv.nodesim import NodeSimulator
 from devenv.processes import free_port
 from provisioner.api import constants as c
@@ -165,13 +164,8 @@ class LocalEnvironment:
     def _start_controller(self, pulumi: Any) -> None:
         # Imported here: `dev up --no-controller` style callers and the e2e fixtures that only
         # want Kueue must not pay for the controller's imports.
-        from provisioner.cloud.ec2api import build_clients
-        from provisioner.cloud.engine import Ec2Engine
-        from provisioner.cloud.types import SystemClock
-        from provisioner.controllers.manager import Manager
-        from provisioner.controllers.stack_adapter import StackAdapter
+        from provisioner.assembly import build_system
         from provisioner.kube.client import KubeClient
-        from provisioner.pulumi_driver.driver import StackDriver
 
         assert self.control_plane is not None and self.emulator is not None
         # The stack driver hands this process's environment to the Pulumi CLI, whose dynamic
@@ -191,20 +185,14 @@ class LocalEnvironment:
         session = boto3.session.Session(
             aws_access_key_id="local", aws_secret_access_key="local", region_name=self.region
         )
-        engine = Ec2Engine(
-            build_clients(session, self.region, self.emulator.endpoint_url, max_attempts=2),
-            SystemClock(),
-        )
-        driver = StackDriver(
-            self.settings, pulumi.binary.parent.parent, logging.getLogger("pulumi")
-        )
-        self.manager = Manager(
+        self.manager = build_system(
             self.settings,
             KubeClient.from_kubeconfig(self.kubeconfig_path()),
-            engine,
-            StackAdapter(driver),
+            pulumi.binary.parent.parent,
             identity=f"devenv-{uuid.uuid4().hex[:6]}",
-        )
+            session=session,
+            aws_max_attempts=2,
+        ).manager
         self.manager.start(serve_http=True)
 
     def kubeconfig_path(self) -> Path:
@@ -214,7 +202,7 @@ class LocalEnvironment:
     def _apply_kueue_objects(self) -> None:
         assert self.control_plane is not None
         custom = k8s.CustomObjectsApi(self.control_plane.api_client())
-        for obj in ko.default_objects(self.queue_namespaces):
+        for obj in ko.default_objects(self.queue_namespaces, ko.LOCAL_QUOTAS):
             plural = ko.PLURALS[obj["kind"]]
             namespace = obj["metadata"].get("namespace")
             try:

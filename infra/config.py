@@ -15,6 +15,7 @@ from typing import Final
 import pulumi
 
 from provisioner.api import constants as c
+from provisioner.api import kueue_objects as ko
 
 __all__ = ["BootstrapConfig", "ConfigError", "load_config"]
 
@@ -58,10 +59,10 @@ class BootstrapConfig:
     extra_node_role_arns: tuple[str, ...] = ()
     node_role_ssm: bool = True
     local_queue_namespaces: tuple[str, ...] = ("default",)
-    queue_name: str = "atomic-gang-queue"
-    admission_check_name: str = "atomic-gang-check"
-    cluster_queue_name: str = "atomic-gang-cluster-queue"
-    resource_flavor_name: str = "atomic-gang-flavor"
+    queue_name: str = ko.QUEUE_NAME
+    admission_check_name: str = ko.CHECK_NAME
+    cluster_queue_name: str = ko.CLUSTER_QUEUE_NAME
+    resource_flavor_name: str = ko.FLAVOR_NAME
     release_name: str = "atomic-gang"
     image_repository: str = "atomic-gang-provisioner"
     image_tag: str = ""

@@ -1,10 +1,10 @@
 """Kueue objects for the gang queue: AdmissionCheck, ResourceFlavor, ClusterQueue and one
 LocalQueue per namespace, created against the cluster's existing Kueue (v1beta2).
 
-Called by `program.build`. The ClusterQueue names the AdmissionCheck and the flavor through
-their resources' outputs, so Pulumi creates them in order and a rename cannot leave the
-queue pointing at nothing. The check is listed for all flavors (no onFlavors): Kueue puts a
-check on a Workload only when it covers every flavor of the Workload's ClusterQueue.
+Called by `program.build`. The objects are the product's (`provisioner.api.kueue_objects`,
+the one source the chart test checks the chart against). The ClusterQueue names the
+AdmissionCheck and the flavor through their resources' outputs, so Pulumi creates them in
+order and a rename cannot leave the queue pointing at nothing.
 """
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
 
 from infra.config import BootstrapConfig
-from provisioner.api import constants as c
+from provisioner.api import kueue_objects as ko
 
-__all__ = ["KueueObjects", "cluster_queue_spec", "kueue_objects"]
-
-API_VERSION = f"{c.KUEUE_GROUP}/{c.KUEUE_VERSION}"
+__all__ = ["KueueObjects", "kueue_objects"]
 
 
 @dataclass(frozen=True)
@@ -32,27 +30,18 @@ class KueueObjects:
     local_queues: tuple[CustomResource, ...]
 
 
-def cluster_queue_spec(
-    flavor: pulumi.Input[str], check: pulumi.Input[str], quotas: Mapping[str, str]
-) -> dict[str, Any]:
-    """One resource group over `quotas`' resources on one flavor, gated by one check."""
-    return {
-        "namespaceSelector": {},
-        "resourceGroups": [
-            {
-                "coveredResources": list(quotas),
-                "flavors": [
-                    {
-                        "name": flavor,
-                        "resources": [
-                            {"name": name, "nominalQuota": value} for name, value in quotas.items()
-                        ],
-                    }
-                ],
-            }
-        ],
-        "admissionChecksStrategy": {"admissionChecks": [{"name": check}]},
-    }
+def _resource(
+    resource_name: str, obj: Mapping[str, Any], opts: pulumi.ResourceOptions
+) -> CustomResource:
+    """A product builder's object as a Pulumi resource."""
+    return CustomResource(
+        resource_name,
+        api_version=obj["apiVersion"],
+        kind=obj["kind"],
+        metadata=obj["metadata"],
+        spec=obj["spec"],
+        opts=opts,
+    )
 
 
 def _name(resource: CustomResource) -> pulumi.Output[str]:
@@ -63,38 +52,18 @@ def _name(resource: CustomResource) -> pulumi.Output[str]:
 
 
 def kueue_objects(cfg: BootstrapConfig, opts: pulumi.ResourceOptions) -> KueueObjects:
-    check = CustomResource(
-        "admission-check",
-        api_version=API_VERSION,
-        kind="AdmissionCheck",
-        metadata={"name": cfg.admission_check_name},
-        spec={"controllerName": c.CONTROLLER_NAME},
-        opts=opts,
-    )
-    flavor = CustomResource(
-        "resource-flavor",
-        api_version=API_VERSION,
-        kind="ResourceFlavor",
-        metadata={"name": cfg.resource_flavor_name},
-        spec={},
-        opts=opts,
-    )
-    queue = CustomResource(
+    check = _resource("admission-check", ko.admission_check(cfg.admission_check_name), opts)
+    flavor = _resource("resource-flavor", ko.resource_flavor(cfg.resource_flavor_name), opts)
+    queue = _resource(
         "cluster-queue",
-        api_version=API_VERSION,
-        kind="ClusterQueue",
-        metadata={"name": cfg.cluster_queue_name},
-        spec=cluster_queue_spec(_name(flavor), _name(check), cfg.quotas),
-        opts=opts,
+        ko.cluster_queue(cfg.cluster_queue_name, _name(flavor), _name(check), cfg.quotas),
+        opts,
     )
     local_queues = tuple(
-        CustomResource(
+        _resource(
             f"local-queue-{namespace}",
-            api_version=API_VERSION,
-            kind="LocalQueue",
-            metadata={"name": cfg.queue_name, "namespace": namespace},
-            spec={"clusterQueue": _name(queue)},
-            opts=opts,
+            ko.local_queue(namespace, cfg.queue_name, _name(queue)),
+            opts,
         )
         for namespace in cfg.local_queue_namespaces
     )

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from provisioner.api import kueue_objects as ko
+
 
 def _tools(args: argparse.Namespace, rest: list[str]) -> int:
     from provisioner.toolchain import installer
@@ -78,8 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--work-dir", help="a local environment's directory (`make dev-up`'s)")
         cmd.add_argument("--kubeconfig", help="kubeconfig (default: the local environment's)")
         cmd.add_argument("--config", help="the controller's settings file")
-        cmd.add_argument("--queue", default="default/atomic-gang-queue", help="NAMESPACE/NAME")
-        cmd.add_argument("--check", default="atomic-gang-check", help="our AdmissionCheck")
+        cmd.add_argument("--queue", default=f"default/{ko.QUEUE_NAME}", help="NAMESPACE/NAME")
+        cmd.add_argument("--check", default=ko.CHECK_NAME, help="our AdmissionCheck")
         cmd.set_defaults(handler=handler)
     return parser
 

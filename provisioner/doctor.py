@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from provisioner.api import constants as c
+from provisioner.api import kueue_objects as ko
 from provisioner.api.settings import Settings
 from provisioner.cloud.ami import resolve_ami
 from provisioner.cloud.cluster import describe_cluster
@@ -88,8 +89,8 @@ class Doctor:
     clouds: CloudClients | None
     iam: Any
     settings: Settings
-    queue: str = "default/atomic-gang-queue"
-    check: str = "atomic-gang-check"
+    queue: str = f"default/{ko.QUEUE_NAME}"
+    check: str = ko.CHECK_NAME
     instance_type: str = DEFAULT_INSTANCE_TYPE
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
 

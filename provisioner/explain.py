@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from provisioner.api import constants as c
+from provisioner.api import kueue_objects as ko
 from provisioner.doctor import requested_resources
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import CORE_EVENTS, GANG_NODE_POOLS, JOBS, WORKLOADS, ResourceRef
 
-CHECK_NAME = "atomic-gang-check"
+CHECK_NAME = ko.CHECK_NAME
 
 
 class Reader(Protocol):

@@ -1,6 +1,6 @@
 """The node role's EKS access entry: verified by default, created when managed.
 
-Declared by ``stacks.program``; its provider runs in the Pulumi provider host. Gang nodes
+Declared by ``stacks.pool_program``; its provider runs in the Pulumi provider host. Gang nodes
 register with the cluster through an ``EC2_LINUX`` access entry of their node role. By
 default the pool's stack only checks that it exists and has that type
 (``provisioner.cloud.preflight``); with ``iam.manageAccessEntry`` it creates the entry when

@@ -14,18 +14,12 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Final
 
-import boto3  # type: ignore[import-untyped]
-from botocore.config import Config  # type: ignore[import-untyped]
-
+from provisioner.cloud.ec2api import client_config, default_session, make_client
 from provisioner.cloud.errors import error_code
 
 __all__ = ["client", "code_of", "common_props"]
 
-_CONFIG: Final = Config(
-    retries={"mode": "standard", "total_max_attempts": 5},
-    connect_timeout=5,
-    read_timeout=30,
-)
+_CONFIG: Final = client_config()
 _lock = threading.Lock()
 _session: Any = None
 
@@ -34,7 +28,7 @@ def _shared_session() -> Any:
     global _session
     with _lock:
         if _session is None:
-            _session = boto3.session.Session()
+            _session = default_session()
         return _session
 
 
@@ -44,11 +38,8 @@ def client(service: str, props: Mapping[str, Any]) -> Any:
     # Client creation from one session is not thread-safe; the provider host serves
     # requests on several threads.
     with _lock:
-        return session.client(
-            service,
-            region_name=str(props["region"]),
-            endpoint_url=str(props.get("endpoint") or "") or None,
-            config=_CONFIG,
+        return make_client(
+            session, service, str(props["region"]), str(props.get("endpoint") or ""), _CONFIG
         )
 
 

@@ -1,6 +1,6 @@
 """The node instance profile of a pool: verified by default, created when self-managed.
 
-Declared by ``stacks.program``; its provider runs in the Pulumi provider host. The profile
+Declared by ``stacks.pool_program``; its provider runs in the Pulumi provider host. The profile
 is named by convention (``atomic-gang-instance-profile-<cluster>-<role>``) and usually made
 by the bootstrap program, so by default the pool's stack only checks that it exists and
 holds the node role (``provisioner.cloud.preflight``), failing with a message that says

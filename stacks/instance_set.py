@@ -1,6 +1,6 @@
 """The gang instance set: the instances one acquisition launched, recorded in the pool's stack.
 
-Declared by ``stacks.program`` once the GangNodePool reconciler has launched a gang (the
+Declared by ``stacks.pool_program`` once the GangNodePool reconciler has launched a gang (the
 launch itself is a direct boto3 call, DESIGN §5) and asks the driver to record it. Create
 records; it does not launch: it checks that every id is a live instance tagged as this
 pool's group, and fails rather than record anything else, because this resource's delete
@@ -31,8 +31,9 @@ from pulumi.dynamic import (
 )
 
 from provisioner.api import constants as c
+from provisioner.api.clock import SystemClock
 from provisioner.cloud.release import release
-from provisioner.cloud.types import InstanceView, SystemClock
+from provisioner.cloud.types import InstanceView
 from provisioner.cloud.views import describe_instances
 from stacks.aws import client
 from stacks.base import PoolProvider, PoolResource, diff_by_keys
@@ -164,12 +165,14 @@ class InstanceSetProvider(PoolProvider):
                 "TerminationPending",
                 f"Instances {remaining} of pool {props['pool']} were not terminated within "
                 f"{wait:.0f}s; the release is retried and repeats nothing already done.",
+                kind=c.FailureKind.RETRYABLE,
             )
         if not report.complete:
             raise PoolResourceError(
                 "EnisPending",
                 f"Network interfaces {list(report.enis_pending)} of pool {props['pool']} had "
                 f"not detached within {wait:.0f}s; the release is retried and deletes them.",
+                kind=c.FailureKind.RETRYABLE,
             )
 
 

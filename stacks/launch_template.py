@@ -1,6 +1,6 @@
 """The pool's EC2 launch template: a dynamic resource on boto3, and its request builder.
 
-Declared by ``stacks.program``; its provider runs in the Pulumi provider host. The engine
+Declared by ``stacks.pool_program``; its provider runs in the Pulumi provider host. The engine
 launches the gang from this template (DESIGN §5), so the template carries what every gang
 node needs: the AMI, the nodeadm user data, the instance profile, IMDSv2 required, the
 pool's tags on everything launched, and — when the shape asks — one EFA interface per
@@ -31,6 +31,7 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from provisioner.api.constants import FailureKind
 from provisioner.cloud.instancetypes import efa_interfaces
 from stacks.aws import client, code_of
 from stacks.base import PoolProvider, PoolResource, changed_keys, diff_by_keys
@@ -203,6 +204,7 @@ class LaunchTemplateProvider(PoolProvider):
                     "LaunchTemplateConflict",
                     f"Launch template {props['name']} was reported as existing and then not "
                     "found; it is being created or deleted by someone else. Retry.",
+                    kind=FailureKind.RETRYABLE,
                 ) from exc
             template_id = str(existing["LaunchTemplateId"])
             return CreateResult(

@@ -1,6 +1,6 @@
 """The outputs a pool's stack exports, and `PoolOutputs`, their typed reading.
 
-``stacks.program`` exports the keys below; the stack driver parses whatever it reads back
+``stacks.pool_program`` exports the keys below; the stack driver parses whatever it reads back
 (from an `up`, from the state file, from `pulumi stack output`) with
 `PoolOutputs.from_outputs` and hands the GangNodePool reconciler the typed value. Operators
 see the same keys in `pulumi stack output --stack <pool>`.

@@ -1,6 +1,6 @@
 """The pool's cluster placement group (optional): a dynamic resource on boto3.
 
-Declared by ``stacks.program`` when the pool's spec asks for one; the launch template then
+Declared by ``stacks.pool_program`` when the pool's spec asks for one; the launch template then
 points its launches at it. Named from cluster and pool, so a create whose result was lost is
 adopted rather than duplicated. Delete runs after the instance set's (the program makes the
 set depend on it): EC2 refuses to delete a group that still holds instances.

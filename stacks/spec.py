@@ -3,7 +3,7 @@
 
 The GangNodePool reconciler builds a `PoolSpec` with `pool_spec_for` and hands it to
 `StackDriver.prepare`; the driver turns spec + record into the inline program
-(`stacks.program.pool_program`). The spec is also exported as the stack output `poolSpec`,
+(`stacks.pool_program.pool_program`). The spec is also exported as the stack output `poolSpec`,
 so a later `record`, `remove` or `destroy` rebuilds the same program from the stack alone,
 after a restart and with any backend.
 """

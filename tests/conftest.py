@@ -85,7 +85,7 @@ def kube_api(control_plane: object) -> object:
 
 @pytest.fixture(scope="session")
 def kueue(control_plane: object, tools: _Tools) -> Iterator[object]:
-    from devenv.kueue import KueueManager
+    from devenv.kueue_manager import KueueManager
 
     manager = KueueManager(control_plane, tools["kueue"])  # type: ignore[arg-type]
     manager.install_crds()
@@ -97,7 +97,7 @@ def kueue(control_plane: object, tools: _Tools) -> Iterator[object]:
 @pytest.fixture(scope="session")
 def kueue_crds(control_plane: object, tools: _Tools) -> list[str]:
     """Kueue's CRDs without its manager (integration tests that only read and write them)."""
-    from devenv.kueue import kueue_crds
+    from devenv.kueue_manager import kueue_crds
 
     return control_plane.install_crds(kueue_crds(tools["kueue"]))  # type: ignore[attr-defined,arg-type,no-any-return]
 

@@ -7,6 +7,7 @@ from these parts (instance-profile names, client tokens) live next to their user
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Final
 
 GROUP: Final = "atomic-gang.k8s.aws"
@@ -155,10 +156,63 @@ WL_PODS_READY: Final = "PodsReady"
 WL_DEACTIVATION_TARGET: Final = "DeactivationTarget"
 WL_EVICTED_REASON_DEACTIVATED: Final = "Deactivated"
 AC_ACTIVE: Final = "Active"
+# The reason of our AdmissionChecks' Active condition.
+AC_ACTIVE_REASON: Final = "ControllerReady"
 CHECK_STATES: Final = (CHECK_PENDING, CHECK_READY, CHECK_RETRY, CHECK_REJECTED)
 # Kueue caps AdmissionCheckState.message at this many characters.
 CHECK_MESSAGE_MAX_LENGTH: Final = 32768
 JSON_PATCH_CONTENT_TYPE: Final = "application/json-patch+json"
+
+
+# --- Event types and reasons ----------------------------------------------------------
+# Kubernetes Events on GangNodePools and Workloads; also the reasons of the pool's
+# release record and of our admission-check updates. Users grep and alert on these.
+EVENT_NORMAL: Final = "Normal"
+EVENT_WARNING: Final = "Warning"
+
+
+class EventReason(StrEnum):
+    # GangNodePool life cycle (pool_transitions)
+    ACQUIRING = "Acquiring"
+    LAUNCHED = "Launched"
+    CAPACITY_SHORTFALL = "CapacityShortfall"
+    LAUNCH_FAILED = "LaunchFailed"
+    ACTION_FAILED = "Failed"
+    SATISFIED = "Satisfied"
+    NODE_NOT_READY = "NodeNotReady"
+    JOIN_DEADLINE_EXCEEDED = "JoinDeadlineExceeded"
+    GANG_BROKEN = "GangBroken"
+    KEEP_WARM = "KeepWarm"
+    WARM_REUSE = "WarmReuse"
+    KEEP_WARM_EXPIRED = "KeepWarmExpired"
+    STRAY_INSTANCES = "StrayInstances"
+    POOL_DELETED = "PoolDeleted"
+    RELEASED = "Released"
+    # Workload admission check (workload_decision)
+    POOL_CREATED = "PoolCreated"
+    SHAPE_CONFLICT = "ShapeConflict"
+    POOL_BUSY = "PoolBusy"
+    POOL_CLAIMED = "PoolClaimed"
+    GANG_READY = "GangReady"
+    GANG_LOST = "GangLost"
+    WAITING = "Waiting"
+
+
+# --- Failure kinds ----------------------------------------------------------------------
+class FailureKind(StrEnum):
+    """What a failed action means for the pool's next try, whoever failed (the EC2 engine or
+    a stack operation). It travels as this type from the failure to `pool_transitions`,
+    which picks the wait from it: a capacity shortfall moves the generation and backs off,
+    a transient failure takes the retry backoff, a configuration failure the longer config
+    delay (a person has to fix something first)."""
+
+    CAPACITY = "capacity"  # EC2 has no room for N now; nothing is left running
+    MALFORMED = "malformed"  # EC2 answered with a count other than N (all terminated)
+    RETRYABLE = "retryable"  # transient: throttling, outages, a lock, a release still going
+    CONFIG = "config"  # can never succeed as written; the message names the fix
+    NOT_PREPARED = "not-prepared"  # the pool's stack is not there yet (prepare comes first)
+    NOT_ACTIVE = "not-active"  # a Capacity Block not started yet: hold at $0 until it does
+
 
 # --- Settings ---------------------------------------------------------------------------
 ENV_PREFIX: Final = "ATOMIC_GANG_"

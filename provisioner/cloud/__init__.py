@@ -4,6 +4,7 @@ Callers use :class:`Ec2Engine` with :class:`CloudClients` and the types in ``typ
 failure is a :class:`CloudError` whose ``kind`` is an :class:`ErrorKind`.
 """
 
+from provisioner.api.clock import Clock, SystemClock
 from provisioner.cloud.ec2api import CloudClients, build_clients
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.errors import (
@@ -16,7 +17,6 @@ from provisioner.cloud.nodeadm import NodeConfigView, Taint, parse_user_data, re
 from provisioner.cloud.types import (
     AmiChoice,
     CapacityReservationRef,
-    Clock,
     ClusterInfo,
     InstanceProfileRef,
     InstanceTypeInfo,
@@ -27,7 +27,6 @@ from provisioner.cloud.types import (
     ReleaseReport,
     Reservation,
     SubnetRef,
-    SystemClock,
 )
 
 __all__ = [

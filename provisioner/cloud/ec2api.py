@@ -1,9 +1,11 @@
 """The AWS surface the engine uses, written down, and the one place clients are built.
 
-Called by the controller's wiring (``build_clients``) and handed to :class:`Ec2Engine`;
-unit tests hand moto-backed or stubbed boto3 clients instead, which satisfy the same
-protocols. A call not listed here is a call the engine does not make: adding one means
-adding it here and to the controller's IAM policy.
+Called by the composition root (``build_clients``, handed to :class:`Ec2Engine`), by the
+operator commands (``operator_clients``) and by the stack providers (``stacks.aws``, through
+``client_config`` and ``make_client``): one retry policy and one way to make a client. Unit
+tests hand moto-backed or stubbed boto3 clients instead, which satisfy the same protocols.
+A call not listed here is a call the engine does not make: adding one means adding it here
+and to the controller's IAM policy.
 """
 
 from __future__ import annotations
@@ -63,38 +65,66 @@ class CloudClients:
     iam: IamApi
 
 
-def build_clients(
-    session: boto3.session.Session,
-    region: str,
-    endpoint_url: str | None = None,
+DEFAULT_MAX_ATTEMPTS = 5
+
+
+def default_session() -> Any:
+    """A session on the default credential chain (Pod Identity, IRSA, env, instance role)."""
+    return boto3.session.Session()
+
+
+def client_config(
     *,
-    max_attempts: int = 5,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     connect_timeout: float = 5.0,
     read_timeout: float = 30.0,
-) -> CloudClients:
-    """Clients from ``session`` for ``region``; ``endpoint_url`` points all four at one
-    endpoint (the local EC2 emulator serves every service on one port). ``max_attempts``
-    counts the first try too.
+) -> Any:
+    """Every client's retry policy and timeouts. ``max_attempts`` counts the first try.
 
     botocore's standard retry mode absorbs short throttling bursts; what survives it is
     reported as a RETRYABLE CloudError and retried by the reconciler's backoff.
     """
-    config = Config(
-        region_name=region,
+    return Config(
         retries={"mode": "standard", "total_max_attempts": max_attempts},
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
     )
 
+
+def make_client(
+    session: Any, service: str, region: str, endpoint_url: str | None, config: Any
+) -> Any:
+    """One client; ``endpoint_url`` (the local emulator serves every service on one port)
+    replaces AWS's own endpoint when set."""
+    return session.client(
+        service, region_name=region, endpoint_url=endpoint_url or None, config=config
+    )
+
+
+def build_clients(
+    session: Any,
+    region: str,
+    endpoint_url: str | None = None,
+    *,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    connect_timeout: float = 5.0,
+    read_timeout: float = 30.0,
+) -> CloudClients:
+    """Clients from ``session`` for ``region``; ``endpoint_url`` points all four at one
+    endpoint."""
+    config = client_config(
+        max_attempts=max_attempts, connect_timeout=connect_timeout, read_timeout=read_timeout
+    )
+
     def make(service: str) -> Any:
-        return session.client(service, region_name=region, endpoint_url=endpoint_url, config=config)
+        return make_client(session, service, region, endpoint_url, config)
 
     return CloudClients(ec2=make("ec2"), ssm=make("ssm"), eks=make("eks"), iam=make("iam"))
 
 
 def default_clients(region: str, endpoint_url: str | None = None) -> CloudClients:
     """Clients from the default credential chain (Pod Identity, IRSA, env, instance role)."""
-    return build_clients(boto3.session.Session(), region, endpoint_url)
+    return build_clients(default_session(), region, endpoint_url)
 
 
 def operator_clients(region: str, endpoint_url: str | None = None) -> CloudClients:

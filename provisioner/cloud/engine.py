@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from provisioner.api import constants as c
+from provisioner.api.clock import Clock
 from provisioner.cloud import naming
 from provisioner.cloud.ami import resolve_ami
 from provisioner.cloud.cluster import describe_cluster
@@ -30,7 +31,6 @@ from provisioner.cloud.subnets import plan_subnets
 from provisioner.cloud.tags import keep_warm_value
 from provisioner.cloud.types import (
     AmiChoice,
-    Clock,
     ClusterInfo,
     InstanceProfileRef,
     InstanceTypeInfo,

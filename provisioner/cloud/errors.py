@@ -235,6 +235,16 @@ def is_unoffered(code: str | None) -> bool:
     return code in UNOFFERED_CODES
 
 
+# What each kind means for the pool's next launch (``constants.FailureKind``). Anything not
+# known to be final is retryable: replaying the same ClientToken can never double-launch.
+_FAILURE_OF_KIND: Final = {
+    ErrorKind.CAPACITY: c.FailureKind.CAPACITY,
+    ErrorKind.MALFORMED: c.FailureKind.MALFORMED,
+    ErrorKind.CONFIG: c.FailureKind.CONFIG,
+    ErrorKind.NOT_ACTIVE: c.FailureKind.NOT_ACTIVE,
+}
+
+
 class CloudError(Exception):
     """A failure of the EC2 engine, sorted into a kind, with a reason and a sentence for users.
 
@@ -259,6 +269,11 @@ class CloudError(Exception):
         self.reason = reason
         self.message = message
         self.instance_ids = instance_ids
+
+    @property
+    def failure(self) -> c.FailureKind:
+        """This failure as the pool's state machine acts on it."""
+        return _FAILURE_OF_KIND.get(self.kind, c.FailureKind.RETRYABLE)
 
     @property
     def ends_generation(self) -> bool:

@@ -22,9 +22,10 @@ from collections.abc import Iterator, Sequence
 from typing import Final
 
 from provisioner.api import constants as c
+from provisioner.api.clock import Clock
 from provisioner.cloud.ec2api import Ec2Api
 from provisioner.cloud.errors import ErrorKind, to_cloud_error
-from provisioner.cloud.types import Clock, NetworkInterfaceView, ReleaseReport
+from provisioner.cloud.types import NetworkInterfaceView, ReleaseReport
 from provisioner.cloud.views import describe_enis, describe_instances
 
 _CHUNK: Final = 100

@@ -8,11 +8,10 @@ dictionaries into these at the edge.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Literal, Protocol
+from datetime import datetime, timedelta
+from typing import Literal
 
 from provisioner.api import constants as c
 from provisioner.cloud import naming
@@ -22,22 +21,6 @@ ReservationKind = Literal["odcr", "capacity-block"]
 MatchCriteria = Literal["open", "targeted"]
 AmiVariant = Literal["standard", "nvidia", "neuron"]
 Architecture = Literal["x86_64", "arm64"]
-
-
-class Clock(Protocol):
-    """Time as the engine sees it; tests hand a virtual one."""
-
-    def now(self) -> datetime: ...
-
-    def sleep(self, seconds: float) -> None: ...
-
-
-class SystemClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
 
 @dataclass(frozen=True)

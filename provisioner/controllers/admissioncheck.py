@@ -25,7 +25,7 @@ from provisioner.kube.workqueue import Result
 
 log = logging.getLogger(__name__)
 
-ACTIVE_REASON = "ControllerReady"
+ACTIVE_REASON = c.AC_ACTIVE_REASON
 
 
 def active_condition(now: datetime, generation: int | None) -> Condition:

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from provisioner.api import constants as c
+from provisioner.api.constants import FailureKind
 from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape
@@ -55,25 +56,11 @@ from provisioner.kube.informer import Informer
 from provisioner.kube.resources import GANG_NODE_POOLS, NODES, ObjectKey
 from provisioner.kube.status import write_object, write_status
 from provisioner.kube.workqueue import Result
-from stacks.outputs import PLACEMENT_GROUP_NAME
-from stacks.spec import pool_spec_for
+from provisioner.pulumi_driver.port import StackError, pool_spec_for
 
 log = logging.getLogger(__name__)
 
 _GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
-
-# The engine's error kinds, as the state machine names what it does with them. Anything not
-# known to be final is "retryable": replaying the same ClientToken can never double-launch.
-_FAILURE_BY_KIND = {
-    ErrorKind.CAPACITY: "capacity",
-    ErrorKind.MALFORMED: "malformed",
-    ErrorKind.CONFIG: "config",
-    ErrorKind.NOT_ACTIVE: "not-active",
-}
-
-
-def _failure(err: CloudError) -> str:
-    return _FAILURE_BY_KIND.get(err.kind, "retryable")
 
 
 class GangNodePoolReconciler:
@@ -257,13 +244,23 @@ class GangNodePoolReconciler:
                 self._remove_finalizer(raw)
         except CloudError as err:
             log.warning("pool %s: %s failed: %s", pool.name, action.value, err)
+            return ActionResult(False, error_kind=err.failure, reason=err.reason, message=str(err))
+        except StackError as err:  # its kind decides the wait: config is not retried soon
+            log.warning("pool %s: %s failed (%s): %s", pool.name, action.value, err.kind, err)
             return ActionResult(
-                False, error_kind=_failure(err), reason=err.reason, message=str(err)
+                False,
+                error_kind=err.kind,
+                reason=err.reason,
+                message=f"{err.message} ({err.kind.value} failure)",
             )
-        except Exception as err:  # a stack failure must not stop the pool's life cycle
-            reason = getattr(err, "reason", type(err).__name__)
+        except Exception as err:  # a bug must not stop the pool's life cycle
             log.exception("pool %s: %s failed", pool.name, action.value)
-            return ActionResult(False, error_kind="retryable", reason=str(reason), message=str(err))
+            return ActionResult(
+                False,
+                error_kind=FailureKind.RETRYABLE,
+                reason=type(err).__name__,
+                message=str(err),
+            )
         return ActionResult(True)
 
     def _prepare(self, pool: GangNodePool) -> None:
@@ -328,8 +325,8 @@ class GangNodePoolReconciler:
             availability_zones=shape.availability_zones,
         )
         outputs = self._stacks.outputs(pool.name)
-        template_id = outputs.get("launchTemplateId")
-        profile = outputs.get("instanceProfileName") or outputs.get("instanceProfile")
+        template_id = outputs.launch_template_id if outputs else None
+        profile = outputs.spec.instance_profile_name if outputs else None
         spec = LaunchSpec(
             pool_name=pool.name,
             pool_uid=pool.metadata.uid or pool.name,
@@ -351,8 +348,8 @@ class GangNodePoolReconciler:
                 else None
             ),
             efa=shape.efa,
-            placement_group_name=str(outputs.get(PLACEMENT_GROUP_NAME) or "") or None,
-            launch_template=LaunchTemplateRef(str(template_id)) if template_id else None,
+            placement_group_name=outputs.placement_group_name if outputs else None,
+            launch_template=LaunchTemplateRef(template_id) if template_id else None,
             explicit_placement=shape.availability_zones or shape.subnets,
             block_release_margin=timedelta(seconds=self._settings.capacity_block_release_seconds),
         )
@@ -363,11 +360,11 @@ class GangNodePoolReconciler:
             metrics.ACQUISITIONS.labels(mode=shape.mode, result="not-active").inc()
             starts = {EXTRA_STARTS_AT: err.starts_at.isoformat()} if err.starts_at else {}
             return ActionResult(
-                False, error_kind="not-active", reason=err.reason, message=str(err), extra=starts
+                False, error_kind=FailureKind.NOT_ACTIVE, reason=err.reason, message=str(err), extra=starts
             )
         except CloudError as err:
-            failure = _failure(err)
-            shortfall = failure in ("capacity", "malformed")
+            failure = err.failure
+            shortfall = failure in (FailureKind.CAPACITY, FailureKind.MALFORMED)
             result = "shortfall" if shortfall else failure
             metrics.ACQUISITIONS.labels(mode=shape.mode, result=result).inc()
             if shortfall:

@@ -1,4 +1,5 @@
-"""`atomic-gang controller`: builds the real parts from settings and runs the manager.
+"""`atomic-gang controller`: builds the controller from settings (``provisioner.assembly``)
+and runs it until SIGTERM or a lost Lease.
 
 Settings come from `--config FILE`, `ATOMIC_GANG_*` environment variables and one flag per
 setting (see `provisioner.api.settings`), flags winning. An integration mode other than
@@ -18,14 +19,9 @@ import threading
 from pathlib import Path
 
 from provisioner.api.settings import Settings, SettingsError, settings_from_argv
-from provisioner.cloud.ec2api import default_clients
-from provisioner.cloud.engine import Ec2Engine
-from provisioner.cloud.types import SystemClock
-from provisioner.controllers.manager import Manager
-from provisioner.controllers.stack_adapter import StackAdapter
+from provisioner.assembly import build_system
 from provisioner.kube.client import KubeClient
 from provisioner.kube.leader import default_identity
-from provisioner.pulumi_driver.driver import StackDriver
 from provisioner.webhook.server import WebhookServer
 
 log = logging.getLogger("atomic-gang")
@@ -57,18 +53,14 @@ def main(argv: list[str] | None = None) -> int:
         if known.kubeconfig
         else KubeClient.in_cluster()
     )
-    region = settings.defaults.region
-    engine = Ec2Engine(default_clients(region, settings.aws.endpoint_url), SystemClock())
-    driver = StackDriver(settings, _pulumi_root(known.pulumi_root), logging.getLogger("pulumi"))
     stop = threading.Event()
-    manager = Manager(
+    manager = build_system(
         settings,
         kube,
-        engine,
-        StackAdapter(driver),
+        _pulumi_root(known.pulumi_root),
         identity=known.identity,
         on_lost_leadership=stop.set,
-    )
+    ).manager
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     manager.start()

@@ -35,6 +35,7 @@ from provisioner.api.gangnodepool import (
     LaunchInProgress,
     ReleaseInProgress,
 )
+from provisioner.cloud.naming import group_name
 
 
 class Action(Enum):
@@ -110,10 +111,6 @@ class ActionResult:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-def group_name(generation: int) -> str:
-    return f"gen-{generation}"
-
-
 def _backoff(view: PoolView, attempts: int) -> float:
     return float(min(view.backoff_max, view.backoff_base * (2 ** max(attempts - 1, 0))))
 
@@ -156,12 +153,14 @@ def plan(view: PoolView) -> Step:
     if strays:
         return Step(
             Action.RELEASE_SET,
-            _with(status, release_in_progress=_releasing(view, "StrayInstances", strays)),
+            _with(
+                status, release_in_progress=_releasing(view, c.EventReason.STRAY_INSTANCES, strays)
+            ),
             release_ids=strays,
             events=(
                 Event(
-                    "Warning",
-                    "StrayInstances",
+                    c.EVENT_WARNING,
+                    c.EventReason.STRAY_INSTANCES,
                     f"Terminating {len(strays)} instances "
                     f"of pool {view.name} that no set owns: {', '.join(strays)}.",
                 ),
@@ -193,7 +192,7 @@ def _plan_delete(view: PoolView) -> Step:
                 status,
                 phase=c.PHASE_RELEASING,
                 release_in_progress=status.release_in_progress
-                or _releasing(view, "PoolDeleted", status.instance_ids),
+                or _releasing(view, c.EventReason.POOL_DELETED, status.instance_ids),
             ),
             why="pool deleted",
         )
@@ -212,8 +211,8 @@ def _plan_idle(view: PoolView) -> Step:
         requeue_after=0.0,
         events=(
             Event(
-                "Normal",
-                "Acquiring",
+                c.EVENT_NORMAL,
+                c.EventReason.ACQUIRING,
                 f"Acquiring {view.spec.count}x "
                 f"{view.spec.instance_type} ({view.spec.mode}), all or nothing.",
             ),
@@ -245,7 +244,7 @@ def _plan_active(view: PoolView) -> Step:
     if missing or len(status.instance_ids) != n:
         return _release_for_retry(
             view,
-            "GangBroken",
+            c.EventReason.GANG_BROKEN,
             f"{len(missing)} of {n} instances of "
             f"group {status.active_group} are gone ({', '.join(missing)}); "
             "releasing the rest and acquiring a whole new set.",
@@ -266,8 +265,8 @@ def _plan_active(view: PoolView) -> Step:
                 _with(status, phase=c.PHASE_SATISFIED, join_deadline=None, last_error=None),
                 events=(
                     Event(
-                        "Normal",
-                        "Satisfied",
+                        c.EVENT_NORMAL,
+                        c.EventReason.SATISFIED,
                         f"All {n} nodes of group {status.active_group} joined and are Ready.",
                     ),
                 ),
@@ -280,12 +279,14 @@ def _plan_active(view: PoolView) -> Step:
             Action.NONE,
             _with(status, phase=c.PHASE_JOINING, join_deadline=view.now + view.join_deadline),
             requeue_after=5.0,
-            events=(Event("Warning", "NodeNotReady", f"{ready}/{n} nodes Ready."),),
+            events=(
+                Event(c.EVENT_WARNING, c.EventReason.NODE_NOT_READY, f"{ready}/{n} nodes Ready."),
+            ),
         )
     if view.now >= deadline:
         return _release_for_retry(
             view,
-            "JoinDeadlineExceeded",
+            c.EventReason.JOIN_DEADLINE_EXCEEDED,
             f"Only {ready}/{n} nodes "
             f"joined within {view.join_deadline}; releasing the set and "
             "acquiring a new one.",
@@ -334,8 +335,8 @@ def _enter_keep_warm(view: PoolView, status: GangNodePoolStatus) -> Step:
         requeue_after=wait,
         events=(
             Event(
-                "Normal",
-                "KeepWarm",
+                c.EVENT_NORMAL,
+                c.EventReason.KEEP_WARM,
                 f"Claim dropped; keeping {view.spec.count} nodes "
                 f"warm until {until:%Y-%m-%dT%H:%M:%SZ}.",
             ),
@@ -357,7 +358,9 @@ def _plan_keep_warm(view: PoolView) -> Step:
             Action.TAG_KEEP_WARM,
             back,
             requeue_after=0.0,
-            events=(Event("Normal", "WarmReuse", "New claim; reusing the warm set."),),
+            events=(
+                Event(c.EVENT_NORMAL, c.EventReason.WARM_REUSE, "New claim; reusing the warm set."),
+            ),
         )
     if any(iid in view.gone_ids for iid in status.instance_ids):
         return Step(Action.NONE, _with(status, phase=c.PHASE_RELEASING), requeue_after=0.0)
@@ -375,7 +378,13 @@ def _plan_keep_warm(view: PoolView) -> Step:
             Action.NONE,
             _with(status, phase=c.PHASE_RELEASING),
             requeue_after=0.0,
-            events=(Event("Normal", "KeepWarmExpired", "Keep-warm window over; releasing."),),
+            events=(
+                Event(
+                    c.EVENT_NORMAL,
+                    c.EventReason.KEEP_WARM_EXPIRED,
+                    "Keep-warm window over; releasing.",
+                ),
+            ),
         )
     wait = (until - view.now).total_seconds()
     block_wait = _until(view, release_at)
@@ -392,7 +401,7 @@ def _plan_releasing(view: PoolView) -> Step:
             _with(
                 status,
                 release_in_progress=status.release_in_progress
-                or _releasing(view, "Released", status.instance_ids),
+                or _releasing(view, c.EventReason.RELEASED, status.instance_ids),
             ),
             why="destroy stack",
         )
@@ -400,7 +409,11 @@ def _plan_releasing(view: PoolView) -> Step:
         Action.NONE,
         _idle(status),
         requeue_after=0.0 if view.spec.claim else None,
-        events=(Event("Normal", "Released", f"Pool {view.name} released; 0 instances."),),
+        events=(
+            Event(
+                c.EVENT_NORMAL, c.EventReason.RELEASED, f"Pool {view.name} released; 0 instances."
+            ),
+        ),
     )
 
 
@@ -411,7 +424,7 @@ def _release_for_retry(view: PoolView, reason: str, message: str) -> Step:
         Action.RELEASE_SET,
         _with(status, release_in_progress=_releasing(view, reason, ids)),
         release_ids=ids,
-        events=(Event("Warning", reason, message),),
+        events=(Event(c.EVENT_WARNING, reason, message),),
         why=reason,
     )
 
@@ -436,7 +449,7 @@ def outcome(
     if not result.ok:
         attempts = status.consecutive_shortfalls + 1
         delay = _backoff(view, attempts) if result.error_kind != "config" else view.backoff_max / 5
-        err = LastError(reason=result.reason or "Failed", message=result.message)
+        err = LastError(reason=result.reason or c.EventReason.ACTION_FAILED, message=result.message)
         return (
             _with(
                 status,
@@ -446,7 +459,7 @@ def outcome(
                 else status.last_stack_result,
             ),
             delay,
-            (Event("Warning", err.reason, f"{action.value}: {err.message}"),),
+            (Event(c.EVENT_WARNING, err.reason, f"{action.value}: {err.message}"),),
         )
     if action is Action.PREPARE_STACK:
         return _with(status, last_stack_operation="prepare", last_stack_result="succeeded"), 0.0, ()
@@ -520,15 +533,15 @@ def _launch_outcome(
             0.0,
             (
                 Event(
-                    "Normal",
-                    "Launched",
+                    c.EVENT_NORMAL,
+                    c.EventReason.LAUNCHED,
                     f"Launched {n}x {view.spec.instance_type} as group "
                     f"{marker.group}: {', '.join(result.instance_ids)}.",
                 ),
             ),
         )
     kind = result.error_kind
-    err = LastError(reason=result.reason or "LaunchFailed", message=result.message)
+    err = LastError(reason=result.reason or c.EventReason.LAUNCH_FAILED, message=result.message)
     if kind in ("capacity", "malformed"):
         shortfalls = status.consecutive_shortfalls + 1
         return (
@@ -543,8 +556,8 @@ def _launch_outcome(
             _backoff(view, shortfalls),
             (
                 Event(
-                    "Warning",
-                    "CapacityShortfall",
+                    c.EVENT_WARNING,
+                    c.EventReason.CAPACITY_SHORTFALL,
                     f"Attempt {shortfalls}: {err.message} "
                     "Nothing is running; the whole gang will be retried.",
                 ),
@@ -566,14 +579,14 @@ def _launch_outcome(
         return (
             _with(status, last_error=err),
             _backoff(view, 2),
-            (Event("Warning", err.reason, err.message),),
+            (Event(c.EVENT_WARNING, err.reason, err.message),),
         )
     # Configuration: nothing was launched; the user must fix something. The generation
     # stays (no request reached a terminal result) and the marker is cleared.
     return (
         _with(status, launch_in_progress=None, last_error=err),
         view.backoff_max / 5,
-        (Event("Warning", err.reason, err.message),),
+        (Event(c.EVENT_WARNING, err.reason, err.message),),
     )
 
 

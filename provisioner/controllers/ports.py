@@ -1,15 +1,17 @@
 """The two outside systems the pool reconciler and the reaper drive, as small interfaces.
 
-`EngineOps` is the part of `provisioner.cloud.Ec2Engine` they call; `StackOps` the part of
-the Pulumi stack driver. Production passes the real objects; tests pass the same real
-objects against the emulator and a file backend, or small fakes for pure logic.
+`EngineOps` is the part of `provisioner.cloud.Ec2Engine` they call; `StackOps` is the
+stack room's port (`provisioner.pulumi_driver.port.PoolStacks`): a `PoolSpec` in, typed
+`PoolOutputs` out, and `StackError` with a `FailureKind` as the only failure. Production
+passes the real objects; tests pass the same real objects against the emulator and a file
+backend, or small fakes for pure logic.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from provisioner.cloud.types import (
     AmiChoice,
@@ -23,6 +25,7 @@ from provisioner.cloud.types import (
     Reservation,
     SubnetRef,
 )
+from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec
 
 
 class EngineOps(Protocol):
@@ -64,15 +67,16 @@ class EngineOps(Protocol):
 
 
 class StackOps(Protocol):
-    """One pool's Pulumi stack. Every call is serialized per pool by the caller."""
+    """One pool's Pulumi stack. Every call is serialized per pool by the caller; every
+    failure is a `StackError` carrying its `FailureKind`."""
 
     def is_prepared(self, pool: str) -> bool:
         """Whether the stack holds the pool's prerequisites — cheap, runs no CLI."""
         ...
 
-    def outputs(self, pool: str) -> Mapping[str, Any]: ...
+    def outputs(self, pool: str) -> PoolOutputs | None: ...
 
-    def prepare(self, spec: Any) -> Mapping[str, Any]: ...
+    def prepare(self, spec: PoolSpec) -> PoolOutputs: ...
 
     def record_instance_set(self, pool: str, group: str, instance_ids: Sequence[str]) -> None: ...
 

@@ -33,7 +33,7 @@ from provisioner.kube.errors import KubeAlreadyExists, KubeNotFound
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.informer import Informer
 from provisioner.kube.resources import GANG_NODE_POOLS, JOBS, WORKLOADS, ObjectKey
-from provisioner.kube.status import write_object
+from provisioner.kube.status import patch_status_entries, write_object
 from provisioner.kube.workqueue import Result
 
 log = logging.getLogger(__name__)
@@ -220,18 +220,15 @@ class WorkloadReconciler:
         )
         if ops is None:
             return
-        # check_state_patch pins the resourceVersion itself (its first operation).
-        self._kube.json_patch(
-            WORKLOADS,
-            workload.metadata.name,
-            ops[1:],
-            namespace=workload.metadata.namespace,
-            resource_version=workload.metadata.resource_version or "",
-            subresource="status",
-            field_manager=c.FIELD_MANAGER,
-        )
+        # check_state_patch pins the resourceVersion itself (its first operation); the
+        # helper pins it again from the object read, so that operation is left out.
+        patch_status_entries(self._kube, WORKLOADS, raw, ops[1:], c.FIELD_MANAGER)
         if before is None or before.state != update.state:
-            kind = "Warning" if update.state in (c.CHECK_RETRY, c.CHECK_REJECTED) else "Normal"
+            kind = (
+                c.EVENT_WARNING
+                if update.state in (c.CHECK_RETRY, c.CHECK_REJECTED)
+                else c.EVENT_NORMAL
+            )
             self._recorder.record(raw, kind, update.reason or update.state, update.message)
 
 

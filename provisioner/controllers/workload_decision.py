@@ -146,7 +146,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             check=CheckUpdate(
                 c.CHECK_PENDING,
                 f"Pool {shape.pool} created; acquiring {shape.count}x {shape.instance_type}.",
-                reason="PoolCreated",
+                reason=c.EventReason.POOL_CREATED,
             ),
         )
 
@@ -160,7 +160,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             check=CheckUpdate(
                 c.CHECK_REJECTED,
                 describe_shape_conflict(pool.spec.shape(), shape),
-                reason="ShapeConflict",
+                reason=c.EventReason.SHAPE_CONFLICT,
             )
         )
     if claim is not None and claim.uid != workload.metadata.uid and inputs.claimant_exists:
@@ -169,7 +169,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
                 c.CHECK_RETRY,
                 f"Pool {pool.name} is in use by Workload {claim.namespace}/{claim.name}; "
                 "Kueue will retry this Workload after it releases the pool.",
-                reason="PoolBusy",
+                reason=c.EventReason.POOL_BUSY,
             )
         )
 
@@ -183,7 +183,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             check=CheckUpdate(
                 c.CHECK_PENDING,
                 f"Pool {pool.name} claimed; {_progress(pool)}",
-                reason="PoolClaimed",
+                reason=c.EventReason.POOL_CLAIMED,
             ),
             notes=stale,
         )
@@ -217,7 +217,7 @@ def _check_for_claimant(
             f"{pool.spec.count}/{pool.spec.count} nodes of pool {pool.name} "
             f"(group {status.active_group}) are Ready.",
             gang_pod_set_updates(workload, pool.name, status.active_group),
-            reason="GangReady",
+            reason=c.EventReason.GANG_READY,
         )
     if current is not None and current.state == c.CHECK_READY:
         # Say why when the pool knows (a Capacity Block ending, a node lost).
@@ -226,7 +226,7 @@ def _check_for_claimant(
             c.CHECK_RETRY,
             f"Pool {pool.name} lost its gang ({status.ready_nodes}/{pool.spec.count} Ready, "
             f"phase {status.phase}); the Workload is requeued to run on a whole gang.{why}",
-            reason="GangLost",
+            reason=c.EventReason.GANG_LOST,
         )
     limit = inputs.settings.acquire_attempts_before_retry
     if status.consecutive_shortfalls >= limit:
@@ -236,9 +236,9 @@ def _check_for_claimant(
             f"{status.consecutive_shortfalls} consecutive attempts; nothing was left running. "
             "Kueue releases the quota and retries. Consider a capacity reservation "
             f"({c.ANN_CAPACITY_RESERVATION_ID}).",
-            reason="CapacityShortfall",
+            reason=c.EventReason.CAPACITY_SHORTFALL,
         )
-    return CheckUpdate(c.CHECK_PENDING, _progress(pool), reason="Waiting")
+    return CheckUpdate(c.CHECK_PENDING, _progress(pool), reason=c.EventReason.WAITING)
 
 
 def _progress(pool: GangNodePool) -> str:

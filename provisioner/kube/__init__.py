@@ -8,13 +8,13 @@
 - `status`: `write_status` / `write_object`, the one way a reconciler writes.
 - `leader`: Lease leader election.
 - `events`: the Event recorder.
-- `clock`: real and fake time for all of the above.
+- time: `Clock` and its real and fake kinds come from `provisioner.api.clock` (re-exported).
 
 The controller manager builds one `KubeClient` and hands it to everything else.
 """
 
+from provisioner.api.clock import Clock, FakeClock, SystemClock
 from provisioner.kube.client import KubeClient, ObjectList
-from provisioner.kube.clock import Clock, FakeClock, SystemClock
 from provisioner.kube.errors import (
     KubeAlreadyExists,
     KubeConflict,

@@ -19,16 +19,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from provisioner.api.constants import FIELD_MANAGER
-from provisioner.kube.clock import SYSTEM_CLOCK, Clock
+from provisioner.api.clock import SYSTEM_CLOCK, Clock
+from provisioner.api.constants import EVENT_NORMAL, EVENT_WARNING, FIELD_MANAGER
 from provisioner.kube.resources import CORE_EVENTS, ResourceRef
 
 __all__ = ["NORMAL", "WARNING", "EventRecorder", "EventWriter"]
 
 log = logging.getLogger(__name__)
 
-NORMAL: Final = "Normal"
-WARNING: Final = "Warning"
+NORMAL: Final = EVENT_NORMAL
+WARNING: Final = EVENT_WARNING
 _MESSAGE_LIMIT: Final = 1024
 _TIME = "%Y-%m-%dT%H:%M:%SZ"
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from provisioner.api.clock import SYSTEM_CLOCK, Clock
 from provisioner.kube.client import KubeClient
-from provisioner.kube.clock import SYSTEM_CLOCK, Clock
 from provisioner.kube.errors import KubeConflict, KubeNotFound
 from provisioner.kube.resources import LEASES
 

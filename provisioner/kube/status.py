@@ -1,4 +1,5 @@
-"""The one way a reconciler writes an object: `write_status` and `write_object`.
+"""The one way a reconciler writes an object: `write_status`, `write_object`, and
+`patch_status_entries` for an entry of a status list other controllers share.
 
 Every reconciler changes what it owns through these (the GangNodePool reconciler its
 status, the Workload reconciler the pool's spec and its admission-check entry, finalizers).
@@ -12,12 +13,12 @@ again) instead of being overwritten.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from provisioner.kube.resources import ResourceRef
 
-__all__ = ["ObjectWriter", "merge_patch", "write_object", "write_status"]
+__all__ = ["ObjectWriter", "merge_patch", "patch_status_entries", "write_object", "write_status"]
 
 Obj = dict[str, Any]
 Mutate = Callable[[Obj], bool]
@@ -48,6 +49,18 @@ class ObjectWriter(Protocol):
         field_manager: str | None = ...,
     ) -> Obj: ...
 
+    def json_patch(
+        self,
+        ref: ResourceRef,
+        name: str,
+        operations: Sequence[Mapping[str, Any]],
+        *,
+        namespace: str | None = ...,
+        resource_version: str,
+        subresource: str = ...,
+        field_manager: str | None = ...,
+    ) -> Obj: ...
+
 
 def write_status(
     client: ObjectWriter,
@@ -73,6 +86,32 @@ def write_status(
         {"status": diff},
         namespace=namespace,
         resource_version=version,
+        field_manager=field_manager,
+    )
+
+
+def patch_status_entries(
+    client: ObjectWriter,
+    ref: ResourceRef,
+    obj: Mapping[str, Any],
+    operations: Sequence[Mapping[str, Any]] | None,
+    field_manager: str,
+) -> Obj:
+    """Like `write_status`, for one entry of a status list other controllers share (our
+    entry in a Workload's ``admissionChecks``): a merge patch would replace the whole list,
+    so the change comes as RFC 6902 ``operations`` on the status subresource. Nothing is
+    written when there are none; `KubeConflict` when the object moved on since it was read.
+    """
+    if not operations:
+        return dict(obj)
+    name, namespace, version = _identity(obj)
+    return client.json_patch(
+        ref,
+        name,
+        operations,
+        namespace=namespace,
+        resource_version=version,
+        subresource="status",
         field_manager=field_manager,
     )
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from provisioner.kube.clock import SYSTEM_CLOCK, Clock
+from provisioner.api.clock import SYSTEM_CLOCK, Clock
 from provisioner.kube.errors import KubeConflict
 from provisioner.kube.informer import Informer
 from provisioner.kube.resources import ObjectKey, key_of

@@ -3,9 +3,12 @@
 - `driver`: `StackDriver`, one project per cluster and one stack per pool.
 - `errors`: `StackError` and its named reasons.
 - `oplog`: `StackOperation`, the marker-and-result record of each operation.
-- `recovery`, `locks`, `statefile`: crash recovery, lock staleness, cheap state reads.
-- `events`: engine events into the controller's log.
-- `environment`: where state lives and what each CLI process gets.
+- `pending`, `locks`, `statefile`: crash recovery of pending operations, lock staleness,
+  cheap state reads.
+- `engine_log`: engine events into the controller's log.
+- `cli_env`: where state lives and what each CLI process gets.
+- `port`: `PoolStacks`, the one door the controllers use (spec in, outputs and a typed
+  error out).
 
 The per-pool program and its typed inputs and outputs live in the top-level `stacks`
 package; the names a caller needs are re-exported here. They load on first use: the tool

@@ -16,9 +16,9 @@ Rules it keeps:
   (``locks.is_stale``), so two updates never write one stack.
 - Every operation is marked before and recorded after (``oplog``); `recover()` turns a
   marker without a result into an ``aborted`` record, cancels stale locks, and resolves
-  pending operations (adopting what a crashed create made, ``recovery``). It never re-runs
+  pending operations (adopting what a crashed create made, ``pending``). It never re-runs
   the interrupted operation: the reconciler asks again from its own state.
-- Engine events stream into the controller's log (``events``); failures become `StackError`
+- Engine events stream into the controller's log (``engine_log``); failures become `StackError`
   with a named reason (``errors``).
 - The warm path does not start the CLI: `outputs` answers from memory, then from the state
   file of a `file://` backend, and only then asks the CLI.
@@ -40,9 +40,11 @@ from typing import Any, TypeVar
 
 from pulumi import automation as auto
 
+from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
 from provisioner.pulumi_driver import oplog
-from provisioner.pulumi_driver.environment import StatePaths, cli_environment, secrets_problem
+from provisioner.pulumi_driver.cli_env import StatePaths, cli_environment, secrets_problem
+from provisioner.pulumi_driver.engine_log import EngineLog
 from provisioner.pulumi_driver.errors import (
     CLI_UNAVAILABLE,
     POOL_NOT_PREPARED,
@@ -50,13 +52,12 @@ from provisioner.pulumi_driver.errors import (
     classify,
     is_locked,
 )
-from provisioner.pulumi_driver.events import EngineLog
 from provisioner.pulumi_driver.locks import LockHolder, holders_from_message, is_stale, pid_alive
-from provisioner.pulumi_driver.recovery import Resolution, resolve
+from provisioner.pulumi_driver.pending import Resolution, resolve
 from provisioner.pulumi_driver.statefile import FileBackend, file_backend_root
+from stacks.adoption import find_created
 from stacks.outputs import OutputsError, PoolOutputs
-from stacks.program import RESOURCE_NAMES, pool_program
-from stacks.recovery import find_created
+from stacks.pool_program import RESOURCE_NAMES, pool_program
 from stacks.spec import InstanceSetRecord, PoolSpec
 
 __all__ = ["RecoveryReport", "StackDriver", "StackResult", "StackSummary"]
@@ -135,7 +136,7 @@ class StackDriver:
             raise StackError(
                 CLI_UNAVAILABLE,
                 f"The Pulumi CLI under {pulumi_root} does not run or is too old ({exc}).",
-                retryable=False,
+                kind=FailureKind.CONFIG,
             ) from exc
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
@@ -346,7 +347,7 @@ class StackDriver:
             raise StackError(
                 POOL_NOT_PREPARED,
                 f"Pool {pool} has no prepared stack to {operation}; prepare it first.",
-                retryable=False,
+                kind=FailureKind.NOT_PREPARED,
                 pool=pool,
                 operation=operation,
             )

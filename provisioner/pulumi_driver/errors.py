@@ -1,25 +1,27 @@
 """Every failure of a stack operation, with a named reason and a sentence for users.
 
-Called by the stack driver, which wraps each Automation API call and raises `StackError`;
-the GangNodePool reconciler writes ``reason`` and ``message`` into the pool's status and
-events, and decides from ``retryable`` whether to back off or wait for a fix.
+Called by the stack driver, which wraps each Automation API call and raises `StackError`,
+and by the stack port (``port``), which lets nothing else out. The GangNodePool reconciler
+writes ``reason`` and ``message`` into the pool's status and events, and hands ``kind`` (a
+`FailureKind`) to the state machine, which picks the wait from it.
 
-Hierarchy::
+Hierarchy (kind in brackets)::
 
     Exception
-     └── StackError(reason, message, retryable, pool, operation)
-           reason=StackLocked           another update holds the stack's lock (a live
-                                        one; stale locks are cleared by the driver)
-           reason=PendingOperations     the state records operations a crash interrupted
-           reason=StackNotFound         no stack for the pool
-           reason=PoolNotPrepared       record/remove before any prepare
-           reason=SecretsUnavailable    passphrase missing or wrong, KMS key unusable
-           reason=BackendUnavailable    the state backend could not be read or written
-           reason=PulumiCliUnavailable  the CLI is missing or will not start
-           reason=ProgramFailed         the inline program raised
-           reason=<provider reason>     a pool resource failed, e.g. AccessEntryMissing,
-                                        InstanceProfileRoleMismatch (stacks.failures)
-           reason=StackOperationFailed  anything else; the CLI's last error line is kept
+     └── StackError(reason, message, kind, pool, operation)
+           reason=StackLocked           [retryable] another update holds the stack's lock
+                                        (a live one; stale locks are cleared by the driver)
+           reason=PendingOperations     [retryable] operations a crash interrupted
+           reason=StackNotFound         [not-prepared] no stack for the pool
+           reason=PoolNotPrepared       [not-prepared] record/remove before any prepare
+           reason=SecretsUnavailable    [config] passphrase missing or wrong, KMS unusable
+           reason=BackendUnavailable    [retryable] the backend could not be read or written
+           reason=PulumiCliUnavailable  [config] the CLI is missing or will not start
+           reason=ProgramFailed         [config] the inline program raised
+           reason=<provider reason>     [the provider's kind] a pool resource failed, e.g.
+                                        AccessEntryMissing (config), EnisPending (retryable);
+                                        read from the provider's marker (stacks.failures)
+           reason=StackOperationFailed  [retryable] anything else; the last error line is kept
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from typing import Final
 
 from pulumi.automation import errors as auto_errors
 
-from stacks.failures import REASON_PATTERN, RETRYABLE_REASONS
+from provisioner.api.constants import FailureKind
+from stacks.failures import read_failures
 
 __all__ = [
     "BACKEND_UNAVAILABLE",
@@ -42,6 +45,7 @@ __all__ = [
     "STACK_LOCKED",
     "STACK_NOT_FOUND",
     "STACK_OPERATION_FAILED",
+    "FailureKind",
     "StackError",
     "classify",
     "is_locked",
@@ -92,16 +96,21 @@ class StackError(Exception):
         reason: str,
         message: str,
         *,
-        retryable: bool,
+        kind: FailureKind,
         pool: str | None = None,
         operation: str | None = None,
     ) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.message = message
-        self.retryable = retryable
+        self.kind = kind
         self.pool = pool
         self.operation = operation
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the same operation, repeated later, can succeed with nothing fixed."""
+        return self.kind is FailureKind.RETRYABLE
 
 
 def _text_of(exc: BaseException) -> str:
@@ -134,34 +143,37 @@ def classify(
     text = "\n".join([*diagnostics, _text_of(exc)])
     where = f"{operation} of pool {pool}"
 
-    def error(reason: str, message: str, retryable: bool) -> StackError:
-        return StackError(reason, message, retryable=retryable, pool=pool, operation=operation)
+    def error(reason: str, message: str, kind: FailureKind) -> StackError:
+        return StackError(reason, message, kind=kind, pool=pool, operation=operation)
 
-    failures = list(
-        dict.fromkeys((m["reason"], m["message"]) for m in REASON_PATTERN.finditer(text))
-    )
+    failures = read_failures(text)
     if failures:
         # Several pool resources can fail in one update (a missing profile and a missing
         # access entry); the first in program order names the reason, all are reported.
-        (reason, message), *more = failures
-        also = " ".join(f"Also {r}: {m}" for r, m in more)
-        return error(reason, f"{message} {also}".strip(), reason in RETRYABLE_REASONS)
+        # One failure that needs a fix makes the whole operation need it.
+        first, *more = failures
+        also = " ".join(f"Also {f.reason}: {f.message}" for f in more)
+        kinds = {f.kind for f in failures}
+        kind = FailureKind.CONFIG if FailureKind.CONFIG in kinds else first.kind
+        return error(first.reason, f"{first.message} {also}".strip(), kind)
     if is_locked(exc):
         return error(
             STACK_LOCKED,
             f"The stack is locked by another Pulumi operation, so the {where} waits. A lock "
             "whose holder is gone is cleared by the controller; by hand, "
             f"`pulumi cancel --stack {pool}`.",
-            True,
+            FailureKind.RETRYABLE,
         )
     if isinstance(exc, auto_errors.StackNotFoundError):
-        return error(STACK_NOT_FOUND, f"There is no stack for pool {pool}.", False)
+        return error(
+            STACK_NOT_FOUND, f"There is no stack for pool {pool}.", FailureKind.NOT_PREPARED
+        )
     if isinstance(exc, FileNotFoundError | PermissionError) and "pulumi" in text:
         return error(
             CLI_UNAVAILABLE,
             f"The Pulumi CLI could not be started for the {where} ({exc}); check the "
             "image's CLI path.",
-            False,
+            FailureKind.CONFIG,
         )
     lowered = text.lower()
     if any(marker.lower() in lowered for marker in _SECRETS_TEXT):
@@ -170,29 +182,29 @@ def classify(
             f"The stack's secrets could not be opened for the {where}: "
             f"{_last_error_line(text)}. Set PULUMI_CONFIG_PASSPHRASE (or _FILE) to the "
             "passphrase the stacks were made with, or fix pulumi.secretsProvider.",
-            False,
+            FailureKind.CONFIG,
         )
     if isinstance(exc, auto_errors.InlineSourceRuntimeError):
         return error(
             PROGRAM_FAILED,
             f"The pool program raised during the {where}: {_last_error_line(text)}",
-            False,
+            FailureKind.CONFIG,
         )
     if any(marker in text for marker in _PENDING_TEXT) and "Attempting to deploy" not in text:
         return error(
             PENDING_OPERATIONS,
             f"The stack records operations a crash interrupted; the controller recovers them "
             f"before the next {operation}.",
-            True,
+            FailureKind.RETRYABLE,
         )
     if any(marker.lower() in lowered for marker in _BACKEND_TEXT):
         return error(
             BACKEND_UNAVAILABLE,
             f"The Pulumi state backend failed during the {where}: {_last_error_line(text)}",
-            True,
+            FailureKind.RETRYABLE,
         )
     return error(
         STACK_OPERATION_FAILED,
         f"The {where} failed: {_last_error_line(text)}",
-        True,
+        FailureKind.RETRYABLE,
     )

@@ -12,19 +12,17 @@ controller left unstarted.
 from __future__ import annotations
 
 import os
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from devenv.processes import Supervised, free_port
+from devenv.controller_process import start_controller, write_settings
+from devenv.processes import Supervised
 from provisioner.api import constants as c
 from tests.chaos import invariants
 from tests.chaos.invariants import Expect, World
-from tests.integration.controller_harness import CLUSTER, REGION, GangEnv
+from tests.integration.controller_harness import CLUSTER, REGION, GangEnv, eventually
 from tests.support.ec2_listing import described_instances
 
 
@@ -48,8 +46,7 @@ def settings_file(path: Path, env: GangEnv, **overrides: Any) -> Path:
         "webhook": {"enabled": False},
         **overrides,
     }
-    path.write_text(yaml.safe_dump(settings))
-    return path
+    return write_settings(path, settings)
 
 
 class ControllerProcess:
@@ -60,16 +57,7 @@ class ControllerProcess:
     ) -> None:
         self._args = (kubeconfig, pulumi_root, config)
         self._log_dir = log_dir
-        # The controller refuses ATOMIC_GANG_* variables it does not know, and the suite's
-        # own knobs share that prefix; its settings come from the file instead.
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith("ATOMIC_GANG_")}
-        self._env = {
-            **inherited,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "PULUMI_CONFIG_PASSPHRASE": "integration",
-            **env,
-        }
+        self._env = env
         self.child: Supervised | None = None
         self.starts = 0
         self.kills = 0
@@ -78,22 +66,14 @@ class ControllerProcess:
         kubeconfig, pulumi_root, config = self._args
         self.starts += 1
         name = f"controller-{self.starts}"
-        self.child = Supervised(
+        self.child = start_controller(
             name,
-            [
-                sys.executable,
-                "-m",
-                "provisioner",
-                "controller",
-                f"--kubeconfig={kubeconfig}",
-                f"--pulumi-root={pulumi_root}",
-                f"--config={config}",
-                "--log-level=INFO",
-                f"--identity=chaos-{self.starts}",
-                f"--health-port={free_port()}",
-                f"--metrics-port={free_port()}",
-            ],
             self._log_dir / f"{name}.log",
+            kubeconfig=kubeconfig,
+            pulumi_root=pulumi_root,
+            config=config,
+            identity=f"chaos-{self.starts}",
+            passphrase="integration",
             env=self._env,
         )
 
@@ -205,3 +185,14 @@ def first(probe: Callable[[], Any]) -> Any:
         return probe()
     except Exception:
         return None
+
+
+def assert_clean(env: GangEnv, pools: dict[str, int], enis_before: set[str]) -> None:
+    """Wait (up to a minute) until `converged_problems` finds nothing; fail naming what is
+    left otherwise."""
+    eventually(
+        lambda: converged_problems(env, pools, enis_before) == [] or None,
+        60,
+        lambda: "; ".join(converged_problems(env, pools, enis_before)),
+        every=1.0,
+    )

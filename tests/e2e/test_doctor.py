@@ -77,7 +77,7 @@ def _private_queue(env: LocalEnvironment, namespace: str, checks: list[dict[str,
     """A ClusterQueue with `checks` and a LocalQueue on it in the test's namespace."""
     custom = k8s.CustomObjectsApi(env.control_plane.api_client())  # type: ignore[union-attr]
     suffix = uuid.uuid4().hex[:6]
-    cq = ko.cluster_queue(f"cq-{suffix}", ko.FLAVOR_NAME, "unused")
+    cq = ko.cluster_queue(f"cq-{suffix}", ko.FLAVOR_NAME, "unused", ko.LOCAL_QUOTAS)
     cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": checks}
     custom.create_cluster_custom_object(*KUEUE, "clusterqueues", cq)
     lq = ko.local_queue(namespace, f"lq-{suffix}", f"cq-{suffix}")

@@ -51,7 +51,7 @@ def test_queued_job_is_suspended_and_its_workload_waits_on_our_check(
     _activate(custom, check)
     custom.create_cluster_custom_object(*KUEUE, "resourceflavors", ko.resource_flavor(flavor))
     custom.create_cluster_custom_object(
-        *KUEUE, "clusterqueues", ko.cluster_queue(cq, flavor, check)
+        *KUEUE, "clusterqueues", ko.cluster_queue(cq, flavor, check, ko.LOCAL_QUOTAS)
     )
     custom.create_namespaced_custom_object(
         *KUEUE, namespace, "localqueues", ko.local_queue(namespace, lq, cq)

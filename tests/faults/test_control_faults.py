@@ -24,20 +24,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from kubernetes import client as k8s
 
 from provisioner.api import constants as c
-from provisioner.cloud.ec2api import build_clients
-from provisioner.cloud.engine import Ec2Engine
-from provisioner.cloud.types import SystemClock
+from provisioner.assembly import build_system
 from provisioner.controllers.manager import Manager
-from provisioner.controllers.stack_adapter import StackAdapter
 from provisioner.kube.client import KubeClient
 from provisioner.pulumi_driver.driver import StackDriver
-from tests.chaos.harness import converged_problems, detached_enis, status
-from tests.integration.controller_harness import REGION, GangEnv, eventually
+from tests.chaos.harness import assert_clean, detached_enis, status
+from tests.integration.controller_harness import GangEnv, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -56,29 +52,15 @@ def managers() -> Iterator[list[Manager]]:
 
 def start_manager(env: GangEnv, kube: KubeClient, pulumi_root: Path) -> Manager:
     """A controller like the harness's, on `kube`, with a fresh engine and stack driver."""
-    engine = Ec2Engine(
-        build_clients(boto3.session.Session(), REGION, env.emulator.endpoint_url, max_attempts=1),
-        SystemClock(),
-    )
-    driver = StackDriver(env.settings, pulumi_root, logging.getLogger("pulumi"))
-    manager = Manager(
+    manager = build_system(
         env.settings,
         kube,
-        engine,
-        StackAdapter(driver),
+        pulumi_root,
         identity=f"fault-{uuid.uuid4().hex[:6]}",
-    )
+        aws_max_attempts=1,
+    ).manager
     manager.start(serve_http=False)
     return manager
-
-
-def assert_clean(env: GangEnv, pools: dict[str, int], enis_before: set[str]) -> None:
-    eventually(
-        lambda: converged_problems(env, pools, enis_before) == [] or None,
-        60,
-        lambda: "; ".join(converged_problems(env, pools, enis_before)),
-        every=1.0,
-    )
 
 
 def dead_pid() -> int:

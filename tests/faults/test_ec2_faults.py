@@ -15,7 +15,12 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
-from tests.chaos.harness import converged_problems, detached_enis, launches_per_group, status
+from tests.chaos.harness import (
+    assert_clean,
+    detached_enis,
+    launches_per_group,
+    status,
+)
 from tests.integration.controller_harness import GangEnv, eventually
 
 pytestmark = pytest.mark.integration
@@ -34,15 +39,6 @@ def ready(env: GangEnv, workload: str, pool: str, timeout: float = 150) -> dict[
     st = status(env, pool)
     assert st["phase"] == c.PHASE_SATISFIED and len(st["instanceIds"]) == N, st
     return st
-
-
-def assert_clean(env: GangEnv, pools: dict[str, int], enis_before: set[str]) -> None:
-    eventually(
-        lambda: converged_problems(env, pools, enis_before) == [] or None,
-        60,
-        lambda: "; ".join(converged_problems(env, pools, enis_before)),
-        every=1.0,
-    )
 
 
 def test_no_capacity_in_any_zone_bills_nothing_then_retries_the_whole_gang(

@@ -3,19 +3,17 @@ standby finishes the same acquisition without launching a second set."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client as k8s
 
-from devenv.processes import Supervised, free_port
+from devenv.controller_process import start_controller, write_settings
+from devenv.processes import Supervised
 from provisioner.api import constants as c
 from tests.integration.controller_harness import CLUSTER, REGION, GangEnv, eventually
 
@@ -44,8 +42,7 @@ def _settings_file(path: Path, env: GangEnv) -> Path:
         "aws": {"endpointUrl": env.emulator.endpoint_url},
         "webhook": {"enabled": False},
     }
-    path.write_text(yaml.safe_dump(settings))
-    return path
+    return write_settings(path, settings)
 
 
 @pytest.fixture
@@ -57,22 +54,13 @@ def replicas(
     config = _settings_file(tmp_path / "settings.yaml", env)
     children: dict[str, Supervised] = {}
     for name in ("replica-a", "replica-b"):
-        children[name] = Supervised(
+        children[name] = start_controller(
             name,
-            [
-                sys.executable,
-                "-m",
-                "provisioner",
-                "controller",
-                f"--kubeconfig={control_plane.info.kubeconfig}",
-                f"--pulumi-root={pulumi_tool.binary.parent.parent}",
-                f"--config={config}",
-                f"--identity={name}",
-                f"--health-port={free_port()}",
-                f"--metrics-port={free_port()}",
-            ],
             tmp_path / f"{name}.log",
-            env={**os.environ, "PULUMI_CONFIG_PASSPHRASE": "integration"},
+            kubeconfig=control_plane.info.kubeconfig,
+            pulumi_root=pulumi_tool.binary.parent.parent,
+            config=config,
+            passphrase="integration",
         )
     yield env, children
     for child in children.values():

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
+import pytest
 
 from provisioner.api import constants as c
 from tests.integration.controller_harness import CLUSTER, REGION, GangEnv, eventually
@@ -148,3 +149,30 @@ def _now() -> datetime:
 
 
 __all__ = ["REGION", "boto3"]
+
+
+# Each failed update abandons the SDK's in-process language server's event loop (see the
+# `failed_updates` fixture); here the controller retries in the background until teardown,
+# so the loops are collected after the test, as unraisable ResourceWarnings of the SDK's.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_missing_instance_profile_is_reported_as_a_config_failure(
+    failed_updates: None, gang_env_factory: Any, emulator: Any
+) -> None:
+    """Real stack driver, real Pulumi CLI: the provider's CloudError crosses the provider
+    host and the CLI and reaches the pool's status as a configuration failure."""
+    iam = boto3.client("iam", region_name=REGION, endpoint_url=emulator.endpoint_url)
+    role = iam.create_role(RoleName="no-profile-role", AssumeRolePolicyDocument="{}")["Role"]
+    probe: GangEnv = gang_env_factory(start_controller=False)
+    env: GangEnv = gang_env_factory(
+        allowedNodeRoleArns=[probe.settings.defaults.node_role_arn, role["Arn"]]
+    )
+    env.submit("no-profile", "pool-no-profile", count=2, **{c.ANN_NODE_ROLE_ARN: role["Arn"]})
+
+    def config_error() -> dict[str, Any] | None:
+        pool = env.pool("pool-no-profile")
+        error = ((pool or {}).get("status") or {}).get("lastError") or {}
+        return error if "InstanceProfile" in str(error.get("reason")) else None
+
+    error = eventually(config_error, 120, "a lastError naming the instance profile")
+    assert "(config failure)" in error["message"], error
+    assert env.live_instances("pool-no-profile") == []

@@ -4,13 +4,11 @@ two pools at once. Real Pulumi CLI, `file://` backend in a temp dir, EC2 emulato
 from __future__ import annotations
 
 import base64
-import gc
 import json
 import logging
 import os
 import socket
 import subprocess
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +18,7 @@ import pytest
 
 from provisioner import cli_pools
 from provisioner.api import constants as c
+from provisioner.api.constants import FailureKind
 from provisioner.pulumi_driver import StackDriver, StackError
 from stacks.outputs import INSTANCE_IDS
 from tests.integration.test_stack_support import (
@@ -36,24 +35,6 @@ from tests.integration.test_stack_support import (
 def world(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> AwsWorld:
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", PASSPHRASE)
     return AwsWorld(emulator)
-
-
-@pytest.fixture
-def failed_updates() -> Iterator[None]:
-    """For tests whose updates fail on purpose. When an update fails, the CLI exits while
-    the SDK's in-process language server is still running the inline program; the SDK logs
-    that (logger `grpc._server`, with the traceback) and abandons the program's event loop,
-    which the garbage collector later reports as unraisable (unclosed loop and sockets).
-    Captured log records would keep the traceback, and through it the loop, alive into the
-    next test; so those records are not captured, and the leftovers are collected here."""
-    grpc_log = logging.getLogger("grpc._server")
-    level = grpc_log.level
-    grpc_log.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        grpc_log.setLevel(level)
-        gc.collect()
 
 
 def _driver(world: AwsWorld, state: Path, pulumi_tool: Any, **iam: bool) -> StackDriver:
@@ -236,6 +217,7 @@ def test_prepare_names_the_missing_identity_and_the_fix(
     with pytest.raises(StackError) as missing:
         driver.prepare(spec)
     assert missing.value.reason == "InstanceProfileNotFound"
+    assert missing.value.kind is FailureKind.CONFIG
     assert world.profile_name in missing.value.message
     assert "iam.selfManageInstanceProfile=true" in missing.value.message
     assert "Also AccessEntryMissing" in missing.value.message
@@ -248,7 +230,7 @@ def test_prepare_names_the_missing_identity_and_the_fix(
     assert wrong.value.reason == "InstanceProfileRoleMismatch"
     assert world.profile_name in wrong.value.message
     assert world.role_arn in wrong.value.message and "add the role" in wrong.value.message
-    assert wrong.value.retryable is False
+    assert wrong.value.kind is FailureKind.CONFIG
     last = driver.last_operation("infer-b")
     assert last is not None and last.result == "failed"
     assert last.reason == "InstanceProfileRoleMismatch"

@@ -1,22 +1,6 @@
-"""The Kueue object builders, re-exported from their home in `devenv`.
-
-Kept so the integration tests' imports stay as they were.
+"""The Kueue object builders for the tests: `devenv.kueue_objects` (the product's builders
+and names, the local quotas, gang Jobs), re-exported so the tests' imports stay as they were.
 """
 
-from devenv.kueue_objects import (
-    KUEUE_API,
-    admission_check,
-    cluster_queue,
-    gang_job,
-    local_queue,
-    resource_flavor,
-)
-
-__all__ = [
-    "KUEUE_API",
-    "admission_check",
-    "cluster_queue",
-    "gang_job",
-    "local_queue",
-    "resource_flavor",
-]
+from devenv.kueue_objects import *  # noqa: F403
+from devenv.kueue_objects import __all__ as __all__

@@ -21,10 +21,12 @@ def test_exported_members_exist_and_are_listed_once() -> None:
         assert hasattr(api, name), name
     public = {n for n in vars(api) if not n.startswith("_")}
     modules = {
+        "clock",
         "constants",
         "durations",
         "fields",
         "gangnodepool",
+        "kueue_objects",
         "meta",
         "problems",
         "settings",

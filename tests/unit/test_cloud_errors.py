@@ -136,3 +136,18 @@ def test_cloud_errors_pass_through_and_generation_rule() -> None:
     assert classify(original) is ErrorKind.MALFORMED and original.ends_generation
     assert not CloudError(ErrorKind.RETRYABLE, None, "R", "m").ends_generation
     assert "PartialFleet" in repr(original)
+
+
+@pytest.mark.parametrize(
+    ("kind", "failure"),
+    [
+        (ErrorKind.CAPACITY, "capacity"),
+        (ErrorKind.MALFORMED, "malformed"),
+        (ErrorKind.CONFIG, "config"),
+        (ErrorKind.RETRYABLE, "retryable"),
+        (ErrorKind.NOT_FOUND, "retryable"),
+        (ErrorKind.UNKNOWN, "retryable"),
+    ],
+)
+def test_each_kind_is_one_failure_kind_of_the_state_machine(kind: ErrorKind, failure: str) -> None:
+    assert CloudError(kind, None, "R", "m").failure == failure

@@ -62,7 +62,7 @@ def _lease(renewed: datetime, duration: int = 15) -> dict[str, Any]:
 
 
 def _healthy() -> list[dict[str, Any]]:
-    objects = ko.default_objects()
+    objects = ko.default_objects(("default",), ko.LOCAL_QUOTAS)
     objects[0]["status"] = {"conditions": [{"type": "Active", "status": "True"}]}
     return [*objects, _lease(NOW - timedelta(seconds=5))]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from provisioner.kube.clock import FakeClock
+from provisioner.api.clock import FakeClock
 from provisioner.kube.errors import KubeNotFound, KubeUnavailable
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.resources import CORE_EVENTS, ResourceRef

@@ -11,7 +11,6 @@ import provisioner.kube as kube
 
 MODULES = [
     "client",
-    "clock",
     "errors",
     "events",
     "informer",

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from provisioner.kube.clock import FakeClock
+from provisioner.api.clock import FakeClock
 from provisioner.kube.errors import KubeAlreadyExists, KubeConflict, KubeUnavailable
 from provisioner.kube.leader import LeaderElector, LeaseRecord
 

@@ -12,7 +12,12 @@ import pytest
 from provisioner.api.constants import FIELD_MANAGER, FINALIZER
 from provisioner.kube.errors import KubeConflict
 from provisioner.kube.resources import GANG_NODE_POOLS, WORKLOADS, ResourceRef
-from provisioner.kube.status import merge_patch, write_object, write_status
+from provisioner.kube.status import (
+    merge_patch,
+    patch_status_entries,
+    write_object,
+    write_status,
+)
 
 
 class FakeWriter:
@@ -44,6 +49,9 @@ class FakeWriter:
         self, ref: ResourceRef, name: str, patch: Mapping[str, Any], **kw: Any
     ) -> dict[str, Any]:
         return self._answer("patch_status", name, patch, ref=ref, **kw)
+
+    def json_patch(self, ref: ResourceRef, name: str, operations: Any, **kw: Any) -> dict[str, Any]:
+        return self._answer("json_patch", name, {"ops": list(operations)}, ref=ref, **kw)
 
 
 POOL: dict[str, Any] = {
@@ -178,3 +186,33 @@ def test_write_object_skips_when_unchanged() -> None:
 )
 def test_merge_patch(before: dict[str, Any], after: dict[str, Any], patch: dict[str, Any]) -> None:
     assert merge_patch(before, after) == patch
+
+
+WORKLOAD: dict[str, Any] = {
+    "metadata": {"name": "wl", "namespace": "ml", "resourceVersion": "7"},
+    "status": {"admissionChecks": [{"name": "other"}, {"name": "ours", "state": "Pending"}]},
+}
+OPS = [{"op": "add", "path": "/status/admissionChecks/1/state", "value": "Ready"}]
+
+
+def test_a_shared_status_entry_is_written_as_operations_on_the_version_read() -> None:
+    writer = FakeWriter()
+    patch_status_entries(writer, WORKLOADS, WORKLOAD, OPS, FIELD_MANAGER)
+    (call,) = writer.calls
+    assert call["verb"] == "json_patch" and call["patch"] == {"ops": OPS}
+    assert (call["namespace"], call["resource_version"]) == ("ml", "7")
+    assert (call["subresource"], call["field_manager"]) == ("status", FIELD_MANAGER)
+
+
+def test_no_operations_write_nothing() -> None:
+    writer = FakeWriter()
+    assert patch_status_entries(writer, WORKLOADS, WORKLOAD, None, FIELD_MANAGER) == WORKLOAD
+    assert patch_status_entries(writer, WORKLOADS, WORKLOAD, [], FIELD_MANAGER) == WORKLOAD
+    assert writer.calls == []
+
+
+def test_a_stale_read_of_a_shared_entry_is_a_conflict() -> None:
+    writer = FakeWriter()
+    writer.conflict = True
+    with pytest.raises(KubeConflict):
+        patch_status_entries(writer, WORKLOADS, WORKLOAD, OPS, FIELD_MANAGER)

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from provisioner.kube.clock import FakeClock
+from provisioner.api.clock import FakeClock
 from provisioner.kube.errors import KubeConflict
 from provisioner.kube.resources import ObjectKey
 from provisioner.kube.workqueue import Controller, Result, WorkQueue

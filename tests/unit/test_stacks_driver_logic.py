@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+import traceback
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,16 +16,18 @@ import pytest
 from pulumi.automation import CommandResult, ConcurrentUpdateError, EngineEvent
 from pulumi.automation import errors as auto_errors
 
+from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
+from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.pulumi_driver import errors
-from provisioner.pulumi_driver.environment import (
+from provisioner.pulumi_driver.cli_env import (
     LAUNCHER,
     StatePaths,
     cli_environment,
     launcher_dir,
     secrets_problem,
 )
-from provisioner.pulumi_driver.events import EngineLog
+from provisioner.pulumi_driver.engine_log import EngineLog
 from provisioner.pulumi_driver.locks import (
     LockHolder,
     holders_from_files,
@@ -33,9 +36,10 @@ from provisioner.pulumi_driver.locks import (
     pid_alive,
 )
 from provisioner.pulumi_driver.oplog import OperationLog
-from provisioner.pulumi_driver.recovery import resolve
+from provisioner.pulumi_driver.pending import resolve
 from provisioner.pulumi_driver.statefile import FileBackend, file_backend_root
 from stacks.base import provider_serialization
+from stacks.failures import PoolResourceError, as_pool_error
 from stacks.launch_template import LaunchTemplateProvider
 
 pytestmark = pytest.mark.unit
@@ -64,40 +68,121 @@ def test_locked_stack_is_a_retryable_named_reason() -> None:
     assert errors.classify(cloud, [], pool="p1", operation="up").reason == errors.STACK_LOCKED
 
 
+def _as_the_provider_host_reports(exc: BaseException) -> str:
+    """The text the CLI gets for an exception a dynamic provider raised: the provider host
+    (`pulumi.dynamic.__main__`) aborts the gRPC call with `traceback.format_exc()`."""
+    try:
+        raise exc
+    except BaseException:
+        return "error: " + traceback.format_exc()
+
+
 def test_provider_failures_come_back_with_their_reasons_in_program_order() -> None:
     diagnostics = [
-        "Traceback (most recent call last):\n  ...\nstacks.failures.PoolResourceError: "
-        "InstanceProfileRoleMismatch: Instance profile ip holds [x], not the node role r; "
-        "add the role to the profile.",
-        "Traceback ...\nstacks.failures.PoolResourceError: AccessEntryMissing: Node role r "
-        "has no access entry; create one of type EC2_LINUX.",
+        _as_the_provider_host_reports(
+            PoolResourceError(
+                "InstanceProfileRoleMismatch",
+                "Instance profile ip holds [x], not the node role r; add the role to the profile.",
+            )
+        ),
+        _as_the_provider_host_reports(
+            PoolResourceError(
+                "AccessEntryMissing",
+                "Node role r has no access entry; create one of type EC2_LINUX.",
+            )
+        ),
     ]
     err = errors.classify(
         _command_error(stdout="update failed"), diagnostics, pool="p", operation="prepare"
     )
-    assert err.reason == "InstanceProfileRoleMismatch" and not err.retryable
+    assert err.reason == "InstanceProfileRoleMismatch" and err.kind is FailureKind.CONFIG
     assert err.message.startswith("Instance profile ip holds [x]")
     assert "Also AccessEntryMissing: Node role r has no access entry" in err.message
-    pending = "PoolResourceError: EnisPending: Network interfaces ['eni-1'] had not detached."
+    pending = _as_the_provider_host_reports(
+        PoolResourceError(
+            "EnisPending",
+            "Network interfaces ['eni-1'] had not detached.",
+            kind=FailureKind.RETRYABLE,
+        )
+    )
     assert errors.classify(_command_error(), [pending], pool="p", operation="destroy").retryable
 
 
+# The kind a provider's failure has once it is back in the controller, for each kind of
+# CloudError behind it: waiting helps only against AWS being unavailable or unknown.
+_KIND_AFTER_THE_BOUNDARY = {
+    ErrorKind.RETRYABLE: FailureKind.RETRYABLE,
+    ErrorKind.UNKNOWN: FailureKind.RETRYABLE,
+    ErrorKind.CONFIG: FailureKind.CONFIG,
+    ErrorKind.NOT_FOUND: FailureKind.CONFIG,
+    ErrorKind.CAPACITY: FailureKind.CONFIG,
+    ErrorKind.MALFORMED: FailureKind.CONFIG,
+}
+
+
+@pytest.mark.parametrize("cloud_kind", list(ErrorKind))
+def test_a_cloud_error_raised_in_a_provider_arrives_as_its_kind(cloud_kind: ErrorKind) -> None:
+    cloud = CloudError(cloud_kind, "Code", "SomeReason", "AWS said no; fix it.")
+    text = _as_the_provider_host_reports(as_pool_error(cloud, "GetInstanceProfile p"))
+    # The CLI quotes the host's answer inside its own error line, after other noise.
+    diagnostics = ["warning: something unrelated", f"  {text}"]
+    err = errors.classify(_command_error(), diagnostics, pool="p", operation="prepare")
+    assert err.kind is _KIND_AFTER_THE_BOUNDARY[cloud_kind]
+    assert (err.reason, err.message) == ("SomeReason", "AWS said no; fix it.")
+
+
+@pytest.mark.parametrize("kind", list(FailureKind))
+def test_a_kind_a_provider_names_arrives_unchanged(kind: FailureKind) -> None:
+    text = _as_the_provider_host_reports(PoolResourceError("Named", "What to do.", kind=kind))
+    assert errors.classify(_command_error(), [text], pool="p", operation="record").kind is kind
+
+
+def test_one_failure_that_needs_a_fix_makes_the_operation_need_it() -> None:
+    transient = PoolResourceError("AwsUnavailable", "Throttled.", kind=FailureKind.RETRYABLE)
+    config = PoolResourceError("AccessEntryMissing", "Create one.")
+    diagnostics = [_as_the_provider_host_reports(e) for e in (transient, config)]
+    err = errors.classify(_command_error(), diagnostics, pool="p", operation="prepare")
+    assert err.reason == "AwsUnavailable" and err.kind is FailureKind.CONFIG
+
+
+def test_a_traceback_without_the_marker_is_not_read_as_a_provider_failure() -> None:
+    # The old wire format (reason after the class name) is not parsed: only the marker is.
+    text = "stacks.failures.PoolResourceError: AccessEntryMissing: Node role r has none."
+    err = errors.classify(_command_error(stderr=f"error: {text}"), [], pool="p", operation="up")
+    assert err.reason == errors.STACK_OPERATION_FAILED
+
+
+def test_a_pool_resource_error_survives_pickling() -> None:
+    err = PoolResourceError("EnisPending", "Wait.", kind=FailureKind.RETRYABLE)
+    back = pickle.loads(pickle.dumps(err))
+    assert (back.reason, back.message, back.kind, str(back)) == (
+        err.reason,
+        err.message,
+        err.kind,
+        str(err),
+    )
+
+
 @pytest.mark.parametrize(
-    ("stderr", "reason", "retryable"),
+    ("stderr", "reason", "kind"),
     [
         (
             "error: incorrect passphrase, please set PULUMI_CONFIG_PASSPHRASE",
             "SecretsUnavailable",
-            False,
+            FailureKind.CONFIG,
         ),
-        ("error: could not load checkpoint: blob (key) not found", "BackendUnavailable", True),
-        ("error: no stack named 'p1' found", "StackNotFound", False),
-        ("error: something new and strange", "StackOperationFailed", True),
+        (
+            "error: could not load checkpoint: blob (key) not found",
+            "BackendUnavailable",
+            FailureKind.RETRYABLE,
+        ),
+        ("error: no stack named 'p1' found", "StackNotFound", FailureKind.NOT_PREPARED),
+        ("error: something new and strange", "StackOperationFailed", FailureKind.RETRYABLE),
     ],
 )
-def test_known_cli_failures_are_named(stderr: str, reason: str, retryable: bool) -> None:
+def test_known_cli_failures_are_named(stderr: str, reason: str, kind: FailureKind) -> None:
     err = errors.classify(_command_error(stderr=stderr), [], pool="p1", operation="destroy")
-    assert (err.reason, err.retryable) == (reason, retryable)
+    assert (err.reason, err.kind) == (reason, kind)
     assert err.pool == "p1" and err.operation == "destroy"
 
 

@@ -136,12 +136,12 @@ def test_identity_checks_refuse_a_role_that_is_not_an_arn() -> None:
 
 def test_every_resource_type_can_be_found_after_a_crash() -> None:
     from stacks.access_entry import AccessEntry
+    from stacks.adoption import ADOPTERS
     from stacks.instance_profile import InstanceProfile
     from stacks.instance_set import InstanceSet
     from stacks.launch_template import LaunchTemplate
     from stacks.outputs import _INSTANCE_SET_TYPE
     from stacks.placement_group import PlacementGroup
-    from stacks.recovery import ADOPTERS
 
     classes = (AccessEntry, InstanceProfile, InstanceSet, LaunchTemplate, PlacementGroup)
     tokens = {f"pulumi-python:{cls._resource_type_name}" for cls in classes}

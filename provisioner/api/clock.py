@@ -1,8 +1,11 @@
-"""Time as the work queue, the leader elector and the event recorder see it.
+"""Time, as every part of the controller sees it: the one `Clock`.
 
-Each takes a `Clock` in its constructor, `SYSTEM_CLOCK` by default; tests pass
-`FakeClock` and move time with `advance`, so no test sleeps. Intervals use `monotonic`
-(immune to wall-clock jumps); `wall` is only for timestamps written into objects.
+The work queue, the leader elector and the event recorder (``provisioner.kube``) and the
+EC2 engine and its release (``provisioner.cloud``) each take a `Clock` in their
+constructor, `SYSTEM_CLOCK` or `SystemClock()` in production; tests pass `FakeClock` and
+move time with `advance` (or the engine's own `sleep`), so no test sleeps. Intervals use
+`monotonic` (immune to wall-clock jumps); `wall`/`now` only for timestamps written into
+objects and tags.
 """
 
 from __future__ import annotations
@@ -29,6 +32,14 @@ class Clock(Protocol):
         """Wait on `cond` (held by the caller) until notified or `timeout` clock-seconds pass."""
         ...
 
+    def now(self) -> datetime:
+        """The current UTC time (the engine's name for `wall`)."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Let `seconds` clock-seconds pass (the engine's polls between AWS calls)."""
+        ...
+
 
 class SystemClock:
     """The real clock."""
@@ -38,6 +49,12 @@ class SystemClock:
 
     def wall(self) -> datetime:
         return datetime.now(UTC)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
     def wait(self, cond: threading.Condition, timeout: float | None) -> None:
         cond.wait(timeout)
@@ -66,6 +83,12 @@ class FakeClock:
     def wall(self) -> datetime:
         with self._lock:
             return self._wall
+
+    def now(self) -> datetime:
+        return self.wall()
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
 
     def advance(self, seconds: float) -> None:
         with self._lock:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
 from provisioner.pulumi_driver.errors import SECRETS_UNAVAILABLE, StackError
 
@@ -87,5 +88,5 @@ def secrets_problem(settings: Settings) -> StackError | None:
         "pulumi.secretsProvider is passphrase but neither PULUMI_CONFIG_PASSPHRASE nor "
         "PULUMI_CONFIG_PASSPHRASE_FILE is set; mount the passphrase Secret into the "
         "controller, or set pulumi.secretsProvider to an awskms:// key.",
-        retryable=False,
+        kind=FailureKind.CONFIG,
     )

@@ -5,7 +5,7 @@ pending operation before each resource step and removes it after; a crash in bet
 leaves it behind, and the next `up` would warn and run a pending create again, which is how
 a crash turns into a duplicate. This module decides instead, per pending operation:
 
-- ``creating``: ask ``find`` (``stacks.recovery.find_created``) what the create made. Found:
+- ``creating``: ask ``find`` (``stacks.adoption.find_created``) what the create made. Found:
   the resource is adopted into the state with its real id and outputs. Not found: the
   pending create is dropped, knowing nothing exists.
 - ``updating``, ``deleting`` and the rest: the resource is still in the state with its old

@@ -1,6 +1,6 @@
 """What a create interrupted by a crash left in AWS, by resource type.
 
-Called by the stack driver's recovery (``provisioner.pulumi_driver.recovery``) for each
+Called by the stack driver's recovery (``provisioner.pulumi_driver.pending``) for each
 pending create it finds in a stack's state after a crash. Pulumi cannot know whether such
 a create reached AWS; forgetting it could leak the resource, and running it again could
 duplicate it. Each pool resource can be found from its inputs alone (names derived from

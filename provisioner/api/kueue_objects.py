@@ -1,0 +1,154 @@
+"""The four Kueue objects a gang queue needs, and their default names: the one source.
+
+AdmissionCheck (ours, by controller name), ResourceFlavor, ClusterQueue (gated by the
+check) and one LocalQueue per namespace. Built here as plain dicts; used by the bootstrap
+(``infra/kueue.py``, which passes Pulumi outputs for the names so resources are created in
+order), the local environment (``devenv/kueue_objects.py``), and the operator commands'
+defaults (``doctor``, ``explain``, the CLI). The chart's ``templates/kueue.yaml`` renders
+the same objects from the same default names; ``tests/chart`` compares the two.
+
+The ClusterQueue lists the check for all its flavors (no onFlavors): Kueue puts a check on
+a Workload only when it covers every flavor of the Workload's ClusterQueue. Its covered
+resources are cpu and memory first, then any other quota in name order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from provisioner.api import constants as c
+
+__all__ = [
+    "CHECK_NAME",
+    "CLUSTER_QUEUE_NAME",
+    "FLAVOR_NAME",
+    "KUEUE_API",
+    "PLURALS",
+    "QUEUE_NAME",
+    "admission_check",
+    "cluster_queue",
+    "cluster_queue_spec",
+    "default_objects",
+    "local_queue",
+    "quota_order",
+    "resource_flavor",
+]
+
+KUEUE_API: Final = f"{c.KUEUE_GROUP}/{c.KUEUE_VERSION}"
+
+# The default names (the chart's values.yaml `kueue.*`, the bootstrap's config defaults).
+CHECK_NAME: Final = "atomic-gang-check"
+FLAVOR_NAME: Final = "atomic-gang-flavor"
+CLUSTER_QUEUE_NAME: Final = "atomic-gang-cluster-queue"
+QUEUE_NAME: Final = "atomic-gang-queue"
+
+PLURALS: Final = {
+    "AdmissionCheck": "admissionchecks",
+    "ResourceFlavor": "resourceflavors",
+    "ClusterQueue": "clusterqueues",
+    "LocalQueue": "localqueues",
+    "Workload": "workloads",
+}
+
+_FIRST: Final = ("cpu", "memory")
+
+
+def quota_order(names: Any) -> list[str]:
+    """cpu and memory first (when present), then every other resource in name order."""
+    rest = sorted(n for n in names if n not in _FIRST)
+    return [n for n in _FIRST if n in names] + rest
+
+
+def admission_check(name: str = CHECK_NAME) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "AdmissionCheck",
+        "metadata": {"name": name},
+        "spec": {"controllerName": c.CONTROLLER_NAME},
+    }
+
+
+def resource_flavor(name: str = FLAVOR_NAME) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": name},
+        "spec": {},
+    }
+
+
+def cluster_queue_spec(
+    flavor: Any,
+    check: Any | None,
+    quotas: Mapping[str, str],
+    namespace_selector: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One resource group over ``quotas``' resources on one flavor, gated by ``check``
+    (None: a plain queue, the benchmarks' baseline). ``flavor`` and ``check`` are names,
+    or anything standing for one (the bootstrap passes Pulumi outputs)."""
+    names = quota_order(quotas)
+    spec: dict[str, Any] = {
+        "namespaceSelector": dict(namespace_selector or {}),
+        "resourceGroups": [
+            {
+                "coveredResources": names,
+                "flavors": [
+                    {
+                        "name": flavor,
+                        "resources": [
+                            {"name": name, "nominalQuota": str(quotas[name])} for name in names
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    if check is not None:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": check}]}
+    return spec
+
+
+def cluster_queue(
+    name: str,
+    flavor: Any,
+    check: Any | None,
+    quotas: Mapping[str, str],
+    namespace_selector: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": cluster_queue_spec(flavor, check, quotas, namespace_selector),
+    }
+
+
+def local_queue(
+    namespace: str, name: str = QUEUE_NAME, cluster_queue_name: Any = CLUSTER_QUEUE_NAME
+) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterQueue": cluster_queue_name},
+    }
+
+
+def default_objects(
+    namespaces: tuple[str, ...],
+    quotas: Mapping[str, str],
+    *,
+    check_name: str = CHECK_NAME,
+    flavor_name: str = FLAVOR_NAME,
+    cluster_queue_name: str = CLUSTER_QUEUE_NAME,
+    queue_name: str = QUEUE_NAME,
+    namespace_selector: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """The four kinds of objects an install creates, in the order they must exist."""
+    return [
+        admission_check(check_name),
+        resource_flavor(flavor_name),
+        cluster_queue(cluster_queue_name, flavor_name, check_name, quotas, namespace_selector),
+        *(local_queue(ns, queue_name, cluster_queue_name) for ns in namespaces),
+    ]

@@ -1,0 +1,86 @@
+"""The chart's Kueue objects are the product's: `provisioner.api.kueue_objects` builds the
+AdmissionCheck, ResourceFlavor, ClusterQueue and LocalQueues the bootstrap and the local
+environment create; the chart's `templates/kueue.yaml` must render exactly those (apart
+from the chart's own labels), with the defaults and with every name and quota changed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from provisioner.api import kueue_objects as ko
+from tests.chart.conftest import REQUIRED, Helm
+
+_KINDS = ("AdmissionCheck", "ResourceFlavor", "ClusterQueue", "LocalQueue")
+
+
+def _kueue_objects(helm: Helm, values: dict[str, Any]) -> list[dict[str, Any]]:
+    found = []
+    for obj in helm.render(values).objects:
+        if obj["kind"] not in _KINDS:
+            continue
+        obj["metadata"].pop("labels", None)
+        found.append(obj)
+    return found
+
+
+def _key(obj: dict[str, Any]) -> tuple[int, str, str]:
+    meta = obj["metadata"]
+    return (_KINDS.index(obj["kind"]), meta.get("namespace", ""), meta["name"])
+
+
+def test_the_default_render_is_the_products_default_objects(helm: Helm) -> None:
+    rendered = _kueue_objects(helm, {})
+    quotas = {
+        "cpu": REQUIRED["kueue.clusterQueue.nominalQuota.cpu"],
+        "memory": REQUIRED["kueue.clusterQueue.nominalQuota.memory"],
+    }
+    assert sorted(rendered, key=_key) == sorted(ko.default_objects(("default",), quotas), key=_key)
+
+
+@pytest.mark.parametrize(
+    "quotas",
+    [
+        {"cpu": "512", "memory": "2Ti", "nvidia.com/gpu": "64"},
+        {"vpc.amazonaws.com/efa": "32", "memory": "1Ti", "cpu": "96", "aws.amazon.com/neuron": "8"},
+    ],
+)
+def test_renamed_objects_and_extra_quotas_match_the_builders(
+    helm: Helm, quotas: dict[str, str]
+) -> None:
+    names = {
+        "check_name": "gpu-check",
+        "flavor_name": "gpu-flavor",
+        "cluster_queue_name": "gpu-cq",
+        "queue_name": "gpu-queue",
+    }
+    values: dict[str, Any] = {
+        "kueue.admissionCheckName": names["check_name"],
+        "kueue.resourceFlavorName": names["flavor_name"],
+        "kueue.clusterQueueName": names["cluster_queue_name"],
+        "kueue.queueName": names["queue_name"],
+        "kueue.localQueueNamespaces": ["ml", "research"],
+        "kueue.clusterQueue.namespaceSelector": {"matchLabels": {"team": "ml"}},
+        # The whole map at once: resource names hold dots, which --set would split on.
+        "kueue.clusterQueue.nominalQuota.cpu": None,
+        "kueue.clusterQueue.nominalQuota.memory": None,
+        "kueue.clusterQueue.nominalQuota": quotas,
+    }
+    expected = ko.default_objects(
+        ("ml", "research"),
+        quotas,
+        namespace_selector={"matchLabels": {"team": "ml"}},
+        **names,
+    )
+    assert sorted(_kueue_objects(helm, values), key=_key) == sorted(expected, key=_key)
+
+
+def test_the_builders_default_names_are_the_charts(helm: Helm) -> None:
+    values = helm.render().objects
+    assert {o["metadata"]["name"] for o in values if o["kind"] in _KINDS} == {
+        ko.CHECK_NAME,
+        ko.FLAVOR_NAME,
+        ko.CLUSTER_QUEUE_NAME,
+        ko.QUEUE_NAME,
+    }
