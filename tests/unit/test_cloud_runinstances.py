@@ -145,6 +145,7 @@ def test_a_partial_set_of_the_generation_is_terminated_and_reported(world: World
 
 
 def test_efa_asks_for_one_efa_interface_per_card_and_the_placement_group(world: World) -> None:
+    world.ec2.create_placement_group(GroupName="pg-pretrain", Strategy="cluster")
     world.engine.acquire(
         world.spec(efa=True, placement_group_name="pg-pretrain", security_group_ids=("sg-1",))
     )

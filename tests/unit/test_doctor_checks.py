@@ -217,7 +217,11 @@ def test_requested_resources_read_requests_and_limits() -> None:
 
 
 def _cpu_only(cq: dict[str, Any]) -> None:
-    cq.update(ko.cluster_queue(ko.CLUSTER_QUEUE_NAME, ko.FLAVOR_NAME, ko.CHECK_NAME))
+    cq.update(
+        ko.cluster_queue(
+            ko.CLUSTER_QUEUE_NAME, ko.FLAVOR_NAME, ko.CHECK_NAME, {"cpu": "64", "memory": "256Gi"}
+        )
+    )
 
 
 def test_the_default_queue_covers_gpu_and_efa() -> None:

@@ -9,6 +9,7 @@ state machine with their times.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -100,8 +101,13 @@ class FakeEngine:
 class FakeStacks:
     prepared: list[PoolSpec] = field(default_factory=list)
 
-    def outputs(self, pool: str) -> dict[str, Any]:
-        return {"launchTemplateId": "lt-0123456789abcdef0", "placementGroupName": f"pg-{pool}"}
+    def outputs(self, pool: str) -> Any:
+        # The fields of PoolOutputs the launch reads.
+        return SimpleNamespace(
+            launch_template_id="lt-0123456789abcdef0",
+            placement_group_name=f"pg-{pool}",
+            spec=SimpleNamespace(instance_profile_name=None),
+        )
 
     def prepare(self, spec: PoolSpec) -> dict[str, Any]:
         self.prepared.append(spec)

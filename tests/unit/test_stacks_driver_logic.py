@@ -117,6 +117,9 @@ _KIND_AFTER_THE_BOUNDARY = {
     ErrorKind.NOT_FOUND: FailureKind.CONFIG,
     ErrorKind.CAPACITY: FailureKind.CONFIG,
     ErrorKind.MALFORMED: FailureKind.CONFIG,
+    # Only the engine's reservation lookup raises it; a provider that did would be a bug
+    # someone must fix, not a wait.
+    ErrorKind.NOT_ACTIVE: FailureKind.CONFIG,
 }
 
 
