@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from provisioner.api import constants as c
 from provisioner.api import kueue_objects as ko
 from tests.chart.conftest import REQUIRED, Helm
 
@@ -32,9 +33,11 @@ def _key(obj: dict[str, Any]) -> tuple[int, str, str]:
 
 def test_the_default_render_is_the_products_default_objects(helm: Helm) -> None:
     rendered = _kueue_objects(helm, {})
+    # The chart's acceleratorQuota covers GPUs and EFA by default, as the bootstrap does.
     quotas = {
         "cpu": REQUIRED["kueue.clusterQueue.nominalQuota.cpu"],
         "memory": REQUIRED["kueue.clusterQueue.nominalQuota.memory"],
+        **c.DEFAULT_ACCELERATOR_QUOTA,
     }
     assert sorted(rendered, key=_key) == sorted(ko.default_objects(("default",), quotas), key=_key)
 
@@ -69,7 +72,8 @@ def test_renamed_objects_and_extra_quotas_match_the_builders(
     }
     expected = ko.default_objects(
         ("ml", "research"),
-        quotas,
+        # nominalQuota wins over the default acceleratorQuota on a shared resource.
+        {**c.DEFAULT_ACCELERATOR_QUOTA, **quotas},
         namespace_selector={"matchLabels": {"team": "ml"}},
         **names,
     )
