@@ -95,6 +95,9 @@ class GangNodePoolStatus(KubeModel):
     # is released before it. None when the gang is not on a block.
     capacity_block_ends_at: KubeTime | None = None
     consecutive_shortfalls: int = Field(default=0, ge=0)
+    # Failed actions in a row of any kind (a stack step, a release, a retryable launch):
+    # the retry backoff escalates with it, so no failing step retries at full speed forever.
+    consecutive_failures: int = Field(default=0, ge=0)
     last_shortfall_time: KubeTime | None = None
     join_deadline: KubeTime | None = None
     launch_in_progress: LaunchInProgress | None = None

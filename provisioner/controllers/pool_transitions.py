@@ -252,8 +252,10 @@ def _plan_active(view: PoolView) -> Step:
     release_at = _block_release_at(view)
     if release_at is not None and view.now >= release_at:
         return _release_for_block_end(view)
-    if status.last_stack_operation != f"record:{status.active_group}":
-        return Step(Action.RECORD_SET, status, why="record set in stack")
+    # Readiness and the join deadline come before the stack's record of the set: the record
+    # is bookkeeping (a release terminates by the IDs in this status and by tag), so it never
+    # gates Ready, and a record that keeps failing cannot hold a billing set past its deadline.
+    recorded = status.last_stack_operation == f"record:{status.active_group}"
     ready = len(view.ready_instance_ids & set(status.instance_ids))
     status = _with(status, ready_nodes=ready)
     if status.phase == c.PHASE_SATISFIED and spec.claim is None:
@@ -263,6 +265,7 @@ def _plan_active(view: PoolView) -> Step:
             return Step(
                 Action.NONE,
                 _with(status, phase=c.PHASE_SATISFIED, join_deadline=None, last_error=None),
+                requeue_after=None if recorded else 0.0,
                 events=(
                     Event(
                         c.EVENT_NORMAL,
@@ -271,6 +274,8 @@ def _plan_active(view: PoolView) -> Step:
                     ),
                 ),
             )
+        if not recorded:
+            return Step(Action.RECORD_SET, status, why="record set in stack")
         return Step(Action.NONE, status, requeue_after=_until(view, release_at))
     deadline = status.join_deadline or (view.now + view.join_deadline)
     if status.phase == c.PHASE_SATISFIED:
@@ -291,8 +296,12 @@ def _plan_active(view: PoolView) -> Step:
             f"joined within {view.join_deadline}; releasing the set and "
             "acquiring a new one.",
         )
+    status = _with(status, join_deadline=deadline)
+    if not recorded:
+        # While the nodes join: the record runs beside the join.
+        return Step(Action.RECORD_SET, status, why="record set in stack")
     wait = (deadline - view.now).total_seconds()
-    return Step(Action.NONE, _with(status, join_deadline=deadline), requeue_after=min(wait, 5.0))
+    return Step(Action.NONE, status, requeue_after=min(wait, 5.0))
 
 
 def _block_release_at(view: PoolView) -> datetime | None:
@@ -447,12 +456,15 @@ def outcome(
     if action is Action.LAUNCH:
         return _launch_outcome(view, status, result)
     if not result.ok:
-        attempts = status.consecutive_shortfalls + 1
-        delay = _backoff(view, attempts) if result.error_kind != "config" else view.backoff_max / 5
+        # Every failing step escalates its own backoff; a config failure waits the longer
+        # config delay (someone has to fix something first).
+        failures = status.consecutive_failures + 1
+        delay = _backoff(view, failures) if result.error_kind != "config" else view.backoff_max / 5
         err = LastError(reason=result.reason or c.EventReason.ACTION_FAILED, message=result.message)
         return (
             _with(
                 status,
+                consecutive_failures=failures,
                 last_error=err,
                 last_stack_result=f"failed: {result.reason}"
                 if action in (Action.PREPARE_STACK, Action.RECORD_SET, Action.DESTROY_STACK)
@@ -461,6 +473,7 @@ def outcome(
             delay,
             (Event(c.EVENT_WARNING, err.reason, f"{action.value}: {err.message}"),),
         )
+    status = _with(status, consecutive_failures=0)
     if action is Action.PREPARE_STACK:
         return _with(status, last_stack_operation="prepare", last_stack_result="succeeded"), 0.0, ()
     if action is Action.RECORD_SET:
@@ -526,6 +539,7 @@ def _launch_outcome(
                 launch_in_progress=None,
                 acquire_generation=status.acquire_generation + 1,
                 consecutive_shortfalls=0,
+                consecutive_failures=0,
                 capacity_block_ends_at=_parse_time(result.extra.get(EXTRA_BLOCK_ENDS_AT)),
                 join_deadline=view.now + view.join_deadline,
                 last_error=None,
@@ -576,9 +590,10 @@ def _launch_outcome(
     if kind == "retryable":
         # Keep the marker: the same ClientToken is replayed, so a launch that did happen
         # is returned rather than repeated.
+        failures = status.consecutive_failures + 1
         return (
-            _with(status, last_error=err),
-            _backoff(view, 2),
+            _with(status, last_error=err, consecutive_failures=failures),
+            _backoff(view, failures + 1),
             (Event(c.EVENT_WARNING, err.reason, err.message),),
         )
     # Configuration: nothing was launched; the user must fix something. The generation

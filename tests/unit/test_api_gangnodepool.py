@@ -69,6 +69,7 @@ BODY: dict[str, Any] = {
         ],
         "readyNodes": 2,
         "consecutiveShortfalls": 0,
+        "consecutiveFailures": 0,
         "lastShortfallTime": "2025-03-01T11:59:00Z",
         "joinDeadline": "2025-03-01T12:10:00Z",
         "launchInProgress": {
@@ -126,6 +127,7 @@ def test_new_pool_omits_unset_fields() -> None:
         "instanceIds": [],
         "readyNodes": 0,
         "consecutiveShortfalls": 0,
+        "consecutiveFailures": 0,
         "conditions": [],
     }
     assert spec.shape().model_dump() == {k: v for k, v in spec.model_dump().items() if k != "claim"}

@@ -175,9 +175,58 @@ def test_a_claim_dropped_while_acquiring_returns_to_idle() -> None:
     assert step.status.phase == c.PHASE_IDLE
 
 
-def test_a_launched_set_is_recorded_in_the_stack_before_anything_else() -> None:
+def test_a_launched_set_is_recorded_in_the_stack_while_its_nodes_join() -> None:
     v = view(phase=c.PHASE_JOINING, status={**active(), "lastStackOperation": "prepare"}, live=LIVE)
-    assert plan(v).action is Action.RECORD_SET
+    step = plan(v)
+    assert step.action is Action.RECORD_SET and step.status.join_deadline is not None
+
+
+def test_ready_is_not_gated_on_the_record() -> None:
+    unrecorded = {**active(), "lastStackOperation": "prepare"}
+    v = view(phase=c.PHASE_JOINING, status=unrecorded, live=LIVE, ready=frozenset(IDS))
+    step = plan(v)
+    assert step.action is Action.NONE and step.status.phase == c.PHASE_SATISFIED
+    assert step.requeue_after == 0.0, "the record follows at once"
+    after = view(phase=c.PHASE_SATISFIED, status=unrecorded, live=LIVE, ready=frozenset(IDS))
+    assert plan(after).action is Action.RECORD_SET
+
+
+def test_a_record_that_keeps_failing_cannot_hold_a_set_past_its_join_deadline() -> None:
+    failing = {
+        **active(joinDeadline="2026-11-29T11:59:00Z"),
+        "lastStackOperation": "prepare",
+        "consecutiveFailures": 7,
+    }
+    v = view(phase=c.PHASE_JOINING, status=failing, live=LIVE, ready=frozenset(IDS[:3]))
+    step = plan(v)
+    assert step.action is Action.RELEASE_SET and set(step.release_ids) == set(IDS)
+
+
+@pytest.mark.parametrize(("failures", "kind", "delay"), [
+    (0, "retryable", 5.0),
+    (1, "retryable", 10.0),
+    (3, "retryable", 40.0),
+    (9, "retryable", 300.0),
+    (0, "not-prepared", 5.0),
+    (4, "config", 60.0),
+])
+def test_a_failing_stack_step_backs_off_and_escalates_by_its_kind(
+    failures: int, kind: str, delay: float
+) -> None:
+    v = view(
+        phase=c.PHASE_JOINING,
+        status={**active(), "lastStackOperation": "prepare", "consecutiveFailures": failures},
+        live=LIVE,
+    )
+    step = plan(v)
+    assert step.action is Action.RECORD_SET
+    failed = ActionResult(False, error_kind=kind, reason="PoolNotPrepared", message="no stack")
+    status, wait, events = outcome(v, step, failed)
+    assert [e.reason for e in events] == ["PoolNotPrepared"]
+    assert wait == delay and status.consecutive_failures == failures + 1
+    assert status.last_error is not None and status.last_error.reason == "PoolNotPrepared"
+    recovered, _, _ = outcome(v, step, ActionResult(True))
+    assert recovered.consecutive_failures == 0
 
 
 def test_joining_counts_ready_nodes_and_waits() -> None:
