@@ -21,6 +21,7 @@ from provisioner.cloud.ec2api import CloudClients
 from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
 from provisioner.cloud.fleet import launch_fleet
 from provisioner.cloud.instancetypes import describe_instance_type
+from provisioner.cloud.leftovers import Leftover, delete_leftovers, find_leftovers
 from provisioner.cloud.nodeadm import render_user_data
 from provisioner.cloud.preflight import verify_access_entry, verify_instance_profile
 from provisioner.cloud.release import release
@@ -176,6 +177,13 @@ class Ec2Engine:
             eni_wait_seconds=eni_wait_seconds,
             poll_seconds=poll_seconds,
         )
+
+    def leftovers(self, cluster: str, pool: str | None = None) -> list[Leftover]:
+        """Our launch templates and placement groups, by tag (see ``leftovers``)."""
+        return find_leftovers(self._ec2, cluster, pool)
+
+    def delete_leftovers(self, items: list[Leftover]) -> list[Leftover]:
+        return delete_leftovers(self._ec2, items)
 
     def set_keep_warm_tag(self, instance_ids: Sequence[str], until: datetime | None) -> None:
         """Mirror ``keepWarmUntil`` onto the instances; ``None`` clears it."""

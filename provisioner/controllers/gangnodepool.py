@@ -360,7 +360,11 @@ class GangNodePoolReconciler:
             metrics.ACQUISITIONS.labels(mode=shape.mode, result="not-active").inc()
             starts = {EXTRA_STARTS_AT: err.starts_at.isoformat()} if err.starts_at else {}
             return ActionResult(
-                False, error_kind=FailureKind.NOT_ACTIVE, reason=err.reason, message=str(err), extra=starts
+                False,
+                error_kind=FailureKind.NOT_ACTIVE,
+                reason=err.reason,
+                message=str(err),
+                extra=starts,
             )
         except CloudError as err:
             failure = err.failure
@@ -394,6 +398,18 @@ class GangNodePoolReconciler:
     def _destroy(self, pool: GangNodePool) -> None:
         if self._stacks.is_prepared(pool.name):
             self._stacks.destroy(pool.name)
+        else:
+            # No stack to destroy (lost state): what it owned is found by tag and removed,
+            # never skipped in silence.
+            cluster = self._settings.cluster_name
+            orphans = self._engine.leftovers(cluster, pool.name)
+            if orphans:
+                log.warning(
+                    "pool %s has no stack; deleting what its tags name: %s",
+                    pool.name,
+                    ", ".join(f"{o.kind} {o.name}" for o in orphans),
+                )
+                self._engine.delete_leftovers(orphans)
         # Belt and braces: whatever the stack did not know about is released from EC2 too.
         leftover = self._engine.find_managed(self._settings.cluster_name, pool.name)
         if leftover:

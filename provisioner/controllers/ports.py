@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from provisioner.cloud.leftovers import Leftover
 from provisioner.cloud.types import (
     AmiChoice,
     ClusterInfo,
@@ -40,6 +41,10 @@ class EngineOps(Protocol):
     def release(self, instance_ids: Sequence[str]) -> ReleaseReport: ...
 
     def set_keep_warm_tag(self, instance_ids: Sequence[str], until: datetime | None) -> None: ...
+
+    def leftovers(self, cluster: str, pool: str | None = None) -> list[Leftover]: ...
+
+    def delete_leftovers(self, items: list[Leftover]) -> list[Leftover]: ...
 
     def cluster(self, name: str) -> ClusterInfo: ...
 

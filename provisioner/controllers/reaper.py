@@ -2,7 +2,8 @@
 
 Watches: EC2, by tag, every `reapIntervalSeconds` (and the GangNodePool cache, only to avoid
 reaping a warm set a new claim is reusing).
-Writes, alone: TerminateInstances (with ENI cleanup) of managed instances of this cluster.
+Writes, alone: TerminateInstances (with ENI cleanup) of managed instances of this cluster,
+and the deletion of our launch templates and placement groups whose pool no longer exists.
 
 An instance goes when it is past its max-lifetime tag, past an expired keep-warm tag (with a
 grace period, the pool reconciler being the one expected to release it), or when the pool
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from provisioner.api import constants as c
+from provisioner.cloud.errors import CloudError
 from provisioner.cloud.types import InstanceView
 from provisioner.controllers import metrics
 from provisioner.controllers.ports import EngineOps
@@ -65,6 +67,8 @@ def verdict(
 class SweepReport:
     examined: int
     terminated: dict[str, list[str]]
+    # Launch templates and placement groups whose pool no longer exists, deleted.
+    infrastructure: tuple[str, ...] = ()
 
 
 class Reaper:
@@ -102,7 +106,25 @@ class Reaper:
                 log.warning("reaper terminated %d instances (%s): %s", len(group), reason, group)
         self._sample(instances, pools, now, set(ids))
         self._last_sweep = now
-        return SweepReport(examined=len(instances), terminated=doomed)
+        removed = self._sweep_infrastructure(pools)
+        return SweepReport(examined=len(instances), terminated=doomed, infrastructure=removed)
+
+    def _sweep_infrastructure(self, pools: dict[str, PoolFacts]) -> tuple[str, ...]:
+        """Launch templates and placement groups our tags give to a pool that is gone (its
+        stack lost, or its release interrupted after the instances went)."""
+        orphans = [o for o in self._engine.leftovers(self._cluster) if o.pool not in pools]
+        removed: list[str] = []
+        for orphan in orphans:
+            try:
+                self._engine.delete_leftovers([orphan])
+            except CloudError as err:  # e.g. a placement group still in use: next sweep
+                log.warning("reaper could not delete %s %s: %s", orphan.kind, orphan.name, err)
+                continue
+            removed.append(f"{orphan.kind}/{orphan.name}")
+            log.warning(
+                "reaper deleted %s %s of gone pool %s", orphan.kind, orphan.name, orphan.pool
+            )
+        return tuple(removed)
 
     def _sample(
         self,
