@@ -11,7 +11,8 @@ Called by the CLI's `demo` subcommand (and `make demo`, and CI). It starts a
 
 While it runs it prints each change of a Job's state, its check, its pool's phase and
 counts. At the end it releases every pool, prints a table per Job (time to Ready, instances
-launched, node-seconds billed and stranded), `kubectl get gnp` and `pulumi stack ls`, and
+launched) and per pool (node-seconds billed and stranded, by the one definition in
+`provisioner.cloud.billing`), `kubectl get gnp` and `pulumi stack ls`, and
 stops every process it started, on success, failure or Ctrl-C alike.
 """
 
@@ -25,6 +26,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ from kubernetes import client as k8s
 from devenv import kueue_objects as ko
 from devenv.environment import LocalEnvironment
 from provisioner.api import constants as c
+from provisioner.cloud.billing import Bill, bill, instance_life
 
 NAMESPACE = "default"
 SHARED_POOL = "shared"
@@ -62,8 +65,6 @@ class JobRecord:
 class Instance:
     pool: str
     first_seen: float
-    last_seen: float
-    stranded: float = 0.0
     gone: bool = False
     owner: str | None = None
 
@@ -91,13 +92,7 @@ class Observer:
         }
         live = self.live_instances()
         for iid, pool in live.items():
-            inst = self.instances.setdefault(iid, Instance(pool, now, now))
-            phase = (pools.get(pool, {}).get("status") or {}).get("phase")
-            # Stranded: running while its pool is gone or Idle, i.e. billed with no Job, no
-            # keep-warm and no release in progress to account for it.
-            if phase in (None, c.PHASE_IDLE):
-                inst.stranded += now - inst.last_seen
-            inst.last_seen = now
+            self.instances.setdefault(iid, Instance(pool, now))
         for iid, inst in self.instances.items():
             if iid not in live:
                 inst.gone = True
@@ -198,24 +193,25 @@ class Observer:
         return "-"
 
     # -- the bill --------------------------------------------------------------------------
-    def bill(self, record: JobRecord) -> tuple[float, float]:
-        """Node-seconds of the Job's pool from its submission until the next Job on the
-        pool was submitted (or the instances ended), and the stranded part of them."""
-        later = [
-            r.submitted
-            for r in self.jobs.values()
-            if r.pool == record.pool and r.submitted > record.submitted
-        ]
-        until = min(later) if later else float("inf")
-        billed = stranded = 0.0
-        for inst in self.instances.values():
-            if inst.pool != record.pool:
-                continue
-            start, end = max(inst.first_seen, record.submitted), min(inst.last_seen, until)
-            billed += max(0.0, end - start)
-            if not later:
-                stranded += inst.stranded
-        return billed, stranded
+    def pool_bills(self) -> dict[str, Bill]:
+        """Billed and stranded node-seconds per pool, from EC2's history of every managed
+        instance of the cluster (terminated and rolled-back ones included)."""
+        raw: list[dict[str, Any]] = []
+        pages = self.ec2.get_paginator("describe_instances").paginate(
+            Filters=[{"Name": f"tag:{c.TAG_CLUSTER}", "Values": [self.cluster]}]
+        )
+        for page in pages:
+            raw.extend(i for r in page["Reservations"] for i in r["Instances"])
+        pool_of = {i["InstanceId"]: _tag(i, c.TAG_POOL) or "" for i in raw}
+        now = datetime.now(UTC)
+        per_pool: dict[str, Bill] = {}
+        for iid, one in bill((instance_life(i) for i in raw), lambda _: GANG, now).items():
+            per_pool[pool_of[iid]] = per_pool.get(pool_of[iid], Bill(0.0, 0.0)) + one
+        return per_pool
+
+
+def _tag(instance: dict[str, Any], key: str) -> str | None:
+    return next((t["Value"] for t in instance.get("Tags", []) if t["Key"] == key), None)
 
 
 def _check(wl: dict[str, Any] | None) -> str:
@@ -340,18 +336,18 @@ def _scenario(env: LocalEnvironment, state: dict[str, Any]) -> int:
 
 def _summary(obs: Observer) -> float:
     print("\n== summary", flush=True)
-    print(
-        f"{'JOB':<14}{'POOL':<9}{'TIME TO READY':>14}{'LAUNCHED':>10}"
-        f"{'NODE-S BILLED':>15}{'NODE-S STRANDED':>17}"
-    )
-    total = 0.0
+    print(f"{'JOB':<14}{'POOL':<9}{'TIME TO READY':>14}{'LAUNCHED':>10}")
     for record in obs.jobs.values():
-        billed, stranded = obs.bill(record)
-        total += stranded
         ready = f"{record.ready_at - record.submitted:.1f}s" if record.ready_at else "-"
-        print(
-            f"{record.name:<14}{record.pool:<9}{ready:>14}{len(record.launched):>10}{billed:>15.1f}{stranded:>17.1f}"
-        )
+        print(f"{record.name:<14}{record.pool:<9}{ready:>14}{len(record.launched):>10}")
+    print(
+        f"\n{'POOL':<9}{'NODE-S BILLED':>15}{'NODE-S STRANDED':>17}   "
+        "(from EC2's launch and termination times; 60 s minimum per instance)"
+    )
+    bills = obs.pool_bills()
+    for pool, one in sorted(bills.items()):
+        print(f"{pool:<9}{one.billed:>15.1f}{one.stranded:>17.1f}")
+    total = sum(one.stranded for one in bills.values())
     still = sum(1 for i in obs.instances.values() if not i.gone)
     print(
         f"instances still running: {still}; stranded node-seconds in total: {total:.1f}", flush=True
