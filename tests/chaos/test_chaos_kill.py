@@ -1,23 +1,24 @@
 """Chaos: the controller is SIGKILLed at chosen moments of a pool's life and started again.
 
-A seeded generator picks, for each kill, a window: during a launch (marker persisted, call
-in flight), after EC2 returned but before the IDs were persisted, during a Pulumi `up` or
-`destroy`, while nodes join, during a release, or at a random moment. The test drives gang
-Workloads through their whole life (claim, N-or-0 launch, join, Ready, finish, keep-warm
-expiry, release) with the Kueue stand-in, watches the pool status, EC2 and the controller's
-process group for the chosen window, kills the whole process group, and starts a new
-controller after a random pause. Once the kills are spent, a last Workload per mode must
-become Ready and, after a reaper sweep, these must hold:
-- the pool is Satisfied with exactly N instances (no pool stuck);
-- no (pool, generation) ever launched more than N instances;
-- no live managed instance outside a pool's status.instanceIds;
-- the stack's recorded instance set equals what EC2 runs;
-- no detached ENI was left behind.
-Between Workloads every released pool must hold 0 instances (N-or-0).
+Each kill aims at a window: during a launch (marker persisted, call in flight), after EC2
+launched but before the IDs were persisted, during a Pulumi `up` or `destroy`, while nodes
+join, during a release, or at a random moment. The test drives gang Workloads through their
+whole life (claim, N-or-0 launch, join, Ready, finish, keep-warm expiry, release) with the
+Kueue stand-in, watches for the aimed window, and SIGKILLs the controller's whole process
+tree (the Pulumi provider host, which runs in a process group of its own, included). Then,
+with the controller dead and its state frozen, it reads the pool status, EC2 and the stack
+operation marker again and records the window the kill actually *landed* in; a kill that
+landed elsewhere is counted as a miss and the same window is aimed at again.
 
-`ATOMIC_GANG_CHAOS_KILLS` is the total number of kills, split over the two modes (default
-6: the CI-sized run in the test command); `make chaos` sets 100 and prints the tally.
-`ATOMIC_GANG_CHAOS_SEED` replays one run.
+After every Workload life the whole invariant check runs (tests/chaos/invariants.py): the
+released pool holds 0 instances, EC2 and the stack agree, no stray instance, no generation
+over N, no leaked ENI. After the last life the pool must be Satisfied with exactly N.
+
+`ATOMIC_GANG_CHAOS_KILLS` is the number of landed kills aimed at, split over the two modes.
+The default (the CI-sized run in the test command) aims once at every window in each mode,
+in a fixed order, and fails unless each landed; `make chaos` sets 100 and requires at least
+`MIN_LANDED_FULL` landed kills per window and mode. `ATOMIC_GANG_CHAOS_SEED` replays the
+order and pauses of a full run.
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from provisioner.pulumi_driver.environment import StatePaths
 
+from devenv.controller_process import EMULATOR_KEYS
 from provisioner.api import constants as c
+from provisioner.pulumi_driver.oplog import OperationLog
 from tests.chaos.harness import (
     ControllerProcess,
     converged_problems,
@@ -42,50 +46,75 @@ from tests.chaos.harness import (
     live_ids,
     settings_file,
     status,
-    tag,
 )
+from tests.chaos.invariants import Expect, tag
 from tests.integration.controller_harness import GangEnv, eventually
 
 pytestmark = pytest.mark.integration
 
-KILLS = int(os.environ.get("ATOMIC_GANG_CHAOS_KILLS", "6"))
+WINDOWS = ("launch", "ec2-returned", "pulumi", "joining", "releasing", "anytime")
+KILLS = int(os.environ.get("ATOMIC_GANG_CHAOS_KILLS", str(2 * len(WINDOWS))))
 SEED = int(os.environ.get("ATOMIC_GANG_CHAOS_SEED", "20261129"))
 N = 3
-WINDOWS = ("launch", "ec2-returned", "pulumi", "joining", "releasing", "anytime")
 STAGE_TIMEOUT = 180.0
-# One Workload life takes tens of seconds; a window that never shows in a few rounds (a
-# launch too fast to see) falls back to a random moment rather than spinning forever.
-MAX_ROUNDS_PER_KILL = 3
+# Aims at one window before the run gives up on it and fails: a window that cannot be
+# landed in is a finding, not something to paper over with a random kill.
+MAX_AIMS_PER_WINDOW = 8
+# The full run's floor of landed kills per window and mode (50 kills spread over 6).
+MIN_LANDED_FULL = 4
+# How long after spotting a window the kill waits: enough to land anywhere inside a long
+# window, none for the short ones (a launch call, the gap before the IDs are saved).
+# A launch call and the gap between EC2's answer and the status write last milliseconds; to
+# land kills there, the emulator holds the controller's launch call that long, before EC2
+# runs it ("launch") or after it ran and before the answer leaves ("ec2-returned"), as a
+# slow EC2 answer would. Where the kill landed is still read from the frozen state.
+SLOW_LAUNCH_SECONDS = 1.5
+LAUNCH_ACTION = {c.MODE_RUNINSTANCES: "RunInstances", c.MODE_FLEET: "CreateFleet"}
+JITTER = {"launch": 0.0, "ec2-returned": 0.0, "pulumi": 0.3, "joining": 0.4, "releasing": 0.2}
 REPORT = os.environ.get("ATOMIC_GANG_CHAOS_REPORT")
+
+
+def kill_plan(kills: int, seed: int) -> list[str]:
+    """The windows to land kills in, in order: each window in turn, so every window gets
+    its share; a run larger than one round is shuffled by the seed, round by round."""
+    rng = random.Random(seed)
+    plan: list[str] = []
+    while len(plan) < kills:
+        round_ = list(WINDOWS)
+        if kills > len(WINDOWS):
+            rng.shuffle(round_)
+        plan.extend(round_)
+    return plan[:kills]
 
 
 class Chaos:
     """One mode's run: drives Workloads, kills in windows, restarts, keeps the tally."""
 
-    def __init__(self, env: GangEnv, ctl: ControllerProcess, mode: str, seed: int) -> None:
+    def __init__(
+        self, env: GangEnv, ctl: ControllerProcess, mode: str, seed: int, plan: list[str]
+    ) -> None:
         self.env, self.ctl, self.mode = env, ctl, mode
         self.rng = random.Random(seed)
         self.pool = f"chaos-{mode}"
+        self.plan = list(plan)
         self.pending: str | None = None
-        self.pending_since_round = 0
+        self.aims = 0
         self.round = 0
-        self.t_round = 0.0
         self.anytime_at = 0.0
-        self.hits: Counter[str] = Counter()
-        self.fallbacks = 0
+        self.landed: Counter[str] = Counter()
+        self.misses: Counter[str] = Counter()
+        self.anytime_landed_in: Counter[str] = Counter()
         self.recovery_seconds: list[float] = []
+        self.oplog = OperationLog(StatePaths(env.settings.pulumi.state_dir).operations)
 
     # -- windows ---------------------------------------------------------------------------
     def _in(self, window: str) -> bool:
+        """Whether the live controller is in `window` now (worth killing)."""
         st = first(lambda: status(self.env, self.pool)) or {}
         if window == "launch":
-            return st.get("launchInProgress") is not None
+            return st.get("launchInProgress") is not None and not st.get("instanceIds")
         if window == "ec2-returned":
-            marker = st.get("launchInProgress")
-            if not marker or st.get("instanceIds"):
-                return False
-            live = first(lambda: self.env.live_instances(self.pool)) or []
-            return any(tag(i, c.TAG_GROUP) == marker.get("group") for i in live)
+            return self._launched_unrecorded(st)
         if window == "pulumi":
             return bool(self.ctl.pulumi_operations() & {"up", "destroy"})
         if window == "joining":
@@ -94,21 +123,56 @@ class Chaos:
             return st.get("phase") == c.PHASE_RELEASING or bool(st.get("releaseInProgress"))
         return time.monotonic() >= self.anytime_at
 
+    def _launched_unrecorded(self, st: dict[str, Any]) -> bool:
+        """EC2 runs instances of the generation being launched, the status has no IDs."""
+        marker = st.get("launchInProgress")
+        if not marker or st.get("instanceIds"):
+            return False
+        live = first(lambda: self.env.live_instances(self.pool)) or []
+        return any(tag(i, c.TAG_GROUP) == marker.get("group") for i in live)
+
+    def where_landed(self) -> str:
+        """With the controller dead and its state frozen: the window the kill is in."""
+        st = first(lambda: status(self.env, self.pool)) or {}
+        if st.get("launchInProgress") is not None and not st.get("instanceIds"):
+            return "ec2-returned" if self._launched_unrecorded(st) else "launch"
+        op = self.oplog.last(self.pool)
+        if op is not None and op.in_progress:
+            return "pulumi"
+        if st.get("phase") == c.PHASE_RELEASING or st.get("releaseInProgress"):
+            return "releasing"
+        if st.get("phase") == c.PHASE_JOINING:
+            return "joining"
+        return f"other:{st.get('phase')}"
+
     def arm(self) -> None:
-        self.pending = self.rng.choice(WINDOWS)
-        self.pending_since_round = self.round
+        self.pending = self.plan.pop(0)
+        self.aims = 0
         self.anytime_at = time.monotonic() + self.rng.uniform(0.0, 8.0)
 
     def _maybe_kill(self) -> None:
         if self.pending is None or not self._in(self.pending):
             return
-        # A little jitter so a kill lands anywhere inside the window, not only at its start.
-        time.sleep(self.rng.uniform(0.0, 0.4))
+        time.sleep(self.rng.uniform(0.0, JITTER.get(self.pending, 0.0)))
         self.ctl.kill()
-        self.hits[self.pending] += 1
+        where = self.where_landed()
+        self.aims += 1
+        if self.pending == "anytime":
+            self.landed["anytime"] += 1
+            self.anytime_landed_in[where] += 1
+            self.pending = None
+        elif where == self.pending:
+            self.landed[where] += 1
+            self.pending = None
+        else:
+            self.misses[f"{self.pending}->{where}"] += 1
+            if self.aims >= MAX_AIMS_PER_WINDOW:
+                raise AssertionError(
+                    f"[{self.mode}] no kill landed in {self.pending} after {self.aims} aims: "
+                    f"{dict(self.misses)}"
+                )
         time.sleep(self.rng.uniform(0.0, 1.5))
         self.ctl.start()
-        self.pending = None
 
     def wait(self, goal: Any, what: str) -> Any:
         """Poll `goal` while watching for the armed window; fail with the controller's log."""
@@ -128,12 +192,22 @@ class Chaos:
         )
 
     # -- one Workload's life ---------------------------------------------------------------
+    def _slow_the_launch(self) -> None:
+        """Arm the emulator to hold this life's launch call when a launch window is aimed at."""
+        client = self.env.emulator.client
+        client.clear_faults()
+        if self.pending in ("launch", "ec2-returned"):
+            client.delay_calls(
+                LAUNCH_ACTION[self.mode],
+                SLOW_LAUNCH_SECONDS,
+                after=self.pending == "ec2-returned",
+                client=EMULATOR_KEYS["AWS_ACCESS_KEY_ID"],
+            )
+
     def one_life(self, finish: bool = True) -> str:
         self.round += 1
-        if self.pending is not None and self.round - self.pending_since_round > MAX_ROUNDS_PER_KILL:
-            self.pending = "anytime"
-            self.fallbacks += 1
         env = self.env
+        self._slow_the_launch()
         annotations = {c.ANN_MODE: self.mode, c.ANN_KEEP_WARM_TTL: "1s"}
         workload = env.submit(f"{self.mode}-{self.round}", self.pool, count=N, **annotations)
         t0 = time.monotonic()
@@ -157,6 +231,21 @@ class Chaos:
         )
         return workload
 
+    def check_invariants(self, enis_before: set[str], satisfied: bool) -> None:
+        """The whole check, after every life: N-or-0, stack == EC2, no stray, no generation
+        over N, no leaked ENI. Waits for the reaper and a last stack record to settle."""
+        expect = {self.pool: Expect(N, satisfied=satisfied)}
+        eventually(
+            lambda: converged_problems(self.env, expect, enis_before) == [] or None,
+            60,
+            lambda: (
+                f"[{self.mode}] after life {self.round}: "
+                + "; ".join(converged_problems(self.env, expect, enis_before))
+                + f"\ncontroller log:\n{self.ctl.log_tail()}"
+            ),
+            every=1.0,
+        )
+
 
 @pytest.fixture
 def chaos_env(
@@ -179,51 +268,45 @@ def test_sigkill_anywhere_leaves_no_stray_or_double_launch(
     chaos_env: tuple[GangEnv, ControllerProcess], mode: str
 ) -> None:
     env, ctl = chaos_env
+    seed = SEED + (0 if mode == c.MODE_RUNINSTANCES else 1)
     kills = (KILLS + (1 if mode == c.MODE_RUNINSTANCES else 0)) // 2
-    chaos = Chaos(env, ctl, mode, SEED + (0 if mode == c.MODE_RUNINSTANCES else 1))
+    chaos = Chaos(env, ctl, mode, seed, kill_plan(kills, seed))
     enis_before = detached_enis(env)
     started = time.monotonic()
-    while ctl.kills < kills:
+    while chaos.plan or chaos.pending is not None:
         if chaos.pending is None:
             chaos.arm()
         before = ctl.kills
         chaos.one_life()
-        # N-or-0 between Workloads: the pool released everything it had.
-        assert live_ids(env, chaos.pool) == set()
+        chaos.check_invariants(enis_before, satisfied=False)
         if ctl.kills != before:  # progress for the long run (shown with -s)
             print(
-                f"chaos {mode}: {ctl.kills}/{kills} kills, {chaos.round} Workload lives, "
+                f"chaos {mode}: {sum(chaos.landed.values())}/{kills} landed "
+                f"({ctl.kills} kills), {chaos.round} Workload lives, "
                 f"{time.monotonic() - started:.0f}s",
                 flush=True,
             )
-    chaos.pending = None
     chaos.one_life(finish=False)
+    chaos.check_invariants(enis_before, satisfied=True)
 
-    # Let the reaper sweep (every 3 s) and any last stack record settle, then judge.
-    time.sleep(7)
-    eventually(
-        lambda: converged_problems(env, {chaos.pool: N}, enis_before) == [] or None,
-        60,
-        lambda: (
-            "; ".join(converged_problems(env, {chaos.pool: N}, enis_before))
-            + f"\ncontroller log:\n{ctl.log_tail()}"
-        ),
-        every=1.0,
-    )
+    floor = 1 if kills <= len(WINDOWS) else MIN_LANDED_FULL
+    short = {w: chaos.landed[w] for w in WINDOWS if chaos.landed[w] < floor}
     tally = {
         "mode": mode,
         "kills": ctl.kills,
-        "windows": dict(chaos.hits),
-        "fallbacks_to_random_moment": chaos.fallbacks,
+        "landed": {w: chaos.landed[w] for w in WINDOWS},
+        "missed": dict(chaos.misses),
+        "anytime_landed_in": dict(chaos.anytime_landed_in),
         "workload_lives": chaos.round,
         "seconds": round(time.monotonic() - started, 1),
         "submit_to_ready_seconds_max": round(max(chaos.recovery_seconds), 1),
         "submit_to_ready_seconds_median": round(
             sorted(chaos.recovery_seconds)[len(chaos.recovery_seconds) // 2], 1
         ),
-        "invariants": "all held",
+        "invariants": f"all held after each of {chaos.round} lives",
     }
     print(f"\nchaos tally: {json.dumps(tally)}")
     if REPORT:
         with open(REPORT, "a", encoding="utf-8") as out:
             out.write(json.dumps(tally) + "\n")
+    assert not short, f"[{mode}] windows with fewer than {floor} landed kills: {short}"
