@@ -398,9 +398,9 @@ def _pulumi_stack_ls(env: LocalEnvironment) -> str:
 GPU_JOB = "gpu-p5"
 GPU_POOL = "gpu-block"
 GPU_TYPE = "p5.48xlarge"
-# The pool's stack takes ~10-20 s before its first launch: the block must still be scheduled
+# The pool's stack takes ~10-25 s before its first launch: the block must still be scheduled
 # then, so the hold is seen.
-GPU_BLOCK_LEAD_SECONDS = 30.0
+GPU_BLOCK_LEAD_SECONDS = 40.0
 
 
 def _gpu_scene(env: LocalEnvironment, obs: Observer) -> None:
