@@ -310,6 +310,7 @@ def _scenario(env: LocalEnvironment, state: dict[str, Any]) -> int:
     obs.say(f"the emulator frees {GANG} x {SCARCE_TYPE} in {zones[0]}")
     env.emulator_client.set_capacity(zones[0], SCARCE_TYPE, GANG)
     obs.wait("train-scarce to complete", lambda: obs.jobs["train-scarce"].done_at is not None)
+    _gpu_scene(env, obs)
 
     gnp_before = kubectl_get_gnp(str(state["kubeconfig"]))
     stacks_before = _pulumi_stack_ls(env)
@@ -387,4 +388,115 @@ def _pulumi_stack_ls(env: LocalEnvironment) -> str:
     return (
         f"PULUMI_BACKEND_URL={env.pulumi_env['PULUMI_BACKEND_URL']} "
         f"pulumi stack ls --project {project}\n" + (done.stdout + done.stderr).rstrip()
+    )
+
+
+GPU_JOB = "gpu-p5"
+GPU_POOL = "gpu-block"
+GPU_TYPE = "p5.48xlarge"
+# The pool's stack takes ~10-25 s before its first launch: the block must still be scheduled
+# then, so the hold is seen.
+GPU_BLOCK_LEAD_SECONDS = 40.0
+
+
+def _gpu_scene(env: LocalEnvironment, obs: Observer) -> None:
+    """A 2 x p5.48xlarge gang on a Capacity Block that starts a few seconds from now: held at
+    $0 (nothing launched) until the start, then admitted with one EFA interface per network
+    card, all in the pool's cluster placement group; its pool is then released and the block
+    has every slot free again."""
+    assert env.control_plane is not None
+    emu = env.emulator_client
+    ec2 = env.ec2_client()
+    custom = k8s.CustomObjectsApi(env.control_plane.api_client())
+    zone = sorted({s["AvailabilityZone"] for s in ec2.describe_subnets()["Subnets"]})[0]
+    now = emu.now()
+    starts = now + GPU_BLOCK_LEAD_SECONDS
+    rid = emu.add_capacity_reservation(
+        GPU_TYPE, zone, GANG, "capacity-block", start=starts, end=now + 2 * 3600
+    )
+    print(
+        f"\n== 4. GPU gang on a Capacity Block: {GANG} x {GPU_TYPE}, EFA, cluster placement "
+        f"group; block {rid} in {zone} starts at {time.strftime('%H:%M:%S', time.gmtime(starts))}"
+        f" UTC (in {GPU_BLOCK_LEAD_SECONDS:.0f}s)",
+        flush=True,
+    )
+    job = ko.gang_job(
+        NAMESPACE,
+        GPU_JOB,
+        ko.QUEUE_NAME,
+        GPU_POOL,
+        GANG,
+        {
+            c.ANN_INSTANCE_TYPE: GPU_TYPE,
+            c.ANN_MODE: c.MODE_FLEET,
+            c.ANN_CAPACITY_RESERVATION_ID: rid,
+            c.ANN_EFA: "true",
+            c.ANN_PLACEMENT_GROUP: c.PLACEMENT_CLUSTER,
+        },
+    )
+    job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {
+        c.RESOURCE_GPU: "8",
+        c.RESOURCE_EFA: "32",
+    }
+    obs.jobs[GPU_JOB] = JobRecord(GPU_JOB, GPU_POOL, time.monotonic())
+    obs.batch.create_namespaced_job(NAMESPACE, job)
+    obs.say(f"submitted {GPU_JOB} (pool {GPU_POOL}, {GANG} x {GPU_TYPE} on {rid})")
+
+    def before_start(done: Callable[[], bool]) -> Callable[[], bool]:
+        def probe() -> bool:
+            if emu.now() < starts and obs.live_in(GPU_POOL):
+                raise DemoFailed(f"instances of {GPU_POOL} running before {rid} started")
+            return done()
+
+        return probe
+
+    def reason() -> str | None:
+        return (obs.pool_status(GPU_POOL).get("lastError") or {}).get("reason")
+
+    obs.wait(
+        f"{GPU_JOB} held until its block starts",
+        before_start(lambda: emu.now() >= starts or reason() == "ReservationNotActive"),
+    )
+    if emu.now() < starts:
+        message = (obs.pool_status(GPU_POOL).get("lastError") or {}).get("message", "")
+        obs.say(
+            f"held at $0 until the block starts: check {obs.workload_check(GPU_JOB)}, "
+            f"{obs.live_in(GPU_POOL)} instances running; the pool says: {message}"
+        )
+    obs.wait(f"{rid} to start", before_start(lambda: emu.now() >= starts))
+    obs.say(f"{rid} is active")
+    obs.wait(f"{GPU_JOB} to be admitted", lambda: obs.jobs[GPU_JOB].ready_at is not None)
+    pages = ec2.describe_instances(
+        Filters=[
+            {"Name": f"tag:{c.TAG_POOL}", "Values": [GPU_POOL]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+        ]
+    )["Reservations"]
+    instances = [i for r in pages for i in r["Instances"]]
+    outside = [i["InstanceId"] for i in instances if i.get("CapacityReservationId") != rid]
+    efa = sorted(
+        {sum(n.get("InterfaceType") == "efa" for n in i["NetworkInterfaces"]) for i in instances}
+    )
+    groups = {i["Placement"].get("GroupName") for i in instances}
+    if len(instances) != GANG or outside or len(groups) != 1 or None in groups:
+        raise DemoFailed(
+            f"{GPU_JOB} admitted on {len(instances)} instances, {outside} outside {rid}, "
+            f"placement groups {groups}"
+        )
+    obs.say(
+        f"admitted: {GANG} x {GPU_TYPE} in {rid}, {'/'.join(map(str, efa))} EFA interfaces "
+        f"each, all in placement group {groups.pop()}"
+    )
+    obs.wait(f"{GPU_JOB} to complete", lambda: obs.jobs[GPU_JOB].done_at is not None)
+    custom.delete_cluster_custom_object(*GNP, GPU_POOL)
+    obs.wait(
+        f"pool {GPU_POOL} released",
+        lambda: not obs.live_in(GPU_POOL) and not obs.pool_status(GPU_POOL),
+    )
+    (block,) = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])[
+        "CapacityReservations"
+    ]
+    obs.say(
+        f"released: {rid} has {block['AvailableInstanceCount']} of "
+        f"{block['TotalInstanceCount']} slots free again"
     )

@@ -42,3 +42,7 @@ def test_demo_runs_to_completion_with_zero_stranded_node_seconds(tmp_path: Path)
     assert "instances still running: 0; stranded node-seconds in total: 0.0" in out
     assert "$ kubectl get gnp" in out and "$ pulumi stack ls" in out
     assert "stopped every process the demo started" in out
+    # The GPU scene: a Capacity Block that starts during the run.
+    assert "held at $0 until the block starts: check Pending, 0 instances running" in out
+    assert "32 EFA interfaces each, all in placement group" in out
+    assert re.search(r"cr-\w+ has 2 of 2 slots free again", out), out
