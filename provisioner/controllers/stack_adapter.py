@@ -50,3 +50,6 @@ class StackAdapter:
 
     def recover(self) -> None:
         self.driver.recover()
+
+    def step_down(self) -> None:
+        self.driver.step_down()
