@@ -40,7 +40,8 @@ def _settings_file(path: Path, env: GangEnv) -> Path:
             "renewDeadline": "3s",
             "retryPeriod": "1s",
         },
-        "pulumi": {"stateDir": str(env.settings.pulumi.state_dir)},
+        # The harness's backend (the emulator's S3 bucket and KMS key, or its file backend).
+        "pulumi": env.settings.pulumi.model_dump(mode="json"),
         "aws": {"endpointUrl": env.emulator.endpoint_url},
         "webhook": {"enabled": False},
     }
@@ -68,6 +69,8 @@ def replicas(
                 f"--pulumi-root={pulumi_tool.binary.parent.parent}",
                 f"--config={config}",
                 f"--identity={name}",
+                # Each replica has its own disk, as the chart runs them: only S3 is shared.
+                f"--pulumi.state-dir={tmp_path / name / 'pulumi'}",
                 f"--health-port={free_port()}",
                 f"--metrics-port={free_port()}",
             ],
