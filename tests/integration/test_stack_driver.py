@@ -383,7 +383,7 @@ def test_s3_backend_with_kms_secrets_and_leader_only_lock_breaking(
 
 
 def test_a_replica_restarted_without_its_local_state_loses_no_stack(
-    world: AwsWorld, tmp_path: Path, pulumi_tool: Any
+    world: AwsWorld, tmp_path: Path, pulumi_tool: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     world.ready()
     backend = seed_state_backend(world.endpoint, "us-east-1")
@@ -402,8 +402,25 @@ def test_a_replica_restarted_without_its_local_state_loses_no_stack(
     assert sorted(s.name for s in restarted.list_stacks()) == ["alpha", "beta"]
     alpha = restarted.outputs("alpha")
     assert alpha is not None and len(alpha.instance_ids) == 2
+
+    # The inventory from the controller's settings alone, on a machine with no state at all.
+    argv = _pools_argv(world, tmp_path / "operator-state", pulumi_tool)
+    argv += ["--pulumi.backend-url", backend.backend_url]
+    argv += ["--pulumi.secrets-provider", backend.secrets_provider]
+    argv += ["--aws.endpoint-url", world.endpoint]
+    capsys.readouterr()
+    assert cli_pools.main(argv) == 0
+    table = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in table.splitlines()[1:] if line.strip()}
+    assert ",".join(alpha.instance_ids) in rows["alpha"] and "ok, 6 resources" in rows["alpha"]
+    assert "ok, 6 resources" in rows["beta"]
+    command = restarted.operator_command()
+    assert command in table
+    home = tmp_path / "operator-home"
+    assert stack_ls(command, Path(pulumi_tool.binary), home) == ["alpha", "beta"]
     for pool in ("alpha", "beta"):
         assert restarted.destroy(pool).result == "succeeded"
         assert world.live_instances(pool) == []
     assert restarted.list_stacks() == []
     assert world.launch_templates() == []
+    assert stack_ls(command, Path(pulumi_tool.binary), home) == []
