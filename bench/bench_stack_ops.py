@@ -242,7 +242,7 @@ def _rounds(
     driver = rec.measure("driver start", lambda: StackDriver(settings, cli.root, log))
     threads_before = threading.active_count()
     for n in range(args.rounds):
-        pool = f"bench-{n}"
+        pool = f"bench-{work.name}-{n}"
         spec = aws.spec(pool)
         made = rec.measure("prepare (create)", partial(driver.prepare, spec))
         rec.measure("prepare (no change)", partial(driver.prepare, spec))
