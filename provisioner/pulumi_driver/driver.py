@@ -157,6 +157,13 @@ class StackDriver:
         with self._lock(pool):
             return self._current(pool)
 
+    def read_outputs(self, pool: str) -> PoolOutputs | None:
+        """The outputs as the backend holds them now, not as this driver last saw them: for
+        observers of stacks another process writes (a standby, the inventory, a test)."""
+        with self._lock(pool):
+            self._outputs.pop(pool, None)
+            return self._current(pool)
+
     def needs_prepare(self, spec: PoolSpec) -> bool:
         """False when the stack already holds exactly ``spec``: the warm path may launch
         from the recorded launch template without an `up`."""

@@ -173,7 +173,7 @@ def detached_enis(env: GangEnv) -> set[str]:
 
 
 def stack_instance_ids(env: GangEnv, pool: str) -> set[str] | None:
-    outputs = env.driver.outputs(pool)
+    outputs = env.driver.read_outputs(pool)  # the child controller writes the stack
     return None if outputs is None else set(outputs.instance_ids)
 
 
