@@ -40,4 +40,6 @@ def test_demo_runs_to_completion_with_zero_stranded_node_seconds(tmp_path: Path)
     assert all(stranded == 0.0 for _, _, stranded in rows.values())
     assert "instances still running: 0; stranded node-seconds in total: 0.0" in out
     assert "$ kubectl get gnp" in out and "$ pulumi stack ls" in out
+    # The embedded default keeps its stacks where production does: S3, KMS secrets.
+    assert "PULUMI_BACKEND_URL=s3://atomic-gang-state?region=us-east-1 pulumi stack ls" in out
     assert "stopped every process the demo started" in out
