@@ -118,5 +118,17 @@ def test_standby_takes_over_and_finishes_without_a_second_launch(
     log = children[standby].log_path.read_text()
     assert "leading" in log
 
+    # Only S3 is shared: the stack the standby finishes is the one the dead leader began,
+    # and the release through the finalizer leaves no instance and no stack.
+    def recorded() -> bool:
+        outputs = env.driver.read_outputs("pool-failover")
+        return outputs is not None and set(outputs.instance_ids) == launched
+
+    eventually(recorded, 120, "the standby to record the set in the shared stack")
+    env.custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, "pool-failover")
+    eventually(lambda: env.pool("pool-failover") is None, 120, "the pool released and removed")
+    assert env.live_instances() == []
+    assert env.driver.list_stacks() == []
+
 
 __all__ = ["signal", "subprocess"]
