@@ -141,6 +141,11 @@ class StackDriver:
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._stacks: dict[str, auto.Stack] = {}
+        # Pools whose stack the backend was seen not to hold (non-file backends, where the
+        # check costs a CLI run): a pool waiting for its first prepare must not start the CLI
+        # on every reconcile. Only this driver creates stacks while it leads; recover() and
+        # read_outputs() look again.
+        self._absent: set[str] = set()
         self._outputs: dict[str, PoolOutputs] = {}
 
     # --- reads (no CLI on the warm path) ---------------------------------------------------
@@ -162,6 +167,7 @@ class StackDriver:
         observers of stacks another process writes (a standby, the inventory, a test)."""
         with self._lock(pool):
             self._outputs.pop(pool, None)
+            self._absent.discard(pool)
             return self._current(pool)
 
     def needs_prepare(self, spec: PoolSpec) -> bool:
@@ -204,8 +210,11 @@ class StackDriver:
 
     def operator_command(self) -> str:
         """The exact command an operator runs to list every pool's stack."""
+        # Listing reads the bucket only: no KMS call, so only the S3 endpoint (if any).
         variables = {
-            k: v for k, v in aws_environment(self._settings).items() if k.startswith("AWS_ENDPOINT")
+            k: v
+            for k, v in aws_environment(self._settings).items()
+            if k == "AWS_ENDPOINT_URL_S3" and self.backend_url.startswith("s3://")
         }
         variables["PULUMI_BACKEND_URL"] = self.backend_url
         assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items())
@@ -263,6 +272,7 @@ class StackDriver:
         """On becoming leader, before any other operation: repair every stack of the project.
         From here until `step_down()`, a lock held by anyone else is stale (``locks``)."""
         self._leading = True
+        self._absent.clear()  # a standby's view; the old leader may have made stacks since
         reports = []
         for pool in self._stack_names():
             with self._lock(pool):
@@ -319,14 +329,18 @@ class StackDriver:
                 else auto.Stack.select(pool, workspace)
             )
             self._stacks[pool] = stack
+            self._absent.discard(pool)
         return stack
 
     def _exists(self, pool: str) -> bool:
         if self._file is not None:
             return self._file.exists(pool)
+        if pool in self._absent:
+            return False
         try:
             self._select(pool, create=False)
         except auto.StackNotFoundError:
+            self._absent.add(pool)
             return False
         return True
 
@@ -336,8 +350,11 @@ class StackDriver:
         return [s.name for s in self.list_stacks()]
 
     def _forget(self, pool: str) -> None:
+        """The pool's stack is gone (destroyed, or never there)."""
         self._stacks.pop(pool, None)
         self._outputs.pop(pool, None)
+        if self._file is None:
+            self._absent.add(pool)
 
     def _current(self, pool: str) -> PoolOutputs | None:
         """The outputs of the last successful update; the caller holds the pool's lock."""
