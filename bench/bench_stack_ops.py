@@ -1,13 +1,18 @@
-"""Cost of each stack operation: wall time and Pulumi CLI processes, so later work can cut them.
+"""Cost of each stack operation, on the S3 backend beside the file backend: wall time and
+Pulumi CLI processes, so later work can cut them.
 
-    .venv/bin/python -m bench.bench_stack_ops [--rounds 3] [--count 3]
+    .venv/bin/python -m bench.bench_stack_ops [--rounds 3] [--count 3] [--backends file,s3]
 
-Runs the real stack driver against the local EC2 emulator with the project's Pulumi CLI
-behind a counting shim (a `bin/pulumi` script that logs its arguments, then execs the real
-CLI), for several pools in turn: prepare (create), prepare (no change), the warm-path
-outputs read, record, remove, record again, destroy, and a recover() of clean stacks.
-Prints, per operation, the median and worst wall time and the CLI processes it started,
-by subcommand. Figures, not assertions: nothing here fails on a slow machine.
+Runs the real stack driver against the local emulator with the project's Pulumi CLI behind a
+counting shim (a `bin/pulumi` script that logs its arguments, then execs the real CLI), for
+several pools in turn, once per backend: `file://` in a temp dir, and the production
+default, an S3 bucket with `awskms://` secrets (both served by the emulator, over HTTP on
+127.0.0.1: the figures show the backend's request pattern, not a network's latency).
+Operations: prepare (create), prepare (no change), the warm-path outputs read, the first
+outputs read of a fresh replica (another driver, its own empty disk), record, remove, record
+again, destroy, and a recover() of clean stacks. Prints each backend's table (median and
+worst wall time, CLI processes by subcommand), then the medians side by side with the
+ratio. Figures, not assertions: nothing here fails on a slow machine.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 import boto3  # type: ignore[import-untyped]
 
 from devenv.emulator import EmulatorProcess
+from devenv.state_backend import seed_state_backend
 from provisioner.api.settings import Settings
 from provisioner.cloud import Ec2Engine, LaunchSpec, LaunchTemplateRef, SubnetRef, SystemClock
 from provisioner.cloud.ec2api import build_clients
@@ -189,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--count", type=int, default=3, help="instances per gang")
     parser.add_argument("--pulumi-root", help="CLI root (bin/pulumi); default: the project's")
+    parser.add_argument("--backends", default="file,s3", help="comma-separated: file, s3")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
@@ -197,43 +204,88 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
         os.environ.pop(key, None)
 
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     with tempfile.TemporaryDirectory(prefix="bench-stack-") as tmp:
         work = Path(tmp)
         cli = CountingCli(_real_cli(args.pulumi_root), work)
         with EmulatorProcess(work / "emulator") as emulator:
             aws = Aws(emulator.endpoint_url, emulator)
-            settings = Settings.model_validate(
-                {
-                    "cluster_name": CLUSTER,
-                    "defaults": {"region": REGION, "node_role_arn": aws.role_arn},
-                    "pulumi": {"state_dir": str(work / "state")},
-                    "aws": {"endpoint_url": aws.endpoint},
-                }
-            )
-            rec = Recorder(cli)
-            log = logging.getLogger("bench")
-            driver = rec.measure("driver start", lambda: StackDriver(settings, cli.root, log))
-            threads_before = threading.active_count()
-            for n in range(args.rounds):
-                pool = f"bench-{n}"
-                spec = aws.spec(pool)
-                made = rec.measure("prepare (create)", partial(driver.prepare, spec))
-                rec.measure("prepare (no change)", partial(driver.prepare, spec))
-                rec.measure("outputs (warm path)", partial(driver.outputs, pool))
-                template = made.outputs.launch_template_id
-                ids = aws.launch(pool, template, args.count, 0)
-                rec.measure("record", partial(driver.record_instance_set, pool, "gen-0", ids))
-                rec.measure("remove (release set)", partial(driver.remove_instance_set, pool))
-                ids = aws.launch(pool, template, args.count, 1)
-                rec.measure("record", partial(driver.record_instance_set, pool, "gen-1", ids))
-                rec.measure("destroy", partial(driver.destroy, pool))
-            rec.measure("recover (clean)", driver.recover)
-            print(rec.report(args.rounds))
-            print(
-                f"\nthreads in this process: {threads_before} before the rounds, "
-                f"{threading.active_count()} after"
-            )
+            recorders: dict[str, Recorder] = {}
+            for backend in backends:
+                pulumi = {"state_dir": str(work / backend / "state")}
+                if backend == "s3":
+                    state = seed_state_backend(aws.endpoint, REGION)
+                    pulumi.update(
+                        backend_url=state.backend_url, secrets_provider=state.secrets_provider
+                    )
+                settings = Settings.model_validate(
+                    {
+                        "cluster_name": CLUSTER,
+                        "defaults": {"region": REGION, "node_role_arn": aws.role_arn},
+                        "pulumi": pulumi,
+                        "aws": {"endpoint_url": aws.endpoint},
+                    }
+                )
+                print(f"\n== {backend}: {settings.pulumi.backend_url}", flush=True)
+                recorders[backend] = _rounds(settings, cli, aws, work / backend, args)
+                print(recorders[backend].report(args.rounds), flush=True)
+            if len(recorders) == 2:
+                print("\n" + side_by_side(*recorders.items()))
     return 0
+
+
+def _rounds(
+    settings: Settings, cli: CountingCli, aws: Aws, work: Path, args: argparse.Namespace
+) -> Recorder:
+    rec = Recorder(cli)
+    log = logging.getLogger("bench")
+    driver = rec.measure("driver start", lambda: StackDriver(settings, cli.root, log))
+    threads_before = threading.active_count()
+    for n in range(args.rounds):
+        pool = f"bench-{work.name}-{n}"
+        spec = aws.spec(pool)
+        made = rec.measure("prepare (create)", partial(driver.prepare, spec))
+        rec.measure("prepare (no change)", partial(driver.prepare, spec))
+        rec.measure("outputs (warm path)", partial(driver.outputs, pool))
+        fresh_dir = work / f"replica-{n}"
+        fresh = StackDriver(
+            settings.model_copy(
+                update={"pulumi": settings.pulumi.model_copy(update={"state_dir": fresh_dir})}
+            ),
+            cli.root,
+            log,
+        )
+        rec.measure("outputs (fresh replica)", partial(fresh.outputs, pool))
+        template = made.outputs.launch_template_id
+        ids = aws.launch(pool, template, args.count, 0)
+        rec.measure("record", partial(driver.record_instance_set, pool, "gen-0", ids))
+        rec.measure("remove (release set)", partial(driver.remove_instance_set, pool))
+        ids = aws.launch(pool, template, args.count, 1)
+        rec.measure("record", partial(driver.record_instance_set, pool, "gen-1", ids))
+        rec.measure("destroy", partial(driver.destroy, pool))
+    rec.measure("recover (clean)", driver.recover)
+    print(
+        f"threads in this process: {threads_before} before the rounds, "
+        f"{threading.active_count()} after"
+    )
+    return rec
+
+
+def side_by_side(first: tuple[str, Recorder], second: tuple[str, Recorder]) -> str:
+    """Each operation's median wall time and CLI processes on both backends, and the ratio."""
+    (a, ra), (b, rb) = first, second
+    rows = [("operation", f"{a} s", f"{b} s", f"{b}/{a}", f"CLI procs {a}/{b}")]
+    for name in ra.walls:
+        if name not in rb.walls:
+            continue
+        wa, wb = statistics.median(ra.walls[name]), statistics.median(rb.walls[name])
+        ratio = f"{wb / wa:.1f}x" if wa > 0.005 else "-"
+        procs = f"{statistics.median(ra.procs[name]):g}/{statistics.median(rb.procs[name]):g}"
+        rows.append((name, f"{wa:.2f}", f"{wb:.2f}", ratio, procs))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

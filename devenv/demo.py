@@ -376,19 +376,21 @@ def _pulumi_stack_ls(env: LocalEnvironment) -> str:
 
     pulumi = toolchain.resolve(PULUMI, build=False).binary
     project = f"atomic-gang-{env.cluster_name}"
+    backend = env.pulumi_env
     done = subprocess.run(
         [str(pulumi), "stack", "ls", "--project", project, "--non-interactive"],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
-        env={**os.environ, **env.pulumi_env, "PULUMI_SKIP_UPDATE_CHECK": "true"},
+        env={**os.environ, **backend, "PULUMI_SKIP_UPDATE_CHECK": "true"},
         cwd=env.work_dir,
     )
-    return (
-        f"PULUMI_BACKEND_URL={env.pulumi_env['PULUMI_BACKEND_URL']} "
-        f"pulumi stack ls --project {project}\n" + (done.stdout + done.stderr).rstrip()
+    # The S3 bucket is the emulator's: the same command against AWS needs only the URL.
+    shown = " ".join(
+        f"{k}={backend[k]}" for k in ("AWS_ENDPOINT_URL_S3", "PULUMI_BACKEND_URL") if k in backend
     )
+    return f"{shown} pulumi stack ls --project {project}\n" + (done.stdout + done.stderr).rstrip()
 
 
 GPU_JOB = "gpu-p5"

@@ -31,6 +31,7 @@ from devenv.jobsim import JobSimulator
 from devenv.kueue_manager import KueueManager
 from devenv.nodesim import NodeSimulator
 from devenv.processes import free_port
+from devenv.state_backend import seed_state_backend
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import load_crd
 from provisioner.api.settings import Settings
@@ -122,17 +123,18 @@ class LocalEnvironment:
 
     @property
     def pulumi_env(self) -> dict[str, str]:
-        """What `pulumi stack ls` needs to read the controller's stacks."""
-        assert self.settings is not None
-        return {
-            "PULUMI_BACKEND_URL": f"file://{self.settings.pulumi.state_dir}",
-            "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
-        }
+        """What `pulumi stack ls` needs to read the controller's stacks (in the emulator's
+        S3 bucket; their secrets are under its KMS key, so no passphrase)."""
+        assert self.emulator is not None
+        return seed_state_backend(self.emulator.endpoint_url, self.region).cli_environment()
 
     def controller_settings(self) -> Settings:
         """What the controller is told here: this environment's cluster, emulator and
         identity, short waits (a local run must show a retry in seconds)."""
         assert self.emulator is not None and self.identity is not None
+        # The stacks live where production keeps them, an S3 bucket with KMS secrets, made
+        # here in the emulator (again after a reset, which forgets them).
+        state = seed_state_backend(self.emulator.endpoint_url, self.region)
         return Settings.model_validate(
             {
                 "clusterName": self.cluster_name,
@@ -155,7 +157,7 @@ class LocalEnvironment:
                 },
                 "healthPort": free_port(),
                 "metricsPort": free_port(),
-                "pulumi": {"stateDir": str(self.work_dir / "pulumi")},
+                "pulumi": {"stateDir": str(self.work_dir / "pulumi"), **state.pulumi_settings()},
                 "aws": {"endpointUrl": self.emulator.endpoint_url},
                 "webhook": {"enabled": False},
             }
@@ -250,7 +252,7 @@ class LocalEnvironment:
             "kueueWebhookPort": self.kueue.webhook_port if self.kueue else None,
             "ec2Endpoint": self.emulator.endpoint_url if self.emulator else None,
             "nodeRoleArn": self.identity.role_arn if self.identity else None,
-            "pulumiBackend": self.pulumi_env["PULUMI_BACKEND_URL"] if self.settings else None,
+            "pulumiBackend": self.settings.pulumi.backend_url if self.settings else None,
             "pulumiProject": f"atomic-gang-{self.cluster_name}",
             "localQueue": f"default/{ko.QUEUE_NAME}",
             "settings": str(self.settings_path) if self.settings else None,

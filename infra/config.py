@@ -69,6 +69,7 @@ class BootstrapConfig:
     webhook_cert_mode: str = "certManager"
     self_manage_instance_profile: bool = False
     manage_access_entry: bool = False
+    state_bucket_name: str = ""  # empty: atomic-gang-state-<cluster>-<account>-<region>
 
     def __post_init__(self) -> None:
         if not _CLUSTER.match(self.cluster_name):
@@ -95,6 +96,11 @@ class BootstrapConfig:
     @property
     def controller_role(self) -> str:
         return _role_name("atomic-gang-controller", self.cluster_name)
+
+    @property
+    def state_key_alias(self) -> str:
+        """The KMS alias of the stacks' key, as the controller's `awskms://` URL names it."""
+        return f"alias/atomic-gang-state-{self.cluster_name}"
 
     @property
     def quotas(self) -> dict[str, str]:
@@ -151,4 +157,5 @@ def load_config(config: pulumi.Config | None = None) -> BootstrapConfig:
         webhook_cert_mode=text("webhookCertMode", d.webhook_cert_mode),
         self_manage_instance_profile=flag("selfManageInstanceProfile", False),
         manage_access_entry=flag("manageAccessEntry", False),
+        state_bucket_name=text("stateBucketName", ""),
     )

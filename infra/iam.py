@@ -16,6 +16,7 @@ import pulumi_aws as aws
 
 from infra.config import BootstrapConfig
 from provisioner.cloud.iam_policy import (
+    StackState,
     controller_policy,
     node_role_policy_arns,
     node_role_trust_policy,
@@ -85,9 +86,12 @@ def controller_iam(
     cfg: BootstrapConfig,
     account_id: pulumi.Input[str],
     node_role_arns: pulumi.Input[list[str]],
+    state_bucket: pulumi.Input[str],
+    state_key_arn: pulumi.Input[str],
     opts: pulumi.ResourceOptions,
 ) -> ControllerIam:
-    """The controller's role, trusted by EKS Pod Identity, with its least-privilege policy."""
+    """The controller's role, trusted by EKS Pod Identity, with its least-privilege policy
+    (which reaches the stacks' state bucket and key, and no other)."""
     role = aws.iam.Role(
         "controller-role",
         name=cfg.controller_role,
@@ -98,7 +102,7 @@ def controller_iam(
     )
 
     def render(args: list[Any]) -> str:
-        account, roles = args
+        account, roles, bucket, key_arn = args
         return json.dumps(
             controller_policy(
                 account_id=account,
@@ -107,11 +111,14 @@ def controller_iam(
                 cluster_name=cfg.cluster_name,
                 self_manage_instance_profile=cfg.self_manage_instance_profile,
                 manage_access_entry=cfg.manage_access_entry,
+                state=StackState(bucket, key_arn),
             ),
             indent=2,
         )
 
-    document = pulumi.Output.all(account_id, node_role_arns).apply(render)
+    document = pulumi.Output.all(account_id, node_role_arns, state_bucket, state_key_arn).apply(
+        render
+    )
     policy = aws.iam.RolePolicy(
         "controller-policy",
         name="atomic-gang-controller",

@@ -4,8 +4,8 @@
 call `build()` under Pulumi's mocks with a `BootstrapConfig` they write. Resources, in
 dependency order: the node role, its worker policies and convention-named instance
 profile, the node role's EC2_LINUX access entry, the controller role with its
-least-privilege policy and Pod Identity association, the Kueue objects, and the Helm
-release of the chart.
+least-privilege policy and Pod Identity association, the Kueue objects, the S3 bucket and
+KMS key of the pools' stacks, and the Helm release of the chart.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from infra.config import BootstrapConfig, load_config
 from infra.iam import ControllerIam, NodeIam, allowed_node_roles, controller_iam, node_iam
 from infra.kueue import KueueObjects, kueue_objects
 from infra.release import chart_values, helm_release
+from infra.state import StackStateStore, state_store
 
 __all__ = ["Bootstrap", "build", "main"]
 
@@ -32,6 +33,7 @@ class Bootstrap:
     access_entry: aws.eks.AccessEntry
     pod_identity: aws.eks.PodIdentityAssociation
     kueue: KueueObjects
+    state: StackStateStore
     release: Release
 
 
@@ -48,16 +50,18 @@ def build(cfg: BootstrapConfig) -> Bootstrap:
 
     node = node_iam(cfg, on_aws)
     allowed = allowed_node_roles(cfg, node.role.arn)
-    controller = controller_iam(cfg, _account_id(cfg, provider), allowed, on_aws)
+    account = _account_id(cfg, provider)
+    state = state_store(cfg, account, on_aws)
+    controller = controller_iam(cfg, account, allowed, state.bucket.bucket, state.key.arn, on_aws)
     entry = node_access_entry(cfg, node.role.arn, on_aws)
     association = pod_identity(cfg, controller.role.arn, on_aws)
     queues = kueue_objects(cfg, pulumi.ResourceOptions())
     release = helm_release(
         cfg,
-        chart_values(cfg, node.role.arn, allowed),
-        pulumi.ResourceOptions(depends_on=[association, controller.policy, entry]),
+        chart_values(cfg, node.role.arn, allowed, state.backend_url, state.secrets_provider),
+        pulumi.ResourceOptions(depends_on=[association, controller.policy, entry, state.alias]),
     )
-    return Bootstrap(node, controller, entry, association, queues, release)
+    return Bootstrap(node, controller, entry, association, queues, state, release)
 
 
 def main() -> None:
@@ -70,3 +74,5 @@ def main() -> None:
     pulumi.export("admissionCheck", cfg.admission_check_name)
     pulumi.export("queueName", cfg.queue_name)
     pulumi.export("releaseNamespace", cfg.controller_namespace)
+    pulumi.export("stackBackendUrl", made.state.backend_url)
+    pulumi.export("stackSecretsProvider", made.state.secrets_provider)

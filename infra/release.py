@@ -25,6 +25,8 @@ def chart_values(
     cfg: BootstrapConfig,
     node_role_arn: pulumi.Input[str],
     allowed_node_role_arns: pulumi.Input[list[str]],
+    backend_url: pulumi.Input[str],
+    secrets_provider: pulumi.Input[str],
 ) -> dict[str, Any]:
     return {
         "clusterName": cfg.cluster_name,
@@ -34,6 +36,7 @@ def chart_values(
         "serviceAccount": {"create": True, "name": cfg.service_account},
         "image": {"repository": cfg.image_repository, "tag": cfg.image_tag},
         "webhook": {"certMode": cfg.webhook_cert_mode},
+        "pulumi": {"backendUrl": backend_url, "secretsProvider": secrets_provider},
         "iam": {
             "selfManageInstanceProfile": cfg.self_manage_instance_profile,
             "manageAccessEntry": cfg.manage_access_entry,

@@ -11,6 +11,11 @@ optional cluster placement group), and `eks:CreateAccessEntry` when the controll
 the node role's access entry. Every mutating EC2 call is tag-conditioned on
 `atomic-gang.k8s.aws/managed=true`; `iam:PassRole` reaches only the allowed node roles,
 and only towards EC2.
+
+With a `StackState` (the bootstrap's state bucket and key) it also grants what the Pulumi CLI
+does on the pools' `s3://` backend and `awskms://` secrets, and nothing more: list the one
+bucket, read/write/delete objects under ``<prefix>.pulumi/`` only, and encrypt, decrypt and
+make data keys with the one key (the stacks' secrets, and the bucket's SSE-KMS objects).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import json
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from provisioner.api import constants as c
@@ -27,6 +33,7 @@ from provisioner.cloud.naming import instance_profile_name, role_name_from_arn
 
 __all__ = [
     "NODE_ROLE_POLICY_NAMES",
+    "StackState",
     "controller_policy",
     "irsa_trust_policy",
     "node_role_policy_arns",
@@ -78,7 +85,49 @@ _SELF_MANAGED_PROFILE: Final = (
     "iam:AddRoleToInstanceProfile",
     "iam:GetInstanceProfile",
 )
+# What the Pulumi CLI (gocloud's s3blob and awskms) calls on a `diy` backend and its key.
+_STATE_OBJECTS: Final = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
+_STATE_KEY: Final = ("kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey")
 _ACCOUNT: Final = re.compile(r"^\d{12}$")
+_BUCKET: Final = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_KEY_ARN: Final = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
+
+
+@dataclass(frozen=True)
+class StackState:
+    """Where the pools' stacks live: ``s3://<bucket>/<prefix>`` with secrets (and the
+    bucket's default encryption) under the KMS key ``key_arn``."""
+
+    bucket: str
+    key_arn: str
+    prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if not _BUCKET.match(self.bucket):
+            raise ValueError(f"state bucket {self.bucket!r} is not an S3 bucket name")
+        if not _KEY_ARN.match(self.key_arn):
+            raise ValueError(f"state key {self.key_arn!r} is not a KMS key ARN")
+
+    @property
+    def objects(self) -> str:
+        """The object keys the CLI writes: everything under ``<prefix>/.pulumi/``."""
+        prefix = self.prefix.strip("/")
+        return f"{prefix}/.pulumi/*" if prefix else ".pulumi/*"
+
+
+def _state_statements(part: str, state: StackState) -> list[Policy]:
+    bucket = f"arn:{part}:s3:::{state.bucket}"
+    return [
+        # Unconditioned on s3:prefix, on purpose: S3 answers a HeadObject of a missing key
+        # with 404 only to a caller allowed ListBucket, and that check carries no prefix.
+        # A 403 there would read to the CLI as a broken backend. The bucket is the state's
+        # own, so listing it shows nothing else.
+        _statement("ListStackStateBucket", "s3:ListBucket", bucket),
+        _statement("ReadWriteStackState", _STATE_OBJECTS, f"{bucket}/{state.objects}"),
+        _statement("UseStackStateKey", _STATE_KEY, state.key_arn),
+    ]
+
+
 _REGION: Final = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 
 
@@ -130,12 +179,15 @@ def controller_policy(
     cluster_name: str = "",
     self_manage_instance_profile: bool = False,
     manage_access_entry: bool = False,
+    state: StackState | None = None,
 ) -> Policy:
     """The controller role's least-privilege policy document.
 
     `node_role_arns` is `allowedNodeRoleArns` (or just `defaults.nodeRoleArn`); the two
     `iam.*` switches add what the controller then creates itself, scoped to the exact
-    instance profiles and to the cluster, which is why they need `cluster_name`.
+    instance profiles and to the cluster, which is why they need `cluster_name`. `state` is
+    the stacks' S3 bucket and KMS key; without it (a `file://` backend) nothing is granted
+    on S3 or KMS.
     """
     _check_inputs(account_id, region, node_role_arns)
     if (self_manage_instance_profile or manage_access_entry) and not cluster_name:
@@ -215,6 +267,8 @@ def controller_policy(
                 f"arn:{part}:eks:{region}:{account_id}:cluster/{cluster_name}",
             )
         )
+    if state is not None:
+        statements.extend(_state_statements(part, state))
     return {"Version": _VERSION, "Statement": statements}
 
 
@@ -292,8 +346,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cluster-name", default="", help="needed by the two switches below")
     parser.add_argument("--self-manage-instance-profile", action="store_true")
     parser.add_argument("--manage-access-entry", action="store_true")
+    parser.add_argument("--state-bucket", default="", help="the stacks' S3 bucket (s3:// backend)")
+    parser.add_argument("--state-prefix", default="", help="the backend URL's path in the bucket")
+    parser.add_argument("--state-key-arn", default="", help="the stacks' KMS key (awskms://)")
     args = parser.parse_args(argv)
     try:
+        state = None
+        if args.state_bucket or args.state_key_arn:
+            state = StackState(args.state_bucket, args.state_key_arn, args.state_prefix)
         policy = controller_policy(
             account_id=args.account,
             region=args.region,
@@ -301,6 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cluster_name=args.cluster_name,
             self_manage_instance_profile=args.self_manage_instance_profile,
             manage_access_entry=args.manage_access_entry,
+            state=state,
         )
     except ValueError as err:
         parser.error(str(err))

@@ -181,6 +181,7 @@ class Manager:
                 return
             log.warning("%s: lost leadership; stopping reconcilers", self.identity)
             self._leading.clear()
+            self.stacks.step_down()
             for controller in self._controllers:
                 controller.stop(drain=False, timeout=10)
             if self._reaper is not None:

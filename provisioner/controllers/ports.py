@@ -92,3 +92,7 @@ class StackOps(Protocol):
     def recover(self) -> None:
         """After a crash: cancel stale locks, resolve pending operations (new leader only)."""
         ...
+
+    def step_down(self) -> None:
+        """Leadership lost: from now on break no stack lock (the new leader's)."""
+        ...

@@ -10,6 +10,15 @@ Called once by `StackDriver.__init__`. Everything lives under ``pulumi.stateDir`
 
 A work dir per stack, because the CLI keeps "the current stack" per work dir: two pools
 sharing one would race on that file.
+
+The backend (`s3://bucket/prefix?region=…`) and secrets (`awskms://alias/…?region=…`) are
+opened by the CLI itself, through gocloud on the AWS SDK for Go v2, with the controller's
+own credentials (inherited environment). With ``aws.endpointUrl`` set (the local emulator,
+which serves S3 and KMS on its one port) the CLI is pointed there by the SDK's standard
+per-service variables, ``AWS_ENDPOINT_URL_S3`` and ``AWS_ENDPOINT_URL_KMS``; the URLs stay
+exactly what production uses. The SDK addresses a bucket path-style when the endpoint is an
+IP address, so an emulator on 127.0.0.1 needs no ``use_path_style`` in the URL. Without an
+override nothing is added and the CLI talks to AWS.
 """
 
 from __future__ import annotations
@@ -24,7 +33,14 @@ from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
 from provisioner.pulumi_driver.errors import SECRETS_UNAVAILABLE, StackError
 
-__all__ = ["LAUNCHER", "StatePaths", "cli_environment", "launcher_dir", "secrets_problem"]
+__all__ = [
+    "LAUNCHER",
+    "StatePaths",
+    "aws_environment",
+    "cli_environment",
+    "launcher_dir",
+    "secrets_problem",
+]
 
 LAUNCHER: Final = "pulumi-resource-pulumi-python"
 PROJECT_WORKSPACE: Final = "_project"
@@ -66,6 +82,7 @@ def cli_environment(settings: Settings, pulumi_root: Path, paths: StatePaths) ->
         # boto3 and pulumi as the controller.
         "ATOMIC_GANG_PYTHON": sys.executable,
     }
+    env.update(aws_environment(settings))
     if (pulumi_root / "bin" / LAUNCHER).is_file():
         # Our launcher sits beside the CLI, where the CLI looks first; nothing on PATH may
         # stand in for it.
@@ -73,6 +90,21 @@ def cli_environment(settings: Settings, pulumi_root: Path, paths: StatePaths) ->
     else:
         # A CLI without our launcher beside it finds plugins on PATH: put ours first.
         env["PATH"] = os.pathsep.join([str(launcher_dir()), os.environ.get("PATH", "")])
+    return env
+
+
+def aws_environment(settings: Settings) -> dict[str, str]:
+    """Where the CLI's S3 backend and KMS secrets are reached (module docstring): the
+    controller's region unless the process already names one (a URL's ``?region=`` wins
+    over both), and the ``aws.endpointUrl`` override for S3 and KMS when there is one.
+    Also what an operator's `pulumi stack ls` needs beside the backend URL."""
+    env: dict[str, str] = {}
+    if not (os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")):
+        env["AWS_REGION"] = settings.defaults.region
+    endpoint = settings.aws.endpoint_url
+    if endpoint:
+        env["AWS_ENDPOINT_URL_S3"] = endpoint
+        env["AWS_ENDPOINT_URL_KMS"] = endpoint
     return env
 
 

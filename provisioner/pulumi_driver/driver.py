@@ -10,10 +10,10 @@ Rules it keeps:
 - One project per cluster, one stack per pool (stack name = pool name), one work dir per
   stack, one shared `PulumiCommand` (the CLI's version is checked once).
 - One operation per stack at a time: a lock per stack in this process. Across processes
-  the leader Lease keeps one active controller, and Pulumi's own stack lock catches what
-  the Lease cannot (an old leader still finishing an `up` during a hand-over): that `up`
-  holds the lock, and this driver clears only locks whose holder is provably gone
-  (``locks.is_stale``), so two updates never write one stack.
+  the leader Lease keeps one active controller, and Pulumi's own stack lock is broken only
+  by the leader (``locks.is_stale``): `recover()` marks this driver leading and clears
+  every lock it finds, at once; `step_down()` marks it not leading, after which it breaks
+  none (a standby never touches the live leader's lock).
 - Every operation is marked before and recorded after (``oplog``); `recover()` turns a
   marker without a result into an ``aborted`` record, cancels stale locks, and resolves
   pending operations (adopting what a crashed create made, ``pending``). It never re-runs
@@ -29,12 +29,11 @@ from __future__ import annotations
 import logging
 import shlex
 import shutil
-import socket
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,7 +42,12 @@ from pulumi import automation as auto
 from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
 from provisioner.pulumi_driver import oplog
-from provisioner.pulumi_driver.cli_env import StatePaths, cli_environment, secrets_problem
+from provisioner.pulumi_driver.cli_env import (
+    StatePaths,
+    aws_environment,
+    cli_environment,
+    secrets_problem,
+)
 from provisioner.pulumi_driver.engine_log import EngineLog
 from provisioner.pulumi_driver.errors import (
     CLI_UNAVAILABLE,
@@ -52,7 +56,7 @@ from provisioner.pulumi_driver.errors import (
     classify,
     is_locked,
 )
-from provisioner.pulumi_driver.locks import LockHolder, holders_from_message, is_stale, pid_alive
+from provisioner.pulumi_driver.locks import LockHolder, holders_from_message, is_stale
 from provisioner.pulumi_driver.pending import Resolution, resolve
 from provisioner.pulumi_driver.statefile import FileBackend, file_backend_root
 from stacks.adoption import find_created
@@ -63,7 +67,6 @@ from stacks.spec import InstanceSetRecord, PoolSpec
 __all__ = ["RecoveryReport", "StackDriver", "StackResult", "StackSummary"]
 
 T = TypeVar("T")
-DEFAULT_STALE_LOCK_AFTER = timedelta(minutes=30)
 
 
 def _noop_program() -> None:
@@ -114,12 +117,10 @@ class StackDriver:
         settings: Settings,
         pulumi_root: Path,
         log: logging.Logger,
-        *,
-        stale_lock_after: timedelta = DEFAULT_STALE_LOCK_AFTER,
     ) -> None:
         self._settings = settings
         self._log = log
-        self._stale_after = stale_lock_after
+        self._leading = False
         self._paths = StatePaths(Path(settings.pulumi.state_dir))
         self.project = settings.pulumi.project_name
         self.backend_url = settings.pulumi.backend_url
@@ -141,6 +142,11 @@ class StackDriver:
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._stacks: dict[str, auto.Stack] = {}
+        # Pools whose stack the backend was seen not to hold (non-file backends, where the
+        # check costs a CLI run): a pool waiting for its first prepare must not start the CLI
+        # on every reconcile. Only this driver creates stacks while it leads; recover() and
+        # read_outputs() look again.
+        self._absent: set[str] = set()
         self._outputs: dict[str, PoolOutputs] = {}
 
     # --- reads (no CLI on the warm path) ---------------------------------------------------
@@ -155,6 +161,14 @@ class StackDriver:
             if latest is not None:
                 return _parse_state(latest)
         with self._lock(pool):
+            return self._current(pool)
+
+    def read_outputs(self, pool: str) -> PoolOutputs | None:
+        """The outputs as the backend holds them now, not as this driver last saw them: for
+        observers of stacks another process writes (a standby, the inventory, a test)."""
+        with self._lock(pool):
+            self._outputs.pop(pool, None)
+            self._absent.discard(pool)
             return self._current(pool)
 
     def needs_prepare(self, spec: PoolSpec) -> bool:
@@ -197,8 +211,15 @@ class StackDriver:
 
     def operator_command(self) -> str:
         """The exact command an operator runs to list every pool's stack."""
-        url, project = shlex.quote(self.backend_url), shlex.quote(self.project)
-        return f"PULUMI_BACKEND_URL={url} pulumi stack ls --project {project}"
+        # Listing reads the bucket only: no KMS call, so only the S3 endpoint (if any).
+        variables = {
+            k: v
+            for k, v in aws_environment(self._settings).items()
+            if k == "AWS_ENDPOINT_URL_S3" and self.backend_url.startswith("s3://")
+        }
+        variables["PULUMI_BACKEND_URL"] = self.backend_url
+        assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items())
+        return f"{assigns} pulumi stack ls --project {shlex.quote(self.project)}"
 
     # --- operations ------------------------------------------------------------------------
     def prepare(self, spec: PoolSpec) -> StackResult:
@@ -249,7 +270,10 @@ class StackDriver:
             return op
 
     def recover(self) -> list[RecoveryReport]:
-        """On becoming leader, before any other operation: repair every stack of the project."""
+        """On becoming leader, before any other operation: repair every stack of the project.
+        From here until `step_down()`, a lock held by anyone else is stale (``locks``)."""
+        self._leading = True
+        self._absent.clear()  # a standby's view; the old leader may have made stacks since
         reports = []
         for pool in self._stack_names():
             with self._lock(pool):
@@ -266,6 +290,10 @@ class StackDriver:
                 )
             reports.append(report)
         return reports
+
+    def step_down(self) -> None:
+        """Leadership is lost: break no lock from now on (the new leader may hold it)."""
+        self._leading = False
 
     # --- internals -------------------------------------------------------------------------
     def _lock(self, pool: str) -> threading.Lock:
@@ -302,14 +330,18 @@ class StackDriver:
                 else auto.Stack.select(pool, workspace)
             )
             self._stacks[pool] = stack
+            self._absent.discard(pool)
         return stack
 
     def _exists(self, pool: str) -> bool:
         if self._file is not None:
             return self._file.exists(pool)
+        if pool in self._absent:
+            return False
         try:
             self._select(pool, create=False)
         except auto.StackNotFoundError:
+            self._absent.add(pool)
             return False
         return True
 
@@ -319,8 +351,11 @@ class StackDriver:
         return [s.name for s in self.list_stacks()]
 
     def _forget(self, pool: str) -> None:
+        """The pool's stack is gone (destroyed, or never there)."""
         self._stacks.pop(pool, None)
         self._outputs.pop(pool, None)
+        if self._file is None:
+            self._absent.add(pool)
 
     def _current(self, pool: str) -> PoolOutputs | None:
         """The outputs of the last successful update; the caller holds the pool's lock."""
@@ -412,17 +447,13 @@ class StackDriver:
         return holders_from_message(message)
 
     def _stale(self, holder: LockHolder) -> bool:
-        return is_stale(
-            holder,
-            now=datetime.now(UTC),
-            hostname=socket.gethostname(),
-            alive=pid_alive,
-            stale_after=self._stale_after,
-        )
+        return is_stale(holder, leading=self._leading)
 
     def _clear_stale_lock(self, pool: str, message: str) -> bool:
+        """Our own operation on ``pool`` met a lock: not ours (we hold the pool's lock in
+        this process), so it may go exactly when we lead."""
         holders = self._holders(pool, message)
-        if not holders or not all(self._stale(h) for h in holders):
+        if not self._leading or not all(self._stale(h) for h in holders):
             return False
         self._cancel(pool, holders)
         return True
@@ -438,21 +469,23 @@ class StackDriver:
 
     def _recover(self, pool: str) -> RecoveryReport:
         aborted = self._oplog.abort_unfinished(pool)
-        holders = self._file.lock_holders(pool) if self._file is not None else None
         cancelled = False
-        if holders:
+        if self._file is not None:
+            holders = self._file.lock_holders(pool)
             live = [h for h in holders if not self._stale(h)]
-            if live:
+            if live:  # only when not leading: recover() is the leader's
                 return RecoveryReport(
                     pool, aborted, live_lock_holders=tuple(h.describe() for h in live)
                 )
-            self._cancel(pool, holders)
-            cancelled = True
-        elif holders is None and aborted is not None:
-            # Another backend: our own marker says an operation of ours died mid-way, so
-            # the lock it may have left is ours and stale.
-            self._cancel(pool, [])
-            cancelled = True
+            if holders:
+                self._cancel(pool, holders)
+                cancelled = True
+        else:
+            # Another backend shows its locks only to an operation that meets them, and a
+            # lock of a dead leader's pod is in no marker of ours (it had its own disk): clear
+            # whatever is there. `pulumi cancel` on a stack without a lock changes nothing.
+            self._select(pool, create=False).cancel()
+            cancelled = aborted is not None
         pending = self._file.pending_operations(pool) if self._file is not None else None
         resolutions: list[Resolution] = []
         refreshed = False

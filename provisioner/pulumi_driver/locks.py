@@ -1,14 +1,18 @@
-"""Who holds a stack's lock, and whether that holder is gone.
+"""Who holds a stack's lock, and whether this replica may break it.
 
-Called by the stack driver on two paths: `recover()` (on becoming leader, read every
-stack's lock files on a `file://` backend) and any operation that fails with "the stack is
-currently locked" (parse the holders from the CLI's message, whatever the backend).
+Called by the stack driver on two paths: `recover()` (on becoming leader, every stack's
+locks) and any operation that fails with "the stack is currently locked" (holders parsed
+from the CLI's message, whatever the backend).
 
-A lock is stale when its holder provably died: same host and no such process (a container
-restart keeps the pod's hostname), or when it is older than the driver's `stale_after`
-(another pod that never came back). A lock held by a live process on this host, or a young
-lock from another host (a previous leader still finishing its last `up` during a
-hand-over), is left alone: cancelling it would let two updates write one stack.
+The rule is leadership, not age or host. Only the Lease holder runs stack operations, and
+this driver runs one operation per stack at a time, so a lock this replica meets while it
+leads, on a stack it is not itself updating, belongs to a process that is not the Lease
+holder: a dead pod, a crashed earlier run, or an old leader that lost the Lease. It is stale
+the moment this replica leads, whatever its age. A replica that does not lead (a standby,
+or a leader that has just stepped down) never breaks a lock: the lock may be the live
+leader's. Safety does not rest on the Lease alone: an old leader stops its reconcilers the
+moment it loses the Lease, and every launch carries its ClientToken, so an `up` it was still
+finishing cannot launch a second gang.
 """
 
 from __future__ import annotations
@@ -16,9 +20,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Final
 
@@ -96,15 +100,8 @@ def pid_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
-def is_stale(
-    holder: LockHolder,
-    *,
-    now: datetime,
-    hostname: str,
-    alive: Callable[[int], bool],
-    stale_after: timedelta,
-) -> bool:
-    """True when ``holder`` cannot be running any more (module docstring)."""
-    if holder.host == hostname and holder.pid and not alive(holder.pid):
-        return True
-    return holder.created_at is not None and now - holder.created_at > stale_after
+def is_stale(holder: LockHolder, *, leading: bool) -> bool:
+    """True when ``holder``'s lock may be broken (module docstring): exactly when this
+    replica leads. ``holder`` is what the log names; its age and host do not matter."""
+    del holder
+    return leading

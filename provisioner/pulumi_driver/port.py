@@ -68,6 +68,10 @@ class PoolStacks:
         """After a crash: cancel stale locks, resolve pending operations (new leader only)."""
         self._call("*", "recover", self.driver.recover)
 
+    def step_down(self) -> None:
+        """Leadership lost: from now on break no stack lock (the new leader's)."""
+        self.driver.step_down()
+
     @staticmethod
     def _call(pool: str, operation: str, body: Callable[[], T]) -> T:
         try:

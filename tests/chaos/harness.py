@@ -41,7 +41,8 @@ def settings_file(path: Path, env: GangEnv, **overrides: Any) -> Path:
         "reapIntervalSeconds": 3,
         "retryBackoff": {"initial": "1s", "max": "10s"},
         "leaderElection": {"enabled": False},
-        "pulumi": {"stateDir": str(env.settings.pulumi.state_dir)},
+        # The harness's backend (the emulator's S3 bucket and KMS key, or its file backend).
+        "pulumi": env.settings.pulumi.model_dump(mode="json"),
         "aws": {"endpointUrl": env.emulator.endpoint_url},
         "webhook": {"enabled": False},
         **overrides,
@@ -148,7 +149,7 @@ def detached_enis(env: GangEnv) -> set[str]:
 
 
 def stack_instance_ids(env: GangEnv, pool: str) -> set[str] | None:
-    outputs = env.driver.outputs(pool)
+    outputs = env.driver.read_outputs(pool)  # the child controller writes the stack
     return None if outputs is None else set(outputs.instance_ids)
 
 

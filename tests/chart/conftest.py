@@ -20,6 +20,9 @@ RELEASE = "atomic-gang"
 KUBE_VERSION = "1.36.3"
 NODE_ROLE = "arn:aws:iam::123456789012:role/eks-gang-node-role"
 
+STATE_BACKEND = "s3://atomic-gang-state?region=us-east-1"
+STATE_SECRETS = "awskms://alias/atomic-gang-state?region=us-east-1"
+
 # The values the reference's install command sets; with these a render must succeed.
 REQUIRED: dict[str, str] = {
     "clusterName": "my-eks-cluster",
@@ -27,6 +30,9 @@ REQUIRED: dict[str, str] = {
     "defaults.nodeRoleArn": NODE_ROLE,
     "kueue.clusterQueue.nominalQuota.cpu": "256",
     "kueue.clusterQueue.nominalQuota.memory": "1Ti",
+    # What the bootstrap makes for the stacks: a durable backend is required.
+    "pulumi.backendUrl": STATE_BACKEND,
+    "pulumi.secretsProvider": STATE_SECRETS,
 }
 
 

@@ -22,7 +22,9 @@ def test_the_bootstrap_installs_this_chart() -> None:
 
 def test_the_bootstrap_values_render(helm: Helm, tmp_path: Path) -> None:
     values = tmp_path / "values.json"
-    values.write_text(json.dumps(chart_values(CFG, NODE_ROLE, [NODE_ROLE])))
+    backend = "s3://atomic-gang-state-demo-123456789012-us-east-1?region=us-east-1"
+    secrets = f"awskms://{CFG.state_key_alias}?region=us-east-1"
+    values.write_text(json.dumps(chart_values(CFG, NODE_ROLE, [NODE_ROLE], backend, secrets)))
     done = helm.run(
         "template",
         CFG.release_name,
@@ -45,3 +47,7 @@ def test_the_bootstrap_values_render(helm: Helm, tmp_path: Path) -> None:
     settings = yaml.safe_load(rendered.one("ConfigMap")["data"]["settings.yaml"])
     assert settings["defaults"]["nodeRoleArn"] == NODE_ROLE
     assert settings["allowedNodeRoleArns"] == [NODE_ROLE]
+    # Durable stacks with KMS secrets: no passphrase, no Secret, nothing to fail the render.
+    assert settings["pulumi"]["backendUrl"] == backend
+    assert settings["pulumi"]["secretsProvider"] == secrets
+    assert rendered.all("Secret") == []

@@ -13,7 +13,15 @@ from cryptography import x509
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import load_crd
 from provisioner.webhook.server import DEFAULT_CERT_DIR, JOB_WEBHOOK_PATH
-from tests.chart.conftest import CHART, NAMESPACE, NODE_ROLE, Helm, Rendered
+from tests.chart.conftest import (
+    CHART,
+    NAMESPACE,
+    NODE_ROLE,
+    STATE_BACKEND,
+    STATE_SECRETS,
+    Helm,
+    Rendered,
+)
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/atomic-gang-controller-role"
 
@@ -54,7 +62,6 @@ def test_the_default_render_holds_every_object(rendered: Rendered) -> None:
             "ResourceFlavor",
             "Role",
             "RoleBinding",
-            "Secret",  # the Pulumi passphrase
             "Service",
             "ServiceAccount",
             "ValidatingWebhookConfiguration",
@@ -200,9 +207,7 @@ def test_provided_mode_uses_the_given_secret_and_ca(helm: Helm) -> None:
     rendered = helm.render(
         {"webhook.certMode": "provided", "webhook.tls.secretName": "my-tls", "webhook.caBundle": ca}
     )
-    assert [s["metadata"]["name"] for s in rendered.all("Secret")] == [
-        "atomic-gang-provisioner-pulumi"
-    ]
+    assert rendered.all("Secret") == []
     assert rendered.all("Certificate") == []
     assert volumes(rendered)["webhook-tls"]["secret"]["secretName"] == "my-tls"
     hook = rendered.one("ValidatingWebhookConfiguration")["webhooks"][0]
@@ -359,19 +364,53 @@ def test_service_monitor(helm: Helm, rendered: Rendered) -> None:
     ]
 
 
-def test_pulumi_passphrase(helm: Helm, rendered: Rendered) -> None:
-    secret = rendered.one("Secret", "atomic-gang-provisioner-pulumi")
-    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
-    assert len(base64.b64decode(secret["data"]["passphrase"])) == 48
-    assert env(rendered)["PULUMI_CONFIG_PASSPHRASE"] == {
-        "secretKeyRef": {"name": "atomic-gang-provisioner-pulumi", "key": "passphrase"}
-    }
-    kms = helm.render({"pulumi.secretsProvider": "awskms://alias/atomic-gang"})
-    assert kms.all("Secret") == []
-    assert "PULUMI_CONFIG_PASSPHRASE" not in env(kms)
-    own = helm.render({"pulumi.passphraseSecret.name": "mine"})
+def test_stacks_use_the_durable_backend_and_kms_without_any_secret(rendered: Rendered) -> None:
+    assert rendered.all("Secret") == []
+    assert "PULUMI_CONFIG_PASSPHRASE" not in env(rendered)
+    settings = yaml.safe_load(rendered.one("ConfigMap")["data"]["settings.yaml"])
+    assert settings["pulumi"]["backendUrl"] == STATE_BACKEND
+    assert settings["pulumi"]["secretsProvider"] == STATE_SECRETS
+
+
+def test_an_empty_backend_fails_naming_the_value(helm: Helm) -> None:
+    error = helm.render_error({"pulumi.backendUrl": ""})
+    assert "pulumi.backendUrl is required" in error
+    assert "pulumi.ephemeralState=true" in error
+
+
+def test_a_passphrase_comes_only_from_a_secret_the_user_names(helm: Helm) -> None:
+    error = helm.render_error({"pulumi.secretsProvider": "passphrase"})
+    assert "pulumi.passphraseSecret.name is required" in error
+    own = helm.render(
+        {"pulumi.secretsProvider": "passphrase", "pulumi.passphraseSecret.name": "mine"}
+    )
     assert own.all("Secret") == []
-    assert env(own)["PULUMI_CONFIG_PASSPHRASE"]["secretKeyRef"]["name"] == "mine"
+    assert env(own)["PULUMI_CONFIG_PASSPHRASE"] == {
+        "secretKeyRef": {"name": "mine", "key": "passphrase"}
+    }
+    # The same render twice is the same render: nothing is generated at template time.
+    again = helm.render(
+        {"pulumi.secretsProvider": "passphrase", "pulumi.passphraseSecret.name": "mine"}
+    )
+    assert again.objects == own.objects
+
+
+def test_ephemeral_state_is_explicit_single_replica_and_keyed_to_the_pod(helm: Helm) -> None:
+    values = {
+        "pulumi.backendUrl": None,
+        "pulumi.secretsProvider": "passphrase",
+        "pulumi.ephemeralState": True,
+        "replicaCount": 1,
+    }
+    ephemeral = helm.render(values, base=True)
+    assert ephemeral.all("Secret") == []
+    assert env(ephemeral)["PULUMI_CONFIG_PASSPHRASE"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
+    settings = yaml.safe_load(ephemeral.one("ConfigMap")["data"]["settings.yaml"])
+    assert settings["pulumi"]["backendUrl"] == ""  # the controller's file://<stateDir>
+    two = helm.render_error({**values, "replicaCount": 2})
+    assert "pulumi.ephemeralState=true with replicaCount=2" in two
+    both = helm.render_error({**values, "pulumi.backendUrl": STATE_BACKEND})
+    assert "contradict" in both
 
 
 def test_leader_election_off_with_one_replica(helm: Helm) -> None:

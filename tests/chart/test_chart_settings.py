@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.api.settings import Settings, settings_from_argv
-from tests.chart.conftest import NAMESPACE, NODE_ROLE, Helm, Rendered
+from tests.chart.conftest import NAMESPACE, NODE_ROLE, STATE_BACKEND, STATE_SECRETS, Helm, Rendered
 
 
 def controller_settings(rendered: Rendered, tmp_path: Path) -> Settings:
@@ -45,7 +45,8 @@ def test_default_settings(rendered: Rendered, tmp_path: Path) -> None:
     assert settings.limits.max_keep_warm_ttl == timedelta(hours=24)
     assert settings.leader_election.enabled is True
     assert settings.leader_election.lease_namespace == NAMESPACE
-    assert settings.pulumi.backend_url == "file:///var/lib/atomic-gang/pulumi"
+    assert settings.pulumi.backend_url == STATE_BACKEND
+    assert settings.pulumi.secrets_provider == STATE_SECRETS
     assert settings.retry_backoff.initial == timedelta(seconds=5)
     assert settings.retry_backoff.max == timedelta(minutes=5)
     ports = {

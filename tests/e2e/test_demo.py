@@ -41,6 +41,8 @@ def test_demo_runs_to_completion_with_zero_stranded_node_seconds(tmp_path: Path)
     assert all(billed >= 2 * 60 and stranded == 0.0 for billed, stranded in pools.values())
     assert "instances still running: 0; stranded node-seconds in total: 0.0" in out
     assert "$ kubectl get gnp" in out and "$ pulumi stack ls" in out
+    # The embedded default keeps its stacks where production does: S3, KMS secrets.
+    assert "PULUMI_BACKEND_URL=s3://atomic-gang-state?region=us-east-1 pulumi stack ls" in out
     assert "stopped every process the demo started" in out
     # The GPU scene: a Capacity Block that starts during the run.
     assert "held at $0 until the block starts: check Pending, 0 instances running" in out

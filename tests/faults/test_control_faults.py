@@ -75,7 +75,7 @@ def test_a_pulumi_lock_left_by_a_dead_process_is_cleared_and_release_completes(
     control_plane: Any,
     pulumi_tool: Any,
 ) -> None:
-    env: GangEnv = gang_env_factory()
+    env: GangEnv = gang_env_factory(file_backend=True)  # writes the lock file itself
     workload = env.submit("locked", "pool-locked", count=N, **{c.ANN_KEEP_WARM_TTL: "1s"})
     env.wait_check(workload, c.CHECK_READY, timeout=150)
     eventually(lambda: env.driver.outputs("pool-locked"), 60, "the stack to record the set")

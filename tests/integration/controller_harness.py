@@ -24,6 +24,7 @@ from kubernetes import client as k8s
 from devenv.bootstrap import register_cluster_and_identity
 from devenv.nodesim import SIMULATED_LABEL, NodeSimulator
 from devenv.processes import free_port
+from devenv.state_backend import seed_state_backend
 from provisioner.api import constants as c
 from provisioner.api.settings import Settings
 from provisioner.assembly import build_system
@@ -134,8 +135,14 @@ def gang_env_factory(
         join_delay: float = 0.5,
         leader_election: bool = False,
         start_controller: bool = True,
+        file_backend: bool = False,
         **overrides: Any,
     ) -> GangEnv:
+        # The stacks live in the emulator's S3 bucket with KMS secrets, as in production;
+        # `file_backend=True` keeps them in stateDir, for tests of that option.
+        pulumi: dict[str, str] = {"stateDir": str(tmp_path / "pulumi")}
+        if not file_backend:
+            pulumi.update(seed_state_backend(emulator.endpoint_url, REGION).pulumi_settings())
         settings = Settings.model_validate(
             {
                 "clusterName": CLUSTER,
@@ -154,7 +161,7 @@ def gang_env_factory(
                     "retryPeriod": "1s",
                 },
                 "healthPort": free_port(),
-                "pulumi": {"stateDir": str(tmp_path / "pulumi")},
+                "pulumi": pulumi,
                 "aws": {"endpointUrl": emulator.endpoint_url},
                 **overrides,
             }

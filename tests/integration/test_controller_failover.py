@@ -20,7 +20,7 @@ from tests.integration.controller_harness import CLUSTER, REGION, GangEnv, event
 LEASE = "atomic-gang-failover"
 
 
-def _settings_file(path: Path, env: GangEnv) -> Path:
+def _settings_file(path: Path, env: GangEnv, state_dir: Path) -> Path:
     settings = {
         "clusterName": CLUSTER,
         "defaults": {
@@ -38,7 +38,9 @@ def _settings_file(path: Path, env: GangEnv) -> Path:
             "renewDeadline": "3s",
             "retryPeriod": "1s",
         },
-        "pulumi": {"stateDir": str(env.settings.pulumi.state_dir)},
+        # The harness's backend (the emulator's S3 bucket and KMS key, or its file backend).
+        # Each replica has its own disk, as the chart runs them: only the backend is shared.
+        "pulumi": {**env.settings.pulumi.model_dump(mode="json"), "state_dir": str(state_dir)},
         "aws": {"endpointUrl": env.emulator.endpoint_url},
         "webhook": {"enabled": False},
     }
@@ -51,9 +53,9 @@ def replicas(
 ) -> Iterator[tuple[GangEnv, dict[str, Supervised]]]:
     # The harness's in-process controller is not started: only the two processes run.
     env: GangEnv = gang_env_factory(join_delay=3600.0, start_controller=False)
-    config = _settings_file(tmp_path / "settings.yaml", env)
     children: dict[str, Supervised] = {}
     for name in ("replica-a", "replica-b"):
+        config = _settings_file(tmp_path / f"{name}.yaml", env, tmp_path / name / "pulumi")
         children[name] = start_controller(
             name,
             tmp_path / f"{name}.log",
@@ -102,6 +104,18 @@ def test_standby_takes_over_and_finishes_without_a_second_launch(
     assert {i["InstanceId"] for i in env.live_instances()} == launched
     log = children[standby].log_path.read_text()
     assert "leading" in log
+
+    # Only S3 is shared: the stack the standby finishes is the one the dead leader began,
+    # and the release through the finalizer leaves no instance and no stack.
+    def recorded() -> bool:
+        outputs = env.driver.read_outputs("pool-failover")
+        return outputs is not None and set(outputs.instance_ids) == launched
+
+    eventually(recorded, 120, "the standby to record the set in the shared stack")
+    env.custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, "pool-failover")
+    eventually(lambda: env.pool("pool-failover") is None, 120, "the pool released and removed")
+    assert env.live_instances() == []
+    assert env.driver.list_stacks() == []
 
 
 __all__ = ["signal", "subprocess"]

@@ -7,18 +7,21 @@ import base64
 import json
 import logging
 import os
+import shutil
 import socket
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from devenv.state_backend import StateBackend, seed_state_backend
 from provisioner import cli_pools
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind
+from provisioner.api.settings import Settings
 from provisioner.pulumi_driver import StackDriver, StackError
 from stacks.outputs import INSTANCE_IDS
 from tests.integration.test_stack_support import (
@@ -309,71 +312,129 @@ def test_two_pools_prepared_recorded_and_destroyed_concurrently(
     assert driver.list_stacks() == []
 
 
-def _s3_lock(world: AwsWorld, project: str, pool: str, pid: int) -> str:
-    """A lock object as the CLI writes one, held by ``pid`` on this host."""
+def _s3_lock(backend: StateBackend, project: str, pool: str, pid: int) -> str:
+    """A lock file as the CLI writes one, held by ``pid`` on this host, taken just now."""
     key = f".pulumi/locks/organization/{project}/{pool}/4c0ffee0-0000-4000-8000-000000000000.json"
     body = {
         "pid": pid,
         "username": "controller",
         "hostname": socket.gethostname(),
-        "timestamp": "2030-01-01T00:00:00Z",
+        "timestamp": datetime.now(UTC).isoformat(),
     }
-    world.client("s3").put_object(Bucket="pulumi-state", Key=key, Body=json.dumps(body).encode())
+    backend.client("s3").put_object(Bucket=backend.bucket, Key=key, Body=json.dumps(body).encode())
     return key
 
 
-def test_s3_backend_and_locks_left_by_dead_or_live_processes(
+def _locks(backend: StateBackend) -> list[str]:
+    return [k for k in backend.stack_keys() if "/locks/" in k]
+
+
+def test_s3_backend_with_kms_secrets_and_leader_only_lock_breaking(
     world: AwsWorld, tmp_path: Path, pulumi_tool: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     world.ready()
-    s3 = world.client("s3")
-    s3.create_bucket(Bucket="pulumi-state")
-    backend = f"s3://pulumi-state?endpoint={world.endpoint}&region=us-east-1&use_path_style=true"
-    base = make_settings(world, tmp_path / "state")
-    settings = base.model_validate(
-        {
-            **base.model_dump(),
-            "pulumi": {"state_dir": str(tmp_path / "state"), "backend_url": backend},
-        }
-    )
+    backend = seed_state_backend(world.endpoint, "us-east-1")
+
+    def settings_for(state_dir: Path) -> Settings:
+        # Each replica has its own disk, as the chart runs them; the stacks are in the bucket.
+        base = make_settings(world, state_dir)
+        pulumi = {"state_dir": str(state_dir), **backend.pulumi_settings()}
+        return base.model_validate({**base.model_dump(), "pulumi": pulumi})
+
+    settings = settings_for(tmp_path / "leader")
+    assert settings.pulumi.backend_url == "s3://atomic-gang-state?region=us-east-1"
     driver = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
     spec = world.spec("remote")
     prepared = driver.prepare(spec)
-    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="pulumi-state")["Contents"]]
-    assert f".pulumi/stacks/{settings.pulumi.project_name}/remote.json" in keys
+    project = settings.pulumi.project_name
+    assert f".pulumi/stacks/{project}/remote.json" in backend.stack_keys()
 
-    # A second driver reads the stack from the bucket (no state file to read locally).
-    other = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    # Another replica reads the stack from the bucket: no state file, no passphrase.
+    other = StackDriver(
+        settings_for(tmp_path / "standby"), pulumi_root(pulumi_tool), logging.getLogger("stack")
+    )
     assert other.outputs("remote") == prepared.outputs
     assert [s.name for s in other.list_stacks()] == ["remote"]
-    assert all(r.clean for r in other.recover())
 
-    # A lock whose holder is alive is left alone: the operation waits (StackLocked).
-    live = _s3_lock(world, settings.pulumi.project_name, "remote", os.getpid())
+    # A standby (it has not recovered, so it does not lead) never breaks a lock: this one
+    # could be the live leader's.
     ids = world.launch("remote", prepared.outputs.launch_template_id, 2)
+    held = _s3_lock(backend, project, "remote", os.getpid())
     with pytest.raises(StackError) as locked:
         other.record_instance_set("remote", "gen-0", ids)
     assert locked.value.reason == "StackLocked" and locked.value.retryable
-    s3.delete_object(Bucket="pulumi-state", Key=live)
+    assert _locks(backend) == [held]
 
-    # A lock whose holder died on this host is cancelled, and the operation goes on.
-    finished = subprocess.Popen(["true"])
-    finished.wait()
-    _s3_lock(world, settings.pulumi.project_name, "remote", finished.pid)
+    # On becoming leader it clears the lock at once: a young lock of a live process, held by
+    # someone who is not the Lease holder, is stale the moment this replica leads.
     caplog.set_level(logging.WARNING, logger="stack")
+    other.recover()
+    assert _locks(backend) == []
+    # A lock met later while leading is cleared too, and the operation goes on.
+    _s3_lock(backend, project, "remote", os.getpid())
     recorded = other.record_instance_set("remote", "gen-0", ids)
     assert recorded.outputs.instance_ids == tuple(ids)
     assert any("cancelling stale lock" in r.getMessage() for r in caplog.records)
-    assert not [
-        o
-        for o in s3.list_objects_v2(Bucket="pulumi-state").get("Contents", [])
-        if "/locks/" in o["Key"]
-    ]
+    assert _locks(backend) == []
+
+    # Stepped down, it breaks none again.
+    other.step_down()
+    held = _s3_lock(backend, project, "remote", os.getpid())
+    with pytest.raises(StackError):
+        other.remove_instance_set("remote")
+    assert _locks(backend) == [held]
+    backend.client("s3").delete_object(Bucket=backend.bucket, Key=held)
 
     home = tmp_path / "operator-home"
-    assert stack_ls(other.operator_command(), Path(pulumi_tool.binary), home) == ["remote"]
+    command = other.operator_command()
+    assert f"AWS_ENDPOINT_URL_S3={world.endpoint}" in command
+    assert stack_ls(command, Path(pulumi_tool.binary), home) == ["remote"]
 
     assert other.destroy("remote").result == "succeeded"
     assert world.live_instances("remote") == []
     assert other.list_stacks() == []
-    assert stack_ls(other.operator_command(), Path(pulumi_tool.binary), home) == []
+    assert stack_ls(command, Path(pulumi_tool.binary), home) == []
+
+
+def test_a_replica_restarted_without_its_local_state_loses_no_stack(
+    world: AwsWorld, tmp_path: Path, pulumi_tool: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world.ready()
+    backend = seed_state_backend(world.endpoint, "us-east-1")
+    base = make_settings(world, tmp_path / "state")
+    pulumi = {"state_dir": str(tmp_path / "state"), **backend.pulumi_settings()}
+    settings = base.model_validate({**base.model_dump(), "pulumi": pulumi})
+    first = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    for pool in ("alpha", "beta"):
+        template = first.prepare(world.spec(pool)).outputs.launch_template_id
+        first.record_instance_set(pool, "gen-0", world.launch(pool, template, 2))
+    del first
+    shutil.rmtree(tmp_path / "state")  # the pod's emptyDir, gone with the pod
+
+    restarted = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    restarted.recover()
+    assert sorted(s.name for s in restarted.list_stacks()) == ["alpha", "beta"]
+    alpha = restarted.outputs("alpha")
+    assert alpha is not None and len(alpha.instance_ids) == 2
+
+    # The inventory from the controller's settings alone, on a machine with no state at all.
+    argv = _pools_argv(world, tmp_path / "operator-state", pulumi_tool)
+    argv += ["--pulumi.backend-url", backend.backend_url]
+    argv += ["--pulumi.secrets-provider", backend.secrets_provider]
+    argv += ["--aws.endpoint-url", world.endpoint]
+    capsys.readouterr()
+    assert cli_pools.main(argv) == 0
+    table = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in table.splitlines()[1:] if line.strip()}
+    assert ",".join(alpha.instance_ids) in rows["alpha"] and "ok, 6 resources" in rows["alpha"]
+    assert "ok, 6 resources" in rows["beta"]
+    command = restarted.operator_command()
+    assert command in table
+    home = tmp_path / "operator-home"
+    assert stack_ls(command, Path(pulumi_tool.binary), home) == ["alpha", "beta"]
+    for pool in ("alpha", "beta"):
+        assert restarted.destroy(pool).result == "succeeded"
+        assert world.live_instances(pool) == []
+    assert restarted.list_stacks() == []
+    assert world.launch_templates() == []
+    assert stack_ls(command, Path(pulumi_tool.binary), home) == []

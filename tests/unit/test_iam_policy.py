@@ -13,6 +13,7 @@ import pytest
 from provisioner.api import constants as c
 from provisioner.cloud import ec2api
 from provisioner.cloud.iam_policy import (
+    StackState,
     controller_policy,
     irsa_trust_policy,
     main,
@@ -205,6 +206,70 @@ def test_the_cli_prints_the_policy(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--account", "12", "--region", "us-east-1", "--node-role-arn", ROLE])
     assert exit_.value.code == 2
     assert "not 12 digits" in capsys.readouterr().err
+
+
+# --- the stacks' S3 backend and KMS key ---------------------------------------------------
+
+KEY_ARN = f"arn:aws:kms:us-east-1:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+def test_no_s3_or_kms_without_a_state_store() -> None:
+    assert not [s for s in policy()["Statement"] if "s3:" in str(s) or "kms:" in str(s)]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "objects"),
+    [
+        ("", "arn:aws:s3:::gang-state/.pulumi/*"),
+        ("/c/prod/", "arn:aws:s3:::gang-state/c/prod/.pulumi/*"),
+    ],
+)
+def test_state_grants_are_the_clis_calls_on_one_bucket_prefix_and_key(
+    prefix: str, objects: str
+) -> None:
+    by_sid = statements(policy(state=StackState("gang-state", KEY_ARN, prefix)))
+    assert list(by_sid)[-3:] == ["ListStackStateBucket", "ReadWriteStackState", "UseStackStateKey"]
+    assert by_sid["ListStackStateBucket"]["Resource"] == "arn:aws:s3:::gang-state"
+    assert actions(by_sid["ListStackStateBucket"]) == ["s3:ListBucket"]
+    assert by_sid["ReadWriteStackState"]["Resource"] == objects
+    assert sorted(actions(by_sid["ReadWriteStackState"])) == [
+        "s3:DeleteObject",
+        "s3:GetObject",
+        "s3:PutObject",
+    ]
+    assert by_sid["UseStackStateKey"]["Resource"] == KEY_ARN
+    assert sorted(actions(by_sid["UseStackStateKey"])) == [
+        "kms:Decrypt",
+        "kms:Encrypt",
+        "kms:GenerateDataKey",
+    ]
+    # Never the bucket's configuration, never the key's administration, never "*".
+    granted = {a for s in by_sid.values() for a in actions(s) if a.startswith(("s3:", "kms:"))}
+    assert granted == {
+        "s3:ListBucket",
+        "s3:GetObject",
+        "s3:PutObject",
+        "s3:DeleteObject",
+        "kms:Encrypt",
+        "kms:Decrypt",
+        "kms:GenerateDataKey",
+    }
+
+
+@pytest.mark.parametrize(
+    ("bucket", "key", "words"),
+    [("Bad_Bucket", KEY_ARN, "not an S3 bucket name"), ("ok-bucket", "alias/x", "not a KMS key")],
+)
+def test_bad_state_stores_are_refused(bucket: str, key: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        StackState(bucket, key)
+
+
+def test_the_cli_prints_the_state_grants(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--account", ACCOUNT, "--region", "us-east-1", "--node-role-arn", ROLE]
+    assert main([*argv, "--state-bucket", "gang-state", "--state-key-arn", KEY_ARN]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == policy(state=StackState("gang-state", KEY_ARN))
 
 
 # --- the code's AWS calls are all granted ------------------------------------------------

@@ -15,13 +15,17 @@ import pytest
 from infra.config import BootstrapConfig
 from infra.program import build
 from infra.release import CHART_PATH
+from infra.state import bucket_name
 from provisioner.api import constants as c
-from provisioner.cloud.iam_policy import controller_policy, node_role_policy_arns
+from provisioner.cloud.iam_policy import StackState, controller_policy, node_role_policy_arns
 from provisioner.cloud.naming import instance_profile_name
 
 pytestmark = pytest.mark.unit
 
 ACCOUNT = "210987654321"
+KEY_ID = "1234abcd-12ab-34cd-56ef-1234567890ab"
+KEY_ARN = f"arn:aws:kms:us-west-2:{ACCOUNT}:key/{KEY_ID}"
+BUCKET = f"atomic-gang-state-prod-gpu-{ACCOUNT}-us-west-2"
 CFG = BootstrapConfig(
     cluster_name="prod-gpu",
     region="us-west-2",
@@ -53,6 +57,10 @@ class Recorder(pulumi.runtime.Mocks):
             state["arn"] = f"arn:aws:iam::{ACCOUNT}:role/{args.inputs['name']}"
         if args.typ == "aws:iam/instanceProfile:InstanceProfile":
             state["arn"] = f"arn:aws:iam::{ACCOUNT}:instance-profile/{args.inputs['name']}"
+        if args.typ == "aws:kms/key:Key":
+            state.update(keyId=KEY_ID, arn=KEY_ARN)
+        if args.typ == "aws:s3/bucket:Bucket":
+            state["arn"] = f"arn:aws:s3:::{args.inputs['bucket']}"
         self.resources.append(
             Registered(args.typ, args.name, dict(args.inputs), args.provider or "")
         )
@@ -118,6 +126,7 @@ def test_the_controller_policy_is_the_one_source_with_the_callers_account(
         region="us-west-2",
         node_role_arns=[node_role_arn()],
         cluster_name="prod-gpu",
+        state=StackState(BUCKET, KEY_ARN),
     )
     assert "aws:index/getCallerIdentity:getCallerIdentity" in recorded.calls
     assert recorded.one("aws:iam/rolePolicy:RolePolicy")["role"] == "controller-role-id"
@@ -189,7 +198,9 @@ def test_aws_resources_use_the_clusters_region(recorded: Recorder) -> None:
     provider = recorded.one("pulumi:providers:aws")
     assert provider["region"] == "us-west-2"
     on_aws = [r for r in recorded.resources if r.type.startswith("aws:")]
-    assert len(on_aws) == 10  # 2 roles, policy, 4 attachments, profile, entry, association
+    # 2 roles, policy, 4 attachments, profile, entry, association; key, alias, bucket,
+    # versioning, encryption, public access block, bucket policy
+    assert len(on_aws) == 17
     assert all("$pulumi:providers:aws::aws::" in r.provider for r in on_aws)
 
 
@@ -253,6 +264,88 @@ def test_self_managed_profiles_add_their_grant() -> None:
     recorded = run(replace(CFG, self_manage_instance_profile=True, manage_access_entry=True))
     document = json.loads(recorded.one("aws:iam/rolePolicy:RolePolicy")["policy"])
     sids = [s["Sid"] for s in document["Statement"]]
-    assert sids[-2:] == ["SelfManageNodeInstanceProfile", "ManageNodeAccessEntry"]
+    assert sids[-5:-3] == ["SelfManageNodeInstanceProfile", "ManageNodeAccessEntry"]
     values = recorded.one("kubernetes:helm.sh/v3:Release")["values"]
     assert values["iam"] == {"selfManageInstanceProfile": True, "manageAccessEntry": True}
+
+
+# --- the pools' stack state ---------------------------------------------------------------
+
+
+def test_the_state_bucket_is_versioned_kms_encrypted_private_and_tls_only(
+    recorded: Recorder,
+) -> None:
+    bucket = recorded.one("aws:s3/bucket:Bucket")
+    assert bucket["bucket"] == BUCKET == bucket_name(CFG, ACCOUNT)
+    versioning = recorded.one("aws:s3/bucketVersioning:BucketVersioning")
+    assert versioning["bucket"] == "stack-state-id"
+    assert versioning["versioningConfiguration"] == {"status": "Enabled"}
+    (rule,) = recorded.one(
+        "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+    )["rules"]
+    assert rule["applyServerSideEncryptionByDefault"] == {
+        "sseAlgorithm": "aws:kms",
+        "kmsMasterKeyId": KEY_ARN,
+    }
+    assert rule["bucketKeyEnabled"] is True
+    block = recorded.one("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
+    assert block == {
+        "bucket": "stack-state-id",
+        "blockPublicAcls": True,
+        "blockPublicPolicy": True,
+        "ignorePublicAcls": True,
+        "restrictPublicBuckets": True,
+    }
+    policy = json.loads(recorded.one("aws:s3/bucketPolicy:BucketPolicy")["policy"])
+    (deny,) = policy["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Action"] == "s3:*" and deny["Principal"] == "*"
+    assert deny["Resource"] == [f"arn:aws:s3:::{BUCKET}", f"arn:aws:s3:::{BUCKET}/*"]
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_the_stacks_key_rotates_and_has_the_alias_the_controller_names(
+    recorded: Recorder,
+) -> None:
+    key = recorded.one("aws:kms/key:Key")
+    assert key["enableKeyRotation"] is True and key["deletionWindowInDays"] == 30
+    alias = recorded.one("aws:kms/alias:Alias")
+    assert alias == {"name": "alias/atomic-gang-state-prod-gpu", "targetKeyId": KEY_ID}
+
+
+def test_the_policy_reaches_the_state_bucket_prefix_and_key_and_nothing_wider(
+    recorded: Recorder,
+) -> None:
+    document = json.loads(recorded.one("aws:iam/rolePolicy:RolePolicy")["policy"])
+    by_sid = {s["Sid"]: s for s in document["Statement"]}
+    assert by_sid["ListStackStateBucket"]["Resource"] == f"arn:aws:s3:::{BUCKET}"
+    assert by_sid["ListStackStateBucket"]["Action"] == "s3:ListBucket"
+    objects = by_sid["ReadWriteStackState"]
+    assert objects["Resource"] == f"arn:aws:s3:::{BUCKET}/.pulumi/*"
+    assert sorted(objects["Action"]) == ["s3:DeleteObject", "s3:GetObject", "s3:PutObject"]
+    key = by_sid["UseStackStateKey"]
+    assert key["Resource"] == KEY_ARN
+    assert sorted(key["Action"]) == ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
+    touching = [s for s in document["Statement"] if "s3:" in json.dumps(s["Action"])]
+    touching += [s for s in document["Statement"] if "kms:" in json.dumps(s["Action"])]
+    assert {s["Sid"] for s in touching} == set(by_sid) & {
+        "ListStackStateBucket",
+        "ReadWriteStackState",
+        "UseStackStateKey",
+    }
+
+
+def test_the_release_gets_the_s3_backend_and_kms_secrets(recorded: Recorder) -> None:
+    values = recorded.one("kubernetes:helm.sh/v3:Release")["values"]
+    assert values["pulumi"] == {
+        "backendUrl": f"s3://{BUCKET}?region=us-west-2",
+        "secretsProvider": "awskms://alias/atomic-gang-state-prod-gpu?region=us-west-2",
+    }
+
+
+def test_a_long_cluster_name_still_makes_a_valid_unique_bucket_name() -> None:
+    long_a = replace(CFG, cluster_name="A_" + "x" * 60)
+    long_b = replace(CFG, cluster_name="A_" + "x" * 59 + "y")
+    a, b = bucket_name(long_a, ACCOUNT), bucket_name(long_b, ACCOUNT)
+    assert a != b and len(a) <= 63 and len(b) <= 63
+    assert a == a.lower() and "_" not in a
+    assert bucket_name(replace(CFG, state_bucket_name="mine"), ACCOUNT) == "mine"

@@ -43,6 +43,7 @@ FIELD_OF_KEY = {
     "webhookCertMode": "webhook_cert_mode",
     "selfManageInstanceProfile": "self_manage_instance_profile",
     "manageAccessEntry": "manage_access_entry",
+    "stateBucketName": "state_bucket_name",
 }
 
 

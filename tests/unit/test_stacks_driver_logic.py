@@ -8,7 +8,7 @@ import json
 import logging
 import pickle
 import traceback
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +17,13 @@ from pulumi.automation import CommandResult, ConcurrentUpdateError, EngineEvent
 from pulumi.automation import errors as auto_errors
 
 from provisioner.api.constants import FailureKind
-from provisioner.api.settings import Settings
+from provisioner.api.settings import AwsSettings, Settings
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.pulumi_driver import errors
 from provisioner.pulumi_driver.cli_env import (
     LAUNCHER,
     StatePaths,
+    aws_environment,
     cli_environment,
     launcher_dir,
     secrets_problem,
@@ -225,28 +226,18 @@ def test_lock_holders_from_message_and_files(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("holder", "alive", "stale"),
+    "holder",
     [
-        (LockHolder("u", "me", 10, None), False, True),  # same host, process gone
-        (LockHolder("u", "me", 10, None), True, False),  # same host, still running
-        (LockHolder("u", "other", 10, None), False, False),  # other host, age unknown
-        (LockHolder("u", "other", 10, datetime(2030, 1, 1, 11, 0, tzinfo=UTC)), True, True),
-        (LockHolder("u", "other", 10, datetime(2030, 1, 1, 11, 50, tzinfo=UTC)), True, False),
+        LockHolder("u", "me", 10, None),  # this host, any process
+        LockHolder("u", "other-pod", 10, None),  # another pod, age unknown
+        LockHolder("u", "other-pod", 10, datetime(2030, 1, 1, 11, 59, 59, tzinfo=UTC)),  # 1 s old
+        LockHolder("", "", 0, None),  # an unreadable lock file
     ],
 )
-def test_only_provably_dead_or_old_holders_are_stale(
-    holder: LockHolder, alive: bool, stale: bool
-) -> None:
-    assert (
-        is_stale(
-            holder,
-            now=datetime(2030, 1, 1, 12, 0, tzinfo=UTC),
-            hostname="me",
-            alive=lambda _pid: alive,
-            stale_after=timedelta(minutes=30),
-        )
-        is stale
-    )
+def test_a_lock_is_stale_exactly_while_this_replica_leads(holder: LockHolder) -> None:
+    # No age, no host test: the leader clears at once; a standby never breaks a lock.
+    assert is_stale(holder, leading=True) is True
+    assert is_stale(holder, leading=False) is False
 
 
 def test_pid_alive_sees_this_process_and_not_a_free_pid() -> None:
@@ -416,6 +407,29 @@ def test_cli_environment_with_and_without_the_launcher_beside_the_cli(
     assert on_path["PATH"] == f"{launcher_dir()}:/usr/bin"
     assert "PULUMI_IGNORE_AMBIENT_PLUGINS" not in on_path
     assert (launcher_dir() / LAUNCHER).is_file()
+
+
+def test_the_clis_s3_and_kms_follow_the_aws_endpoint_override_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    s3 = {"backend_url": "s3://state?region=us-east-1", "secrets_provider": "awskms://alias/s"}
+    on_aws = cli_environment(_settings(tmp_path, **s3), tmp_path, StatePaths(tmp_path))
+    assert on_aws["PULUMI_BACKEND_URL"] == "s3://state?region=us-east-1"
+    assert not [k for k in on_aws if k.startswith("AWS_ENDPOINT_URL")]  # real AWS
+    assert on_aws["AWS_REGION"] == "us-east-1"  # a URL without ?region= still resolves
+
+    local = _settings(tmp_path, **s3).model_copy(
+        update={"aws": AwsSettings(endpoint_url="http://127.0.0.1:5000")}
+    )
+    emulated = cli_environment(local, tmp_path, StatePaths(tmp_path))
+    assert emulated["AWS_ENDPOINT_URL_S3"] == "http://127.0.0.1:5000"
+    assert emulated["AWS_ENDPOINT_URL_KMS"] == "http://127.0.0.1:5000"
+    assert emulated["PULUMI_BACKEND_URL"] == on_aws["PULUMI_BACKEND_URL"]  # the same URL
+    assert aws_environment(local) == {k: v for k, v in emulated.items() if k.startswith("AWS_")}
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    assert "AWS_REGION" not in aws_environment(local)  # the process's own region wins
 
 
 def test_passphrase_is_required_only_for_the_passphrase_provider(

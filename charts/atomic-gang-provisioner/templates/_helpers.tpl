@@ -56,10 +56,6 @@ app.kubernetes.io/part-of: atomic-gang-provisioner
 {{- end }}
 {{- end }}
 
-{{- define "agp.pulumiSecretName" -}}
-{{- default (printf "%s-pulumi" (include "agp.fullname" .)) .Values.pulumi.passphraseSecret.name }}
-{{- end }}
-
 {{- define "agp.usesPassphrase" -}}
 {{- if eq .Values.pulumi.secretsProvider "passphrase" }}true{{ end }}
 {{- end }}

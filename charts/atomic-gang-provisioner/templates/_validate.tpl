@@ -22,6 +22,21 @@ what to set.
 {{- if and (gt (int $v.replicaCount) 1) (not $v.leaderElection.enabled) }}
 {{- fail (printf "leaderElection.enabled=false with replicaCount=%d would run %d active controllers: enable leader election or set replicaCount=1." (int $v.replicaCount) (int $v.replicaCount)) }}
 {{- end }}
+{{- if $v.pulumi.ephemeralState }}
+{{- if gt (int $v.replicaCount) 1 }}
+{{- fail (printf "pulumi.ephemeralState=true with replicaCount=%d: each replica would keep its own stacks in its own pod, so a failover would lose every pool's record. Set pulumi.backendUrl to a shared s3:// backend, or replicaCount=1." (int $v.replicaCount)) }}
+{{- end }}
+{{- if $v.pulumi.backendUrl }}
+{{- fail (printf "pulumi.ephemeralState=true and pulumi.backendUrl=%s contradict each other: unset one." $v.pulumi.backendUrl) }}
+{{- end }}
+{{- else }}
+{{- if not $v.pulumi.backendUrl }}
+{{- fail "pulumi.backendUrl is required: the durable backend every pool's Pulumi stack lives in, shared by all replicas, e.g. s3://<bucket>?region=<region> (the bootstrap's stackBackendUrl output). For a throwaway install that may lose its stacks with the pod, set pulumi.ephemeralState=true instead." }}
+{{- end }}
+{{- if and (include "agp.usesPassphrase" .) (not $v.pulumi.passphraseSecret.name) }}
+{{- fail "pulumi.passphraseSecret.name is required with pulumi.secretsProvider=passphrase: name a Secret you keep holding the stacks' passphrase, or set pulumi.secretsProvider=awskms://alias/<alias>?region=<region> (the bootstrap's stackSecretsProvider output)." }}
+{{- end }}
+{{- end }}
 {{- if $v.nodeBootstrap.enabled }}
 {{- fail "nodeBootstrap.enabled=true is not offered by this chart: create the node role's instance profile and EKS access entry with the bootstrap program (`pulumi up` at the repository root), or let the controller create them with iam.selfManageInstanceProfile=true and iam.manageAccessEntry=true." }}
 {{- end }}
