@@ -22,6 +22,7 @@ NODE_ROLE = "arn:aws:iam::123456789012:role/eks-gang-node-role"
 
 # The values the reference's install command sets; with these a render must succeed.
 REQUIRED: dict[str, str] = {
+    "image.repository": "123456789012.dkr.ecr.us-east-1.amazonaws.com/atomic-gang-provisioner",
     "clusterName": "my-eks-cluster",
     "defaults.region": "us-east-1",
     "defaults.nodeRoleArn": NODE_ROLE,

@@ -13,7 +13,7 @@ from cryptography import x509
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import load_crd
 from provisioner.webhook.server import DEFAULT_CERT_DIR, JOB_WEBHOOK_PATH
-from tests.chart.conftest import CHART, NAMESPACE, NODE_ROLE, Helm, Rendered
+from tests.chart.conftest import CHART, NAMESPACE, NODE_ROLE, REQUIRED, Helm, Rendered
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/atomic-gang-controller-role"
 
@@ -146,9 +146,12 @@ def test_webhook_reaches_the_service_and_fails_closed(rendered: Rendered) -> Non
             "scope": "Namespaced",
         }
     ]
-    assert hook["objectSelector"] == {
-        "matchExpressions": [{"key": c.POOL_LABEL, "operator": "Exists"}]
-    }
+    # Gang Jobs are chosen by a CEL matchCondition (label or any of our annotations), not by
+    # an objectSelector, which could not see annotations.
+    assert "objectSelector" not in hook
+    (condition,) = hook["matchConditions"]
+    assert f"'{c.POOL_LABEL}' in object.metadata.labels" in condition["expression"]
+    assert f"k.startsWith('{c.PREFIX}')" in condition["expression"]
 
 
 def test_cert_manager_mode(rendered: Rendered) -> None:
@@ -211,11 +214,11 @@ def test_provided_mode_uses_the_given_secret_and_ca(helm: Helm) -> None:
 
 def test_webhook_options(helm: Helm) -> None:
     ignore = helm.render(
-        {"webhook.failurePolicy": "Ignore"}, "--set", "webhook.objectSelector=null"
+        {"webhook.failurePolicy": "Ignore"}, "--set", "webhook.matchConditions=null"
     )
     hook = ignore.one("ValidatingWebhookConfiguration")["webhooks"][0]
     assert hook["failurePolicy"] == "Ignore"
-    assert "objectSelector" not in hook  # every Job is sent
+    assert "matchConditions" not in hook and "objectSelector" not in hook  # every Job is sent
 
     off = helm.render({"webhook.enabled": False})
     assert off.all("ValidatingWebhookConfiguration") == []
@@ -413,3 +416,14 @@ def test_allowlists_reach_the_settings(helm: Helm) -> None:
     settings = yaml.safe_load(rendered.one("ConfigMap")["data"]["settings.yaml"])
     assert settings["allowedNodeRoleArns"] == [NODE_ROLE, other]
     assert settings["allowedInstanceTypes"] == ["p5.*"]
+
+
+def test_helm_template_needs_no_kube_version_flag(helm: Helm) -> None:
+    # The toolchain's helm carries its client-go's Kubernetes version (versions.py), which
+    # meets the chart's kubeVersion; an unstamped build reports v1.20.0 and fails here.
+    args = ["template", "atomic-gang", str(CHART)]
+    for key, value in REQUIRED.items():
+        args += ["--set-string", f"{key}={value}"]
+    done = helm.run(*args)
+    assert done.returncode == 0, done.stderr
+    assert "kind: Deployment" in done.stdout
