@@ -49,6 +49,11 @@ class Rendered:
     def all(self, kind: str) -> list[dict[str, Any]]:
         return [o for o in self.objects if o["kind"] == kind]
 
+    def settings(self) -> dict[str, Any]:
+        """The controller's settings ConfigMap (the dashboard is a ConfigMap too)."""
+        name = self.one("Deployment")["metadata"]["name"]
+        return self.one("ConfigMap", f"{name}-settings")
+
     def one(self, kind: str, name: str | None = None) -> dict[str, Any]:
         found = [o for o in self.all(kind) if name is None or o["metadata"]["name"] == name]
         assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"

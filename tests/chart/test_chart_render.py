@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,8 @@ def test_the_default_render_holds_every_object(rendered: Rendered) -> None:
             "ClusterQueue",
             "ClusterRole",
             "ClusterRoleBinding",
-            "ConfigMap",
+            "ConfigMap",  # the settings
+            "ConfigMap",  # the Grafana dashboard
             "CustomResourceDefinition",
             "Deployment",
             "Issuer",
@@ -413,7 +415,7 @@ def test_allowlists_reach_the_settings(helm: Helm) -> None:
     rendered = helm.render(
         {"allowedNodeRoleArns": [NODE_ROLE, other], "allowedInstanceTypes": ["p5.*"]}
     )
-    settings = yaml.safe_load(rendered.one("ConfigMap")["data"]["settings.yaml"])
+    settings = yaml.safe_load(rendered.settings()["data"]["settings.yaml"])
     assert settings["allowedNodeRoleArns"] == [NODE_ROLE, other]
     assert settings["allowedInstanceTypes"] == ["p5.*"]
 
@@ -427,3 +429,15 @@ def test_helm_template_needs_no_kube_version_flag(helm: Helm) -> None:
     done = helm.run(*args)
     assert done.returncode == 0, done.stderr
     assert "kind: Deployment" in done.stdout
+
+
+def test_the_grafana_dashboard_is_a_configmap_the_sidecar_discovers(rendered: Rendered) -> None:
+    name = rendered.one("Deployment")["metadata"]["name"]
+    config = rendered.one("ConfigMap", f"{name}-dashboard")
+    assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(config["data"]["atomic-gang-provisioner.json"])
+    titles = " ".join(p["title"] for p in dashboard["panels"]).lower()
+    for topic in ("phase", "acquisitions", "shortfalls", "time to ready", "stranded", "lag"):
+        assert topic in titles
+    # Every panel's query names an exported metric: tests/image checks it against a running
+    # controller's /metrics.
