@@ -51,14 +51,21 @@ ARG PIP_CERT=""
 WORKDIR /src
 RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
-COPY pyproject.toml constraints.txt README.md ./
-COPY provisioner/ provisioner/
-COPY stacks/ stacks/
+# Dependencies first, from the pins alone: a source change rebuilds only the layer below.
+COPY pyproject.toml constraints.txt ./
 RUN --mount=type=cache,target=/root/.cache/pip \
     pip install --disable-pip-version-check ${PIP_CERT:+--cert "$PIP_CERT"} --upgrade pip==25.3 \
- && pip install --disable-pip-version-check ${PIP_CERT:+--cert "$PIP_CERT"} -c constraints.txt . \
+ && python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")' > /tmp/requirements.txt \
+ && pip install --disable-pip-version-check ${PIP_CERT:+--cert "$PIP_CERT"} -c constraints.txt -r /tmp/requirements.txt \
  && find /opt/venv -name __pycache__ -prune -exec rm -rf {} + \
  && python -m compileall -q /opt/venv/lib
+COPY README.md ./
+COPY provisioner/ provisioner/
+COPY stacks/ stacks/
+# The root filesystem is read-only at run time: the package's bytecode is compiled here.
+RUN pip install --disable-pip-version-check ${PIP_CERT:+--cert "$PIP_CERT"} --no-deps -c constraints.txt . \
+ && python -m compileall -q /opt/venv/lib/python3*/site-packages/provisioner \
+    /opt/venv/lib/python3*/site-packages/stacks
 
 FROM ${PYTHON_BASE} AS runtime
 RUN groupadd --gid 65532 atomic-gang \
