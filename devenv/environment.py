@@ -32,6 +32,7 @@ from devenv.kueue_manager import KueueManager
 from devenv.nodesim import NodeSimulator
 from devenv.processes import free_port
 from devenv.state_backend import seed_state_backend
+from devenv.webhook import LocalWebhook
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import load_crd
 from provisioner.api.settings import Settings
@@ -52,6 +53,8 @@ class LocalEnvironment:
     with_kueue: bool = True
     join_delay: float = 2.0
     with_controller: bool = True
+    # The chart's Job webhook beside the in-process controller (devenv/webhook.py).
+    with_webhook: bool = True
     keep_warm_ttl: str = "10m"
     job_run_seconds: float = 3.0
     acquire_attempts_before_retry: int = 20
@@ -63,6 +66,7 @@ class LocalEnvironment:
     settings: Settings | None = None
     manager: Any = None
     jobs: JobSimulator | None = None
+    webhook: LocalWebhook | None = None
     queue_namespaces: tuple[str, ...] = ("default",)
     owns_base: bool = False
     timings: dict[str, float] = field(default_factory=dict)
@@ -159,6 +163,8 @@ class LocalEnvironment:
                 "metricsPort": free_port(),
                 "pulumi": {"stateDir": str(self.work_dir / "pulumi"), **state.pulumi_settings()},
                 "aws": {"endpointUrl": self.emulator.endpoint_url},
+                # The manager serves no webhook itself; `LocalWebhook` serves it and
+                # registers it as the chart does.
                 "webhook": {"enabled": False},
             }
         )
@@ -196,6 +202,15 @@ class LocalEnvironment:
             aws_max_attempts=2,
         ).manager
         self.manager.start(serve_http=True)
+        if self.with_webhook:
+            helm = toolchain.ensure_all(["helm"])["helm"].binary
+            self.webhook = LocalWebhook(
+                self.control_plane.api_client(),
+                self.control_plane.ca,
+                helm,
+                self.work_dir / "webhook",
+            )
+            self.webhook.start(self.settings)
 
     def kubeconfig_path(self) -> Path:
         assert self.control_plane is not None and self.control_plane.info is not None
@@ -229,6 +244,8 @@ class LocalEnvironment:
         )
 
     def stop(self) -> None:
+        if self.webhook is not None:  # first: a stopped environment must block no Job
+            self.webhook.stop()
         if self.jobs is not None:
             self.jobs.stop()
         if self.manager is not None:

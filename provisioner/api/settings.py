@@ -327,11 +327,17 @@ def _read_file(path: Path) -> dict[str, Any]:
     return cast(dict[str, Any], _snake_keys(data))
 
 
+# Variables under the prefix that are not settings: the dynamic-provider launcher's
+# interpreter, the log format (both set by the image) and the tool cache.
+_NOT_SETTINGS = frozenset({"ATOMIC_GANG_PYTHON", "ATOMIC_GANG_LOG_FORMAT", "ATOMIC_GANG_CACHE"})
+
+
 def _read_env() -> dict[str, Any]:
     unknown = sorted(
         name
         for name in os.environ
         if name.upper().startswith(c.ENV_PREFIX)
+        and name.upper() not in _NOT_SETTINGS
         and name[len(c.ENV_PREFIX) :].split("__")[0].lower() not in Settings.model_fields
     )
     if unknown:

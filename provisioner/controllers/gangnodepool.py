@@ -96,6 +96,20 @@ class GangNodePoolReconciler:
         pool = GangNodePool.from_dict(raw)
         view = self._observe(pool)
         step = plan(view)
+        if step.action is not Action.NONE or step.status.phase != view.status.phase:
+            log.info(
+                "pool %s: %s -> %s, %s",
+                pool.name,
+                view.status.phase,
+                step.status.phase,
+                step.action.value,
+                extra={
+                    "pool": pool.name,
+                    "generation": step.status.acquire_generation,
+                    "phase": step.status.phase,
+                    "action": step.action.value,
+                },
+            )
         raw = self._persist(raw, view.status, step.status)
         result = self._run(step, pool, view, raw)
         if result is None:

@@ -18,6 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
+from provisioner import logs
 from provisioner.api.settings import Settings, SettingsError, settings_from_argv
 from provisioner.assembly import build_system
 from provisioner.kube.client import KubeClient
@@ -33,16 +34,18 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--pulumi-root", help="directory holding bin/pulumi (default: PATH)")
     pre.add_argument("--log-level", default="INFO")
     pre.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        default=logs.default_format(),
+        help="text, or json (one object per line with the record's fields; the image's default)",
+    )
+    pre.add_argument(
         "--identity",
         default=os.environ.get("POD_NAME") or default_identity(),
         help="leader-election identity (default: $POD_NAME, else host name + random suffix)",
     )
     known, rest = pre.parse_known_args(argv)
-    logging.basicConfig(
-        level=known.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logs.configure(known.log_level, known.log_format)
     try:
         settings = settings_from_argv(rest)
     except SettingsError as err:

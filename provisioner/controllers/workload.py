@@ -108,6 +108,7 @@ class WorkloadReconciler:
             decision.pool_change.value,
             decision.check.state if decision.check else None,
             decision.notes,
+            extra={"workload": str(key), "pool": pool_name},
         )
         if job is None and decision.check is None:
             return Result(requeue_after=_JOB_NOT_SEEN_RETRY)

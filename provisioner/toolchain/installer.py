@@ -50,7 +50,8 @@ def cache_root() -> Path:
 
 
 def tool_dir(tool: GoTool) -> Path:
-    return cache_root() / "tools" / f"{tool.name}-{tool.version}"
+    tag = f"+{tool.build_tag}" if tool.build_tag else ""
+    return cache_root() / "tools" / f"{tool.name}-{tool.version}{tag}"
 
 
 @dataclass(frozen=True)

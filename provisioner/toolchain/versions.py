@@ -10,7 +10,8 @@ Why these versions:
 - Kubernetes 1.36.3 and etcd 3.6.16: the newest 1.36 and 3.6 patch releases.
 - Kueue 0.19.2: the newest 0.19 release; its CRDs and webhook manifests come from the same
   module so the manager and its API always agree.
-- Helm 3.22.0: the newest Helm 3 release; the chart is `apiVersion: v2`.
+- Helm 3.22.0: the newest Helm 3 release; the chart is `apiVersion: v2`. Stamped with its
+  client-go's Kubernetes version as Helm's release build does (build tag `kube1.37`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class GoTool:
     # Whether a binary found on PATH may be used (only when nothing else must match it).
     reuse_from_path: bool = True
     extra_requires: dict[str, str] = field(default_factory=dict)
+    # Part of the cache key beside the version: changed whenever the build itself changes
+    # (new ldflags), so a cache holding the older build of the same release is not reused.
+    build_tag: str = ""
 
 
 PULUMI = GoTool(
@@ -107,9 +111,19 @@ HELM = GoTool(
     package="helm.sh/helm/v3/cmd/helm",
     binary="helm",
     sibling_version="v3.22.0",
-    ldflags=("-X helm.sh/helm/v3/internal/version.version=v3.22.0",),
+    # Helm's own release build stamps the Kubernetes version of its client-go (v0.37 in
+    # 3.22.0) as the default for `helm template` and `helm lint`; a plain `go build` leaves
+    # v1.20.0, which fails the chart's kubeVersion unless --kube-version is passed.
+    ldflags=(
+        "-X helm.sh/helm/v3/internal/version.version=v3.22.0",
+        "-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1",
+        "-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37",
+        "-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1",
+        "-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37",
+    ),
     version_args=("version", "--short"),
     version_marker="v3.22.0",
+    build_tag="kube1.37",
 )
 
 ALL_TOOLS: tuple[GoTool, ...] = (ETCD, KUBE_APISERVER, PULUMI, KUEUE, HELM)

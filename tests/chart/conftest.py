@@ -25,6 +25,7 @@ STATE_SECRETS = "awskms://alias/atomic-gang-state?region=us-east-1"
 
 # The values the reference's install command sets; with these a render must succeed.
 REQUIRED: dict[str, str] = {
+    "image.repository": "123456789012.dkr.ecr.us-east-1.amazonaws.com/atomic-gang-provisioner",
     "clusterName": "my-eks-cluster",
     "defaults.region": "us-east-1",
     "defaults.nodeRoleArn": NODE_ROLE,
@@ -53,6 +54,11 @@ class Rendered:
 
     def all(self, kind: str) -> list[dict[str, Any]]:
         return [o for o in self.objects if o["kind"] == kind]
+
+    def settings(self) -> dict[str, Any]:
+        """The controller's settings ConfigMap (the dashboard is a ConfigMap too)."""
+        name = self.one("Deployment")["metadata"]["name"]
+        return self.one("ConfigMap", f"{name}-settings")
 
     def one(self, kind: str, name: str | None = None) -> dict[str, Any]:
         found = [o for o in self.all(kind) if name is None or o["metadata"]["name"] == name]

@@ -44,7 +44,7 @@ def test_the_bootstrap_values_render(helm: Helm, tmp_path: Path) -> None:
     account = rendered.one("ServiceAccount")
     assert account["metadata"]["name"] == CFG.service_account
     assert "annotations" not in account["metadata"]  # Pod Identity needs none
-    settings = yaml.safe_load(rendered.one("ConfigMap")["data"]["settings.yaml"])
+    settings = yaml.safe_load(rendered.settings()["data"]["settings.yaml"])
     assert settings["defaults"]["nodeRoleArn"] == NODE_ROLE
     assert settings["allowedNodeRoleArns"] == [NODE_ROLE]
     # Durable stacks with KMS secrets: no passphrase, no Secret, nothing to fail the render.

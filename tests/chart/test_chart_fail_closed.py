@@ -10,6 +10,8 @@ import pytest
 from tests.chart.conftest import Helm
 
 CASES: list[tuple[str, dict[str, Any], str]] = [
+    # No public image exists: an install without a repository would sit in ImagePullBackOff.
+    ("no image repository", {"image.repository": None}, "image.repository is required"),
     ("no cluster", {"clusterName": None}, "clusterName is required"),
     ("no region", {"defaults.region": None}, "defaults.region is required"),
     (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from tests.chart.conftest import (
     CHART,
     NAMESPACE,
     NODE_ROLE,
+    REQUIRED,
     STATE_BACKEND,
     STATE_SECRETS,
     Helm,
@@ -53,7 +55,8 @@ def test_the_default_render_holds_every_object(rendered: Rendered) -> None:
             "ClusterQueue",
             "ClusterRole",
             "ClusterRoleBinding",
-            "ConfigMap",
+            "ConfigMap",  # the settings
+            "ConfigMap",  # the Grafana dashboard
             "CustomResourceDefinition",
             "Deployment",
             "Issuer",
@@ -153,9 +156,12 @@ def test_webhook_reaches_the_service_and_fails_closed(rendered: Rendered) -> Non
             "scope": "Namespaced",
         }
     ]
-    assert hook["objectSelector"] == {
-        "matchExpressions": [{"key": c.POOL_LABEL, "operator": "Exists"}]
-    }
+    # Gang Jobs are chosen by a CEL matchCondition (label or any of our annotations), not by
+    # an objectSelector, which could not see annotations.
+    assert "objectSelector" not in hook
+    (condition,) = hook["matchConditions"]
+    assert f"'{c.POOL_LABEL}' in object.metadata.labels" in condition["expression"]
+    assert f"k.startsWith('{c.PREFIX}')" in condition["expression"]
 
 
 def test_cert_manager_mode(rendered: Rendered) -> None:
@@ -216,11 +222,11 @@ def test_provided_mode_uses_the_given_secret_and_ca(helm: Helm) -> None:
 
 def test_webhook_options(helm: Helm) -> None:
     ignore = helm.render(
-        {"webhook.failurePolicy": "Ignore"}, "--set", "webhook.objectSelector=null"
+        {"webhook.failurePolicy": "Ignore"}, "--set", "webhook.matchConditions=null"
     )
     hook = ignore.one("ValidatingWebhookConfiguration")["webhooks"][0]
     assert hook["failurePolicy"] == "Ignore"
-    assert "objectSelector" not in hook  # every Job is sent
+    assert "matchConditions" not in hook and "objectSelector" not in hook  # every Job is sent
 
     off = helm.render({"webhook.enabled": False})
     assert off.all("ValidatingWebhookConfiguration") == []
@@ -474,6 +480,29 @@ def test_allowlists_reach_the_settings(helm: Helm) -> None:
     rendered = helm.render(
         {"allowedNodeRoleArns": [NODE_ROLE, other], "allowedInstanceTypes": ["p5.*"]}
     )
-    settings = yaml.safe_load(rendered.one("ConfigMap")["data"]["settings.yaml"])
+    settings = yaml.safe_load(rendered.settings()["data"]["settings.yaml"])
     assert settings["allowedNodeRoleArns"] == [NODE_ROLE, other]
     assert settings["allowedInstanceTypes"] == ["p5.*"]
+
+
+def test_helm_template_needs_no_kube_version_flag(helm: Helm) -> None:
+    # The toolchain's helm carries its client-go's Kubernetes version (versions.py), which
+    # meets the chart's kubeVersion; an unstamped build reports v1.20.0 and fails here.
+    args = ["template", "atomic-gang", str(CHART)]
+    for key, value in REQUIRED.items():
+        args += ["--set-string", f"{key}={value}"]
+    done = helm.run(*args)
+    assert done.returncode == 0, done.stderr
+    assert "kind: Deployment" in done.stdout
+
+
+def test_the_grafana_dashboard_is_a_configmap_the_sidecar_discovers(rendered: Rendered) -> None:
+    name = rendered.one("Deployment")["metadata"]["name"]
+    config = rendered.one("ConfigMap", f"{name}-dashboard")
+    assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(config["data"]["atomic-gang-provisioner.json"])
+    titles = " ".join(p["title"] for p in dashboard["panels"]).lower()
+    for topic in ("phase", "acquisitions", "shortfalls", "time to ready", "stranded", "lag"):
+        assert topic in titles
+    # Every panel's query names an exported metric: tests/image checks it against a running
+    # controller's /metrics.

@@ -14,7 +14,7 @@ from tests.chart.conftest import NAMESPACE, NODE_ROLE, STATE_BACKEND, STATE_SECR
 
 
 def controller_settings(rendered: Rendered, tmp_path: Path) -> Settings:
-    config = rendered.one("ConfigMap")
+    config = rendered.settings()
     deployment = rendered.one("Deployment")
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]

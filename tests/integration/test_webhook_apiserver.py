@@ -155,10 +155,11 @@ def chart_webhook(
 def every_job_webhook(
     tools: Any, kube_api: Any, webhook: WebhookProcess, batch: k8s.BatchV1Api, namespace: str
 ) -> Iterator[WebhookProcess]:
-    """Registered with the chart's objectSelector removed: the server sees every Job."""
+    """Registered with the chart's selection removed: the server sees every Job."""
     config = chart_webhook_config(tools, webhook, namespace)
     for hook in config["webhooks"]:
         hook.pop("objectSelector", None)
+        hook.pop("matchConditions", None)
     with register(kube_api, config, batch, namespace):
         yield webhook
 
@@ -207,9 +208,11 @@ def test_a_non_gang_job_is_untouched(
     assert created.spec.parallelism == 3
 
 
-def test_annotations_without_the_pool_label_are_refused_when_every_job_is_sent(
-    every_job_webhook: WebhookProcess, batch: k8s.BatchV1Api, namespace: str
+@pytest.mark.parametrize("registration", ["chart_webhook", "every_job_webhook"])
+def test_annotations_without_the_pool_label_are_refused(
+    registration: str, request: pytest.FixtureRequest, batch: k8s.BatchV1Api, namespace: str
 ) -> None:
+    request.getfixturevalue(registration)
     labels = {c.QUEUE_NAME_LABEL: "atomic-gang-queue"}
     status = refusal(batch, namespace, job("no-pool", labels, GANG_ANNOTATIONS))
     fields = [cause["field"] for cause in status["details"]["causes"]]
@@ -223,5 +226,8 @@ def test_with_the_controller_stopped_a_gang_job_is_refused(
     status = refusal(batch, namespace, job("pretrain", GANG_LABELS, GANG_ANNOTATIONS))
     assert f'failed calling webhook "{HOOK}"' in status["message"]
     assert batch.list_namespaced_job(namespace).items == []
-    # The chart sends only Jobs with the pool label, so the outage stops nothing else.
+    # The chart sends only gang Jobs (our label or annotations), so the outage stops nothing
+    # else; a Job with our annotations alone is refused too.
     batch.create_namespaced_job(namespace, job("etl", {"app": "etl"}, {}, pods=1))
+    status = refusal(batch, namespace, job("no-pool", {}, GANG_ANNOTATIONS))
+    assert f'failed calling webhook "{HOOK}"' in status["message"]

@@ -187,6 +187,18 @@ def test_env_over_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.aws.endpoint_url == "http://127.0.0.1:5000"
 
 
+def test_the_images_own_variables_are_not_taken_for_unknown_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The image sets both; an unknown-variable refusal here stopped the container at start.
+    monkeypatch.setenv("ATOMIC_GANG_PYTHON", "/opt/venv/bin/python")
+    monkeypatch.setenv("ATOMIC_GANG_LOG_FORMAT", "json")
+    assert load_settings(write(tmp_path, FILE)).cluster_name
+    monkeypatch.setenv("ATOMIC_GANG_LOG_FROMAT", "json")
+    with pytest.raises(SettingsError, match="ATOMIC_GANG_LOG_FROMAT"):
+        load_settings(write(tmp_path, FILE))
+
+
 def test_flags_over_env_over_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ATOMIC_GANG_DEFAULTS__KEEP_WARM_TTL", "30m")
     monkeypatch.setenv("ATOMIC_GANG_CLUSTER_NAME", "from-env")

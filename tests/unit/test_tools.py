@@ -130,3 +130,17 @@ def test_a_binary_on_path_with_the_wrong_version_is_not_taken(
         tools.resolve(ETCD, build=False)
     fake.write_text("#!/bin/sh\necho 'etcd Version: 3.6.16'\n")
     assert tools.resolve(ETCD, build=False).source == "path"
+
+
+def test_helm_is_stamped_with_a_kube_version_and_keyed_by_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from provisioner.toolchain.versions import HELM
+
+    # `helm template` and `helm lint` default to these instead of v1.20.0.
+    for package in ("helm.sh/helm/v3/pkg/chartutil", "helm.sh/helm/v3/pkg/lint/rules"):
+        assert f"-X {package}.k8sVersionMajor=1" in HELM.ldflags
+        assert f"-X {package}.k8sVersionMinor=37" in HELM.ldflags
+    monkeypatch.setenv("ATOMIC_GANG_CACHE", str(tmp_path))
+    # An unstamped build of the same release in the cache is never taken for this one.
+    assert tools.tool_dir(HELM).name == f"helm-{HELM.version}+kube1.37"

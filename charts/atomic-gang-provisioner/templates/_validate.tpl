@@ -7,6 +7,7 @@ what to set.
 {{- $v := .Values }}
 {{- $_ := required "clusterName is required: the EKS cluster the gang nodes join (--set-string clusterName=<name>)" $v.clusterName }}
 {{- $_ := required "defaults.region is required: the EKS cluster's region, the only region gangs launch in (--set-string defaults.region=<region>)" $v.defaults.region }}
+{{- $_ := required "image.repository is required: the registry repository your cluster pulls the controller image from; no public image is published. Build it with `make image`, push it, then --set-string image.repository=<registry>/atomic-gang-provisioner" $v.image.repository }}
 {{- if ne $v.integrationMode "admissioncheck" }}
 {{- fail (printf "integrationMode %q is not supported: use admissioncheck. Watching Jobs directly cannot stop their pods from being created before the nodes exist, so admission is gated through a Kueue AdmissionCheck." $v.integrationMode) }}
 {{- end }}
