@@ -32,9 +32,10 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy provisioner stacks infra devenv bench
 
-# tests/image builds and runs the container image: its own target (see test-image).
+# Every suite, then the image built with podman and run as the chart runs it (test-image).
 test: tools lint
 	$(PY) -m pytest tests --ignore=tests/image $(PYTEST_ARGS)
+	$(MAKE) test-image
 
 test-unit: $(STAMP)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
