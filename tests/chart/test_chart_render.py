@@ -373,7 +373,7 @@ def test_service_monitor(helm: Helm, rendered: Rendered) -> None:
 def test_stacks_use_the_durable_backend_and_kms_without_any_secret(rendered: Rendered) -> None:
     assert rendered.all("Secret") == []
     assert "PULUMI_CONFIG_PASSPHRASE" not in env(rendered)
-    settings = yaml.safe_load(rendered.one("ConfigMap")["data"]["settings.yaml"])
+    settings = yaml.safe_load(rendered.settings()["data"]["settings.yaml"])
     assert settings["pulumi"]["backendUrl"] == STATE_BACKEND
     assert settings["pulumi"]["secretsProvider"] == STATE_SECRETS
 
@@ -411,7 +411,7 @@ def test_ephemeral_state_is_explicit_single_replica_and_keyed_to_the_pod(helm: H
     ephemeral = helm.render(values, base=True)
     assert ephemeral.all("Secret") == []
     assert env(ephemeral)["PULUMI_CONFIG_PASSPHRASE"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
-    settings = yaml.safe_load(ephemeral.one("ConfigMap")["data"]["settings.yaml"])
+    settings = yaml.safe_load(ephemeral.settings()["data"]["settings.yaml"])
     assert settings["pulumi"]["backendUrl"] == ""  # the controller's file://<stateDir>
     two = helm.render_error({**values, "replicaCount": 2})
     assert "pulumi.ephemeralState=true with replicaCount=2" in two
