@@ -17,7 +17,7 @@ import json
 import re
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Final
 from xml.sax.saxutils import escape
 
@@ -65,15 +65,7 @@ class Fault:
     client: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "action": self.action,
-            "code": self.code,
-            "message": self.message,
-            "status": self.status,
-            "remaining": self.remaining,
-            "after": self.after,
-            "client": self.client,
-        }
+        return asdict(self)
 
 
 @dataclass
@@ -88,13 +80,7 @@ class Delay:
     client: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "action": self.action,
-            "seconds": self.seconds,
-            "remaining": self.remaining,
-            "after": self.after,
-            "client": self.client,
-        }
+        return asdict(self)
 
 
 @dataclass
