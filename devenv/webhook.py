@@ -40,6 +40,11 @@ def chart_webhook_configuration(
         "clusterName": settings.cluster_name,
         "defaults.region": settings.defaults.region,
         "defaults.nodeRoleArn": settings.defaults.node_role_arn,
+        # The chart refuses to render without a durable backend and its secrets; the webhook
+        # uses neither, but the embedded default's own are the honest values to give.
+        "pulumi.backendUrl": settings.pulumi.backend_url or f"file://{settings.pulumi.state_dir}",
+        "pulumi.secretsProvider": settings.pulumi.secrets_provider,
+        "pulumi.passphraseSecret.name": "local",
         "kueue.clusterQueue.nominalQuota.cpu": "1",
         "kueue.clusterQueue.nominalQuota.memory": "1Gi",
         "webhook.certMode": "provided",
