@@ -73,11 +73,17 @@ def healthy(gang_local: Any, namespace: str) -> LocalEnvironment:
     return env
 
 
-def _private_queue(env: LocalEnvironment, namespace: str, checks: list[dict[str, Any]]) -> str:
-    """A ClusterQueue with `checks` and a LocalQueue on it in the test's namespace."""
+def _private_queue(
+    env: LocalEnvironment,
+    namespace: str,
+    checks: list[dict[str, Any]],
+    quotas: dict[str, str] = ko.LOCAL_QUOTAS,
+) -> str:
+    """A ClusterQueue with `checks` and `quotas`, and a LocalQueue on it in the test's
+    namespace."""
     custom = k8s.CustomObjectsApi(env.control_plane.api_client())  # type: ignore[union-attr]
     suffix = uuid.uuid4().hex[:6]
-    cq = ko.cluster_queue(f"cq-{suffix}", ko.FLAVOR_NAME, "unused", ko.LOCAL_QUOTAS)
+    cq = ko.cluster_queue(f"cq-{suffix}", ko.FLAVOR_NAME, "unused", quotas)
     cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": checks}
     custom.create_cluster_custom_object(*KUEUE, "clusterqueues", cq)
     lq = ko.local_queue(namespace, f"lq-{suffix}", f"cq-{suffix}")
@@ -242,9 +248,11 @@ def test_missing_subnet(healthy: LocalEnvironment, namespace: str) -> None:
 
 
 def test_gpu_job_on_a_queue_without_gpu_coverage(healthy: LocalEnvironment, namespace: str) -> None:
-    # The private queue covers cpu and memory only, as the reference's example did: Kueue
-    # never reserves quota for the GPU, and doctor must say which resource is missing.
-    queue = _private_queue(healthy, namespace, [{"name": ko.CHECK_NAME}])
+    # The private queue covers cpu and memory only, as the reference's example did (the
+    # local default covers GPUs): Kueue never reserves quota for the GPU, and doctor must
+    # say which resource is missing.
+    cpu_and_memory = {r: ko.LOCAL_QUOTAS[r] for r in ("cpu", "memory")}
+    queue = _private_queue(healthy, namespace, [{"name": ko.CHECK_NAME}], cpu_and_memory)
     suffix = uuid.uuid4().hex[:6]
     job = ko.gang_job(namespace, f"gpu-{suffix}", queue.split("/")[1], f"gpu-{suffix}", 1)
     container = job["spec"]["template"]["spec"]["containers"][0]
