@@ -19,17 +19,22 @@ P2 EC2 RunInstances: moto launches MinCount, ignores MaxCount, ignores ClientTok
    InsufficientInstanceCapacity (or ReservationCapacityExceeded, for a targeted
    reservation) when fewer than MinCount slots are free (launching nothing), else launches
    min(MaxCount, free); it also applies the launch template's subnet or AZ, which moto
-   ignores, so the instance lands where capacity was charged.
+   ignores, so the instance lands where capacity was charged. The short-answer switch makes
+   it answer success with fewer than MinCount, so the product's own N-or-0 guard runs.
 P3 EC2 CreateFleet, Type=instant: moto launches the whole target on one override, never
    fails and lists one entry per instance. The patch places instances over the overrides
    as capacity allows, honours MinTargetCapacity with SingleAvailabilityZone and
    SingleInstanceType (short of the minimum it launches nothing and answers `Errors`),
    groups InstanceIds per override, tags instances with `aws:ec2:fleet-id`, replays a seen
-   ClientToken, and can be told to return fewer instances than asked (the partial switch).
+   ClientToken, and can be told to return fewer instances than asked (the short-answer switch).
    Other fleet types stay moto's.
 P4 `EC2Backend.run_instances`: moto creates launch-time ENIs with DeleteOnTermination
    false, so a terminated instance's primary ENI would look like a leak. The patch makes
-   launch-created ENIs default to true, as on AWS; ENIs attached later keep false.
+   launch-created ENIs default to true, as on AWS; ENIs attached later keep false. It also
+   notes each launch for the listing lag.
+P4b `EC2Backend.describe_instances`: moto's listings are consistent at once; EC2's are
+   eventually consistent. With the listing-lag switch armed, a listing (no instance ids)
+   leaves out instances launched less than the lag ago; reads by id still see them.
 P5 `EC2Backend.terminate_instances`: moto never detaches the ENIs a termination keeps. The
    patch detaches them `eni_detach_delay` seconds of wall time later (at once for 0).
 P6 EKS: moto has no access entries and no Pod Identity associations. The patch adds their
@@ -62,7 +67,7 @@ the process: `server` (control API), `client` (`EmulatorProcess`, `EmulatorClien
 """
 
 from devenv.emulator.client import EmulatorClient, EmulatorControlError, EmulatorProcess
-from devenv.emulator.faults import Fault, PartialFleet
+from devenv.emulator.faults import Fault, ShortAnswer
 from devenv.emulator.fleet_plan import FleetRequest, FleetSlot, plan_fleet
 from devenv.emulator.install import install
 from devenv.emulator.model import (
@@ -110,9 +115,9 @@ __all__ = [
     "Fault",
     "FleetRequest",
     "FleetSlot",
-    "PartialFleet",
     "PlacementGroup",
     "RegionSeed",
+    "ShortAnswer",
     "eks_ami_id",
     "eks_ami_matrix",
     "eks_ami_parameter_name",

@@ -182,8 +182,16 @@ class EmulatorClient:
     def clear_faults(self) -> dict[str, Any]:
         return self._call("DELETE", "faults")
 
-    def set_partial_fleet(self, missing: int, count: int = 1) -> dict[str, Any]:
-        return self._call("POST", "partial-fleet", {"missing": missing, "count": count})
+    def set_short_answer(self, action: str, missing: int, count: int = 1) -> dict[str, Any]:
+        """The next `count` calls of `action` (CreateFleet or RunInstances) launch `missing`
+        fewer instances than asked and answer success (0 disarms)."""
+        body = {"action": action, "missing": missing, "count": count}
+        return self._call("POST", "short-answer", body)
+
+    def set_listing_lag(self, seconds: float) -> dict[str, Any]:
+        """Instances launched from now on stay out of DescribeInstances listings for
+        `seconds` (EC2's eventually consistent reads); 0 disarms."""
+        return self._call("POST", "listing-lag", {"seconds": seconds})
 
     def set_eni_detach_delay(self, seconds: float) -> dict[str, Any]:
         return self._call("POST", "eni-detach-delay", {"seconds": seconds})

@@ -1,9 +1,12 @@
-"""Fault switches: armed failures, slow answers, and the partial-fleet switch.
+"""Fault switches: armed failures, slow answers, and short answers.
 
 A failure is answered either before moto sees the call (EC2 refused it) or, with `after`,
 once moto has run it (EC2 did it, and the answer was lost: a 5xx after the side effect). A
 delay holds a call for some seconds before EC2 runs it, or after it ran and before the
-answer leaves: the windows a crash or a timeout can fall into. Every switch can be scoped to
+answer leaves: the windows a crash or a timeout can fall into. A short answer launches fewer
+instances than asked and says success; a listing lag keeps freshly launched instances out of
+filtered DescribeInstances for a while, as EC2's eventually consistent reads do. Every
+fault and delay can be scoped to
 one client by its access key id, so a fault meant for the controller is not absorbed by the
 node simulator's polling; each consumed switch is recorded with the client that took it.
 
@@ -17,6 +20,7 @@ import json
 import re
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 from xml.sax.saxutils import escape
@@ -83,10 +87,18 @@ class Delay:
         return asdict(self)
 
 
-@dataclass
-class PartialFleet:
-    """The next `remaining` instant fleets launch `missing` fewer instances than planned."""
+# The launch calls a short answer applies to. An instant fleet short of its target is
+# documented EC2 behaviour; RunInstances with MinCount == N answering fewer than N is not,
+# which is exactly why the product guards against it and the switch lets that guard run.
+SHORT_ANSWER_ACTIONS: Final = ("CreateFleet", "RunInstances")
 
+
+@dataclass
+class ShortAnswer:
+    """The next `remaining` calls of `action` launch `missing` fewer instances than planned
+    (at least one is always launched: an empty answer is a refusal, not a short one)."""
+
+    action: str
     missing: int
     remaining: int
 
@@ -95,11 +107,14 @@ class FaultSwitches:
     """The switches' half of `EmulatorState`; `_clear_faults_state` empties them."""
 
     lock: threading.RLock
+    clock: Callable[[], float]
 
     def _clear_faults_state(self) -> None:
+        self.listing_lag = 0.0
+        self._launched_at: dict[str, float] = {}
         self._faults: dict[str, list[Fault]] = {}
         self._delays: dict[str, list[Delay]] = {}
-        self._partial: PartialFleet | None = None
+        self._short: dict[str, ShortAnswer] = {}
         self._consumed: list[dict[str, Any]] = []
 
     def inject_fault(
@@ -170,7 +185,7 @@ class FaultSwitches:
         with self.lock:
             self._faults.clear()
             self._delays.clear()
-            self._partial = None
+            self._short.clear()
 
     def take_fault(self, action: str, client: str | None = None) -> Fault | None:
         """Consume one armed failure of `action` that `client` may take, oldest first."""
@@ -198,22 +213,61 @@ class FaultSwitches:
     def has_delays(self) -> bool:
         return bool(self._delays)
 
-    def set_partial_fleet(self, missing: int, count: int = 1) -> None:
-        """The next `count` instant fleets return `missing` fewer instances (0 disarms)."""
+    def set_short_answer(self, action: str, missing: int, count: int = 1) -> None:
+        """The next `count` calls of `action` (CreateFleet or RunInstances) launch `missing`
+        fewer instances than they would have (0 disarms)."""
+        if action not in SHORT_ANSWER_ACTIONS:
+            raise EmulatorInputError(
+                "action", f"action {action!r} cannot answer short; one of {SHORT_ANSWER_ACTIONS}"
+            )
         check_count("missing", missing, minimum=0)
         check_count("count", count, minimum=1)
         with self.lock:
-            self._partial = PartialFleet(missing, count) if missing else None
+            if missing:
+                self._short[action] = ShortAnswer(action, missing, count)
+            else:
+                self._short.pop(action, None)
 
-    def take_partial_fleet(self) -> int:
+    def take_short_answer(self, action: str) -> int:
+        """How many instances this call of `action` withholds (0 when unarmed)."""
         with self.lock:
-            partial = self._partial
-            if partial is None:
+            short = self._short.get(action)
+            if short is None:
                 return 0
-            partial.remaining -= 1
-            if partial.remaining == 0:
-                self._partial = None
-            return partial.missing
+            short.remaining -= 1
+            if short.remaining == 0:
+                del self._short[action]
+            self._consumed.append({"switch": "short-answer", **asdict(short)})
+            return short.missing
+
+    def set_listing_lag(self, seconds: float) -> None:
+        """Instances launched from now on stay out of DescribeInstances listings (calls
+        without instance ids) for `seconds`: a crash-retry that looks for the set its lost
+        answer launched finds nothing, as it may on EC2. 0 disarms."""
+        if not 0 <= seconds <= 300:
+            raise EmulatorInputError("seconds", f"seconds {seconds} is not in [0, 300]")
+        with self.lock:
+            self.listing_lag = float(seconds)
+            if not seconds:
+                self._launched_at.clear()
+
+    def note_launched(self, instance_ids: list[str]) -> None:
+        with self.lock:
+            if self.listing_lag:
+                now = self.clock()
+                self._launched_at.update(dict.fromkeys(instance_ids, now))
+
+    def hidden_from_listings(self) -> set[str]:
+        """The instances a listing does not show yet (see `set_listing_lag`)."""
+        with self.lock:
+            if not self._launched_at:
+                return set()
+            cutoff = self.clock() - self.listing_lag
+            return {i for i, at in self._launched_at.items() if at > cutoff}
+
+    def short_answers(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [asdict(s) for s in self._short.values()]
 
 
 def _take(queue: list[Any] | None, client: str | None) -> Any:

@@ -5,7 +5,7 @@ instance. The patch places instances over the overrides as capacity (and reserva
 `fleet_reserved`) allows, honours MinTargetCapacity with SingleAvailabilityZone and
 SingleInstanceType (short of the minimum it launches nothing and answers `Errors`), groups
 InstanceIds per override, tags instances with `aws:ec2:fleet-id`, replays a seen
-ClientToken, can be told to return fewer instances than asked (the partial switch), and
+ClientToken, can be told to return fewer instances than asked (the short-answer switch), and
 records the request in the launch log. Other fleet types stay moto's.
 """
 
@@ -153,7 +153,7 @@ def _fill_fleet(
         for slot in slots
         if placed < request.total and free[slot.pool] <= _used(allocation, slots, slot.pool)
     ]
-    _withhold(allocation, EMULATOR.take_partial_fleet())
+    _withhold(allocation, EMULATOR.take_short_answer("CreateFleet"))
     queues = {pool: list(source.ids) for pool, source in sources.items()}
     instances = []
     for index, count in sorted(allocation.items()):
@@ -192,7 +192,7 @@ def _used(allocation: Mapping[int, int], slots: Sequence[FleetSlot], pool: tuple
 
 
 def _withhold(allocation: dict[int, int], missing: int) -> None:
-    """Take `missing` instances off the plan, last slots first (the partial-fleet switch)."""
+    """Take `missing` instances off the plan, last slots first (the short-answer switch)."""
     for index in sorted(allocation, reverse=True):
         taken = min(missing, allocation[index])
         allocation[index] -= taken

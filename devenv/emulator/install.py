@@ -22,6 +22,7 @@ from devenv.emulator.eks import install_eks
 from devenv.emulator.faults import access_key_of, fault_response
 from devenv.emulator.fleet import create_fleet_handler
 from devenv.emulator.instances import (
+    backend_describe_instances,
     backend_run_instances,
     backend_terminate_instances,
     get_tags,
@@ -43,6 +44,7 @@ def install() -> EmulatorState:
             patch(EC2Response, "run_instances", run_instances_handler)
             patch(EC2Response, "create_fleet", create_fleet_handler)
             patch(EC2Backend, "run_instances", backend_run_instances)
+            patch(EC2Backend, "describe_instances", backend_describe_instances)
             patch(EC2Backend, "terminate_instances", backend_terminate_instances)
             patch(TaggedEC2Resource, "get_tags", get_tags)
             patch(Attachment, "__init__", attachment_init)

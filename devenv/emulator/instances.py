@@ -58,7 +58,22 @@ def backend_run_instances(
             spec = specs.get(index)
             if spec is None or not ({"NetworkInterfaceId", "DeleteOnTermination"} & set(spec)):
                 eni.delete_on_termination = True
+    EMULATOR.note_launched([i.id for i in reservation.instances])
     return reservation
+
+
+def backend_describe_instances(self: Any, filters: Any = None) -> list[Any]:
+    """A listing (DescribeInstances without ids) leaves out what the listing lag hides."""
+    reservations: list[Any] = original(EC2Backend, "describe_instances")(self, filters)
+    hidden = EMULATOR.hidden_from_listings()
+    if not hidden:
+        return reservations
+    shown = []
+    for reservation in reservations:  # moto's are shallow copies: safe to narrow
+        reservation.instances = [i for i in reservation.instances if i.id not in hidden]
+        if reservation.instances:
+            shown.append(reservation)
+    return shown
 
 
 def backend_terminate_instances(self: Any, instance_ids: list[str]) -> Any:

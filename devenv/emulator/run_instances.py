@@ -81,6 +81,11 @@ def _run(response: Any, backend: Any, params: dict[str, Any]) -> ActionResult:
         reservation_ids = _untargeted_slots(backend, options, az, instance_type, max_count)
         if len(reservation_ids) < min_count:
             raise EMULATOR.capacity_error(backend, instance_type, az, min_count)
+    # The short-answer switch: success with fewer than MinCount, which the product must
+    # roll back itself; at least one launches (an empty answer would be a refusal).
+    withheld = EMULATOR.take_short_answer(ACTION)
+    if withheld:
+        reservation_ids = reservation_ids[: max(1, len(reservation_ids) - withheld)]
     # moto launches MinCount instances; this is where MaxCount and capacity meet.
     params["MinCount"] = len(reservation_ids)
     if params.get("NetworkInterfaces"):

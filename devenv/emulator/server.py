@@ -11,8 +11,9 @@
     POST /_emulator/faults            {action, code, message?, count?, status?, after?, client?}
     POST /_emulator/delays            {action, seconds, count?, after?, client?}
     GET  /_emulator/consumed          every fault and delay consumed, with the client
-    DELETE /_emulator/faults          disarms every fault and the partial-fleet switch
-    POST /_emulator/partial-fleet     {missing, count?}
+    DELETE /_emulator/faults          disarms every fault, delay and short answer
+    POST /_emulator/short-answer      {action: CreateFleet|RunInstances, missing, count?}
+    POST /_emulator/listing-lag       {seconds}
     POST /_emulator/eni-detach-delay  {seconds}
     POST /_emulator/eks/cluster       {name, endpoint?, certificate_authority_data?,
                                        service_ipv4_cidr?, version?, subnet_ids?,
@@ -83,7 +84,8 @@ class ControlApp:
                 Rule("/_emulator/faults", methods=["DELETE"], endpoint="clear_faults"),
                 Rule("/_emulator/delays", methods=["POST"], endpoint="delays"),
                 Rule("/_emulator/consumed", methods=["GET"], endpoint="consumed"),
-                Rule("/_emulator/partial-fleet", methods=["POST"], endpoint="partial_fleet"),
+                Rule("/_emulator/short-answer", methods=["POST"], endpoint="short_answer"),
+                Rule("/_emulator/listing-lag", methods=["POST"], endpoint="listing_lag"),
                 Rule("/_emulator/eni-detach-delay", methods=["POST"], endpoint="eni_detach_delay"),
                 Rule("/_emulator/eks/cluster", methods=["POST"], endpoint="eks_cluster"),
                 Rule(
@@ -105,7 +107,8 @@ class ControlApp:
             "clear_faults": self._clear_faults,
             "delays": self._delays,
             "consumed": self._consumed,
-            "partial_fleet": self._partial_fleet,
+            "short_answer": self._short_answer,
+            "listing_lag": self._listing_lag,
             "eni_detach_delay": self._eni_detach_delay,
             "eks_cluster": self._eks_cluster,
             "add_reservation": self._add_reservation,
@@ -181,10 +184,20 @@ class ControlApp:
         self._state.clear_faults()
         return {"faults": []}
 
-    def _partial_fleet(self, body: dict[str, Any]) -> Any:
+    def _short_answer(self, body: dict[str, Any]) -> Any:
+        action = body.get("action")
+        if not isinstance(action, str):
+            raise _BadField("action", "action must be CreateFleet or RunInstances")
         missing, count = _int(body, "missing"), _int(body, "count", default=1)
-        self._state.set_partial_fleet(missing, count)
-        return {"missing": missing, "count": count}
+        self._state.set_short_answer(action, missing, count)
+        return {"action": action, "missing": missing, "count": count}
+
+    def _listing_lag(self, body: dict[str, Any]) -> Any:
+        seconds = body.get("seconds")
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise _BadField("seconds", "seconds must be a number")
+        self._state.set_listing_lag(float(seconds))
+        return {"seconds": float(seconds)}
 
     def _eni_detach_delay(self, body: dict[str, Any]) -> Any:
         seconds = body.get("seconds")

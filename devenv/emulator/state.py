@@ -222,11 +222,8 @@ class EmulatorState(FaultSwitches, ReservedCapacity):
                 "capacity": self._capacity_rows(),
                 "faults": [f.as_dict() for queue in self._faults.values() for f in queue],
                 "delays": [d.as_dict() for queue in self._delays.values() for d in queue],
-                "partial_fleet": (
-                    None
-                    if self._partial is None
-                    else {"missing": self._partial.missing, "remaining": self._partial.remaining}
-                ),
+                "short_answers": self.short_answers(),
+                "listing_lag_seconds": self.listing_lag,
                 "eni_detach_delay_seconds": self.eni_detach_delay,
                 "pending_eni_detaches": len(self._detaches),
                 "instances": self._instance_counts(),

@@ -97,7 +97,7 @@ def test_a_partial_instant_fleet_is_terminated_and_the_gang_relaunched(
     env: GangEnv = gang_env_factory()
     emu = env.emulator.client
     enis = detached_enis(env)
-    emu.set_partial_fleet(missing=1, count=1)
+    emu.set_short_answer("CreateFleet", missing=1, count=1)
     workload = env.submit("partial", "pool-partial", count=N, **{c.ANN_MODE: c.MODE_FLEET})
     st = ready(env, workload, "pool-partial")
 
@@ -155,3 +155,37 @@ def test_slow_eni_detach_is_waited_for_and_the_eni_deleted(gang_env_factory: Any
     )["NetworkInterfaces"]
     assert left == [], f"ENI {eni} outlived the release ({time.monotonic() - started:.0f}s)"
     assert detached_enis(env) - enis == set()
+
+
+def test_a_short_runinstances_answer_is_rolled_back_by_the_product(gang_env_factory: Any) -> None:
+    # EC2 with MinCount=MaxCount=N never answers fewer; the product does not trust that.
+    env: GangEnv = gang_env_factory()
+    emu = env.emulator.client
+    enis = detached_enis(env)
+    emu.set_short_answer("RunInstances", missing=1, count=1)
+    workload = env.submit("shortrun", "pool-shortrun", count=N)
+    st = ready(env, workload, "pool-shortrun")
+
+    per_group = launches_per_group(env)
+    groups = {g for (p, g) in per_group if p == "pool-shortrun"}
+    assert len(groups) >= 2, f"the short answer was not seen: {per_group}"
+    assert per_group[("pool-shortrun", st["activeGroup"])] == N
+    assert {i["InstanceId"] for i in env.live_instances("pool-shortrun")} == set(st["instanceIds"])
+    assert_clean(env, {"pool-shortrun": N}, enis)
+
+
+def test_a_rollback_whose_terminates_fail_is_finished_by_a_release(gang_env_factory: Any) -> None:
+    # The short set cannot be terminated at once (every retry of the client fails too): the
+    # ids ride on the error and the reconciler's release terminates them once EC2 answers.
+    env: GangEnv = gang_env_factory()
+    emu = env.emulator.client
+    enis = detached_enis(env)
+    emu.set_short_answer("RunInstances", missing=1, count=1)
+    emu.inject_fault("TerminateInstances", "InternalError", count=8)
+    workload = env.submit("stuck", "pool-stuck", count=N)
+    st = ready(env, workload, "pool-stuck", timeout=240)
+
+    consumed = [x for x in emu.consumed() if x.get("action") == "TerminateInstances"]
+    assert len(consumed) == 8, f"the terminate faults were not all met: {consumed}"
+    assert {i["InstanceId"] for i in env.live_instances("pool-stuck")} == set(st["instanceIds"])
+    assert_clean(env, {"pool-stuck": N}, enis)

@@ -182,13 +182,13 @@ def test_throttling_fault_gives_request_limit_exceeded(
 def test_partial_fleet_switch_gives_n_minus_one(
     ec2_emulator: EmulatorClient, emulator_aws_client: AwsClientFactory
 ) -> None:
-    ec2_emulator.set_partial_fleet(missing=1)
+    ec2_emulator.set_short_answer("CreateFleet", missing=1)
 
     response = fleet(emulator_aws_client, subnet(ec2_emulator), 4)
 
     assert len(fleet_ids(response)) == 3
     assert running(ec2_emulator) == 3
-    assert ec2_emulator.state()["partial_fleet"] is None
+    assert ec2_emulator.state()["short_answers"] == []
 
 
 def test_eni_detach_delay_is_observed(

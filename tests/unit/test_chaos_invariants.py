@@ -70,9 +70,7 @@ def test_a_stack_that_disagrees_with_ec2_is_found() -> None:
 
 def test_a_released_pool_whose_stack_still_records_instances_is_found() -> None:
     world = replace(_healthy(), stack_records={"p": {"i-1", "i-2"}, "q": {"i-8"}})
-    assert problems(world, POOLS, {"eni-before"}) == [
-        "pool q: stack records ['i-8'], EC2 runs []"
-    ]
+    assert problems(world, POOLS, {"eni-before"}) == ["pool q: stack records ['i-8'], EC2 runs []"]
 
 
 def test_a_stray_instance_no_pool_owns_is_found() -> None:

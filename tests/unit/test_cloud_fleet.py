@@ -97,7 +97,7 @@ def test_capacity_shortfall_everywhere_leaves_nothing(world: World) -> None:
 
 
 def test_short_fleet_answer_is_rolled_back_to_zero(world: World) -> None:
-    world.emu.set_partial_fleet(missing=1)
+    world.emu.set_short_answer("CreateFleet", missing=1)
 
     with pytest.raises(CloudError) as caught:
         world.engine.acquire(fleet_spec(world))

@@ -377,7 +377,7 @@ def test_block_fleet_answered_partially_after_a_race_is_rolled_back_to_zero(
 
 def test_block_fleet_partial_switch_is_rolled_back_to_zero(world: World) -> None:
     rid = capacity_block(world)
-    world.emu.set_partial_fleet(missing=1)
+    world.emu.set_short_answer("CreateFleet", missing=1)
 
     with pytest.raises(CloudError) as caught:
         world.engine.acquire(spec(world, "fleet", rid, instance_type=P5))

@@ -327,8 +327,28 @@ def test_internal_error_fault_is_a_500(emulator: EmulatorState) -> None:
     assert len(live_instances()) == 1
 
 
+def test_short_run_instances_answers_success_with_fewer_than_min_count(
+    emulator: EmulatorState,
+) -> None:
+    emulator.set_short_answer("RunInstances", missing=2, count=1)
+
+    short = run(4)
+    full = run(4)
+
+    assert len(short["Instances"]) == 2
+    assert len(full["Instances"]) == 4
+    assert len(live_instances()) == 6
+    assert [c["switch"] for c in emulator.consumed()] == ["short-answer"]
+
+
+def test_short_answer_never_answers_empty(emulator: EmulatorState) -> None:
+    emulator.set_short_answer("RunInstances", missing=9)
+
+    assert len(run(2)["Instances"]) == 1
+
+
 def test_partial_fleet_switch_returns_n_minus_one(emulator: EmulatorState) -> None:
-    emulator.set_partial_fleet(missing=1)
+    emulator.set_short_answer("CreateFleet", missing=1)
     request = fleet_request(launch_template(), [emulator.subnets()["us-east-1a"]], 4)
 
     short = client("ec2").create_fleet(**request)
@@ -346,9 +366,12 @@ def test_switches_refuse_unusable_values(emulator: EmulatorState) -> None:
         emulator.set_capacity("us-east-1z", TYPE, 1)
     with pytest.raises(EmulatorInputError) as bad_count:
         emulator.inject_fault("RunInstances", "InternalError", count=0)
+    with pytest.raises(EmulatorInputError) as bad_action:
+        emulator.set_short_answer("TerminateInstances", missing=1)
 
     assert bad_az.value.field == unknown_az.value.field == "az"
     assert bad_count.value.field == "count"
+    assert bad_action.value.field == "action"
 
 
 # --- ENIs ------------------------------------------------------------------------------------
@@ -529,3 +552,16 @@ def test_tags_read_per_resource_answer_as_moto_did(emulator: EmulatorState) -> N
     }
     # Reading the tags of an untagged instance leaves no empty entry behind.
     assert untagged not in ec2_backends[DEFAULT_ACCOUNT_ID][REGION].tags
+
+
+def test_listing_lag_hides_fresh_launches_from_listings_only(emulator: EmulatorState) -> None:
+    clock = FakeClock()
+    emulator.clock = clock
+    emulator.set_listing_lag(5)
+    ids = [i["InstanceId"] for i in run(2)["Instances"]]
+
+    assert live_instances() == []
+    by_id = client("ec2").describe_instances(InstanceIds=ids)["Reservations"]
+    assert sorted(i["InstanceId"] for r in by_id for i in r["Instances"]) == sorted(ids)
+    clock.now += 5.1
+    assert sorted(i["InstanceId"] for i in live_instances()) == sorted(ids)
