@@ -32,8 +32,14 @@ log = logging.getLogger(__name__)
 SIMULATED_LABEL = "atomic-gang.k8s.aws/simulated"
 
 
-class Ec2Reader(Protocol):
+class Ec2ForNodes(Protocol):
+    """What a simulated node asks of EC2: its instance, and (as the VPC CNI) a second ENI."""
+
     def describe_instances(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def create_network_interface(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def attach_network_interface(self, **kwargs: Any) -> dict[str, Any]: ...
 
     def describe_instance_attribute(self, **kwargs: Any) -> dict[str, Any]: ...
 
@@ -61,9 +67,13 @@ class NodeSimulator:
     """Registers and removes Nodes that mirror the cluster's managed instances."""
 
     core: k8s.CoreV1Api
-    ec2: Ec2Reader
+    ec2: Ec2ForNodes
     cluster_name: str
     join_delay: float = 1.0
+    # As the VPC CNI does on every node: a secondary ENI named aws-K8S-<instance-id>,
+    # attached with DeleteOnTermination=false, so it outlives its instance and a release
+    # that does not delete it leaks it (the invariant "no leaked ENI" has something to find).
+    cni_enis: bool = True
     poll_interval: float = 0.25
     clock: Any = time.monotonic
     never_join: set[str] = field(default_factory=set)
@@ -174,10 +184,23 @@ class NodeSimulator:
             log.warning("instance %s will not join: %s", iid, seen.refused)
             return
         taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in config.taints]
+        if self.cni_enis:
+            self._attach_cni_eni(inst)
         self._register(inst, dict(config.labels), taints)
         seen.joined = True
         with self._lock:
             self._joins[iid] = JoinRecord(seen.first_running, self.clock())
+
+    def _attach_cni_eni(self, inst: dict[str, Any]) -> None:
+        iid = inst["InstanceId"]
+        description = f"aws-K8S-{iid}"
+        if any(n.get("Description") == description for n in inst.get("NetworkInterfaces") or ()):
+            return  # attached by a pass that failed later
+        eni = self.ec2.create_network_interface(SubnetId=inst["SubnetId"], Description=description)[
+            "NetworkInterface"
+        ]["NetworkInterfaceId"]
+        # Attached without DeleteOnTermination, which EC2 then takes as false.
+        self.ec2.attach_network_interface(NetworkInterfaceId=eni, InstanceId=iid, DeviceIndex=1)
 
     def _register(
         self, inst: dict[str, Any], labels: dict[str, str], taints: list[dict[str, str]]

@@ -135,15 +135,13 @@ def test_slow_eni_detach_is_waited_for_and_the_eni_deleted(gang_env_factory: Any
     workload = env.submit("eni", "pool-eni", count=N, **{c.ANN_KEEP_WARM_TTL: "1s"})
     st = ready(env, workload, "pool-eni")
 
-    # A secondary ENI attached after launch, as the VPC CNI does: it survives termination.
-    instance = env.ec2.describe_instances(InstanceIds=[st["instanceIds"][0]])
-    subnet = instance["Reservations"][0]["Instances"][0]["SubnetId"]
-    eni = env.ec2.create_network_interface(
-        SubnetId=subnet, Description=f"aws-K8S-{st['instanceIds'][0]}"
-    )["NetworkInterface"]["NetworkInterfaceId"]
-    env.ec2.attach_network_interface(
-        NetworkInterfaceId=eni, InstanceId=st["instanceIds"][0], DeviceIndex=1
-    )
+    # The node simulator attached a secondary ENI to each node, as the VPC CNI does: it
+    # survives termination, and now detaches slowly.
+    found = env.ec2.describe_network_interfaces(
+        Filters=[{"Name": "description", "Values": [f"aws-K8S-{i}" for i in st["instanceIds"]]}]
+    )["NetworkInterfaces"]
+    assert len(found) == N and not any(e["Attachment"]["DeleteOnTermination"] for e in found)
+    cni_enis = [e["NetworkInterfaceId"] for e in found]
     emu.set_eni_detach_delay(6.0)
 
     started = time.monotonic()
@@ -151,9 +149,9 @@ def test_slow_eni_detach_is_waited_for_and_the_eni_deleted(gang_env_factory: Any
     env.wait_phase("pool-eni", c.PHASE_IDLE, timeout=150)
     assert env.live_instances("pool-eni") == []
     left = env.ec2.describe_network_interfaces(
-        Filters=[{"Name": "network-interface-id", "Values": [eni]}]
+        Filters=[{"Name": "network-interface-id", "Values": cni_enis}]
     )["NetworkInterfaces"]
-    assert left == [], f"ENI {eni} outlived the release ({time.monotonic() - started:.0f}s)"
+    assert left == [], f"ENIs {left} outlived the release ({time.monotonic() - started:.0f}s)"
     assert detached_enis(env) - enis == set()
 
 

@@ -104,6 +104,27 @@ def test_valid_user_data_joins_as_a_ready_node_after_the_join_delay(
     assert ready["Ready"] == "True"
 
 
+def test_a_joined_node_carries_a_cni_eni_that_outlives_its_instance(
+    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, FakeClock]
+) -> None:
+    sim, clock = simulator
+    (iid,) = _launch(ec2, _user_data("pool-a", "g4"))
+    sim.run_once()
+    clock.now += 5.1
+    sim.run_once()
+    sim.run_once()  # a second pass attaches no second ENI
+    assert iid in _nodes(kube_api)
+
+    def cni_enis() -> list[dict[str, Any]]:
+        filters = [{"Name": "description", "Values": [f"aws-K8S-{iid}"]}]
+        return list(ec2.describe_network_interfaces(Filters=filters)["NetworkInterfaces"])
+
+    (eni,) = cni_enis()
+    assert eni["Attachment"]["DeleteOnTermination"] is False
+    ec2.terminate_instances(InstanceIds=[iid])
+    assert [e["NetworkInterfaceId"] for e in cni_enis()] == [eni["NetworkInterfaceId"]]
+
+
 def test_broken_user_data_never_joins_and_says_why(
     kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, FakeClock]
 ) -> None:
