@@ -13,7 +13,8 @@ Each patch, what moto does without it, and why the project cannot live with that
 P1 `BaseResponse.call_action`: moto answers every call as it comes. The patch serializes
    calls under one lock (the capacity check and the launch must be one step), seeds a
    region on first use, detaches ENIs whose delay has run out, and answers armed fault
-   switches before moto sees the call.
+   switches before moto sees the call. S3's object calls (`S3Response.key_response`) take
+   the same switches under their API names (GetObject, PutObject, DeleteObject, ...).
 P2 EC2 RunInstances: moto launches MinCount, ignores MaxCount, ignores ClientToken and has
    no capacity. The patch replays a seen ClientToken's reservation, refuses with
    InsufficientInstanceCapacity (or ReservationCapacityExceeded, for a targeted

@@ -290,6 +290,16 @@ def access_key_of(response: Any) -> str | None:
     return match.group(1) if match else None
 
 
+def s3_fault_response(fault: Fault) -> tuple[int, dict[str, str], str]:
+    """The error as S3 spells it: a bare <Error> document, which every S3 client parses."""
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        f"<Error><Code>{escape(fault.code)}</Code><Message>{escape(fault.message)}</Message>"
+        f"<RequestId>{uuid.uuid4()}</RequestId></Error>"
+    )
+    return fault.status, {"Content-Type": "application/xml"}, body
+
+
 def fault_response(response: Any, fault: Fault) -> tuple[int, dict[str, str], str]:
     """The error as the service's protocol spells it, so botocore parses its code."""
     request_id = str(uuid.uuid4())

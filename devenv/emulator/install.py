@@ -11,6 +11,7 @@ from moto.ec2.models import EC2Backend
 from moto.ec2.models.core import TaggedEC2Resource
 from moto.ec2.models.elastic_network_interfaces import Attachment
 from moto.ec2.responses import EC2Response
+from moto.s3.responses import S3Response
 
 from devenv.emulator.ec2_actions import (
     create_placement_group,
@@ -19,7 +20,7 @@ from devenv.emulator.ec2_actions import (
     describe_placement_groups,
 )
 from devenv.emulator.eks import install_eks
-from devenv.emulator.faults import access_key_of, fault_response
+from devenv.emulator.faults import access_key_of, fault_response, s3_fault_response
 from devenv.emulator.fleet import create_fleet_handler
 from devenv.emulator.instances import (
     backend_describe_instances,
@@ -41,6 +42,7 @@ def install() -> EmulatorState:
     with _install_lock:
         if not ORIGINALS:
             patch(BaseResponse, "call_action", call_action)
+            patch(S3Response, "key_response", s3_key_response)
             patch(EC2Response, "run_instances", run_instances_handler)
             patch(EC2Response, "create_fleet", create_fleet_handler)
             patch(EC2Backend, "run_instances", backend_run_instances)
@@ -78,4 +80,34 @@ def call_action(self: Any) -> Any:
         time.sleep(delay.seconds)
     if fault is not None:  # EC2 ran the call; its answer is lost
         return fault_response(self, fault)
+    return answer
+
+
+# S3 object calls do not pass through `call_action`; the names are the API's, so a fault
+# armed for PutObject reaches the Pulumi CLI writing a stack's checkpoint.
+_S3_OBJECT_ACTIONS: Final = {
+    "GET": "GetObject",
+    "HEAD": "HeadObject",
+    "PUT": "PutObject",
+    "DELETE": "DeleteObject",
+}
+
+
+def s3_key_response(self: Any, request: Any, full_url: str, headers: Any) -> Any:
+    """P1 for S3 objects: the same fault and delay switches as every other call."""
+    action = _S3_OBJECT_ACTIONS.get(str(request.method), "")
+    if action == "PutObject" and "x-amz-copy-source" in request.headers:
+        action = "CopyObject"
+    client = access_key_of(request)
+    delay = EMULATOR.take_delay(action, client) if action and EMULATOR.has_delays() else None
+    if delay is not None and not delay.after:
+        time.sleep(delay.seconds)
+    fault = EMULATOR.take_fault(action, client) if action and EMULATOR.has_faults() else None
+    if fault is not None and not fault.after:
+        return s3_fault_response(fault)
+    answer = original(S3Response, "key_response")(self, request, full_url, headers)
+    if delay is not None and delay.after:
+        time.sleep(delay.seconds)
+    if fault is not None:  # S3 stored or served the object; its answer is lost
+        return s3_fault_response(fault)
     return answer

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from provisioner.cloud.errors import CloudError, ErrorKind
 from tests.unit.test_cloud_fleet import fleet_spec
-from tests.unit.test_cloud_helpers import World, emulated_aws
+from tests.unit.test_cloud_helpers import World, _session, emulated_aws
 
 pytestmark = pytest.mark.unit
 
@@ -91,3 +93,24 @@ def test_a_delay_is_consumed_by_the_call_it_holds(world: World) -> None:
         True,
         TEST_KEY,
     )
+
+
+def test_s3_object_calls_take_the_same_switches(world: World) -> None:
+    s3 = _session().client("s3", config=Config(retries={"max_attempts": 1, "mode": "standard"}))
+    s3.create_bucket(Bucket="state")
+    # botocore's S3 client retries a 500 once more whatever its retry setting: arm enough.
+    world.emu.inject_fault("PutObject", "InternalError", count=4)
+
+    with pytest.raises(ClientError) as refused:
+        s3.put_object(Bucket="state", Key="a", Body=b"1")
+    assert refused.value.response["Error"]["Code"] == "InternalError"
+    assert "Contents" not in s3.list_objects_v2(Bucket="state")
+
+    world.emu.clear_faults()
+    world.emu.inject_fault("PutObject", "InternalError", count=4, after=True)
+    with pytest.raises(ClientError):
+        s3.put_object(Bucket="state", Key="b", Body=b"2")
+    world.emu.clear_faults()
+    # Stored, and the answer lost.
+    assert s3.get_object(Bucket="state", Key="b")["Body"].read() == b"2"
+    assert {c["action"] for c in world.emu.consumed()} == {"PutObject"}
