@@ -6,9 +6,12 @@ fix: the LocalQueue exists; its ClusterQueue lists our AdmissionCheck for every 
 Job is never admitted by a queue without `nvidia.com/gpu`); the AdmissionCheck exists,
 names our controller and is Active; the leader
 Lease was renewed within twice its duration; the node role, its instance profile and its
-access entry are valid; the AMI resolves; the cluster's subnets exist. Every check runs
-even after a failure, so one run lists everything to fix. It only reads, through
-`provisioner.kube` and `provisioner.cloud`.
+access entry are valid; the AMI resolves; the cluster's subnets exist. `doctor_install`
+adds the installation's links (Kueue's waitForPodsReady, cert-manager, the controller's AWS
+identity, the Pulumi state), placed before the AWS links. Every check runs even after a
+failure, so one run lists everything to fix. `connect` finds the cluster, the installation
+(`provisioner.installation`) and the AWS identity the checks run as; explain uses it too.
+It only reads, through `provisioner.kube` and `provisioner.cloud`.
 """
 
 from __future__ import annotations
@@ -556,9 +559,16 @@ def connect(where: Where, *, aws: bool = True) -> Target:
 
 
 def main(where: Where, queue: str, check: str, kueue_config: str) -> int:
+    target = connect(where)
+    try:
+        return _run(target, queue, check, kueue_config)
+    finally:
+        target.kube.close()
+
+
+def _run(target: Target, queue: str, check: str, kueue_config: str) -> int:
     from provisioner.doctor_install import InstallChecks
 
-    target = connect(where)
     print(target.header())
     access = target.access
     clouds = access.clients() if isinstance(access, AwsAccess) else None

@@ -197,8 +197,11 @@ def our_check(kube: Reader, controller_name: str) -> str:
 def main(job: str, where: Where, check: str | None) -> int:
     namespace, _, name = job.rpartition("/")
     target = connect(where, aws=False)
-    check = check or our_check(target.kube, target.settings.controller_name)
-    print(f"{target.header()}; check {check}")
-    for line in explain(target.kube, namespace or "default", name, check):
-        print(line)
+    try:
+        check = check or our_check(target.kube, target.settings.controller_name)
+        print(f"{target.header()}; check {check}")
+        for line in explain(target.kube, namespace or "default", name, check):
+            print(line)
+    finally:
+        target.kube.close()
     return 0

@@ -234,3 +234,14 @@ def test_settings_configmap_absent_is_an_error_naming_the_flags(
     message = str(exit_.value)
     assert "no settings ConfigMap" in message and "any other namespace" in message
     assert "--namespace" in message and "--settings-configmap" in message
+
+
+def test_explain_with_only_a_kubeconfig_names_the_configmap_and_our_check(
+    healthy: LocalEnvironment, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = str(healthy.kubeconfig_path())
+    assert cli.main(["explain", f"{namespace}/absent", "--kubeconfig", kubeconfig]) == 0
+    header, verdict = capsys.readouterr().out.splitlines()
+    assert header.startswith(f"settings: ConfigMap {CONTROLLER_NAMESPACE}/{SETTINGS_CM};")
+    assert header.endswith(f"check {ko.CHECK_NAME}")
+    assert verdict == f"Job {namespace}/absent does not exist."
