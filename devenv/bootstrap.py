@@ -3,18 +3,21 @@
 Called by `LocalEnvironment.start` (the embedded default, the demo) and by the controller
 integration harness: the EKS cluster record pointing at the local apiserver (with the
 emulator's subnets), the node IAM role, its instance profile under the naming convention
-the controller verifies, and the role's EC2_LINUX access entry. Against a real account the
-bootstrap program in `infra/` creates the same three identity pieces.
+the controller verifies, and the role's EC2_LINUX access entry; and, for the local
+environment, the controller's role with the product's policy and its Pod Identity
+association. Against a real account the bootstrap program in `infra/` creates the same.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
 
 from devenv.controlplane import SERVICE_CIDR, ControlPlaneInfo
+from provisioner.cloud.iam_policy import StackState, controller_policy, pod_identity_trust_policy
 from provisioner.cloud.naming import instance_profile_name
 
 NODE_ROLE_NAME = "eks-gang-node-role"
@@ -71,3 +74,70 @@ def _client(service: str, region: str, endpoint_url: str) -> Any:
         aws_access_key_id="local",
         aws_secret_access_key="local",
     )
+
+
+CONTROLLER_ROLE_NAME = "atomic-gang-controller"
+
+
+@dataclass(frozen=True)
+class ControllerIdentity:
+    role_arn: str
+    association_id: str
+
+
+def register_controller_identity(
+    endpoint_url: str,
+    cluster: str,
+    region: str,
+    *,
+    namespace: str,
+    service_account: str,
+    node_role_arn: str,
+    state: StackState,
+) -> ControllerIdentity:
+    """The controller role with the product's policy, and its Pod Identity association.
+
+    The trust allows Pod Identity, as the bootstrap's does, and also the account's own
+    principals: what an operator adds to run `atomic-gang doctor --as-controller` from
+    outside the pod (AWS refuses the AssumeRole otherwise, and so does the emulator).
+    """
+    account = "123456789012"  # moto's default account, the one every local call lands in
+    trust = pod_identity_trust_policy()
+    trust["Statement"].append(
+        {
+            "Sid": "OperatorsAsController",
+            "Effect": "Allow",
+            "Principal": {"AWS": f"arn:aws:iam::{account}:root"},
+            "Action": "sts:AssumeRole",
+        }
+    )
+    iam = _client("iam", region, endpoint_url)
+    try:
+        role = iam.create_role(
+            RoleName=CONTROLLER_ROLE_NAME, AssumeRolePolicyDocument=json.dumps(trust)
+        )["Role"]["Arn"]
+    except iam.exceptions.EntityAlreadyExistsException:
+        role = iam.get_role(RoleName=CONTROLLER_ROLE_NAME)["Role"]["Arn"]
+    policy = controller_policy(
+        account_id=account,
+        region=region,
+        node_role_arns=[node_role_arn],
+        cluster_name=cluster,
+        state=state,
+    )
+    iam.put_role_policy(
+        RoleName=CONTROLLER_ROLE_NAME,
+        PolicyName="atomic-gang-controller",
+        PolicyDocument=json.dumps(policy),
+    )
+    eks = _client("eks", region, endpoint_url)
+    found = eks.list_pod_identity_associations(
+        clusterName=cluster, namespace=namespace, serviceAccount=service_account
+    )["associations"]
+    if found:
+        association = found[0]["associationId"]
+    else:
+        association = eks.create_pod_identity_association(
+            clusterName=cluster, namespace=namespace, serviceAccount=service_account, roleArn=role
+        )["association"]["associationId"]
+    return ControllerIdentity(role_arn=str(role), association_id=str(association))

@@ -4,10 +4,11 @@ Used by `atomic-gang dev up` (through `daemon.py`), the demo and the e2e fixture
 in order: the tools (built if missing), etcd + kube-apiserver, our CRD and Kueue's, the Kueue
 manager, the EC2 emulator with an EKS cluster record pointing at the local apiserver and the
 node role, instance profile and access entry the bootstrap would create, the node
-simulator, the controller (the production Manager with the real engine and Pulumi driver,
-in this process, with a short retryBackoff), the bootstrap's Kueue objects, and the Job
-simulator; `stop()` ends all of them, last started first. `state()` is what `dev status`
-prints.
+simulator, the chart's settings ConfigMap and ServiceAccount with the controller's role and
+its Pod Identity association, the controller (the production Manager with the real engine
+and Pulumi driver, in this process, with a short retryBackoff), the bootstrap's Kueue
+objects, and the Job simulator; `stop()` ends all of them, last started first. `state()`
+is what `dev status` prints.
 """
 
 from __future__ import annotations
@@ -23,8 +24,14 @@ import boto3
 import yaml
 from kubernetes import client as k8s
 
+from devenv import chart_install
 from devenv import kueue_objects as ko
-from devenv.bootstrap import NodeIdentity, register_cluster_and_identity
+from devenv.bootstrap import (
+    ControllerIdentity,
+    NodeIdentity,
+    register_cluster_and_identity,
+    register_controller_identity,
+)
 from devenv.controlplane import ControlPlane
 from devenv.emulator import EmulatorClient, EmulatorProcess
 from devenv.jobsim import JobSimulator
@@ -36,6 +43,7 @@ from devenv.webhook import LocalWebhook
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import load_crd
 from provisioner.api.settings import Settings
+from provisioner.cloud.iam_policy import StackState
 from provisioner.toolchain import installer as toolchain
 
 DEFAULT_CLUSTER = "atomic-gang-local"
@@ -63,6 +71,7 @@ class LocalEnvironment:
     emulator: EmulatorProcess | None = None
     nodes: NodeSimulator | None = None
     identity: NodeIdentity | None = None
+    controller_identity: ControllerIdentity | None = None
     settings: Settings | None = None
     manager: Any = None
     jobs: JobSimulator | None = None
@@ -190,6 +199,13 @@ class LocalEnvironment:
         self.settings_path.write_text(
             yaml.safe_dump(self.settings.model_dump(mode="json", exclude_defaults=True))
         )
+        # What they read without it, from the cluster: the chart's settings ConfigMap and
+        # ServiceAccount, and the controller's role with its Pod Identity association.
+        helm = toolchain.ensure_all(["helm"])["helm"].binary
+        chart_install.install(
+            self.control_plane.api_client(), helm, self.settings, CONTROLLER_NAMESPACE
+        )
+        self.controller_identity = self._register_controller_identity()
         session = boto3.session.Session(
             aws_access_key_id="local", aws_secret_access_key="local", region_name=self.region
         )
@@ -203,7 +219,6 @@ class LocalEnvironment:
         ).manager
         self.manager.start(serve_http=True)
         if self.with_webhook:
-            helm = toolchain.ensure_all(["helm"])["helm"].binary
             self.webhook = LocalWebhook(
                 self.control_plane.api_client(),
                 self.control_plane.ca,
@@ -211,6 +226,20 @@ class LocalEnvironment:
                 self.work_dir / "webhook",
             )
             self.webhook.start(self.settings)
+
+    def _register_controller_identity(self) -> ControllerIdentity:
+        assert self.emulator is not None and self.identity is not None
+        backend = seed_state_backend(self.emulator.endpoint_url, self.region)
+        key = backend.client("kms").describe_key(KeyId=backend.key_alias)["KeyMetadata"]["Arn"]
+        return register_controller_identity(
+            self.emulator.endpoint_url,
+            self.cluster_name,
+            self.region,
+            namespace=CONTROLLER_NAMESPACE,
+            service_account=chart_install.SERVICE_ACCOUNT,
+            node_role_arn=self.identity.role_arn,
+            state=StackState(backend.bucket, key, backend.prefix),
+        )
 
     def kubeconfig_path(self) -> Path:
         assert self.control_plane is not None and self.control_plane.info is not None
@@ -269,6 +298,9 @@ class LocalEnvironment:
             "kueueWebhookPort": self.kueue.webhook_port if self.kueue else None,
             "ec2Endpoint": self.emulator.endpoint_url if self.emulator else None,
             "nodeRoleArn": self.identity.role_arn if self.identity else None,
+            "controllerRoleArn": (
+                self.controller_identity.role_arn if self.controller_identity else None
+            ),
             "pulumiBackend": self.settings.pulumi.backend_url if self.settings else None,
             "pulumiProject": f"atomic-gang-{self.cluster_name}",
             "localQueue": f"default/{ko.QUEUE_NAME}",

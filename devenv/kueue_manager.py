@@ -1,7 +1,9 @@
 """The real Kueue manager, run as a local process against the local control plane.
 
 Used by the e2e fixtures and `atomic-gang dev up`. The manager, its CRDs and its webhook
-manifests all come from the same Kueue module build (see `versions.py`). In a cluster the
+manifests all come from the same Kueue module build (see `versions.py`). The manager's
+configuration is also published as the `kueue-manager-config` ConfigMap an install has (the
+manager reads the file; the ConfigMap is what tools such as doctor read). In a cluster the
 webhooks are reached through a Service; here there is no Service network, so each webhook's
 clientConfig is rewritten to a URL on 127.0.0.1 with our CA as caBundle, and the manager
 serves with a certificate that CA signed.
@@ -27,6 +29,10 @@ from devenv.processes import Supervised, free_port
 from provisioner.toolchain.installer import ResolvedTool
 
 KUEUE_NAMESPACE = "kueue-system"
+# Where Kueue's own install keeps the manager's configuration (its kustomize ConfigMap,
+# mounted into the manager's pod); published here too so tools read it as from an install.
+CONFIG_MAP = "kueue-manager-config"
+CONFIG_KEY = "controller_manager_config.yaml"
 # Only Job integration is enabled; webhooks for other kinds would answer 404 and, being
 # fail-closed, would block unrelated creates.
 _WEBHOOK_GROUPS = {"kueue.x-k8s.io", "batch"}
@@ -118,9 +124,9 @@ class KueueManager:
         self._cp.ca.serving("127.0.0.1", "localhost").write(cert_dir, "tls.crt", "tls.key")
         self.webhook_port, health_port = free_port(), free_port()
         config_path = work / "config.yaml"
-        config_path.write_text(
-            yaml.safe_dump(_manager_config(self.webhook_port, health_port, cert_dir))
-        )
+        config_text = yaml.safe_dump(_manager_config(self.webhook_port, health_port, cert_dir))
+        config_path.write_text(config_text)
+        _publish_config(api, config_text)
         env = {**os.environ, "KUBECONFIG": str(info.kubeconfig)}
         manager = [
             str(self._tool.binary),
@@ -211,6 +217,21 @@ def _with_metrics_certs(argv: list[str], cert_dir: Path, work: Path) -> list[str
         str(cert_dir),
         *argv,
     ]
+
+
+def _publish_config(api: k8s.ApiClient, text: str) -> None:
+    """The configuration the manager reads, as the ConfigMap an install mounts it from."""
+    core = k8s.CoreV1Api(api)
+    body = {
+        "metadata": {"name": CONFIG_MAP, "namespace": KUEUE_NAMESPACE},
+        "data": {CONFIG_KEY: text},
+    }
+    try:
+        core.create_namespaced_config_map(KUEUE_NAMESPACE, body)
+    except ApiException as err:
+        if err.status != 409:
+            raise
+        core.replace_namespaced_config_map(CONFIG_MAP, KUEUE_NAMESPACE, body)
 
 
 def _ensure_namespace(api: k8s.ApiClient, name: str) -> None:

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from provisioner.api import kueue_objects as ko
+
+# The chart's documented release namespace (kept here: the CLI imports no client on --help).
+CHART_NAMESPACE = "atomic-gang-system"
 
 
 def _tools(args: argparse.Namespace, rest: list[str]) -> int:
@@ -19,16 +23,31 @@ def _tools(args: argparse.Namespace, rest: list[str]) -> int:
     return installer.main(rest)
 
 
+def _where(args: argparse.Namespace) -> Any:
+    from provisioner.doctor import Where
+
+    return Where(
+        kubeconfig=args.kubeconfig,
+        work_dir=args.work_dir,
+        config=args.config,
+        namespace=args.namespace,
+        settings_configmap=args.settings_configmap,
+        service_account=args.service_account,
+        as_controller=getattr(args, "as_controller", False),
+    )
+
+
 def _doctor(args: argparse.Namespace, rest: list[str]) -> int:
     from provisioner import doctor
 
-    return doctor.main(args.work_dir, args.kubeconfig, args.config, args.queue, args.check)
+    check = args.check or ko.CHECK_NAME
+    return doctor.main(_where(args), args.queue, check, args.kueue_config)
 
 
 def _explain(args: argparse.Namespace, rest: list[str]) -> int:
     from provisioner import explain
 
-    return explain.main(args.job, args.work_dir, args.kubeconfig, args.config)
+    return explain.main(args.job, _where(args), args.check)
 
 
 def _controller(args: argparse.Namespace, rest: list[str]) -> int:
@@ -51,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     tools = sub.add_parser(
-        "tools", help="build or find the pinned Pulumi CLI, apiserver, etcd, Kueue, helm",
+        "tools",
+        help="build or find the pinned Pulumi CLI, apiserver, etcd, Kueue, helm",
         add_help=False,
     )
     tools.set_defaults(handler=_tools)
@@ -71,17 +91,58 @@ def build_parser() -> argparse.ArgumentParser:
     pools.set_defaults(handler=_pools)
 
     for name, handler, text in (
-        ("doctor", _doctor, "preflight checks of the queue, check, Lease and AWS identity"),
+        (
+            "doctor",
+            _doctor,
+            "preflight checks of the queue, check, Lease, Kueue, cert-manager, AWS identity "
+            "and Pulumi state",
+        ),
         ("explain", _explain, "why a Job is not running yet: explain NAMESPACE/JOB"),
     ):
         cmd = sub.add_parser(name, help=text)
         if name == "explain":
             cmd.add_argument("job", help="NAMESPACE/JOB")
-        cmd.add_argument("--work-dir", help="a local environment's directory (`make dev-up`'s)")
-        cmd.add_argument("--kubeconfig", help="kubeconfig (default: the local environment's)")
-        cmd.add_argument("--config", help="the controller's settings file")
-        cmd.add_argument("--queue", default=f"default/{ko.QUEUE_NAME}", help="NAMESPACE/NAME")
-        cmd.add_argument("--check", default=ko.CHECK_NAME, help="our AdmissionCheck")
+        cmd.add_argument(
+            "--kubeconfig",
+            help="kubeconfig (default: $KUBECONFIG or ~/.kube/config's current context, "
+            "else in-cluster)",
+        )
+        cmd.add_argument(
+            "--namespace",
+            help=f"the release's namespace, where the chart's settings ConfigMap is looked "
+            f"for (default: {CHART_NAMESPACE}, then every namespace)",
+        )
+        cmd.add_argument(
+            "--settings-configmap", metavar="NAMESPACE/NAME", help="the settings ConfigMap to use"
+        )
+        cmd.add_argument(
+            "--config", metavar="FILE", help="a local settings file instead of the ConfigMap"
+        )
+        cmd.add_argument(
+            "--work-dir", help="a local environment's directory (`make dev-up`'s .devenv)"
+        )
+        cmd.add_argument(
+            "--service-account",
+            metavar="NAME",
+            help="the controller's ServiceAccount (default: the release's)",
+        )
+        cmd.add_argument(
+            "--check", help="our AdmissionCheck (default: the one naming our controller)"
+        )
+        if name == "doctor":
+            cmd.add_argument("--queue", default=f"default/{ko.QUEUE_NAME}", help="NAMESPACE/NAME")
+            cmd.add_argument(
+                "--as-controller",
+                action="store_true",
+                help="run the AWS checks as the controller's role (STS AssumeRole of the "
+                "role its ServiceAccount's IRSA annotation or Pod Identity association names)",
+            )
+            cmd.add_argument(
+                "--kueue-config",
+                default="kueue-system/kueue-manager-config",
+                metavar="NAMESPACE/NAME",
+                help="the ConfigMap Kueue's manager reads its configuration from",
+            )
         cmd.set_defaults(handler=handler)
     return parser
 

@@ -6,9 +6,12 @@ fix: the LocalQueue exists; its ClusterQueue lists our AdmissionCheck for every 
 Job is never admitted by a queue without `nvidia.com/gpu`); the AdmissionCheck exists,
 names our controller and is Active; the leader
 Lease was renewed within twice its duration; the node role, its instance profile and its
-access entry are valid; the AMI resolves; the cluster's subnets exist. Every check runs
-even after a failure, so one run lists everything to fix. It only reads, through
-`provisioner.kube` and `provisioner.cloud`.
+access entry are valid; the AMI resolves; the cluster's subnets exist. `doctor_install`
+adds the installation's links (Kueue's waitForPodsReady, cert-manager, the controller's AWS
+identity, the Pulumi state), placed before the AWS links. Every check runs even after a
+failure, so one run lists everything to fix. `connect` finds the cluster, the installation
+(`provisioner.installation`) and the AWS identity the checks run as; explain uses it too.
+It only reads, through `provisioner.kube` and `provisioner.cloud`.
 """
 
 from __future__ import annotations
@@ -22,18 +25,21 @@ from typing import Any, Protocol
 from provisioner.api import constants as c
 from provisioner.api import kueue_objects as ko
 from provisioner.api.settings import Settings
+from provisioner.cloud.access import AwsAccess
 from provisioner.cloud.ami import resolve_ami
 from provisioner.cloud.cluster import describe_cluster
 from provisioner.cloud.ec2api import CloudClients
-from provisioner.cloud.errors import CloudError, to_cloud_error
+from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
 from provisioner.cloud.naming import instance_profile_name
 from provisioner.cloud.preflight import verify_access_entry, verify_instance_profile
+from provisioner.installation import Installation
 from provisioner.kube.errors import KubeError, KubeNotFound
 from provisioner.kube.resources import ADMISSION_CHECKS, LEASES, WORKLOADS, ResourceRef
 
 LOCAL_QUEUES = ResourceRef(c.KUEUE_GROUP, c.KUEUE_VERSION, "localqueues", True, "LocalQueue")
 CLUSTER_QUEUES = ResourceRef(c.KUEUE_GROUP, c.KUEUE_VERSION, "clusterqueues", False, "ClusterQueue")
 DEFAULT_INSTANCE_TYPE = "m5.large"
+_NO_CLIENTS = "see the 'AWS identity' line: the identity to run the AWS checks as was not had"
 
 
 class Reader(Protocol):
@@ -70,8 +76,11 @@ class Result:
     ok: bool
     detail: str
     fix: str = ""
+    warn: bool = False  # ok, but worth changing: `fix` says why and how
 
     def render(self) -> str:
+        if self.warn:
+            return f"WARN  {self.name}: {self.detail}\n      fix: {self.fix}"
         line = f"{'pass' if self.ok else 'FAIL'}  {self.name}: {self.detail}"
         return line if self.ok else f"{line}\n      fix: {self.fix}"
 
@@ -81,6 +90,28 @@ class Failed(Exception):
         super().__init__(detail)
         self.detail = detail
         self.fix = fix
+
+
+class Warned(Failed):
+    """A link that works but is set up against the gang's interest; does not fail the run."""
+
+
+def run_checks(checks: list[tuple[str, Callable[[], str]]]) -> list[Result]:
+    """Every check, in order, each to a Result, even after a failure: one run lists
+    everything to fix."""
+    results = []
+    for name, check in checks:
+        try:
+            results.append(Result(name, True, check()))
+        except Warned as err:
+            results.append(Result(name, True, err.detail, err.fix, warn=True))
+        except Failed as err:
+            results.append(Result(name, False, err.detail, err.fix))
+        except (KubeError, CloudError) as err:
+            results.append(Result(name, False, str(err), "see the error above"))
+        except Exception as err:  # one unreachable link must not hide the others
+            results.append(Result(name, False, f"could not check: {err}", "see the error"))
+    return results
 
 
 @dataclass
@@ -107,17 +138,7 @@ class Doctor:
             ("AMI", self.ami),
             ("subnets", self.subnets),
         ]
-        results = []
-        for name, check in checks:
-            try:
-                results.append(Result(name, True, check()))
-            except Failed as err:
-                results.append(Result(name, False, err.detail, err.fix))
-            except (KubeError, CloudError) as err:
-                results.append(Result(name, False, str(err), "see the error above"))
-            except Exception as err:  # one unreachable link must not hide the others
-                results.append(Result(name, False, f"could not check: {err}", "see the error"))
-        return results
+        return run_checks(checks)
 
     # -- Kubernetes links ------------------------------------------------------------------
     def _queue_ref(self) -> tuple[str, str]:
@@ -300,13 +321,13 @@ class Doctor:
 
     def _clouds(self) -> CloudClients:
         if self.clouds is None:
-            raise Failed("no AWS clients", "pass --config with defaults.region")
+            raise Failed("no AWS clients", _NO_CLIENTS)
         return self.clouds
 
     def node_role(self) -> str:
         arn, name = self._role()
         if self.iam is None:
-            raise Failed("no IAM client", "pass --config with defaults.region")
+            raise Failed("no AWS clients", _NO_CLIENTS)
         try:
             self.iam.get_role(RoleName=name)
         except Exception as exc:
@@ -402,49 +423,168 @@ def report(results: list[Result]) -> int:
     for result in results:
         print(result.render())
     failed = sum(1 for r in results if not r.ok)
-    print(f"{len(results) - failed} passed, {failed} failed")
+    warned = sum(1 for r in results if r.warn)
+    print(f"{len(results) - failed - warned} passed, {warned} warned, {failed} failed")
     return 0 if not failed else 1
 
 
 @dataclass(frozen=True)
+class Where:
+    """The command line's answer to "which cluster, which installation, as whom"."""
+
+    kubeconfig: str | None = None
+    work_dir: str | None = None  # a local environment (`make dev-up`): its kubeconfig, file
+    config: str | None = None  # a local settings file instead of the cluster's ConfigMap
+    namespace: str | None = None
+    settings_configmap: str | None = None
+    service_account: str | None = None
+    as_controller: bool = False
+
+
+@dataclass(frozen=True)
 class Target:
-    """Where doctor and explain look: a cluster's API, the controller's settings, AWS."""
+    """Where doctor and explain look: a cluster's API, the controller's installation, AWS."""
 
     kube: Any
-    settings: Settings
-    clouds: CloudClients
-    iam: Any
+    cluster: str  # how the cluster was reached, for the report
+    installation: Installation
+    operator: AwsAccess | CloudError
+    access: AwsAccess | CloudError  # the identity the AWS checks run as
+
+    @property
+    def settings(self) -> Settings:
+        return self.installation.settings
+
+    def header(self) -> str:
+        inst = self.installation
+        account = inst.service_account or "unknown (pass --service-account)"
+        return (
+            f"settings: {inst.source}; cluster: {self.cluster}; controller namespace "
+            f"{inst.namespace}, ServiceAccount {account}"
+        )
 
 
-def connect(work_dir: str | None, kubeconfig: str | None, config: str | None) -> Target:
-    """From explicit paths, else from a local environment's state file (`dev up`)."""
+def _access(installation: Installation, operator: AwsAccess, kube: Any) -> AwsAccess:
+    """The controller's role, assumed with the operator's credentials."""
+    from provisioner.cloud.access import assume, controller_role
+    from provisioner.kube.resources import SERVICE_ACCOUNTS
+
+    if not installation.service_account:
+        raise CloudError(
+            ErrorKind.CONFIG,
+            None,
+            "NoServiceAccount",
+            "--as-controller needs the controller's ServiceAccount, which was not found; "
+            "pass --service-account NAME",
+        )
+    try:
+        account = kube.get(
+            SERVICE_ACCOUNTS, installation.service_account, namespace=installation.namespace
+        )
+    except KubeNotFound as err:
+        raise CloudError(
+            ErrorKind.CONFIG,
+            None,
+            "NoServiceAccount",
+            f"--as-controller: ServiceAccount {installation.namespace}/"
+            f"{installation.service_account} does not exist",
+        ) from err
+    role = controller_role(
+        operator.client("eks"),
+        installation.settings.cluster_name,
+        installation.namespace,
+        installation.service_account,
+        account["metadata"].get("annotations") or {},
+    )
+    return assume(operator, role)
+
+
+def connect(where: Where, *, aws: bool = True) -> Target:
+    """The cluster from --kubeconfig (else kubectl's current context, else in-cluster), the
+    installation from its settings ConfigMap (or an explicit --config / --work-dir file),
+    and AWS as the operator or, with --as-controller, as the controller's role."""
     import json
 
-    from provisioner.api.settings import load_settings
-    from provisioner.cloud.ec2api import operator_clients
+    from provisioner.cloud.access import operator_access
+    from provisioner.installation import DiscoveryError, find_installation, from_settings_file
     from provisioner.kube.client import KubeClient
 
-    if work_dir or not (kubeconfig and config):
-        state_file = Path(work_dir or ".devenv") / "state.json"
+    kubeconfig, config = where.kubeconfig, where.config
+    if where.work_dir:
+        state_file = Path(where.work_dir) / "state.json"
         try:
             state = json.loads(state_file.read_text())
         except FileNotFoundError:
             raise SystemExit(
                 f"error: no {state_file}; start the local environment (`make dev-up`) "
-                "or pass --kubeconfig and --config"
+                "or leave out --work-dir"
             ) from None
         kubeconfig = kubeconfig or state["kubeconfig"]
         config = config or state["settings"]
-    settings = load_settings(config)
-    clouds = operator_clients(settings.defaults.region, settings.aws.endpoint_url)
-    return Target(KubeClient.from_kubeconfig(str(kubeconfig)), settings, clouds, clouds.iam)
+    if kubeconfig:
+        kube, cluster = KubeClient.from_kubeconfig(str(kubeconfig)), f"kubeconfig {kubeconfig}"
+    else:
+        kube, cluster = KubeClient.from_environment()
+    try:
+        if config:
+            installation = from_settings_file(
+                kube, str(config), namespace=where.namespace, service_account=where.service_account
+            )
+        else:
+            installation = find_installation(
+                kube,
+                namespace=where.namespace,
+                configmap=where.settings_configmap,
+                service_account=where.service_account,
+            )
+    except DiscoveryError as err:
+        raise SystemExit(f"error: {err}") from None
+    operator: AwsAccess | CloudError
+    access: AwsAccess | CloudError
+    if not aws:
+        none = CloudError(ErrorKind.CONFIG, None, "NotAsked", "AWS not used")
+        return Target(kube, cluster, installation, none, none)
+    settings = installation.settings
+    try:
+        operator = operator_access(settings.defaults.region, settings.aws.endpoint_url)
+    except CloudError as err:
+        operator = err
+    access = operator
+    if where.as_controller and isinstance(operator, AwsAccess):
+        try:
+            access = _access(installation, operator, kube)
+        except CloudError as err:
+            access = err
+    return Target(kube, cluster, installation, operator, access)
 
 
-def main(
-    work_dir: str | None, kubeconfig: str | None, config: str | None, queue: str, check: str
-) -> int:
-    target = connect(work_dir, kubeconfig, config)
-    doctor = Doctor(
-        target.kube, target.clouds, target.iam, target.settings, queue=queue, check=check
+def main(where: Where, queue: str, check: str, kueue_config: str) -> int:
+    target = connect(where)
+    try:
+        return _run(target, queue, check, kueue_config)
+    finally:
+        target.kube.close()
+
+
+def _run(target: Target, queue: str, check: str, kueue_config: str) -> int:
+    from provisioner.doctor_install import InstallChecks
+
+    print(target.header())
+    access = target.access
+    clouds = access.clients() if isinstance(access, AwsAccess) else None
+    iam = access.client("iam") if isinstance(access, AwsAccess) else None
+    doctor = Doctor(target.kube, clouds, iam, target.settings, queue=queue, check=check)
+    install = InstallChecks(
+        target.kube,
+        target.settings,
+        target.installation,
+        target.operator,
+        access,
+        kueue_config=kueue_config,
     )
-    return report(doctor.run())
+    results = doctor.run()
+    # Kubernetes links, the installation and identities, then the AWS links, then the state.
+    aws_from = next(i for i, r in enumerate(results) if r.name == "node role")
+    results[aws_from:aws_from] = run_checks(install.checks())
+    results += run_checks(install.state_checks())
+    return report(results)

@@ -15,9 +15,16 @@ from typing import Any, Protocol
 
 from provisioner.api import constants as c
 from provisioner.api import kueue_objects as ko
-from provisioner.doctor import requested_resources
+from provisioner.doctor import Where, connect, requested_resources
 from provisioner.kube.errors import KubeNotFound
-from provisioner.kube.resources import CORE_EVENTS, GANG_NODE_POOLS, JOBS, WORKLOADS, ResourceRef
+from provisioner.kube.resources import (
+    ADMISSION_CHECKS,
+    CORE_EVENTS,
+    GANG_NODE_POOLS,
+    JOBS,
+    WORKLOADS,
+    ResourceRef,
+)
 
 CHECK_NAME = ko.CHECK_NAME
 
@@ -178,11 +185,23 @@ def _pool_lines(kube: Reader, name: str) -> list[str]:
     return lines
 
 
-def main(job: str, work_dir: str | None, kubeconfig: str | None, config: str | None) -> int:
-    from provisioner.doctor import connect
+def our_check(kube: Reader, controller_name: str) -> str:
+    """The AdmissionCheck that names our controller (the installation's controllerName);
+    the chart's default name when none does yet."""
+    for ac in kube.list(ADMISSION_CHECKS).items:
+        if (ac.get("spec") or {}).get("controllerName") == controller_name:
+            return str(ac["metadata"]["name"])
+    return CHECK_NAME
 
+
+def main(job: str, where: Where, check: str | None) -> int:
     namespace, _, name = job.rpartition("/")
-    target = connect(work_dir, kubeconfig, config)
-    for line in explain(target.kube, namespace or "default", name):
-        print(line)
+    target = connect(where, aws=False)
+    try:
+        check = check or our_check(target.kube, target.settings.controller_name)
+        print(f"{target.header()}; check {check}")
+        for line in explain(target.kube, namespace or "default", name, check):
+            print(line)
+    finally:
+        target.kube.close()
     return 0

@@ -50,6 +50,10 @@ P9 EC2 actions moto lacks (see `ec2_actions`): DescribeCapacityReservations and
    Create/Describe/DeletePlacementGroup, over the emulator's own records; RunInstances and
    instant fleets consume reservations, record placement groups, EFA interfaces on every
    network card, and log each request as received (`launch_requests`).
+P10 STS AssumeRole and KMS (see `identity`): moto hands out credentials for any role ARN
+   and encrypts with a disabled key. The patch refuses AssumeRole unless the role exists and
+   its trust policy allows the caller (AWS principals only), and refuses Encrypt, Decrypt
+   and GenerateDataKey with a Disabled key or one PendingDeletion, as AWS does.
 Seeding (no patch): per region, the EKS-optimized AL2023 AMIs (one per Kubernetes version,
 architecture and variant, with the matching architecture) and their SSM parameters under
 `/aws/service/eks/optimized-ami/...`, plus one default subnet in every AZ.
@@ -63,8 +67,9 @@ and `EMULATOR`), `faults` (switches), `reserved` (reservations, placement groups
 clock and the launch log), `reservations` and `placement` (their records), `seeding`,
 `run_instances` (P2), `instances` (P4, P5, P7), `fleet_plan`, `fleet_reserved` and `fleet`
 (P3), `launch` and `interfaces` (what a launch leaves on its instances, P8), `ec2_actions`
-(P9), `eks` and `eks_cluster` (P6 and registration), `patching` and `install` (P1), and for
-the process: `server` (control API), `client` (`EmulatorProcess`, `EmulatorClient`).
+(P9), `eks` and `eks_cluster` (P6 and registration), `identity` (P10), `patching` and
+`install` (P1), and for the process: `server` (control API), `client` (`EmulatorProcess`,
+`EmulatorClient`).
 """
 
 from devenv.emulator.client import EmulatorClient, EmulatorControlError, EmulatorProcess

@@ -22,6 +22,7 @@ from devenv.emulator.ec2_actions import (
 from devenv.emulator.eks import install_eks
 from devenv.emulator.faults import access_key_of, fault_response, s3_fault_response
 from devenv.emulator.fleet import create_fleet_handler
+from devenv.emulator.identity import install_identity
 from devenv.emulator.instances import (
     backend_describe_instances,
     backend_run_instances,
@@ -55,6 +56,7 @@ def install() -> EmulatorState:
             patch(EC2Response, "describe_placement_groups", describe_placement_groups)
             patch(EC2Response, "delete_placement_group", delete_placement_group)
             install_eks()
+            install_identity()
     return EMULATOR
 
 

@@ -40,7 +40,9 @@ __all__ = [
     "SettingsError",
     "build_arg_parser",
     "load_settings",
+    "overrides_from_argv",
     "settings_from_argv",
+    "settings_from_document",
 ]
 
 _INSTANCE_TYPE_GLOB = re.compile(r"^[a-z0-9.-]+\*?$|^\*$")
@@ -380,6 +382,28 @@ def load_settings(
         raise SettingsError(_describe(exc, "flags > environment > file > defaults")) from exc
 
 
+def settings_from_document(
+    text: str, source: str, overrides: Mapping[str, Any] | None = None
+) -> Settings:
+    """Build `Settings` from a settings file's text read elsewhere (the chart's ConfigMap,
+    as `atomic-gang doctor` finds it in a cluster) and overrides, without this process's
+    environment: the settings described are another process's, not the caller's.
+
+    `source` names where the text came from in every error. Raises `SettingsError`.
+    """
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"cannot parse settings from {source}: {exc}") from exc
+    if data is not None and not isinstance(data, dict):
+        raise SettingsError(f"settings in {source} must be a mapping, not {type(data).__name__}")
+    merged = _deep_merge(_snake_keys(data or {}), _snake_keys(_nest(overrides or {})))
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise SettingsError(_describe(exc, source)) from exc
+
+
 # --- command line ----------------------------------------------------------------------
 
 _FLAG_PREFIX: Final = "set:"
@@ -424,9 +448,7 @@ def build_arg_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def settings_from_argv(argv: Sequence[str] | None = None) -> Settings:
-    """Parse the command line (None means sys.argv) and load the settings it points at."""
-    ns = vars(build_arg_parser().parse_args(argv))
+def _flag_overrides(ns: Mapping[str, Any]) -> dict[str, Any]:
     overrides: dict[str, Any] = {}
     for dest, value in ns.items():
         if not dest.startswith(_FLAG_PREFIX):
@@ -435,4 +457,17 @@ def settings_from_argv(argv: Sequence[str] | None = None) -> Settings:
         if get_origin(_field_at(path).annotation) is tuple:
             value = [v.strip() for v in value.split(",") if v.strip()]
         overrides[".".join(path)] = value
-    return load_settings(ns.get("config"), overrides)
+    return overrides
+
+
+def settings_from_argv(argv: Sequence[str] | None = None) -> Settings:
+    """Parse the command line (None means sys.argv) and load the settings it points at."""
+    ns = vars(build_arg_parser().parse_args(argv))
+    return load_settings(ns.get("config"), _flag_overrides(ns))
+
+
+def overrides_from_argv(argv: Sequence[str]) -> dict[str, Any]:
+    """The settings flags in another process's command line (a Deployment's container
+    args), as dotted overrides; `--config` and flags that are not settings are left out."""
+    ns, _ = build_arg_parser().parse_known_args(list(argv))
+    return _flag_overrides(vars(ns))

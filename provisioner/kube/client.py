@@ -146,6 +146,16 @@ class KubeClient:
         k8s_config.load_incluster_config(client_configuration=configuration)
         return cls(k8s.ApiClient(configuration))
 
+    @classmethod
+    def from_environment(cls) -> tuple[KubeClient, str]:
+        """As kubectl finds a cluster: $KUBECONFIG or ~/.kube/config's current context,
+        else the pod's in-cluster account. Returns the client and where it came from."""
+        try:
+            _, current = k8s_config.list_kube_config_contexts()
+        except k8s_config.ConfigException:
+            return cls.in_cluster(), "the in-cluster service account"
+        return cls(k8s_config.new_client_from_config()), f"context {current['name']}"
+
     def with_timeout(self, seconds: float) -> KubeClient:
         """The same connection pool with a different per-request timeout."""
         clone = copy.copy(self)

@@ -19,11 +19,15 @@ __all__ = [
     "ADMISSION_CHECKS",
     "CONFIG_MAPS",
     "CORE_EVENTS",
+    "CRDS",
+    "DEPLOYMENTS",
     "GANG_NODE_POOLS",
     "JOBS",
     "LEASES",
     "NAMESPACES",
     "NODES",
+    "SERVICE_ACCOUNTS",
+    "VALIDATING_WEBHOOKS",
     "WORKLOADS",
     "ObjectKey",
     "ResourceRef",
@@ -83,6 +87,18 @@ NAMESPACES = ResourceRef("", "v1", "namespaces", False, "Namespace")
 NODES = ResourceRef("", "v1", "nodes", False, "Node")
 CONFIG_MAPS = ResourceRef("", "v1", "configmaps", True, "ConfigMap")
 CORE_EVENTS = ResourceRef("", "v1", "events", True, "Event")
+SERVICE_ACCOUNTS = ResourceRef("", "v1", "serviceaccounts", True, "ServiceAccount")
+DEPLOYMENTS = ResourceRef("apps", "v1", "deployments", True, "Deployment")
+CRDS = ResourceRef(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
+)
+VALIDATING_WEBHOOKS = ResourceRef(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    False,
+    "ValidatingWebhookConfiguration",
+)
 LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", True, "Lease")
 JOBS = ResourceRef("batch", "v1", "jobs", True, "Job")
 GANG_NODE_POOLS = ResourceRef(c.GROUP, c.VERSION, c.GNP_PLURAL, False, c.GNP_KIND)
