@@ -38,6 +38,7 @@ __all__ = [
     "RetryBackoff",
     "Settings",
     "SettingsError",
+    "StackOperations",
     "build_arg_parser",
     "load_settings",
     "overrides_from_argv",
@@ -155,6 +156,39 @@ class PulumiSettings(_Section):
         return self
 
 
+def _cpu_count() -> int:
+    """CPUs this process may run on (its affinity, which a container's cpuset narrows)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class StackOperations(_Section):
+    """The executor that runs Pulumi operations (prepare, record, remove a set, destroy)
+    apart from the reconcile workers, so no pool's events wait behind another pool's `up`.
+
+    Each operation is mostly a Pulumi CLI process and its engine; one worker per CPU keeps
+    them from starving the reconcilers and the API server watches of CPU.
+    """
+
+    workers: int = Field(
+        default_factory=_cpu_count,
+        description="Pulumi operations run at once, one pool each (default: the CPU count).",
+    )
+
+    @field_validator("workers")
+    @classmethod
+    def _at_least_one(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(
+                f"stackOperations.workers must be at least 1 (got {v}): with no worker no "
+                "pool's stack is ever prepared, recorded or destroyed; leave it unset for "
+                "one per CPU"
+            )
+        return v
+
+
 class AwsSettings(_Section):
     endpoint_url: str | None = Field(
         default=None, pattern=r"^https?://", description="EC2/EKS/SSM/IAM endpoint override."
@@ -212,6 +246,7 @@ class Settings(_Section):
     health_port: Port = 8081
     webhook_port: Port = 9443
     pulumi: PulumiSettings = PulumiSettings()
+    stack_operations: StackOperations = StackOperations()
     aws: AwsSettings = AwsSettings()
     iam: IamSettings = IamSettings()
     webhook: WebhookSettings = WebhookSettings()

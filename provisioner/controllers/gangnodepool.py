@@ -10,6 +10,13 @@ marker with the generation) before acting, performs the action, and persists wha
 `pool_transitions.outcome` makes of the result. The work queue runs one pass per pool at a
 time, so a pool can never launch twice concurrently; the launch marker and ClientToken make
 a crash at any point resume rather than repeat.
+
+Stack steps (prepare, record, release a set, destroy) are handed to the `StackExecutor`
+instead of run here: the pass persists the step's status, submits, and returns. While the
+operation runs, passes of the pool still observe and write plain status changes, and plan
+nothing that touches the stack (`plan` makes such steps wait). When it ends, the executor
+queues the pool; that pass persists what `pool_transitions.settle` makes of the result on
+the status as it is then, and nothing else.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from provisioner.controllers import metrics
 from provisioner.controllers.pool_transitions import (
     EXTRA_BLOCK_ENDS_AT,
     EXTRA_STARTS_AT,
+    STACK_ACTIONS,
     Action,
     ActionResult,
     Instance,
@@ -47,8 +55,10 @@ from provisioner.controllers.pool_transitions import (
     Step,
     outcome,
     plan,
+    settle,
 )
 from provisioner.controllers.ports import EngineOps, StackOps
+from provisioner.controllers.stack_executor import Finished, Operation, StackExecutor
 from provisioner.kube.client import KubeClient
 from provisioner.kube.errors import KubeConflict, KubeNotFound
 from provisioner.kube.events import EventRecorder
@@ -71,6 +81,7 @@ class GangNodePoolReconciler:
         nodes: Informer,
         engine: EngineOps,
         stacks: StackOps,
+        executor: StackExecutor,
         settings: Settings,
         recorder: EventRecorder,
         now: Callable[[], datetime],
@@ -80,6 +91,7 @@ class GangNodePoolReconciler:
         self._nodes = nodes
         self._engine = engine
         self._stacks = stacks
+        self._executor = executor
         self._settings = settings
         self._recorder = recorder
         self._now = now
@@ -92,9 +104,13 @@ class GangNodePoolReconciler:
     def reconcile(self, key: ObjectKey) -> Result:
         raw = self._pools.get("", key.name)
         if raw is None:
+            self._executor.forget(key.name)
             return Result()
         pool = GangNodePool.from_dict(raw)
-        view = self._observe(pool)
+        held = self._executor.state(pool.name)
+        view = self._observe(pool, held.pending.step.action if held.pending else None)
+        if held.finished is not None:
+            return self._settle(raw, pool, view, held.finished)
         step = plan(view)
         if step.action is not Action.NONE or step.status.phase != view.status.phase:
             log.info(
@@ -111,6 +127,8 @@ class GangNodePoolReconciler:
                 },
             )
         raw = self._persist(raw, view.status, step.status)
+        if step.action in STACK_ACTIONS:
+            return self._submit(step, pool, view, raw)
         result = self._run(step, pool, view, raw)
         if result is None:
             self._emit(raw, step.events)
@@ -124,7 +142,44 @@ class GangNodePoolReconciler:
         self._observe_metrics(pool, step.status, status)
         return Result(requeue_after=requeue)
 
-    def _observe(self, pool: GangNodePool) -> PoolView:
+    def _submit(
+        self, step: Step, pool: GangNodePool, view: PoolView, raw: dict[str, Any]
+    ) -> Result:
+        """Hand a stack step to the executor; it queues the pool again when it ends."""
+        operation = Operation(pool.name, step, lambda: self._run_stack_step(step, pool, view))
+        if not self._executor.submit(operation):
+            # Only after step-down (the pool had nothing pending when this pass looked).
+            log.info("pool %s: %s not submitted; not leading", pool.name, step.action.value)
+            return Result()
+        self._emit(raw, step.events)
+        self._observe_metrics(pool, view.status, step.status)
+        return Result()
+
+    def _run_stack_step(self, step: Step, pool: GangNodePool, view: PoolView) -> ActionResult:
+        result = self._run(step, pool, view, {})  # stack steps never write the object
+        assert result is not None
+        return result
+
+    def _settle(
+        self, raw: dict[str, Any], pool: GangNodePool, view: PoolView, finished: Finished
+    ) -> Result:
+        """Persist a finished stack operation's result, then let the executor drop it."""
+        step = finished.operation.step
+        status, requeue, events = settle(view, step, finished.result)
+        log.info(
+            "pool %s: stack %s %s",
+            pool.name,
+            step.action.value,
+            "succeeded" if finished.result.ok else f"failed: {finished.result.reason}",
+            extra={"pool": pool.name, "phase": status.phase, "action": step.action.value},
+        )
+        raw = self._persist_result(raw, view.status, status)
+        self._executor.consumed(finished)
+        self._emit(raw, events)
+        self._observe_metrics(pool, view.status, status)
+        return Result(requeue_after=requeue)
+
+    def _observe(self, pool: GangNodePool, stack_operation: Action | None) -> PoolView:
         cluster = self._settings.cluster_name
         live = self._engine.find_managed(cluster, pool.name)
         status = pool.status
@@ -141,7 +196,9 @@ class GangNodePoolReconciler:
             live=tuple(Instance(v.instance_id, v.managed.group) for v in live),
             gone_ids=gone,
             ready_instance_ids=ready,
-            stack_prepared=self._stacks.is_prepared(pool.name),
+            # Asking while the pool's operation runs could wait on the stack's lock.
+            stack_prepared=stack_operation is None and self._stacks.is_prepared(pool.name),
+            stack_operation=stack_operation,
             now=self._now(),
             join_deadline=timedelta(seconds=self._settings.join_deadline_seconds),
             backoff_base=self._settings.retry_backoff.initial.total_seconds(),

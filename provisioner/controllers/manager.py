@@ -1,9 +1,10 @@
-"""The controller process: informers, the three reconcilers, the reaper, leader election,
-and the health and metrics endpoints.
+"""The controller process: informers, the three reconcilers, the stack executor, the
+reaper, leader election, and the health and metrics endpoints.
 
 Called by `atomic-gang controller` (and by the integration tests, in-process or as a child
 process). Every replica keeps its informer caches warm; only the Lease holder runs the
-reconcilers and the reaper. Losing the Lease stops them at once; safety does not rest on the
+reconcilers, the stack executor and the reaper. Losing the Lease stops them at once (a
+stack operation already running finishes, breaking no lock); safety does not rest on the
 Lease alone — every write is preconditioned and every launch carries its ClientToken.
 """
 
@@ -30,6 +31,7 @@ from provisioner.controllers.admissioncheck import AdmissionCheckReconciler
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.ports import EngineOps, StackOps
 from provisioner.controllers.reaper import PoolFacts, Reaper
+from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.controllers.workload import WorkloadReconciler
 from provisioner.kube.client import KubeClient
 from provisioner.kube.events import EventRecorder
@@ -63,6 +65,7 @@ class Manager:
     _informers: dict[str, Informer] = field(default_factory=dict)
     _controllers: list[Controller] = field(default_factory=list)
     _reaper: Reaper | None = None
+    _executor: StackExecutor | None = None
     _elector: LeaderElector | None = None
     _servers: list[uvicorn.Server] = field(default_factory=list)
     _leading: threading.Event = field(default_factory=threading.Event)
@@ -89,12 +92,20 @@ class Manager:
         workload_reconciler = WorkloadReconciler(
             self.kube, workloads, pools, checks, self.settings, recorder, self.now
         )
+        # A finished stack operation queues its pool again (pool_ctl exists by then: the
+        # executor starts with the reconcilers).
+        executor = StackExecutor(
+            self.settings.stack_operations.workers,
+            on_finished=lambda pool: pool_ctl.enqueue(ObjectKey("", pool)),
+        )
+        self._executor = executor
         pool_reconciler = GangNodePoolReconciler(
             self.kube,
             pools,
             nodes,
             self.engine,
             self.stacks,
+            executor,
             self.settings,
             recorder,
             self.now,
@@ -169,6 +180,8 @@ class Manager:
                 self.stacks.recover()
             except Exception:  # a stack that cannot recover now is retried by its reconcile
                 log.exception("stack recovery failed; continuing")
+            if self._executor is not None:
+                self._executor.start()
             for controller in self._controllers:
                 controller.start()
             if self._reaper is not None:
@@ -181,9 +194,13 @@ class Manager:
                 return
             log.warning("%s: lost leadership; stopping reconcilers", self.identity)
             self._leading.clear()
-            self.stacks.step_down()
+            if self._executor is not None:
+                self._executor.step_down()  # no stack operation starts from here on
+            self.stacks.step_down()  # one still running breaks no lock (the new leader's)
             for controller in self._controllers:
                 controller.stop(drain=False, timeout=10)
+            if self._executor is not None:
+                self._executor.join(timeout=10)
             if self._reaper is not None:
                 self._reaper.stop()
         if self.on_lost_leadership is not None:

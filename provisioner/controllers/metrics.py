@@ -4,7 +4,8 @@ Updated by the pool reconciler (acquisitions, shortfalls, time to Ready) and the
 sweep (pools by phase, instances billed, node-seconds billed and stranded). "Stranded" is
 what the product exists to drive to zero: node-seconds billed while the gang could not run
 (its pool not yet Satisfied, or being torn down). The work queues of the three
-reconcilers report their lag, reconcile time and depth through `QueueMetrics`.
+reconcilers report their lag, reconcile time and depth through `QueueMetrics`; the stack
+executor reports how many Pulumi operations wait, how many run, and how long each took.
 """
 
 from __future__ import annotations
@@ -84,6 +85,24 @@ QUEUE_DEPTH = Gauge(
     "atomic_gang_workqueue_depth",
     "Keys ready and waiting for a worker, by controller.",
     ["controller"],
+    registry=REGISTRY,
+)
+
+STACK_OPERATIONS_QUEUED = Gauge(
+    "atomic_gang_stack_operations_queued",
+    "Pools' stack operations waiting for an executor worker.",
+    registry=REGISTRY,
+)
+STACK_OPERATIONS_RUNNING = Gauge(
+    "atomic_gang_stack_operations_in_flight",
+    "Pools' stack operations running on the executor now.",
+    registry=REGISTRY,
+)
+STACK_OPERATION_SECONDS = Histogram(
+    "atomic_gang_stack_operation_seconds",
+    "Time one stack operation ran on the executor, by action and result.",
+    ["action", "result"],
+    buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
     registry=REGISTRY,
 )
 

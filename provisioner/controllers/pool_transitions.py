@@ -9,6 +9,11 @@ effect is bracketed: a marker persisted before it (for a launch: the ClientToken
 the result persisted right after. A crash anywhere leaves either the marker, which the next
 pass resumes with the same token, or the result.
 
+Stack steps (`STACK_ACTIONS`) run on the stack executor, apart from the pass: their marker
+is persisted before they are submitted, and their result by the pass the executor queues
+when they end. While one runs (`PoolView.stack_operation`), `plan` lets only plain status
+changes through, and `settle` applies its result to the status the pool has reached by then.
+
 Phases: Idle → Acquiring → Joining → Satisfied → KeepWarm → Releasing → Idle, and
 KeepWarm → Satisfied on a new claim (the warm set is reused, no launch). N-or-0 holds
 throughout: a set that loses any instance, or misses the join deadline, is released whole
@@ -25,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from enum import Enum
+from enum import Enum, IntEnum
 
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import (
@@ -72,6 +77,8 @@ class PoolView:
     # from a describe is not gone: EC2 is eventually consistent right after a launch.
     gone_ids: frozenset[str]
     ready_instance_ids: frozenset[str]  # Ready Nodes labelled with this pool and active group
+    # Not asked while `stack_operation` runs (the answer would wait for it); every step that
+    # reads it waits for the operation anyway.
     stack_prepared: bool
     now: datetime
     join_deadline: timedelta
@@ -80,6 +87,8 @@ class PoolView:
     # EC2 warns 40 minutes before a Capacity Block ends and starts terminating 10 minutes
     # later; the gang is released before that, so its Workload hears it from us first.
     block_release_margin: timedelta = timedelta(minutes=35)
+    # The pool's stack operation queued or running on the executor, if any.
+    stack_operation: Action | None = None
 
 
 @dataclass(frozen=True)
@@ -145,7 +154,60 @@ def _strays(view: PoolView) -> tuple[str, ...]:
     )
 
 
+# Actions that run on the stack executor, apart from the pass that plans them.
+STACK_ACTIONS = frozenset(
+    {Action.PREPARE_STACK, Action.RECORD_SET, Action.RELEASE_SET, Action.DESTROY_STACK}
+)
+
+
+class StackPriority(IntEnum):
+    """Which stack operation the executor runs first (lowest first; FIFO within one)."""
+
+    # A set is billing: its record runs beside the join, and its release lets the gang be
+    # acquired again. Each is a pool somebody is waiting on, mid-acquisition.
+    ACTIVE_SET = 0
+    # A pool about to acquire (a new pool, or a changed launch template).
+    PREPARE = 1
+    # Nothing waits on a release but the bill, which the set's release already ended or
+    # the reaper bounds.
+    DESTROY = 2
+
+
+def stack_priority(action: Action) -> StackPriority:
+    if action is Action.PREPARE_STACK:
+        return StackPriority.PREPARE
+    if action is Action.DESTROY_STACK:
+        return StackPriority.DESTROY
+    return StackPriority.ACTIVE_SET
+
+
 def plan(view: PoolView) -> Step:
+    step = _plan(view)
+    if view.stack_operation is None:
+        return step
+    return _beside_stack_operation(view, step, view.stack_operation)
+
+
+def _beside_stack_operation(view: PoolView, step: Step, running: Action) -> Step:
+    """While the pool's stack operation runs, only plain status changes go ahead.
+
+    A launch reads the launch template a prepare may be changing; a release, a destroy or a
+    record would be a second operation on the stack; the keep-warm tag and the finalizer
+    wait too, rather than act on a set or stack that is changing under them. A pool being
+    released or deleted decides its next status from the stack itself, so it waits whole.
+    What remains observes: a set becoming Ready, or a node leaving, is written while its
+    record runs (Ready is never gated on the record). The executor queues the pool again
+    when the operation ends.
+    """
+    releasing = view.deleting or view.status.phase == c.PHASE_RELEASING
+    if step.action is Action.NONE and not releasing:
+        return step
+    # Only the Ready count, which this pass observed, is kept of a step that waits.
+    status = _with(view.status, ready_nodes=step.status.ready_nodes)
+    return Step(Action.NONE, status, why=f"waiting for the stack's {running.value}")
+
+
+def _plan(view: PoolView) -> Step:
     status = view.status
     if view.deleting:
         return _plan_delete(view)
@@ -502,6 +564,22 @@ def outcome(
     return status, step.requeue_after, ()
 
 
+def settle(
+    view: PoolView, step: Step, result: ActionResult
+) -> tuple[GangNodePoolStatus, float | None, tuple[Event, ...]]:
+    """What a stack operation that ran on the executor leaves, applied to the status as
+    it is now.
+
+    Passes went on while it ran and may have moved the status (a set became Ready beside
+    its record, a node went NotReady); the result lands on that status, not on the one the
+    operation started from. A record of a set that is no longer the active one is stale and
+    is dropped: the next pass plans from what it sees.
+    """
+    if step.action is Action.RECORD_SET and step.status.active_group != view.status.active_group:
+        return view.status, 0.0, ()
+    return outcome(view, replace(step, status=view.status), result)
+
+
 def _after_release_set(
     view: PoolView, status: GangNodePoolStatus, step: Step
 ) -> GangNodePoolStatus:
@@ -608,14 +686,18 @@ def _launch_outcome(
 __all__ = [
     "EXTRA_BLOCK_ENDS_AT",
     "EXTRA_STARTS_AT",
+    "STACK_ACTIONS",
     "Action",
     "ActionResult",
     "Event",
     "Instance",
     "PoolView",
+    "StackPriority",
     "Step",
     "group_name",
     "outcome",
     "plan",
     "replace",
+    "settle",
+    "stack_priority",
 ]

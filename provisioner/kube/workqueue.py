@@ -6,8 +6,8 @@ the guarantees a reconciler leans on:
 
 - a key is never processed by two workers at once; a key added while it is processed is
   marked dirty and processed once more after (so no event is lost, and none runs in
-  parallel with itself: the GangNodePool reconciler relies on this for one Pulumi
-  operation per stack);
+  parallel with itself: the GangNodePool reconciler relies on this so a pool never
+  launches twice at once, or submits two stack operations);
 - a key waiting in the queue is there once, however often it is added;
 - `add_rate_limited` backs a failing key off exponentially (capped) until `forget`;
 - `add_after` schedules a key (the earliest schedule wins);

@@ -446,6 +446,7 @@ REFERENCE_DEFAULTS: dict[str, Any] = {
     "joinDeadlineSeconds": 600,
     "acquireAttemptsBeforeRetry": 20,
     "maxConcurrentPoolReconciles": 5,
+    "stackOperations.workers": None,  # one per CPU
     "leaderElection.enabled": True,
     "webhook.enabled": True,
     "webhook.certMode": "certManager",

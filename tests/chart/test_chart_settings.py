@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.api.settings import Settings, settings_from_argv
+from provisioner.api.settings import Settings, StackOperations, settings_from_argv
 from tests.chart.conftest import NAMESPACE, NODE_ROLE, STATE_BACKEND, STATE_SECRETS, Helm, Rendered
 
 
@@ -49,6 +49,8 @@ def test_default_settings(rendered: Rendered, tmp_path: Path) -> None:
     assert settings.pulumi.secrets_provider == STATE_SECRETS
     assert settings.retry_backoff.initial == timedelta(seconds=5)
     assert settings.retry_backoff.max == timedelta(minutes=5)
+    # Left empty, the controller runs one stack operation per CPU it may use.
+    assert settings.stack_operations.workers == StackOperations().workers
     ports = {
         p["name"]: p["containerPort"]
         for p in rendered.one("Deployment")["spec"]["template"]["spec"]["containers"][0]["ports"]
@@ -75,6 +77,7 @@ def test_default_settings(rendered: Rendered, tmp_path: Path) -> None:
         ({"aws.endpointUrl": "http://127.0.0.1:5000"}, "aws.endpoint_url", "http://127.0.0.1:5000"),
         ({"webhook.port": 10250}, "webhook_port", 10250),
         ({"leaderElection.leaseName": "gang-leader"}, "leader_election.lease_name", "gang-leader"),
+        ({"stackOperations.workers": 3}, "stack_operations.workers", 3),
     ],
 )
 def test_values_reach_the_settings(

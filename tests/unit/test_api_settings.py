@@ -268,3 +268,30 @@ def test_parser_has_a_flag_per_setting() -> None:
         "--webhook-port",
     ):
         assert flag in help_text
+
+
+def test_stack_operation_workers_default_to_the_cpus_and_come_from_every_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    assert minimal().stack_operations.workers == len(os.sched_getaffinity(0))
+    from_file = load_settings(write(tmp_path, FILE + "stackOperations:\n  workers: 3\n"))
+    assert from_file.stack_operations.workers == 3
+    monkeypatch.setenv("ATOMIC_GANG_STACK_OPERATIONS__WORKERS", "4")
+    assert load_settings(write(tmp_path, FILE)).stack_operations.workers == 4
+    flags = settings_from_argv(
+        ["--config", str(write(tmp_path, FILE)), "--stack-operations.workers", "5"]
+    )
+    assert flags.stack_operations.workers == 5
+
+
+@pytest.mark.parametrize("workers", [0, -2])
+def test_no_stack_operation_worker_is_refused_naming_the_field(
+    tmp_path: Path, workers: int
+) -> None:
+    with pytest.raises(SettingsError) as err:
+        load_settings(write(tmp_path, FILE + f"stackOperations:\n  workers: {workers}\n"))
+    message = str(err.value)
+    assert "stack_operations.workers:" in message
+    assert f"stackOperations.workers must be at least 1 (got {workers})" in message

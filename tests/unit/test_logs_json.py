@@ -19,6 +19,7 @@ import pytest
 from provisioner import logs
 from provisioner.api.settings import Settings
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
+from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 
 pytestmark = pytest.mark.unit
@@ -110,17 +111,20 @@ def json_log() -> Iterator[io.StringIO]:
 
 def test_a_reconciles_log_line_is_json_with_pool_and_generation(json_log: io.StringIO) -> None:
     stacks = _Stacks()
+    executor = StackExecutor(1, on_finished=lambda _pool: None)
     reconciler = GangNodePoolReconciler(
         _Kube(),  # type: ignore[arg-type]
         _Informer([POOL]),  # type: ignore[arg-type]
         _Informer([]),  # type: ignore[arg-type]
         _Engine(),  # type: ignore[arg-type]
         stacks,  # type: ignore[arg-type]
+        executor,
         SETTINGS,
         _Recorder(),  # type: ignore[arg-type]
         lambda: NOW,
     )
     reconciler.reconcile(ObjectKey("", "pool-a"))
+    assert executor.run_next(timeout=0)
     assert stacks.destroyed == ["pool-a"]
     lines = [json.loads(line) for line in json_log.getvalue().splitlines()]
     ours = [x for x in lines if x["logger"] == "provisioner.controllers.gangnodepool"]

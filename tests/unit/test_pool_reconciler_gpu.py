@@ -144,7 +144,7 @@ def reconciler(engine: FakeEngine, stacks: FakeStacks) -> GangNodePoolReconciler
     )
     unused: Any = object()
     return GangNodePoolReconciler(
-        unused, unused, unused, engine, stacks, settings, unused, lambda: NOW
+        unused, unused, unused, engine, stacks, unused, settings, unused, lambda: NOW
     )  # type: ignore[arg-type]
 
 

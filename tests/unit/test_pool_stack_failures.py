@@ -1,9 +1,11 @@
 """A stack failure's kind decides the pool's wait: config waits for a fix, transient retries.
 
-The GangNodePool reconciler runs one pass against small fakes (an in-memory pool object, an
-engine that answers the cluster and AMI lookups, and a stack port whose `prepare` fails with
-a `StackError` of a given kind). The kind has to survive from the port to the requeue delay
-and the pool's status: before issue 16, every stack failure came back as retryable.
+The GangNodePool reconciler runs against small fakes (an in-memory pool object, an engine
+that answers the cluster and AMI lookups, and a stack port whose `prepare` fails with a
+`StackError` of a given kind): one pass submits the prepare, the stack executor runs it on
+the test's thread, and the pass the executor asks for saves the result. The kind has to
+survive from the port to the requeue delay and the pool's status: before issue 16, every
+stack failure came back as retryable.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Defaults, LeaderElection, Settings
 from provisioner.cloud.types import AmiChoice, ClusterInfo, InstanceView
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
+from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec, StackError
 
@@ -115,8 +118,10 @@ class FailingStacks:
     def __init__(self, kind: FailureKind) -> None:
         self.kind = kind
         self.prepared: list[PoolSpec] = []
+        self.asked = 0
 
     def is_prepared(self, _pool: str) -> bool:
+        self.asked += 1
         return False
 
     def outputs(self, _pool: str) -> PoolOutputs | None:
@@ -141,21 +146,52 @@ class Recorder:
         self.events.append((event_type, reason, message))
 
 
-def one_pass(kind: FailureKind) -> tuple[float | None, dict[str, Any], Recorder]:
-    store, recorder = Store(POOL), Recorder()
-    stacks = FailingStacks(kind)
-    reconciler = GangNodePoolReconciler(
+def reconciler(
+    store: Store, stacks: FailingStacks, executor: StackExecutor, recorder: Recorder
+) -> GangNodePoolReconciler:
+    return GangNodePoolReconciler(
         store,  # type: ignore[arg-type]
         store,  # type: ignore[arg-type]
         store,  # type: ignore[arg-type]
         Engine(),  # type: ignore[arg-type]
         stacks,
+        executor,
         SETTINGS,
         recorder,  # type: ignore[arg-type]
         lambda: NOW,
     )
-    result = reconciler.reconcile(ObjectKey("", "pool-a"))
-    assert len(stacks.prepared) == 1, "the pass must have tried to prepare the stack"
+
+
+def test_a_pass_while_the_prepare_runs_neither_asks_the_stack_nor_plans_on_it() -> None:
+    store, recorder = Store(POOL), Recorder()
+    stacks = FailingStacks(FailureKind.RETRYABLE)
+    executor = StackExecutor(1, on_finished=lambda _pool: None)
+    pools = reconciler(store, stacks, executor, recorder)
+    pools.reconcile(ObjectKey("", "pool-a"))
+    asked, before = stacks.asked, copy.deepcopy(store.obj)
+
+    again = pools.reconcile(ObjectKey("", "pool-a"))  # a Node or status event meanwhile
+    assert again.requeue_after is None
+    assert stacks.asked == asked, "asking would wait on the stack's lock"
+    assert store.obj == before, "nothing to write while it runs"
+    assert executor.run_next(timeout=0) and stacks.prepared != []
+    assert not executor.run_next(timeout=0), "one operation, not two"
+
+
+def one_pass(kind: FailureKind) -> tuple[float | None, dict[str, Any], Recorder]:
+    store, recorder = Store(POOL), Recorder()
+    stacks = FailingStacks(kind)
+    requeued: list[str] = []
+    executor = StackExecutor(1, on_finished=requeued.append)
+    pools = reconciler(store, stacks, executor, recorder)
+    submitted = pools.reconcile(ObjectKey("", "pool-a"))
+    assert submitted.requeue_after is None, "the executor queues the pool, not a timer"
+    assert stacks.prepared == [], "the pass itself must not run Pulumi"
+    assert executor.run_next(timeout=0)
+    assert len(stacks.prepared) == 1, "the executor must have tried to prepare the stack"
+    assert requeued == ["pool-a"]
+    result = pools.reconcile(ObjectKey("", "pool-a"))
+    assert executor.state("pool-a").finished is None, "the result is read once"
     return result.requeue_after, store.obj["status"], recorder
 
 

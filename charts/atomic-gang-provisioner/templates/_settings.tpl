@@ -20,6 +20,10 @@ joinDeadlineSeconds: {{ int $v.joinDeadlineSeconds }}
 capacityBlockReleaseSeconds: {{ int $v.capacityBlockReleaseSeconds }}
 acquireAttemptsBeforeRetry: {{ int $v.acquireAttemptsBeforeRetry }}
 maxConcurrentPoolReconciles: {{ int $v.maxConcurrentPoolReconciles }}
+{{- with ($v.stackOperations | default dict).workers }}
+stackOperations:
+  workers: {{ int . }}
+{{- end }}
 retryBackoff:
   initial: {{ $v.retryBackoff.initial | quote }}
   max: {{ $v.retryBackoff.max | quote }}

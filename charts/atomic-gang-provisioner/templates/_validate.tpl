@@ -38,6 +38,10 @@ what to set.
 {{- fail "pulumi.passphraseSecret.name is required with pulumi.secretsProvider=passphrase: name a Secret you keep holding the stacks' passphrase, or set pulumi.secretsProvider=awskms://alias/<alias>?region=<region> (the bootstrap's stackSecretsProvider output)." }}
 {{- end }}
 {{- end }}
+{{- $workers := ($v.stackOperations | default dict).workers }}
+{{- if and (not (kindIs "invalid" $workers)) (lt (int $workers) 1) }}
+{{- fail (printf "stackOperations.workers=%v must be at least 1: with no worker no pool's stack is ever prepared, recorded or destroyed. Leave it empty for one per CPU." $workers) }}
+{{- end }}
 {{- if $v.nodeBootstrap.enabled }}
 {{- fail "nodeBootstrap.enabled=true is not offered by this chart: create the node role's instance profile and EKS access entry with the bootstrap program (`pulumi up` at the repository root), or let the controller create them with iam.selfManageInstanceProfile=true and iam.manageAccessEntry=true." }}
 {{- end }}

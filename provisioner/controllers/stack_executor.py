@@ -1,0 +1,207 @@
+"""The stack executor: pools' Pulumi operations run here, never on a reconcile worker.
+
+The GangNodePool reconciler submits a pool's stack operation (prepare, record the set,
+release a set, destroy) and returns at once, so every other pool's Node and status events
+go on being reconciled while a Pulumi `up` runs. `workers` threads take operations most
+urgent first (`pool_transitions.StackPriority`, then the order they came in), and a pool
+has at most one operation here at a time: queued, running, or finished and not yet read.
+
+When an operation ends, its result waits here and `on_finished(pool)` queues the pool
+again; that pool's next pass reads the result (`state`), saves it in the pool's status and
+only then drops it (`consumed`). So a result is applied once, and a pass that fails to save
+it finds it again on the next.
+
+Nothing here is the only record of anything: a marker is in the pool's status before an
+operation is submitted, and the driver's oplog marks the operation before it starts. A
+process that dies loses the queue and the results; the new leader's `recover()` records
+the interrupted operation as aborted and the pools are planned again from the world.
+
+Leadership lost (`step_down`): nothing more starts, queued operations are dropped, and a
+running one is left to finish under the driver's own step-down (it breaks no stack lock);
+its result is dropped, as the process ends.
+
+Called by: `gangnodepool.py` (submit, state, consumed, forget) and `manager.py` (start,
+step_down, join).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from provisioner.api.constants import FailureKind
+from provisioner.controllers import metrics
+from provisioner.controllers.pool_transitions import ActionResult, Step, stack_priority
+
+__all__ = ["Finished", "Operation", "PoolOperations", "StackExecutor"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One pool's stack step, and the call that performs it (it reports failures in its
+    `ActionResult`, with their kind)."""
+
+    pool: str
+    step: Step
+    run: Callable[[], ActionResult]
+
+
+@dataclass(frozen=True)
+class Finished:
+    operation: Operation
+    result: ActionResult
+
+
+@dataclass(frozen=True)
+class PoolOperations:
+    """What the executor holds for one pool, read in one look."""
+
+    pending: Operation | None = None  # queued or running
+    finished: Finished | None = None  # ended, result not yet saved
+
+
+class StackExecutor:
+    def __init__(self, workers: int, on_finished: Callable[[str], None]) -> None:
+        if workers < 1:
+            raise ValueError("the stack executor needs at least one worker")
+        self._workers = workers
+        self._on_finished = on_finished
+        self._cond = threading.Condition()
+        self._heap: list[tuple[int, int, str]] = []  # (priority, arrival, pool)
+        self._seq = itertools.count()
+        self._queued: dict[str, Operation] = {}
+        self._running: dict[str, Operation] = {}
+        self._finished: dict[str, Finished] = {}
+        self._stepped_down = False
+        self._threads: list[threading.Thread] = []
+
+    # -- the reconciler's side ------------------------------------------------------------
+    def submit(self, operation: Operation) -> bool:
+        """Queue `operation`; False if its pool already has one here or after step-down."""
+        pool = operation.pool
+        with self._cond:
+            if self._stepped_down or self._holds(pool):
+                return False
+            self._queued[pool] = operation
+            priority = stack_priority(operation.step.action)
+            heapq.heappush(self._heap, (priority, next(self._seq), pool))
+            self._report()
+            self._cond.notify()
+        return True
+
+    def state(self, pool: str) -> PoolOperations:
+        with self._cond:
+            pending = self._queued.get(pool) or self._running.get(pool)
+            return PoolOperations(pending, self._finished.get(pool))
+
+    def consumed(self, finished: Finished) -> None:
+        """The pool's status now holds `finished`'s result: drop it."""
+        with self._cond:
+            if self._finished.get(finished.operation.pool) is finished:
+                del self._finished[finished.operation.pool]
+
+    def forget(self, pool: str) -> None:
+        """The pool is gone: nobody will read its result."""
+        with self._cond:
+            self._finished.pop(pool, None)
+
+    # -- workers --------------------------------------------------------------------------
+    def start(self) -> None:
+        for index in range(self._workers):
+            thread = threading.Thread(
+                target=self._work, name=f"stack-operation-{index}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def run_next(self, timeout: float | None = None) -> bool:
+        """Run the most urgent queued operation on this thread; False when none came
+        within `timeout` seconds (0 never waits) or after step-down."""
+        with self._cond:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not self._heap and not self._stepped_down:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            if self._stepped_down:
+                return False
+            _, _, pool = heapq.heappop(self._heap)
+            operation = self._queued.pop(pool)
+            self._running[pool] = operation
+            self._report()
+        result = self._perform(operation)
+        with self._cond:
+            del self._running[pool]
+            keep = not self._stepped_down
+            if keep:
+                self._finished[pool] = Finished(operation, result)
+            self._report()
+            self._cond.notify_all()
+        if keep:
+            self._on_finished(pool)
+        return True
+
+    def _perform(self, operation: Operation) -> ActionResult:
+        started = time.monotonic()
+        action = operation.step.action.value
+        try:
+            result = operation.run()
+        except Exception as err:  # the call reports its failures; this is a bug
+            log.exception("pool %s: stack operation %s raised", operation.pool, action)
+            result = ActionResult(
+                False, error_kind=FailureKind.RETRYABLE, reason=type(err).__name__, message=str(err)
+            )
+        metrics.STACK_OPERATION_SECONDS.labels(
+            action, "succeeded" if result.ok else "failed"
+        ).observe(time.monotonic() - started)
+        return result
+
+    def _work(self) -> None:
+        while self.run_next():
+            pass
+
+    # -- leadership -----------------------------------------------------------------------
+    def step_down(self) -> None:
+        """Start nothing more and drop what is queued; what runs finishes on its own."""
+        with self._cond:
+            self._stepped_down = True
+            dropped = sorted(self._queued)
+            self._queued.clear()
+            self._heap.clear()
+            self._finished.clear()
+            self._report()
+            self._cond.notify_all()
+        if dropped:
+            log.info("stepped down: dropped the queued stack operations of %s", dropped)
+
+    def join(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for running operations; True if none is left."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._running:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    log.warning(
+                        "stack operations of %s still running; the driver's oplog marks "
+                        "them for the next leader's recovery if the process ends first",
+                        sorted(self._running),
+                    )
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    # -- internals (lock held) ------------------------------------------------------------
+    def _holds(self, pool: str) -> bool:
+        return pool in self._queued or pool in self._running or pool in self._finished
+
+    def _report(self) -> None:
+        metrics.STACK_OPERATIONS_QUEUED.set(len(self._queued))
+        metrics.STACK_OPERATIONS_RUNNING.set(len(self._running))

@@ -1,0 +1,194 @@
+"""The pool life cycle while the pool's stack operation runs on the executor, and what its
+result leaves when it comes back: one row per case."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from provisioner.api import constants as c
+from provisioner.controllers.pool_transitions import (
+    Action,
+    ActionResult,
+    PoolView,
+    StackPriority,
+    Step,
+    plan,
+    settle,
+    stack_priority,
+)
+from tests.unit.test_pool_transitions import IDS, LIVE, NOW, active, view
+
+
+def busy(v: PoolView, running: Action) -> PoolView:
+    return replace(v, stack_operation=running)
+
+
+# (case, the view, the operation running): every step that would touch the stack, read
+# it, or decide from it waits; the pool's status is left as it was.
+WAITS: list[tuple[str, PoolView, Action]] = [
+    (
+        "no launch while its prepare runs (template being changed)",
+        view(phase=c.PHASE_ACQUIRING, prepared=True),
+        Action.PREPARE_STACK,
+    ),
+    (
+        "no second prepare",
+        view(phase=c.PHASE_ACQUIRING, prepared=False),
+        Action.PREPARE_STACK,
+    ),
+    (
+        "no second record",
+        view(phase=c.PHASE_JOINING, status=active(lastStackOperation=None), live=LIVE),
+        Action.RECORD_SET,
+    ),
+    (
+        "no release while a record runs, even past the join deadline",
+        view(
+            phase=c.PHASE_JOINING,
+            status=active(joinDeadline=(NOW - timedelta(seconds=1)).isoformat()),
+            live=LIVE,
+        ),
+        Action.RECORD_SET,
+    ),
+    (
+        "no keep-warm tag while a record runs",
+        view(
+            phase=c.PHASE_SATISFIED,
+            claimed=False,
+            status=active(readyNodes=4),
+            live=LIVE,
+            ready=frozenset(IDS),
+        ),
+        Action.RECORD_SET,
+    ),
+    (
+        "a destroy's pool is not called released before the destroy ends",
+        view(phase=c.PHASE_RELEASING, claimed=False, prepared=False),
+        Action.DESTROY_STACK,
+    ),
+    (
+        "the finalizer stays on while the destroy runs",
+        view(phase=c.PHASE_RELEASING, claimed=False, prepared=False, deleting=True),
+        Action.DESTROY_STACK,
+    ),
+    (
+        "no strays release beside another operation",
+        view(phase=c.PHASE_IDLE, claimed=False, live=LIVE),
+        Action.PREPARE_STACK,
+    ),
+]
+
+
+@pytest.mark.parametrize(("v", "running"), [(v, r) for _, v, r in WAITS], ids=[w[0] for w in WAITS])
+@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "not-prepared"])
+def test_a_step_that_touches_the_stack_waits_for_its_operation(
+    v: PoolView, running: Action, prepared: bool
+) -> None:
+    # stack_prepared is not asked while an operation runs: whatever it says, the step waits.
+    free = plan(replace(v, stack_prepared=prepared))
+    assert free.action is not Action.NONE or free.status.phase != v.status.phase
+    step = plan(busy(replace(v, stack_prepared=prepared), running))
+    assert step.action is Action.NONE
+    assert step.status == v.status
+    assert step.requeue_after is None, "the executor queues the pool when the operation ends"
+    assert step.events == ()
+    assert running.value in step.why
+
+
+def test_a_set_becomes_satisfied_while_its_record_runs() -> None:
+    v = view(
+        phase=c.PHASE_JOINING,
+        status=active(lastStackOperation=None),
+        live=LIVE,
+        ready=frozenset(IDS),
+    )
+    step = plan(busy(v, Action.RECORD_SET))
+    assert step.action is Action.NONE
+    assert step.status.phase == c.PHASE_SATISFIED and step.status.ready_nodes == 4
+    assert [e.reason for e in step.events] == [c.EventReason.SATISFIED]
+
+
+def test_a_node_leaving_is_seen_while_a_record_runs() -> None:
+    v = view(phase=c.PHASE_SATISFIED, status=active(), live=LIVE, ready=frozenset(IDS[:3]))
+    step = plan(busy(v, Action.RECORD_SET))
+    assert step.action is Action.NONE and step.status.phase == c.PHASE_JOINING
+    assert step.status.ready_nodes == 3
+
+
+def test_the_ready_count_is_kept_when_the_step_waits() -> None:
+    v = view(
+        phase=c.PHASE_JOINING,
+        status=active(lastStackOperation=None, readyNodes=1),
+        live=LIVE,
+        ready=frozenset(IDS[:3]),
+    )
+    step = plan(busy(v, Action.RECORD_SET))
+    assert step.action is Action.NONE and step.status.ready_nodes == 3
+    assert step.status.phase == c.PHASE_JOINING
+
+
+def record_step(group: str = "gen-0") -> Step:
+    started = view(phase=c.PHASE_JOINING, status=active(group, lastStackOperation=None))
+    return Step(Action.RECORD_SET, started.status)
+
+
+def test_a_record_lands_on_the_status_the_pool_reached_meanwhile() -> None:
+    now = view(
+        phase=c.PHASE_SATISFIED, status=active(lastStackOperation=None, readyNodes=4), live=LIVE
+    )
+    status, requeue, events = settle(now, record_step(), ActionResult(True))
+    assert status.phase == c.PHASE_SATISFIED and status.ready_nodes == 4
+    assert status.last_stack_operation == "record:gen-0"
+    assert status.last_stack_result == "succeeded"
+    assert requeue == 0.0 and events == ()
+
+
+def test_a_failed_record_counts_on_top_of_the_failures_now() -> None:
+    now = view(
+        phase=c.PHASE_SATISFIED,
+        status=active(lastStackOperation=None, consecutiveFailures=2),
+        live=LIVE,
+    )
+    failed = ActionResult(False, error_kind="retryable", reason="AwsUnavailable", message="503")
+    status, requeue, events = settle(now, record_step(), failed)
+    assert status.phase == c.PHASE_SATISFIED
+    assert status.consecutive_failures == 3
+    assert status.last_stack_result == "failed: AwsUnavailable"
+    assert status.last_error is not None and status.last_error.reason == "AwsUnavailable"
+    assert requeue == now.backoff_base * 4
+    assert [e.reason for e in events] == ["AwsUnavailable"]
+
+
+def test_a_record_of_a_set_no_longer_active_is_dropped() -> None:
+    now = view(phase=c.PHASE_JOINING, status=active("gen-1", lastStackOperation=None), live=LIVE)
+    status, requeue, events = settle(now, record_step("gen-0"), ActionResult(True))
+    assert status == now.status and requeue == 0.0 and events == ()
+
+
+def test_a_destroy_lands_on_the_releasing_status() -> None:
+    started = view(phase=c.PHASE_RELEASING, claimed=False, status=active())
+    status, _, _ = settle(started, Step(Action.DESTROY_STACK, started.status), ActionResult(True))
+    assert status.phase == c.PHASE_RELEASING and status.instance_ids == ()
+    assert status.last_stack_operation == "destroy"
+
+
+PRIORITIES: list[tuple[Action, StackPriority]] = [
+    (Action.RECORD_SET, StackPriority.ACTIVE_SET),
+    (Action.RELEASE_SET, StackPriority.ACTIVE_SET),
+    (Action.PREPARE_STACK, StackPriority.PREPARE),
+    (Action.DESTROY_STACK, StackPriority.DESTROY),
+]
+
+
+@pytest.mark.parametrize(("action", "priority"), PRIORITIES)
+def test_sets_mid_acquisition_go_first_and_destroys_last(
+    action: Action, priority: StackPriority
+) -> None:
+    assert stack_priority(action) is priority
+
+
+def test_the_priorities_are_ordered() -> None:
+    assert StackPriority.ACTIVE_SET < StackPriority.PREPARE < StackPriority.DESTROY

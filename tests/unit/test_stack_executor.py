@@ -1,0 +1,185 @@
+"""The stack executor: most urgent first, one operation per pool, the pool queued again
+when its operation ends, its result read once, and nothing started after step-down.
+
+Most rows run operations on the test's thread with `run_next(timeout=0)`; the rows about
+workers hold an operation on an event instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from provisioner.api import constants as c
+from provisioner.api.gangnodepool import GangNodePoolStatus
+from provisioner.controllers import metrics
+from provisioner.controllers.pool_transitions import Action, ActionResult, Step
+from provisioner.controllers.stack_executor import Operation, StackExecutor
+
+pytestmark = pytest.mark.unit
+
+OK = ActionResult(True)
+WAIT = 10.0  # seconds a held operation may take to be seen; never reached when all is well
+
+
+def op(pool: str, action: Action, run: Callable[[], ActionResult] = lambda: OK) -> Operation:
+    return Operation(pool, Step(action, GangNodePoolStatus(phase=c.PHASE_ACQUIRING)), run)
+
+
+class Harness:
+    def __init__(self, workers: int = 1) -> None:
+        self.requeued: list[str] = []
+        self.ran: list[str] = []
+        self.executor = StackExecutor(workers, on_finished=self.requeued.append)
+
+    def submit(self, pool: str, action: Action) -> bool:
+        def run() -> ActionResult:
+            self.ran.append(pool)
+            return OK
+
+        return self.executor.submit(op(pool, action, run))
+
+    def drain(self) -> None:
+        while self.executor.run_next(timeout=0):
+            pass
+
+
+def test_sets_mid_acquisition_run_before_prepares_and_destroys_last() -> None:
+    h = Harness()
+    h.submit("old", Action.DESTROY_STACK)
+    h.submit("new", Action.PREPARE_STACK)
+    h.submit("joining", Action.RECORD_SET)
+    h.submit("broken", Action.RELEASE_SET)
+    h.submit("newer", Action.PREPARE_STACK)
+    h.drain()
+    assert h.ran == ["joining", "broken", "new", "newer", "old"]
+
+
+def test_a_pool_has_one_operation_until_its_result_is_read() -> None:
+    h = Harness()
+    assert h.submit("a", Action.PREPARE_STACK)
+    assert not h.submit("a", Action.PREPARE_STACK), "queued"
+    assert h.submit("b", Action.PREPARE_STACK), "another pool is not held up"
+    h.drain()
+    assert not h.submit("a", Action.RECORD_SET), "finished, its result not yet saved"
+    finished = h.executor.state("a").finished
+    assert finished is not None
+    h.executor.consumed(finished)
+    assert h.submit("a", Action.RECORD_SET)
+
+
+def test_an_operation_that_ends_queues_its_pool_and_its_result_waits_for_it() -> None:
+    h = Harness()
+    h.submit("a", Action.PREPARE_STACK)
+    state = h.executor.state("a")
+    assert state.pending is not None and state.pending.step.action is Action.PREPARE_STACK
+    assert state.finished is None and h.requeued == []
+    h.drain()
+    assert h.requeued == ["a"]
+    state = h.executor.state("a")
+    assert state.pending is None
+    assert state.finished is not None and state.finished.result == OK
+    assert state.finished.operation.step.action is Action.PREPARE_STACK
+
+
+def test_a_result_is_read_once_and_a_stale_consume_drops_nothing() -> None:
+    h = Harness()
+    h.submit("a", Action.PREPARE_STACK)
+    h.drain()
+    first = h.executor.state("a").finished
+    assert first is not None
+    h.executor.consumed(first)
+    assert h.executor.state("a").finished is None
+    h.submit("a", Action.RECORD_SET)
+    h.drain()
+    h.executor.consumed(first)  # a pass that read the earlier result
+    second = h.executor.state("a").finished
+    assert second is not None and second.operation.step.action is Action.RECORD_SET
+
+
+def test_a_pool_that_is_gone_forgets_its_result() -> None:
+    h = Harness()
+    h.submit("a", Action.DESTROY_STACK)
+    h.drain()
+    h.executor.forget("a")
+    assert h.executor.state("a").finished is None
+    assert h.submit("a", Action.PREPARE_STACK)
+
+
+def test_an_operation_that_raises_comes_back_as_a_retryable_failure() -> None:
+    h = Harness()
+
+    def broken() -> ActionResult:
+        raise RuntimeError("a bug")
+
+    h.executor.submit(op("a", Action.RECORD_SET, broken))
+    h.drain()
+    finished = h.executor.state("a").finished
+    assert finished is not None and not finished.result.ok
+    assert finished.result.error_kind == "retryable"
+    assert finished.result.reason == "RuntimeError" and "a bug" in finished.result.message
+    assert h.requeued == ["a"]
+
+
+class Held:
+    """An operation that runs until released, and says when it has started."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> ActionResult:
+        self.started.set()
+        assert self.release.wait(WAIT), "the test never released the operation"
+        return OK
+
+
+def test_workers_bound_how_many_run_and_a_held_pool_holds_up_no_other() -> None:
+    h = Harness(workers=2)
+    slow, other, third = Held(), Held(), Held()
+    h.executor.start()
+    try:
+        h.executor.submit(op("slow", Action.PREPARE_STACK, slow))
+        assert slow.started.wait(WAIT)
+        h.executor.submit(op("other", Action.RECORD_SET, other))
+        assert other.started.wait(WAIT), "a second worker runs another pool beside the held one"
+        h.executor.submit(op("third", Action.RECORD_SET, third))
+        assert not third.started.wait(0.2), "a third must wait: two workers"
+        assert metrics.REGISTRY.get_sample_value("atomic_gang_stack_operations_in_flight") == 2
+        assert metrics.REGISTRY.get_sample_value("atomic_gang_stack_operations_queued") == 1
+        other.release.set()
+        assert third.started.wait(WAIT)
+    finally:
+        for held in (slow, other, third):
+            held.release.set()
+        h.executor.step_down()
+        assert h.executor.join(WAIT)
+    assert metrics.REGISTRY.get_sample_value("atomic_gang_stack_operations_in_flight") == 0
+
+
+def test_step_down_starts_nothing_more_and_drops_what_ends_after() -> None:
+    h = Harness(workers=1)
+    running = Held()
+    h.executor.start()
+    h.executor.submit(op("running", Action.PREPARE_STACK, running))
+    assert running.started.wait(WAIT)
+    assert h.submit("queued", Action.RECORD_SET)
+    assert metrics.REGISTRY.get_sample_value("atomic_gang_stack_operations_queued") == 1
+
+    h.executor.step_down()
+    assert metrics.REGISTRY.get_sample_value("atomic_gang_stack_operations_queued") == 0
+    assert not h.submit("late", Action.PREPARE_STACK), "no submission after step-down"
+    assert not h.executor.join(0.05), "the running operation is not cut short"
+    running.release.set()
+    assert h.executor.join(WAIT)
+    assert h.ran == [], "the queued operation never started"
+    assert h.requeued == [], "nobody is left to read a result"
+    assert h.executor.state("running").finished is None
+    assert not h.executor.run_next(timeout=0)
+
+
+def test_at_least_one_worker() -> None:
+    with pytest.raises(ValueError, match="at least one worker"):
+        StackExecutor(0, on_finished=lambda _pool: None)
