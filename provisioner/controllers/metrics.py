@@ -100,8 +100,9 @@ STACK_OPERATIONS_RUNNING = Gauge(
 )
 STACK_OPERATION_SECONDS = Histogram(
     "atomic_gang_stack_operation_seconds",
-    "Time one stack operation ran on the executor, by action and result.",
-    ["action", "result"],
+    "Time one stack operation ran on the executor, by operation (the pool step: prepare, "
+    "record, release, destroy) and result.",
+    ["operation", "result"],
     buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
     registry=REGISTRY,
 )
