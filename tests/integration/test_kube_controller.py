@@ -10,6 +10,7 @@ from typing import Any
 
 from provisioner.api.constants import FIELD_MANAGER
 from provisioner.kube.client import KubeClient
+from provisioner.kube.errors import KubeConflict
 from provisioner.kube.informer import Informer
 from provisioner.kube.resources import ObjectKey, ResourceRef
 from provisioner.kube.status import write_status
@@ -71,16 +72,27 @@ def test_a_controller_converges_status_despite_conflicts(
                 widgets, {"metadata": {"name": name, "namespace": namespace}, "spec": {"size": 1}}
             )
         # Keep changing spec while the controller writes status: its cached reads go stale.
+        # This writer is preconditioned too, so a status write between its read and its
+        # patch conflicts it as well: it reads again, as any client must.
+        def set_size(name: str, size: int) -> None:
+            for _ in range(20):
+                current = kube_client.get(widgets, name, namespace=namespace)
+                try:
+                    kube_client.patch(
+                        widgets,
+                        name,
+                        {"spec": {"size": size}},
+                        namespace=namespace,
+                        resource_version=current["metadata"]["resourceVersion"],
+                    )
+                    return
+                except KubeConflict:
+                    continue
+            raise AssertionError(f"{name}: 20 conflicts in a row setting size {size}")
+
         for size in range(2, 6):
             for name in names:
-                current = kube_client.get(widgets, name, namespace=namespace)
-                kube_client.patch(
-                    widgets,
-                    name,
-                    {"spec": {"size": size}},
-                    namespace=namespace,
-                    resource_version=current["metadata"]["resourceVersion"],
-                )
+                set_size(name, size)
 
         def converged() -> bool:
             items = kube_client.list(widgets, namespace=namespace).items
