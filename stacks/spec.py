@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import timedelta
 from typing import Any, Final
 
@@ -91,6 +91,10 @@ class PoolSpec:
     # it looks. Real EC2 takes minutes; the emulator takes none.
     release_wait_seconds: float = 600.0
     poll_seconds: float = 5.0
+
+    def differences(self, other: PoolSpec) -> list[str]:
+        """The fields whose values differ from `other`'s, by name (for logs and status)."""
+        return [f.name for f in fields(self) if getattr(self, f.name) != getattr(other, f.name)]
 
     def __post_init__(self) -> None:
         for name in ("cluster", "pool", "region", "node_role_arn", "instance_type"):

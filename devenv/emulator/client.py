@@ -196,6 +196,14 @@ class EmulatorClient:
     def set_eni_detach_delay(self, seconds: float) -> dict[str, Any]:
         return self._call("POST", "eni-detach-delay", {"seconds": seconds})
 
+    def publish_eks_ami(
+        self, parameter: str, image_id: str, region: str | None = None
+    ) -> dict[str, Any]:
+        """AWS rotates the AMI EKS recommends under `parameter` (PutParameter under /aws/ is
+        refused to everyone else, as on AWS)."""
+        body = {"parameter": parameter, "image_id": image_id, "region": region}
+        return self._call("POST", "eks/ami", body)
+
     def register_eks_cluster(
         self,
         name: str,

@@ -13,7 +13,7 @@ from moto.core.utils import utcnow
 from moto.ec2.models.amis import Ami
 from moto.ssm.models import Parameter, ssm_backends
 
-from devenv.emulator.model import EPOCH_ATTR, RegionSeed
+from devenv.emulator.model import EPOCH_ATTR, EmulatorInputError, RegionSeed
 
 EKS_AMI_K8S_VERSIONS: Final = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35", "1.36")
 EKS_AMI_ARCHITECTURES: Final = ("x86_64", "arm64")
@@ -80,6 +80,31 @@ def _eks_ami(backend: Any, ami_id: str, version: str, arch: str, variant: str) -
         region_name=f"{backend.region_name}a",
         boot_mode="uefi-preferred",
     )
+
+
+def publish_eks_ami(account_id: str, region: str, parameter: str, image_id: str) -> int:
+    """EKS recommends `image_id` from now on under `parameter` (a new version of it, as
+    AWS publishes a rotation); returns the version. Only AWS may write under /aws/."""
+    parameters = ssm_backends[account_id][region]._parameters
+    history = dict.get(parameters, parameter)
+    if not history:
+        raise EmulatorInputError("parameter", f"{parameter!r} is not a seeded EKS AMI parameter")
+    latest = history[-1]
+    history.append(
+        Parameter(  # type: ignore[abstract]  # as seed_ssm builds it
+            account_id=account_id,
+            name=parameter,
+            value=image_id,
+            parameter_type="String",
+            description=None,
+            allowed_pattern=None,
+            keyid=None,
+            last_modified_date=utcnow(),
+            version=latest.version + 1,
+            data_type="text",
+        )
+    )
+    return int(latest.version + 1)
 
 
 def seed_ssm(account_id: str, region: str) -> None:

@@ -18,6 +18,7 @@
     POST /_emulator/eks/cluster       {name, endpoint?, certificate_authority_data?,
                                        service_ipv4_cidr?, version?, subnet_ids?,
                                        security_group_ids?, role_arn?, region?}
+    POST /_emulator/eks/ami           {parameter, image_id, region?}: EKS rotates its AMI
     POST /_emulator/capacity-reservations {instance_type, availability_zone, count,
                                        reservation_type? (default|capacity-block),
                                        start?, end? (epoch seconds), match? (open|targeted)}
@@ -88,6 +89,7 @@ class ControlApp:
                 Rule("/_emulator/listing-lag", methods=["POST"], endpoint="listing_lag"),
                 Rule("/_emulator/eni-detach-delay", methods=["POST"], endpoint="eni_detach_delay"),
                 Rule("/_emulator/eks/cluster", methods=["POST"], endpoint="eks_cluster"),
+                Rule("/_emulator/eks/ami", methods=["POST"], endpoint="eks_ami"),
                 Rule(
                     "/_emulator/capacity-reservations", methods=["POST"], endpoint="add_reservation"
                 ),
@@ -111,6 +113,7 @@ class ControlApp:
             "listing_lag": self._listing_lag,
             "eni_detach_delay": self._eni_detach_delay,
             "eks_cluster": self._eks_cluster,
+            "eks_ami": self._eks_ami,
             "add_reservation": self._add_reservation,
             "reservations": lambda _: {"capacity_reservations": state.capacity_reservation_views()},
             "launch_requests": self._launch_requests,
@@ -219,6 +222,10 @@ class ControlApp:
             region=_opt_str(body, "region") or DEFAULT_REGION,
         )
         return self._state.register_eks_cluster(spec)
+
+    def _eks_ami(self, body: dict[str, Any]) -> Any:
+        region = _opt_str(body, "region") or DEFAULT_REGION
+        return self._state.publish_eks_ami(_str(body, "parameter"), _str(body, "image_id"), region)
 
     def _add_reservation(self, body: dict[str, Any]) -> Any:
         made = self._state.add_capacity_reservation(

@@ -34,7 +34,7 @@ from devenv.emulator.model import (
     zone_backend,
 )
 from devenv.emulator.reserved import ReservedCapacity
-from devenv.emulator.seeding import seed_ec2, seed_ssm
+from devenv.emulator.seeding import publish_eks_ami, seed_ec2, seed_ssm
 
 
 @dataclass(frozen=True)
@@ -211,6 +211,15 @@ class EmulatorState(FaultSwitches, ReservedCapacity):
         with self.lock:
             seed = self.ensure_seeded(spec.account_id, spec.region)
             return register_cluster(spec, seed)
+
+    def publish_eks_ami(
+        self, parameter: str, image_id: str, region: str = DEFAULT_REGION
+    ) -> dict[str, Any]:
+        """AWS rotates the AMI EKS recommends: `parameter` answers `image_id` from now on."""
+        with self.lock:
+            self.ensure_seeded(DEFAULT_ACCOUNT_ID, region)
+            version = publish_eks_ami(DEFAULT_ACCOUNT_ID, region, parameter, image_id)
+            return {"parameter": parameter, "image_id": image_id, "version": version}
 
     # --- what the control API shows ------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

@@ -66,7 +66,7 @@ from provisioner.kube.informer import Informer
 from provisioner.kube.resources import GANG_NODE_POOLS, NODES, ObjectKey
 from provisioner.kube.status import write_object, write_status
 from provisioner.kube.workqueue import Result
-from provisioner.pulumi_driver.port import StackError, pool_spec_for
+from provisioner.pulumi_driver.port import PoolSpec, StackError, pool_spec_for
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ class GangNodePoolReconciler:
             gone_ids=gone,
             ready_instance_ids=ready,
             # Asking while the pool's operation runs could wait on the stack's lock.
-            stack_prepared=stack_operation is None and self._stacks.is_prepared(pool.name),
+            stack_prepared=stack_operation is None and self._stack_holds_what_launch_needs(pool),
             stack_operation=stack_operation,
             now=self._now(),
             join_deadline=timedelta(seconds=self._settings.join_deadline_seconds),
@@ -334,11 +334,44 @@ class GangNodePoolReconciler:
             )
         return ActionResult(True)
 
+    def _stack_holds_what_launch_needs(self, pool: GangNodePool) -> bool:
+        """Whether the stack is prepared — and, when the pool is about to launch, prepared
+        from today's inputs: a rotated AMI or a changed template field re-prepares once
+        before the launch, instead of launching from the stale template."""
+        outputs = self._stacks.outputs(pool.name)
+        if outputs is None:
+            return False
+        status = pool.status
+        about_to_launch = (
+            status.phase == c.PHASE_ACQUIRING
+            and status.launch_in_progress is None
+            and pool.spec.claim is not None
+        )
+        if not about_to_launch:
+            return True
+        try:
+            wanted = self._desired_spec(pool)
+        except CloudError:
+            return True  # the launch meets the same failure and reports it with its kind
+        if outputs.spec == wanted:
+            return True
+        log.info(
+            "pool %s: the stack's inputs changed (%s); preparing again before the launch",
+            pool.name,
+            ", ".join(outputs.spec.differences(wanted)) or "spec",
+            extra={"pool": pool.name, "phase": status.phase},
+        )
+        return False
+
     def _prepare(self, pool: GangNodePool) -> None:
+        self._stacks.prepare(self._desired_spec(pool))
+
+    def _desired_spec(self, pool: GangNodePool) -> PoolSpec:
+        """The pool's stack inputs as the world gives them now (AMI, cluster, reservation)."""
         shape = pool.spec.shape()
         cluster, ami = self._cluster_and_ami(shape)
         user_data = Ec2Engine.render_user_data(cluster, pool.name, None)
-        spec = pool_spec_for(
+        return pool_spec_for(
             self._settings,
             shape,
             image_id=ami.ami_id,
@@ -354,7 +387,6 @@ class GangNodePoolReconciler:
                 else ""
             ),
         )
-        self._stacks.prepare(spec)
 
     def _efa_cards(self, shape: GangShape) -> tuple[int, ...]:
         """One EFA interface per network card, from EC2's DescribeInstanceTypes answer."""

@@ -89,6 +89,9 @@ class _Stacks:
     def is_prepared(self, pool: str) -> bool:
         return True
 
+    def outputs(self, pool: str) -> Any:
+        return object()  # prepared; this pool is past its launch, so nothing reads it
+
     def destroy(self, pool: str) -> None:
         self.destroyed.append(pool)
 
