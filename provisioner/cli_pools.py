@@ -8,6 +8,11 @@ listed too: that is a pool whose custom resource is gone while its stack is not.
 here writes anything; on a `file://` backend the stack columns cost no CLI run at all.
 
 The footer prints the exact `pulumi stack ls` command for the same inventory.
+
+From a laptop, the cluster's kubeconfig is enough: without settings flags the installed
+controller's settings (its state backend, secrets provider, project) are read from the
+chart's settings ConfigMap, found as `doctor` finds it (`provisioner.installation`), and the
+stacks' work files go to a temporary directory instead of the pod's state directory.
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from provisioner.api.settings import SettingsError, settings_from_argv
+from provisioner.api.settings import Settings, SettingsError, settings_from_argv
 
 __all__ = ["PoolRow", "build_rows", "main", "render_table"]
 
@@ -97,16 +103,40 @@ def render_table(rows: Sequence[PoolRow]) -> str:
     )
 
 
-def _gang_node_pools(args: argparse.Namespace) -> list[dict[str, Any]]:
+def _kube(args: argparse.Namespace) -> Any:
     from provisioner.kube import KubeClient
-    from provisioner.kube.resources import GANG_NODE_POOLS
 
     kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG")
-    client = KubeClient.from_kubeconfig(kubeconfig) if kubeconfig else KubeClient.in_cluster()
+    return KubeClient.from_kubeconfig(kubeconfig) if kubeconfig else KubeClient.in_cluster()
+
+
+def _gang_node_pools(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from provisioner.kube.resources import GANG_NODE_POOLS
+
+    client = _kube(args)
     try:
         return list(client.list(GANG_NODE_POOLS).items)
     finally:
         client.close()
+
+
+def _installed_settings(args: argparse.Namespace) -> tuple[Settings, str]:
+    """The installed controller's settings from its ConfigMap, and where they came from;
+    a `DiscoveryError` names the flag to pass when there is none or more than one."""
+    from provisioner.installation import find_installation
+
+    client = _kube(args)
+    try:
+        installation = find_installation(client, namespace=args.namespace)
+    finally:
+        client.close()
+    settings = installation.settings
+    if not settings.pulumi.backend_url.startswith("file://"):
+        # The pod's state directory is not this machine's; the backend holds the stacks.
+        work = Path(tempfile.mkdtemp(prefix="atomic-gang-pools-"))
+        pulumi = settings.pulumi.model_copy(update={"state_dir": work})
+        settings = settings.model_copy(update={"pulumi": pulumi})
+    return settings, installation.source
 
 
 def _default_pulumi_root() -> Path | None:
@@ -125,15 +155,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-kube", action="store_true", help="list stacks only, without reading the cluster"
     )
+    parser.add_argument(
+        "--namespace",
+        help="where the chart's settings ConfigMap is looked for when no settings flag is "
+        "given (default: atomic-gang-system, then every namespace)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args, rest = build_parser().parse_known_args(argv)
+    from provisioner.installation import DiscoveryError
+
     try:
-        settings = settings_from_argv(rest)
-    except SettingsError as exc:
+        if rest or args.no_kube:
+            settings = settings_from_argv(rest)
+        else:
+            settings, source = _installed_settings(args)
+            print(f"settings: {source}", file=sys.stderr)
+    except (SettingsError, DiscoveryError) as exc:
         print(exc, file=sys.stderr)
         return 2
     root = args.pulumi_root or _default_pulumi_root()

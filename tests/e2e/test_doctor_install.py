@@ -26,8 +26,10 @@ from devenv.kueue_manager import CONFIG_KEY, CONFIG_MAP, KUEUE_NAMESPACE
 from devenv.state_backend import DEFAULT_ALIAS, DEFAULT_BUCKET
 from devenv.webhook import CONFIG_NAME as WEBHOOK_CONFIG
 from provisioner import cli
+from provisioner.api import constants as c
 from provisioner.cloud.iam_policy import pod_identity_trust_policy
-from tests.e2e.conftest import KUEUE, eventually
+from tests.e2e.conftest import KUEUE, eventually, phase, submit
+from tests.integration.test_stack_support import pulumi_root
 
 LINE = re.compile(r"^(pass|FAIL|WARN)  ([^:]+): (.*)$")
 SETTINGS_CM = "atomic-gang-provisioner-settings"
@@ -245,3 +247,26 @@ def test_explain_with_only_a_kubeconfig_names_the_configmap_and_our_check(
     assert header.startswith(f"settings: ConfigMap {CONTROLLER_NAMESPACE}/{SETTINGS_CM};")
     assert header.endswith(f"check {ko.CHECK_NAME}")
     assert verdict == f"Job {namespace}/absent does not exist."
+
+
+def test_pools_from_a_laptop_needs_only_the_kubeconfig(
+    healthy: LocalEnvironment,
+    namespace: str,
+    capsys: pytest.CaptureFixture[str],
+    pulumi_tool: Any,
+) -> None:
+    pool = "inventory"
+    submit(healthy, namespace, "inventory", pool)
+    eventually(lambda: phase(healthy, pool) == c.PHASE_SATISFIED, 120, "pool Satisfied")
+    argv = ["pools", "--kubeconfig", str(healthy.kubeconfig_path()), "--json"]
+
+    code = cli.main([*argv, "--pulumi-root", str(pulumi_root(pulumi_tool))])
+
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    # The state backend came from the ConfigMap, not from a file on this machine.
+    assert f"settings: ConfigMap {CONTROLLER_NAMESPACE}/{SETTINGS_CM}" in err
+    rows = {row["pool"]: row for row in json.loads(out)}
+    assert rows[pool]["phase"] == c.PHASE_SATISFIED, rows
+    assert rows[pool]["stack"].startswith("ok"), rows
+    assert len(rows[pool]["instances"]) == 2, rows
