@@ -31,6 +31,7 @@ from kubernetes import client as k8s  # type: ignore[import-untyped]
 
 from devenv.environment import LocalEnvironment
 from devenv.processes import free_port
+from devenv.state_backend import seed_state_backend
 from tests.chart.conftest import NAMESPACE as RELEASE_NAMESPACE
 from tests.chart.conftest import Helm
 
@@ -89,7 +90,11 @@ class ImageInstall:
         env = self.env
         assert env.identity is not None and env.emulator is not None
         self.ports = {"webhook": free_port(), "metrics": free_port(), "health": free_port()}
+        # The stacks live where the embedded default keeps them: the emulator's S3 and KMS.
+        state = seed_state_backend(env.emulator.endpoint_url, env.region)
         return {
+            "pulumi.backendUrl": state.backend_url,
+            "pulumi.secretsProvider": state.secrets_provider,
             "clusterName": env.cluster_name,
             "defaults.region": env.region,
             "defaults.nodeRoleArn": env.identity.role_arn,
