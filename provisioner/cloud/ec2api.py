@@ -1,8 +1,9 @@
 """The AWS surface the engine uses, written down, and the one place clients are built.
 
 Called by the composition root (``build_clients``, handed to :class:`Ec2Engine`), by the
-operator commands (``operator_clients``) and by the stack providers (``stacks.aws``, through
-``client_config`` and ``make_client``): one retry policy and one way to make a client. Unit
+operator commands (``operator_clients``), by the stack providers (``stacks.aws``, through
+``client_config`` and ``make_client``) and by the stack driver (``state_bucket_client``, for
+the Pulumi state bucket): one retry policy and one way to make a client. Unit
 tests hand moto-backed or stubbed boto3 clients instead, which satisfy the same protocols.
 A call not listed here is a call the engine does not make: adding one means adding it here
 and to the controller's IAM policy.
@@ -61,6 +62,17 @@ class EksApi(Protocol):
 
 class IamApi(Protocol):
     def get_instance_profile(self, **kwargs: Any) -> AwsResponse: ...
+
+
+class S3Api(Protocol):
+    """The Pulumi state bucket, reached beside the CLI only to remove the lock of a stack
+    that was never created (``statebucket``)."""
+
+    def list_objects_v2(self, **kwargs: Any) -> AwsResponse: ...
+
+    def get_object(self, **kwargs: Any) -> AwsResponse: ...
+
+    def delete_object(self, **kwargs: Any) -> AwsResponse: ...
 
 
 @dataclass(frozen=True)
@@ -128,6 +140,12 @@ def build_clients(
         return make_client(session, service, region, endpoint_url, config)
 
     return CloudClients(ec2=make("ec2"), ssm=make("ssm"), eks=make("eks"), iam=make("iam"))
+
+
+def state_bucket_client(region: str, endpoint_url: str | None = None) -> S3Api:
+    """The state bucket's client on the default credential chain: the credentials the
+    Pulumi CLI inherits, so the controller reaches the bucket exactly as the CLI does."""
+    return make_client(default_session(), "s3", region, endpoint_url, client_config())
 
 
 def default_clients(region: str, endpoint_url: str | None = None) -> CloudClients:

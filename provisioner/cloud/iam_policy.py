@@ -86,6 +86,8 @@ _SELF_MANAGED_PROFILE: Final = (
     "iam:GetInstanceProfile",
 )
 # What the Pulumi CLI (gocloud's s3blob and awskms) calls on a `diy` backend and its key.
+# The controller itself lists, reads and deletes only the lock of a stack a failed
+# `stack init` left (cloud.statebucket): ListBucket, GetObject, DeleteObject, all here.
 _STATE_OBJECTS: Final = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 _STATE_KEY: Final = ("kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey")
 _ACCOUNT: Final = re.compile(r"^\d{12}$")

@@ -5,6 +5,8 @@
 - `oplog`: `StackOperation`, the marker-and-result record of each operation.
 - `pending`, `locks`, `statefile`: crash recovery of pending operations, lock staleness,
   cheap state reads.
+- `orphan_locks`: the stale lock of a stack a failed `stack init` left, removed from the
+  backend (`pulumi cancel` needs a stack).
 - `engine_log`: engine events into the controller's log.
 - `cli_env`: where state lives and what each CLI process gets.
 - `port`: `PoolStacks`, the one door the controllers use (spec in, outputs and a typed

@@ -57,6 +57,7 @@ from provisioner.pulumi_driver.errors import (
     is_locked,
 )
 from provisioner.pulumi_driver.locks import LockHolder, holders_from_message, is_stale
+from provisioner.pulumi_driver.orphan_locks import LockFiles, lock_files_for, remove_stale
 from provisioner.pulumi_driver.pending import Resolution, resolve
 from provisioner.pulumi_driver.statefile import FileBackend, file_backend_root
 from stacks.adoption import find_created
@@ -148,6 +149,7 @@ class StackDriver:
         # read_outputs() look again.
         self._absent: set[str] = set()
         self._outputs: dict[str, PoolOutputs] = {}
+        self._lock_files: LockFiles | None = None  # made on first use: rarely needed
 
     # --- reads (no CLI on the warm path) ---------------------------------------------------
     def outputs(self, pool: str) -> PoolOutputs | None:
@@ -465,7 +467,27 @@ class StackDriver:
             ", ".join(h.describe() for h in holders) or "a process that recorded no marker",
             extra={"pool": pool, "stack_operation": "recover"},
         )
-        self._select(pool, create=False).cancel()
+        try:
+            stack = self._select(pool, create=False)
+        except auto.StackNotFoundError:
+            # A `stack init` that failed after writing its lock (``orphan_locks``): there is
+            # no stack for `pulumi cancel` to load, so the lock files go one by one.
+            self._remove_orphan_locks(pool)
+            return
+        stack.cancel()
+
+    def _remove_orphan_locks(self, pool: str) -> None:
+        if self._lock_files is None:
+            self._lock_files = lock_files_for(self._settings, self._file)
+        if self._lock_files is not None:
+            removal = remove_stale(self._lock_files, pool, leading=self._leading)
+            self._log.warning(
+                "stack %s does not exist: removed %d lock file(s) of stale holders, kept %d",
+                pool,
+                len(removal.removed),
+                len(removal.kept),
+                extra={"pool": pool, "stack_operation": "recover"},
+            )
 
     def _recover(self, pool: str) -> RecoveryReport:
         aborted = self._oplog.abort_unfinished(pool)

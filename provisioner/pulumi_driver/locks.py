@@ -26,7 +26,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
-__all__ = ["LockHolder", "holders_from_files", "holders_from_message", "is_stale", "pid_alive"]
+__all__ = [
+    "LockHolder",
+    "holder_from_json",
+    "holders_from_files",
+    "holders_from_message",
+    "is_stale",
+    "pid_alive",
+]
 
 _IN_MESSAGE: Final = re.compile(
     r"created by (?P<user>[^@\s]*)@(?P<host>\S+) \(pid (?P<pid>\d+)\) at (?P<at>\S+)"
@@ -62,24 +69,38 @@ def holders_from_message(text: str) -> list[LockHolder]:
     ]
 
 
+def holder_from_json(raw: bytes | str) -> LockHolder:
+    """The holder a lock file records (JSON: pid, username, hostname, timestamp), the same
+    on every backend. One that does not parse counts as a holder of unknown age."""
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        return LockHolder("", "", 0, None)
+    try:
+        pid = int(found.get("pid", 0))
+    except (TypeError, ValueError):
+        pid = 0
+    return LockHolder(
+        str(found.get("username", "")),
+        str(found.get("hostname", "")),
+        pid,
+        _parse_time(str(found.get("timestamp", ""))),
+    )
+
+
 def holders_from_files(paths: Iterable[Path]) -> list[LockHolder]:
-    """The holders recorded in a `file://` backend's lock files (JSON: pid, username,
-    hostname, timestamp). An unreadable file counts as a holder of unknown age."""
+    """The holders recorded in a `file://` backend's lock files; an unreadable file counts
+    as a holder of unknown age."""
     holders = []
     for path in paths:
         try:
-            raw = json.loads(path.read_text())
-        except (OSError, ValueError):
+            raw = path.read_bytes()
+        except OSError:
             holders.append(LockHolder("", "", 0, None))
             continue
-        holders.append(
-            LockHolder(
-                str(raw.get("username", "")),
-                str(raw.get("hostname", "")),
-                int(raw.get("pid", 0)),
-                _parse_time(str(raw.get("timestamp", ""))),
-            )
-        )
+        holders.append(holder_from_json(raw))
     return holders
 
 

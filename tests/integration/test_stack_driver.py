@@ -396,6 +396,52 @@ def test_s3_backend_with_kms_secrets_and_leader_only_lock_breaking(
     assert stack_ls(command, Path(pulumi_tool.binary), home) == []
 
 
+@pytest.mark.parametrize("backend", ["file", "s3"])
+def test_the_lock_a_failed_stack_init_left_is_removed_by_the_leader_alone(
+    world: AwsWorld, tmp_path: Path, pulumi_tool: Any, backend: str
+) -> None:
+    # A `stack init` whose lock write was stored but answered with an error leaves a lock
+    # and no stack; `pulumi cancel` cannot load the stack to clear it (orphan_locks).
+    world.ready()
+    settings = make_settings(world, tmp_path / "state")
+    state = seed_state_backend(world.endpoint, "us-east-1") if backend == "s3" else None
+    if state is not None:
+        pulumi = {"state_dir": str(tmp_path / "state"), **state.pulumi_settings()}
+        settings = settings.model_validate({**settings.model_dump(), "pulumi": pulumi})
+    project = settings.pulumi.project_name
+    taken = datetime.now(UTC).isoformat()
+    lock = json.dumps({"pid": 1, "username": "root", "hostname": "gone-pod", "timestamp": taken})
+    name = "0rphan00-0000-4000-8000-000000000000.json"
+    lock_dir = tmp_path / "state" / ".pulumi" / "locks" / "organization" / project / "orphan"
+
+    def locks() -> list[str]:
+        if state is not None:
+            return [k.rsplit("/", 1)[-1] for k in _locks(state)]
+        return sorted(p.name for p in lock_dir.glob("*.json")) if lock_dir.is_dir() else []
+
+    if state is not None:
+        key = f".pulumi/locks/organization/{project}/orphan/{name}"
+        state.client("s3").put_object(Bucket=state.bucket, Key=key, Body=lock.encode())
+    else:
+        lock_dir.mkdir(parents=True)
+        (lock_dir / name).write_text(lock)
+    driver = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+
+    # Not leading, it leaves the lock: it could be the live leader's.
+    with pytest.raises(StackError) as locked:
+        driver.prepare(world.spec("orphan"))
+    assert locked.value.reason == "StackLocked" and locked.value.retryable
+    assert locks() == [name]
+
+    driver.recover()
+    prepared = driver.prepare(world.spec("orphan"))
+
+    assert locks() == []
+    assert [s.name for s in driver.list_stacks()] == ["orphan"]
+    assert driver.outputs("orphan") == prepared.outputs
+    assert driver.destroy("orphan").result == "succeeded"
+
+
 def test_a_replica_restarted_without_its_local_state_loses_no_stack(
     world: AwsWorld, tmp_path: Path, pulumi_tool: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,0 +1,56 @@
+"""The Pulumi state bucket's objects, for the one thing the controller does there itself.
+
+Called by the stack driver (``pulumi_driver.orphan_locks``) to list, read and delete the
+lock objects of a stack that was never created, which `pulumi cancel` cannot remove. The
+Pulumi CLI does every other read and write of the bucket. Errors leave as `CloudError`
+(``errors``), so the driver keeps their kind; a key deleted between listing and reading
+reads as None.
+
+The calls fall under the controller's state grants (``iam_policy``): s3:ListBucket on the
+bucket, s3:GetObject and s3:DeleteObject under ``<prefix>/.pulumi/``.
+"""
+
+from __future__ import annotations
+
+from provisioner.cloud.ec2api import S3Api
+from provisioner.cloud.errors import error_code, to_cloud_error
+
+__all__ = ["StateBucket"]
+
+
+class StateBucket:
+    def __init__(self, client: S3Api, bucket: str) -> None:
+        self._client = client
+        self.bucket = bucket
+
+    def keys(self, prefix: str) -> list[str]:
+        """Every object key under ``prefix``, in the bucket's (lexical) order."""
+        keys: list[str] = []
+        request = {"Bucket": self.bucket, "Prefix": prefix}
+        try:
+            while True:
+                page = self._client.list_objects_v2(**request)
+                keys.extend(str(obj["Key"]) for obj in page.get("Contents") or ())
+                token = page.get("NextContinuationToken")
+                if not page.get("IsTruncated") or not token:
+                    return keys
+                request["ContinuationToken"] = token
+        except Exception as exc:
+            raise to_cloud_error(exc, f"Listing s3://{self.bucket}/{prefix}") from exc
+
+    def read(self, key: str) -> bytes | None:
+        """The object's content, or None when it is gone."""
+        try:
+            body = self._client.get_object(Bucket=self.bucket, Key=key)["Body"]
+            return bytes(body.read())
+        except Exception as exc:
+            if error_code(exc) in ("NoSuchKey", "404"):
+                return None
+            raise to_cloud_error(exc, f"Reading s3://{self.bucket}/{key}") from exc
+
+    def delete(self, key: str) -> None:
+        """Delete the object; deleting one that is gone succeeds, as S3 answers it."""
+        try:
+            self._client.delete_object(Bucket=self.bucket, Key=key)
+        except Exception as exc:
+            raise to_cloud_error(exc, f"Deleting s3://{self.bucket}/{key}") from exc
