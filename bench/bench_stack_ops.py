@@ -18,6 +18,27 @@ language and provider hosts it starts) per operation, and a line for one pool's 
 stack operations it prints what the program and the provider host import (`-X importtime`
 total, process CPU, project modules, whether pydantic and boto3 came along). Figures, not
 assertions: nothing here fails on a slow machine.
+
+Before issue #14 (commit 8d24de9) and after (93c03cc), run back to back on the same 2 cores
+(load 3-4), `--rounds 3`; median wall s / child CPU s / CLI processes per call:
+
+    operation            file 8d24de9     file 93c03cc     S3 8d24de9       S3 93c03cc
+    prepare (create)     7.68 / 4.55 / 6  2.52 / 2.05 / 2  4.75 / 3.42 / 7  2.61 / 2.08 / 2*
+    prepare (no change)  5.42 / 3.18 / 4  1.40 / 1.21 / 1  2.39 / 1.98 / 4  1.25 / 1.09 / 1
+    record               5.17 / 3.58 / 4  1.99 / 1.72 / 1  3.02 / 2.42 / 4  1.92 / 1.63 / 1
+    remove (release set) 6.26 / 3.59 / 4  2.00 / 1.80 / 1  3.67 / 2.25 / 4  2.01 / 1.57 / 1
+    destroy              4.46 / 2.74 / 3  2.43 / 1.92 / 2  3.68 / 2.23 / 3  2.94 / 2.05 / 2
+    pool lifecycle       21 procs, 18.05 CPU-s   7, 9.20   22, 12.73        7, 8.95
+    imports (CPU s, provisioner.* modules): program 0.87, 32 -> 0.47, 14; provider host
+    0.77, 32 -> 0.44, 14 (pydantic no longer loaded; boto3 still is)
+
+    * plus one `stack ls` for the first pool of a driver that has not run recover().
+
+The old code cannot be selected from here; to run it, take its tree and put it first on the
+path of the bench and of the provider hosts the CLI starts:
+
+    git archive 8d24de9 provisioner stacks bench devenv | tar -x -C /tmp/old
+    cd /tmp/old && PYTHONPATH=/tmp/old <checkout>/.venv/bin/python -m bench.bench_stack_ops
 """
 
 from __future__ import annotations
