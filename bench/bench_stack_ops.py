@@ -12,7 +12,33 @@ Operations: prepare (create), prepare (no change), the warm-path outputs read, t
 outputs read of a fresh replica (another driver, its own empty disk), record, remove, record
 again, destroy, and a recover() of clean stacks. Prints each backend's table (median and
 worst wall time, CLI processes by subcommand), then the medians side by side with the
-ratio. Figures, not assertions: nothing here fails on a slow machine.
+ratio. Each table also has the CPU seconds of the finished child processes (the CLI and the
+language and provider hosts it starts) per operation, and a line for one pool's whole life
+(prepare, record, remove, record, destroy): CLI processes and child CPU-s. Before the
+stack operations it prints what the program and the provider host import (`-X importtime`
+total, process CPU, project modules, whether pydantic and boto3 came along). Figures, not
+assertions: nothing here fails on a slow machine.
+
+Before issue #14 (commit 8d24de9) and after (93c03cc), run back to back on the same 2 cores
+(load 3-4), `--rounds 3`; median wall s / child CPU s / CLI processes per call:
+
+    operation            file 8d24de9     file 93c03cc     S3 8d24de9       S3 93c03cc
+    prepare (create)     7.68 / 4.55 / 6  2.52 / 2.05 / 2  4.75 / 3.42 / 7  2.61 / 2.08 / 2*
+    prepare (no change)  5.42 / 3.18 / 4  1.40 / 1.21 / 1  2.39 / 1.98 / 4  1.25 / 1.09 / 1
+    record               5.17 / 3.58 / 4  1.99 / 1.72 / 1  3.02 / 2.42 / 4  1.92 / 1.63 / 1
+    remove (release set) 6.26 / 3.59 / 4  2.00 / 1.80 / 1  3.67 / 2.25 / 4  2.01 / 1.57 / 1
+    destroy              4.46 / 2.74 / 3  2.43 / 1.92 / 2  3.68 / 2.23 / 3  2.94 / 2.05 / 2
+    pool lifecycle       21 procs, 18.05 CPU-s   7, 9.20   22, 12.73        7, 8.95
+    imports (CPU s, provisioner.* modules): program 0.87, 32 -> 0.47, 14; provider host
+    0.77, 32 -> 0.44, 14 (pydantic no longer loaded; boto3 still is)
+
+    * plus one `stack ls` for the first pool of a driver that has not run recover().
+
+The old code cannot be selected from here; to run it, take its tree and put it first on the
+path of the bench and of the provider hosts the CLI starts:
+
+    git archive 8d24de9 provisioner stacks bench devenv | tar -x -C /tmp/old
+    cd /tmp/old && PYTHONPATH=/tmp/old <checkout>/.venv/bin/python -m bench.bench_stack_ops
 """
 
 from __future__ import annotations
@@ -20,7 +46,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -146,12 +174,15 @@ class Recorder:
         self.walls: dict[str, list[float]] = {}
         self.procs: dict[str, list[int]] = {}
         self.kinds: dict[str, Counter[str]] = {}
+        self.cpu: dict[str, list[float]] = {}
 
     def measure(self, name: str, fn: Callable[[], Any]) -> Any:
         before = len(self.cli.lines())
+        cpu_before = _children_cpu()
         started = time.perf_counter()
         value = fn()
         self.walls.setdefault(name, []).append(time.perf_counter() - started)
+        self.cpu.setdefault(name, []).append(_children_cpu() - cpu_before)
         new = self.cli.lines()[before:]
         self.procs.setdefault(name, []).append(len(new))
         self.kinds.setdefault(name, Counter()).update(_subcommand(line) for line in new)
@@ -159,7 +190,14 @@ class Recorder:
 
     def report(self, rounds: int) -> str:
         rows = [
-            ("operation", "wall s (median)", "wall s (max)", "CLI procs", "CLI commands per call")
+            (
+                "operation",
+                "wall s (median)",
+                "wall s (max)",
+                "child CPU s",
+                "CLI procs",
+                "CLI commands per call",
+            )
         ]
         for name, walls in self.walls.items():
             procs = self.procs[name]
@@ -171,6 +209,7 @@ class Recorder:
                     name,
                     f"{statistics.median(walls):.2f}",
                     f"{max(walls):.2f}",
+                    f"{statistics.median(self.cpu[name]):.2f}",
                     f"{statistics.median(procs):g}",
                     kinds or "-",
                 )
@@ -178,7 +217,34 @@ class Recorder:
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
-        return "\n".join([f"rounds: {rounds}", *lines])
+        return "\n".join([f"rounds: {rounds}", *lines, self.lifecycle()])
+
+    def lifecycle(self) -> str:
+        """One pool's whole life (create, record, remove, record, destroy): the Pulumi CLI
+        processes it starts and the CPU they and their plugin hosts burn."""
+        procs = sum(_per_round(self.procs, name) for name in LIFECYCLE)
+        cpu = sum(_per_round(self.cpu, name) for name in LIFECYCLE)
+        return (
+            f"per pool lifecycle ({' + '.join(LIFECYCLE)}): {procs:g} CLI processes, "
+            f"{cpu:.2f} child CPU-s"
+        )
+
+
+# The operations of one pool's life, each counted as often as a round runs it.
+LIFECYCLE = ("prepare (create)", "record", "remove (release set)", "destroy")
+
+
+def _per_round(values: dict[str, list[Any]], name: str) -> float:
+    """The median of one call, times the calls per round (record runs twice)."""
+    per_round = {"record": 2}.get(name, 1)
+    return float(statistics.median(values[name])) * per_round if name in values else 0.0
+
+
+def _children_cpu() -> float:
+    """User + system CPU of every finished child: the CLI processes and, through them,
+    the language and provider hosts they start and wait for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _real_cli(arg: str | None) -> Path:
@@ -188,6 +254,71 @@ def _real_cli(arg: str | None) -> Path:
     from provisioner.toolchain.versions import PULUMI
 
     return Path(resolve(PULUMI).binary)
+
+
+# What each engine run imports on top of the Pulumi SDK: the program (in the controller, once)
+# and the dynamic providers (in a fresh provider host per `up` and `destroy`).
+IMPORTS = {
+    "program": "import stacks.pool_program",
+    "provider host": "import pulumi.dynamic, stacks.launch_template, stacks.instance_profile, "
+    "stacks.access_entry, stacks.placement_group, stacks.instance_set",
+}
+_IMPORT_REPORT = (
+    "import sys, resource; {statement}; u = resource.getrusage(resource.RUSAGE_SELF); "
+    "mods = sys.modules; "
+    "print(u.ru_utime + u.ru_stime, sum(m.startswith('provisioner.') for m in mods), "
+    "'pydantic' in mods, 'boto3' in mods)"
+)
+
+
+def import_costs(samples: int = 3) -> str:
+    """Each import statement in a fresh interpreter: `-X importtime`'s total for the
+    top-level modules, the process's CPU, how many project modules came along, and whether
+    pydantic and boto3 did."""
+    rows = [
+        ("imports", "importtime s", "process CPU s", "provisioner.* modules", "pydantic, boto3")
+    ]
+    for name, statement in IMPORTS.items():
+        totals, cpus, last = [], [], ["?", "?", "?", "?"]
+        for _ in range(samples):
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-X",
+                    "importtime",
+                    "-c",
+                    _IMPORT_REPORT.format(statement=statement),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            # Top-level lines (no indent before the module name) sum to the statement's total.
+            totals.append(
+                sum(
+                    int(line.split("|")[1])
+                    for line in done.stderr.splitlines()
+                    if line.startswith("import time:")
+                    and not line.split("|")[2].startswith("  ")
+                    and line.split("|")[1].strip().isdigit()
+                )
+                / 1e6
+            )
+            last = done.stdout.split()
+            cpus.append(float(last[0]))
+        rows.append(
+            (
+                name,
+                f"{statistics.median(totals):.2f}",
+                f"{statistics.median(cpus):.2f}",
+                last[1],
+                f"{last[2]}, {last[3]}",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop(key, None)
 
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    print(import_costs(), flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-stack-") as tmp:
         work = Path(tmp)
         cli = CountingCli(_real_cli(args.pulumi_root), work)

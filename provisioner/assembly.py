@@ -20,6 +20,7 @@ from provisioner.api.settings import Settings
 from provisioner.cloud.ec2api import build_clients, default_session
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.controllers.manager import Manager
+from provisioner.controllers.metrics import StackMetrics
 from provisioner.kube.client import KubeClient
 from provisioner.kube.leader import default_identity
 from provisioner.pulumi_driver.driver import StackDriver
@@ -63,7 +64,7 @@ def build_system(
     )
     engine = Ec2Engine(clients, SystemClock())
     driver = StackDriver(settings, pulumi_root, logging.getLogger("pulumi"))
-    stacks = PoolStacks(driver)
+    stacks = PoolStacks(driver, StackMetrics())
     manager = Manager(
         settings,
         kube,

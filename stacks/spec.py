@@ -15,13 +15,18 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import timedelta
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from provisioner.api import constants as c
-from provisioner.api.settings import Settings
-from provisioner.api.shape import GangShape
 from provisioner.cloud.naming import instance_profile_name, role_name_from_arn
 from provisioner.cloud.tags import format_go_duration
+
+if TYPE_CHECKING:
+    # Only `pool_spec_for`'s caller (the controller) has them loaded; the provider host,
+    # which imports this module on every engine run, needs neither pydantic nor the shape
+    # parser.
+    from provisioner.api.settings import Settings
+    from provisioner.api.shape import GangShape
 
 __all__ = [
     "InstanceSetRecord",

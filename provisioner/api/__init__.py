@@ -10,39 +10,102 @@
 - `meta`, `fields`: shared Kubernetes metadata, conditions and field formats.
 
 The names below are the package's public surface; a unit test holds it in place.
+
+The names load on first use (PEP 562): the stack's provider host imports
+``provisioner.api.constants`` on every engine run, and must not pay for pydantic, the
+settings loader and every model to do so (issue #14). Import a submodule for what you need.
 """
 
-from provisioner.api.durations import DurationError, GoDuration, format_duration, parse_duration
-from provisioner.api.gangnodepool import (
-    PRINTER_COLUMNS,
-    Claim,
-    GangNodePool,
-    GangNodePoolSpec,
-    GangNodePoolStatus,
-    LastError,
-    LaunchInProgress,
-    ReleaseInProgress,
-    load_crd,
-)
-from provisioner.api.meta import Condition, ObjectMeta, find_condition, set_condition
-from provisioner.api.settings import Settings, SettingsError, load_settings, settings_from_argv
-from provisioner.api.shape import (
-    GangShape,
-    GangShapeError,
-    Problem,
-    default_ami_variant,
-    describe_shape_conflict,
-    parse_gang_shape,
-    shape_differences,
-)
-from provisioner.api.workload import (
-    AdmissionCheck,
-    AdmissionCheckState,
-    PodSetUpdate,
-    Workload,
-    check_state_patch,
-    gang_pod_set_updates,
-)
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
+
+if _TYPE_CHECKING:
+    from provisioner.api.durations import (
+        DurationError,
+        format_duration,
+        parse_duration,
+    )
+    from provisioner.api.fields import (
+        GoDuration,
+    )
+    from provisioner.api.gangnodepool import (
+        PRINTER_COLUMNS,
+        Claim,
+        GangNodePool,
+        GangNodePoolSpec,
+        GangNodePoolStatus,
+        LastError,
+        LaunchInProgress,
+        ReleaseInProgress,
+        load_crd,
+    )
+    from provisioner.api.meta import (
+        Condition,
+        ObjectMeta,
+        find_condition,
+        set_condition,
+    )
+    from provisioner.api.settings import (
+        Settings,
+        SettingsError,
+        load_settings,
+        settings_from_argv,
+    )
+    from provisioner.api.shape import (
+        GangShape,
+        GangShapeError,
+        Problem,
+        default_ami_variant,
+        describe_shape_conflict,
+        parse_gang_shape,
+        shape_differences,
+    )
+    from provisioner.api.workload import (
+        AdmissionCheck,
+        AdmissionCheckState,
+        PodSetUpdate,
+        Workload,
+        check_state_patch,
+        gang_pod_set_updates,
+    )
+
+_HOMES = {
+    "PRINTER_COLUMNS": "provisioner.api.gangnodepool",
+    "AdmissionCheck": "provisioner.api.workload",
+    "AdmissionCheckState": "provisioner.api.workload",
+    "Claim": "provisioner.api.gangnodepool",
+    "Condition": "provisioner.api.meta",
+    "DurationError": "provisioner.api.durations",
+    "GangNodePool": "provisioner.api.gangnodepool",
+    "GangNodePoolSpec": "provisioner.api.gangnodepool",
+    "GangNodePoolStatus": "provisioner.api.gangnodepool",
+    "GangShape": "provisioner.api.shape",
+    "GangShapeError": "provisioner.api.shape",
+    "GoDuration": "provisioner.api.fields",
+    "LastError": "provisioner.api.gangnodepool",
+    "LaunchInProgress": "provisioner.api.gangnodepool",
+    "ObjectMeta": "provisioner.api.meta",
+    "PodSetUpdate": "provisioner.api.workload",
+    "Problem": "provisioner.api.shape",
+    "ReleaseInProgress": "provisioner.api.gangnodepool",
+    "Settings": "provisioner.api.settings",
+    "SettingsError": "provisioner.api.settings",
+    "Workload": "provisioner.api.workload",
+    "check_state_patch": "provisioner.api.workload",
+    "default_ami_variant": "provisioner.api.shape",
+    "describe_shape_conflict": "provisioner.api.shape",
+    "find_condition": "provisioner.api.meta",
+    "format_duration": "provisioner.api.durations",
+    "gang_pod_set_updates": "provisioner.api.workload",
+    "load_crd": "provisioner.api.gangnodepool",
+    "load_settings": "provisioner.api.settings",
+    "parse_duration": "provisioner.api.durations",
+    "parse_gang_shape": "provisioner.api.shape",
+    "set_condition": "provisioner.api.meta",
+    "settings_from_argv": "provisioner.api.settings",
+    "shape_differences": "provisioner.api.shape",
+}
 
 __all__ = [
     "PRINTER_COLUMNS",
@@ -80,3 +143,12 @@ __all__ = [
     "settings_from_argv",
     "shape_differences",
 ]
+
+
+def __getattr__(name: str) -> _Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(home), name)
+    globals()[name] = value  # once found, an ordinary module attribute
+    return value

@@ -2,9 +2,11 @@
 
 The chart values and Job annotations spell durations the way Go's `time.ParseDuration`
 does, so users moving from the reference controller keep their values. `settings`,
-`shape` and `gangnodepool` use the `GoDuration` field type; anything else that reads a
-duration from a user calls `parse_duration` and gets a `DurationError` whose message says
-what was wrong and what is accepted.
+`shape` and `gangnodepool` use the `GoDuration` field type (in ``fields``, with the other
+pydantic types: this module imports no pydantic, because the stacks' provider host reads
+tags through it on every engine run); anything else that reads a duration from a user calls
+`parse_duration` and gets a `DurationError` whose message says what was wrong and what is
+accepted.
 
 Go keeps nanoseconds; `timedelta` keeps microseconds, so values are rounded to the nearest
 microsecond. Nothing this controller times needs more.
@@ -15,11 +17,9 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from fractions import Fraction
-from typing import Annotated, Any, Final
+from typing import Final
 
-from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
-
-__all__ = ["DURATION_HINT", "DurationError", "GoDuration", "format_duration", "parse_duration"]
+__all__ = ["DURATION_HINT", "DurationError", "format_duration", "parse_duration"]
 
 _NS_PER_UNIT: Final = {
     "ns": 1,
@@ -119,22 +119,3 @@ def format_duration(value: timedelta) -> str:
     if hours:
         out = f"{hours}h{out}"
     return sign + out
-
-
-def _coerce(value: Any) -> Any:
-    # Numbers are refused rather than read as seconds: "600" means nothing in Go, and a
-    # silent unit guess is how a 10-minute TTL becomes a 10-hour one.
-    if isinstance(value, str):
-        return parse_duration(value)
-    if isinstance(value, timedelta):
-        return value
-    raise DurationError(value, f'expected a string such as "10m", not {type(value).__name__}')
-
-
-GoDuration = Annotated[
-    timedelta,
-    BeforeValidator(_coerce),
-    PlainSerializer(format_duration, return_type=str, when_used="json"),
-    WithJsonSchema({"type": "string"}),
-]
-"""A `timedelta` read from and written as a Go duration string."""

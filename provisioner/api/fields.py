@@ -11,9 +11,16 @@ import re
 from datetime import timedelta
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+    WithJsonSchema,
+)
 
-from provisioner.api.durations import GoDuration
+from provisioner.api.durations import DurationError, format_duration, parse_duration
 
 __all__ = [
     "AmiId",
@@ -21,6 +28,7 @@ __all__ = [
     "AvailabilityZone",
     "CapacityReservationId",
     "GangCount",
+    "GoDuration",
     "InstanceId",
     "InstanceType",
     "Mode",
@@ -86,6 +94,25 @@ def _positive(value: timedelta) -> timedelta:
     if value <= timedelta(0):
         raise ValueError("must be longer than 0s")
     return value
+
+
+def _duration(value: Any) -> Any:
+    # Numbers are refused rather than read as seconds: "600" means nothing in Go, and a
+    # silent unit guess is how a 10-minute TTL becomes a 10-hour one.
+    if isinstance(value, str):
+        return parse_duration(value)
+    if isinstance(value, timedelta):
+        return value
+    raise DurationError(value, f'expected a string such as "10m", not {type(value).__name__}')
+
+
+GoDuration = Annotated[
+    timedelta,
+    BeforeValidator(_duration),
+    PlainSerializer(format_duration, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string"}),
+]
+"""A `timedelta` read from and written as a Go duration string."""
 
 
 GangCount = Annotated[int, Field(ge=1), BeforeValidator(_decimal)]

@@ -25,8 +25,14 @@ from pydantic.alias_generators import to_snake
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
 from provisioner.api import constants as c
-from provisioner.api.durations import GoDuration
-from provisioner.api.fields import Mode, NonNegativeDuration, PositiveDuration, Region, RoleArn
+from provisioner.api.fields import (
+    GoDuration,
+    Mode,
+    NonNegativeDuration,
+    PositiveDuration,
+    Region,
+    RoleArn,
+)
 
 __all__ = [
     "AwsSettings",

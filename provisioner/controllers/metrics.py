@@ -5,7 +5,8 @@ sweep (pools by phase, instances billed, node-seconds billed and stranded). "Str
 what the product exists to drive to zero: node-seconds billed while the gang could not run
 (its pool not yet Satisfied, or being torn down). The work queues of the three
 reconcilers report their lag, reconcile time and depth through `QueueMetrics`; the stack
-executor reports how many Pulumi operations wait, how many run, and how long each took.
+executor reports how many Pulumi operations wait and how many run; the stack port
+(``pulumi_driver.port.PoolStacks``) reports each stack operation through `StackMetrics`.
 """
 
 from __future__ import annotations
@@ -81,6 +82,14 @@ RECONCILE_SECONDS = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
     registry=REGISTRY,
 )
+STACK_OPERATION_SECONDS = Histogram(
+    "atomic_gang_stack_operation_seconds",
+    "Pulumi stack operations through the stack port, by operation (read, prepare, record, "
+    "remove, destroy, recover) and result (succeeded, or the failure's kind).",
+    ["operation", "result"],
+    buckets=(0.01, 0.1, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120, 300, 600),
+    registry=REGISTRY,
+)
 QUEUE_DEPTH = Gauge(
     "atomic_gang_workqueue_depth",
     "Keys ready and waiting for a worker, by controller.",
@@ -96,14 +105,6 @@ STACK_OPERATIONS_QUEUED = Gauge(
 STACK_OPERATIONS_RUNNING = Gauge(
     "atomic_gang_stack_operations_in_flight",
     "Pools' stack operations running on the executor now.",
-    registry=REGISTRY,
-)
-STACK_OPERATION_SECONDS = Histogram(
-    "atomic_gang_stack_operation_seconds",
-    "Time one stack operation ran on the executor, by operation (the pool step: prepare, "
-    "record, release, destroy) and result.",
-    ["operation", "result"],
-    buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
     registry=REGISTRY,
 )
 
@@ -124,3 +125,10 @@ class QueueMetrics:
 
     def depth(self, ready: int) -> None:
         self._depth.set(ready)
+
+
+class StackMetrics:
+    """The stack port's `StackObserver`, onto `STACK_OPERATION_SECONDS`."""
+
+    def finished(self, operation: str, result: str, seconds: float) -> None:
+        STACK_OPERATION_SECONDS.labels(operation, result).observe(seconds)

@@ -150,7 +150,6 @@ class StackExecutor:
         return True
 
     def _perform(self, operation: Operation) -> ActionResult:
-        started = time.monotonic()
         action = operation.step.action.value
         try:
             result = operation.run()
@@ -159,9 +158,7 @@ class StackExecutor:
             result = ActionResult(
                 False, error_kind=FailureKind.RETRYABLE, reason=type(err).__name__, message=str(err)
             )
-        metrics.STACK_OPERATION_SECONDS.labels(
-            action, "succeeded" if result.ok else "failed"
-        ).observe(time.monotonic() - started)
+        # The stack port times each call (atomic_gang_stack_operation_seconds).
         return result
 
     def _work(self) -> None:

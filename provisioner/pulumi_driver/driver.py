@@ -22,6 +22,11 @@ Rules it keeps:
   with a named reason (``errors``).
 - The warm path does not start the CLI: `outputs` answers from memory, then from the state
   file of a `file://` backend, and only then asks the CLI.
+- An operation starts as few CLI processes as it can (``sdk``): an `up` is one, a new stack
+  adds its `stack init`, a destroy is two (`destroy`, `stack rm`). Whether a stack exists is
+  read from the backend (the state files, or one `stack ls` of the project remembered until
+  `recover()` or `read_outputs()` looks again), never learned from a failing `stack select`;
+  the outputs come from the update's own engine events.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from provisioner.pulumi_driver.errors import (
 from provisioner.pulumi_driver.locks import LockHolder, holders_from_message, is_stale
 from provisioner.pulumi_driver.orphan_locks import LockFiles, lock_files_for, remove_stale
 from provisioner.pulumi_driver.pending import Resolution, resolve
+from provisioner.pulumi_driver.sdk import PoolStack, PoolWorkspace
 from provisioner.pulumi_driver.statefile import FileBackend, file_backend_root
 from stacks.adoption import find_created
 from stacks.outputs import OutputsError, PoolOutputs
@@ -142,12 +148,11 @@ class StackDriver:
             ) from exc
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
-        self._stacks: dict[str, auto.Stack] = {}
-        # Pools whose stack the backend was seen not to hold (non-file backends, where the
-        # check costs a CLI run): a pool waiting for its first prepare must not start the CLI
-        # on every reconcile. Only this driver creates stacks while it leads; recover() and
-        # read_outputs() look again.
-        self._absent: set[str] = set()
+        self._stacks: dict[str, PoolStack] = {}
+        # The project's stacks on a non-file backend, where asking costs a CLI run: one
+        # `stack ls`, then kept up to date by this driver's own creates and destroys (only
+        # this driver creates stacks while it leads). recover() and read_outputs() list again.
+        self._known: set[str] | None = None
         self._outputs: dict[str, PoolOutputs] = {}
         self._lock_files: LockFiles | None = None  # made on first use: rarely needed
 
@@ -170,7 +175,7 @@ class StackDriver:
         observers of stacks another process writes (a standby, the inventory, a test)."""
         with self._lock(pool):
             self._outputs.pop(pool, None)
-            self._absent.discard(pool)
+            self._known = None
             return self._current(pool)
 
     def needs_prepare(self, spec: PoolSpec) -> bool:
@@ -200,7 +205,7 @@ class StackDriver:
                 )
             return summaries
         workspace = self._workspace(self._paths.project_workspace)
-        return [
+        summaries = [
             StackSummary(
                 name=s.name.rsplit("/", 1)[-1],
                 resource_count=s.resource_count,
@@ -210,6 +215,8 @@ class StackDriver:
             )
             for s in workspace.list_stacks()
         ]
+        self._known = {s.name for s in summaries}
+        return summaries
 
     def operator_command(self) -> str:
         """The exact command an operator runs to list every pool's stack."""
@@ -252,15 +259,16 @@ class StackDriver:
                 return self._oplog.finish(op, oplog.SUCCEEDED, "NoStack", "No stack to destroy.")
 
             def body(events: EngineLog) -> None:
-                stack = self._select(pool, create=False)
-                stack.destroy(
-                    program=_noop_program,
-                    on_event=events.on_event,
-                    on_output=events.on_output,
-                    on_error=events.on_error,
-                    color="never",
-                    suppress_progress=True,
-                )
+                stack = self._stack(pool)
+                with stack.answering_from(events):
+                    stack.destroy(
+                        program=_noop_program,
+                        on_event=events.on_event,
+                        on_output=events.on_output,
+                        on_error=events.on_error,
+                        color="never",
+                        suppress_progress=True,
+                    )
                 stack.workspace.remove_stack(pool)
 
             try:
@@ -275,7 +283,7 @@ class StackDriver:
         """On becoming leader, before any other operation: repair every stack of the project.
         From here until `step_down()`, a lock held by anyone else is stale (``locks``)."""
         self._leading = True
-        self._absent.clear()  # a standby's view; the old leader may have made stacks since
+        self._known = None  # a standby's view; the old leader may have made stacks since
         reports = []
         for pool in self._stack_names():
             with self._lock(pool):
@@ -302,9 +310,9 @@ class StackDriver:
         with self._guard:
             return self._locks.setdefault(pool, threading.Lock())
 
-    def _workspace(self, work_dir: Path) -> auto.LocalWorkspace:
+    def _workspace(self, work_dir: Path) -> PoolWorkspace:
         work_dir.mkdir(parents=True, exist_ok=True)
-        return auto.LocalWorkspace(
+        return PoolWorkspace(
             work_dir=str(work_dir),
             pulumi_home=str(self._paths.home),
             env_vars=self._env,
@@ -318,34 +326,36 @@ class StackDriver:
             pulumi_command=self._command,
         )
 
-    def _select(self, pool: str, *, create: bool) -> auto.Stack:
-        """Select (or create) the pool's stack; the caller holds the pool's lock."""
+    def _stack(self, pool: str, *, new: bool = False) -> PoolStack:
+        """The pool's stack: attached (no CLI) when it exists, created (`stack init`) when
+        ``new``. The caller holds the pool's lock and has checked `_exists`."""
         stack = self._stacks.get(pool)
         if stack is None:
             problem = secrets_problem(self._settings)
             if problem is not None:
                 raise problem
             workspace = self._workspace(self._paths.workspace(pool))
-            stack = (
-                auto.Stack.create_or_select(pool, workspace)
-                if create
-                else auto.Stack.select(pool, workspace)
-            )
+            if new:
+                try:
+                    stack = PoolStack.init(pool, workspace)
+                except auto.StackAlreadyExistsError:
+                    # Made since we looked (by another replica, before we led): use it.
+                    stack = PoolStack.attach(pool, workspace)
+            else:
+                stack = PoolStack.attach(pool, workspace)
             self._stacks[pool] = stack
-            self._absent.discard(pool)
+            if self._known is not None:
+                self._known.add(pool)
         return stack
 
     def _exists(self, pool: str) -> bool:
         if self._file is not None:
             return self._file.exists(pool)
-        if pool in self._absent:
-            return False
-        try:
-            self._select(pool, create=False)
-        except auto.StackNotFoundError:
-            self._absent.add(pool)
-            return False
-        return True
+        if pool in self._stacks:
+            return True
+        if self._known is None:
+            self.list_stacks()
+        return self._known is not None and pool in self._known
 
     def _stack_names(self) -> list[str]:
         if self._file is not None:
@@ -356,8 +366,8 @@ class StackDriver:
         """The pool's stack is gone (destroyed, or never there)."""
         self._stacks.pop(pool, None)
         self._outputs.pop(pool, None)
-        if self._file is None:
-            self._absent.add(pool)
+        if self._known is not None:
+            self._known.discard(pool)
 
     def _current(self, pool: str) -> PoolOutputs | None:
         """The outputs of the last successful update; the caller holds the pool's lock."""
@@ -372,7 +382,7 @@ class StackDriver:
         if latest is None:
             if not self._exists(pool):
                 return None
-            latest = self._select(pool, create=False).export_stack().deployment or {}
+            latest = self._stack(pool).export_stack().deployment or {}
         outputs = _parse_state(latest)
         if outputs is not None:
             self._outputs[pool] = outputs
@@ -396,19 +406,33 @@ class StackDriver:
 
         def body(events: EngineLog) -> auto.UpResult:
             events_seen.append(events)
-            stack = self._select(pool, create=True)
-            return stack.up(
-                program=pool_program(spec, record),
-                on_event=events.on_event,
-                on_output=events.on_output,
-                on_error=events.on_error,
-                color="never",
-                suppress_progress=True,
-            )
+            stack = self._stack(pool, new=not self._exists(pool))
+            with stack.answering_from(events):
+                return stack.up(
+                    program=pool_program(spec, record),
+                    on_event=events.on_event,
+                    on_output=events.on_output,
+                    on_error=events.on_error,
+                    color="never",
+                    suppress_progress=True,
+                )
 
         self._outputs.pop(pool, None)
         result, op = self._run(pool, operation, body)
-        outputs = PoolOutputs.from_outputs(result.outputs)
+        try:
+            outputs = PoolOutputs.from_outputs(result.outputs)
+        except OutputsError:
+            # The update succeeded but its events carried no pool outputs: read the state.
+            self._log.warning(
+                "stack %s %s: no stack outputs in the engine events; reading the state",
+                pool,
+                operation,
+                extra={"pool": pool, "stack_operation": operation},
+            )
+            current = self._current(pool)
+            if current is None:
+                raise
+            outputs = current
         self._outputs[pool] = outputs
         return StackResult(op, outputs, events_seen[-1].changes if events_seen else {})
 
@@ -467,14 +491,13 @@ class StackDriver:
             ", ".join(h.describe() for h in holders) or "a process that recorded no marker",
             extra={"pool": pool, "stack_operation": "recover"},
         )
-        try:
-            stack = self._select(pool, create=False)
-        except auto.StackNotFoundError:
+        self._known = None  # a failed `stack init` may or may not have left the stack
+        if not self._exists(pool):
             # A `stack init` that failed after writing its lock (``orphan_locks``): there is
             # no stack for `pulumi cancel` to load, so the lock files go one by one.
             self._remove_orphan_locks(pool)
             return
-        stack.cancel()
+        self._stack(pool).cancel()
 
     def _remove_orphan_locks(self, pool: str) -> None:
         if self._lock_files is None:
@@ -506,7 +529,7 @@ class StackDriver:
             # Another backend shows its locks only to an operation that meets them, and a
             # lock of a dead leader's pod is in no marker of ours (it had its own disk): clear
             # whatever is there. `pulumi cancel` on a stack without a lock changes nothing.
-            self._select(pool, create=False).cancel()
+            self._stack(pool).cancel()
             cancelled = aborted is not None
         pending = self._file.pending_operations(pool) if self._file is not None else None
         resolutions: list[Resolution] = []
@@ -524,7 +547,7 @@ class StackDriver:
 
     def _resolve_pending(self, pool: str) -> tuple[list[Resolution], bool]:
         def body(events: EngineLog) -> tuple[list[Resolution], bool]:
-            stack = self._select(pool, create=False)
+            stack = self._stack(pool)
             exported = stack.export_stack()
             deployment = exported.deployment or {}
             if not deployment.get("pending_operations"):
@@ -533,14 +556,15 @@ class StackDriver:
             stack.import_stack(auto.Deployment(version=exported.version, deployment=edited))
             refresh = any(r.action == "refresh" for r in resolutions)
             if refresh:
-                stack.refresh(
-                    program=_noop_program,
-                    on_event=events.on_event,
-                    on_output=events.on_output,
-                    on_error=events.on_error,
-                    color="never",
-                    suppress_progress=True,
-                )
+                with stack.answering_from(events):
+                    stack.refresh(
+                        program=_noop_program,
+                        on_event=events.on_event,
+                        on_output=events.on_output,
+                        on_error=events.on_error,
+                        color="never",
+                        suppress_progress=True,
+                    )
             return resolutions, refresh
 
         value, _ = self._run(pool, "recover", body)

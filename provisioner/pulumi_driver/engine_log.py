@@ -5,7 +5,9 @@ The stack driver makes one `EngineLog` per operation and passes its `on_event` a
 becomes a log record tagged with the pool and the operation (``extra={"pool": ...,
 "stack_operation": ...}``), so `kubectl logs` shows what a stack is doing while it does it.
 Error diagnostics are also kept: when the operation fails, the driver's error mapping
-reads the provider's reason from them.
+reads the provider's reason from them. So are the root stack resource's outputs and the
+summary's change counts: they are the operation's result, read from the update itself rather
+than from more CLI processes afterwards (``sdk.PoolStack``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 from pulumi.automation import EngineEvent
 
 __all__ = ["EngineLog"]
+
+_ROOT_TYPE = "pulumi:pulumi:Stack"
 
 _SEVERITY = {
     "error": logging.ERROR,
@@ -38,12 +42,15 @@ class EngineLog:
         resource_order: Sequence[str] = (),
     ) -> None:
         self._logger = logger
+        self.operation = operation
         self._extra = {"pool": pool, "stack_operation": operation}
         self._prefix = f"stack {pool} {operation}"
         self._order = {name: n for n, name in enumerate(resource_order)}
         self._errors: list[tuple[int, int, str]] = []
         self.failed_urns: list[str] = []
         self.changes: dict[str, int] = {}
+        # The stack's outputs as the update registered them; None until it does.
+        self.stack_outputs: dict[str, Any] | None = None
 
     @property
     def diagnostics(self) -> list[str]:
@@ -69,6 +76,8 @@ class EngineLog:
             op = str(getattr(meta.op, "value", meta.op))
             level = logging.DEBUG if op in _QUIET_OPS else logging.INFO
             self._log(level, "%s %s done", op, _short(meta.urn))
+            if meta.type == _ROOT_TYPE and meta.new is not None:
+                self.stack_outputs = dict(meta.new.outputs or {})
         elif event.res_op_failed_event is not None:
             urn = event.res_op_failed_event.metadata.urn
             self.failed_urns.append(urn)

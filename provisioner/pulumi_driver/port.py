@@ -6,14 +6,20 @@ lets exactly one exception out: `StackError`, whose ``kind`` (a `FailureKind`) s
 whether waiting helps. Anything else the driver or the state read raises is classified
 here, so a caller never guesses a failure's kind from its type or its text.
 
+Every call is timed and reported to a `StackObserver` (the controller's
+``atomic_gang_stack_operation_seconds`` histogram) with its operation — ``read`` (outputs,
+and prepare's check that nothing changed), ``prepare``, ``record``, ``remove``, ``destroy``,
+``recover`` — and its result: ``succeeded``, or the failure's `FailureKind`.
+
 The spec, the outputs and `pool_spec_for` are re-exported: callers above this room never
 import ``stacks`` themselves (an import contract checks it).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from provisioner.api.constants import FailureKind
 from provisioner.pulumi_driver.driver import StackDriver
@@ -21,17 +27,36 @@ from provisioner.pulumi_driver.errors import StackError, classify
 from stacks.outputs import PoolOutputs
 from stacks.spec import PoolSpec, pool_spec_for
 
-__all__ = ["FailureKind", "PoolOutputs", "PoolSpec", "PoolStacks", "StackError", "pool_spec_for"]
+__all__ = [
+    "SUCCEEDED",
+    "FailureKind",
+    "PoolOutputs",
+    "PoolSpec",
+    "PoolStacks",
+    "StackError",
+    "StackObserver",
+    "pool_spec_for",
+]
 
 T = TypeVar("T")
+
+SUCCEEDED = "succeeded"
+
+
+class StackObserver(Protocol):
+    """Hears every call through the port; called after it ends, with no lock held."""
+
+    def finished(self, operation: str, result: str, seconds: float) -> None:
+        """``result`` is "succeeded" or the failure's kind (a `FailureKind` value)."""
 
 
 class PoolStacks:
     """Every pool's stack, as the reconciler sees it. Calls for one pool are serialized by
     the caller (one reconcile per pool at a time) and by the driver's per-stack lock."""
 
-    def __init__(self, driver: StackDriver) -> None:
+    def __init__(self, driver: StackDriver, observer: StackObserver) -> None:
         self.driver = driver
+        self._observer = observer
 
     def is_prepared(self, pool: str) -> bool:
         """Whether the stack holds the pool's prerequisites — cheap, runs no CLI."""
@@ -44,14 +69,14 @@ class PoolStacks:
     def prepare(self, spec: PoolSpec) -> PoolOutputs:
         """The pool's infrastructure as ``spec`` says; no `up` when it already is."""
 
-        def run() -> PoolOutputs:
-            if self.driver.needs_prepare(spec):
-                return self.driver.prepare(spec).outputs
-            current = self.driver.outputs(spec.pool)
-            assert current is not None  # needs_prepare said the stack holds spec
-            return current
+        def unchanged() -> PoolOutputs | None:
+            return None if self.driver.needs_prepare(spec) else self.driver.outputs(spec.pool)
 
-        return self._call(spec.pool, "prepare", run)
+        # Timed as a read when nothing changes, so `prepare` times only real updates.
+        current = self._call(spec.pool, "read", unchanged)
+        if current is not None:
+            return current
+        return self._call(spec.pool, "prepare", lambda: self.driver.prepare(spec).outputs)
 
     def record_instance_set(self, pool: str, group: str, instance_ids: Sequence[str]) -> None:
         self._call(
@@ -72,13 +97,19 @@ class PoolStacks:
         """Leadership lost: from now on break no stack lock (the new leader's)."""
         self.driver.step_down()
 
-    @staticmethod
-    def _call(pool: str, operation: str, body: Callable[[], T]) -> T:
+    def _call(self, pool: str, operation: str, body: Callable[[], T]) -> T:
+        started = time.monotonic()
+        result = SUCCEEDED
         try:
             return body()
-        except StackError:
+        except StackError as failed:
+            result = failed.kind.value
             raise
         except Exception as exc:
             # A state read or a program build that failed before the CLI ran; the driver's
             # own failures are already StackErrors.
-            raise classify(exc, (), pool=pool, operation=operation) from exc
+            err = classify(exc, (), pool=pool, operation=operation)
+            result = err.kind.value
+            raise err from exc
+        finally:
+            self._observer.finished(operation, result, time.monotonic() - started)

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from provisioner.controllers.metrics import StackMetrics
 from provisioner.pulumi_driver import StackDriver
 from provisioner.pulumi_driver.port import PoolStacks
 from tests.integration.test_stack_support import (
@@ -103,7 +104,9 @@ def test_a_stack_written_by_the_old_code_is_updated_and_destroyed_by_the_new(
     state = tmp_path / "state"
     settings = make_settings(world, state)
     spec = world.spec(POOL)
-    new = PoolStacks(StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("new")))
+    new = PoolStacks(
+        StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("new")), StackMetrics()
+    )
 
     # The gang the old controller launched and recorded, from a template made for it here
     # (the old code makes its own in the child; this one only gives EC2 something to launch).
@@ -135,7 +138,9 @@ def test_a_stack_written_by_the_old_code_is_updated_and_destroyed_by_the_new(
     assert "pulumi-python:dynamic/atomicgang:InstanceSet" in _providers_in(state_file)
 
     # A fresh controller on the new code reads what the old one wrote...
-    fresh = PoolStacks(StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("new")))
+    fresh = PoolStacks(
+        StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("new")), StackMetrics()
+    )
     outputs = fresh.outputs(POOL)
     assert outputs is not None and outputs.instance_ids == tuple(first)
     assert fresh.prepare(spec).launch_template_id == outputs.launch_template_id

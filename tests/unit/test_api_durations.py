@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from provisioner.api.durations import DurationError, GoDuration, format_duration, parse_duration
+from provisioner.api.durations import DurationError, format_duration, parse_duration
+from provisioner.api.fields import GoDuration
 
 pytestmark = pytest.mark.unit
 

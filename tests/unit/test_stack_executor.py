@@ -184,24 +184,3 @@ def test_at_least_one_worker() -> None:
     with pytest.raises(ValueError, match="at least one worker"):
         StackExecutor(0, on_finished=lambda _pool: None)
 
-
-def test_every_operation_is_timed_by_its_step_and_result() -> None:
-    def count(operation: str, result: str) -> float:
-        labels = {"operation": operation, "result": result}
-        found = metrics.REGISTRY.get_sample_value(
-            "atomic_gang_stack_operation_seconds_count", labels
-        )
-        return found or 0.0
-
-    def failing() -> ActionResult:
-        return ActionResult(False, error_kind=c.FailureKind.CONFIG, reason="Bad", message="x")
-
-    prepare = Action.PREPARE_STACK.value
-    before = count(prepare, "succeeded"), count(prepare, "failed")
-    h = Harness()
-    h.submit("a", Action.PREPARE_STACK)
-    h.executor.submit(op("b", Action.PREPARE_STACK, failing))
-    h.drain()
-
-    assert count(prepare, "succeeded") - before[0] == 1
-    assert count(prepare, "failed") - before[1] == 1

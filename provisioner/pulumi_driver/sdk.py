@@ -1,0 +1,102 @@
+"""`PoolWorkspace` and `PoolStack`: the Automation API's `LocalWorkspace` and `Stack`, minus
+the CLI processes whose answers the driver already has (DESIGN §5: as few CLI processes per
+operation as the SDK allows).
+
+Used by the stack driver only. What the pinned SDK does, and what these change:
+
+- ``Stack.select`` runs `pulumi stack select` to make the stack "current" in the work dir, and
+  ``Stack.create_or_select`` runs it before `stack init` and lets it fail for a new stack.
+  Every command a `Stack` runs names its stack (``--stack``), and the driver knows from the
+  backend whether a stack exists, so `PoolWorkspace.select_stack` starts nothing: the driver
+  attaches to a stack it knows (`PoolStack.attach`) and creates, with `stack init`, only one
+  it knows is new (`PoolStack.init`).
+- ``Stack.up`` ends with ``self.outputs()`` (two `stack output` processes) and
+  ``self.info()`` (`stack history`); ``destroy`` and ``refresh`` with ``self.info()``. Inside
+  `PoolStack.answering_from(events)` both answer from the operation's own engine events: the
+  outputs the root stack resource reported, and a summary made from the summary event. So an
+  `up` is one CLI process and a destroy (with `stack rm`) two.
+
+Both lean on how the pinned SDK (`SDK_VERSION`, pyproject's pin) writes `Stack`;
+``tests/unit/test_pulumi_sdk_lean.py`` runs them against a CLI that records its commands and
+fails, naming what to re-check, when an upgrade changes what they lean on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from pulumi import automation as auto
+from pulumi.automation._stack import StackInitMode
+
+from provisioner.pulumi_driver.engine_log import EngineLog
+
+__all__ = ["SDK_VERSION", "PoolStack", "PoolWorkspace"]
+
+# The SDK whose `Stack` this module was checked against (pyproject pins `pulumi` to it).
+SDK_VERSION: Final = "3.260.0"
+
+
+class PoolWorkspace(auto.LocalWorkspace):
+    """One stack's work dir, where selecting a stack starts no CLI process."""
+
+    def select_stack(self, stack_name: str) -> None:
+        """Nothing to do: every command the driver runs passes ``--stack``, and the driver
+        checks that the stack exists before it attaches to it (module docstring)."""
+
+
+class PoolStack(auto.Stack):
+    """A pool's stack whose operations end when their CLI process does."""
+
+    _answering: tuple[EngineLog, datetime] | None = None
+
+    @classmethod
+    def attach(cls, name: str, workspace: PoolWorkspace) -> PoolStack:
+        """A stack the backend holds; starts no CLI process."""
+        # `Stack.select` and `Stack.create` build a plain `Stack`, so the mode is given here.
+        return cls(name, workspace, StackInitMode.SELECT)
+
+    @classmethod
+    def init(cls, name: str, workspace: PoolWorkspace) -> PoolStack:
+        """A new stack: one `stack init` (StackAlreadyExistsError when it is not new)."""
+        return cls(name, workspace, StackInitMode.CREATE)
+
+    @contextmanager
+    def answering_from(self, events: EngineLog) -> Iterator[None]:
+        """Within: `outputs()` and `info()` answer from ``events`` (the engine events of the
+        operation run inside), not from the CLI. The driver runs one operation per stack at
+        a time, so one slot is enough."""
+        self._answering = (events, datetime.now(UTC))
+        try:
+            yield
+        finally:
+            self._answering = None
+
+    def outputs(self) -> auto.OutputMap:
+        if self._answering is None:
+            return super().outputs()
+        events, _ = self._answering
+        # A pool's outputs hold no secret (stacks.outputs), so none is masked here.
+        return {
+            key: auto.OutputValue(value=value, secret=False)
+            for key, value in (events.stack_outputs or {}).items()
+        }
+
+    def info(self, show_secrets: bool = True) -> auto.UpdateSummary | None:
+        if self._answering is None:
+            return super().info(show_secrets)
+        events, started = self._answering
+        changes: Any = dict(events.changes)
+        return auto.UpdateSummary(
+            kind=events.operation,
+            start_time=started,
+            end_time=datetime.now(UTC),
+            message="",
+            environment={},
+            config={},
+            # The SDK asks only after the CLI process exited 0.
+            result="succeeded",
+            resource_changes=changes,
+        )

@@ -1,0 +1,101 @@
+"""How many Pulumi CLI processes each stack operation starts, counted on the real CLI.
+
+The driver runs the project's CLI through a wrapper `bin/pulumi` that appends its arguments
+to a file, then execs the real one. On both backends, after the leader's `recover()`: a new
+pool's prepare is `stack init` + `up` (no `stack select` that fails first), a record or a
+remove is one `up` (no `stack output` or `stack history` after it), a destroy is `destroy`
++ `stack rm`. The outputs still come back right: they are read from the update's events.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devenv.state_backend import seed_state_backend
+from provisioner.api.settings import Settings
+from provisioner.pulumi_driver import StackDriver
+from provisioner.pulumi_driver.cli_env import LAUNCHER
+from tests.integration.test_stack_support import PASSPHRASE, REGION, AwsWorld, make_settings
+
+
+class CountingCli:
+    """A CLI root whose `bin/pulumi` logs each invocation, then runs the real CLI."""
+
+    def __init__(self, real: Path, where: Path) -> None:
+        self.log = where / "invocations.log"
+        self.root = where / "cli"
+        (self.root / "bin").mkdir(parents=True)
+        shim = self.root / "bin" / "pulumi"
+        shim.write_text(f'#!/bin/sh\necho "$*" >> "{self.log}"\nexec "{real}" "$@"\n')
+        shim.chmod(0o755)
+        # The real CLI finds the launcher beside itself; this link tells the driver so.
+        (self.root / "bin" / LAUNCHER).symlink_to(real.parent / LAUNCHER)
+        self.log.touch()
+        self._seen = 0
+
+    def new_commands(self) -> list[str]:
+        """The subcommands run since the last call (`up`, `stack init`, ...)."""
+        lines = self.log.read_text().splitlines()
+        new, self._seen = lines[self._seen :], len(lines)
+        return [_subcommand(line) for line in new]
+
+
+def _subcommand(line: str) -> str:
+    words = [w for w in shlex.split(line) if not w.startswith("-")]
+    return " ".join(words[:2]) if words[:1] == ["stack"] else words[0]
+
+
+@pytest.fixture
+def world(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> AwsWorld:
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", PASSPHRASE)
+    return AwsWorld(emulator).ready()
+
+
+@pytest.mark.parametrize("backend", ["file", "s3"])
+def test_an_up_is_one_cli_process_and_a_destroy_two(
+    world: AwsWorld, tmp_path: Path, pulumi_tool: Any, backend: str
+) -> None:
+    settings = make_settings(world, tmp_path / "state")
+    if backend == "s3":
+        state = seed_state_backend(world.endpoint, REGION)
+        pulumi = {"state_dir": str(tmp_path / "state"), **state.pulumi_settings()}
+        settings = Settings.model_validate({**settings.model_dump(), "pulumi": pulumi})
+    cli = CountingCli(Path(pulumi_tool.binary), tmp_path)
+    driver = StackDriver(settings, cli.root, logging.getLogger("stack"))
+    assert cli.new_commands() == ["version"]
+    driver.recover()  # as the controller does on becoming leader
+    listing = ["stack ls"] if backend == "s3" else []
+    assert cli.new_commands() == listing
+
+    prepared = driver.prepare(world.spec("count-a"))
+    assert cli.new_commands() == ["stack init", "up"]
+    template = prepared.outputs.launch_template_id
+    assert [t["LaunchTemplateId"] for t in world.launch_templates()] == [template]
+
+    ids = world.launch("count-a", template, 2)
+    recorded = driver.record_instance_set("count-a", "gen-0", ids)
+    assert cli.new_commands() == ["up"]
+    assert recorded.outputs.instance_ids == tuple(ids)
+    assert recorded.outputs.launch_template_id == template
+    assert recorded.changes.get("create") == 1
+
+    removed = driver.remove_instance_set("count-a")
+    assert cli.new_commands() == ["up"]
+    assert removed.outputs.record is None
+    assert world.live_instances("count-a") == []
+
+    # A second driver (a restarted controller) reads what the updates left in the backend.
+    fresh = StackDriver(settings, cli.root, logging.getLogger("stack"))
+    assert fresh.read_outputs("count-a") == removed.outputs
+    cli.new_commands()
+
+    assert driver.destroy("count-a").result == "succeeded"
+    assert cli.new_commands() == ["destroy", "stack rm"]
+    assert world.launch_templates() == []
+    assert driver.outputs("count-a") is None
+    assert cli.new_commands() == []
