@@ -31,7 +31,14 @@ from typing import Any, Final
 
 from provisioner.api import constants as c
 
-__all__ = ["MIN_BILLED_SECONDS", "Bill", "InstanceLife", "bill", "instance_life"]
+__all__ = [
+    "MIN_BILLED_SECONDS",
+    "Bill",
+    "InstanceLife",
+    "bill",
+    "instance_life",
+    "whole_intervals",
+]
 
 MIN_BILLED_SECONDS: Final = 60.0
 TOGETHER: Final = timedelta(seconds=2)
@@ -82,11 +89,8 @@ def bill(
     `gang_size(group)` is the N the generation was launched for (0 when unknown: nothing
     of that group counts as a whole gang, so all of it is stranded).
     """
-    by_group: dict[str | None, list[InstanceLife]] = defaultdict(list)
-    for life in lives:
-        by_group[life.group].append(life)
     bills: dict[str, Bill] = {}
-    for group, members in by_group.items():
+    for group, members in _by_group(lives).items():
         whole = _whole_intervals(members, gang_size(group), now)
         for life in members:
             end = life.ended or now
@@ -96,6 +100,21 @@ def bill(
             stranded_share = 1.0 - useful / ran if ran > 0 else 1.0
             bills[life.instance_id] = Bill(billed, max(billed * stranded_share, 0.0))
     return bills
+
+
+def whole_intervals(
+    lives: Iterable[InstanceLife], gang_size: Callable[[str | None], int], now: datetime
+) -> dict[str | None, list[tuple[datetime, datetime]]]:
+    """Per group, the intervals up to `now` in which its whole gang ran: the time `bill`
+    counts as useful, for whoever draws what was stranded when."""
+    return {g: _whole_intervals(m, gang_size(g), now) for g, m in _by_group(lives).items()}
+
+
+def _by_group(lives: Iterable[InstanceLife]) -> dict[str | None, list[InstanceLife]]:
+    by_group: dict[str | None, list[InstanceLife]] = defaultdict(list)
+    for life in lives:
+        by_group[life.group].append(life)
+    return by_group
 
 
 def _whole_intervals(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
-from provisioner.cloud.billing import Bill, InstanceLife, bill, instance_life
+from provisioner.cloud.billing import Bill, InstanceLife, bill, instance_life, whole_intervals
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
@@ -104,3 +104,9 @@ def test_an_ec2_entry_becomes_a_life(reason: str, ended: datetime) -> None:
 def test_a_running_entry_has_no_end() -> None:
     raw = {"InstanceId": "i-2", "LaunchTime": T0, "State": {"Name": "running"}, "Tags": []}
     assert instance_life(raw) == InstanceLife("i-2", None, T0, None)
+
+
+def test_whole_intervals_are_the_time_bill_counts_as_useful() -> None:
+    lives = [_life("a", 0, None), _life("b", 100, 300), _life("c", 0, None, "g2")]
+    whole = whole_intervals(lives, lambda group: 2, T0 + timedelta(seconds=400))
+    assert whole == {"g1": [(T0 + timedelta(seconds=100), T0 + timedelta(seconds=300))], "g2": []}
