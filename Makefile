@@ -104,7 +104,7 @@ chaos: tools
 
 # Each benchmark prints its figures beside a baseline run; none asserts a time.
 bench-scarcity: $(STAMP)
-	$(PY) -m bench.bench_scarcity
+	$(PY) -m bench.bench_scarcity --plot docs/scarcity.png
 
 bench-admission: tools
 	$(PY) -m bench.bench_admission

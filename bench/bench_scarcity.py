@@ -1,7 +1,8 @@
 """Cost under scarcity: one capacity trace, three ways to launch a gang of N, side by side.
 
     .venv/bin/python -m bench.bench_scarcity [--count 4] [--tick 5] [--job-seconds 600]
-    (make bench-scarcity)
+        [--plot docs/scarcity.png]
+    (make bench-scarcity, which writes docs/scarcity.png)
 
 Runs in-process moto with the project's emulator patches (`devenv.emulator`)
 and a virtual clock, so the figures are the same on every run and every machine. Each
@@ -18,11 +19,18 @@ The trace is the number of instances of the type this tenant could hold in its o
 each moment (other tenants take the rest): a launcher holding k sees max(0, trace - k) free
 slots, and a dip below what it holds takes nothing away (on-demand is not reclaimed).
 
-Per launcher it prints node-seconds billed (per-second billing with EC2's 60 s minimum, until
-the job ends `--job-seconds` after the gang starts), node-seconds stranded (billed while fewer
-than N ran), time to start (all N running; node join time is the same for every launcher and
-left out), instances launched and API calls made; then the ratios against atomic-gang.
-Figures, not assertions.
+Every launcher is billed the same way, by the product's one definition
+(`provisioner.cloud.billing`, as the demo bills its pools): from EC2's history of every
+instance it ever launched, rolled back or not, found by DescribeInstances over all states
+(paged, by the cluster tag every launcher writes). Moto stamps LaunchTime and the
+termination time in StateTransitionReason from its own `utcnow`; the replay points that at
+the virtual clock, so the history reads in virtual seconds. Per launcher it prints
+node-seconds billed (per second, 60 s minimum, until the job ends `--job-seconds` after the
+gang starts), node-seconds stranded (billed outside the time the whole gang ran), time to
+start (all N running; node join time is the same for every launcher and left out),
+instances launched (as EC2 lists them) and EC2/SSM calls made (counted by a botocore hook
+on the launcher's clients, from its first step to the job's start); then the ratios against
+atomic-gang. `--plot PATH` draws the trace (`bench.scarcity_plot`). Figures, not assertions.
 """
 
 from __future__ import annotations
@@ -34,22 +42,28 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import boto3  # type: ignore[import-untyped]
+import moto.ec2.models.instances as moto_instances
 from moto import mock_aws
 
+from bench.scarcity_plot import Lane, counts_over_time, draw
 from devenv.emulator import EmulatorState, install
+from provisioner.api import constants as c
 from provisioner.api.settings import RetryBackoff
 from provisioner.cloud import Ec2Engine, LaunchSpec, LaunchTemplateRef, SubnetRef
-from provisioner.cloud.ec2api import build_clients
+from provisioner.cloud.billing import InstanceLife, bill, instance_life
+from provisioner.cloud.ec2api import CloudClients, build_clients
 from provisioner.cloud.errors import CloudError, ErrorKind
 
 REGION = "us-east-1"
 ZONE = "us-east-1a"
 INSTANCE_TYPE = "p4d.24xlarge"
 CLUSTER = "bench"
-MIN_BILLED_SECONDS = 60.0
+EPOCH = datetime(2030, 1, 1, tzinfo=UTC)
 # The controller's retry schedule after a shortfall, read from the setting's defaults so the
 # bench follows the product if they change.
 BACKOFF_BASE = RetryBackoff().initial.total_seconds()
@@ -89,7 +103,11 @@ class VirtualClock:
         self.t = 0.0
 
     def now(self) -> datetime:
-        return datetime(2030, 1, 1, tzinfo=UTC) + timedelta(seconds=self.t)
+        return EPOCH + timedelta(seconds=self.t)
+
+    def moto_utcnow(self) -> datetime:
+        """Moto's `utcnow` (naive UTC), which stamps LaunchTime and termination reasons."""
+        return self.now().replace(tzinfo=None)
 
     def sleep(self, seconds: float) -> None:
         self.t += seconds
@@ -106,33 +124,29 @@ class VirtualClock:
 
 @dataclass
 class Ledger:
-    """Every instance a launcher held, with launch and termination times."""
+    """What a launcher believes it holds: it decides its next call, and the replay sizes the
+    free capacity by it. The bill is not read from here but from EC2's history."""
 
     launched: dict[str, float] = field(default_factory=dict)
     ended: dict[str, float] = field(default_factory=dict)
-    calls: int = 0
     started_at: float | None = None  # when N ran at once
 
     def held(self) -> list[str]:
         return [i for i in self.launched if i not in self.ended]
 
-    def billed(self, job_end: float) -> float:
-        return sum(
-            max(MIN_BILLED_SECONDS, self.ended.get(i, job_end) - t0)
-            for i, t0 in self.launched.items()
-        )
 
-    def stranded(self) -> float:
-        """Billed node-seconds before the gang started, minimum charges included."""
-        start = self.started_at if self.started_at is not None else HORIZON
-        total = 0.0
-        for i, t0 in self.launched.items():
-            end = self.ended.get(i)
-            if end is not None and end <= start:
-                total += max(MIN_BILLED_SECONDS, end - t0)
-            elif t0 < start:
-                total += start - t0
-        return total
+class CallCounter:
+    """Counts every API call the clients make (botocore's `before-call`, once per call)."""
+
+    def __init__(self, clients: CloudClients) -> None:
+        self.calls = 0
+        # The ports name only the calls the product makes; these are boto3 clients.
+        boto_clients: tuple[Any, ...] = (clients.ec2, clients.ssm, clients.eks, clients.iam)
+        for client in boto_clients:
+            client.meta.events.register("before-call", self._count)
+
+    def _count(self, **_: Any) -> None:
+        self.calls += 1
 
 
 @dataclass
@@ -147,7 +161,6 @@ class World:
     ledger: Ledger = field(default_factory=Ledger)
 
     def run(self, min_count: int, max_count: int) -> list[str]:
-        self.ledger.calls += 1
         try:
             out = self.ec2.run_instances(
                 ImageId=self.ami_id,
@@ -155,6 +168,13 @@ class World:
                 MinCount=min_count,
                 MaxCount=max_count,
                 SubnetId=self.subnet.subnet_id,
+                # The product's cluster tag, so the bill finds them as it finds the engine's.
+                TagSpecifications=[
+                    {
+                        "ResourceType": "instance",
+                        "Tags": [{"Key": c.TAG_CLUSTER, "Value": CLUSTER}],
+                    }
+                ],
             )
         except self.ec2.exceptions.ClientError as err:
             if err.response["Error"]["Code"] == "InsufficientInstanceCapacity":
@@ -167,7 +187,6 @@ class World:
 
     def terminate(self, ids: Sequence[str]) -> None:
         if ids:
-            self.ledger.calls += 1
             self.ec2.terminate_instances(InstanceIds=list(ids))
             for i in ids:
                 self.ledger.ended[i] = self.clock.t
@@ -209,8 +228,6 @@ class AtomicGang:
             # Fleet mode takes user data and interfaces only from the pool's template.
             launch_template=self.w.template if self.mode == "fleet" else None,
         )
-        # One acquire is one RunInstances or CreateFleet (a lookup by tags comes first).
-        self.w.ledger.calls += 2
         try:
             result = self.w.engine.acquire(spec)
         except CloudError as err:
@@ -277,16 +294,36 @@ class Outcome:
     billed: float
     stranded: float
     time_to_start: float | None
-    launched: int
     calls: int
     note: str
+    lives: tuple[InstanceLife, ...]  # EC2's history of every instance it launched
+    job_end: float
+
+    @property
+    def launched(self) -> int:
+        return len(self.lives)
+
+
+def ec2_history(ec2: Any) -> list[InstanceLife]:
+    """Every instance of the bench's cluster EC2 knows of, in any state, as lives."""
+    raw: list[dict[str, Any]] = []
+    pages = ec2.get_paginator("describe_instances").paginate(
+        Filters=[{"Name": f"tag:{c.TAG_CLUSTER}", "Values": [CLUSTER]}]
+    )
+    for page in pages:
+        raw.extend(i for r in page["Reservations"] for i in r["Instances"])
+    lives = [instance_life(i) for i in raw]
+    if any(life.launched < EPOCH for life in lives):
+        # Moto stopped stamping through the patched `utcnow`: the bill would be real time.
+        raise RuntimeError("EC2's LaunchTime is not on the virtual clock; the bill is void")
+    return lives
 
 
 def replay(make: Callable[[World], Any], count: int, tick: float, job: float) -> Outcome:
-    with mock_aws():
+    clock = VirtualClock()
+    with mock_aws(), mock.patch.object(moto_instances, "utcnow", clock.moto_utcnow):
         emu = install()
         emu.reset()
-        clock = VirtualClock()
         emu.clock = clock.monotonic
         for zone in emu.subnets(REGION):
             emu.set_capacity(zone, INSTANCE_TYPE, 0)
@@ -312,6 +349,7 @@ def replay(make: Callable[[World], Any], count: int, tick: float, job: float) ->
         )
         launcher = make(world)
         ledger = world.ledger
+        counter = CallCounter(clients)  # from here: the launcher's calls only
         while clock.t <= HORIZON:
             held = len(ledger.held())
             emu.set_capacity(ZONE, INSTANCE_TYPE, max(0, slots_at(clock.t) - held))
@@ -319,21 +357,36 @@ def replay(make: Callable[[World], Any], count: int, tick: float, job: float) ->
                 ledger.started_at = clock.t
                 break
             clock.t += tick
+        calls = counter.calls
         job_end = (ledger.started_at if ledger.started_at is not None else HORIZON) + job
+        lives = ec2_history(ec2)
+        bills = bill(lives, lambda _: count, EPOCH + timedelta(seconds=job_end)).values()
         note = ""
         if isinstance(launcher, BestEffort):
             note = f"{launcher.rollbacks} rollbacks"
         elif isinstance(launcher, AtomicGang):
-            note = f"{launcher.shortfalls} shortfalls, $0 each"
+            note = f"{launcher.shortfalls} shortfalls"
         return Outcome(
             name=launcher.name,
-            billed=ledger.billed(job_end) if ledger.started_at is not None else float("nan"),
-            stranded=ledger.stranded(),
+            billed=sum(b.billed for b in bills),
+            stranded=sum(b.stranded for b in bills),
             time_to_start=ledger.started_at,
-            launched=len(ledger.launched),
-            calls=ledger.calls,
+            calls=calls,
             note=note,
+            lives=tuple(lives),
+            job_end=job_end,
         )
+
+
+def plot(path: Path, outcomes: Sequence[Outcome], count: int, tick: float) -> None:
+    end = max(o.job_end for o in outcomes)
+    times = [i * tick for i in range(int(end // tick) + 1)]
+    lanes = []
+    for o in outcomes:
+        running, stranded = counts_over_time(o.lives, count, EPOCH, o.job_end, times)
+        lanes.append(Lane(o.name, running, stranded, o.billed, o.stranded))
+    title = f"Gang of N={count} x {INSTANCE_TYPE} under one capacity trace (bench_scarcity)"
+    draw(path, title, times, [slots_at(t) for t in times], lanes)
 
 
 def _ratio(value: float, base: float) -> str:
@@ -355,6 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=30.0,
         help="retryBackoff.max of the extra atomic-gang row (the setting an operator can lower)",
     )
+    parser.add_argument("--plot", type=Path, help="write the trace as a PNG here (matplotlib)")
     args = parser.parse_args(argv)
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
     n, tick, job = args.count, args.tick, args.job_seconds
@@ -401,6 +455,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\nUseful work in every case: {useful:.0f} node-s (N x job).")
     for o in outcomes:
         print(f"  {o.name:<36} billed / useful = {o.billed / useful:.2f}")
+    if args.plot is not None:
+        plot(args.plot, outcomes, n, tick)
+        print(f"\nTrace drawn to {args.plot}")
     return 0
 
 
