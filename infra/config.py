@@ -64,7 +64,9 @@ class BootstrapConfig:
     cluster_queue_name: str = ko.CLUSTER_QUEUE_NAME
     resource_flavor_name: str = ko.FLAVOR_NAME
     release_name: str = "atomic-gang"
-    image_repository: str = "atomic-gang-provisioner"
+    # Required from the stack's configuration: no image of this name exists anywhere, so a
+    # default would only install a release that sits in ImagePullBackOff.
+    image_repository: str = ""
     image_tag: str = ""
     webhook_cert_mode: str = "certManager"
     self_manage_instance_profile: bool = False
@@ -152,7 +154,7 @@ def load_config(config: pulumi.Config | None = None) -> BootstrapConfig:
         cluster_queue_name=text("clusterQueueName", d.cluster_queue_name),
         resource_flavor_name=text("resourceFlavorName", d.resource_flavor_name),
         release_name=text("releaseName", d.release_name),
-        image_repository=text("imageRepository", d.image_repository),
+        image_repository=cfg.require("imageRepository"),
         image_tag=text("imageTag", ""),
         webhook_cert_mode=text("webhookCertMode", d.webhook_cert_mode),
         self_manage_instance_profile=flag("selfManageInstanceProfile", False),

@@ -13,7 +13,13 @@ from infra.release import CHART_PATH, chart_values
 from tests.chart.conftest import CHART, KUBE_VERSION, NAMESPACE, Helm, Rendered
 
 NODE_ROLE = "arn:aws:iam::123456789012:role/atomic-gang-node-demo"
-CFG = BootstrapConfig(cluster_name="demo", region="us-east-1", cpu_quota="8", memory_quota="32Gi")
+CFG = BootstrapConfig(
+    cluster_name="demo",
+    region="us-east-1",
+    cpu_quota="8",
+    memory_quota="32Gi",
+    image_repository="registry.example/atomic-gang-provisioner",
+)
 
 
 def test_the_bootstrap_installs_this_chart() -> None:

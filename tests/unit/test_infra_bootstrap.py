@@ -33,6 +33,7 @@ CFG = BootstrapConfig(
     memory_quota="1Ti",
     gpu_quota="32",
     local_queue_namespaces=("default", "ml-team"),
+    image_repository="123456789012.dkr.ecr.us-west-2.amazonaws.com/atomic-gang-provisioner",
 )
 
 
@@ -236,6 +237,7 @@ def test_the_helm_release_installs_the_chart_wired_to_the_bootstrap(recorded: Re
     assert (CHART_PATH / "Chart.yaml").is_file()
     assert release["namespace"] == association["namespace"]
     values = release["values"]
+    assert values["image"]["repository"] == CFG.image_repository
     assert values["clusterName"] == "prod-gpu"
     assert values["defaults"] == {"region": "us-west-2", "nodeRoleArn": node_role_arn()}
     assert values["allowedNodeRoleArns"] == [node_role_arn()]

@@ -17,7 +17,13 @@ pytestmark = pytest.mark.unit
 
 PROJECT_FILE = Path(__file__).resolve().parents[2] / "Pulumi.yaml"
 PROJECT = "atomic-gang-bootstrap"
-REQUIRED = {"clusterName": "demo", "region": "us-east-1", "cpuQuota": "64", "memoryQuota": "256Gi"}
+REQUIRED = {
+    "clusterName": "demo",
+    "region": "us-east-1",
+    "cpuQuota": "64",
+    "memoryQuota": "256Gi",
+    "imageRepository": "registry.example/atomic-gang-provisioner",
+}
 # Pulumi.yaml key -> BootstrapConfig field, for every key the program reads.
 FIELD_OF_KEY = {
     "clusterName": "cluster_name",
