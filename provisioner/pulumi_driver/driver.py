@@ -76,6 +76,17 @@ __all__ = ["RecoveryReport", "StackDriver", "StackResult", "StackSummary"]
 T = TypeVar("T")
 
 
+def _reporting_to(events: EngineLog) -> dict[str, Any]:
+    """How every engine run reports: its events to the engine log, no colour, no progress."""
+    return {
+        "on_event": events.on_event,
+        "on_output": events.on_output,
+        "on_error": events.on_error,
+        "color": "never",
+        "suppress_progress": True,
+    }
+
+
 def _noop_program() -> None:
     """Destroy and refresh read the state, not the program; an inline no-op keeps the CLI
     from looking for a Python language plugin it does not need."""
@@ -263,11 +274,7 @@ class StackDriver:
                 with stack.answering_from(events):
                     stack.destroy(
                         program=_noop_program,
-                        on_event=events.on_event,
-                        on_output=events.on_output,
-                        on_error=events.on_error,
-                        color="never",
-                        suppress_progress=True,
+                        **_reporting_to(events),
                     )
                 stack.workspace.remove_stack(pool)
 
@@ -408,14 +415,7 @@ class StackDriver:
             events_seen.append(events)
             stack = self._stack(pool, new=not self._exists(pool))
             with stack.answering_from(events):
-                return stack.up(
-                    program=pool_program(spec, record),
-                    on_event=events.on_event,
-                    on_output=events.on_output,
-                    on_error=events.on_error,
-                    color="never",
-                    suppress_progress=True,
-                )
+                return stack.up(program=pool_program(spec, record), **_reporting_to(events))
 
         self._outputs.pop(pool, None)
         result, op = self._run(pool, operation, body)
@@ -559,11 +559,7 @@ class StackDriver:
                 with stack.answering_from(events):
                     stack.refresh(
                         program=_noop_program,
-                        on_event=events.on_event,
-                        on_output=events.on_output,
-                        on_error=events.on_error,
-                        color="never",
-                        suppress_progress=True,
+                        **_reporting_to(events),
                     )
             return resolutions, refresh
 
