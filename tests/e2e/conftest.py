@@ -121,3 +121,22 @@ def launched(env: LocalEnvironment, pool_name: str) -> int:
         Filters=[{"Name": f"tag:{c.TAG_POOL}", "Values": [pool_name]}]
     )["Reservations"]
     return sum(len(r["Instances"]) for r in pages)
+
+
+@pytest.fixture
+def healthy(gang_local: Any) -> LocalEnvironment:
+    """The embedded default with its controller leading and our AdmissionCheck Active: the
+    healthy world each doctor test starts from and breaks one link of."""
+    env: LocalEnvironment = gang_local()
+    custom = k8s.CustomObjectsApi(env.control_plane.api_client())  # type: ignore[union-attr]
+    eventually(
+        lambda: any(
+            x["type"] == "Active" and x["status"] == "True"
+            for x in custom.get_cluster_custom_object(*KUEUE, "admissionchecks", ko.CHECK_NAME)
+            .get("status", {})
+            .get("conditions", [])
+        ),
+        what="our AdmissionCheck Active",
+    )
+    eventually(lambda: env.manager.is_leading(), what="the controller leading")
+    return env

@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
-import pytest
 from kubernetes import client as k8s
 
 from devenv import kueue_objects as ko
@@ -54,23 +53,6 @@ def _only_failure(results: dict[str, Result], name: str, *words: str) -> Result:
     for word in words:
         assert word in result.detail + result.fix, result
     return result
-
-
-@pytest.fixture
-def healthy(gang_local: Any, namespace: str) -> LocalEnvironment:
-    env: LocalEnvironment = gang_local()
-    custom = k8s.CustomObjectsApi(env.control_plane.api_client())  # type: ignore[union-attr]
-    eventually(
-        lambda: any(
-            x["type"] == "Active" and x["status"] == "True"
-            for x in custom.get_cluster_custom_object(*KUEUE, "admissionchecks", ko.CHECK_NAME)
-            .get("status", {})
-            .get("conditions", [])
-        ),
-        what="our AdmissionCheck Active",
-    )
-    eventually(lambda: env.manager.is_leading(), what="the controller leading")
-    return env
 
 
 def _private_queue(

@@ -28,7 +28,7 @@ from devenv.webhook import CONFIG_NAME as WEBHOOK_CONFIG
 from provisioner import cli
 from provisioner.api import constants as c
 from provisioner.cloud.iam_policy import pod_identity_trust_policy
-from tests.e2e.conftest import KUEUE, eventually, phase, submit
+from tests.e2e.conftest import eventually, phase, submit
 from tests.integration.test_stack_support import pulumi_root
 
 LINE = re.compile(r"^(pass|FAIL|WARN)  ([^:]+): (.*)$")
@@ -41,23 +41,6 @@ NEW_CHECKS = (
     "state backend",
     "secrets provider",
 )
-
-
-@pytest.fixture
-def healthy(gang_local: Any) -> LocalEnvironment:
-    env: LocalEnvironment = gang_local()
-    custom = k8s.CustomObjectsApi(env.control_plane.api_client())  # type: ignore[union-attr]
-    eventually(
-        lambda: any(
-            x["type"] == "Active" and x["status"] == "True"
-            for x in custom.get_cluster_custom_object(*KUEUE, "admissionchecks", ko.CHECK_NAME)
-            .get("status", {})
-            .get("conditions", [])
-        ),
-        what="our AdmissionCheck Active",
-    )
-    eventually(lambda: env.manager.is_leading(), what="the controller leading")
-    return env
 
 
 def doctor(
