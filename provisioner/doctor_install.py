@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import yaml  # type: ignore[import-untyped]  # no stubs in the pinned dev set
 
@@ -31,7 +31,7 @@ from provisioner.cloud.state_access import (
     s3_backend_of,
 )
 from provisioner.doctor import Failed, Result, Warned, run_checks
-from provisioner.installation import CHART_SELECTOR, INSTANCE, Installation
+from provisioner.installation import CHART_SELECTOR, INSTANCE, Installation, Reader
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import (
     CONFIG_MAPS,
@@ -56,16 +56,6 @@ WHY_WAIT_FOR_PODS_READY: Final = (
     "next Workload while this one's pods are still starting, so two gangs can each hold part "
     "of the quota and wait on each other"
 )
-
-
-class Reader(Protocol):
-    def get(
-        self, ref: ResourceRef, name: str, *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
-
-    def list(
-        self, ref: ResourceRef, *, namespace: str | None = None, label_selector: str | None = None
-    ) -> Any: ...
 
 
 def _gates(args: Sequence[str]) -> dict[str, bool]:
