@@ -188,6 +188,7 @@ class EventReason(StrEnum):
     STRAY_INSTANCES = "StrayInstances"
     POOL_DELETED = "PoolDeleted"
     RELEASED = "Released"
+    STACK_IDLE = "StackIdle"
     # Workload admission check (workload_decision)
     POOL_CREATED = "PoolCreated"
     SHAPE_CONFLICT = "ShapeConflict"

@@ -91,6 +91,9 @@ class GangNodePoolStatus(KubeModel):
     instance_ids: tuple[InstanceId, ...] = ()
     ready_nodes: int = Field(default=0, ge=0)
     keep_warm_until: KubeTime | None = None
+    # When the pool last went Idle with no set: its prepared stack (launch template,
+    # placement group) is kept for the next claim until `stackOperations.idleStackTTL` later.
+    idle_since: KubeTime | None = None
     # The end of the Capacity Block the active set runs on (EC2 reclaims it then); the set
     # is released before it. None when the gang is not on a block.
     capacity_block_ends_at: KubeTime | None = None

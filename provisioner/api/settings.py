@@ -183,6 +183,15 @@ class StackOperations(_Section):
         description="Pulumi operations run at once, one pool each (default: the CPU count).",
     )
 
+    idle_stack_ttl: NonNegativeDuration = Field(
+        default=timedelta(days=7),
+        description=(
+            "How long a released pool keeps its prepared stack (launch template, placement "
+            "group) for the next claim before the stack is destroyed; 0 destroys it with "
+            "the set."
+        ),
+    )
+
     @field_validator("workers")
     @classmethod
     def _at_least_one(cls, v: int) -> int:

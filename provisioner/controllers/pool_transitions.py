@@ -89,6 +89,9 @@ class PoolView:
     block_release_margin: timedelta = timedelta(minutes=35)
     # The pool's stack operation queued or running on the executor, if any.
     stack_operation: Action | None = None
+    # How long a released pool keeps its prepared stack for the next claim (0: destroyed
+    # with the set).
+    idle_stack_ttl: timedelta = timedelta(days=7)
 
 
 @dataclass(frozen=True)
@@ -265,8 +268,14 @@ def _plan_delete(view: PoolView) -> Step:
 
 def _plan_idle(view: PoolView) -> Step:
     if view.spec.claim is None:
-        return Step(Action.NONE, view.status)
-    status = _with(view.status, phase=c.PHASE_ACQUIRING, consecutive_shortfalls=0, last_error=None)
+        return _plan_idle_stack(view)
+    status = _with(
+        view.status,
+        phase=c.PHASE_ACQUIRING,
+        consecutive_shortfalls=0,
+        last_error=None,
+        idle_since=None,
+    )
     return Step(
         Action.NONE,
         status,
@@ -280,6 +289,55 @@ def _plan_idle(view: PoolView) -> Step:
             ),
         ),
     )
+
+
+def _plan_idle_stack(view: PoolView) -> Step:
+    """An unclaimed pool keeps its prepared stack (launch template, placement group; they
+    cost nothing) so the next claim launches without a `pulumi up`, until it has been idle
+    for `idle_stack_ttl`; then the stack is destroyed."""
+    status = view.status
+    if not view.stack_prepared:
+        return Step(Action.NONE, status)
+    since = status.idle_since
+    if since is None:
+        # Idle by a path that did not stamp it (a claim dropped mid-acquisition, a status
+        # from before the stamp existed): the idle time starts now.
+        return Step(
+            Action.NONE,
+            _with(status, idle_since=view.now),
+            requeue_after=view.idle_stack_ttl.total_seconds(),
+        )
+    remaining = (since + view.idle_stack_ttl - view.now).total_seconds()
+    if remaining > 0:
+        return Step(Action.NONE, status, requeue_after=remaining)
+    return Step(
+        Action.DESTROY_STACK,
+        _with(
+            status,
+            phase=c.PHASE_RELEASING,
+            idle_since=None,
+            release_in_progress=_releasing(view, c.EventReason.STACK_IDLE, ()),
+        ),
+        events=(
+            Event(
+                c.EVENT_NORMAL,
+                c.EventReason.STACK_IDLE,
+                f"Pool {view.name} idle since {since:%Y-%m-%dT%H:%M:%SZ}, past "
+                f"stackOperations.idleStackTTL ({_duration(view.idle_stack_ttl)}); "
+                "destroying its stack.",
+            ),
+        ),
+        why="stack idle",
+    )
+
+
+def _duration(value: timedelta) -> str:
+    seconds = int(value.total_seconds())
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"
 
 
 def _plan_acquiring(view: PoolView) -> Step:
@@ -418,17 +476,24 @@ def _enter_keep_warm(view: PoolView, status: GangNodePoolStatus) -> Step:
 def _plan_keep_warm(view: PoolView) -> Step:
     status = view.status
     if view.spec.claim is not None:
-        # A new claimant reuses the warm set: no launch, no join wait if still Ready.
+        # A new claimant reuses the warm set: no launch. A whole set of Ready nodes is
+        # Satisfied in this one step (its record stands: the set is the one recorded); one
+        # that lost readiness while warm goes back to Joining, under a fresh deadline.
+        ready = len(view.ready_instance_ids & set(status.instance_ids))
+        whole = ready == view.spec.count == len(status.instance_ids) and not view.gone_ids & set(
+            status.instance_ids
+        )
         back = _with(
             status,
-            phase=c.PHASE_JOINING,
+            phase=c.PHASE_SATISFIED if whole else c.PHASE_JOINING,
             keep_warm_until=None,
-            join_deadline=view.now + view.join_deadline,
+            ready_nodes=ready,
+            join_deadline=None if whole else view.now + view.join_deadline,
         )
         return Step(
             Action.TAG_KEEP_WARM,
             back,
-            requeue_after=0.0,
+            requeue_after=None if whole else 0.0,
             events=(
                 Event(c.EVENT_NORMAL, c.EventReason.WARM_REUSE, "New claim; reusing the warm set."),
             ),
@@ -465,8 +530,23 @@ def _plan_keep_warm(view: PoolView) -> Step:
 
 
 def _plan_releasing(view: PoolView) -> Step:
+    """The set is released and the prepared stack kept for the next claim (the idle TTL
+    destroys it later); with `idle_stack_ttl` 0, the stack goes with the set."""
     status = view.status
-    if view.live or status.instance_ids or view.stack_prepared:
+    keep_stack = view.idle_stack_ttl > timedelta(0)
+    if keep_stack and (view.live or status.instance_ids):
+        ids = tuple(dict.fromkeys([*status.instance_ids, *(i.instance_id for i in view.live)]))
+        return Step(
+            Action.RELEASE_SET,
+            _with(
+                status,
+                release_in_progress=status.release_in_progress
+                or _releasing(view, c.EventReason.RELEASED, ids),
+            ),
+            release_ids=ids,
+            why="release set",
+        )
+    if not keep_stack and (view.live or status.instance_ids or view.stack_prepared):
         return Step(
             Action.DESTROY_STACK,
             _with(
@@ -476,10 +556,11 @@ def _plan_releasing(view: PoolView) -> Step:
             ),
             why="destroy stack",
         )
+    idle_ttl = view.idle_stack_ttl.total_seconds()
     return Step(
         Action.NONE,
-        _idle(status),
-        requeue_after=0.0 if view.spec.claim else None,
+        _with(_idle(status), idle_since=view.now if view.stack_prepared else None),
+        requeue_after=0.0 if view.spec.claim else (idle_ttl if view.stack_prepared else None),
         events=(
             Event(
                 c.EVENT_NORMAL, c.EventReason.RELEASED, f"Pool {view.name} released; 0 instances."
@@ -586,10 +667,17 @@ def _after_release_set(
     if step.why == "strays":
         return _with(status, release_in_progress=None)
     # The set is gone: acquire a new generation (the generation moved when this set's
-    # launch succeeded, so the next token is fresh).
+    # launch succeeded, so the next token is fresh). A pool's release (keep-warm over, a
+    # warm node gone) stays Releasing for one more pass, which says it is released.
+    if view.spec.claim:
+        phase = c.PHASE_ACQUIRING
+    elif status.phase == c.PHASE_RELEASING:
+        phase = c.PHASE_RELEASING
+    else:
+        phase = c.PHASE_IDLE
     return _with(
         status,
-        phase=c.PHASE_ACQUIRING if view.spec.claim else c.PHASE_IDLE,
+        phase=phase,
         instance_ids=(),
         active_group=None,
         ready_nodes=0,

@@ -106,12 +106,18 @@ def test_a_pulumi_lock_left_by_a_dead_process_is_cleared_and_release_completes(
 
     kube = KubeClient.from_kubeconfig(control_plane.info.kubeconfig)
     managers.append(start_manager(env, kube, pulumi_tool.binary.parent.parent))
-    # The release is a `stack destroy`: it could not run while the lock stood.
+    # The release removes the set from the stack (an `up`): it could not run while the lock
+    # stood. The prepared stack itself stays for the next claim.
     env.kueue.finish(env.namespace, workload)
     env.wait_phase("pool-locked", c.PHASE_IDLE, timeout=150)
     # A fresh driver: the harness's own caches what its stopped controller last saw.
     reader = StackDriver(env.settings, pulumi_tool.binary.parent.parent, logging.getLogger("t"))
-    eventually(lambda: reader.outputs("pool-locked") is None, 60, "the stack destroyed")
+
+    def set_removed() -> bool:
+        outputs = reader.read_outputs("pool-locked")
+        return outputs is not None and outputs.instance_ids == ()
+
+    eventually(set_removed, 60, "the set removed from the kept stack")
     assert not lock.exists(), "the stale lock is still there"
     assert env.live_instances() == []
 

@@ -1,16 +1,27 @@
 """The controller's whole life on real parts: claim, N-or-0 launch, join, Ready, keep-warm,
-warm reuse without a launch, expiry, release through `stack destroy`."""
+warm reuse without a launch, expiry releasing the set and keeping the prepared stack, a
+claim on the kept stack launching without a prepare, deletion destroying the stack."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from provisioner.api import constants as c
 from tests.integration.controller_harness import GangEnv, eventually
 
 
-def test_full_life_of_a_pool(gang_env_factory: Any) -> None:
+def test_full_life_of_a_pool(gang_env_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     env: GangEnv = gang_env_factory()
+    prepares: list[str] = []
+    real_prepare = env.driver.prepare
+
+    def counted_prepare(spec: Any) -> Any:
+        prepares.append(spec.pool)
+        return real_prepare(spec)
+
+    monkeypatch.setattr(env.driver, "prepare", counted_prepare)
     first = env.submit("train-1", "pool-life", count=2, **{c.ANN_KEEP_WARM_TTL: "6s"})
 
     pool = env.wait_phase("pool-life", c.PHASE_SATISFIED, timeout=180)
@@ -45,6 +56,21 @@ def test_full_life_of_a_pool(gang_env_factory: Any) -> None:
 
     env.kueue.finish(env.namespace, second)
     env.wait_phase("pool-life", c.PHASE_KEEP_WARM)
-    env.wait_phase("pool-life", c.PHASE_IDLE, timeout=120)
+    idle = env.wait_phase("pool-life", c.PHASE_IDLE, timeout=120)
     assert env.live_instances("pool-life") == []
-    assert env.driver.outputs("pool-life") is None, "stack still present after release"
+    assert idle["status"].get("idleSince"), idle["status"]
+    # Keep-warm over: the set is released and the prepared stack kept for the next claim.
+    kept = env.driver.read_outputs("pool-life")
+    assert kept is not None and kept.instance_ids == () and kept.launch_template_id
+
+    assert prepares == ["pool-life"]
+    third = env.submit("train-3", "pool-life", count=2, **{c.ANN_KEEP_WARM_TTL: "1h"})
+    env.wait_check(third, c.CHECK_READY, timeout=120)
+    assert env.launches() == launched_before + 2
+    assert prepares == ["pool-life"], "a claim on a kept stack prepared it again"
+
+    # Deleting the pool releases the set and destroys the stack at once.
+    env.custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, "pool-life")
+    eventually(lambda: env.pool("pool-life") is None, 120, "the pool released and removed")
+    assert env.live_instances("pool-life") == []
+    assert env.driver.read_outputs("pool-life") is None, "stack still present after deletion"

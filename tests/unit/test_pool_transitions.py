@@ -47,6 +47,7 @@ def view(
     prepared: bool = True,
     deleting: bool = False,
     keep_warm: str = "10m",
+    idle_stack_ttl: timedelta = timedelta(days=7),
 ) -> PoolView:
     spec = GangNodePoolSpec.model_validate(
         {**SPEC_BASE, "keepWarmTTL": keep_warm, **({"claim": CLAIM} if claimed else {})}
@@ -65,6 +66,7 @@ def view(
         stack_prepared=prepared,
         now=NOW,
         join_deadline=timedelta(minutes=10),
+        idle_stack_ttl=idle_stack_ttl,
     )
 
 
@@ -202,14 +204,17 @@ def test_a_record_that_keeps_failing_cannot_hold_a_set_past_its_join_deadline() 
     assert step.action is Action.RELEASE_SET and set(step.release_ids) == set(IDS)
 
 
-@pytest.mark.parametrize(("failures", "kind", "delay"), [
-    (0, "retryable", 5.0),
-    (1, "retryable", 10.0),
-    (3, "retryable", 40.0),
-    (9, "retryable", 300.0),
-    (0, "not-prepared", 5.0),
-    (4, "config", 60.0),
-])
+@pytest.mark.parametrize(
+    ("failures", "kind", "delay"),
+    [
+        (0, "retryable", 5.0),
+        (1, "retryable", 10.0),
+        (3, "retryable", 40.0),
+        (9, "retryable", 300.0),
+        (0, "not-prepared", 5.0),
+        (4, "config", 60.0),
+    ],
+)
 def test_a_failing_stack_step_backs_off_and_escalates_by_its_kind(
     failures: int, kind: str, delay: float
 ) -> None:
@@ -317,11 +322,26 @@ def test_a_new_claim_during_keep_warm_reuses_the_set_without_launching() -> None
     )
     step = plan(v)
     assert step.action is Action.TAG_KEEP_WARM and step.status.keep_warm_until is None
-    assert step.status.phase == c.PHASE_JOINING
+    # The whole warm set is Ready: Satisfied in this one step, nothing to wait for.
+    assert step.status.phase == c.PHASE_SATISFIED and step.status.ready_nodes == len(IDS)
+    assert step.status.join_deadline is None and step.requeue_after is None
     follow = plan(
-        view(phase=c.PHASE_JOINING, status=step.status.to_dict(), live=LIVE, ready=frozenset(IDS))
+        view(phase=c.PHASE_SATISFIED, status=step.status.to_dict(), live=LIVE, ready=frozenset(IDS))
     )
-    assert follow.action is Action.NONE and follow.status.phase == c.PHASE_SATISFIED
+    assert follow.action is Action.NONE and follow.status == step.status
+
+
+def test_a_warm_set_that_lost_a_node_is_reused_through_joining() -> None:
+    v = view(
+        phase=c.PHASE_KEEP_WARM,
+        status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
+        live=LIVE,
+        ready=frozenset(IDS[1:]),
+    )
+    step = plan(v)
+    assert step.action is Action.TAG_KEEP_WARM and step.status.phase == c.PHASE_JOINING
+    assert step.status.join_deadline == NOW + timedelta(minutes=10)
+    assert step.status.ready_nodes == len(IDS) - 1
 
 
 def test_keep_warm_waits_until_expiry_then_releases() -> None:
@@ -342,15 +362,70 @@ def test_keep_warm_waits_until_expiry_then_releases() -> None:
     assert plan(expired).status.phase == c.PHASE_RELEASING
 
 
-def test_releasing_destroys_the_stack_then_goes_idle() -> None:
+def test_a_release_removes_the_set_and_keeps_the_prepared_stack() -> None:
     v = view(phase=c.PHASE_RELEASING, claimed=False, status=active(), live=LIVE)
+    step = plan(v)
+    assert step.action is Action.RELEASE_SET and set(step.release_ids) == set(IDS)
+    status, _, _ = outcome(v, step, ActionResult(ok=True))
+    assert status.phase == c.PHASE_RELEASING and status.instance_ids == ()
+    done = plan(view(phase=c.PHASE_RELEASING, claimed=False, status=status.to_dict()))
+    assert done.action is Action.NONE
+    assert done.status.phase == c.PHASE_IDLE and done.status.idle_since == NOW
+    assert done.events[0].reason == c.EventReason.RELEASED
+    assert done.requeue_after == timedelta(days=7).total_seconds()
+
+
+def test_a_zero_idle_stack_ttl_destroys_the_stack_with_the_set() -> None:
+    v = view(
+        phase=c.PHASE_RELEASING,
+        claimed=False,
+        status=active(),
+        live=LIVE,
+        idle_stack_ttl=timedelta(0),
+    )
     step = plan(v)
     assert step.action is Action.DESTROY_STACK
     status, _, _ = outcome(v, step, ActionResult(ok=True))
     done = plan(
-        view(phase=c.PHASE_RELEASING, claimed=False, status=status.to_dict(), prepared=False)
+        view(
+            phase=c.PHASE_RELEASING,
+            claimed=False,
+            status=status.to_dict(),
+            prepared=False,
+            idle_stack_ttl=timedelta(0),
+        )
     )
     assert done.status.phase == c.PHASE_IDLE and done.status.instance_ids == ()
+    assert done.status.idle_since is None
+
+
+def test_an_idle_stack_is_kept_until_its_ttl_then_destroyed() -> None:
+    since = NOW - timedelta(hours=1)
+    waiting = plan(view(claimed=False, status={"idleSince": since.isoformat()}))
+    assert waiting.action is Action.NONE
+    assert waiting.requeue_after == (timedelta(days=7) - timedelta(hours=1)).total_seconds()
+    expired = view(
+        claimed=False,
+        status={"idleSince": (NOW - timedelta(days=7, seconds=1)).isoformat()},
+    )
+    step = plan(expired)
+    assert step.action is Action.DESTROY_STACK
+    assert step.status.phase == c.PHASE_RELEASING and step.status.idle_since is None
+    assert step.events[0].reason == c.EventReason.STACK_IDLE
+    assert "stackOperations.idleStackTTL (168h)" in step.events[0].message
+
+
+def test_an_idle_pool_with_a_stack_but_no_stamp_starts_its_idle_time_now() -> None:
+    step = plan(view(claimed=False))
+    assert step.action is Action.NONE and step.status.idle_since == NOW
+    assert plan(view(claimed=False, prepared=False)).status.idle_since is None
+
+
+def test_a_claim_on_a_pool_with_a_kept_stack_launches_without_a_prepare() -> None:
+    claimed = plan(view(status={"idleSince": NOW.isoformat(), "acquireGeneration": 2}))
+    assert claimed.status.phase == c.PHASE_ACQUIRING and claimed.status.idle_since is None
+    acquiring = view(phase=c.PHASE_ACQUIRING, status=claimed.status.to_dict())
+    assert plan(acquiring).action is Action.LAUNCH
 
 
 def test_strays_no_set_owns_are_terminated_first() -> None:

@@ -20,10 +20,11 @@ joinDeadlineSeconds: {{ int $v.joinDeadlineSeconds }}
 capacityBlockReleaseSeconds: {{ int $v.capacityBlockReleaseSeconds }}
 acquireAttemptsBeforeRetry: {{ int $v.acquireAttemptsBeforeRetry }}
 maxConcurrentPoolReconciles: {{ int $v.maxConcurrentPoolReconciles }}
-{{- with ($v.stackOperations | default dict).workers }}
 stackOperations:
+{{- with ($v.stackOperations | default dict).workers }}
   workers: {{ int . }}
 {{- end }}
+  idleStackTTL: {{ ($v.stackOperations | default dict).idleStackTTL | default "168h" | quote }}
 retryBackoff:
   initial: {{ $v.retryBackoff.initial | quote }}
   max: {{ $v.retryBackoff.max | quote }}
