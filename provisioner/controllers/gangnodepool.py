@@ -43,6 +43,7 @@ from provisioner.cloud.types import (
     LaunchSpec,
     LaunchTemplateRef,
 )
+from provisioner.cloud.views import LIVE_STATES
 from provisioner.controllers import metrics
 from provisioner.controllers.pool_transitions import (
     EXTRA_BLOCK_ENDS_AT,
@@ -71,6 +72,22 @@ from provisioner.pulumi_driver.port import PoolSpec, StackError, pool_spec_for
 log = logging.getLogger(__name__)
 
 _GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
+_OBSERVED_STATES = tuple(sorted({*LIVE_STATES, *_GONE_STATES}))
+
+
+# A pass that wrote the status is run again by its own write's watch event, from a cache that
+# holds the write; an immediate requeue would plan from the cache before it (and meet a
+# conflict). This short one only stands in for a watch event that never comes.
+_AFTER_OWN_WRITE_SECONDS = 2.0
+
+
+def _next_pass(
+    before: GangNodePoolStatus, after: GangNodePoolStatus, requeue_after: float | None
+) -> float | None:
+    """When to look at the pool again: at once means "when our write comes back"."""
+    if requeue_after == 0.0 and after != before:
+        return _AFTER_OWN_WRITE_SECONDS
+    return requeue_after
 
 
 class GangNodePoolReconciler:
@@ -133,14 +150,14 @@ class GangNodePoolReconciler:
         if result is None:
             self._emit(raw, step.events)
             self._observe_metrics(pool, view.status, step.status)
-            return Result(requeue_after=step.requeue_after)
+            return Result(requeue_after=_next_pass(view.status, step.status, step.requeue_after))
         status, requeue, events = outcome(view, step, result)
         if step.action is Action.REMOVE_FINALIZER:
             return Result()
         raw = self._persist_result(raw, step.status, status)
         self._emit(raw, (*step.events, *events))
         self._observe_metrics(pool, step.status, status)
-        return Result(requeue_after=requeue)
+        return Result(requeue_after=_next_pass(view.status, status, requeue))
 
     def _submit(
         self, step: Step, pool: GangNodePool, view: PoolView, raw: dict[str, Any]
@@ -177,14 +194,20 @@ class GangNodePoolReconciler:
         self._executor.consumed(finished)
         self._emit(raw, events)
         self._observe_metrics(pool, view.status, status)
-        return Result(requeue_after=requeue)
+        return Result(requeue_after=_next_pass(view.status, status, requeue))
 
     def _observe(self, pool: GangNodePool, stack_operation: Action | None) -> PoolView:
         cluster = self._settings.cluster_name
-        live = self._engine.find_managed(cluster, pool.name)
         status = pool.status
-        described = self._engine.describe(status.instance_ids) if status.instance_ids else []
-        gone = frozenset(v.instance_id for v in described if v.state in _GONE_STATES)
+        # One paged read of the pool's instances in every state says both what runs and
+        # which of the status's IDs EC2 reports gone. An ID absent from it is not gone (EC2
+        # lists a fresh launch late); its Node not joining is what the join deadline is for.
+        seen = self._engine.find_managed(cluster, pool.name, states=_OBSERVED_STATES)
+        live = [v for v in seen if v.state in LIVE_STATES]
+        owned = set(status.instance_ids)
+        gone = frozenset(
+            v.instance_id for v in seen if v.instance_id in owned and v.state in _GONE_STATES
+        )
         ready = self._ready_instances(pool.name, status, {v.instance_id for v in live})
         return PoolView(
             name=pool.name,
@@ -204,6 +227,7 @@ class GangNodePoolReconciler:
             backoff_base=self._settings.retry_backoff.initial.total_seconds(),
             backoff_max=self._settings.retry_backoff.max.total_seconds(),
             block_release_margin=timedelta(seconds=self._settings.capacity_block_release_seconds),
+            idle_stack_ttl=self._settings.stack_operations.idle_stack_ttl,
         )
 
     def _ready_instances(

@@ -40,6 +40,7 @@ from provisioner.kube.leader import LeaderElector, LeaseLock, default_identity
 from provisioner.kube.resources import (
     ADMISSION_CHECKS,
     GANG_NODE_POOLS,
+    JOBS,
     NODES,
     WORKLOADS,
     ObjectKey,
@@ -66,6 +67,7 @@ class Manager:
     _controllers: list[Controller] = field(default_factory=list)
     _reaper: Reaper | None = None
     _executor: StackExecutor | None = None
+    _recorder: EventRecorder | None = None
     _elector: LeaderElector | None = None
     _servers: list[uvicorn.Server] = field(default_factory=list)
     _leading: threading.Event = field(default_factory=threading.Event)
@@ -82,15 +84,19 @@ class Manager:
         pools = self._informer("gangnodepools", GANG_NODE_POOLS)
         checks = self._informer("admissionchecks", ADMISSION_CHECKS)
         nodes = self._informer("nodes", NODES, label_selector=c.POOL_LABEL)
+        # Only the Jobs of gang pools: the warm path reads owner Jobs from here, not by GET.
+        jobs = self._informer("jobs", JOBS, label_selector=c.POOL_LABEL)
         for informer in self._informers.values():
             informer.start()
-        recorder = EventRecorder(self.kube.with_timeout(5), instance=self.identity)
+        # Events are written by a thread of their own: no pass waits on one.
+        recorder = EventRecorder(self.kube.with_timeout(5), instance=self.identity, background=True)
+        self._recorder = recorder
 
         check_reconciler = AdmissionCheckReconciler(
             self.kube, checks, self.settings.controller_name, self.now
         )
         workload_reconciler = WorkloadReconciler(
-            self.kube, workloads, pools, checks, self.settings, recorder, self.now
+            self.kube, workloads, pools, checks, jobs, self.settings, recorder, self.now
         )
         # A finished stack operation queues its pool again (pool_ctl exists by then: the
         # executor starts with the reconcilers).
@@ -216,6 +222,8 @@ class Manager:
         if self._elector is not None:
             self._elector.stop(release=True)
         self._stop_leading()
+        if self._recorder is not None:
+            self._recorder.close()
         for informer in self._informers.values():
             informer.stop()
         for server in self._servers:

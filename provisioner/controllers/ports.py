@@ -35,7 +35,11 @@ class EngineOps(Protocol):
     def describe(self, instance_ids: Sequence[str]) -> list[InstanceView]: ...
 
     def find_managed(
-        self, cluster: str, pool: str | None = None, group: str | None = None
+        self,
+        cluster: str,
+        pool: str | None = None,
+        group: str | None = None,
+        states: Sequence[str] = ...,
     ) -> list[InstanceView]: ...
 
     def release(self, instance_ids: Sequence[str]) -> ReleaseReport: ...

@@ -1,7 +1,8 @@
 """Workload reconciler: turns Kueue Workloads carrying our check into pool claims and back.
 
 Watches: Kueue Workloads (and, through the manager's mappings, GangNodePools — a pool's
-status change re-evaluates its claimant — and our AdmissionChecks).
+status change re-evaluates its claimant — and our AdmissionChecks). Reads owner Jobs from
+an informer of the Jobs that carry the pool label (a live GET only for one it has not seen).
 Writes, alone: `GangNodePool.spec` (shape snapshot and the one claim; the finalizer is set
 at creation) and our entry in `Workload.status.admissionChecks`.
 
@@ -49,6 +50,7 @@ class WorkloadReconciler:
         workloads: Informer,
         pools: Informer,
         checks: Informer,
+        jobs: Informer,
         settings: Settings,
         recorder: EventRecorder,
         now: Callable[[], datetime],
@@ -57,6 +59,7 @@ class WorkloadReconciler:
         self._workloads = workloads
         self._pools = pools
         self._checks = checks
+        self._jobs = jobs
         self._settings = settings
         self._recorder = recorder
         self._now = now
@@ -129,6 +132,11 @@ class WorkloadReconciler:
             return None
         name, uid = owner
         namespace = workload.metadata.namespace or ""
+        cached = self._jobs.get(namespace, name)
+        if cached is not None and (not uid or cached.get("metadata", {}).get("uid") == uid):
+            return cached
+        # Not in the cache: a Job without the pool label (the informer selects on it; its
+        # Workload is refused by name below), or one the watch has not delivered yet.
         try:
             job = self._kube.get(JOBS, name, namespace=namespace)
         except KubeNotFound:

@@ -6,11 +6,17 @@ reason constant. Events are `core/v1` so they show under the object with `count`
 increments the existing Event instead of creating another, which keeps a retry loop from
 flooding etcd. Recording is best effort and never raises into the reconcile: a failure is
 logged and the reconcile carries on. Pass a client with a short timeout.
+
+With ``background=True`` (the controller's recorder) an Event is handed to one writer thread
+and `record` returns at once: a reconcile pass never waits on an Event's round trip to the API
+server. The queue is bounded; when it is full an Event is dropped and logged, never waited for.
+`close` writes what is queued before the process stops.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import socket
 import threading
 import uuid
@@ -50,6 +56,14 @@ class EventWriter(Protocol):
     ) -> dict[str, Any]: ...
 
 
+@dataclass(frozen=True)
+class _Pending:
+    involved: dict[str, Any]
+    type: str
+    reason: str
+    message: str
+
+
 @dataclass
 class _Seen:
     name: str
@@ -71,6 +85,8 @@ class EventRecorder:
         clock: Clock = SYSTEM_CLOCK,
         window: float = 600.0,
         max_tracked: int = 4096,
+        background: bool = False,
+        max_pending: int = 1024,
     ) -> None:
         self._client = client
         self._component = component
@@ -80,6 +96,12 @@ class EventRecorder:
         self._max_tracked = max_tracked
         self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
         self._lock = threading.Lock()
+        self._pending: queue.Queue[_Pending | None] | None = (
+            queue.Queue(max_pending) if background else None
+        )
+        self._writer: threading.Thread | None = None
+        # Apart from `_lock`, which a write holds over its API call.
+        self._writer_lock = threading.Lock()
 
     def normal(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
         self.record(obj, NORMAL, reason, message)
@@ -88,23 +110,73 @@ class EventRecorder:
         self.record(obj, WARNING, reason, message)
 
     def record(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
-        message = message[:_MESSAGE_LIMIT]
         try:
-            with self._lock:
-                self._record(obj, event_type, reason, message)
-        except Exception as err:
-            meta = obj.get("metadata") or {}
+            # Taken now: the object as the reconcile saw it, whenever the Event is written.
+            event = _Pending(_involved(obj), event_type, reason, message[:_MESSAGE_LIMIT])
+        except ValueError as err:
+            log.warning("event %s %s not recorded: %s", event_type, reason, err)
+            return
+        if self._pending is None:
+            self._write(event)
+            return
+        self._start_writer()
+        try:
+            self._pending.put_nowait(event)
+        except queue.Full:
             log.warning(
-                "event %s %s on %s %s not recorded: %s",
+                "event %s %s on %s %s dropped: %d Events already wait to be written",
                 event_type,
                 reason,
-                obj.get("kind"),
-                meta.get("name"),
+                event.involved["kind"],
+                event.involved["name"],
+                self._pending.maxsize,
+            )
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Write the queued Events (for at most `timeout` seconds) and stop the writer."""
+        with self._writer_lock:
+            writer, self._writer = self._writer, None
+        if self._pending is None or writer is None:
+            return
+        self._pending.put(None)
+        writer.join(timeout)
+
+    def _start_writer(self) -> None:
+        if self._writer is not None:
+            return
+        with self._writer_lock:
+            if self._writer is None:
+                self._writer = threading.Thread(
+                    target=self._write_queued, name="event-writer", daemon=True
+                )
+                self._writer.start()
+
+    def _write_queued(self) -> None:
+        assert self._pending is not None
+        while (event := self._pending.get()) is not None:
+            self._write(event)
+
+    def _write(self, event: _Pending) -> None:
+        try:
+            with self._lock:
+                self._record(event)
+        except Exception as err:
+            log.warning(
+                "event %s %s on %s %s not recorded: %s",
+                event.type,
+                event.reason,
+                event.involved["kind"],
+                event.involved["name"],
                 err,
             )
 
-    def _record(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
-        involved = _involved(obj)
+    def _record(self, event: _Pending) -> None:
+        involved, event_type, reason, message = (
+            event.involved,
+            event.type,
+            event.reason,
+            event.message,
+        )
         identity = involved.get("uid") or f"{involved['kind']}/{involved.get('namespace')}"
         key = (identity, involved["name"], event_type, reason, message)
         now = self._clock.monotonic()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -153,3 +154,40 @@ def test_failures_are_logged_never_raised(
 def test_long_messages_are_truncated(sink: FakeEvents, recorder: EventRecorder) -> None:
     recorder.normal(POOL, "Long", "x" * 5000)
     assert len(only(sink)["message"]) == 1024
+
+
+class SlowEvents(FakeEvents):
+    """An Events endpoint whose writes wait until the test lets them through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def create(self, ref: ResourceRef, body: Mapping[str, Any]) -> dict[str, Any]:
+        assert self.gate.wait(10), "the test never opened the gate"
+        return super().create(ref, body)
+
+
+def test_a_background_recorder_returns_before_the_write_and_close_writes_the_rest() -> None:
+    api = SlowEvents()
+    recorder = EventRecorder(api, clock=FakeClock(), background=True)
+    recorder.normal(POOL, "Launched", "one")
+    recorder.warning(JOB_WORKLOAD, "Waiting", "two")
+    # Both calls returned while the API server had not answered the first write.
+    assert api.events == {}
+    api.gate.set()
+    recorder.close()
+    assert sorted(e["message"] for e in api.events.values()) == ["one", "two"]
+
+
+def test_a_full_background_queue_drops_the_event_instead_of_waiting(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    api = SlowEvents()
+    recorder = EventRecorder(api, clock=FakeClock(), background=True, max_pending=1)
+    for n in range(4):  # the writer holds one, the queue one; the rest are dropped
+        recorder.normal(POOL, "Launched", f"event {n}")
+    api.gate.set()
+    recorder.close()
+    assert 1 <= len(api.events) <= 2
+    assert "dropped" in caplog.text

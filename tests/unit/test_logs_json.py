@@ -73,7 +73,7 @@ class _Kube:
 
 
 class _Engine:
-    def find_managed(self, cluster: str, pool: str) -> list[Any]:
+    def find_managed(self, cluster: str, pool: str, **_: Any) -> list[Any]:
         return []
 
     def describe(self, ids: Sequence[str]) -> list[Any]:
