@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from provisioner.api import constants as c
 from provisioner.cloud.errors import CloudError
 from provisioner.cloud.types import InstanceView
-from provisioner.controllers import metrics
+from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.ports import EngineOps
 
 log = logging.getLogger(__name__)
@@ -79,12 +79,14 @@ class Reaper:
         pool_facts: Callable[[], dict[str, PoolFacts]],
         interval_seconds: float,
         now: Callable[[], datetime],
+        metrics: ControllerMetrics,
     ) -> None:
         self._engine = engine
         self._cluster = cluster
         self._pool_facts = pool_facts
         self._interval = interval_seconds
         self._now = now
+        self._metrics = metrics
         self._last_sweep: datetime | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -102,7 +104,7 @@ class Reaper:
         if ids:
             self._engine.release(ids)
             for reason, group in doomed.items():
-                metrics.REAPED.labels(reason=reason).inc(len(group))
+                self._metrics.reaped.labels(reason=reason).inc(len(group))
                 log.warning("reaper terminated %d instances (%s): %s", len(group), reason, group)
         self._sample(instances, pools, now, set(ids))
         self._last_sweep = now
@@ -134,22 +136,22 @@ class Reaper:
         terminated: set[str],
     ) -> None:
         live = [i for i in instances if i.instance_id not in terminated]
-        metrics.INSTANCES_BILLED.set(len(live))
+        self._metrics.instances_billed.set(len(live))
         phases: dict[str, int] = {phase: 0 for phase in c.PHASES}
         for facts in pools.values():
             phases[facts.phase] = phases.get(facts.phase, 0) + 1
         for phase, count in phases.items():
-            metrics.POOLS.labels(phase=phase).set(count)
+            self._metrics.pools.labels(phase=phase).set(count)
         if self._last_sweep is None:
             return
         elapsed = max((now - self._last_sweep).total_seconds(), 0.0)
-        metrics.NODE_SECONDS_BILLED.inc(elapsed * len(live))
+        self._metrics.node_seconds_billed.inc(elapsed * len(live))
         stranded = sum(
             1
             for i in live
             if i.managed.pool in pools and pools[i.managed.pool].phase in _STRANDED_PHASES
         )
-        metrics.NODE_SECONDS_STRANDED.inc(elapsed * stranded)
+        self._metrics.node_seconds_stranded.inc(elapsed * stranded)
 
     # -- periodic runnable ----------------------------------------------------------------
     def start(self) -> None:
