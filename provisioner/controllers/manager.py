@@ -149,6 +149,7 @@ class Manager:
                 p["metadata"]["name"]: PoolFacts(
                     phase=(p.get("status") or {}).get("phase", c.PHASE_IDLE),
                     claimed=bool((p.get("spec") or {}).get("claim")),
+                    gang_size=int((p.get("spec") or {}).get("count") or 0),
                 )
                 for p in pools.list()
             }

@@ -10,8 +10,9 @@ stranded), the stack executor (operations waiting and running) and the work queu
 (`QueueMetrics`: lag, reconcile time, depth); the stack port
 (``pulumi_driver.port.PoolStacks``) reports each stack operation through `StackMetrics`.
 
-"Stranded" is what the product exists to drive to zero: node-seconds billed while the gang
-could not run (its pool not yet Satisfied, or being torn down).
+"Stranded" is what the product exists to drive to zero; the reaper computes it with
+``provisioner.cloud.billing``, the one definition the demo and the benchmarks
+use: node-seconds billed outside the time the whole gang ran.
 """
 
 from __future__ import annotations
@@ -60,12 +61,14 @@ class ControllerMetrics:
         )
         self.node_seconds_billed = Counter(
             "atomic_gang_node_seconds_billed_total",
-            "Instance-seconds of managed instances, sampled at each sweep.",
+            "Instance-seconds EC2 bills for managed instances (60-second minimum included), "
+            "from its launch and termination times.",
             registry=r,
         )
         self.node_seconds_stranded = Counter(
             "atomic_gang_node_seconds_stranded_total",
-            "Instance-seconds billed while their gang could not run.",
+            "Of those, instance-seconds billed outside the time the instance's whole gang ran "
+            "(partial sets and rolled-back instances included).",
             registry=r,
         )
         self.reaped = Counter(

@@ -26,6 +26,7 @@ from provisioner.cloud.types import (
     Reservation,
     SubnetRef,
 )
+from provisioner.cloud.views import LIVE_STATES
 from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec
 
 
@@ -35,7 +36,11 @@ class EngineOps(Protocol):
     def describe(self, instance_ids: Sequence[str]) -> list[InstanceView]: ...
 
     def find_managed(
-        self, cluster: str, pool: str | None = None, group: str | None = None
+        self,
+        cluster: str,
+        pool: str | None = None,
+        group: str | None = None,
+        states: Sequence[str] = LIVE_STATES,
     ) -> list[InstanceView]: ...
 
     def release(self, instance_ids: Sequence[str]) -> ReleaseReport: ...
