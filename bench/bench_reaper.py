@@ -39,6 +39,7 @@ from provisioner.cloud import Ec2Engine
 from provisioner.cloud.ec2api import build_clients
 from provisioner.cloud.types import InstanceView
 from provisioner.cloud.views import instance_view_from
+from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.reaper import PoolFacts, Reaper, verdict
 
 REGION = "us-east-1"
@@ -157,7 +158,7 @@ def _sweep_at(size: int) -> dict[str, float]:
         for answer in answers:
             instance_view_from(answer)
         figures["views"] = time.perf_counter() - t0
-        reaper = Reaper(engine, CLUSTER, lambda: pools, 120.0, lambda: now)
+        reaper = Reaper(engine, CLUSTER, lambda: pools, 120.0, lambda: now, ControllerMetrics())
         t0 = time.perf_counter()
         first = reaper.sweep()
         figures["sweep"] = time.perf_counter() - t0

@@ -42,9 +42,7 @@ def counts_over_time(
         at = epoch + timedelta(seconds=t)
         up = [life for life in lives if life.launched <= at < (life.ended or now)]
         running.append(len(up))
-        stranded.append(
-            sum(1 for life in up if not any(a <= at < b for a, b in whole[life.group]))
-        )
+        stranded.append(sum(1 for life in up if not any(a <= at < b for a, b in whole[life.gang])))
     return tuple(running), tuple(stranded)
 
 

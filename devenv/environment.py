@@ -66,6 +66,9 @@ class LocalEnvironment:
     keep_warm_ttl: str = "10m"
     job_run_seconds: float = 3.0
     acquire_attempts_before_retry: int = 20
+    # Short by default (a local run must see a stuck join fail); the admission bench's slow
+    # series simulates a 60 s boot and needs longer.
+    join_deadline_seconds: int = 60
     control_plane: ControlPlane | None = None
     kueue: KueueManager | None = None
     emulator: EmulatorProcess | None = None
@@ -157,7 +160,7 @@ class LocalEnvironment:
                     "keepWarmTTL": self.keep_warm_ttl,
                 },
                 "acquireAttemptsBeforeRetry": self.acquire_attempts_before_retry,
-                "joinDeadlineSeconds": 60,
+                "joinDeadlineSeconds": self.join_deadline_seconds,
                 "reapIntervalSeconds": 5,
                 # Short waits: a test must see a retry within seconds, not minutes.
                 "retryBackoff": {"initial": "500ms", "max": "4s"},

@@ -1,7 +1,8 @@
 """The composition root: the running controller, built from `Settings` in one place.
 
 `build_system` makes the EC2 engine (boto3 clients for the settings' region and endpoint),
-the stack driver and its port, and the `Manager` that runs the reconcilers on them. Called
+the stack driver and its port, and the `Manager` that runs the reconcilers on them and
+owns the metrics registry the port reports to. Called
 by `atomic-gang controller` (``controllers.main``), the local environment
 (``devenv.environment``) and the in-process test harnesses; what differs between them
 (credentials, retries, identity) is an argument, not a second copy of the wiring.
@@ -20,7 +21,7 @@ from provisioner.api.settings import Settings
 from provisioner.cloud.ec2api import build_clients, default_session
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.controllers.manager import Manager
-from provisioner.controllers.metrics import StackMetrics
+from provisioner.controllers.metrics import ControllerMetrics, StackMetrics
 from provisioner.kube.client import KubeClient
 from provisioner.kube.leader import default_identity
 from provisioner.pulumi_driver.driver import StackDriver
@@ -64,7 +65,8 @@ def build_system(
     )
     engine = Ec2Engine(clients, SystemClock())
     driver = StackDriver(settings, pulumi_root, logging.getLogger("pulumi"))
-    stacks = PoolStacks(driver, StackMetrics())
+    metrics = ControllerMetrics()
+    stacks = PoolStacks(driver, StackMetrics(metrics))
     manager = Manager(
         settings,
         kube,
@@ -72,5 +74,6 @@ def build_system(
         stacks,
         identity=identity or default_identity(),
         on_lost_leadership=on_lost_leadership,
+        metrics=metrics,
     )
     return System(manager=manager, engine=engine, stacks=stacks, driver=driver)

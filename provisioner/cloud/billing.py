@@ -1,11 +1,11 @@
 """What managed instances cost, and how much of it was stranded, from EC2's own history.
 
-One definition, used by the controller's metric, the demo, the chaos report and the
-benchmarks' launchers alike:
+One definition, used by the controller's metric (the reaper's sweep, through `Meter`),
+the demo and the benchmarks' launchers alike:
 
     **stranded** node-seconds are the share of an instance's billed node-seconds that
     falls outside the time its whole gang (every one of the N instances of its
-    generation) ran.
+    generation, in its pool) ran.
 
 So a partial set (3 of 4 running) and an instance rolled back after a short fleet answer
 are stranded, minimum charge and all; a whole set booting, joining, running the job or held
@@ -17,7 +17,9 @@ stopped being whole) count as starting (ending) with it.
 
 The history is what DescribeInstances says of every managed instance, terminated ones
 included: `LaunchTime`, and for a terminated instance the time in its
-`StateTransitionReason` ("User initiated (2026-11-30 12:00:00 GMT)").
+`StateTransitionReason` ("User initiated (2026-11-30 12:00:00 GMT)"). A gang is one
+generation's group *in one pool*: group names (`gen-<n>`) repeat across pools, and two
+pools' halves must never add up to a whole gang.
 """
 
 from __future__ import annotations
@@ -30,13 +32,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from provisioner.api import constants as c
+from provisioner.cloud.types import InstanceView
 
 __all__ = [
     "MIN_BILLED_SECONDS",
     "Bill",
+    "Gang",
     "InstanceLife",
+    "Meter",
     "bill",
     "instance_life",
+    "life_of",
     "whole_intervals",
 ]
 
@@ -47,12 +53,25 @@ _REASON_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\
 
 
 @dataclass(frozen=True)
+class Gang:
+    """The instances launched together as one generation of one pool."""
+
+    pool: str | None
+    group: str | None
+
+
+@dataclass(frozen=True)
 class InstanceLife:
     instance_id: str
     group: str | None
     launched: datetime
     # None while it still runs.
     ended: datetime | None
+    pool: str | None = None
+
+    @property
+    def gang(self) -> Gang:
+        return Gang(self.pool, self.group)
 
 
 @dataclass(frozen=True)
@@ -67,31 +86,55 @@ class Bill:
 def instance_life(raw: Mapping[str, Any]) -> InstanceLife:
     """One DescribeInstances entry as a life. An ended instance whose reason carries no
     time ends at its launch: billed the minimum, never more than EC2 could show."""
-    launched = _aware(raw["LaunchTime"])
+    tags = {t["Key"]: t["Value"] for t in raw.get("Tags") or ()}
+    return _life(
+        str(raw["InstanceId"]),
+        str((raw.get("State") or {}).get("Name", "")),
+        _aware(raw["LaunchTime"]),
+        raw.get("StateTransitionReason"),
+        tags,
+    )
+
+
+def life_of(view: InstanceView) -> InstanceLife | None:
+    """The engine's view of an instance as a life (None if EC2 gave no launch time)."""
+    if view.launch_time is None:
+        return None
+    return _life(
+        view.instance_id, view.state, _aware(view.launch_time), view.state_reason, view.tags
+    )
+
+
+def _life(
+    instance_id: str,
+    state: str,
+    launched: datetime,
+    reason: str | None,
+    tags: Mapping[str, str],
+) -> InstanceLife:
     ended: datetime | None = None
-    if (raw.get("State") or {}).get("Name") in _ENDED_STATES:
-        match = _REASON_TIME.search(str(raw.get("StateTransitionReason") or ""))
+    if state in _ENDED_STATES:
+        match = _REASON_TIME.search(reason or "")
         ended = (
             datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
             if match
             else launched
         )
         ended = max(ended, launched)
-    group = next((t["Value"] for t in raw.get("Tags") or () if t["Key"] == c.TAG_GROUP), None)
-    return InstanceLife(str(raw["InstanceId"]), group, launched, ended)
+    return InstanceLife(instance_id, tags.get(c.TAG_GROUP), launched, ended, tags.get(c.TAG_POOL))
 
 
 def bill(
-    lives: Iterable[InstanceLife], gang_size: Callable[[str | None], int], now: datetime
+    lives: Iterable[InstanceLife], gang_size: Callable[[Gang], int], now: datetime
 ) -> dict[str, Bill]:
     """Each instance's billed and stranded node-seconds up to `now`.
 
-    `gang_size(group)` is the N the generation was launched for (0 when unknown: nothing
-    of that group counts as a whole gang, so all of it is stranded).
+    `gang_size(gang)` is the N the generation was launched for (0 when unknown: nothing
+    of that gang counts as whole, so all of it is stranded).
     """
     bills: dict[str, Bill] = {}
-    for group, members in _by_group(lives).items():
-        whole = _whole_intervals(members, gang_size(group), now)
+    for gang, members in _by_gang(lives).items():
+        whole = _whole_intervals(members, gang_size(gang), now)
         for life in members:
             end = life.ended or now
             ran = max((end - life.launched).total_seconds(), 0.0)
@@ -103,18 +146,50 @@ def bill(
 
 
 def whole_intervals(
-    lives: Iterable[InstanceLife], gang_size: Callable[[str | None], int], now: datetime
-) -> dict[str | None, list[tuple[datetime, datetime]]]:
-    """Per group, the intervals up to `now` in which its whole gang ran: the time `bill`
-    counts as useful, for whoever draws what was stranded when."""
-    return {g: _whole_intervals(m, gang_size(g), now) for g, m in _by_group(lives).items()}
+    lives: Iterable[InstanceLife], gang_size: Callable[[Gang], int], now: datetime
+) -> dict[Gang, list[tuple[datetime, datetime]]]:
+    """Per gang, the intervals up to `now` in which it ran whole: the time `bill` counts
+    as useful, for whoever draws what was stranded when."""
+    return {g: _whole_intervals(m, gang_size(g), now) for g, m in _by_gang(lives).items()}
 
 
-def _by_group(lives: Iterable[InstanceLife]) -> dict[str | None, list[InstanceLife]]:
-    by_group: dict[str | None, list[InstanceLife]] = defaultdict(list)
+class Meter:
+    """Running totals of `bill` for a Prometheus counter, fed the history at each sweep.
+
+    A counter only grows, and EC2 forgets terminated instances after a while, so the meter
+    keeps, per instance, the most it has counted and adds only growth. The first reading
+    counts nothing: it is the baseline of a controller that (re)started, whose predecessor
+    counted that history already; instances that appear later are counted from launch,
+    a rolled-back set that lived and died between two sweeps included.
+    """
+
+    def __init__(self) -> None:
+        self._counted: dict[str, Bill] | None = None
+
+    def advance(
+        self, lives: Iterable[InstanceLife], gang_size: Callable[[Gang], int], now: datetime
+    ) -> Bill:
+        """What was billed and stranded since the last reading."""
+        bills = bill(lives, gang_size, now)
+        if self._counted is None:
+            self._counted = bills
+            return Bill(0.0, 0.0)
+        added = Bill(0.0, 0.0)
+        counted: dict[str, Bill] = {}
+        for iid, now_billed in bills.items():
+            was = self._counted.get(iid, Bill(0.0, 0.0))
+            most = Bill(max(was.billed, now_billed.billed), max(was.stranded, now_billed.stranded))
+            added += Bill(most.billed - was.billed, most.stranded - was.stranded)
+            counted[iid] = most
+        self._counted = counted
+        return added
+
+
+def _by_gang(lives: Iterable[InstanceLife]) -> dict[Gang, list[InstanceLife]]:
+    by_gang: dict[Gang, list[InstanceLife]] = defaultdict(list)
     for life in lives:
-        by_group[life.group].append(life)
-    return by_group
+        by_gang[life.gang].append(life)
+    return by_gang
 
 
 def _whole_intervals(

@@ -218,6 +218,8 @@ class InstanceView:
     tags: Mapping[str, str]
     managed: ManagedTags
     network_interfaces: tuple[NetworkInterfaceView, ...] = ()
+    # EC2's StateTransitionReason; a terminated instance's carries when it ended (billing).
+    state_reason: str | None = None
 
     @property
     def provider_id(self) -> str | None:

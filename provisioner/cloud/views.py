@@ -17,6 +17,8 @@ from provisioner.cloud.types import EniAttachment, InstanceView, NetworkInterfac
 
 # Instances that bill or can bill again. shutting-down is on its way out and is not counted.
 LIVE_STATES: Final = ("pending", "running", "stopping", "stopped")
+# Every state, for a history (billing counts what terminated instances cost too).
+ALL_STATES: Final = (*LIVE_STATES, "shutting-down", "terminated")
 # EC2 caps the values of one filter; stay well under it.
 _CHUNK: Final = 100
 
@@ -70,6 +72,7 @@ def instance_view_from(raw: dict[str, Any]) -> InstanceView:
         tags=tags,
         managed=parse_tags(tags),
         network_interfaces=tuple(enis),
+        state_reason=raw.get("StateTransitionReason") or None,
     )
 
 

@@ -44,7 +44,7 @@ from provisioner.cloud.types import (
     LaunchTemplateRef,
 )
 from provisioner.cloud.views import LIVE_STATES
-from provisioner.controllers import metrics
+from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool_transitions import (
     EXTRA_BLOCK_ENDS_AT,
     EXTRA_STARTS_AT,
@@ -102,6 +102,7 @@ class GangNodePoolReconciler:
         settings: Settings,
         recorder: EventRecorder,
         now: Callable[[], datetime],
+        metrics: ControllerMetrics,
     ) -> None:
         self._kube = kube
         self._pools = pools
@@ -112,6 +113,7 @@ class GangNodePoolReconciler:
         self._settings = settings
         self._recorder = recorder
         self._now = now
+        self._metrics = metrics
 
     def keys_for_node(self, node: dict[str, Any]) -> list[ObjectKey]:
         pool = (node.get("metadata", {}).get("labels") or {}).get(c.POOL_LABEL)
@@ -480,11 +482,11 @@ class GangNodePoolReconciler:
             explicit_placement=shape.availability_zones or shape.subnets,
             block_release_margin=timedelta(seconds=self._settings.capacity_block_release_seconds),
         )
-        metrics.LAUNCH_ATTEMPTS.labels(mode=shape.mode).inc()
+        self._metrics.launch_attempts.labels(mode=shape.mode).inc()
         try:
             launched = self._engine.acquire(spec)
         except ReservationNotActive as err:
-            metrics.ACQUISITIONS.labels(mode=shape.mode, result="not-active").inc()
+            self._metrics.acquisitions.labels(mode=shape.mode, result="not-active").inc()
             starts = {EXTRA_STARTS_AT: err.starts_at.isoformat()} if err.starts_at else {}
             return ActionResult(
                 False,
@@ -497,11 +499,11 @@ class GangNodePoolReconciler:
             failure = err.failure
             shortfall = failure in (FailureKind.CAPACITY, FailureKind.MALFORMED)
             result = "shortfall" if shortfall else failure
-            metrics.ACQUISITIONS.labels(mode=shape.mode, result=result).inc()
+            self._metrics.acquisitions.labels(mode=shape.mode, result=result).inc()
             if shortfall:
-                metrics.SHORTFALLS.labels(mode=shape.mode).inc()
+                self._metrics.shortfalls.labels(mode=shape.mode).inc()
             return ActionResult(False, error_kind=failure, reason=err.reason, message=str(err))
-        metrics.ACQUISITIONS.labels(mode=shape.mode, result="launched").inc()
+        self._metrics.acquisitions.labels(mode=shape.mode, result="launched").inc()
         ends = launched.capacity_block_ends_at
         return ActionResult(
             True,
@@ -561,4 +563,4 @@ class GangNodePoolReconciler:
             claim = pool.spec.claim
             if claim is not None:
                 waited = (self._now() - claim.claimed_at).total_seconds()
-                metrics.TIME_TO_READY.labels(mode=pool.spec.mode).observe(max(waited, 0.0))
+                self._metrics.time_to_ready.labels(mode=pool.spec.mode).observe(max(waited, 0.0))

@@ -1,6 +1,10 @@
 """The controller process: informers, the three reconcilers, the stack executor, the
 reaper, leader election, and the health and metrics endpoints.
 
+The Manager owns the controller's metrics (`ControllerMetrics`, on a registry of its own,
+not prometheus_client's process-global one): it hands them to every part it builds and
+serves /metrics from them, so what a scrape shows is this controller's work alone.
+
 Called by `atomic-gang controller` (and by the integration tests, in-process or as a child
 process). Every replica keeps its informer caches warm; only the Lease holder runs the
 reconcilers, the stack executor and the reaper. Losing the Lease stops them at once (a
@@ -26,9 +30,9 @@ from starlette.routing import Mount, Route
 
 from provisioner.api import constants as c
 from provisioner.api.settings import Settings
-from provisioner.controllers import metrics
 from provisioner.controllers.admissioncheck import AdmissionCheckReconciler
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
+from provisioner.controllers.metrics import ControllerMetrics, QueueMetrics
 from provisioner.controllers.ports import EngineOps, StackOps
 from provisioner.controllers.reaper import PoolFacts, Reaper
 from provisioner.controllers.stack_executor import StackExecutor
@@ -63,6 +67,8 @@ class Manager:
     identity: str = field(default_factory=default_identity)
     now: Callable[[], datetime] = utc_now
     on_lost_leadership: Callable[[], None] | None = None
+    # The composition root passes the one the stack port reports to as well.
+    metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
     _informers: dict[str, Informer] = field(default_factory=dict)
     _controllers: list[Controller] = field(default_factory=list)
     _reaper: Reaper | None = None
@@ -103,6 +109,7 @@ class Manager:
         executor = StackExecutor(
             self.settings.stack_operations.workers,
             on_finished=lambda pool: pool_ctl.enqueue(ObjectKey("", pool)),
+            metrics=self.metrics,
         )
         self._executor = executor
         pool_reconciler = GangNodePoolReconciler(
@@ -115,18 +122,19 @@ class Manager:
             self.settings,
             recorder,
             self.now,
+            self.metrics,
         )
         check_ctl = Controller(
             "admissioncheck",
             check_reconciler.reconcile,
-            observer=metrics.QueueMetrics("admissioncheck"),
+            observer=QueueMetrics(self.metrics, "admissioncheck"),
         )
         check_ctl.watch(checks)
         workload_ctl = Controller(
             "workload",
             workload_reconciler.reconcile,
             max_concurrent=2,
-            observer=metrics.QueueMetrics("workload"),
+            observer=QueueMetrics(self.metrics, "workload"),
         )
         workload_ctl.watch(workloads)
         workload_ctl.watch(pools, workload_reconciler.keys_for_pool)
@@ -134,7 +142,7 @@ class Manager:
             "gangnodepool",
             pool_reconciler.reconcile,
             max_concurrent=self.settings.max_concurrent_pool_reconciles,
-            observer=metrics.QueueMetrics("gangnodepool"),
+            observer=QueueMetrics(self.metrics, "gangnodepool"),
         )
         pool_ctl.watch(pools)
         pool_ctl.watch(nodes, pool_reconciler.keys_for_node)
@@ -147,6 +155,7 @@ class Manager:
                 p["metadata"]["name"]: PoolFacts(
                     phase=(p.get("status") or {}).get("phase", c.PHASE_IDLE),
                     claimed=bool((p.get("spec") or {}).get("claim")),
+                    gang_size=int((p.get("spec") or {}).get("count") or 0),
                 )
                 for p in pools.list()
             }
@@ -157,6 +166,7 @@ class Manager:
             facts,
             self.settings.reap_interval_seconds,
             self.now,
+            self.metrics,
         )
         if serve_http:
             self._serve_http()
@@ -242,7 +252,9 @@ class Manager:
         return Starlette(routes=[Route("/healthz", healthz), Route("/readyz", readyz)])
 
     def metrics_app(self) -> Starlette:
-        return Starlette(routes=[Mount("/metrics", app=make_asgi_app(registry=metrics.REGISTRY))])
+        return Starlette(
+            routes=[Mount("/metrics", app=make_asgi_app(registry=self.metrics.registry))]
+        )
 
     def _serve_http(self) -> None:
         # Probes come from the kubelet and scrapes from Prometheus: listen on all addresses.

@@ -26,6 +26,7 @@ from provisioner.cloud.types import (
     Reservation,
     SubnetRef,
 )
+from provisioner.cloud.views import LIVE_STATES
 from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec
 
 
@@ -39,7 +40,7 @@ class EngineOps(Protocol):
         cluster: str,
         pool: str | None = None,
         group: str | None = None,
-        states: Sequence[str] = ...,
+        states: Sequence[str] = LIVE_STATES,
     ) -> list[InstanceView]: ...
 
     def release(self, instance_ids: Sequence[str]) -> ReleaseReport: ...

@@ -9,7 +9,13 @@ An instance goes when it is past its max-lifetime tag, past an expired keep-warm
 grace period, the pool reconciler being the one expected to release it), or when the pool
 its tag names no longer exists. Because all three are read from tags written atomically at
 launch, the reaper works after a controller crash, a lost Pulumi state or a deleted CRD.
-The sweep also samples the billing metrics.
+
+The sweep also feeds the billing metrics. It lists every managed instance, terminated ones
+included (one DescribeInstances listing serves both jobs), and bills that history with
+``provisioner.cloud.billing``, the one definition of stranded the demo and the benches
+use: node-seconds billed outside the time the whole gang ran — a partial
+set, an instance of a broken gang, a rolled-back launch; not a whole set joining, running
+or held warm.
 """
 
 from __future__ import annotations
@@ -21,9 +27,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from provisioner.api import constants as c
+from provisioner.cloud.billing import Gang, InstanceLife, Meter, life_of
 from provisioner.cloud.errors import CloudError
 from provisioner.cloud.types import InstanceView
-from provisioner.controllers import metrics
+from provisioner.cloud.views import ALL_STATES, LIVE_STATES
+from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.ports import EngineOps
 
 log = logging.getLogger(__name__)
@@ -32,9 +40,6 @@ ORPHANED = "orphaned"
 MAX_LIFETIME = "max-lifetime"
 KEEP_WARM_EXPIRED = "keep-warm-expired"
 
-# Phases in which billed instances cannot be running the gang they were bought for.
-_STRANDED_PHASES = frozenset({c.PHASE_ACQUIRING, c.PHASE_JOINING, c.PHASE_RELEASING})
-
 
 @dataclass(frozen=True)
 class PoolFacts:
@@ -42,6 +47,8 @@ class PoolFacts:
 
     phase: str
     claimed: bool
+    # The pool's N (spec.count): how many of a generation make its whole gang; 0 = unknown.
+    gang_size: int = 0
 
 
 def verdict(
@@ -79,20 +86,26 @@ class Reaper:
         pool_facts: Callable[[], dict[str, PoolFacts]],
         interval_seconds: float,
         now: Callable[[], datetime],
+        metrics: ControllerMetrics,
     ) -> None:
         self._engine = engine
         self._cluster = cluster
         self._pool_facts = pool_facts
         self._interval = interval_seconds
         self._now = now
-        self._last_sweep: datetime | None = None
+        self._metrics = metrics
+        self._meter = Meter()
+        # N of each gang seen while its pool existed: a pool deleted later does not turn its
+        # past whole gang into a stranded one.
+        self._gang_sizes: dict[Gang, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def sweep(self) -> SweepReport:
         now = self._now()
         pools = self._pool_facts()
-        instances = self._engine.find_managed(self._cluster)
+        history = self._engine.find_managed(self._cluster, states=ALL_STATES)
+        instances = [i for i in history if i.state in LIVE_STATES]
         doomed: dict[str, list[str]] = {}
         for instance in instances:
             reason = verdict(instance, pools, now, timedelta(seconds=self._interval))
@@ -102,10 +115,9 @@ class Reaper:
         if ids:
             self._engine.release(ids)
             for reason, group in doomed.items():
-                metrics.REAPED.labels(reason=reason).inc(len(group))
+                self._metrics.reaped.labels(reason=reason).inc(len(group))
                 log.warning("reaper terminated %d instances (%s): %s", len(group), reason, group)
-        self._sample(instances, pools, now, set(ids))
-        self._last_sweep = now
+        self._sample(history, pools, now, set(ids))
         removed = self._sweep_infrastructure(pools)
         return SweepReport(examined=len(instances), terminated=doomed, infrastructure=removed)
 
@@ -128,28 +140,37 @@ class Reaper:
 
     def _sample(
         self,
-        instances: Iterable[InstanceView],
+        history: Iterable[InstanceView],
         pools: dict[str, PoolFacts],
         now: datetime,
         terminated: set[str],
     ) -> None:
-        live = [i for i in instances if i.instance_id not in terminated]
-        metrics.INSTANCES_BILLED.set(len(live))
+        history = list(history)
+        live = [i for i in history if i.state in LIVE_STATES and i.instance_id not in terminated]
+        self._metrics.instances_billed.set(len(live))
         phases: dict[str, int] = {phase: 0 for phase in c.PHASES}
         for facts in pools.values():
             phases[facts.phase] = phases.get(facts.phase, 0) + 1
         for phase, count in phases.items():
-            metrics.POOLS.labels(phase=phase).set(count)
-        if self._last_sweep is None:
-            return
-        elapsed = max((now - self._last_sweep).total_seconds(), 0.0)
-        metrics.NODE_SECONDS_BILLED.inc(elapsed * len(live))
-        stranded = sum(
-            1
-            for i in live
-            if i.managed.pool in pools and pools[i.managed.pool].phase in _STRANDED_PHASES
-        )
-        metrics.NODE_SECONDS_STRANDED.inc(elapsed * stranded)
+            self._metrics.pools.labels(phase=phase).set(count)
+        lives: list[InstanceLife] = []
+        sizes: dict[Gang, int] = {}
+        for view in history:
+            life = life_of(view)
+            if life is None:
+                continue
+            lives.append(life)
+            pool_facts = pools.get(life.pool or "")
+            known = self._gang_sizes.get(life.gang)
+            if known is None and pool_facts is not None and pool_facts.gang_size > 0:
+                known = pool_facts.gang_size
+            if known is not None:
+                sizes[life.gang] = known
+        # Only gangs EC2 still lists are kept: the rest can bill nothing more.
+        self._gang_sizes = sizes
+        added = self._meter.advance(lives, lambda gang: self._gang_sizes.get(gang, 0), now)
+        self._metrics.node_seconds_billed.inc(added.billed)
+        self._metrics.node_seconds_stranded.inc(added.stranded)
 
     # -- periodic runnable ----------------------------------------------------------------
     def start(self) -> None:

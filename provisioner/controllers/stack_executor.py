@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from provisioner.api.constants import FailureKind
-from provisioner.controllers import metrics
+from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool_transitions import ActionResult, Step, stack_priority
 
 __all__ = ["Finished", "Operation", "PoolOperations", "StackExecutor"]
@@ -68,11 +68,14 @@ class PoolOperations:
 
 
 class StackExecutor:
-    def __init__(self, workers: int, on_finished: Callable[[str], None]) -> None:
+    def __init__(
+        self, workers: int, on_finished: Callable[[str], None], metrics: ControllerMetrics
+    ) -> None:
         if workers < 1:
             raise ValueError("the stack executor needs at least one worker")
         self._workers = workers
         self._on_finished = on_finished
+        self._metrics = metrics
         self._cond = threading.Condition()
         self._heap: list[tuple[int, int, str]] = []  # (priority, arrival, pool)
         self._seq = itertools.count()
@@ -200,5 +203,5 @@ class StackExecutor:
         return pool in self._queued or pool in self._running or pool in self._finished
 
     def _report(self) -> None:
-        metrics.STACK_OPERATIONS_QUEUED.set(len(self._queued))
-        metrics.STACK_OPERATIONS_RUNNING.set(len(self._running))
+        self._metrics.stack_operations_queued.set(len(self._queued))
+        self._metrics.stack_operations_running.set(len(self._running))

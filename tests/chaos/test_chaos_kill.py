@@ -2,13 +2,18 @@
 
 Each kill aims at a window: during a launch (marker persisted, call in flight), after EC2
 launched but before the IDs were persisted, during a Pulumi `up` or `destroy`, while nodes
-join, during a release, or at a random moment. The test drives gang Workloads through their
-whole life (claim, N-or-0 launch, join, Ready, finish, keep-warm expiry, release) with the
-Kueue stand-in, watches for the aimed window, and SIGKILLs the controller's whole process
-tree (the Pulumi provider host, which runs in a process group of its own, included). Then,
-with the controller dead and its state frozen, it reads the pool status, EC2 and the stack
-operation marker again and records the window the kill actually *landed* in; a kill that
-landed elsewhere is counted as a miss and the same window is aimed at again.
+join, once the pool is Satisfied but the stack's record of its set is not yet written
+("satisfied-unrecorded"), while that record's `up` runs after the Workload was admitted
+("record-in-flight"), during a release, or at a random moment. The two record windows are
+the ones Ready-not-gated-on-the-record opened (issue #14): admission no longer waits for
+the record, so a crash can leave an admitted gang whose stack does not know its set.
+The test drives gang Workloads through their whole life (claim, N-or-0 launch, join, Ready,
+finish, keep-warm expiry, release) with the Kueue stand-in, watches for the aimed window,
+and SIGKILLs the controller's whole process tree (the Pulumi provider host, which runs in a
+process group of its own, included). Then, with the controller dead and its state frozen,
+it reads the pool status, EC2 and the stack operation marker again and records the window
+the kill actually *landed* in; a kill that landed elsewhere is counted as a miss and the
+same window is aimed at again.
 
 After every Workload life the whole invariant check runs (tests/chaos/invariants.py): the
 released pool holds 0 instances, EC2 and the stack agree, no stray instance, no generation
@@ -52,7 +57,18 @@ from tests.integration.controller_harness import GangEnv, eventually
 
 pytestmark = pytest.mark.integration
 
-WINDOWS = ("launch", "ec2-returned", "pulumi", "joining", "releasing", "anytime")
+WINDOWS = (
+    "launch",
+    "ec2-returned",
+    "pulumi",
+    "joining",
+    "satisfied-unrecorded",
+    "record-in-flight",
+    "releasing",
+    "anytime",
+)
+# Windows after admission, before the stack's record of the set is written.
+RECORD_WINDOWS = ("satisfied-unrecorded", "record-in-flight")
 KILLS = int(os.environ.get("ATOMIC_GANG_CHAOS_KILLS", str(2 * len(WINDOWS))))
 SEED = int(os.environ.get("ATOMIC_GANG_CHAOS_SEED", "20261129"))
 N = 3
@@ -60,7 +76,7 @@ STAGE_TIMEOUT = 180.0
 # Aims at one window before the run gives up on it and fails: a window that cannot be
 # landed in is a finding, not something to paper over with a random kill.
 MAX_AIMS_PER_WINDOW = 8
-# The full run's floor of landed kills per window and mode (50 kills spread over 6).
+# The full run's floor of landed kills per window and mode (50 kills spread over 8).
 MIN_LANDED_FULL = 4
 # How long after spotting a window the kill waits: enough to land anywhere inside a long
 # window, none for the short ones (a launch call, the gap before the IDs are saved).
@@ -70,7 +86,22 @@ MIN_LANDED_FULL = 4
 # slow EC2 answer would. Where the kill landed is still read from the frozen state.
 SLOW_LAUNCH_SECONDS = 1.5
 LAUNCH_ACTION = {c.MODE_RUNINSTANCES: "RunInstances", c.MODE_FLEET: "CreateFleet"}
-JITTER = {"launch": 0.0, "ec2-returned": 0.0, "pulumi": 0.3, "joining": 0.4, "releasing": 0.2}
+# The record `up` and the join race: a quick record is written before the nodes are Ready,
+# and nothing is left to land in. When a record window is aimed at, the emulator holds the
+# first S3 writes the controller's Pulumi CLI makes once this life's launch has started
+# (the prepare has finished by then, so they are the record's lock and checkpoints) for
+# 1 s each, as a slow state backend would.
+SLOW_RECORD_WRITES = 3
+SLOW_RECORD_SECONDS = 1.0
+JITTER = {
+    "launch": 0.0,
+    "ec2-returned": 0.0,
+    "pulumi": 0.3,
+    "joining": 0.4,
+    "satisfied-unrecorded": 0.2,
+    "record-in-flight": 0.2,
+    "releasing": 0.2,
+}
 REPORT = os.environ.get("ATOMIC_GANG_CHAOS_REPORT")
 
 
@@ -98,6 +129,8 @@ class Chaos:
         self.pool = f"chaos-{mode}"
         self.plan = list(plan)
         self.pending: str | None = None
+        self.workload: str | None = None
+        self.record_slowed = False
         self.aims = 0
         self.round = 0
         self.anytime_at = 0.0
@@ -119,6 +152,10 @@ class Chaos:
             return bool(self.ctl.pulumi_operations() & {"up", "destroy"})
         if window == "joining":
             return st.get("phase") == c.PHASE_JOINING
+        if window == "satisfied-unrecorded":
+            return self._satisfied_unrecorded(st)
+        if window == "record-in-flight":
+            return self._record_in_flight(st)
         if window == "releasing":
             return st.get("phase") == c.PHASE_RELEASING or bool(st.get("releaseInProgress"))
         return time.monotonic() >= self.anytime_at
@@ -130,6 +167,26 @@ class Chaos:
             return False
         live = first(lambda: self.env.live_instances(self.pool)) or []
         return any(tag(i, c.TAG_GROUP) == marker.get("group") for i in live)
+
+    def _satisfied_unrecorded(self, st: dict[str, Any]) -> bool:
+        """The pool is Satisfied (its check goes Ready on it) and its stack has no record of
+        the active set yet."""
+        recorded = st.get("lastStackOperation") == f"record:{st.get('activeGroup')}"
+        return st.get("phase") == c.PHASE_SATISFIED and not recorded
+
+    def _record_in_flight(self, st: dict[str, Any]) -> bool:
+        """The Workload is admitted (our check Ready) while the record `up` runs: the
+        driver's marker for a record is written and has no result."""
+        if not self._satisfied_unrecorded(st) or self.workload is None:
+            return False
+        check = first(lambda: self.env.check(self.workload or "")) or {}
+        op = self.oplog.last(self.pool)
+        return (
+            check.get("state") == c.CHECK_READY
+            and op is not None
+            and op.in_progress
+            and op.operation == "record"
+        )
 
     def where_landed(self) -> set[str]:
         """With the controller dead and its state frozen: every window the kill is in (a
@@ -145,6 +202,10 @@ class Chaos:
             found.add("releasing")
         if st.get("phase") == c.PHASE_JOINING:
             found.add("joining")
+        if self._satisfied_unrecorded(st):
+            found.add("satisfied-unrecorded")
+        if self._record_in_flight(st):
+            found.add("record-in-flight")
         return found or {f"other:{st.get('phase')}"}
 
     def arm(self) -> None:
@@ -152,7 +213,24 @@ class Chaos:
         self.aims = 0
         self.anytime_at = time.monotonic() + self.rng.uniform(0.0, 8.0)
 
+    def _slow_the_record(self) -> None:
+        """Once this life's launch has started, arm the emulator to hold the record's S3
+        writes when a record window is aimed at (armed earlier, a prepare would take them)."""
+        if self.record_slowed or self.pending not in RECORD_WINDOWS:
+            return
+        st = first(lambda: status(self.env, self.pool)) or {}
+        if st.get("launchInProgress") is None and not st.get("instanceIds"):
+            return
+        self.env.emulator.client.delay_calls(
+            "PutObject",
+            SLOW_RECORD_SECONDS,
+            count=SLOW_RECORD_WRITES,
+            client=EMULATOR_KEYS["AWS_ACCESS_KEY_ID"],
+        )
+        self.record_slowed = True
+
     def _maybe_kill(self) -> None:
+        self._slow_the_record()
         if self.pending is None or not self._in(self.pending):
             return
         time.sleep(self.rng.uniform(0.0, JITTER.get(self.pending, 0.0)))
@@ -195,9 +273,11 @@ class Chaos:
 
     # -- one Workload's life ---------------------------------------------------------------
     def _slow_the_launch(self) -> None:
-        """Arm the emulator to hold this life's launch call when a launch window is aimed at."""
+        """Arm the emulator to hold this life's launch call when a launch window is aimed
+        at (and forget what an earlier life armed)."""
         client = self.env.emulator.client
         client.clear_faults()
+        self.record_slowed = False
         if self.pending in ("launch", "ec2-returned"):
             client.delay_calls(
                 LAUNCH_ACTION[self.mode],
@@ -212,6 +292,7 @@ class Chaos:
         self._slow_the_launch()
         annotations = {c.ANN_MODE: self.mode, c.ANN_KEEP_WARM_TTL: "1s"}
         workload = env.submit(f"{self.mode}-{self.round}", self.pool, count=N, **annotations)
+        self.workload = workload
         t0 = time.monotonic()
         self.wait(
             lambda: (s := env.check(workload)) and s["state"] == c.CHECK_READY,
@@ -220,6 +301,15 @@ class Chaos:
         self.recovery_seconds.append(time.monotonic() - t0)
         st = status(env, self.pool)
         assert st["phase"] == c.PHASE_SATISFIED and len(st["instanceIds"]) == N, st
+        if self.pending in RECORD_WINDOWS:
+            # Admitted; the record windows lie between here and the record written.
+            self.wait(
+                lambda: (
+                    (s := status(env, self.pool)).get("lastStackOperation")
+                    == f"record:{s.get('activeGroup')}"
+                ),
+                f"the active set of {self.pool} recorded in its stack",
+            )
         if not finish:
             return workload
         env.kueue.finish(env.namespace, workload)

@@ -19,6 +19,7 @@ from devenv import kueue_objects as ko
 from devenv.environment import LocalEnvironment
 from devenv.nodesim import SIMULATED_LABEL
 from provisioner.api import constants as c
+from tests.support.ec2_listing import described_instances
 from tests.support.waiting import eventually
 
 T = TypeVar("T")
@@ -117,10 +118,11 @@ def phase(env: LocalEnvironment, name: str) -> str | None:
 
 def launched(env: LocalEnvironment, pool_name: str) -> int:
     """Instances ever launched for the pool, in any state."""
-    pages = env.ec2_client().describe_instances(
-        Filters=[{"Name": f"tag:{c.TAG_POOL}", "Values": [pool_name]}]
-    )["Reservations"]
-    return sum(len(r["Instances"]) for r in pages)
+    return len(
+        described_instances(
+            env.ec2_client(), [{"Name": f"tag:{c.TAG_POOL}", "Values": [pool_name]}]
+        )
+    )
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from kubernetes import client as k8s
 
 from provisioner.api import constants as c
 from tests.e2e.conftest import GNP, check_state, conditions, eventually, pool, submit, workload_of
+from tests.support.ec2_listing import described_instances
 
 P5 = "p5.48xlarge"
 P4D = "p4d.24xlarge"
@@ -67,13 +68,13 @@ class Gang:
 
 
 def live(ec2: Any, pool_name: str) -> list[dict[str, Any]]:
-    pages = ec2.describe_instances(
-        Filters=[
+    return described_instances(
+        ec2,
+        [
             {"Name": f"tag:{c.TAG_POOL}", "Values": [pool_name]},
             {"Name": "instance-state-name", "Values": ["pending", "running"]},
-        ]
-    )["Reservations"]
-    return [i for r in pages for i in r["Instances"]]
+        ],
+    )
 
 
 def available(ec2: Any, rid: str) -> int:

@@ -16,7 +16,6 @@ from typing import Any
 from kubernetes import client as k8s
 
 from provisioner.api import constants as c
-from provisioner.controllers import metrics
 from tests.integration.controller_harness import GangEnv, eventually
 
 # Below the stack program's EC2 read timeout (30s), so the held call is answered, not retried.
@@ -66,7 +65,10 @@ def test_a_pools_node_events_are_reconciled_while_another_pools_up_is_held(
     env.submit("held", "pool-held", count=2)
     eventually(lambda: held_create_started(env), 90, "the held pool's up reaching EC2")
     held_since = time.monotonic()
-    assert metrics.REGISTRY.get_sample_value("atomic_gang_stack_operations_in_flight") == 1
+    in_flight = env.manager.metrics.registry.get_sample_value(
+        "atomic_gang_stack_operations_in_flight"
+    )
+    assert in_flight == 1
 
     # A Node event of the other pool while the up is held: it goes NotReady, then Ready.
     name = nodes[0].metadata.name

@@ -21,6 +21,7 @@ from devenv.emulator import (
     EmulatorProcess,
     eks_ami_parameter_name,
 )
+from tests.support.ec2_listing import described_instances
 
 pytestmark = pytest.mark.integration
 # Loaded here until conftest.py wires these fixtures in; registering twice is a no-op.
@@ -262,8 +263,7 @@ def test_reset_clears_instances(
 
     assert state["instances"] == {}
     assert state["capacity"] == []
-    reservations = emulator_aws_client("ec2").describe_instances()["Reservations"]
-    assert reservations == []
+    assert described_instances(emulator_aws_client("ec2")) == []
 
 
 def test_control_api_errors_name_the_field(ec2_emulator: EmulatorClient) -> None:

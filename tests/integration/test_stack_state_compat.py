@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from provisioner.controllers.metrics import StackMetrics
+from provisioner.controllers.metrics import ControllerMetrics, StackMetrics
 from provisioner.pulumi_driver import StackDriver
 from provisioner.pulumi_driver.port import PoolStacks
 from tests.integration.test_stack_support import (
@@ -105,7 +105,8 @@ def test_a_stack_written_by_the_old_code_is_updated_and_destroyed_by_the_new(
     settings = make_settings(world, state)
     spec = world.spec(POOL)
     new = PoolStacks(
-        StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("new")), StackMetrics()
+        StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("new")),
+        StackMetrics(ControllerMetrics()),
     )
 
     # The gang the old controller launched and recorded, from a template made for it here
@@ -139,7 +140,8 @@ def test_a_stack_written_by_the_old_code_is_updated_and_destroyed_by_the_new(
 
     # A fresh controller on the new code reads what the old one wrote...
     fresh = PoolStacks(
-        StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("new")), StackMetrics()
+        StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("new")),
+        StackMetrics(ControllerMetrics()),
     )
     outputs = fresh.outputs(POOL)
     assert outputs is not None and outputs.instance_ids == tuple(first)

@@ -25,6 +25,7 @@ from provisioner.cloud.ec2api import build_clients
 from provisioner.cloud.naming import instance_profile_name
 from provisioner.cloud.nodeadm import render_user_data
 from stacks.spec import PoolSpec, pool_tags
+from tests.support.ec2_listing import described_instances
 
 CLUSTER = "demo"
 REGION = "us-east-1"
@@ -125,13 +126,14 @@ class AwsWorld:
         return sorted(result.instance_ids)
 
     def live_instances(self, pool: str) -> list[str]:
-        pages = self.ec2.describe_instances(
-            Filters=[
+        found = described_instances(
+            self.ec2,
+            [
                 {"Name": f"tag:{c.TAG_POOL}", "Values": [pool]},
                 {"Name": "instance-state-name", "Values": ["pending", "running"]},
-            ]
-        )["Reservations"]
-        return sorted(i["InstanceId"] for r in pages for i in r["Instances"])
+            ],
+        )
+        return sorted(i["InstanceId"] for i in found)
 
     def launch_templates(self) -> list[dict[str, Any]]:
         return list(self.ec2.describe_launch_templates()["LaunchTemplates"])

@@ -8,7 +8,16 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
-from provisioner.cloud.billing import Bill, InstanceLife, bill, instance_life, whole_intervals
+from provisioner.cloud.billing import (
+    Bill,
+    Gang,
+    InstanceLife,
+    bill,
+    instance_life,
+    life_of,
+    whole_intervals,
+)
+from provisioner.cloud.views import instance_view_from
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
@@ -109,4 +118,25 @@ def test_a_running_entry_has_no_end() -> None:
 def test_whole_intervals_are_the_time_bill_counts_as_useful() -> None:
     lives = [_life("a", 0, None), _life("b", 100, 300), _life("c", 0, None, "g2")]
     whole = whole_intervals(lives, lambda group: 2, T0 + timedelta(seconds=400))
-    assert whole == {"g1": [(T0 + timedelta(seconds=100), T0 + timedelta(seconds=300))], "g2": []}
+    assert whole == {
+        Gang(None, "g1"): [(T0 + timedelta(seconds=100), T0 + timedelta(seconds=300))],
+        Gang(None, "g2"): [],
+    }
+
+
+def test_the_engines_view_and_the_raw_entry_are_the_same_life() -> None:
+    # The reaper bills the engine's views, the demo and the benches raw entries.
+    raw = {
+        "InstanceId": "i-3",
+        "LaunchTime": T0,
+        "State": {"Name": "terminated"},
+        "StateTransitionReason": "User initiated (2026-11-30 12:05:00 GMT)",
+        "Tags": [{"Key": c.TAG_GROUP, "Value": "gen-1"}, {"Key": c.TAG_POOL, "Value": "p"}],
+    }
+    assert life_of(instance_view_from(raw)) == instance_life(raw)
+    assert instance_life(raw).gang == Gang("p", "gen-1")
+
+
+def test_the_same_group_name_in_two_pools_is_two_gangs() -> None:
+    lives = [_life("a", 0, None), InstanceLife("b", "g1", T0, None, pool="other")]
+    assert sum(b.stranded for b in _bills(lives, n=2, now=100).values()) == 200

@@ -28,6 +28,7 @@ from provisioner.cloud.types import (
     LaunchTemplateRef,
     SubnetRef,
 )
+from tests.support.ec2_listing import described_instances
 
 pytestmark = pytest.mark.unit
 
@@ -124,10 +125,9 @@ class World:
         return LaunchSpec(**fields)
 
     def live_instances(self) -> list[dict[str, Any]]:
-        found = self.ec2.describe_instances(
-            Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+        return described_instances(
+            self.ec2, [{"Name": "instance-state-name", "Values": ["pending", "running"]}]
         )
-        return [i for r in found["Reservations"] for i in r["Instances"]]
 
 
 @functools.cache

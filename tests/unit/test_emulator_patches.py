@@ -28,6 +28,7 @@ from devenv.emulator import (
     install,
     plan_fleet,
 )
+from tests.support.ec2_listing import described_instances
 
 pytestmark = pytest.mark.unit
 
@@ -110,10 +111,9 @@ def fleet_ids(response: dict[str, Any]) -> list[str]:
 
 
 def live_instances() -> list[dict[str, Any]]:
-    reservations = client("ec2").describe_instances(
-        Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
-    )["Reservations"]
-    return [i for r in reservations for i in r["Instances"]]
+    return described_instances(
+        client("ec2"), [{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+    )
 
 
 def run(count: int, az: str = "us-east-1a", **extra: Any) -> dict[str, Any]:
@@ -313,7 +313,7 @@ def test_throttling_fault_answers_request_limit_exceeded(emulator: EmulatorState
         assert throttled.value.response["Error"]["Code"] == "RequestLimitExceeded"
         assert throttled.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
 
-    assert client("ec2").describe_instances()["Reservations"] == []
+    assert described_instances(client("ec2")) == []
 
 
 def test_internal_error_fault_is_a_500(emulator: EmulatorState) -> None:
@@ -540,8 +540,8 @@ def test_tags_read_per_resource_answer_as_moto_did(emulator: EmulatorState) -> N
     ec2.create_tags(Resources=[second], Tags=[{"Key": "team", "Value": "b"}])
     ec2.delete_tags(Resources=[second], Tags=[{"Key": "team"}])
 
-    found = ec2.describe_instances(Filters=[{"Name": "tag:team", "Values": ["a"]}])
-    assert [i["InstanceId"] for r in found["Reservations"] for i in r["Instances"]] == [first]
+    found = described_instances(ec2, [{"Name": "tag:team", "Values": ["a"]}])
+    assert [i["InstanceId"] for i in found] == [first]
     by_id = {i["InstanceId"]: i for i in live_instances()}
     assert {t["Key"]: t["Value"] for t in by_id[first]["Tags"]}["team"] == "a"
     assert "team" not in {t["Key"] for t in by_id[second].get("Tags", [])}

@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from devenv.emulator import EmulatorState, eks_ami_parameter_name, install
+from tests.support.ec2_listing import described_instances
 
 pytestmark = pytest.mark.unit
 
@@ -101,10 +102,10 @@ def refusal(call: Any) -> tuple[str, str]:
 
 
 def live_count() -> int:
-    found = ec2().describe_instances(
-        Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
-    )["Reservations"]
-    return sum(len(r["Instances"]) for r in found)
+    found = described_instances(
+        ec2(), [{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+    )
+    return len(found)
 
 
 # --- DescribeCapacityReservations ------------------------------------------------------------

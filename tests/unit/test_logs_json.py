@@ -19,6 +19,7 @@ import pytest
 from provisioner import logs
 from provisioner.api.settings import Settings
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
+from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 
@@ -114,7 +115,7 @@ def json_log() -> Iterator[io.StringIO]:
 
 def test_a_reconciles_log_line_is_json_with_pool_and_generation(json_log: io.StringIO) -> None:
     stacks = _Stacks()
-    executor = StackExecutor(1, on_finished=lambda _pool: None)
+    executor = StackExecutor(1, on_finished=lambda _pool: None, metrics=ControllerMetrics())
     reconciler = GangNodePoolReconciler(
         _Kube(),  # type: ignore[arg-type]
         _Informer([POOL]),  # type: ignore[arg-type]
@@ -125,6 +126,7 @@ def test_a_reconciles_log_line_is_json_with_pool_and_generation(json_log: io.Str
         SETTINGS,
         _Recorder(),  # type: ignore[arg-type]
         lambda: NOW,
+        ControllerMetrics(),
     )
     reconciler.reconcile(ObjectKey("", "pool-a"))
     assert executor.run_next(timeout=0)

@@ -29,6 +29,7 @@ from provisioner.cloud.types import (
     SubnetRef,
 )
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
+from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool_transitions import (
     EXTRA_BLOCK_ENDS_AT,
     EXTRA_STARTS_AT,
@@ -144,7 +145,16 @@ def reconciler(engine: FakeEngine, stacks: FakeStacks) -> GangNodePoolReconciler
     )
     unused: Any = object()
     return GangNodePoolReconciler(
-        unused, unused, unused, engine, stacks, unused, settings, unused, lambda: NOW
+        unused,
+        unused,
+        unused,
+        engine,
+        stacks,
+        unused,
+        settings,
+        unused,
+        lambda: NOW,
+        ControllerMetrics(),
     )  # type: ignore[arg-type]
 
 

@@ -22,6 +22,7 @@ from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Defaults, LeaderElection, Settings
 from provisioner.cloud.types import AmiChoice, ClusterInfo, InstanceView
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
+from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec, StackError
@@ -159,13 +160,14 @@ def reconciler(
         SETTINGS,
         recorder,  # type: ignore[arg-type]
         lambda: NOW,
+        ControllerMetrics(),
     )
 
 
 def test_a_pass_while_the_prepare_runs_neither_asks_the_stack_nor_plans_on_it() -> None:
     store, recorder = Store(POOL), Recorder()
     stacks = FailingStacks(FailureKind.RETRYABLE)
-    executor = StackExecutor(1, on_finished=lambda _pool: None)
+    executor = StackExecutor(1, on_finished=lambda _pool: None, metrics=ControllerMetrics())
     pools = reconciler(store, stacks, executor, recorder)
     pools.reconcile(ObjectKey("", "pool-a"))
     asked, before = stacks.asked, copy.deepcopy(store.obj)
@@ -182,7 +184,7 @@ def one_pass(kind: FailureKind) -> tuple[float | None, dict[str, Any], Recorder]
     store, recorder = Store(POOL), Recorder()
     stacks = FailingStacks(kind)
     requeued: list[str] = []
-    executor = StackExecutor(1, on_finished=requeued.append)
+    executor = StackExecutor(1, on_finished=requeued.append, metrics=ControllerMetrics())
     pools = reconciler(store, stacks, executor, recorder)
     submitted = pools.reconcile(ObjectKey("", "pool-a"))
     assert submitted.requeue_after is None, "the executor queues the pool, not a timer"

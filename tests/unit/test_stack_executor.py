@@ -14,7 +14,7 @@ import pytest
 
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import GangNodePoolStatus
-from provisioner.controllers import metrics
+from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool_transitions import Action, ActionResult, Step
 from provisioner.controllers.stack_executor import Operation, StackExecutor
 
@@ -32,7 +32,13 @@ class Harness:
     def __init__(self, workers: int = 1) -> None:
         self.requeued: list[str] = []
         self.ran: list[str] = []
-        self.executor = StackExecutor(workers, on_finished=self.requeued.append)
+        self.metrics = ControllerMetrics()
+        self.executor = StackExecutor(
+            workers, on_finished=self.requeued.append, metrics=self.metrics
+        )
+
+    def gauge(self, name: str) -> float | None:
+        return self.metrics.registry.get_sample_value(name)
 
     def submit(self, pool: str, action: Action) -> bool:
         def run() -> ActionResult:
@@ -147,8 +153,8 @@ def test_workers_bound_how_many_run_and_a_held_pool_holds_up_no_other() -> None:
         assert other.started.wait(WAIT), "a second worker runs another pool beside the held one"
         h.executor.submit(op("third", Action.RECORD_SET, third))
         assert not third.started.wait(0.2), "a third must wait: two workers"
-        assert metrics.REGISTRY.get_sample_value("atomic_gang_stack_operations_in_flight") == 2
-        assert metrics.REGISTRY.get_sample_value("atomic_gang_stack_operations_queued") == 1
+        assert h.gauge("atomic_gang_stack_operations_in_flight") == 2
+        assert h.gauge("atomic_gang_stack_operations_queued") == 1
         other.release.set()
         assert third.started.wait(WAIT)
     finally:
@@ -156,7 +162,7 @@ def test_workers_bound_how_many_run_and_a_held_pool_holds_up_no_other() -> None:
             held.release.set()
         h.executor.step_down()
         assert h.executor.join(WAIT)
-    assert metrics.REGISTRY.get_sample_value("atomic_gang_stack_operations_in_flight") == 0
+    assert h.gauge("atomic_gang_stack_operations_in_flight") == 0
 
 
 def test_step_down_starts_nothing_more_and_drops_what_ends_after() -> None:
@@ -166,10 +172,10 @@ def test_step_down_starts_nothing_more_and_drops_what_ends_after() -> None:
     h.executor.submit(op("running", Action.PREPARE_STACK, running))
     assert running.started.wait(WAIT)
     assert h.submit("queued", Action.RECORD_SET)
-    assert metrics.REGISTRY.get_sample_value("atomic_gang_stack_operations_queued") == 1
+    assert h.gauge("atomic_gang_stack_operations_queued") == 1
 
     h.executor.step_down()
-    assert metrics.REGISTRY.get_sample_value("atomic_gang_stack_operations_queued") == 0
+    assert h.gauge("atomic_gang_stack_operations_queued") == 0
     assert not h.submit("late", Action.PREPARE_STACK), "no submission after step-down"
     assert not h.executor.join(0.05), "the running operation is not cut short"
     running.release.set()
@@ -182,5 +188,4 @@ def test_step_down_starts_nothing_more_and_drops_what_ends_after() -> None:
 
 def test_at_least_one_worker() -> None:
     with pytest.raises(ValueError, match="at least one worker"):
-        StackExecutor(0, on_finished=lambda _pool: None)
-
+        StackExecutor(0, on_finished=lambda _pool: None, metrics=ControllerMetrics())

@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from provisioner.api.constants import FailureKind
-from provisioner.controllers.metrics import REGISTRY, StackMetrics
+from provisioner.controllers.metrics import ControllerMetrics, StackMetrics
 from provisioner.pulumi_driver.driver import StackDriver
 from provisioner.pulumi_driver.port import PoolStacks, StackError
 
@@ -58,50 +58,53 @@ class Spec:
     pool: str
 
 
-def _count(operation: str, result: str) -> float:
+def _count(metrics: ControllerMetrics, operation: str, result: str) -> float:
     labels = {"operation": operation, "result": result}
-    return REGISTRY.get_sample_value(f"{METRIC}_count", labels) or 0.0
+    return metrics.registry.get_sample_value(f"{METRIC}_count", labels) or 0.0
 
 
-def _observed(call: Any) -> dict[tuple[str, str], float]:
-    """What each (operation, result) series gained during ``call``."""
+def _observed(metrics: ControllerMetrics, call: Any) -> dict[tuple[str, str], float]:
+    """What each (operation, result) series of `metrics` gained during ``call``."""
     series = [
         (op, result)
         for op in ("read", "prepare", "record", "remove", "destroy")
         for result in ("succeeded", *(k.value for k in FailureKind))
     ]
-    before = {s: _count(*s) for s in series}
+    before = {s: _count(metrics, *s) for s in series}
     with contextlib.suppress(StackError):
         call()
-    return {s: _count(*s) - before[s] for s in series if _count(*s) != before[s]}
+    after = {s: _count(metrics, *s) for s in series}
+    return {s: after[s] - before[s] for s in series if after[s] != before[s]}
 
 
 def test_each_stack_operation_is_timed_with_its_operation_and_result() -> None:
-    stacks = PoolStacks(cast(StackDriver, FakeDriver()), StackMetrics())
+    metrics = ControllerMetrics()
+    stacks = PoolStacks(cast(StackDriver, FakeDriver()), StackMetrics(metrics))
     spec = cast(Any, Spec("pool-a"))
 
     # A real update, then a prepare that finds nothing to change: timed as a read.
-    assert _observed(lambda: stacks.prepare(spec)) == {
+    assert _observed(metrics, lambda: stacks.prepare(spec)) == {
         ("read", "succeeded"): 1,
         ("prepare", "succeeded"): 1,
     }
-    assert _observed(lambda: stacks.prepare(spec)) == {("read", "succeeded"): 1}
+    assert _observed(metrics, lambda: stacks.prepare(spec)) == {("read", "succeeded"): 1}
     # A StackError keeps its kind as the result label.
-    assert _observed(lambda: stacks.record_instance_set("pool-a", "gen-0", ["i-1"])) == {
+    assert _observed(metrics, lambda: stacks.record_instance_set("pool-a", "gen-0", ["i-1"])) == {
         ("record", "retryable"): 1
     }
-    assert _observed(lambda: stacks.destroy("pool-a")) == {("destroy", "succeeded"): 1}
+    assert _observed(metrics, lambda: stacks.destroy("pool-a")) == {("destroy", "succeeded"): 1}
 
 
 def test_a_failure_the_port_classifies_is_timed_with_its_kind_and_leaves_as_a_stack_error() -> None:
-    stacks = PoolStacks(cast(StackDriver, FakeDriver()), StackMetrics())
+    metrics = ControllerMetrics()
+    stacks = PoolStacks(cast(StackDriver, FakeDriver()), StackMetrics(metrics))
     inf = {"operation": "remove", "le": "+Inf"}
 
     with pytest.raises(StackError) as failed:
         stacks.remove_instance_set("pool-a")
     kind = failed.value.kind.value
-    before = REGISTRY.get_sample_value(f"{METRIC}_bucket", {**inf, "result": kind})
+    before = metrics.registry.get_sample_value(f"{METRIC}_bucket", {**inf, "result": kind})
 
-    assert _observed(lambda: stacks.remove_instance_set("pool-a")) == {("remove", kind): 1}
-    after = REGISTRY.get_sample_value(f"{METRIC}_bucket", {**inf, "result": kind})
+    assert _observed(metrics, lambda: stacks.remove_instance_set("pool-a")) == {("remove", kind): 1}
+    after = metrics.registry.get_sample_value(f"{METRIC}_bucket", {**inf, "result": kind})
     assert before is not None and after == before + 1
