@@ -34,6 +34,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ import pytest
 
 from devenv.controller_process import EMULATOR_KEYS
 from provisioner.api import constants as c
+from provisioner.cloud.billing import bill, instance_life
 from provisioner.pulumi_driver.cli_env import StatePaths
 from provisioner.pulumi_driver.oplog import OperationLog
 from tests.chaos.harness import (
@@ -54,6 +56,7 @@ from tests.chaos.harness import (
 )
 from tests.chaos.invariants import Expect, tag
 from tests.integration.controller_harness import GangEnv, eventually
+from tests.support.ec2_listing import described_instances
 
 pytestmark = pytest.mark.integration
 
@@ -396,9 +399,23 @@ def test_sigkill_anywhere_leaves_no_stray_or_double_launch(
             sorted(chaos.recovery_seconds)[len(chaos.recovery_seconds) // 2], 1
         ),
         "invariants": f"all held after each of {chaos.round} lives",
+        **_billed(env, chaos.pool),
     }
     print(f"\nchaos tally: {json.dumps(tally)}")
     if REPORT:
         with open(REPORT, "a", encoding="utf-8") as out:
             out.write(json.dumps(tally) + "\n")
     assert not short, f"[{mode}] windows with fewer than {floor} landed kills: {short}"
+
+
+def _billed(env: GangEnv, pool: str) -> dict[str, float]:
+    """The mode's pool billed by the product's one definition (provisioner/cloud/billing.py),
+    from EC2's history of every instance it launched, rolled-back and terminated included.
+    Stranded time here is a partial set's: a set that a kill caught mid-launch, or one the
+    join watchdog or a broken gang released."""
+    raw = described_instances(env.ec2, [{"Name": f"tag:{c.TAG_POOL}", "Values": [pool]}])
+    bills = bill((instance_life(i) for i in raw), lambda _: N, datetime.now(UTC)).values()
+    return {
+        "billed_node_seconds": round(sum(b.billed for b in bills)),
+        "stranded_node_seconds": round(sum(b.stranded for b in bills)),
+    }
