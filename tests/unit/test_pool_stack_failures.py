@@ -19,12 +19,13 @@ import pytest
 
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind
-from provisioner.api.settings import Defaults, LeaderElection, Settings
+from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
 from provisioner.cloud.types import AmiChoice, ClusterInfo, InstanceView
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec, StackError
+from tests.support.backends import UNREACHED_BACKEND
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ROLE = "arn:aws:iam::123456789012:role/node"
@@ -32,6 +33,7 @@ SETTINGS = Settings(
     cluster_name="demo",
     defaults=Defaults(region="us-east-1", node_role_arn=ROLE),
     leader_election=LeaderElection(enabled=False),
+    pulumi=PulumiSettings.model_validate(UNREACHED_BACKEND),
 )
 POOL: dict[str, Any] = {
     "apiVersion": c.API_VERSION,
