@@ -17,6 +17,10 @@ operation runs, passes of the pool still observe and write plain status changes,
 nothing that touches the stack (`plan` makes such steps wait). When it ends, the executor
 queues the pool; that pass persists what `pool_transitions.settle` makes of the result on
 the status as it is then, and nothing else.
+
+A failed step's wait (`Backoff`) is remembered here, in memory, and handed to `plan` with the
+view: the status write that records a failure wakes the pool at once, and the step must
+not run again before the wait its result asked for.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from provisioner.controllers.pool_transitions import (
     STACK_ACTIONS,
     Action,
     ActionResult,
+    Backoff,
     Instance,
     PoolView,
     Step,
@@ -95,6 +100,9 @@ class GangNodePoolReconciler:
         self._settings = settings
         self._recorder = recorder
         self._now = now
+        # Each pool's last failed step and when it may run again. In memory only: a new
+        # leader tries once at once, then backs off from the count kept in the status.
+        self._backoffs: dict[str, Backoff] = {}
 
     def keys_for_node(self, node: dict[str, Any]) -> list[ObjectKey]:
         pool = (node.get("metadata", {}).get("labels") or {}).get(c.POOL_LABEL)
@@ -105,6 +113,7 @@ class GangNodePoolReconciler:
         raw = self._pools.get("", key.name)
         if raw is None:
             self._executor.forget(key.name)
+            self._backoffs.pop(key.name, None)
             return Result()
         pool = GangNodePool.from_dict(raw)
         held = self._executor.state(pool.name)
@@ -135,6 +144,7 @@ class GangNodePoolReconciler:
             self._observe_metrics(pool, view.status, step.status)
             return Result(requeue_after=step.requeue_after)
         status, requeue, events = outcome(view, step, result)
+        self._note_backoff(pool.name, step.action, result, requeue)
         if step.action is Action.REMOVE_FINALIZER:
             return Result()
         raw = self._persist_result(raw, step.status, status)
@@ -166,6 +176,7 @@ class GangNodePoolReconciler:
         """Persist a finished stack operation's result, then let the executor drop it."""
         step = finished.operation.step
         status, requeue, events = settle(view, step, finished.result)
+        self._note_backoff(pool.name, step.action, finished.result, requeue)
         log.info(
             "pool %s: stack %s %s",
             pool.name,
@@ -178,6 +189,16 @@ class GangNodePoolReconciler:
         self._emit(raw, events)
         self._observe_metrics(pool, view.status, status)
         return Result(requeue_after=requeue)
+
+    def _note_backoff(
+        self, pool: str, action: Action, result: ActionResult, requeue: float | None
+    ) -> None:
+        """Remember how long a failed step waits; any step that succeeds ends the wait."""
+        if result.ok:
+            self._backoffs.pop(pool, None)
+        elif requeue:
+            until = self._now() + timedelta(seconds=requeue)
+            self._backoffs[pool] = Backoff(action, until)
 
     def _observe(self, pool: GangNodePool, stack_operation: Action | None) -> PoolView:
         cluster = self._settings.cluster_name
@@ -199,6 +220,7 @@ class GangNodePoolReconciler:
             # Asking while the pool's operation runs could wait on the stack's lock.
             stack_prepared=stack_operation is None and self._stack_holds_what_launch_needs(pool),
             stack_operation=stack_operation,
+            backoff=self._backoffs.get(pool.name),
             now=self._now(),
             join_deadline=timedelta(seconds=self._settings.join_deadline_seconds),
             backoff_base=self._settings.retry_backoff.initial.total_seconds(),
