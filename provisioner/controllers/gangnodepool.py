@@ -509,7 +509,8 @@ class GangNodePoolReconciler:
 
     def _release_set(self, pool: GangNodePool, step: Step) -> None:
         active = set(pool.status.instance_ids)
-        if active and active <= set(step.release_ids):
+        # A stack that is gone cannot release its record: EC2 does it below, by the IDs.
+        if active and active <= set(step.release_ids) and self._stacks.is_prepared(pool.name):
             # The stack's instance-set delete terminates the set and cleans its ENIs.
             self._stacks.remove_instance_set(pool.name)
         leftover = [
@@ -521,24 +522,23 @@ class GangNodePoolReconciler:
             self._engine.release(leftover)
 
     def _destroy(self, pool: GangNodePool) -> None:
+        cluster = self._settings.cluster_name
         if self._stacks.is_prepared(pool.name):
             self._stacks.destroy(pool.name)
-        else:
-            # No stack to destroy (lost state): what it owned is found by tag and removed,
-            # never skipped in silence.
-            cluster = self._settings.cluster_name
-            orphans = self._engine.leftovers(cluster, pool.name)
-            if orphans:
-                log.warning(
-                    "pool %s has no stack; deleting what its tags name: %s",
-                    pool.name,
-                    ", ".join(f"{o.kind} {o.name}" for o in orphans),
-                )
-                self._engine.delete_leftovers(orphans)
-        # Belt and braces: whatever the stack did not know about is released from EC2 too.
-        leftover = self._engine.find_managed(self._settings.cluster_name, pool.name)
+        # Whatever no stack holds (its state lost, or gone from the backend while this
+        # controller still believed in it) is found by tag and removed, never skipped in
+        # silence: instances first, since a placement group in use cannot be deleted.
+        leftover = self._engine.find_managed(cluster, pool.name)
         if leftover:
             self._engine.release([v.instance_id for v in leftover])
+        orphans = self._engine.leftovers(cluster, pool.name)
+        if orphans:
+            log.warning(
+                "pool %s: no stack holds what its tags name; deleting %s",
+                pool.name,
+                ", ".join(f"{o.kind} {o.name}" for o in orphans),
+            )
+            self._engine.delete_leftovers(orphans)
 
     def _remove_finalizer(self, raw: dict[str, Any]) -> None:
         def mutate(obj: dict[str, Any]) -> bool:
