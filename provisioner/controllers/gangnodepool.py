@@ -360,7 +360,14 @@ class GangNodePoolReconciler:
         """Whether the stack is prepared — and, when the pool is about to launch, prepared
         from today's inputs: a rotated AMI or a changed template field re-prepares once
         before the launch, instead of launching from the stale template."""
-        outputs = self._stacks.outputs(pool.name)
+        try:
+            outputs = self._stacks.outputs(pool.name)
+        except StackError as err:
+            # Unreadable now (the backend down): assume it holds something, so a release
+            # still destroys it and a launch still waits on it; the step that reads it meets
+            # the same failure and reports it, with its kind, in the status and events.
+            log.warning("pool %s: the stack cannot be read now: %s", pool.name, err)
+            return True
         if outputs is None:
             return False
         status = pool.status
