@@ -344,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
             aws = Aws(emulator.endpoint_url, emulator)
             recorders: dict[str, Recorder] = {}
             for backend in backends:
-                pulumi = {"state_dir": str(work / backend / "state")}
+                state_dir = work / backend / "state"
+                pulumi = {"state_dir": str(state_dir), "backend_url": f"file://{state_dir}"}
                 if backend == "s3":
                     state = seed_state_backend(aws.endpoint, REGION)
                     pulumi.update(

@@ -42,7 +42,7 @@ def chart_webhook_configuration(
         "defaults.nodeRoleArn": settings.defaults.node_role_arn,
         # The chart refuses to render without a durable backend and its secrets; the webhook
         # uses neither, but the embedded default's own are the honest values to give.
-        "pulumi.backendUrl": settings.pulumi.backend_url or f"file://{settings.pulumi.state_dir}",
+        "pulumi.backendUrl": settings.pulumi.backend_url,
         "pulumi.secretsProvider": settings.pulumi.secrets_provider,
         "pulumi.passphraseSecret.name": "local",
         "kueue.clusterQueue.nominalQuota.cpu": "1",

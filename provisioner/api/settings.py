@@ -144,11 +144,44 @@ class RetryBackoff(_Section):
         return self
 
 
+def _backend_url(pulumi: Mapping[str, Any]) -> str:
+    """The backend the settings name, or file://<stateDir> when they opt into ephemeral
+    state. A file backend lives on one replica's disk and dies with it, so it is never
+    chosen for the user by an empty value."""
+    url = str(pulumi.get("backend_url") or "")
+    ephemeral = str(pulumi.get("ephemeral_state")).lower() in ("true", "1", "yes")
+    file_url = f"file://{pulumi.get('state_dir') or _DEFAULT_STATE_DIR}"
+    if url and ephemeral and url != file_url:  # the latter: settings dumped and read again
+        raise ValueError(
+            f"pulumi.ephemeralState=true and pulumi.backendUrl={url} contradict each other: "
+            "unset one"
+        )
+    if url:
+        return url
+    if ephemeral:
+        return file_url
+    raise ValueError(
+        "pulumi.backendUrl is required: the durable backend every pool's Pulumi stack lives "
+        "in, shared by all replicas, e.g. s3://<bucket>?region=<region> (the bootstrap's "
+        "stackBackendUrl output). For a throwaway controller that may lose its stacks with "
+        "its disk, set pulumi.ephemeralState=true instead"
+    )
+
+
 class PulumiSettings(_Section):
     state_dir: Path = Field(
         default=_DEFAULT_STATE_DIR, description="Work and file-backend directory."
     )
-    backend_url: str = Field(default="", description="Pulumi backend; default file://<stateDir>.")
+    backend_url: str = Field(
+        default="",
+        description="The durable backend every pool's stack lives in, e.g. s3://<bucket>?region=…; "
+        "required unless ephemeralState.",
+    )
+    ephemeral_state: bool = Field(
+        default=False,
+        description="Keep the stacks in file://<stateDir> instead (lost with the disk); the "
+        "chart's pulumi.ephemeralState.",
+    )
     secrets_provider: str = Field(default="passphrase", min_length=1, description="e.g. awskms://…")
     project_name: str = Field(default="", description="Default atomic-gang-<clusterName>.")
 
@@ -277,9 +310,7 @@ class Settings(_Section):
             pulumi = pulumi.model_dump(exclude_unset=True)
         if isinstance(pulumi, Mapping):
             pulumi = dict(pulumi)
-            if not pulumi.get("backend_url"):
-                state_dir = pulumi.get("state_dir") or _DEFAULT_STATE_DIR
-                pulumi["backend_url"] = f"file://{state_dir}"
+            pulumi["backend_url"] = _backend_url(pulumi)
             if not pulumi.get("project_name") and isinstance(data.get("cluster_name"), str):
                 pulumi["project_name"] = f"atomic-gang-{data['cluster_name']}"
             data = {**data, "pulumi": pulumi}

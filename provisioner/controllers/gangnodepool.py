@@ -17,6 +17,10 @@ operation runs, passes of the pool still observe and write plain status changes,
 nothing that touches the stack (`plan` makes such steps wait). When it ends, the executor
 queues the pool; that pass persists what `pool_transitions.settle` makes of the result on
 the status as it is then, and nothing else.
+
+A failed step's wait (`Backoff`) is remembered here, in memory, and handed to `plan` with the
+view: the status write that records a failure wakes the pool at once, and the step must
+not run again before the wait its result asked for.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from provisioner.controllers.pool_transitions import (
     STACK_ACTIONS,
     Action,
     ActionResult,
+    Backoff,
     Instance,
     PoolView,
     Step,
@@ -114,6 +119,9 @@ class GangNodePoolReconciler:
         self._recorder = recorder
         self._now = now
         self._metrics = metrics
+        # Each pool's last failed step and when it may run again. In memory only: a new
+        # leader tries once at once, then backs off from the count kept in the status.
+        self._backoffs: dict[str, Backoff] = {}
 
     def keys_for_node(self, node: dict[str, Any]) -> list[ObjectKey]:
         pool = (node.get("metadata", {}).get("labels") or {}).get(c.POOL_LABEL)
@@ -124,6 +132,7 @@ class GangNodePoolReconciler:
         raw = self._pools.get("", key.name)
         if raw is None:
             self._executor.forget(key.name)
+            self._backoffs.pop(key.name, None)
             return Result()
         pool = GangNodePool.from_dict(raw)
         held = self._executor.state(pool.name)
@@ -154,6 +163,7 @@ class GangNodePoolReconciler:
             self._observe_metrics(pool, view.status, step.status)
             return Result(requeue_after=_next_pass(view.status, step.status, step.requeue_after))
         status, requeue, events = outcome(view, step, result)
+        self._note_backoff(pool.name, step.action, result, requeue)
         if step.action is Action.REMOVE_FINALIZER:
             return Result()
         raw = self._persist_result(raw, step.status, status)
@@ -185,6 +195,7 @@ class GangNodePoolReconciler:
         """Persist a finished stack operation's result, then let the executor drop it."""
         step = finished.operation.step
         status, requeue, events = settle(view, step, finished.result)
+        self._note_backoff(pool.name, step.action, finished.result, requeue)
         log.info(
             "pool %s: stack %s %s",
             pool.name,
@@ -197,6 +208,16 @@ class GangNodePoolReconciler:
         self._emit(raw, events)
         self._observe_metrics(pool, view.status, status)
         return Result(requeue_after=_next_pass(view.status, status, requeue))
+
+    def _note_backoff(
+        self, pool: str, action: Action, result: ActionResult, requeue: float | None
+    ) -> None:
+        """Remember how long a failed step waits; any step that succeeds ends the wait."""
+        if result.ok:
+            self._backoffs.pop(pool, None)
+        elif requeue:
+            until = self._now() + timedelta(seconds=requeue)
+            self._backoffs[pool] = Backoff(action, until)
 
     def _observe(self, pool: GangNodePool, stack_operation: Action | None) -> PoolView:
         cluster = self._settings.cluster_name
@@ -224,6 +245,7 @@ class GangNodePoolReconciler:
             # Asking while the pool's operation runs could wait on the stack's lock.
             stack_prepared=stack_operation is None and self._stack_holds_what_launch_needs(pool),
             stack_operation=stack_operation,
+            backoff=self._backoffs.get(pool.name),
             now=self._now(),
             join_deadline=timedelta(seconds=self._settings.join_deadline_seconds),
             backoff_base=self._settings.retry_backoff.initial.total_seconds(),
@@ -364,7 +386,14 @@ class GangNodePoolReconciler:
         """Whether the stack is prepared — and, when the pool is about to launch, prepared
         from today's inputs: a rotated AMI or a changed template field re-prepares once
         before the launch, instead of launching from the stale template."""
-        outputs = self._stacks.outputs(pool.name)
+        try:
+            outputs = self._stacks.outputs(pool.name)
+        except StackError as err:
+            # Unreadable now (the backend down): assume it holds something, so a release
+            # still destroys it and a launch still waits on it; the step that reads it meets
+            # the same failure and reports it, with its kind, in the status and events.
+            log.warning("pool %s: the stack cannot be read now: %s", pool.name, err)
+            return True
         if outputs is None:
             return False
         status = pool.status
@@ -513,7 +542,8 @@ class GangNodePoolReconciler:
 
     def _release_set(self, pool: GangNodePool, step: Step) -> None:
         active = set(pool.status.instance_ids)
-        if active and active <= set(step.release_ids):
+        # A stack that is gone cannot release its record: EC2 does it below, by the IDs.
+        if active and active <= set(step.release_ids) and self._stacks.is_prepared(pool.name):
             # The stack's instance-set delete terminates the set and cleans its ENIs.
             self._stacks.remove_instance_set(pool.name)
         leftover = [
@@ -525,24 +555,23 @@ class GangNodePoolReconciler:
             self._engine.release(leftover)
 
     def _destroy(self, pool: GangNodePool) -> None:
+        cluster = self._settings.cluster_name
         if self._stacks.is_prepared(pool.name):
             self._stacks.destroy(pool.name)
-        else:
-            # No stack to destroy (lost state): what it owned is found by tag and removed,
-            # never skipped in silence.
-            cluster = self._settings.cluster_name
-            orphans = self._engine.leftovers(cluster, pool.name)
-            if orphans:
-                log.warning(
-                    "pool %s has no stack; deleting what its tags name: %s",
-                    pool.name,
-                    ", ".join(f"{o.kind} {o.name}" for o in orphans),
-                )
-                self._engine.delete_leftovers(orphans)
-        # Belt and braces: whatever the stack did not know about is released from EC2 too.
-        leftover = self._engine.find_managed(self._settings.cluster_name, pool.name)
+        # Whatever no stack holds (its state lost, or gone from the backend while this
+        # controller still believed in it) is found by tag and removed, never skipped in
+        # silence: instances first, since a placement group in use cannot be deleted.
+        leftover = self._engine.find_managed(cluster, pool.name)
         if leftover:
             self._engine.release([v.instance_id for v in leftover])
+        orphans = self._engine.leftovers(cluster, pool.name)
+        if orphans:
+            log.warning(
+                "pool %s: no stack holds what its tags name; deleting %s",
+                pool.name,
+                ", ".join(f"{o.kind} {o.name}" for o in orphans),
+            )
+            self._engine.delete_leftovers(orphans)
 
     def _remove_finalizer(self, raw: dict[str, Any]) -> None:
         def mutate(obj: dict[str, Any]) -> bool:

@@ -63,6 +63,17 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class Backoff:
+    """A step that failed is not tried again before `until`: the wait its result asked for.
+
+    The failure's own status write wakes the pool at once, so the wait must be kept apart
+    from the requeue that asked for it, or every failure would be retried immediately."""
+
+    action: Action
+    until: datetime
+
+
+@dataclass(frozen=True)
 class PoolView:
     """Everything `plan` reads. Instances are the pool's live ones in EC2, found by tag."""
 
@@ -92,6 +103,8 @@ class PoolView:
     # How long a released pool keeps its prepared stack for the next claim (0: destroyed
     # with the set).
     idle_stack_ttl: timedelta = timedelta(days=7)
+    # The last failed step and when it may run again (the reconciler remembers it).
+    backoff: Backoff | None = None
 
 
 @dataclass(frozen=True)
@@ -185,10 +198,25 @@ def stack_priority(action: Action) -> StackPriority:
 
 
 def plan(view: PoolView) -> Step:
-    step = _plan(view)
+    step = _backing_off(view, _plan(view))
     if view.stack_operation is None:
         return step
     return _beside_stack_operation(view, step, view.stack_operation)
+
+
+def _backing_off(view: PoolView, step: Step) -> Step:
+    """A step that failed waits out its backoff; every other step goes ahead.
+
+    Only the failed action waits: a record that keeps failing must not hold back the join
+    deadline's release, nor a set becoming Ready. What the pass observed (the Ready count)
+    is kept; the step's events come when it runs.
+    """
+    backoff = view.backoff
+    if backoff is None or step.action is not backoff.action or view.now >= backoff.until:
+        return step
+    status = _with(view.status, ready_nodes=step.status.ready_nodes)
+    wait = (backoff.until - view.now).total_seconds()
+    return Step(Action.NONE, status, requeue_after=wait, why=f"backing off {step.action.value}")
 
 
 def _beside_stack_operation(view: PoolView, step: Step, running: Action) -> Step:
@@ -777,6 +805,7 @@ __all__ = [
     "STACK_ACTIONS",
     "Action",
     "ActionResult",
+    "Backoff",
     "Event",
     "Instance",
     "PoolView",

@@ -57,6 +57,7 @@ from provisioner.pulumi_driver.engine_log import EngineLog
 from provisioner.pulumi_driver.errors import (
     CLI_UNAVAILABLE,
     POOL_NOT_PREPARED,
+    STACK_NOT_FOUND,
     StackError,
     classify,
     is_locked,
@@ -280,6 +281,14 @@ class StackDriver:
 
             try:
                 _, op = self._run(pool, "destroy", body)
+            except StackError as err:
+                if err.reason != STACK_NOT_FOUND:
+                    raise
+                # Gone from the backend since this driver last looked (removed by hand, a
+                # backend emptied): there is nothing left to destroy, and the caller removes
+                # by tag what the lost stack owned.
+                op = self._oplog.begin(pool, "destroy")
+                op = self._oplog.finish(op, oplog.SUCCEEDED, "NoStack", err.message)
             finally:
                 self._outputs.pop(pool, None)
             self._forget(pool)
@@ -389,7 +398,13 @@ class StackDriver:
         if latest is None:
             if not self._exists(pool):
                 return None
-            latest = self._stack(pool).export_stack().deployment or {}
+            try:
+                latest = self._stack(pool).export_stack().deployment or {}
+            except auto.StackNotFoundError:
+                # Removed from the backend behind this driver's back: it is not prepared.
+                self._log.warning("stack %s is gone from the backend", pool, extra={"pool": pool})
+                self._forget(pool)
+                return None
         outputs = _parse_state(latest)
         if outputs is not None:
             self._outputs[pool] = outputs
@@ -454,6 +469,8 @@ class StackDriver:
         except Exception as exc:
             err = classify(exc, events.diagnostics, pool=pool, operation=operation)
             self._oplog.finish(op, oplog.FAILED, err.reason, err.message)
+            if err.reason == STACK_NOT_FOUND:
+                self._forget(pool)  # the next look reads the backend, not this memory
             self._log.error(
                 "stack %s %s failed: %s",
                 pool,

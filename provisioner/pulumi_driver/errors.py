@@ -16,6 +16,9 @@ Hierarchy (kind in brackets)::
            reason=PoolNotPrepared       [not-prepared] record/remove before any prepare
            reason=SecretsUnavailable    [config] passphrase missing or wrong, KMS unusable
            reason=BackendUnavailable    [retryable] the backend could not be read or written
+                                        (S3 answering 5xx or throttling, among others)
+           reason=BackendRefused        [config] S3 refused the call (403, 404): the
+                                        bucket or the controller's grants need fixing
            reason=PulumiCliUnavailable  [config] the CLI is missing or will not start
            reason=ProgramFailed         [config] the inline program raised
            reason=<provider reason>     [the provider's kind] a pool resource failed, e.g.
@@ -36,6 +39,7 @@ from provisioner.api.constants import FailureKind
 from stacks.failures import read_failures
 
 __all__ = [
+    "BACKEND_REFUSED",
     "BACKEND_UNAVAILABLE",
     "CLI_UNAVAILABLE",
     "PENDING_OPERATIONS",
@@ -57,6 +61,7 @@ STACK_NOT_FOUND: Final = "StackNotFound"
 POOL_NOT_PREPARED: Final = "PoolNotPrepared"
 SECRETS_UNAVAILABLE: Final = "SecretsUnavailable"
 BACKEND_UNAVAILABLE: Final = "BackendUnavailable"
+BACKEND_REFUSED: Final = "BackendRefused"
 CLI_UNAVAILABLE: Final = "PulumiCliUnavailable"
 PROGRAM_FAILED: Final = "ProgramFailed"
 STACK_OPERATION_FAILED: Final = "StackOperationFailed"
@@ -85,6 +90,17 @@ _BACKEND_TEXT: Final = (
     "permission denied",
     "no such file or directory",
 )
+# How the CLI's blob store (gocloud on the AWS SDK for Go v2) reports a failed S3 call, e.g.
+#   read ".pulumi/meta.yaml": blob (key ".pulumi/meta.yaml") (code=Unknown): operation error
+#   S3: GetObject, exceeded maximum number of attempts, 3, https response error StatusCode:
+#   500, RequestID: …, HostID: , api error InternalError: An internal error has occurred.
+# (a failed checkpoint write prints the same from "operation error" on, under "2 errors
+# occurred:"). None of it names the backend in words, so it is read by its shape.
+_S3_CALL: Final = re.compile(
+    r"operation error S3: (?P<call>\w+),.*?StatusCode: (?P<status>\d{3})"
+    r"(?:.*?HostID: [^,]*, (?:api error )?(?P<api>[^\n]+))?"
+)
+_S3_KEY: Final = re.compile(r'blob \(key "(?P<key>[^"]+)"\)')
 _ERROR_LINE: Final = re.compile(r"^\s*error: (?P<text>.+)$", re.MULTILINE)
 
 
@@ -127,6 +143,17 @@ def is_locked(exc: BaseException) -> bool:
 def _last_error_line(text: str) -> str:
     lines = [m["text"].strip() for m in _ERROR_LINE.finditer(text)]
     return lines[-1] if lines else (text.strip().splitlines() or ["no output"])[-1]
+
+
+def _s3_failure(text: str) -> tuple[int, str] | None:
+    """The HTTP status of a failed S3 call in the CLI's output, and a short account of it."""
+    call = _S3_CALL.search(text)
+    if call is None:
+        return None
+    key = _S3_KEY.search(text)
+    api = (call["api"] or "").strip()
+    said = f"S3 {call['call']} answered {call['status']}" + (f" ({api})" if api else "")
+    return int(call["status"]), said + (f" for {key['key']}" if key else "")
 
 
 def classify(
@@ -173,6 +200,23 @@ def classify(
             CLI_UNAVAILABLE,
             f"The Pulumi CLI could not be started for the {where} ({exc}); check the "
             "image's CLI path.",
+            FailureKind.CONFIG,
+        )
+    s3 = _s3_failure(text)
+    if s3 is not None:
+        status, said = s3
+        if status >= 500 or status == 429:
+            return error(
+                BACKEND_UNAVAILABLE,
+                f"The Pulumi state backend failed during the {where}: {said}. Retried with "
+                "backoff until S3 answers again.",
+                FailureKind.RETRYABLE,
+            )
+        return error(
+            BACKEND_REFUSED,
+            f"The Pulumi state backend refused the {where}: {said}. Check pulumi.backendUrl "
+            "names an existing bucket and that the controller's role has the S3 grants the "
+            "bootstrap's policy gives it.",
             FailureKind.CONFIG,
         )
     lowered = text.lower()

@@ -412,7 +412,8 @@ def test_ephemeral_state_is_explicit_single_replica_and_keyed_to_the_pod(helm: H
     assert ephemeral.all("Secret") == []
     assert env(ephemeral)["PULUMI_CONFIG_PASSPHRASE"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
     settings = yaml.safe_load(ephemeral.settings()["data"]["settings.yaml"])
-    assert settings["pulumi"]["backendUrl"] == ""  # the controller's file://<stateDir>
+    # The controller keeps its stacks in file://<stateDir> only because it is told so.
+    assert settings["pulumi"]["backendUrl"] == "" and settings["pulumi"]["ephemeralState"] is True
     two = helm.render_error({**values, "replicaCount": 2})
     assert "pulumi.ephemeralState=true with replicaCount=2" in two
     both = helm.render_error({**values, "pulumi.backendUrl": STATE_BACKEND})

@@ -1,5 +1,6 @@
 """Faults in the S3 state backend, met by the real Pulumi CLI writing a pool's checkpoint:
-the controller of `tests/integration/controller_harness.py` on the emulator's S3 and KMS.
+the controller of `tests/integration/controller_harness.py` (or a controller process) on the
+emulator's S3 and KMS.
 
 A checkpoint write that fails leaves a stack operation half-recorded: EC2 may hold what the
 state does not. The product must still give the gang exactly N, and leave one launch
@@ -8,17 +9,35 @@ template per pool, the stack equal to EC2, nothing stray.
 
 from __future__ import annotations
 
+import itertools
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client as k8s
 
+from devenv.controller_process import EMULATOR_KEYS
 from provisioner.api import constants as c
-from tests.chaos.harness import assert_clean, detached_enis, status
-from tests.integration.controller_harness import GangEnv
+from provisioner.pulumi_driver.errors import BACKEND_UNAVAILABLE
+from tests.chaos.harness import (
+    ControllerProcess,
+    assert_clean,
+    detached_enis,
+    live_ids,
+    settings_file,
+    status,
+)
+from tests.integration.controller_harness import GangEnv, eventually
 
 pytestmark = pytest.mark.integration
 
 N = 2
+# The keys S3 calls are signed with: the in-process controller's (its Pulumi CLI inherits the
+# test process's credentials) and a controller process's.
+TEST_KEY = "testing"
+CONTROLLER_KEY = EMULATOR_KEYS["AWS_ACCESS_KEY_ID"]
 
 
 def pool_launch_templates(env: GangEnv, pool: str) -> list[str]:
@@ -45,3 +64,188 @@ def test_failing_checkpoint_writes_leave_one_template_and_n_instances(
     assert st["phase"] == c.PHASE_SATISFIED and len(st["instanceIds"]) == N, st
     assert len(pool_launch_templates(env, pool)) == 1, pool_launch_templates(env, pool)
     assert_clean(env, {pool: N}, enis)
+
+
+# --- S3 failing during a release, during recovery, and under a Joining set -----------------
+# Every S3 object call the controller's Pulumi CLI makes fails (refused with a 500) until the
+# test lifts the fault: the backend is down, not flaky. The faults are scoped to the key the
+# controller signs with, so the test's own reads of EC2 and of the bucket go on.
+BACKEND_DOWN = ("GetObject", "PutObject")
+FOREVER = 100_000
+
+
+def s3_down(env: GangEnv, client: str) -> None:
+    for action in BACKEND_DOWN:
+        env.emulator.client.inject_fault(action, "InternalError", count=FOREVER, client=client)
+
+
+def s3_calls_refused(env: GangEnv) -> int:
+    return sum(1 for x in env.emulator.client.consumed() if x.get("action") in BACKEND_DOWN)
+
+
+def pool_events(env: GangEnv, pool: str) -> list[dict[str, Any]]:
+    core = k8s.CoreV1Api(env.custom.api_client)
+    found = core.list_event_for_all_namespaces(field_selector=f"involvedObject.name={pool}")
+    return [env.custom.api_client.sanitize_for_serialization(e) for e in found.items]
+
+
+def warnings(env: GangEnv, pool: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in pool_events(env, pool) if e["type"] == "Warning" and e["reason"] == reason]
+
+
+def test_s3_down_during_a_release_is_retried_reported_and_finished_once_it_is_back(
+    gang_env_factory: Any, failed_updates: None
+) -> None:
+    env: GangEnv = gang_env_factory()
+    pool = "pool-s3-release"
+    workload = env.submit("s3-release", pool, count=N)
+    env.wait_check(workload, c.CHECK_READY, timeout=240)
+    group = status(env, pool)["activeGroup"]
+    eventually(
+        lambda: status(env, pool).get("lastStackOperation") == f"record:{group}",
+        120,
+        "the set recorded in the stack",
+    )
+    launched = set(status(env, pool)["instanceIds"])
+
+    s3_down(env, TEST_KEY)
+    env.kueue.finish(env.namespace, workload)
+    env.custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, pool)
+
+    # Retried, and said: the status names the backend as what the release waits for.
+    def failing_again() -> dict[str, Any] | None:
+        st = status(env, pool)
+        return st if st.get("consecutiveFailures", 0) >= 2 else None
+
+    st = eventually(failing_again, 180, lambda: f"the destroy retried (now {status(env, pool)})")
+    assert st["phase"] == c.PHASE_RELEASING and st.get("releaseInProgress"), st
+    assert st["lastError"]["reason"] == BACKEND_UNAVAILABLE, st["lastError"]
+    assert "state backend" in st["lastError"]["message"], st["lastError"]
+    assert st["lastStackResult"] == f"failed: {BACKEND_UNAVAILABLE}", st
+    # Truthful: no release is reported that did not happen.
+    assert st["lastStackOperation"] != "destroy", st
+    assert set(st["instanceIds"]) == launched and live_ids(env, pool) == launched
+    assert warnings(env, pool, BACKEND_UNAVAILABLE), pool_events(env, pool)
+    assert s3_calls_refused(env) >= 2
+
+    env.emulator.client.clear_faults()  # S3 is back
+    eventually(lambda: env.pool(pool) is None, 180, "the pool released and removed")
+    assert live_ids(env, pool) == set()
+    assert env.driver.list_stacks() == []
+    assert pool_launch_templates(env, pool) == []
+
+
+def test_s3_down_while_a_restarted_controller_recovers_is_retried_with_no_second_launch(
+    gang_env_factory: Any, control_plane: Any, pulumi_tool: Any, tmp_path: Path
+) -> None:
+    env: GangEnv = gang_env_factory(join_delay=3600.0, start_controller=False)
+    emu = env.emulator.client
+    pool = "pool-s3-recover"
+    config = settings_file(tmp_path / "controller.yaml", env)
+    ctl = ControllerProcess(
+        control_plane.info.kubeconfig, pulumi_tool.binary.parent.parent, config, tmp_path
+    )
+    ctl.start()
+    try:
+        # The first controller dies with its launch call in flight (marker saved, no IDs).
+        emu.delay_calls("RunInstances", 3.0, client=CONTROLLER_KEY)
+        workload = env.submit("s3-recover", pool, count=N)
+        eventually(
+            lambda: status(env, pool).get("launchInProgress") is not None,
+            180,
+            "the launch in flight",
+        )
+        ctl.kill()
+        frozen = status(env, pool)
+        assert frozen.get("launchInProgress") and not frozen.get("instanceIds"), frozen
+
+        # The next one starts and recovers while S3 refuses every object call.
+        s3_down(env, CONTROLLER_KEY)
+        ctl.start()
+        eventually(lambda: s3_calls_refused(env) >= 6, 120, "the recovering controller to retry")
+        st = status(env, pool)
+        assert not st.get("instanceIds") and st.get("launchInProgress"), st
+        requests = emu.launch_requests("RunInstances")
+        assert len(requests) == 1, f"a launch was sent again while S3 was down: {requests}"
+        assert ctl.alive(), ctl.log_tail()
+
+        emu.clear_faults()  # S3 is back
+        joining = env.wait_phase(pool, c.PHASE_JOINING, timeout=180)
+        launched = set(joining["status"]["instanceIds"])
+        assert len(launched) == N and env.launches() == N, "a second set was launched"
+        requests = emu.launch_requests("RunInstances")
+        assert len({r["params"].get("ClientToken") for r in requests}) == 1, requests
+        assert {i for r in requests for i in r["instance_ids"] or ()} == launched
+
+        env.kueue.finish(env.namespace, workload)
+        env.custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, pool)
+        eventually(lambda: env.pool(pool) is None, 180, "the pool released and removed")
+        assert live_ids(env, pool) == set()
+        assert env.driver.list_stacks() == []
+    finally:
+        ctl.stop()
+
+
+def test_a_record_that_keeps_failing_while_joining_backs_off_and_ends_at_the_join_deadline(
+    gang_env_factory: Any, failed_updates: None
+) -> None:
+    deadline = 40
+    env: GangEnv = gang_env_factory(
+        join_delay=3600.0,
+        joinDeadlineSeconds=deadline,
+        retryBackoff={"initial": "1s", "max": "8s"},
+    )
+    emu = env.emulator.client
+    pool = "pool-s3-record"
+    # Hold the launch, so S3 goes down after the stack is prepared and before the record.
+    emu.delay_calls("RunInstances", 2.0, client=TEST_KEY)
+    env.submit("s3-record", pool, count=N)
+    eventually(
+        lambda: status(env, pool).get("launchInProgress") is not None, 180, "the launch in flight"
+    )
+    s3_down(env, TEST_KEY)
+    try:
+        joining = env.wait_phase(pool, c.PHASE_JOINING, timeout=120)
+        first = set(joining["status"]["instanceIds"])
+        group = joining["status"]["activeGroup"]
+
+        # When each failed record was first counted in the status.
+        counted: dict[int, float] = {}
+
+        def released_for_the_deadline() -> dict[str, Any] | None:
+            now = status(env, pool)
+            counted.setdefault(now.get("consecutiveFailures", 0), time.monotonic())
+            releasing = now.get("releaseInProgress") or {}
+            deadline_hit = releasing.get("reason") == c.EventReason.JOIN_DEADLINE_EXCEEDED
+            return now if deadline_hit else None
+
+        st = eventually(
+            released_for_the_deadline, deadline + 60, "the join deadline's release", every=0.1
+        )
+        # Released at the deadline the launch set (by the status's own clock), not later.
+        due = datetime.fromisoformat(joining["status"]["joinDeadline"])
+        began = datetime.fromisoformat(st["releaseInProgress"]["startedAt"])
+        assert due <= began <= due + timedelta(seconds=20), (due, began)
+        assert st["activeGroup"] == group and st.get("lastStackOperation") != f"record:{group}"
+        assert st["lastError"]["reason"] == BACKEND_UNAVAILABLE, st["lastError"]
+        assert st["consecutiveFailures"] >= 3, st
+        # Backed off, and further each time: the wait doubles from 1s towards 8s. (After the
+        # first, a retry fails at its first read of the stack, so its own time is about the
+        # same each time; the first failure, a whole `up`, is left out.)
+        after_first = sorted(n for n in counted if n >= 2)
+        gaps = [counted[b] - counted[a] for a, b in itertools.pairwise(after_first)]
+        assert len(gaps) >= 2, counted
+        assert gaps[-1] >= gaps[0] + 3.0, f"no growing backoff: failures counted at {counted}"
+        assert warnings(env, pool, BACKEND_UNAVAILABLE), pool_events(env, pool)
+        assert warnings(env, pool, c.EventReason.JOIN_DEADLINE_EXCEEDED), pool_events(env, pool)
+    finally:
+        emu.clear_faults()  # S3 is back: the stack can release the set now
+
+    def next_generation() -> dict[str, Any] | None:
+        now = status(env, pool)
+        ids = set(now.get("instanceIds") or ())
+        return now if ids and ids.isdisjoint(first) else None
+
+    second = eventually(next_generation, 180, "a new generation after the join deadline")
+    assert second["activeGroup"] != group
+    assert live_ids(env, pool).isdisjoint(first), "the stuck set was not released"

@@ -152,8 +152,11 @@ def gang_env_factory(
     ) -> GangEnv:
         # The stacks live in the emulator's S3 bucket with KMS secrets, as in production;
         # `file_backend=True` keeps them in stateDir, for tests of that option.
-        pulumi: dict[str, str] = {"stateDir": str(tmp_path / "pulumi")}
-        if not file_backend:
+        state_dir = tmp_path / "pulumi"
+        pulumi: dict[str, str] = {"stateDir": str(state_dir)}
+        if file_backend:
+            pulumi["backendUrl"] = f"file://{state_dir}"
+        else:
             pulumi.update(seed_state_backend(emulator.endpoint_url, REGION).pulumi_settings())
         settings = Settings.model_validate(
             {

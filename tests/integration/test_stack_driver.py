@@ -175,6 +175,8 @@ def _pools_argv(world: AwsWorld, state: Path, pulumi_tool: Any) -> list[str]:
         world.role_arn,
         "--pulumi.state-dir",
         str(state),
+        "--pulumi.backend-url",
+        f"file://{state}",
     ]
 
 

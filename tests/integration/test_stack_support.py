@@ -144,7 +144,8 @@ def make_settings(world: AwsWorld, state_dir: Path, **iam: bool) -> Settings:
         {
             "cluster_name": CLUSTER,
             "defaults": {"region": REGION, "node_role_arn": world.role_arn},
-            "pulumi": {"state_dir": str(state_dir)},
+            # The file backend, named: tests of the S3 backend replace this section.
+            "pulumi": {"state_dir": str(state_dir), "backend_url": f"file://{state_dir}"},
             "aws": {"endpoint_url": world.endpoint},
             "iam": iam,
         }

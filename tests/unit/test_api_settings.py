@@ -13,6 +13,7 @@ from provisioner.api import constants as c
 from provisioner.api.settings import (
     Defaults,
     LeaderElection,
+    PulumiSettings,
     Settings,
     SettingsError,
     build_arg_parser,
@@ -24,11 +25,14 @@ pytestmark = pytest.mark.unit
 
 ROLE = "arn:aws:iam::123456789012:role/eks-gang-node-role"
 OTHER_ROLE = "arn:aws:iam::123456789012:role/other-node-role"
+BACKEND = "s3://atomic-gang-state?region=us-east-1"
 
 
 def minimal(**kw: object) -> Settings:
+    base = {"region": "us-east-1", "node_role_arn": ROLE}
+    pulumi = {"backend_url": BACKEND}
     return Settings.model_validate(
-        {"cluster_name": "demo", "defaults": {"region": "us-east-1", "node_role_arn": ROLE}, **kw}
+        {"cluster_name": "demo", "defaults": base, "pulumi": pulumi, **kw}
     )
 
 
@@ -61,7 +65,7 @@ def test_defaults_are_the_chart_defaults() -> None:
     assert s.controller_name == c.CONTROLLER_NAME
     assert s.leader_election.enabled is True
     assert s.pulumi.secrets_provider == "passphrase"
-    assert s.pulumi.backend_url == f"file://{s.pulumi.state_dir}"
+    assert s.pulumi.backend_url == BACKEND and s.pulumi.ephemeral_state is False
     assert s.pulumi.project_name == "atomic-gang-demo"
     assert s.aws.endpoint_url is None
     assert s.iam.self_manage_instance_profile is False
@@ -73,17 +77,52 @@ def test_tests_can_build_the_tree_directly() -> None:
         cluster_name="demo",
         defaults=Defaults(region="eu-west-1", node_role_arn=ROLE),
         leader_election=LeaderElection(enabled=False),
+        pulumi=PulumiSettings(backend_url=BACKEND),
     )
     assert s.defaults.region == "eu-west-1"
     assert s.leader_election.enabled is False
 
 
 def test_pulumi_defaults_follow_state_dir_and_cluster() -> None:
-    s = minimal(pulumi={"stateDir": "/data/pulumi"})
+    s = minimal(pulumi={"stateDir": "/data/pulumi", "ephemeralState": True})
     assert s.pulumi.backend_url == "file:///data/pulumi"
     assert s.pulumi.project_name == "atomic-gang-demo"
+    # Settings dumped and read again (as tests and the chart's tooling do) stay valid.
+    assert Settings.model_validate(s.model_dump()).pulumi == s.pulumi
     s = minimal(pulumi={"backendUrl": "s3://bucket/prefix", "projectName": "mine"})
     assert (s.pulumi.backend_url, s.pulumi.project_name) == ("s3://bucket/prefix", "mine")
+    s = minimal(pulumi={"backendUrl": "file:///srv/stacks"})  # explicit: an option, kept
+    assert s.pulumi.backend_url == "file:///srv/stacks"
+
+
+@pytest.mark.parametrize(
+    ("pulumi", "fragments"),
+    [
+        ({}, ("pulumi.backendUrl is required", "s3://", "pulumi.ephemeralState=true")),
+        ({"stateDir": "/data/pulumi"}, ("pulumi.backendUrl is required",)),
+        ({"ephemeralState": False}, ("pulumi.backendUrl is required",)),
+        (
+            {"ephemeralState": True, "backendUrl": BACKEND},
+            ("pulumi.ephemeralState=true and pulumi.backendUrl=", "contradict", "unset one"),
+        ),
+    ],
+)
+def test_a_backend_is_named_or_ephemeral_state_chosen(
+    pulumi: dict[str, object], fragments: tuple[str, ...]
+) -> None:
+    # An empty backend used to mean file://<stateDir>: one replica's disk, lost with the pod.
+    with pytest.raises(ValidationError) as err:
+        minimal(pulumi=pulumi)
+    for fragment in fragments:
+        assert fragment in str(err.value)
+
+
+def test_an_empty_backend_in_a_file_is_refused_naming_the_value(tmp_path: Path) -> None:
+    bare = FILE.replace(f"pulumi:\n  backendUrl: {BACKEND}\n", "")
+    with pytest.raises(SettingsError, match=r"pulumi\.backendUrl is required"):
+        load_settings(write(tmp_path, bare))
+    ephemeral = load_settings(write(tmp_path, bare + "pulumi:\n  ephemeralState: true\n"))
+    assert ephemeral.pulumi.backend_url == f"file://{ephemeral.pulumi.state_dir}"
 
 
 @pytest.mark.parametrize("mode", ["direct", "job", "Admissioncheck", ""])
@@ -121,6 +160,7 @@ def test_inconsistent_settings_are_refused(overrides: dict[str, object], fragmen
     base: dict[str, object] = {
         "cluster_name": "demo",
         "defaults": {"region": "us-east-1", "node_role_arn": ROLE},
+        "pulumi": {"backend_url": BACKEND},
     }
     with pytest.raises(ValidationError) as err:
         Settings.model_validate({**base, **overrides})
@@ -156,6 +196,8 @@ defaults:
 limits:
   maxGangSize: 32
 joinDeadlineSeconds: 300
+pulumi:
+  backendUrl: {BACKEND}
 """
 
 
@@ -169,7 +211,11 @@ def test_file_over_defaults_with_chart_spelling(tmp_path: Path) -> None:
 
 
 def test_json_file_is_accepted(tmp_path: Path) -> None:
-    body = {"cluster_name": "j", "defaults": {"region": "us-east-1", "node_role_arn": ROLE}}
+    body = {
+        "cluster_name": "j",
+        "defaults": {"region": "us-east-1", "node_role_arn": ROLE},
+        "pulumi": {"backendUrl": BACKEND},
+    }
     s = load_settings(write(tmp_path, json.dumps(body), "s.json"))
     assert s.cluster_name == "j"
 

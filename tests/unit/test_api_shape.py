@@ -17,6 +17,7 @@ from provisioner.api.shape import (
     parse_gang_shape,
     shape_differences,
 )
+from tests.support.backends import UNREACHED_BACKEND
 
 pytestmark = pytest.mark.unit
 
@@ -25,12 +26,17 @@ ROLE_B = "arn:aws:iam::123456789012:role/second-node-role"
 OTHER_ROLE = "arn:aws:iam::123456789012:role/not-allowed"
 
 SETTINGS = Settings.model_validate(
-    {"cluster_name": "demo", "defaults": {"region": "us-east-1", "node_role_arn": ROLE}}
+    {
+        "cluster_name": "demo",
+        "pulumi": UNREACHED_BACKEND,
+        "defaults": {"region": "us-east-1", "node_role_arn": ROLE},
+    }
 )
 # No default role: every Job names one from the allowlist. Instance types are restricted.
 STRICT = Settings.model_validate(
     {
         "cluster_name": "demo",
+        "pulumi": UNREACHED_BACKEND,
         "defaults": {"region": "us-east-1"},
         "allowed_node_role_arns": [ROLE, ROLE_B],
         "allowed_instance_types": ["p4d.24xlarge", "p5.*"],
@@ -147,6 +153,7 @@ ACCEPT = {
         settings=Settings.model_validate(
             {
                 "cluster_name": "demo",
+                "pulumi": UNREACHED_BACKEND,
                 "defaults": {"region": "us-east-1"},
                 "allowed_node_role_arns": ["arn:aws:iam::123456789012:role/x/y/z"],
             }

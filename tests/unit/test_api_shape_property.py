@@ -10,17 +10,23 @@ from hypothesis import strategies as st
 from provisioner.api import constants as c
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape, GangShapeError, parse_gang_shape
+from tests.support.backends import UNREACHED_BACKEND
 
 pytestmark = pytest.mark.unit
 
 ROLE = "arn:aws:iam::123456789012:role/eks-gang-node-role"
 SETTINGS = (
     Settings.model_validate(
-        {"cluster_name": "demo", "defaults": {"region": "us-east-1", "node_role_arn": ROLE}}
+        {
+            "cluster_name": "demo",
+            "pulumi": UNREACHED_BACKEND,
+            "defaults": {"region": "us-east-1", "node_role_arn": ROLE},
+        }
     ),
     Settings.model_validate(
         {
             "cluster_name": "demo",
+            "pulumi": UNREACHED_BACKEND,
             "defaults": {"region": "us-east-1"},
             "limits": {"max_gang_size": 8, "max_keep_warm_ttl": "1h"},
             "allowed_node_role_arns": [ROLE],

@@ -20,6 +20,7 @@ from provisioner.doctor import Doctor, requested_resources
 from provisioner.kube.client import ObjectList
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import ResourceRef
+from tests.support.backends import UNREACHED_BACKEND
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -70,7 +71,11 @@ def _healthy() -> list[dict[str, Any]]:
 def _doctor(objects: list[dict[str, Any]]) -> Doctor:
     role = "arn:aws:iam::123456789012:role/nodes"
     settings = Settings.model_validate(
-        {"clusterName": "demo", "defaults": {"region": "us-east-1", "nodeRoleArn": role}}
+        {
+            "clusterName": "demo",
+            "defaults": {"region": "us-east-1", "nodeRoleArn": role},
+            "pulumi": UNREACHED_BACKEND,
+        }
     )
     return Doctor(FakeKube(objects), None, None, settings, now=lambda: NOW)
 

@@ -32,6 +32,7 @@ from provisioner.controllers.workload_decision import (
     decide,
 )
 from provisioner.webhook.review import ReviewError, is_gang_job, job_pod_count, review
+from tests.support.backends import UNREACHED_BACKEND
 
 pytestmark = pytest.mark.unit
 
@@ -51,11 +52,16 @@ OTHER_ROLE = "arn:aws:iam::123456789012:role/other"
 # so the settings-dependent refusals (NotAllowed, ExceedsLimit, missing role) all occur.
 CONFIGS = (
     Settings.model_validate(
-        {"cluster_name": "demo", "defaults": {"region": "us-east-1", "node_role_arn": ROLE}}
+        {
+            "cluster_name": "demo",
+            "pulumi": UNREACHED_BACKEND,
+            "defaults": {"region": "us-east-1", "node_role_arn": ROLE},
+        }
     ),
     Settings.model_validate(
         {
             "cluster_name": "demo",
+            "pulumi": UNREACHED_BACKEND,
             "defaults": {"region": "us-east-1", "mode": "fleet"},
             "limits": {"max_gang_size": 8, "max_keep_warm_ttl": "1h"},
             "allowed_node_role_arns": [ROLE],

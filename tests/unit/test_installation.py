@@ -20,7 +20,10 @@ from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import ResourceRef
 
 ROLE = "arn:aws:iam::123456789012:role/nodes"
-SETTINGS = f"clusterName: demo\ndefaults: {{region: us-east-1, nodeRoleArn: '{ROLE}'}}\n"
+SETTINGS = (
+    f"clusterName: demo\ndefaults: {{region: us-east-1, nodeRoleArn: '{ROLE}'}}\n"
+    "pulumi: {backendUrl: 's3://atomic-gang-state?region=us-east-1'}\n"
+)
 PART_OF = {"app.kubernetes.io/part-of": "atomic-gang-provisioner"}
 
 

@@ -22,6 +22,7 @@ from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
+from tests.support.backends import UNREACHED_BACKEND
 
 pytestmark = pytest.mark.unit
 
@@ -29,6 +30,7 @@ NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 SETTINGS = Settings.model_validate(
     {
         "clusterName": "c1",
+        "pulumi": UNREACHED_BACKEND,
         "defaults": {"region": "us-east-1", "nodeRoleArn": "arn:aws:iam::123456789012:role/node"},
     }
 )

@@ -38,6 +38,7 @@ from provisioner.controllers.pool_transitions import (
     Step,
 )
 from stacks.spec import PoolSpec
+from tests.support.backends import UNREACHED_BACKEND
 
 pytestmark = pytest.mark.unit
 
@@ -141,7 +142,11 @@ def pool(**spec: Any) -> GangNodePool:
 
 def reconciler(engine: FakeEngine, stacks: FakeStacks) -> GangNodePoolReconciler:
     settings = Settings.model_validate(
-        {"clusterName": "demo", "defaults": {"region": "us-east-1", "nodeRoleArn": ROLE}}
+        {
+            "clusterName": "demo",
+            "defaults": {"region": "us-east-1", "nodeRoleArn": ROLE},
+            "pulumi": UNREACHED_BACKEND,
+        }
     )
     unused: Any = object()
     return GangNodePoolReconciler(

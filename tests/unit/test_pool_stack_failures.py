@@ -12,20 +12,21 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind
-from provisioner.api.settings import Defaults, LeaderElection, Settings
+from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
 from provisioner.cloud.types import AmiChoice, ClusterInfo, InstanceView
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec, StackError
+from tests.support.backends import UNREACHED_BACKEND
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ROLE = "arn:aws:iam::123456789012:role/node"
@@ -33,6 +34,7 @@ SETTINGS = Settings(
     cluster_name="demo",
     defaults=Defaults(region="us-east-1", node_role_arn=ROLE),
     leader_election=LeaderElection(enabled=False),
+    pulumi=PulumiSettings.model_validate(UNREACHED_BACKEND),
 )
 POOL: dict[str, Any] = {
     "apiVersion": c.API_VERSION,
@@ -217,3 +219,38 @@ def test_a_transient_failure_during_prepare_takes_the_retry_backoff() -> None:
 def test_every_kind_reaches_the_status_as_itself(kind: FailureKind) -> None:
     _, status, _ = one_pass(kind)
     assert f"({kind.value} failure)" in status["lastError"]["message"]
+
+
+@pytest.mark.parametrize("kind", [FailureKind.RETRYABLE, FailureKind.CONFIG])
+def test_the_pass_the_failures_own_write_wakes_waits_out_the_backoff(kind: FailureKind) -> None:
+    # Saving the failure changes the pool, so its watch event queues the pool again at once;
+    # that pass must not submit the same step before the wait the failure asked for.
+    store, recorder = Store(POOL), Recorder()
+    stacks = FailingStacks(kind)
+    executor = StackExecutor(1, on_finished=lambda _pool: None)
+    now = [NOW]
+    pools = GangNodePoolReconciler(
+        store,  # type: ignore[arg-type]
+        store,  # type: ignore[arg-type]
+        store,  # type: ignore[arg-type]
+        Engine(),  # type: ignore[arg-type]
+        stacks,
+        executor,
+        SETTINGS,
+        recorder,  # type: ignore[arg-type]
+        lambda: now[0],
+    )
+    key = ObjectKey("", "pool-a")
+    pools.reconcile(key)
+    assert executor.run_next(timeout=0)
+    asked = pools.reconcile(key).requeue_after  # saves the failure
+    assert asked
+
+    woken = pools.reconcile(key)  # the failure's own status event
+    assert not executor.run_next(timeout=0), "retried before its backoff"
+    assert woken.requeue_after == pytest.approx(asked)
+    assert len(stacks.prepared) == 1
+
+    now[0] = NOW + timedelta(seconds=asked)
+    pools.reconcile(key)
+    assert executor.run_next(timeout=0) and len(stacks.prepared) == 2

@@ -384,7 +384,7 @@ def _settings(tmp_path: Path, **pulumi: str) -> Settings:
         {
             "cluster_name": "demo",
             "defaults": {"region": "us-east-1", "node_role_arn": ROLE},
-            "pulumi": {"state_dir": str(tmp_path), **pulumi},
+            "pulumi": {"state_dir": str(tmp_path), "backend_url": f"file://{tmp_path}", **pulumi},
         }
     )
 

@@ -19,6 +19,7 @@ from stacks.spec import (
     placement_group_name,
     pool_spec_for,
 )
+from tests.support.backends import UNREACHED_BACKEND
 
 pytestmark = pytest.mark.unit
 
@@ -82,6 +83,7 @@ def test_pool_spec_for_follows_settings_and_shape() -> None:
             "defaults": {"region": "us-east-1", "node_role_arn": ROLE},
             "aws": {"endpoint_url": "http://127.0.0.1:5000"},
             "iam": {"self_manage_instance_profile": True},
+            "pulumi": UNREACHED_BACKEND,
         }
     )
     shape = GangShape(

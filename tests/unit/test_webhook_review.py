@@ -12,12 +12,17 @@ from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShapeError, parse_gang_shape
 from provisioner.api.workload import Workload
 from provisioner.webhook.review import ReviewError, is_gang_job, job_pod_count, review
+from tests.support.backends import UNREACHED_BACKEND
 
 pytestmark = pytest.mark.unit
 
 ROLE = "arn:aws:iam::123456789012:role/eks-gang-node-role"
 SETTINGS = Settings.model_validate(
-    {"cluster_name": "demo", "defaults": {"region": "us-east-1", "node_role_arn": ROLE}}
+    {
+        "cluster_name": "demo",
+        "pulumi": UNREACHED_BACKEND,
+        "defaults": {"region": "us-east-1", "node_role_arn": ROLE},
+    }
 )
 GANG_LABELS = {c.POOL_LABEL: "pretrain-p4d", c.QUEUE_NAME_LABEL: "atomic-gang-queue"}
 GANG_ANNOTATIONS = {c.ANN_COUNT: "4", c.ANN_INSTANCE_TYPE: "p4d.24xlarge"}

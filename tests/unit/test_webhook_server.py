@@ -19,12 +19,14 @@ from devenv.processes import free_port
 from provisioner.api import constants as c
 from provisioner.api.settings import Settings
 from provisioner.webhook.server import JOB_WEBHOOK_PATH, MAX_BODY_BYTES, WebhookServer
+from tests.support.backends import UNREACHED_BACKEND
 
 pytestmark = pytest.mark.unit
 
 SETTINGS = Settings.model_validate(
     {
         "cluster_name": "demo",
+        "pulumi": UNREACHED_BACKEND,
         "defaults": {
             "region": "us-east-1",
             "node_role_arn": "arn:aws:iam::123456789012:role/eks-gang-node-role",

@@ -16,6 +16,7 @@ from provisioner.controllers.workload_decision import (
     WorkloadInputs,
     decide,
 )
+from tests.support.backends import UNREACHED_BACKEND
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 CHECK = "atomic-gang-check"
@@ -23,6 +24,7 @@ ROLE = "arn:aws:iam::123456789012:role/eks-gang-node-role"
 SETTINGS = Settings.model_validate(
     {
         "clusterName": "prod",
+        "pulumi": UNREACHED_BACKEND,
         "defaults": {"region": "us-east-1", "nodeRoleArn": ROLE},
         "acquireAttemptsBeforeRetry": 3,
     }

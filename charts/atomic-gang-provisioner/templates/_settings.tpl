@@ -34,6 +34,8 @@ webhookPort: {{ int $v.webhook.port }}
 pulumi:
   stateDir: {{ $v.pulumi.stateDir | quote }}
   backendUrl: {{ $v.pulumi.backendUrl | quote }}
+  {{- /* The controller refuses an empty backend unless told it is the ephemeral mode. */}}
+  ephemeralState: {{ $v.pulumi.ephemeralState | default false }}
   secretsProvider: {{ $v.pulumi.secretsProvider | quote }}
 iam:
   selfManageInstanceProfile: {{ $v.iam.selfManageInstanceProfile }}
