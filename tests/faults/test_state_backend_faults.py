@@ -150,8 +150,10 @@ def test_s3_down_while_a_restarted_controller_recovers_is_retried_with_no_second
         # The first controller dies with its launch call in flight (marker saved, no IDs).
         emu.delay_calls("RunInstances", 3.0, client=CONTROLLER_KEY)
         workload = env.submit("s3-recover", pool, count=N)
+        # The marker is saved just before the call leaves; the kill waits until the
+        # emulator holds the call (on a loaded machine it can still be on its way).
         eventually(
-            lambda: status(env, pool).get("launchInProgress") is not None,
+            lambda: status(env, pool).get("launchInProgress") is not None and bool(emu.consumed()),
             180,
             "the launch in flight",
         )

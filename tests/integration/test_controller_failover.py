@@ -143,7 +143,11 @@ def test_leader_killed_mid_launch_and_again_while_joining_finishes_with_one_set(
     workload = env.submit("failover", POOL, count=N)
 
     # Kill 1: while the leader's launch is in flight.
-    eventually(lambda: _launching(env), 180, "the leader's launch in flight")
+    # The marker is saved just before the call leaves: on a loaded machine the call can
+    # still be on its way, so the kill waits until the emulator holds it.
+    eventually(
+        lambda: _launching(env) and bool(emu.consumed()), 180, "the leader's launch in flight"
+    )
     replicas.children[first].kill()
     frozen = _status(env)
     assert frozen.get("launchInProgress") and not frozen.get("instanceIds"), (

@@ -227,7 +227,7 @@ def test_the_pass_the_failures_own_write_wakes_waits_out_the_backoff(kind: Failu
     # that pass must not submit the same step before the wait the failure asked for.
     store, recorder = Store(POOL), Recorder()
     stacks = FailingStacks(kind)
-    executor = StackExecutor(1, on_finished=lambda _pool: None)
+    executor = StackExecutor(1, on_finished=lambda _pool: None, metrics=ControllerMetrics())
     now = [NOW]
     pools = GangNodePoolReconciler(
         store,  # type: ignore[arg-type]
@@ -239,6 +239,7 @@ def test_the_pass_the_failures_own_write_wakes_waits_out_the_backoff(kind: Failu
         SETTINGS,
         recorder,  # type: ignore[arg-type]
         lambda: now[0],
+        ControllerMetrics(),
     )
     key = ObjectKey("", "pool-a")
     pools.reconcile(key)
