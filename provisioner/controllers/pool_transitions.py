@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 from enum import Enum, IntEnum
 
 from provisioner.api import constants as c
+from provisioner.api.durations import format_duration
 from provisioner.api.gangnodepool import (
     GangNodePoolSpec,
     GangNodePoolStatus,
@@ -157,6 +158,11 @@ def _idle(status: GangNodePoolStatus) -> GangNodePoolStatus:
         release_in_progress=None,
         launch_in_progress=None,
     )
+
+
+def _held_ids(view: PoolView) -> tuple[str, ...]:
+    """What a release must terminate: the status's set and whatever of the pool still runs."""
+    return tuple(dict.fromkeys([*view.status.instance_ids, *(i.instance_id for i in view.live)]))
 
 
 def _strays(view: PoolView) -> tuple[str, ...]:
@@ -351,21 +357,12 @@ def _plan_idle_stack(view: PoolView) -> Step:
                 c.EVENT_NORMAL,
                 c.EventReason.STACK_IDLE,
                 f"Pool {view.name} idle since {since:%Y-%m-%dT%H:%M:%SZ}, past "
-                f"stackOperations.idleStackTTL ({_duration(view.idle_stack_ttl)}); "
+                f"stackOperations.idleStackTTL ({format_duration(view.idle_stack_ttl)}); "
                 "destroying its stack.",
             ),
         ),
         why="stack idle",
     )
-
-
-def _duration(value: timedelta) -> str:
-    seconds = int(value.total_seconds())
-    if seconds % 3600 == 0:
-        return f"{seconds // 3600}h"
-    if seconds % 60 == 0:
-        return f"{seconds // 60}m"
-    return f"{seconds}s"
 
 
 def _plan_acquiring(view: PoolView) -> Step:
@@ -563,7 +560,7 @@ def _plan_releasing(view: PoolView) -> Step:
     status = view.status
     keep_stack = view.idle_stack_ttl > timedelta(0)
     if keep_stack and (view.live or status.instance_ids):
-        ids = tuple(dict.fromkeys([*status.instance_ids, *(i.instance_id for i in view.live)]))
+        ids = _held_ids(view)
         return Step(
             Action.RELEASE_SET,
             _with(
@@ -599,7 +596,7 @@ def _plan_releasing(view: PoolView) -> Step:
 
 def _release_for_retry(view: PoolView, reason: str, message: str) -> Step:
     status = view.status
-    ids = tuple(dict.fromkeys([*status.instance_ids, *(i.instance_id for i in view.live)]))
+    ids = _held_ids(view)
     return Step(
         Action.RELEASE_SET,
         _with(status, release_in_progress=_releasing(view, reason, ids)),

@@ -11,7 +11,7 @@ stack failure came back as retryable.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -150,7 +150,11 @@ class Recorder:
 
 
 def reconciler(
-    store: Store, stacks: FailingStacks, executor: StackExecutor, recorder: Recorder
+    store: Store,
+    stacks: FailingStacks,
+    executor: StackExecutor,
+    recorder: Recorder,
+    now: Callable[[], datetime] = lambda: NOW,
 ) -> GangNodePoolReconciler:
     return GangNodePoolReconciler(
         store,  # type: ignore[arg-type]
@@ -161,7 +165,7 @@ def reconciler(
         executor,
         SETTINGS,
         recorder,  # type: ignore[arg-type]
-        lambda: NOW,
+        now,
         ControllerMetrics(),
     )
 
@@ -229,18 +233,7 @@ def test_the_pass_the_failures_own_write_wakes_waits_out_the_backoff(kind: Failu
     stacks = FailingStacks(kind)
     executor = StackExecutor(1, on_finished=lambda _pool: None, metrics=ControllerMetrics())
     now = [NOW]
-    pools = GangNodePoolReconciler(
-        store,  # type: ignore[arg-type]
-        store,  # type: ignore[arg-type]
-        store,  # type: ignore[arg-type]
-        Engine(),  # type: ignore[arg-type]
-        stacks,
-        executor,
-        SETTINGS,
-        recorder,  # type: ignore[arg-type]
-        lambda: now[0],
-        ControllerMetrics(),
-    )
+    pools = reconciler(store, stacks, executor, recorder, lambda: now[0])
     key = ObjectKey("", "pool-a")
     pools.reconcile(key)
     assert executor.run_next(timeout=0)

@@ -412,7 +412,7 @@ def test_an_idle_stack_is_kept_until_its_ttl_then_destroyed() -> None:
     assert step.action is Action.DESTROY_STACK
     assert step.status.phase == c.PHASE_RELEASING and step.status.idle_since is None
     assert step.events[0].reason == c.EventReason.STACK_IDLE
-    assert "stackOperations.idleStackTTL (168h)" in step.events[0].message
+    assert "stackOperations.idleStackTTL (168h0m0s)" in step.events[0].message
 
 
 def test_an_idle_pool_with_a_stack_but_no_stamp_starts_its_idle_time_now() -> None:
