@@ -203,10 +203,21 @@ class Observer:
         for page in pages:
             raw.extend(i for r in page["Reservations"] for i in r["Instances"])
         pool_of = {i["InstanceId"]: _tag(i, c.TAG_POOL) or "" for i in raw}
+        lives = {life.instance_id: life for life in map(instance_life, raw)}
         now = datetime.now(UTC)
         per_pool: dict[str, Bill] = {}
-        for iid, one in bill((instance_life(i) for i in raw), lambda _: GANG, now).items():
+        for iid, one in bill(lives.values(), lambda _: GANG, now).items():
             per_pool[pool_of[iid]] = per_pool.get(pool_of[iid], Bill(0.0, 0.0)) + one
+            if one.stranded > 0:
+                # A non-zero total must say which instance and when, or a failed run
+                # cannot be read afterwards.
+                life = lives[iid]
+                print(
+                    f"stranded: {iid} pool {life.pool} group {life.group} launched "
+                    f"{life.launched:%H:%M:%S} ended {life.ended or 'no'}: {one.stranded:.1f} "
+                    f"of {one.billed:.1f} node-s",
+                    flush=True,
+                )
         return per_pool
 
 
@@ -349,7 +360,10 @@ def _summary(obs: Observer) -> float:
     for pool, one in sorted(bills.items()):
         print(f"{pool:<9}{one.billed:>15.1f}{one.stranded:>17.1f}")
     total = sum(one.stranded for one in bills.values())
-    still = sum(1 for i in obs.instances.values() if not i.gone)
+    running = sorted(iid for iid, i in obs.instances.items() if not i.gone)
+    if running:
+        print(f"still running after every pool was released: {', '.join(running)}", flush=True)
+    still = len(running)
     print(
         f"instances still running: {still}; stranded node-seconds in total: {total:.1f}", flush=True
     )

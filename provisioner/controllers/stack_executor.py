@@ -154,6 +154,11 @@ class StackExecutor:
 
     def _perform(self, operation: Operation) -> ActionResult:
         action = operation.step.action.value
+        # A stack operation can take minutes; its start is what an operator (and the backoff
+        # fault test) reads to see how long a failed pool waited before trying again.
+        log.info(
+            "pool %s: stack %s started", operation.pool, action, extra={"pool": operation.pool}
+        )
         try:
             result = operation.run()
         except Exception as err:  # the call reports its failures; this is a bug

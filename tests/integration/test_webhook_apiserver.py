@@ -34,7 +34,12 @@ from provisioner.webhook.server import JOB_WEBHOOK_PATH
 from tests.chart.conftest import Helm
 
 ROLE = "arn:aws:iam::123456789012:role/eks-gang-node-role"
-SETTINGS = {"clusterName": "demo", "defaults": {"region": "us-east-1", "nodeRoleArn": ROLE}}
+SETTINGS = {
+    "clusterName": "demo",
+    "defaults": {"region": "us-east-1", "nodeRoleArn": ROLE},
+    # The controller's settings file: it names a stack backend, which the webhook never uses.
+    "pulumi": {"ephemeralState": True},
+}
 HOOK = "validate-job.atomic-gang.k8s.aws"
 GANG_LABELS = {c.POOL_LABEL: "pretrain", c.QUEUE_NAME_LABEL: "atomic-gang-queue"}
 GANG_ANNOTATIONS = {c.ANN_COUNT: "4", c.ANN_INSTANCE_TYPE: "p4d.24xlarge"}
