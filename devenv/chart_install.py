@@ -41,6 +41,7 @@ def chart_values(settings: Settings) -> dict[str, str]:
         "limits.maxGangSize": str(s["limits"]["max_gang_size"]),
         "limits.maxKeepWarmTTL": s["limits"]["max_keep_warm_ttl"],
         "reapIntervalSeconds": str(s["reap_interval_seconds"]),
+        "instanceIndexRefreshSeconds": str(s["instance_index_refresh_seconds"]),
         "joinDeadlineSeconds": str(s["join_deadline_seconds"]),
         "capacityBlockReleaseSeconds": str(s["capacity_block_release_seconds"]),
         "acquireAttemptsBeforeRetry": str(s["acquire_attempts_before_retry"]),

@@ -285,6 +285,13 @@ class Settings(_Section):
         "minutes before the end and starts terminating 10 minutes later).",
     )
     reap_interval_seconds: int = Field(default=120, ge=1)
+    instance_index_refresh_seconds: int = Field(
+        default=10,
+        ge=1,
+        description="How old the shared DescribeInstances listing that pools in a steady "
+        "phase (Idle, Satisfied, KeepWarm) read may grow: the bound on noticing that EC2 lost "
+        "an instance of a running or warm set. Pools in flight always read EC2 directly.",
+    )
     max_concurrent_pool_reconciles: int = Field(default=5, ge=1)
     retry_backoff: RetryBackoff = RetryBackoff()
     integration_mode: str = Field(default=c.INTEGRATION_ADMISSIONCHECK)

@@ -18,6 +18,11 @@ nothing that touches the stack (`plan` makes such steps wait). When it ends, the
 queues the pool; that pass persists what `pool_transitions.settle` makes of the result on
 the status as it is then, and nothing else.
 
+What EC2 holds for the pool comes from the shared `InstanceIndex`: a pool in flight (see
+`reads_fresh`) lists its instances on every pass, as its next step acts on them; a settled
+pool reads the index's snapshot, at most `instanceIndexRefreshSeconds` old. A launch, a
+release and a destroy each make the pool's next read fresh (`InstanceIndex.forget`).
+
 A failed step's wait (`Backoff`) is remembered here, in memory, and handed to `plan` with the
 view: the status write that records a failure wakes the pool at once, and the step must
 not run again before the wait its result asked for.
@@ -48,6 +53,7 @@ from provisioner.cloud.types import (
     LaunchTemplateRef,
 )
 from provisioner.cloud.views import LIVE_STATES
+from provisioner.controllers.instance_index import GONE_STATES, InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool_transitions import (
     EXTRA_BLOCK_ENDS_AT,
@@ -76,14 +82,35 @@ from provisioner.pulumi_driver.port import PoolSpec, StackError, pool_spec_for
 
 log = logging.getLogger(__name__)
 
-_GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
-_OBSERVED_STATES = tuple(sorted({*LIVE_STATES, *_GONE_STATES}))
+# The settled phases, each with whether its pool is claimed while settled in it: such a
+# pool's next step waits for the world to change, so a listing up to the index's refresh
+# interval old serves it.
+_SETTLED_CLAIMED = {c.PHASE_IDLE: False, c.PHASE_SATISFIED: True, c.PHASE_KEEP_WARM: False}
+# Actions after which EC2 holds something else for the pool than any listing before them.
+_CHANGES_INSTANCES = frozenset({Action.LAUNCH, Action.RELEASE_SET, Action.DESTROY_STACK})
 
 
 # A pass that wrote the status is run again by its own write's watch event, from a cache that
 # holds the write; an immediate requeue would plan from the cache before it (and meet a
 # conflict). This short one only stands in for a watch event that never comes.
 _AFTER_OWN_WRITE_SECONDS = 2.0
+
+
+def reads_fresh(pool: GangNodePool) -> bool:
+    """Whether this pass must list the pool's instances from EC2 rather than the snapshot.
+
+    In flight (Acquiring, Joining, Releasing, a launch or release marked, being deleted) the
+    step acts on what it sees, exactly as before the index. So does a settled phase whose
+    claim has just changed: a new claim on a warm set is admitted on the set's health, a
+    dropped one tags the set for keep-warm.
+    """
+    status = pool.status
+    if pool.metadata.deletion_timestamp is not None:
+        return True
+    if status.launch_in_progress is not None or status.release_in_progress is not None:
+        return True
+    settled_claimed = _SETTLED_CLAIMED.get(status.phase)
+    return settled_claimed is None or settled_claimed != (pool.spec.claim is not None)
 
 
 def _next_pass(
@@ -102,6 +129,7 @@ class GangNodePoolReconciler:
         pools: Informer,
         nodes: Informer,
         engine: EngineOps,
+        index: InstanceIndex,
         stacks: StackOps,
         executor: StackExecutor,
         settings: Settings,
@@ -113,6 +141,7 @@ class GangNodePoolReconciler:
         self._pools = pools
         self._nodes = nodes
         self._engine = engine
+        self._index = index
         self._stacks = stacks
         self._executor = executor
         self._settings = settings
@@ -220,16 +249,18 @@ class GangNodePoolReconciler:
             self._backoffs[pool] = Backoff(action, until)
 
     def _observe(self, pool: GangNodePool, stack_operation: Action | None) -> PoolView:
-        cluster = self._settings.cluster_name
         status = pool.status
         # One paged read of the pool's instances in every state says both what runs and
         # which of the status's IDs EC2 reports gone. An ID absent from it is not gone (EC2
         # lists a fresh launch late); its Node not joining is what the join deadline is for.
-        seen = self._engine.find_managed(cluster, pool.name, states=_OBSERVED_STATES)
+        if reads_fresh(pool):
+            seen = self._index.read_fresh(pool.name)
+        else:
+            seen = self._index.read(pool.name)
         live = [v for v in seen if v.state in LIVE_STATES]
         owned = set(status.instance_ids)
         gone = frozenset(
-            v.instance_id for v in seen if v.instance_id in owned and v.state in _GONE_STATES
+            v.instance_id for v in seen if v.instance_id in owned and v.state in GONE_STATES
         )
         ready = self._ready_instances(pool.name, status, {v.instance_id for v in live})
         return PoolView(
@@ -380,6 +411,11 @@ class GangNodePoolReconciler:
                 reason=type(err).__name__,
                 message=str(err),
             )
+        finally:
+            # Whatever the result, a listing from before the action may miss what it did
+            # (a failed launch may have launched; a failed release may have terminated).
+            if action in _CHANGES_INSTANCES:
+                self._index.forget(pool.name)
         return ActionResult(True)
 
     def _stack_holds_what_launch_needs(self, pool: GangNodePool) -> bool:

@@ -1,5 +1,6 @@
 """The controller process: informers, the three reconcilers, the stack executor, the
-reaper, leader election, and the health and metrics endpoints.
+pool reconciler's instance index, the reaper, leader election, and the health and metrics
+endpoints.
 
 The Manager owns the controller's metrics (`ControllerMetrics`, on a registry of its own,
 not prometheus_client's process-global one): it hands them to every part it builds and
@@ -29,9 +30,11 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 
 from provisioner.api import constants as c
+from provisioner.api.clock import SYSTEM_CLOCK
 from provisioner.api.settings import Settings
 from provisioner.controllers.admissioncheck import AdmissionCheckReconciler
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
+from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics, QueueMetrics
 from provisioner.controllers.ports import EngineOps, StackOps
 from provisioner.controllers.reaper import PoolFacts, Reaper
@@ -73,6 +76,7 @@ class Manager:
     _controllers: list[Controller] = field(default_factory=list)
     _reaper: Reaper | None = None
     _executor: StackExecutor | None = None
+    _index: InstanceIndex | None = None
     _recorder: EventRecorder | None = None
     _elector: LeaderElector | None = None
     _servers: list[uvicorn.Server] = field(default_factory=list)
@@ -112,11 +116,20 @@ class Manager:
             metrics=self.metrics,
         )
         self._executor = executor
+        # One listing of EC2 shared by every settled pool, instead of one per pool per pass.
+        self._index = index = InstanceIndex(
+            self.engine,
+            self.settings.cluster_name,
+            self.settings.instance_index_refresh_seconds,
+            SYSTEM_CLOCK,
+            self.metrics,
+        )
         pool_reconciler = GangNodePoolReconciler(
             self.kube,
             pools,
             nodes,
             self.engine,
+            index,
             self.stacks,
             executor,
             self.settings,
@@ -196,6 +209,9 @@ class Manager:
                 self.stacks.recover()
             except Exception:  # a stack that cannot recover now is retried by its reconcile
                 log.exception("stack recovery failed; continuing")
+            if self._index is not None:
+                # What it listed in an earlier term predates what the other leader did since.
+                self._index.forget_all()
             if self._executor is not None:
                 self._executor.start()
             for controller in self._controllers:

@@ -5,10 +5,11 @@ process-global one): two controllers in one process (a test harness, a bench) ea
 only their own work, and a test reads before and after values on the registry of the
 controller it drives. The composition root (``assembly.build_system``) makes one and hands
 it to the Manager, which passes it to the pool reconciler (acquisitions, shortfalls, time
-to Ready), the reaper's sweep (pools by phase, instances billed, node-seconds billed and
-stranded), the stack executor (operations waiting and running) and the work queues
-(`QueueMetrics`: lag, reconcile time, depth); the stack port
-(``pulumi_driver.port.PoolStacks``) reports each stack operation through `StackMetrics`.
+to Ready), the pool reconciler's instance index (its DescribeInstances listings), the
+reaper's sweep (pools by phase, instances billed, node-seconds billed and stranded), the
+stack executor (operations waiting and running) and the work queues (`QueueMetrics`: lag,
+reconcile time, depth); the stack port (``pulumi_driver.port.PoolStacks``) reports each
+stack operation through `StackMetrics`.
 
 "Stranded" is what the product exists to drive to zero; the reaper computes it with
 ``provisioner.cloud.billing``, the one definition the demo and the benchmarks
@@ -69,6 +70,14 @@ class ControllerMetrics:
             "atomic_gang_node_seconds_stranded_total",
             "Of those, instance-seconds billed outside the time the instance's whole gang ran "
             "(partial sets and rolled-back instances included).",
+            registry=r,
+        )
+        self.instance_index_describes = Counter(
+            "atomic_gang_instance_index_describes_total",
+            "Paged DescribeInstances listings the pool reconciler's instance index made, by "
+            "kind: snapshot (every pool at once, for pools in a steady phase) or pool (one "
+            "pool, fresh: in flight, or after our own launch or release).",
+            ["kind"],
             registry=r,
         )
         self.reaped = Counter(

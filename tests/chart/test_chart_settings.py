@@ -69,6 +69,7 @@ def test_default_settings(rendered: Rendered, tmp_path: Path) -> None:
         ({"defaults.mode": "fleet"}, "defaults.mode", "fleet"),
         ({"limits.maxGangSize": 128}, "limits.max_gang_size", 128),
         ({"reapIntervalSeconds": 30}, "reap_interval_seconds", 30),
+        ({"instanceIndexRefreshSeconds": 3}, "instance_index_refresh_seconds", 3),
         ({"retryBackoff.initial": "1s"}, "retry_backoff.initial", timedelta(seconds=1)),
         ({"retryBackoff.max": "90s"}, "retry_backoff.max", timedelta(seconds=90)),
         ({"iam.selfManageInstanceProfile": True}, "iam.self_manage_instance_profile", True),

@@ -58,6 +58,7 @@ def test_defaults_are_the_chart_defaults() -> None:
     assert s.acquire_attempts_before_retry == 20
     assert s.join_deadline_seconds == 600
     assert s.reap_interval_seconds == 120
+    assert s.instance_index_refresh_seconds == 10
     assert s.max_concurrent_pool_reconciles == 5
     assert s.retry_backoff.initial == timedelta(seconds=5)
     assert s.retry_backoff.max == timedelta(minutes=5)

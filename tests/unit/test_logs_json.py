@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 from provisioner import logs
+from provisioner.api.clock import FakeClock
 from provisioner.api.settings import Settings
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
+from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
@@ -118,17 +120,19 @@ def json_log() -> Iterator[io.StringIO]:
 def test_a_reconciles_log_line_is_json_with_pool_and_generation(json_log: io.StringIO) -> None:
     stacks = _Stacks()
     executor = StackExecutor(1, on_finished=lambda _pool: None, metrics=ControllerMetrics())
+    engine, metrics = _Engine(), ControllerMetrics()
     reconciler = GangNodePoolReconciler(
         _Kube(),  # type: ignore[arg-type]
         _Informer([POOL]),  # type: ignore[arg-type]
         _Informer([]),  # type: ignore[arg-type]
-        _Engine(),  # type: ignore[arg-type]
+        engine,  # type: ignore[arg-type]
+        InstanceIndex(engine, "c1", 10, FakeClock(), metrics),  # type: ignore[arg-type]
         stacks,  # type: ignore[arg-type]
         executor,
         SETTINGS,
         _Recorder(),  # type: ignore[arg-type]
         lambda: NOW,
-        ControllerMetrics(),
+        metrics,
     )
     reconciler.reconcile(ObjectKey("", "pool-a"))
     assert executor.run_next(timeout=0)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.clock import FakeClock
 from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus, LaunchInProgress
 from provisioner.api.settings import Settings
 from provisioner.cloud.errors import CloudError, ErrorKind, ReservationNotActive
@@ -29,6 +30,7 @@ from provisioner.cloud.types import (
     SubnetRef,
 )
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
+from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool_transitions import (
     EXTRA_BLOCK_ENDS_AT,
@@ -149,17 +151,20 @@ def reconciler(engine: FakeEngine, stacks: FakeStacks) -> GangNodePoolReconciler
         }
     )
     unused: Any = object()
+    metrics = ControllerMetrics()
+    index = InstanceIndex(engine, "demo", 10, FakeClock(), metrics)  # type: ignore[arg-type]
     return GangNodePoolReconciler(
         unused,
         unused,
         unused,
         engine,
+        index,
         stacks,
         unused,
         settings,
         unused,
         lambda: NOW,
-        ControllerMetrics(),
+        metrics,
     )  # type: ignore[arg-type]
 
 

@@ -18,10 +18,12 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.clock import FakeClock
 from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
 from provisioner.cloud.types import AmiChoice, ClusterInfo, InstanceView
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
+from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
@@ -156,17 +158,19 @@ def reconciler(
     recorder: Recorder,
     now: Callable[[], datetime] = lambda: NOW,
 ) -> GangNodePoolReconciler:
+    engine, metrics = Engine(), ControllerMetrics()
     return GangNodePoolReconciler(
         store,  # type: ignore[arg-type]
         store,  # type: ignore[arg-type]
         store,  # type: ignore[arg-type]
-        Engine(),  # type: ignore[arg-type]
+        engine,  # type: ignore[arg-type]
+        InstanceIndex(engine, "demo", 10, FakeClock(), metrics),  # type: ignore[arg-type]
         stacks,
         executor,
         SETTINGS,
         recorder,  # type: ignore[arg-type]
         now,
-        ControllerMetrics(),
+        metrics,
     )
 
 

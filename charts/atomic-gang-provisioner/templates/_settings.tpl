@@ -16,6 +16,7 @@ limits:
 allowedInstanceTypes: {{ $v.allowedInstanceTypes | default list | toJson }}
 allowedNodeRoleArns: {{ $v.allowedNodeRoleArns | default list | toJson }}
 reapIntervalSeconds: {{ int $v.reapIntervalSeconds }}
+instanceIndexRefreshSeconds: {{ int $v.instanceIndexRefreshSeconds }}
 joinDeadlineSeconds: {{ int $v.joinDeadlineSeconds }}
 capacityBlockReleaseSeconds: {{ int $v.capacityBlockReleaseSeconds }}
 acquireAttemptsBeforeRetry: {{ int $v.acquireAttemptsBeforeRetry }}

@@ -1,0 +1,199 @@
+"""The pool reconciler's view of EC2: one shared, paged listing of every managed instance.
+
+Reads: DescribeInstances of this cluster's managed instances by tag, in `OBSERVED_STATES`,
+through `EngineOps.find_managed` — once for every pool at a time (the snapshot), or for one
+pool (a fresh read). Owns, alone: the snapshot, each pool's newer entry, and when either is
+read again. It writes nothing to EC2 or Kubernetes.
+
+Called by the GangNodePool reconciler's `_observe` (on the pool's work-queue worker) and by
+its launches, releases and destroys (`forget`, on a worker or a stack-executor thread): every
+method is thread-safe. The Manager builds the one index and hands it to the reconciler.
+
+Why: a pool in a steady phase only needs to notice, within a bound, that EC2 lost one of its
+instances. One listing every `instanceIndexRefreshSeconds` serves every such pool, where a
+listing per pool per pass made 200 describes for each round of events over 200 pools. A pool
+in flight still reads fresh (`read_fresh`): its next step acts on what it sees.
+
+Ordering. Every listing takes a sequence number when it STARTS, and so does `forget`; a pool's
+answer is the newest of the snapshot and its own entry. A listing that started before one of
+our own launches or releases may miss its effect, so a snapshot or fresh read that began
+before a `forget` never replaces it, and a snapshot never replaces a fresh read that began
+after the snapshot did. Staleness bound: what `read` returns was listed by a describe that
+started less than `refresh_seconds` ago (as `clock` counts), or after the pool's last
+`forget`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from provisioner.api.clock import Clock
+from provisioner.cloud.errors import CloudError
+from provisioner.cloud.types import InstanceView
+from provisioner.cloud.views import LIVE_STATES
+from provisioner.controllers.metrics import ControllerMetrics
+from provisioner.controllers.ports import EngineOps
+
+__all__ = ["GONE_STATES", "OBSERVED_STATES", "InstanceIndex"]
+
+log = logging.getLogger(__name__)
+
+# States in which EC2 says an instance of a set is gone (a stopped instance is no gang member
+# either, though it is still live: it can bill again).
+GONE_STATES: Final = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
+# One listing in every state says both what runs and which of a status's IDs are gone.
+OBSERVED_STATES: Final = tuple(sorted({*LIVE_STATES, *GONE_STATES}))
+
+SNAPSHOT: Final = "snapshot"
+POOL: Final = "pool"
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A pool's answer newer than the snapshot; `instances` None: forgotten, ask EC2."""
+
+    seq: int
+    instances: tuple[InstanceView, ...] | None
+
+
+class InstanceIndex:
+    """Every pool's managed instances from one listing at most `refresh_seconds` old."""
+
+    def __init__(
+        self,
+        engine: EngineOps,
+        cluster: str,
+        refresh_seconds: float,
+        clock: Clock,
+        metrics: ControllerMetrics,
+    ) -> None:
+        self._engine = engine
+        self._cluster = cluster
+        self._refresh_seconds = refresh_seconds
+        self._clock = clock
+        self._describes = metrics.instance_index_describes
+        # Guards every field below; never held across a call to EC2.
+        self._lock = threading.Lock()
+        # Held for a whole snapshot listing: one at a time, and readers that find the
+        # snapshot stale wait on it and share the one listing instead of each making theirs.
+        self._refreshing = threading.Lock()
+        self._seq = 0
+        self._snapshot: dict[str, tuple[InstanceView, ...]] = {}
+        self._snapshot_seq = 0
+        self._snapshot_started: float | None = None  # None: never taken
+        self._entries: dict[str, _Entry] = {}
+        # Snapshot listings ended, well or not: a reader that waited on `_refreshing` sees
+        # whether one ended meanwhile, and shares its answer instead of listing again.
+        self._listed = 0
+        self._failure: CloudError | None = None  # the last listing's, if it failed
+
+    # -- the reconciler's calls ---------------------------------------------------------------
+    def read(self, pool: str) -> list[InstanceView]:
+        """The pool's instances from the shared snapshot (listed again if it is stale), or
+        from EC2 directly if the pool was forgotten since the snapshot began."""
+        self._ensure_snapshot()
+        with self._lock:
+            cached = self._cached(pool)
+        if cached is None:
+            return self.read_fresh(pool)
+        return list(cached)
+
+    def read_fresh(self, pool: str) -> list[InstanceView]:
+        """The pool's instances, listed now; kept as its entry unless something newer is."""
+        seq = self._next_seq()
+        self._describes.labels(kind=POOL).inc()
+        found = self._engine.find_managed(self._cluster, pool, states=OBSERVED_STATES)
+        with self._lock:
+            if seq > self._newest_seq(pool):
+                self._entries[pool] = _Entry(seq, tuple(found))
+        return found
+
+    def forget(self, pool: str) -> None:
+        """We changed the pool's instances: its next `read` lists them from EC2."""
+        with self._lock:
+            self._seq += 1
+            self._entries[pool] = _Entry(self._seq, None)
+
+    def forget_all(self) -> None:
+        """Another leader may have acted since anything here was listed: drop it all."""
+        with self._lock:
+            self._seq += 1
+            self._snapshot, self._snapshot_seq, self._snapshot_started = {}, self._seq, None
+            self._entries = {}
+
+    # -- the snapshot -------------------------------------------------------------------------
+    def _ensure_snapshot(self) -> None:
+        with self._lock:
+            if not self._stale():
+                return
+            seen = self._listed
+        with self._refreshing:
+            with self._lock:
+                if self._listed != seen:
+                    # Another reader listed while this one waited: share its answer, or its
+                    # failure (asking again at once would only add to a throttled account).
+                    if self._failure is not None:
+                        err = self._failure
+                        raise CloudError(err.kind, err.code, err.reason, err.message) from err
+                    if not self._stale():
+                        return
+            self._refresh()
+
+    def _refresh(self) -> None:
+        """List every pool's instances; the caller holds `_refreshing`."""
+        seq = self._next_seq()
+        started = self._clock.monotonic()
+        self._describes.labels(kind=SNAPSHOT).inc()
+        try:
+            found = self._engine.find_managed(self._cluster, None, states=OBSERVED_STATES)
+        except Exception as err:
+            with self._lock:
+                self._listed += 1
+                # Only EC2's answer is shared; waiters on a bug's failure list for themselves.
+                self._failure = err if isinstance(err, CloudError) else None
+            raise
+        snapshot = _by_pool(found)
+        with self._lock:
+            # Counted with the install, so no reader sees this listing ended but not kept.
+            self._listed += 1
+            self._failure = None
+            if seq < self._snapshot_seq:
+                return  # `forget_all` came after this listing began
+            self._snapshot, self._snapshot_seq, self._snapshot_started = snapshot, seq, started
+            # Entries older than this snapshot are answered by it now.
+            self._entries = {p: e for p, e in self._entries.items() if e.seq > seq}
+        log.debug("instance index: %d instances of %d pools", len(found), len(snapshot))
+
+    # -- under self._lock ---------------------------------------------------------------------
+    def _stale(self) -> bool:
+        started = self._snapshot_started
+        return started is None or self._clock.monotonic() - started >= self._refresh_seconds
+
+    def _cached(self, pool: str) -> tuple[InstanceView, ...] | None:
+        if self._snapshot_started is None:
+            return None  # dropped by `forget_all` since this reader's refresh
+        entry = self._entries.get(pool)
+        if entry is not None and entry.seq > self._snapshot_seq:
+            return entry.instances
+        return self._snapshot.get(pool, ())
+
+    def _newest_seq(self, pool: str) -> int:
+        entry = self._entries.get(pool)
+        return max(self._snapshot_seq, entry.seq if entry is not None else 0)
+
+    def _next_seq(self) -> int:
+        with self._lock:
+            self._seq += 1
+            return self._seq
+
+
+def _by_pool(instances: Iterable[InstanceView]) -> dict[str, tuple[InstanceView, ...]]:
+    grouped: dict[str, list[InstanceView]] = {}
+    for view in instances:
+        if view.managed.pool is not None:  # untagged by pool: no pool reads it
+            grouped.setdefault(view.managed.pool, []).append(view)
+    return {pool: tuple(views) for pool, views in grouped.items()}

@@ -1,0 +1,360 @@
+"""The instance index: one listing serves every settled pool; fresh reads, forgets and
+failures keep their order however the threads interleave.
+
+A fake engine answers `find_managed` from a fleet the test edits, as EC2 was when the call
+STARTED (so a held listing is an old one when it returns), counts the listings, can hold one
+on an event, and can fail the next. Time is a `FakeClock` that also says how often it was
+read: a reader looks at it to find the snapshot stale, which is how a test knows every reader
+is waiting on the listing before it lets the listing return.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from provisioner.api.clock import FakeClock
+from provisioner.cloud.errors import CloudError, ErrorKind
+from provisioner.cloud.types import InstanceView, ManagedTags
+from provisioner.cloud.views import LIVE_STATES
+from provisioner.controllers.instance_index import OBSERVED_STATES, InstanceIndex
+from provisioner.controllers.metrics import ControllerMetrics
+
+pytestmark = pytest.mark.unit
+
+CLUSTER = "c1"
+INTERVAL = 10.0
+WAIT = 10.0  # seconds a held listing may take to be seen; never reached when all is well
+
+
+def instance(iid: str, pool: str | None, state: str = "running") -> InstanceView:
+    tags = ManagedTags(
+        managed=True,
+        cluster=CLUSTER,
+        pool=pool,
+        group="gen-1",
+        max_lifetime=None,
+        keep_warm_until=None,
+    )
+    return InstanceView(
+        instance_id=iid,
+        state=state,
+        instance_type="m5.large",
+        availability_zone="us-east-1a",
+        subnet_id="subnet-1",
+        launch_time=None,
+        private_dns_name=None,
+        private_ip=None,
+        client_token=None,
+        tags={},
+        managed=tags,
+    )
+
+
+class FakeEngine:
+    """`find_managed` over `fleet`; `calls` lists each listing's pool (None: every pool)."""
+
+    def __init__(self, fleet: Sequence[InstanceView] = ()) -> None:
+        self._lock = threading.Lock()
+        self.fleet = list(fleet)
+        self.calls: list[str | None] = []
+        self.fail_next: CloudError | None = None
+        self._holds: dict[str | None, tuple[threading.Event, threading.Event]] = {}
+
+    def reset(self) -> None:
+        with self._lock:
+            self.calls.clear()
+            self.fail_next = None
+            self._holds.clear()
+
+    def hold(self, pool: str | None) -> tuple[threading.Event, threading.Event]:
+        """The next listing of `pool` waits for the second event; the first says it began."""
+        began, release = threading.Event(), threading.Event()
+        with self._lock:
+            self._holds[pool] = (began, release)
+        return began, release
+
+    def set_state(self, iid: str, state: str) -> None:
+        with self._lock:
+            self.fleet = [
+                instance(v.instance_id, v.managed.pool, state) if v.instance_id == iid else v
+                for v in self.fleet
+            ]
+
+    def find_managed(
+        self,
+        cluster: str,
+        pool: str | None = None,
+        group: str | None = None,
+        states: Sequence[str] = LIVE_STATES,
+    ) -> list[InstanceView]:
+        assert cluster == CLUSTER and group is None and tuple(states) == OBSERVED_STATES
+        with self._lock:
+            self.calls.append(pool)
+            answer = [v for v in self.fleet if pool is None or v.managed.pool == pool]
+            failure, self.fail_next = self.fail_next, None
+            hold = self._holds.pop(pool, None)
+        if hold is not None:
+            hold[0].set()
+            assert hold[1].wait(WAIT), "the test never released the listing"
+        if failure is not None:
+            raise failure
+        return answer
+
+
+class WatchedClock(FakeClock):
+    def __init__(self) -> None:
+        super().__init__()
+        self._read = threading.Condition()
+        self.reads = 0
+
+    def monotonic(self) -> float:
+        with self._read:
+            self.reads += 1
+            self._read.notify_all()
+        return super().monotonic()
+
+    def wait_for_reads(self, count: int) -> bool:
+        with self._read:
+            return self._read.wait_for(lambda: self.reads >= count, WAIT)
+
+
+def throttled() -> CloudError:
+    return CloudError(ErrorKind.RETRYABLE, "RequestLimitExceeded", "Throttled", "slow down")
+
+
+def ids(views: Sequence[InstanceView]) -> list[tuple[str, str]]:
+    return [(v.instance_id, v.state) for v in views]
+
+
+def build(
+    engine: FakeEngine, clock: FakeClock | None = None
+) -> tuple[InstanceIndex, FakeClock, ControllerMetrics]:
+    clock = clock or FakeClock()
+    metrics = ControllerMetrics()
+    ops: Any = engine  # only `find_managed` of `EngineOps`: all the index calls
+    return InstanceIndex(ops, CLUSTER, INTERVAL, clock, metrics), clock, metrics
+
+
+def describes(metrics: ControllerMetrics, kind: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "atomic_gang_instance_index_describes_total", {"kind": kind}
+    )
+    return value or 0.0
+
+
+FLEET = (
+    instance("i-a1", "a"),
+    instance("i-a2", "a"),
+    instance("i-b1", "b", "terminated"),
+    instance("i-x", None),  # no pool tag: no pool's
+)
+
+
+def test_one_listing_serves_every_pool_until_the_interval_is_over() -> None:
+    engine = FakeEngine(FLEET)
+    index, clock, metrics = build(engine)
+
+    assert ids(index.read("a")) == [("i-a1", "running"), ("i-a2", "running")]
+    assert ids(index.read("b")) == [("i-b1", "terminated")]
+    assert index.read("c") == []
+    clock.advance(INTERVAL - 0.1)
+    engine.set_state("i-a1", "shutting-down")
+    assert ids(index.read("a"))[0] == ("i-a1", "running"), "within the interval: the snapshot"
+    assert engine.calls == [None]
+
+    clock.advance(0.1)
+    assert ids(index.read("a"))[0] == ("i-a1", "shutting-down")
+    assert engine.calls == [None, None]
+    assert describes(metrics, "snapshot") == 2 and describes(metrics, "pool") == 0
+
+
+def test_a_stale_snapshot_is_listed_once_for_every_reader_waiting_on_it() -> None:
+    engine, clock = FakeEngine(FLEET), WatchedClock()
+    index, _clock, metrics = build(engine, clock)
+    index.read("a")
+    clock.advance(INTERVAL)
+    began, release = engine.hold(None)
+    answers: dict[int, list[InstanceView]] = {}
+
+    def reader(n: int, pool: str) -> None:
+        answers[n] = index.read(pool)
+
+    first = threading.Thread(target=reader, args=(0, "a"))
+    first.start()
+    assert began.wait(WAIT)
+    pools = ["a", "b", "c"] * 3
+    waiters = [threading.Thread(target=reader, args=(n, p)) for n, p in enumerate(pools, 1)]
+    reads = clock.reads
+    for t in waiters:
+        t.start()
+    assert clock.wait_for_reads(reads + len(waiters)), "every reader found the snapshot stale"
+    release.set()
+    for t in (first, *waiters):
+        t.join(WAIT)
+
+    assert engine.calls == [None, None]
+    assert describes(metrics, "snapshot") == 2
+    assert [len(answers[n]) for n in range(len(pools) + 1)] == [2, *([2, 1, 0] * 3)]
+
+
+def test_forget_makes_the_next_read_of_that_pool_alone_fresh() -> None:
+    engine = FakeEngine(FLEET)
+    index, _clock, metrics = build(engine)
+    index.read("a")
+    engine.set_state("i-a1", "shutting-down")  # our own release
+
+    index.forget("a")
+    assert ids(index.read("a"))[0] == ("i-a1", "shutting-down")
+    assert ids(index.read("a"))[0] == ("i-a1", "shutting-down"), "kept as the pool's entry"
+    index.read("b")
+    assert engine.calls == [None, "a"]
+    assert describes(metrics, "pool") == 1
+
+
+def test_a_fresh_read_made_during_a_refresh_outlives_the_older_snapshot() -> None:
+    engine = FakeEngine(FLEET)
+    index, clock, _metrics = build(engine)
+    index.read("a")
+    clock.advance(INTERVAL)
+    began, release = engine.hold(None)
+    refresher = threading.Thread(target=index.read, args=("c",))
+    refresher.start()
+    assert began.wait(WAIT)  # the snapshot was listed with i-a1 running
+
+    engine.set_state("i-a1", "terminated")
+    assert ids(index.read_fresh("a"))[0] == ("i-a1", "terminated")
+    index.forget("b")  # e.g. a release of pool b that ended while the listing ran
+    release.set()
+    refresher.join(WAIT)
+
+    assert ids(index.read("a"))[0] == ("i-a1", "terminated"), "the snapshot began earlier"
+    calls = len(engine.calls)
+    index.read("b")
+    assert engine.calls[calls:] == ["b"], "a forget after the listing began stands"
+
+
+def test_a_fresh_read_that_began_before_a_forget_does_not_clear_it() -> None:
+    engine = FakeEngine(FLEET)
+    index, _clock, _metrics = build(engine)
+    index.read("a")
+    began, release = engine.hold("a")
+    observer = threading.Thread(target=index.read_fresh, args=("a",))
+    observer.start()  # a pass of pool a lists it, while the executor releases its set
+    assert began.wait(WAIT)
+    engine.set_state("i-a1", "shutting-down")
+    index.forget("a")
+    release.set()
+    observer.join(WAIT)
+
+    assert ids(index.read("a"))[0] == ("i-a1", "shutting-down")
+    assert engine.calls == [None, "a", "a"]
+
+
+def test_a_newer_snapshot_replaces_an_older_fresh_read() -> None:
+    engine = FakeEngine(FLEET)
+    index, clock, _metrics = build(engine)
+    index.read_fresh("a")
+    engine.set_state("i-a2", "terminated")
+    clock.advance(INTERVAL)
+    assert ids(index.read("a"))[1] == ("i-a2", "terminated")
+    assert engine.calls == ["a", None]
+
+
+def test_a_failed_listing_reaches_the_reader_and_the_next_read_lists_again() -> None:
+    engine = FakeEngine(FLEET)
+    index, _clock, metrics = build(engine)
+    engine.fail_next = throttled()
+    with pytest.raises(CloudError) as failed:
+        index.read("a")
+    assert failed.value.kind is ErrorKind.RETRYABLE and failed.value.reason == "Throttled"
+
+    assert len(index.read("a")) == 2
+    assert engine.calls == [None, None]
+    assert describes(metrics, "snapshot") == 2
+
+
+def test_readers_waiting_on_a_listing_that_fails_share_its_failure() -> None:
+    engine, clock = FakeEngine(FLEET), WatchedClock()
+    index, _clock, _metrics = build(engine, clock)
+    index.read("a")
+    clock.advance(INTERVAL)
+    engine.fail_next = throttled()
+    began, release = engine.hold(None)
+    failures: list[CloudError] = []
+    lock = threading.Lock()
+
+    def reader() -> None:
+        try:
+            index.read("a")
+        except CloudError as err:
+            with lock:
+                failures.append(err)
+
+    first = threading.Thread(target=reader)
+    first.start()
+    assert began.wait(WAIT)
+    waiters = [threading.Thread(target=reader) for _ in range(4)]
+    reads = clock.reads
+    for t in waiters:
+        t.start()
+    assert clock.wait_for_reads(reads + len(waiters)), "every reader found the snapshot stale"
+    release.set()
+    for t in (first, *waiters):
+        t.join(WAIT)
+
+    assert engine.calls == [None, None], "a throttled account is not asked once per reader"
+    assert len(failures) == 5
+    assert all(f.kind is ErrorKind.RETRYABLE and f.reason == "Throttled" for f in failures)
+    assert len(index.read("a")) == 2, "the next read lists again"
+
+
+def test_a_failed_fresh_read_reaches_the_reader_and_keeps_the_pool_forgotten() -> None:
+    engine = FakeEngine(FLEET)
+    index, _clock, _metrics = build(engine)
+    index.read("a")
+    index.forget("a")
+    engine.fail_next = throttled()
+    with pytest.raises(CloudError):
+        index.read("a")
+    assert len(index.read("a")) == 2
+    assert engine.calls == [None, "a", "a"]
+
+
+def test_forget_all_lists_everything_again_at_once() -> None:
+    engine = FakeEngine(FLEET)
+    index, _clock, _metrics = build(engine)
+    index.read("a")
+    index.forget_all()  # a new leadership term
+    index.read("b")
+    assert engine.calls == [None, None]
+
+
+def test_a_listing_begun_before_forget_all_is_not_kept() -> None:
+    engine = FakeEngine(FLEET)
+    index, _clock, _metrics = build(engine)
+    began, release = engine.hold(None)
+    old_term = threading.Thread(target=index.read, args=("c",))
+    old_term.start()  # a pass of the last term, still listing when leadership came back
+    assert began.wait(WAIT)
+    engine.set_state("i-a1", "terminated")  # the other leader's release
+    index.forget_all()
+    release.set()
+    old_term.join(WAIT)
+
+    assert ids(index.read("a"))[0] == ("i-a1", "terminated")
+    # The old term's reader found nothing kept and asked EC2 for its own pool.
+    assert engine.calls == [None, "c", None]
+
+
+def test_the_fake_engine_resets() -> None:
+    engine = FakeEngine(FLEET)
+    engine.find_managed(CLUSTER, "b", states=OBSERVED_STATES)
+    engine.fail_next = throttled()
+    engine.hold("a")
+    engine.reset()
+    assert len(engine.find_managed(CLUSTER, "a", states=OBSERVED_STATES)) == 2
+    assert engine.calls == ["a"]

@@ -1,0 +1,318 @@
+"""Which listing a pool's pass reads: the shared snapshot when settled, EC2 when in flight.
+
+The GangNodePool reconciler runs over small fakes (the pool object as apiserver and cache
+hold it, Nodes, a prepared stack, an engine that counts `find_managed` by pool and state
+set) with a real `InstanceIndex` on a `FakeClock`. A settled pool's passes share one
+snapshot; a pool in flight lists its own instances on every pass, as before the index; our
+own release makes the pool's next read fresh; and a settled pool notices an instance EC2
+lost within the refresh interval.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from provisioner.api import constants as c
+from provisioner.api.clock import FakeClock
+from provisioner.api.gangnodepool import GangNodePool
+from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
+from provisioner.cloud.types import InstanceView, ManagedTags, ReleaseReport
+from provisioner.cloud.views import LIVE_STATES
+from provisioner.controllers.gangnodepool import GangNodePoolReconciler, reads_fresh
+from provisioner.controllers.instance_index import OBSERVED_STATES, InstanceIndex
+from provisioner.controllers.metrics import ControllerMetrics
+from provisioner.controllers.pool_transitions import Action, Step
+from provisioner.controllers.stack_executor import StackExecutor
+from provisioner.kube.resources import ObjectKey
+from tests.support.backends import UNREACHED_BACKEND
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+ROLE = "arn:aws:iam::123456789012:role/node"
+INTERVAL = 10
+SETTINGS = Settings(
+    cluster_name="demo",
+    defaults=Defaults(region="us-east-1", node_role_arn=ROLE),
+    leader_election=LeaderElection(enabled=False),
+    pulumi=PulumiSettings.model_validate(UNREACHED_BACKEND),
+    instance_index_refresh_seconds=INTERVAL,
+)
+IDS = ("i-00000000000000001", "i-00000000000000002")
+CLAIM = {"namespace": "ml", "name": "wl", "uid": "wl-uid", "claimedAt": "2026-11-30T11:59:00Z"}
+SPEC: dict[str, Any] = {
+    "pool": "pool-a",
+    "count": 2,
+    "instanceType": "m5.large",
+    "mode": "runinstances",
+    "region": "us-east-1",
+    "nodeRoleArn": ROLE,
+    "keepWarmTTL": "10m",
+    "maxLifetime": "4h",
+    "amiVariant": "standard",
+}
+SET = {
+    "acquireGeneration": 2,
+    "activeGroup": "gen-1",
+    "instanceIds": list(IDS),
+    "lastStackOperation": "record:gen-1",
+}
+SATISFIED = {**SET, "phase": c.PHASE_SATISFIED, "readyNodes": 2}
+JOINING = {**SET, "phase": c.PHASE_JOINING, "joinDeadline": "2026-11-30T12:05:00Z"}
+
+
+def pool_object(status: Mapping[str, Any], claim: bool = True) -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.GNP_KIND,
+        "metadata": {
+            "name": "pool-a",
+            "uid": "pool-uid",
+            "resourceVersion": "1",
+            "finalizers": [c.FINALIZER],
+        },
+        "spec": {**SPEC, **({"claim": CLAIM} if claim else {})},
+        "status": dict(status),
+    }
+
+
+def node(iid: str, ready: bool) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"node-{iid}",
+            "labels": {c.POOL_LABEL: "pool-a", c.GROUP_LABEL: "gen-1"},
+        },
+        "spec": {"providerID": f"aws:///us-east-1a/{iid}"},
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def instance(iid: str, state: str = "running") -> InstanceView:
+    return InstanceView(
+        instance_id=iid,
+        state=state,
+        instance_type="m5.large",
+        availability_zone="us-east-1a",
+        subnet_id="subnet-1",
+        launch_time=None,
+        private_dns_name=None,
+        private_ip=None,
+        client_token=None,
+        tags={},
+        managed=ManagedTags(True, "demo", "pool-a", "gen-1", None, None),
+    )
+
+
+class Store:
+    """The pool object as the apiserver and the informer cache both hold it."""
+
+    def __init__(self, obj: Mapping[str, Any]) -> None:
+        self.obj = copy.deepcopy(dict(obj))
+
+    def get(self, _namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.obj) if name == self.obj["metadata"]["name"] else None
+
+    def patch_status(self, _ref: Any, _name: str, patch: Mapping[str, Any], **_: Any) -> Any:
+        status = self.obj.setdefault("status", {})
+        for key, value in patch["status"].items():
+            if value is None:
+                status.pop(key, None)
+            else:
+                status[key] = value
+        meta = self.obj["metadata"]
+        meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+        return copy.deepcopy(self.obj)
+
+
+class Nodes:
+    def __init__(self, ready: bool) -> None:
+        self.nodes = [node(iid, ready) for iid in IDS]
+
+    def list(self) -> list[dict[str, Any]]:
+        return copy.deepcopy(self.nodes)
+
+
+class Engine:
+    """EC2 as the pool's set: `listings` records each `find_managed` (pool, observed?)."""
+
+    def __init__(self) -> None:
+        self.fleet: dict[str, InstanceView] = {}
+        self.listings: list[tuple[str | None, bool]] = []
+        self.released: list[str] = []
+        self.reset()
+
+    def reset(self) -> None:
+        self.fleet = {iid: instance(iid) for iid in IDS}
+        self.listings.clear()
+        self.released.clear()
+
+    def find_managed(
+        self,
+        _cluster: str,
+        pool: str | None = None,
+        group: str | None = None,
+        states: Sequence[str] = LIVE_STATES,
+    ) -> list[InstanceView]:
+        self.listings.append((pool, tuple(states) == OBSERVED_STATES))
+        return [v for v in self.fleet.values() if v.state in states]
+
+    def release(self, instance_ids: Sequence[str]) -> ReleaseReport:
+        self.released.extend(instance_ids)
+        for iid in instance_ids:
+            self.fleet[iid] = instance(iid, "shutting-down")
+        ids = tuple(instance_ids)
+        return ReleaseReport(ids, ids, (), (), (), (), ())
+
+
+class Stacks:
+    def is_prepared(self, _pool: str) -> bool:
+        return True
+
+    def outputs(self, _pool: str) -> Any:
+        return object()  # prepared; no pass here is about to launch, so nothing reads it
+
+    def remove_instance_set(self, _pool: str) -> None:
+        pass
+
+
+class World:
+    def __init__(self, status: Mapping[str, Any], ready: bool, claim: bool = True) -> None:
+        self.store = Store(pool_object(status, claim))
+        self.engine = Engine()
+        self.clock = FakeClock()
+        self.metrics = ControllerMetrics()
+        self.recorder = Recorder()
+        self.executor = StackExecutor(1, on_finished=lambda _pool: None, metrics=self.metrics)
+        engine: Any = self.engine
+        index = InstanceIndex(engine, "demo", INTERVAL, self.clock, self.metrics)
+        self.reconciler = GangNodePoolReconciler(
+            self.store,  # type: ignore[arg-type]
+            self.store,  # type: ignore[arg-type]
+            Nodes(ready),  # type: ignore[arg-type]
+            engine,
+            index,
+            Stacks(),  # type: ignore[arg-type]
+            self.executor,
+            SETTINGS,
+            self.recorder,  # type: ignore[arg-type]
+            lambda: NOW,
+            self.metrics,
+        )
+
+    def observed(self) -> list[str | None]:
+        """The pool each pass's listing asked for (None: the shared snapshot)."""
+        return [pool for pool, observed in self.engine.listings if observed]
+
+    def one_pass(self) -> None:
+        self.reconciler.reconcile(ObjectKey("", "pool-a"))
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def record(self, _obj: Any, _type: str, reason: str, _message: str) -> None:
+        self.reasons.append(reason)
+
+
+def test_a_satisfied_pools_passes_share_one_snapshot() -> None:
+    world = World(SATISFIED, ready=True)
+    for _ in range(3):
+        world.one_pass()
+    assert world.observed() == [None]
+    assert world.store.obj["status"]["phase"] == c.PHASE_SATISFIED
+
+
+def test_a_joining_pool_lists_its_own_instances_on_every_pass() -> None:
+    world = World(JOINING, ready=False)
+    for _ in range(3):
+        world.one_pass()
+    assert world.observed() == ["pool-a"] * 3
+    assert world.store.obj["status"]["phase"] == c.PHASE_JOINING
+
+
+def test_a_settled_pool_notices_a_lost_instance_within_the_interval() -> None:
+    world = World(SATISFIED, ready=True)
+    world.one_pass()
+    world.engine.fleet[IDS[0]] = instance(IDS[0], "terminated")  # EC2 took it back
+    world.one_pass()
+    assert "releaseInProgress" not in world.store.obj["status"], "the snapshot is not stale yet"
+
+    world.clock.advance(INTERVAL)
+    world.one_pass()
+    assert world.store.obj["status"]["releaseInProgress"]["reason"] == c.EventReason.GANG_BROKEN
+    assert world.observed() == [None, None]
+
+
+def test_our_own_release_makes_the_pools_next_read_fresh() -> None:
+    warm = {**SET, "phase": c.PHASE_KEEP_WARM, "keepWarmUntil": "2026-11-30T12:10:00Z"}
+    world = World(warm, ready=True, claim=False)
+    world.one_pass()  # the snapshot: the set running, warm
+    # The release a stack executor thread runs for the pool, and the Idle status its
+    # result leaves (the marker and the settle pass aside).
+    pool = GangNodePool.from_dict(world.store.obj)
+    release = Step(Action.RELEASE_SET, pool.status, release_ids=IDS)
+    result = world.reconciler._run(release, pool, None, {})  # type: ignore[arg-type]
+    assert result is not None and result.ok and world.engine.released == list(IDS)
+    world.store.obj["status"] = {"phase": c.PHASE_IDLE, "idleSince": "2026-11-30T12:00:00Z"}
+
+    world.one_pass()
+    world.one_pass()
+    # From the snapshot the set would still run, as instances no set owns: strays.
+    assert c.EventReason.STRAY_INSTANCES not in world.recorder.reasons
+    assert "releaseInProgress" not in world.store.obj["status"]
+    assert world.observed() == [None, "pool-a"], "fresh once, then the pool's own entry"
+
+
+def test_the_fake_engine_resets() -> None:
+    engine = Engine()
+    engine.release(IDS)
+    engine.reset()
+    assert engine.released == [] and engine.find_managed("demo", "pool-a")[0].state == "running"
+
+
+MARKER_LAUNCH = {
+    "launchInProgress": {
+        "clientToken": "pool-uid/2",
+        "mode": "runinstances",
+        "group": "gen-2",
+        "startedAt": "2026-11-30T12:00:00Z",
+    }
+}
+MARKER_RELEASE = {"releaseInProgress": {"startedAt": "2026-11-30T12:00:00Z", "reason": "Released"}}
+
+
+@pytest.mark.parametrize(
+    ("phase", "claimed", "extra", "fresh"),
+    [
+        (c.PHASE_IDLE, False, {}, False),
+        (c.PHASE_SATISFIED, True, {}, False),
+        (c.PHASE_KEEP_WARM, False, {}, False),
+        (c.PHASE_ACQUIRING, True, {}, True),
+        (c.PHASE_JOINING, True, {}, True),
+        (c.PHASE_RELEASING, False, {}, True),
+        # A settled phase about to act on its claim's change.
+        (c.PHASE_IDLE, True, {}, True),
+        (c.PHASE_SATISFIED, False, {}, True),
+        (c.PHASE_KEEP_WARM, True, {}, True),
+        # Markers of an action under way, whatever the phase says.
+        (c.PHASE_ACQUIRING, True, MARKER_LAUNCH, True),
+        (c.PHASE_SATISFIED, True, MARKER_RELEASE, True),
+        (c.PHASE_IDLE, False, MARKER_RELEASE, True),
+        (c.PHASE_SATISFIED, True, {"deletionTimestamp": "2026-11-30T12:00:00Z"}, True),
+    ],
+)
+def test_which_pools_read_fresh(
+    phase: str, claimed: bool, extra: dict[str, Any], fresh: bool
+) -> None:
+    obj = pool_object({**SATISFIED, "phase": phase}, claim=claimed)
+    if "deletionTimestamp" in extra:
+        obj["metadata"]["deletionTimestamp"] = extra["deletionTimestamp"]
+    else:
+        obj["status"].update(extra)
+    assert reads_fresh(GangNodePool.from_dict(obj)) is fresh
