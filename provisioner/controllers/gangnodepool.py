@@ -274,7 +274,11 @@ class GangNodePoolReconciler:
             gone_ids=gone,
             ready_instance_ids=ready,
             # Asking while the pool's operation runs could wait on the stack's lock.
-            stack_prepared=stack_operation is None and self._stack_holds_what_launch_needs(pool),
+            # Not asked while `stack_operation` runs (the answer would wait for it); every step
+            # that reads it waits for the operation anyway.
+            stack_probe=lambda: (
+                stack_operation is None and self._stack_holds_what_launch_needs(pool)
+            ),
             stack_operation=stack_operation,
             backoff=self._backoffs.get(pool.name),
             now=self._now(),

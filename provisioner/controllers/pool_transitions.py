@@ -27,10 +27,11 @@ before the block's end — EC2 reclaims the instances then — with a message sa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum, IntEnum
+from functools import cached_property
 
 from provisioner.api import constants as c
 from provisioner.api.durations import format_duration
@@ -89,9 +90,11 @@ class PoolView:
     # from a describe is not gone: EC2 is eventually consistent right after a launch.
     gone_ids: frozenset[str]
     ready_instance_ids: frozenset[str]  # Ready Nodes labelled with this pool and active group
-    # Not asked while `stack_operation` runs (the answer would wait for it); every step that
-    # reads it waits for the operation anyway.
-    stack_prepared: bool
+    # Whether the stack is prepared (from today's inputs, for a launch); read through
+    # `stack_prepared`, only by the plans that need it. Asking may run the Pulumi CLI (a
+    # replica that has not seen the stack, or a backend that failed the last read), and the
+    # reconcile worker must not wait on that for a pool that is joining or settled.
+    stack_probe: Callable[[], bool]
     now: datetime
     join_deadline: timedelta
     backoff_base: float = 5.0
@@ -106,6 +109,10 @@ class PoolView:
     idle_stack_ttl: timedelta = timedelta(days=7)
     # The last failed step and when it may run again (the reconciler remembers it).
     backoff: Backoff | None = None
+
+    @cached_property
+    def stack_prepared(self) -> bool:
+        return self.stack_probe()
 
 
 @dataclass(frozen=True)

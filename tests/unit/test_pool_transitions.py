@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -63,7 +64,7 @@ def view(
         live=live,
         gone_ids=gone,
         ready_instance_ids=ready,
-        stack_prepared=prepared,
+        stack_probe=lambda: prepared,
         now=NOW,
         join_deadline=timedelta(minutes=10),
         idle_stack_ttl=idle_stack_ttl,
@@ -250,6 +251,27 @@ def test_all_n_ready_is_satisfied() -> None:
     v = view(phase=c.PHASE_JOINING, status=active(), live=LIVE, ready=frozenset(IDS))
     step = plan(v)
     assert step.status.phase == c.PHASE_SATISFIED and step.status.ready_nodes == 4
+
+
+def _unasked() -> bool:
+    raise AssertionError("the plan asked whether the stack is prepared")
+
+
+@pytest.mark.parametrize(
+    "v",
+    [
+        view(phase=c.PHASE_JOINING, status=active(), live=LIVE, ready=frozenset(IDS[:3])),
+        view(phase=c.PHASE_JOINING, status=active(), live=LIVE, ready=frozenset(IDS)),
+        view(phase=c.PHASE_SATISFIED, status=active(), live=LIVE, ready=frozenset(IDS)),
+        view(phase=c.PHASE_KEEP_WARM, status=active(), live=LIVE, ready=frozenset(IDS)),
+    ],
+    ids=["joining", "joined", "satisfied", "warm-set-claimed"],
+)
+def test_a_joining_or_settled_pool_never_asks_about_its_stack(v: PoolView) -> None:
+    # Asking may run the Pulumi CLI on the reconcile worker (a backend that failed the last
+    # read is asked again): a pool whose set is whole or joining has no use for the answer.
+    step = plan(replace(v, stack_probe=_unasked))
+    assert step.action in (Action.NONE, Action.TAG_KEEP_WARM), step
 
 
 def test_ready_nodes_of_another_pool_or_group_do_not_count() -> None:

@@ -88,9 +88,9 @@ def test_a_step_that_touches_the_stack_waits_for_its_operation(
     v: PoolView, running: Action, prepared: bool
 ) -> None:
     # stack_prepared is not asked while an operation runs: whatever it says, the step waits.
-    free = plan(replace(v, stack_prepared=prepared))
+    free = plan(replace(v, stack_probe=lambda: prepared))
     assert free.action is not Action.NONE or free.status.phase != v.status.phase
-    step = plan(busy(replace(v, stack_prepared=prepared), running))
+    step = plan(busy(replace(v, stack_probe=lambda: prepared), running))
     assert step.action is Action.NONE
     assert step.status == v.status
     assert step.requeue_after is None, "the executor queues the pool when the operation ends"
