@@ -220,18 +220,21 @@ class Recorder:
         return "\n".join([f"rounds: {rounds}", *lines, self.lifecycle()])
 
     def lifecycle(self) -> str:
-        """One pool's whole life (create, record, remove, record, destroy): the Pulumi CLI
-        processes it starts and the CPU they and their plugin hosts burn."""
-        procs = sum(_per_round(self.procs, name) for name in LIFECYCLE)
-        cpu = sum(_per_round(self.cpu, name) for name in LIFECYCLE)
-        return (
-            f"per pool lifecycle ({' + '.join(LIFECYCLE)}): {procs:g} CLI processes, "
-            f"{cpu:.2f} child CPU-s"
+        """One pool's whole life (create, record, remove, destroy), and each further claim
+        on a pool whose stack is kept between claims (record, remove): the Pulumi CLI
+        processes they start and the CPU they and their plugin hosts burn."""
+        return "\n".join(
+            f"per {what} ({' + '.join(names)}): "
+            f"{sum(_per_round(self.procs, n) for n in names):g} CLI processes, "
+            f"{sum(_per_round(self.cpu, n) for n in names):.2f} child CPU-s"
+            for what, names in (("pool lifecycle", LIFECYCLE), ("claim on a kept stack", CLAIM))
         )
 
 
 # The operations of one pool's life, each counted as often as a round runs it.
 LIFECYCLE = ("prepare (create)", "record", "remove (release set)", "destroy")
+# What each claim after the first costs while the pool keeps its stack (idleStackTTL).
+CLAIM = ("record", "remove (release set)")
 
 
 def _per_round(values: dict[str, list[Any]], name: str) -> float:
