@@ -94,6 +94,7 @@ _CHANGES_INSTANCES = frozenset({Action.LAUNCH, Action.RELEASE_SET, Action.DESTRO
 # holds the write; an immediate requeue would plan from the cache before it (and meet a
 # conflict). This short one only stands in for a watch event that never comes.
 _AFTER_OWN_WRITE_SECONDS = 2.0
+_CACHE_CATCH_UP_SECONDS = 1.0
 
 
 def reads_fresh(pool: GangNodePool) -> bool:
@@ -151,6 +152,9 @@ class GangNodePoolReconciler:
         # Each pool's last failed step and when it may run again. In memory only: a new
         # leader tries once at once, then backs off from the count kept in the status.
         self._backoffs: dict[str, Backoff] = {}
+        # Per pool, the resourceVersions this reconciler has written over and the informer
+        # cache has not yet moved past (see `_cache_behind_own_write`).
+        self._superseded: dict[str, set[str]] = {}
 
     def keys_for_node(self, node: dict[str, Any]) -> list[ObjectKey]:
         pool = (node.get("metadata", {}).get("labels") or {}).get(c.POOL_LABEL)
@@ -162,7 +166,12 @@ class GangNodePoolReconciler:
         if raw is None:
             self._executor.forget(key.name)
             self._backoffs.pop(key.name, None)
+            self._superseded.pop(key.name, None)
             return Result()
+        if self._cache_behind_own_write(raw):
+            # Our write's watch event wakes the pool when the cache has it; this is the
+            # fallback should that event be lost.
+            return Result(requeue_after=_CACHE_CATCH_UP_SECONDS)
         pool = GangNodePool.from_dict(raw)
         held = self._executor.state(pool.name)
         view = self._observe(pool, held.pending.step.action if held.pending else None)
@@ -337,7 +346,32 @@ class GangNodePoolReconciler:
             status.update(wanted)
             return True
 
-        return write_status(self._kube, GANG_NODE_POOLS, raw, mutate, c.FIELD_MANAGER)
+        written = write_status(self._kube, GANG_NODE_POOLS, raw, mutate, c.FIELD_MANAGER)
+        meta = raw.get("metadata") or {}
+        old = meta.get("resourceVersion")
+        if old and old != (written.get("metadata") or {}).get("resourceVersion"):
+            self._superseded.setdefault(meta["name"], set()).add(old)
+        return written
+
+    def _cache_behind_own_write(self, raw: dict[str, Any]) -> bool:
+        """Whether the informer still holds a version of the pool this reconciler wrote over.
+
+        The watch event of one write (a launch marker) can queue the pool while the next
+        write (the launch's IDs) is still on its way to the cache; a pass planned from the
+        older object would launch again (the ClientToken makes EC2 answer with the same
+        instances, but it is a call, and a conflict, for nothing) or redo any other step.
+        resourceVersions are compared for equality only, never ordered; an informer's cache
+        never goes back, so once it holds anything else, it holds what we wrote or newer.
+        """
+        name = raw["metadata"]["name"]
+        superseded = self._superseded.get(name)
+        if not superseded:
+            return False
+        if raw["metadata"].get("resourceVersion") in superseded:
+            log.debug("pool %s: cache behind our own write; waiting for it", name)
+            return True
+        del self._superseded[name]
+        return False
 
     def _persist_result(
         self, raw: dict[str, Any], before: GangNodePoolStatus, after: GangNodePoolStatus
@@ -362,6 +396,8 @@ class GangNodePoolReconciler:
                 "gangnodepool %s: conflict saving an action's result; re-applied on the fresh one",
                 name,
             )
+            # The version the action was planned from is written over as well.
+            self._superseded.setdefault(name, set()).add(raw["metadata"]["resourceVersion"])
             return self._persist(fresh, before, after)
 
     def _emit(self, raw: dict[str, Any], events: tuple[Any, ...]) -> None:

@@ -1,0 +1,71 @@
+"""A pass never plans from an informer cache that still holds a version of the pool the
+reconciler itself wrote over.
+
+The fakes are those of `test_pool_instance_reads`; here the informer lags the apiserver:
+it answers with the object as it was before our last write until told it caught up. (In the
+e2e suite a launch marker's own watch event queued the pool while the launch's IDs were still
+on their way to the cache; that pass issued the launch again.)
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from provisioner.api import constants as c
+from provisioner.controllers.gangnodepool import _CACHE_CATCH_UP_SECONDS
+from provisioner.kube.resources import ObjectKey
+from tests.unit.test_pool_instance_reads import JOINING, World
+
+pytestmark = pytest.mark.unit
+
+
+class LaggingCache:
+    """The informer: the object as the apiserver held it when `freeze` was called."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.frozen: dict[str, Any] | None = None
+
+    def freeze(self) -> None:
+        self.frozen = copy.deepcopy(self.world.store.obj)
+
+    def catch_up(self) -> None:
+        self.frozen = None
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        if self.frozen is None:
+            return self.world.store.get(namespace, name)
+        return copy.deepcopy(self.frozen)
+
+
+def test_a_pass_waits_for_the_cache_to_hold_its_own_write() -> None:
+    world = World(JOINING, ready=True)
+    cache = LaggingCache(world)
+    world.reconciler._pools = cache  # type: ignore[assignment]
+    cache.freeze()  # the cache holds Joining; the pass below writes Satisfied
+    world.one_pass()
+    assert world.store.obj["status"]["phase"] == c.PHASE_SATISFIED
+    written = world.store.obj["metadata"]["resourceVersion"]
+    listings = len(world.engine.listings)
+
+    result = world.reconciler.reconcile(ObjectKey("", "pool-a"))
+    assert result.requeue_after == _CACHE_CATCH_UP_SECONDS
+    assert len(world.engine.listings) == listings, "nothing planned from the stale object"
+    assert world.store.obj["metadata"]["resourceVersion"] == written, "nothing written"
+
+    cache.catch_up()
+    world.one_pass()
+    assert len(world.engine.listings) == listings + 1, "planned again once the cache caught up"
+    assert world.store.obj["status"]["phase"] == c.PHASE_SATISFIED
+
+
+def test_a_cache_that_moved_past_our_write_is_planned_from_at_once() -> None:
+    world = World(JOINING, ready=True)
+    world.one_pass()  # writes Satisfied; the cache (the store itself) holds it at once
+    before = len(world.engine.listings)
+    result = world.reconciler.reconcile(ObjectKey("", "pool-a"))
+    assert result.requeue_after != _CACHE_CATCH_UP_SECONDS
+    assert len(world.engine.listings) == before + 1, "planned (the settled pool's snapshot)"
