@@ -608,7 +608,17 @@ class GangNodePoolReconciler:
             if shortfall:
                 self._metrics.shortfalls.labels(mode=shape.mode).inc()
             return ActionResult(False, error_kind=failure, reason=err.reason, message=str(err))
-        self._metrics.acquisitions.labels(mode=shape.mode, result="launched").inc()
+        if launched.adopted:
+            # The generation's set was already in EC2 (a crash, a lost answer, or a pass
+            # that re-issued the launch): counted apart, so `launched` counts sets bought.
+            log.info(
+                "pool %s: adopted the %d instances group %s already had",
+                pool.name,
+                len(launched.instance_ids),
+                launched.group,
+            )
+        result = "adopted" if launched.adopted else "launched"
+        self._metrics.acquisitions.labels(mode=shape.mode, result=result).inc()
         ends = launched.capacity_block_ends_at
         return ActionResult(
             True,

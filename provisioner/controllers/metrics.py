@@ -37,7 +37,8 @@ class ControllerMetrics:
         )
         self.acquisitions = Counter(
             "atomic_gang_acquisitions_total",
-            "Acquisition results by mode: launched, shortfall, retryable, config.",
+            "Acquisition results by mode: launched, adopted (a set this generation had already "
+            "launched, found by tag), shortfall, not-active, retryable, config.",
             ["mode", "result"],
             registry=r,
         )

@@ -69,6 +69,8 @@ class FakeEngine:
     info: InstanceTypeInfo = P5
     acquire_raises: Exception | None = None
     launched: list[LaunchSpec] = field(default_factory=list)
+    # The generation's set is already in EC2 (a re-issued launch finds it by tag).
+    adopts: bool = False
 
     def cluster(self, name: str) -> ClusterInfo:
         return CLUSTER
@@ -97,7 +99,13 @@ class FakeEngine:
             raise self.acquire_raises
         ids = tuple(f"i-{n:017x}" for n in range(1, spec.count + 1))
         return LaunchResult(
-            ids, spec.mode, spec.group, "tok", spec.subnets[:1], capacity_block_ends_at=BLOCK_END
+            ids,
+            spec.mode,
+            spec.group,
+            "tok",
+            spec.subnets[:1],
+            adopted=self.adopts,
+            capacity_block_ends_at=BLOCK_END,
         )
 
 
@@ -207,6 +215,25 @@ def test_the_launch_names_the_reservation_and_carries_efa_placement_and_zones() 
     assert spec.efa and spec.placement_group_name == "pg-pretrain-p5"
     assert spec.explicit_placement == ("us-east-1b",)
     assert spec.block_release_margin == timedelta(seconds=2100)
+
+
+@pytest.mark.parametrize(("adopts", "counted"), [(False, "launched"), (True, "adopted")])
+def test_a_set_found_already_launched_is_counted_as_adopted_not_bought(
+    adopts: bool, counted: str
+) -> None:
+    engine = FakeEngine(adopts=adopts)
+    pools = reconciler(engine, FakeStacks())
+    marker = LaunchInProgress(client_token="uid-1/1", mode="fleet", group="gen-1", started_at=NOW)
+    step = Step(Action.LAUNCH, GangNodePoolStatus(acquire_generation=1, launch_in_progress=marker))
+    result = pools._run(step, pool(), None, {})  # type: ignore[arg-type]
+    assert result is not None and result.ok
+    families = {m.name: m for m in pools._metrics.registry.collect()}
+    counts = {
+        s.labels["result"]: s.value
+        for s in families["atomic_gang_acquisitions"].samples
+        if s.name.endswith("_total")
+    }
+    assert counts == {counted: 1.0}
 
 
 def test_a_block_not_yet_started_comes_back_with_its_start() -> None:
