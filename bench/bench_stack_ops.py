@@ -220,14 +220,18 @@ class Recorder:
         return "\n".join([f"rounds: {rounds}", *lines, self.lifecycle()])
 
     def lifecycle(self) -> str:
-        """One pool's whole life (create, record, remove, destroy), and each further claim
-        on a pool whose stack is kept between claims (record, remove): the Pulumi CLI
-        processes they start and the CPU they and their plugin hosts burn."""
+        """One pool's whole life (create, two generations recorded, remove, destroy), and
+        each further claim on a pool whose stack is kept between claims (one record, one
+        remove): the Pulumi CLI processes they start and the CPU they and their plugin
+        hosts burn."""
         return "\n".join(
-            f"per {what} ({' + '.join(names)}): "
-            f"{sum(_per_round(self.procs, n) for n in names):g} CLI processes, "
-            f"{sum(_per_round(self.cpu, n) for n in names):.2f} child CPU-s"
-            for what, names in (("pool lifecycle", LIFECYCLE), ("claim on a kept stack", CLAIM))
+            f"per {what} ({' + '.join(_times(n, rounds) for n in names)}): "
+            f"{sum(_per_round(self.procs, n, rounds) for n in names):g} CLI processes, "
+            f"{sum(_per_round(self.cpu, n, rounds) for n in names):.2f} child CPU-s"
+            for what, names, rounds in (
+                ("pool lifecycle", LIFECYCLE, _CALLS_PER_ROUND),
+                ("claim on a kept stack", CLAIM, {}),
+            )
         )
 
 
@@ -237,10 +241,17 @@ LIFECYCLE = ("prepare (create)", "record", "remove (release set)", "destroy")
 CLAIM = ("record", "remove (release set)")
 
 
-def _per_round(values: dict[str, list[Any]], name: str) -> float:
-    """The median of one call, times the calls per round (record runs twice)."""
-    per_round = {"record": 2}.get(name, 1)
-    return float(statistics.median(values[name])) * per_round if name in values else 0.0
+# A round records two generations' sets (a pool that acquired twice in its life).
+_CALLS_PER_ROUND = {"record": 2}
+
+
+def _times(name: str, calls: dict[str, int]) -> str:
+    return f"{name} x{calls[name]}" if calls.get(name, 1) != 1 else name
+
+
+def _per_round(values: dict[str, list[Any]], name: str, calls: dict[str, int]) -> float:
+    """The median of one call, times how often `calls` says it runs (once by default)."""
+    return float(statistics.median(values[name])) * calls.get(name, 1) if name in values else 0.0
 
 
 def _children_cpu() -> float:
