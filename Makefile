@@ -33,8 +33,9 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy provisioner stacks infra devenv bench
 
 # Every suite, then the image built with podman and run as the chart runs it (test-image).
+# The slowest tests are listed at the end, so a CI run says where its time went.
 test: tools lint
-	$(PY) -m pytest tests --ignore=tests/image $(PYTEST_ARGS)
+	$(PY) -m pytest tests --ignore=tests/image --durations=25 $(PYTEST_ARGS)
 	$(MAKE) test-image
 
 test-unit: $(STAMP)
