@@ -18,10 +18,11 @@ import pytest
 
 from provisioner.api.clock import FakeClock
 from provisioner.cloud.errors import CloudError, ErrorKind
-from provisioner.cloud.types import InstanceView, ManagedTags
+from provisioner.cloud.types import InstanceView
 from provisioner.cloud.views import LIVE_STATES
 from provisioner.controllers.instance_index import OBSERVED_STATES, InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
+from tests.support.instance_views import managed_instance
 
 pytestmark = pytest.mark.unit
 
@@ -31,27 +32,7 @@ WAIT = 10.0  # seconds a held listing may take to be seen; never reached when al
 
 
 def instance(iid: str, pool: str | None, state: str = "running") -> InstanceView:
-    tags = ManagedTags(
-        managed=True,
-        cluster=CLUSTER,
-        pool=pool,
-        group="gen-1",
-        max_lifetime=None,
-        keep_warm_until=None,
-    )
-    return InstanceView(
-        instance_id=iid,
-        state=state,
-        instance_type="m5.large",
-        availability_zone="us-east-1a",
-        subnet_id="subnet-1",
-        launch_time=None,
-        private_dns_name=None,
-        private_ip=None,
-        client_token=None,
-        tags={},
-        managed=tags,
-    )
+    return managed_instance(iid, cluster=CLUSTER, pool=pool, state=state)
 
 
 class FakeEngine:

@@ -21,7 +21,7 @@ from provisioner.api import constants as c
 from provisioner.api.clock import FakeClock
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
-from provisioner.cloud.types import InstanceView, ManagedTags, ReleaseReport
+from provisioner.cloud.types import InstanceView, ReleaseReport
 from provisioner.cloud.views import LIVE_STATES
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler, reads_fresh
 from provisioner.controllers.instance_index import OBSERVED_STATES, InstanceIndex
@@ -30,6 +30,7 @@ from provisioner.controllers.pool_transitions import Action, Step
 from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 from tests.support.backends import UNREACHED_BACKEND
+from tests.support.instance_views import managed_instance
 
 pytestmark = pytest.mark.unit
 
@@ -93,19 +94,7 @@ def node(iid: str, ready: bool) -> dict[str, Any]:
 
 
 def instance(iid: str, state: str = "running") -> InstanceView:
-    return InstanceView(
-        instance_id=iid,
-        state=state,
-        instance_type="m5.large",
-        availability_zone="us-east-1a",
-        subnet_id="subnet-1",
-        launch_time=None,
-        private_dns_name=None,
-        private_ip=None,
-        client_token=None,
-        tags={},
-        managed=ManagedTags(True, "demo", "pool-a", "gen-1", None, None),
-    )
+    return managed_instance(iid, cluster="demo", pool="pool-a", state=state)
 
 
 class Store:
