@@ -1,19 +1,24 @@
-"""Cost of each stack operation, on the S3 backend beside the file backend: wall time and
+"""Cost of each stack operation, on the S3 backend beside the file backend, with the CLI
+starting a provider host per operation beside the shared provider host: wall time, CPU and
 Pulumi CLI processes, so later work can cut them.
 
     .venv/bin/python -m bench.bench_stack_ops [--rounds 3] [--count 3] [--backends file,s3]
+        [--provider-hosts perOperation,shared]
 
 Runs the real stack driver against the local emulator with the project's Pulumi CLI behind a
 counting shim (a `bin/pulumi` script that logs its arguments, then execs the real CLI), for
-several pools in turn, once per backend: `file://` in a temp dir, and the production
+several pools in turn, once per backend and `stackOperations.providerHost` mode (the
+first mode is the baseline the second is compared with): `file://` in a temp dir, and the production
 default, an S3 bucket with `awskms://` secrets (both served by the emulator, over HTTP on
 127.0.0.1: the figures show the backend's request pattern, not a network's latency).
 Operations: prepare (create), prepare (no change), the warm-path outputs read, the first
 outputs read of a fresh replica (another driver, its own empty disk), record, remove, record
 again, destroy, and a recover() of clean stacks. Prints each backend's table (median and
-worst wall time, CLI processes by subcommand), then the medians side by side with the
-ratio. Each table also has the CPU seconds of the finished child processes (the CLI and the
-language and provider hosts it starts) per operation, and a line for one pool's whole life
+worst wall time, CLI processes by subcommand), then each backend's two modes side by side
+with the ratio. Each table also has the CPU seconds of the finished child processes (the CLI
+and the provider hosts it starts) plus, in the shared mode, what the shared host used
+meanwhile (read from /proc: it is a child that lives on), per operation, and a line for
+one pool's whole life
 (prepare, record, remove, record, destroy): CLI processes and child CPU-s. Before the
 stack operations it prints what the program and the provider host import (`-X importtime`
 total, process CPU, project modules, whether pydantic and boto3 came along). Figures, not
@@ -171,6 +176,9 @@ class Aws:
 class Recorder:
     def __init__(self, cli: CountingCli) -> None:
         self.cli = cli
+        # The shared provider host's pid (None per operation, or before it starts): a
+        # long-lived child, so its CPU is read from /proc, not from the reaped children.
+        self.host_pid: Callable[[], int | None] = lambda: None
         self.walls: dict[str, list[float]] = {}
         self.procs: dict[str, list[int]] = {}
         self.kinds: dict[str, Counter[str]] = {}
@@ -178,11 +186,18 @@ class Recorder:
 
     def measure(self, name: str, fn: Callable[[], Any]) -> Any:
         before = len(self.cli.lines())
-        cpu_before = _children_cpu()
+        host_before = self.host_pid()
+        host_cpu_before = _process_cpu(host_before)
+        children_before = _children_cpu()
         started = time.perf_counter()
         value = fn()
         self.walls.setdefault(name, []).append(time.perf_counter() - started)
-        self.cpu.setdefault(name, []).append(_children_cpu() - cpu_before)
+        host_after = self.host_pid()
+        # A host started during the call: all of its CPU so far belongs to this call.
+        host_cpu = _process_cpu(host_after) - (
+            host_cpu_before if host_after == host_before else 0.0
+        )
+        self.cpu.setdefault(name, []).append(_children_cpu() - children_before + host_cpu)
         new = self.cli.lines()[before:]
         self.procs.setdefault(name, []).append(len(new))
         self.kinds.setdefault(name, Counter()).update(_subcommand(line) for line in new)
@@ -252,6 +267,18 @@ def _times(name: str, calls: dict[str, int]) -> str:
 def _per_round(values: dict[str, list[Any]], name: str, calls: dict[str, int]) -> float:
     """The median of one call, times how often `calls` says it runs (once by default)."""
     return float(statistics.median(values[name])) * calls.get(name, 1) if name in values else 0.0
+
+
+def _process_cpu(pid: int | None) -> float:
+    """User + system CPU of a running process (0 for None or a process gone)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # utime and stime: fields 14 and 15 of proc(5), 12 and 13 after the name.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _children_cpu() -> float:
@@ -341,6 +368,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=3, help="instances per gang")
     parser.add_argument("--pulumi-root", help="CLI root (bin/pulumi); default: the project's")
     parser.add_argument("--backends", default="file,s3", help="comma-separated: file, s3")
+    parser.add_argument(
+        "--provider-hosts",
+        default="perOperation,shared",
+        help="comma-separated stackOperations.providerHost modes, the first the baseline",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
@@ -350,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop(key, None)
 
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    hosts = [h.strip() for h in args.provider_hosts.split(",") if h.strip()]
     print(import_costs(), flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-stack-") as tmp:
         work = Path(tmp)
@@ -357,8 +390,9 @@ def main(argv: list[str] | None = None) -> int:
         with EmulatorProcess(work / "emulator") as emulator:
             aws = Aws(emulator.endpoint_url, emulator)
             recorders: dict[str, Recorder] = {}
-            for backend in backends:
-                state_dir = work / backend / "state"
+            for backend, host in [(b, h) for b in backends for h in hosts]:
+                name = f"{backend}/{host}"
+                state_dir = work / backend / host / "state"
                 pulumi = {"state_dir": str(state_dir), "backend_url": f"file://{state_dir}"}
                 if backend == "s3":
                     state = seed_state_backend(aws.endpoint, REGION)
@@ -371,25 +405,40 @@ def main(argv: list[str] | None = None) -> int:
                         "defaults": {"region": REGION, "node_role_arn": aws.role_arn},
                         "pulumi": pulumi,
                         "aws": {"endpoint_url": aws.endpoint},
+                        "stack_operations": {"provider_host": host},
                     }
                 )
-                print(f"\n== {backend}: {settings.pulumi.backend_url}", flush=True)
-                recorders[backend] = _rounds(settings, cli, aws, work / backend, args)
-                print(recorders[backend].report(args.rounds), flush=True)
-            if len(recorders) == 2:
-                print("\n" + side_by_side(*recorders.items()))
+                print(
+                    f"\n== {name}: {settings.pulumi.backend_url}, providerHost {host}",
+                    flush=True,
+                )
+                recorders[name] = _rounds(
+                    settings, cli, aws, work / backend / host, f"{backend}-{host.lower()}", args
+                )
+                print(recorders[name].report(args.rounds), flush=True)
+            # Each backend's modes side by side, the first mode the baseline.
+            for backend in backends:
+                pair = [(n, r) for n, r in recorders.items() if n.startswith(f"{backend}/")]
+                if len(pair) == 2:
+                    print("\n" + side_by_side(*pair))
     return 0
 
 
 def _rounds(
-    settings: Settings, cli: CountingCli, aws: Aws, work: Path, args: argparse.Namespace
+    settings: Settings,
+    cli: CountingCli,
+    aws: Aws,
+    work: Path,
+    label: str,
+    args: argparse.Namespace,
 ) -> Recorder:
     rec = Recorder(cli)
     log = logging.getLogger("bench")
     driver = rec.measure("driver start", lambda: StackDriver(settings, cli.root, log))
+    rec.host_pid = lambda: driver.provider_host_pid
     threads_before = threading.active_count()
     for n in range(args.rounds):
-        pool = f"bench-{work.name}-{n}"
+        pool = f"bench-{label}-{n}"
         spec = aws.spec(pool)
         made = rec.measure("prepare (create)", partial(driver.prepare, spec))
         rec.measure("prepare (no change)", partial(driver.prepare, spec))
@@ -415,24 +464,48 @@ def _rounds(
         f"threads in this process: {threads_before} before the rounds, "
         f"{threading.active_count()} after"
     )
+    if driver.provider_host_pid is not None:
+        rss = _process_rss_mib(driver.provider_host_pid)
+        print(f"shared provider host: pid {driver.provider_host_pid}, RSS {rss:.0f} MiB")
+    driver.close()
     return rec
 
 
+def _process_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def side_by_side(first: tuple[str, Recorder], second: tuple[str, Recorder]) -> str:
-    """Each operation's median wall time and CLI processes on both backends, and the ratio."""
+    """Each operation's median wall time, CPU and CLI processes in both runs, and the ratio."""
     (a, ra), (b, rb) = first, second
-    rows = [("operation", f"{a} s", f"{b} s", f"{b}/{a}", f"CLI procs {a}/{b}")]
+    title = f"{a} against {b}"
+    a, b = a.rsplit("/", 1)[-1], b.rsplit("/", 1)[-1]
+    rows = [
+        (
+            "operation",
+            f"{a} s",
+            f"{b} s",
+            f"{b}/{a}",
+            f"CPU s {a}",
+            f"CPU s {b}",
+            f"CLI procs {a}/{b}",
+        )
+    ]
     for name in ra.walls:
         if name not in rb.walls:
             continue
         wa, wb = statistics.median(ra.walls[name]), statistics.median(rb.walls[name])
-        ratio = f"{wb / wa:.1f}x" if wa > 0.005 else "-"
+        ratio = f"{wb / wa:.2f}x" if wa > 0.005 else "-"
+        ca, cb = statistics.median(ra.cpu[name]), statistics.median(rb.cpu[name])
         procs = f"{statistics.median(ra.procs[name]):g}/{statistics.median(rb.procs[name]):g}"
-        rows.append((name, f"{wa:.2f}", f"{wb:.2f}", ratio, procs))
+        rows.append((name, f"{wa:.2f}", f"{wb:.2f}", ratio, f"{ca:.2f}", f"{cb:.2f}", procs))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join([title, *lines])
 
 
 if __name__ == "__main__":

@@ -77,6 +77,7 @@ class LocalEnvironment:
     controller_identity: ControllerIdentity | None = None
     settings: Settings | None = None
     manager: Any = None
+    _stack_driver: Any = None
     jobs: JobSimulator | None = None
     webhook: LocalWebhook | None = None
     queue_namespaces: tuple[str, ...] = ("default",)
@@ -212,14 +213,15 @@ class LocalEnvironment:
         session = boto3.session.Session(
             aws_access_key_id="local", aws_secret_access_key="local", region_name=self.region
         )
-        self.manager = build_system(
+        system = build_system(
             self.settings,
             KubeClient.from_kubeconfig(self.kubeconfig_path()),
             pulumi.binary.parent.parent,
             identity=f"devenv-{uuid.uuid4().hex[:6]}",
             session=session,
             aws_max_attempts=2,
-        ).manager
+        )
+        self.manager, self._stack_driver = system.manager, system.driver
         self.manager.start(serve_http=True)
         if self.with_webhook:
             self.webhook = LocalWebhook(
@@ -282,6 +284,8 @@ class LocalEnvironment:
             self.jobs.stop()
         if self.manager is not None:
             self.manager.stop()
+        if self._stack_driver is not None:
+            self._stack_driver.close()
         if self.nodes is not None:
             self.nodes.stop()
         if not self.owns_base:

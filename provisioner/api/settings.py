@@ -225,6 +225,15 @@ class StackOperations(_Section):
         ),
     )
 
+    provider_host: Literal["shared", "perOperation"] = Field(
+        default="shared",
+        description=(
+            "shared: one long-lived host process serves the stacks' dynamic providers to "
+            "every `up` and `destroy` (the CLI attaches to it); perOperation: the CLI starts "
+            "a Python provider host for each, as Pulumi does by default (about twice the CPU)."
+        ),
+    )
+
     @field_validator("workers")
     @classmethod
     def _at_least_one(cls, v: int) -> int:

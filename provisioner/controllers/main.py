@@ -57,13 +57,14 @@ def main(argv: list[str] | None = None) -> int:
         else KubeClient.in_cluster()
     )
     stop = threading.Event()
-    manager = build_system(
+    system = build_system(
         settings,
         kube,
         _pulumi_root(known.pulumi_root),
         identity=known.identity,
         on_lost_leadership=stop.set,
-    ).manager
+    )
+    manager = system.manager
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     manager.start()
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     if webhook is not None:
         webhook.stop()
     manager.stop()
+    system.driver.close()
     return 0
 
 

@@ -22,6 +22,8 @@ Rules it keeps:
   with a named reason (``errors``).
 - The warm path does not start the CLI: `outputs` answers from memory, then from the state
   file of a `file://` backend, and only then asks the CLI.
+- Engine runs share one provider host process (``provider_host``) unless
+  ``stackOperations.providerHost`` is ``perOperation``.
 - An operation starts as few CLI processes as it can (``sdk``): an `up` is one, a new stack
   adds its `stack init`, a destroy is two (`destroy`, `stack rm`). Whether a stack exists is
   read from the backend (the state files, or one `stack ls` of the project remembered until
@@ -65,6 +67,7 @@ from provisioner.pulumi_driver.errors import (
 from provisioner.pulumi_driver.locks import LockHolder, holders_from_message, is_stale
 from provisioner.pulumi_driver.orphan_locks import LockFiles, lock_files_for, remove_stale
 from provisioner.pulumi_driver.pending import Resolution, resolve
+from provisioner.pulumi_driver.provider_host import SharedProviderHost
 from provisioner.pulumi_driver.sdk import PoolStack, PoolWorkspace
 from provisioner.pulumi_driver.statefile import FileBackend, file_backend_root
 from stacks.adoption import find_created
@@ -167,6 +170,23 @@ class StackDriver:
         self._known: set[str] | None = None
         self._outputs: dict[str, PoolOutputs] = {}
         self._lock_files: LockFiles | None = None  # made on first use: rarely needed
+        # Every workspace holds `self._env` itself (not a copy), so the attach variable set
+        # here before each engine run reaches every stack's next CLI process.
+        self._provider_host = (
+            SharedProviderHost(self._env, log)
+            if settings.stack_operations.provider_host == "shared"
+            else None
+        )
+
+    @property
+    def provider_host_pid(self) -> int | None:
+        """The shared provider host's process while it runs (for benchmarks and tests)."""
+        return self._provider_host.pid if self._provider_host is not None else None
+
+    def close(self) -> None:
+        """Stop the shared provider host (the controller is shutting down)."""
+        if self._provider_host is not None:
+            self._provider_host.close()
 
     # --- reads (no CLI on the warm path) ---------------------------------------------------
     def outputs(self, pool: str) -> PoolOutputs | None:
@@ -460,6 +480,8 @@ class StackDriver:
         events = self._events(pool, operation)
         try:
             try:
+                if self._provider_host is not None:
+                    self._env.update(self._provider_host.attach_environment())
                 value = body(events)
             except Exception as exc:
                 if not (is_locked(exc) and self._clear_stale_lock(pool, str(exc))):

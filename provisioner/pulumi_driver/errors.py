@@ -45,6 +45,7 @@ __all__ = [
     "PENDING_OPERATIONS",
     "POOL_NOT_PREPARED",
     "PROGRAM_FAILED",
+    "PROVIDER_HOST_UNAVAILABLE",
     "SECRETS_UNAVAILABLE",
     "STACK_LOCKED",
     "STACK_NOT_FOUND",
@@ -63,6 +64,7 @@ SECRETS_UNAVAILABLE: Final = "SecretsUnavailable"
 BACKEND_UNAVAILABLE: Final = "BackendUnavailable"
 BACKEND_REFUSED: Final = "BackendRefused"
 CLI_UNAVAILABLE: Final = "PulumiCliUnavailable"
+PROVIDER_HOST_UNAVAILABLE: Final = "ProviderHostUnavailable"
 PROGRAM_FAILED: Final = "ProgramFailed"
 STACK_OPERATION_FAILED: Final = "StackOperationFailed"
 

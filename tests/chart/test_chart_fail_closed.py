@@ -60,6 +60,11 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         "leaderElection.enabled=false with replicaCount=2",
     ),
     ("no stack workers", {"stackOperations.workers": 0}, "stackOperations.workers=0 must be"),
+    (
+        "unknown provider host",
+        {"stackOperations.providerHost": "inProcess"},
+        'stackOperations.providerHost="inProcess" is not offered',
+    ),
     ("node bootstrap hook", {"nodeBootstrap.enabled": True}, "nodeBootstrap.enabled=true is not"),
     ("bad mode", {"defaults.mode": "spot"}, 'defaults.mode "spot" is not an acquisition mode'),
     ("bad auth", {"auth.mode": "keys"}, 'auth.mode "keys" is not supported'),

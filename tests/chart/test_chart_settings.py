@@ -79,6 +79,12 @@ def test_default_settings(rendered: Rendered, tmp_path: Path) -> None:
         ({"webhook.port": 10250}, "webhook_port", 10250),
         ({"leaderElection.leaseName": "gang-leader"}, "leader_election.lease_name", "gang-leader"),
         ({"stackOperations.workers": 3}, "stack_operations.workers", 3),
+        ({}, "stack_operations.provider_host", "shared"),
+        (
+            {"stackOperations.providerHost": "perOperation"},
+            "stack_operations.provider_host",
+            "perOperation",
+        ),
     ],
 )
 def test_values_reach_the_settings(

@@ -137,6 +137,7 @@ def gang_env_factory(
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "integration")
     role = _aws_identity(emulator, control_plane)
     started: list[tuple[Manager, NodeSimulator]] = []
+    drivers: list[StackDriver] = []
     idle_sims: list[NodeSimulator] = []
     core = k8s.CoreV1Api(kube_api)
     custom = k8s.CustomObjectsApi(kube_api)
@@ -192,6 +193,7 @@ def gang_env_factory(
             aws_max_attempts=1,
         )
         manager, driver = system.manager, system.driver
+        drivers.append(driver)
         if start_controller:
             manager.start(serve_http=False)
             started.append((manager, sim))
@@ -224,6 +226,8 @@ def gang_env_factory(
     for manager, sim in started:
         manager.stop()
         sim.stop()
+    for stack_driver in drivers:
+        stack_driver.close()
     for sim in idle_sims:
         sim.stop()
     for pool in custom.list_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL)["items"]:

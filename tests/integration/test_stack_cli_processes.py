@@ -5,12 +5,19 @@ to a file, then execs the real one. On both backends, after the leader's `recove
 pool's prepare is `stack init` + `up` (no `stack select` that fails first), a record or a
 remove is one `up` (no `stack output` or `stack history` after it), a destroy is `destroy`
 + `stack rm`. The outputs still come back right: they are read from the update's events.
+
+The provider hosts are counted too, through a wrapper of the launcher the CLI starts for
+each engine run: with ``stackOperations.providerHost: shared`` (the default) the CLI starts
+none, every engine attaching to the driver's one host; with ``perOperation`` one per `up`
+and `destroy`, as Pulumi does by default.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +37,24 @@ class CountingCli:
         self.log = where / "invocations.log"
         self.root = where / "cli"
         (self.root / "bin").mkdir(parents=True)
+        # The CLI looks for bundled plugins beside its own executable: a link to it here
+        # makes it find the counting launcher below, not the real one beside the original.
+        binary = self.root / "bin" / "pulumi-real"
+        try:
+            os.link(real, binary)
+        except OSError:  # another filesystem
+            shutil.copy2(real, binary)
         shim = self.root / "bin" / "pulumi"
-        shim.write_text(f'#!/bin/sh\necho "$*" >> "{self.log}"\nexec "{real}" "$@"\n')
+        shim.write_text(f'#!/bin/sh\necho "$*" >> "{self.log}"\nexec "{binary}" "$@"\n')
         shim.chmod(0o755)
-        # The real CLI finds the launcher beside itself; this link tells the driver so.
-        (self.root / "bin" / LAUNCHER).symlink_to(real.parent / LAUNCHER)
+        # The real CLI finds the launcher beside itself (the driver checks it is there):
+        # this one logs each provider host it starts, then runs the real launcher.
+        launcher = self.root / "bin" / LAUNCHER
+        launcher.write_text(
+            f'#!/bin/sh\necho "{PROVIDER_HOST}" >> "{self.log}"\n'
+            f'exec "{real.parent / LAUNCHER}" "$@"\n'
+        )
+        launcher.chmod(0o755)
         self.log.touch()
         self._seen = 0
 
@@ -45,7 +65,12 @@ class CountingCli:
         return [_subcommand(line) for line in new]
 
 
+PROVIDER_HOST = "provider-host"
+
+
 def _subcommand(line: str) -> str:
+    if line == PROVIDER_HOST:
+        return line
     words = [w for w in shlex.split(line) if not w.startswith("-")]
     return " ".join(words[:2]) if words[:1] == ["stack"] else words[0]
 
@@ -56,15 +81,22 @@ def world(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> AwsWorld:
     return AwsWorld(emulator).ready()
 
 
-@pytest.mark.parametrize("backend", ["file", "s3"])
+@pytest.mark.parametrize(
+    ("backend", "provider_host"),
+    [("file", "shared"), ("s3", "shared"), ("s3", "perOperation")],
+)
 def test_an_up_is_one_cli_process_and_a_destroy_two(
-    world: AwsWorld, tmp_path: Path, pulumi_tool: Any, backend: str
+    world: AwsWorld, tmp_path: Path, pulumi_tool: Any, backend: str, provider_host: str
 ) -> None:
     settings = make_settings(world, tmp_path / "state")
+    data = settings.model_dump()
+    data["stack_operations"] = {**data["stack_operations"], "provider_host": provider_host}
     if backend == "s3":
         state = seed_state_backend(world.endpoint, REGION)
-        pulumi = {"state_dir": str(tmp_path / "state"), **state.pulumi_settings()}
-        settings = Settings.model_validate({**settings.model_dump(), "pulumi": pulumi})
+        data["pulumi"] = {"state_dir": str(tmp_path / "state"), **state.pulumi_settings()}
+    settings = Settings.model_validate(data)
+    # Each engine run (`up`, `destroy`) starts a provider host of its own only per operation.
+    host = ["provider-host"] if provider_host == "perOperation" else []
     cli = CountingCli(Path(pulumi_tool.binary), tmp_path)
     driver = StackDriver(settings, cli.root, logging.getLogger("stack"))
     assert cli.new_commands() == ["version"]
@@ -73,19 +105,19 @@ def test_an_up_is_one_cli_process_and_a_destroy_two(
     assert cli.new_commands() == listing
 
     prepared = driver.prepare(world.spec("count-a"))
-    assert cli.new_commands() == ["stack init", "up"]
+    assert cli.new_commands() == ["stack init", "up", *host]
     template = prepared.outputs.launch_template_id
     assert [t["LaunchTemplateId"] for t in world.launch_templates()] == [template]
 
     ids = world.launch("count-a", template, 2)
     recorded = driver.record_instance_set("count-a", "gen-0", ids)
-    assert cli.new_commands() == ["up"]
+    assert cli.new_commands() == ["up", *host]
     assert recorded.outputs.instance_ids == tuple(ids)
     assert recorded.outputs.launch_template_id == template
     assert recorded.changes.get("create") == 1
 
     removed = driver.remove_instance_set("count-a")
-    assert cli.new_commands() == ["up"]
+    assert cli.new_commands() == ["up", *host]
     assert removed.outputs.record is None
     assert world.live_instances("count-a") == []
 
@@ -95,7 +127,9 @@ def test_an_up_is_one_cli_process_and_a_destroy_two(
     cli.new_commands()
 
     assert driver.destroy("count-a").result == "succeeded"
-    assert cli.new_commands() == ["destroy", "stack rm"]
+    assert cli.new_commands() == ["destroy", *host, "stack rm"]
     assert world.launch_templates() == []
     assert driver.outputs("count-a") is None
     assert cli.new_commands() == []
+    driver.close()
+    fresh.close()

@@ -48,8 +48,15 @@ def _imported(statement: str) -> set[str]:
 
 @pytest.mark.parametrize(
     "statement",
-    [f"import {', '.join(PROVIDERS)}", "import stacks.pool_program"],
-    ids=["provider host", "program"],
+    [
+        f"import {', '.join(PROVIDERS)}",
+        "import stacks.pool_program",
+        # The shared host (stackOperations.providerHost: shared) loads the SDK's servicer
+        # once, then the providers as the engines send them.
+        "import stacks.provider_server as s; s.load_sdk_servicer(); "
+        f"import {', '.join(PROVIDERS)}",
+    ],
+    ids=["provider host", "program", "shared provider host"],
 )
 def test_the_program_and_its_providers_import_nothing_heavy(statement: str) -> None:
     loaded = _imported(statement)

@@ -26,6 +26,7 @@ stackOperations:
   workers: {{ int . }}
 {{- end }}
   idleStackTTL: {{ ($v.stackOperations | default dict).idleStackTTL | default "168h" | quote }}
+  providerHost: {{ ($v.stackOperations | default dict).providerHost | default "shared" | quote }}
 retryBackoff:
   initial: {{ $v.retryBackoff.initial | quote }}
   max: {{ $v.retryBackoff.max | quote }}

@@ -42,6 +42,10 @@ what to set.
 {{- if and (not (kindIs "invalid" $workers)) (lt (int $workers) 1) }}
 {{- fail (printf "stackOperations.workers=%v must be at least 1: with no worker no pool's stack is ever prepared, recorded or destroyed. Leave it empty for one per CPU." $workers) }}
 {{- end }}
+{{- $providerHost := ($v.stackOperations | default dict).providerHost | default "shared" }}
+{{- if not (has $providerHost (list "shared" "perOperation")) }}
+{{- fail (printf "stackOperations.providerHost=%q is not offered: use shared (one provider host for every stack operation) or perOperation (the Pulumi CLI starts one per operation)." $providerHost) }}
+{{- end }}
 {{- if $v.nodeBootstrap.enabled }}
 {{- fail "nodeBootstrap.enabled=true is not offered by this chart: create the node role's instance profile and EKS access entry with the bootstrap program (`pulumi up` at the repository root), or let the controller create them with iam.selfManageInstanceProfile=true and iam.manageAccessEntry=true." }}
 {{- end }}
