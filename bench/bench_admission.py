@@ -119,7 +119,18 @@ class Bench:
             "quota": marks.get("QuotaReserved", admitted) - submitted,
             "checkReady": marks.get("checkReady", admitted) - submitted - waited_on_boot,
         }
-        if series != "warm":
+        if series == "warm":
+            workload = self._workload_name(name)
+            claimed = phases.get(f"claimed:{workload}", admitted)
+            satisfied = phases.get(f"{c.PHASE_SATISFIED}:{workload}", admitted)
+            check_ready = marks.get("checkReady", admitted)
+            sample |= {
+                "quotaToClaimed": claimed - submitted - sample["quota"],
+                "claimedToSatisfied": satisfied - claimed,
+                "satisfiedToCheckReady": check_ready - satisfied,
+                "checkReadyToAdmitted": admitted - check_ready,
+            }
+        else:
             acquiring = phases.get(c.PHASE_ACQUIRING, submitted)
             joining = phases.get(c.PHASE_JOINING, acquiring)
             satisfied = phases.get(c.PHASE_SATISFIED, joining)
@@ -133,6 +144,15 @@ class Bench:
         # The Job simulator finishes the Job; Kueue finishes its Workload; the pool goes warm.
         self.wait(f"{name} finished", lambda: self.timeline.workload(name).get("Finished"))
         self.wait(f"{pool} KeepWarm", lambda: self._phase(pool) == c.PHASE_KEEP_WARM)
+
+    def _workload_name(self, job: str) -> str:
+        """The name of the Workload Kueue made for ``job`` (what a pool's claim names)."""
+        items = self.custom.list_namespaced_custom_object(*KUEUE, NAMESPACE, "workloads")["items"]
+        for wl in items:
+            owners = wl["metadata"].get("ownerReferences") or []
+            if any(o.get("kind") == "Job" and o.get("name") == job for o in owners):
+                return str(wl["metadata"]["name"])
+        return ""
 
     def _phase(self, pool: str) -> str | None:
         obj = self.custom.get_cluster_custom_object(*GNP, pool)
@@ -255,6 +275,30 @@ def _report(
                         label,
                         f"{percentile([s[k] for s in cold], 50):.3f}",
                         f"{percentile([s[k] for s in cold], 95):.3f}",
+                    ]
+                    for label, k in parts
+                ],
+            ),
+        ]
+    warm = samples.get("warm", [])
+    if warm:
+        parts = [
+            ("Job created -> quota reserved (Kueue)", "quota"),
+            ("quota reserved -> pool claimed (Workload reconciler)", "quotaToClaimed"),
+            ("claimed -> pool Satisfied (pool reconciler, warm set checked)", "claimedToSatisfied"),
+            ("Satisfied -> check Ready (Workload reconciler)", "satisfiedToCheckReady"),
+            ("check Ready -> Admitted (Kueue)", "checkReadyToAdmitted"),
+        ]
+        out += [
+            "",
+            "where the warm time goes (p50 / p95 s)",
+            table(
+                ("step", "p50 s", "p95 s"),
+                [
+                    [
+                        label,
+                        f"{percentile([s[k] for s in warm], 50):.3f}",
+                        f"{percentile([s[k] for s in warm], 95):.3f}",
                     ]
                     for label, k in parts
                 ],

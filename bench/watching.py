@@ -85,9 +85,18 @@ class Timeline:
                 self._first(self.workloads, job, f"check{check.get('state')}")
 
     def _saw_pool(self, pool: dict[str, Any]) -> None:
+        name = pool["metadata"]["name"]
         phase = (pool.get("status") or {}).get("phase")
         if phase:
-            self._first(self.pools, pool["metadata"]["name"], phase)
+            self._first(self.pools, name, phase)
+        # Per claim too, as a pool goes through its phases again for each Workload it serves
+        # (the warm path: claimed, then Satisfied again without a launch).
+        claim = (pool.get("spec") or {}).get("claim") or {}
+        workload = claim.get("name")
+        if workload:
+            self._first(self.pools, name, f"claimed:{workload}")
+            if phase:
+                self._first(self.pools, name, f"{phase}:{workload}")
 
     def workload(self, job: str) -> dict[str, float]:
         with self._lock:
