@@ -265,21 +265,7 @@ def _report(
             ("simulated boot (first running -> last Ready)", "join"),
             ("of it overlapped by our stack work, not subtracted", "bootOverlapped"),
         ]
-        out += [
-            "",
-            "where the cold time goes (p50 / p95 s)",
-            table(
-                ("step", "p50 s", "p95 s"),
-                [
-                    [
-                        label,
-                        f"{percentile([s[k] for s in cold], 50):.3f}",
-                        f"{percentile([s[k] for s in cold], 95):.3f}",
-                    ]
-                    for label, k in parts
-                ],
-            ),
-        ]
+        out += ["", _breakdown("cold", parts, cold)]
     warm = samples.get("warm", [])
     if warm:
         parts = [
@@ -289,21 +275,7 @@ def _report(
             ("Satisfied -> check Ready (Workload reconciler)", "satisfiedToCheckReady"),
             ("check Ready -> Admitted (Kueue)", "checkReadyToAdmitted"),
         ]
-        out += [
-            "",
-            "where the warm time goes (p50 / p95 s)",
-            table(
-                ("step", "p50 s", "p95 s"),
-                [
-                    [
-                        label,
-                        f"{percentile([s[k] for s in warm], 50):.3f}",
-                        f"{percentile([s[k] for s in warm], 95):.3f}",
-                    ]
-                    for label, k in parts
-                ],
-            ),
-        ]
+        out += ["", _breakdown("warm", parts, warm)]
     slow = samples.get("cold-slow", [])
     if slow:
         ours = percentile([s["admission"] for s in slow], 50)
@@ -388,6 +360,19 @@ def main(argv: list[str] | None = None) -> int:
         env.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _breakdown(series: str, parts: list[tuple[str, str]], samples: list[dict[str, float]]) -> str:
+    """The p50 and p95 of each step of a series, one row per (label, sample key)."""
+    rows = [
+        [
+            label,
+            f"{percentile([s[k] for s in samples], 50):.3f}",
+            f"{percentile([s[k] for s in samples], 95):.3f}",
+        ]
+        for label, k in parts
+    ]
+    return f"where the {series} time goes (p50 / p95 s)\n" + table(("step", "p50 s", "p95 s"), rows)
 
 
 if __name__ == "__main__":
