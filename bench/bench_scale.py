@@ -68,18 +68,31 @@ def _stat_fields(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
 
 
-def _group_rss_kib(pgid: int) -> int:
-    total = 0
+def _group(pgid: int) -> list[tuple[int, list[str]]]:
+    """Every live process of the group, with its stat fields."""
+    members = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             fields = _stat_fields(int(entry))
             if int(fields[2]) == pgid:
-                total += int(fields[21]) * PAGE // 1024
+                members.append((int(entry), fields))
         except (OSError, IndexError, ValueError):
             continue
-    return total
+    return members
+
+
+def _group_rss_kib(pgid: int) -> int:
+    return sum(int(fields[21]) * PAGE // 1024 for _, fields in _group(pgid))
+
+
+def _live_children_cpu(pgid: int) -> float:
+    """CPU of the group's processes still running besides its leader: the shared provider
+    host lives as long as the controller, so it is never among the reaped children."""
+    return sum(
+        (int(fields[11]) + int(fields[12])) / TICKS for pid, fields in _group(pgid) if pid != pgid
+    )
 
 
 @dataclass
@@ -107,7 +120,7 @@ class Sampler:
             "peakRssMiB": _proc_status_kib(self.pid, "VmHWM") / 1024,
             "peakGroupRssMiB": self.peak_group_kib / 1024,
             "cpuSeconds": (utime + stime) / TICKS,
-            "childCpuSeconds": (cutime + cstime) / TICKS,
+            "childCpuSeconds": (cutime + cstime) / TICKS + _live_children_cpu(self.pid),
         }
 
 
