@@ -1,11 +1,14 @@
-"""boto3 clients for the pool providers, built inside each provider call from plain props.
+"""boto3 clients for the pool providers, found inside each provider call from plain props.
 
 Called by every provider method in ``stacks``. Providers are pickled into the stack state,
-so they hold no client: each call builds its client from the resource's own ``region`` and
+so they hold no client: each call asks for one by the resource's own ``region`` and
 ``endpoint`` props. The session behind the clients is one per provider-host process (it
 caches the service models, which take a noticeable part of a second to load) and uses the
 default credential chain, so the provider host acts as the controller's own identity (Pod
-Identity in a cluster, dummy keys against the emulator).
+Identity in a cluster, dummy keys against the emulator). Clients are kept per (service,
+region, endpoint): the shared provider host lives as long as the controller, and making a
+client costs tens of milliseconds each call would pay again. A boto3 client may be used
+from several threads; its credentials refresh themselves.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ __all__ = ["client", "code_of", "common_props"]
 _CONFIG: Final = client_config()
 _lock = threading.Lock()
 _session: Any = None
+_clients: dict[tuple[str, str, str], Any] = {}
 
 
 def _shared_session() -> Any:
@@ -34,13 +38,15 @@ def _shared_session() -> Any:
 
 def client(service: str, props: Mapping[str, Any]) -> Any:
     """A client for ``service`` in the resource's region, at its endpoint if it names one."""
+    key = (service, str(props["region"]), str(props.get("endpoint") or ""))
     session = _shared_session()
     # Client creation from one session is not thread-safe; the provider host serves
     # requests on several threads.
     with _lock:
-        return make_client(
-            session, service, str(props["region"]), str(props.get("endpoint") or ""), _CONFIG
-        )
+        found = _clients.get(key)
+        if found is None:
+            found = _clients[key] = make_client(session, *key, _CONFIG)
+        return found
 
 
 def code_of(exc: BaseException) -> str:
