@@ -7,6 +7,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# `make test` runs the suites on this many pytest-xdist workers, a whole file per worker in
+# collection order (each worker starts its own control plane, Kueue and emulator; e2e files
+# come last on each, see tests/conftest.py). Most of a test's time is waiting on those
+# processes, so two workers fill two cores. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 
 .PHONY: all venv tools demo test test-unit test-integration test-e2e lint dev-up dev-down dev-status clean
 .PHONY: image image-host test-image
@@ -35,7 +40,8 @@ lint: $(STAMP)
 # Every suite, then the image built with podman and run as the chart runs it (test-image).
 # The slowest tests are listed at the end, so a CI run says where its time went.
 test: tools lint
-	$(PY) -m pytest tests --ignore=tests/image --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest tests --ignore=tests/image --durations=25 \
+		-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 	$(MAKE) test-image
 
 test-unit: $(STAMP)

@@ -34,7 +34,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(getattr(pytest.mark, marker))
     # The Kueue manager, once an e2e test starts it, acts on every queued Job in the shared
     # control plane, including those of suites that play Kueue's part themselves. So e2e
-    # runs last; the sort is stable, so order within each suite is kept.
+    # runs last; the sort is stable, so order within each suite is kept. Under pytest-xdist
+    # (`make test`) each worker has its own control plane and takes whole files in this
+    # order (`--dist loadfile --no-loadscope-reorder`; xdist's default reorder would send
+    # the largest files, e2e ones among them, first).
     items.sort(key=lambda item: "e2e" in Path(str(item.fspath)).parts)
 
 
