@@ -38,6 +38,7 @@ from typing import Any
 from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.procfs import PAGE, TICKS, cpu_seconds, stat_fields, status_kib
 from bench.stats import histogram_quantile, percentile, ratio, table
 from bench.watching import GNP, KUEUE, Timeline, instances_tagged, wait_for
 from devenv import kueue_objects as ko
@@ -48,24 +49,10 @@ from provisioner.api import constants as c
 from provisioner.toolchain import installer as toolchain
 
 NAMESPACE = "default"
-PAGE = os.sysconf("SC_PAGE_SIZE")
-TICKS = os.sysconf("SC_CLK_TCK")
 RECONCILERS = ("workload", "gangnodepool", "admissioncheck")
 
 
 # --- the controller process and what /proc says of it ---------------------------------------
-
-
-def _proc_status_kib(pid: int, field_name: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field_name + ":"):
-            return int(line.split()[1])
-    return 0
-
-
-def _stat_fields(pid: int) -> list[str]:
-    # The command name may hold spaces and parentheses: split after its closing one.
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
 
 
 def _group(pgid: int) -> list[tuple[int, list[str]]]:
@@ -75,7 +62,7 @@ def _group(pgid: int) -> list[tuple[int, list[str]]]:
         if not entry.isdigit():
             continue
         try:
-            fields = _stat_fields(int(entry))
+            fields = stat_fields(int(entry))
             if int(fields[2]) == pgid:
                 members.append((int(entry), fields))
         except (OSError, IndexError, ValueError):
@@ -90,9 +77,7 @@ def _group_rss_kib(pgid: int) -> int:
 def _live_children_cpu(pgid: int) -> float:
     """CPU of the group's processes still running besides its leader: the shared provider
     host lives as long as the controller, so it is never among the reaped children."""
-    return sum(
-        (int(fields[11]) + int(fields[12])) / TICKS for pid, fields in _group(pgid) if pid != pgid
-    )
+    return sum(cpu_seconds(fields) for pid, fields in _group(pgid) if pid != pgid)
 
 
 @dataclass
@@ -114,10 +99,10 @@ class Sampler:
     def finish(self) -> dict[str, float]:
         """Peak RSS and CPU so far; call while the controller still runs."""
         self._stop.set()
-        fields = _stat_fields(self.pid)
+        fields = stat_fields(self.pid)
         utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
         return {
-            "peakRssMiB": _proc_status_kib(self.pid, "VmHWM") / 1024,
+            "peakRssMiB": status_kib(self.pid, "VmHWM") / 1024,
             "peakGroupRssMiB": self.peak_group_kib / 1024,
             "cpuSeconds": (utime + stime) / TICKS,
             "childCpuSeconds": (cutime + cstime) / TICKS + _live_children_cpu(self.pid),

@@ -67,6 +67,7 @@ from typing import Any
 
 import boto3  # type: ignore[import-untyped]
 
+from bench.procfs import cpu_seconds, stat_fields, status_kib
 from devenv.emulator import EmulatorProcess
 from devenv.state_backend import seed_state_backend
 from provisioner.api.settings import Settings
@@ -274,11 +275,9 @@ def _process_cpu(pid: int | None) -> float:
     if pid is None:
         return 0.0
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return cpu_seconds(stat_fields(pid))
     except OSError:
         return 0.0
-    # utime and stime: fields 14 and 15 of proc(5), 12 and 13 after the name.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _children_cpu() -> float:
@@ -465,17 +464,10 @@ def _rounds(
         f"{threading.active_count()} after"
     )
     if driver.provider_host_pid is not None:
-        rss = _process_rss_mib(driver.provider_host_pid)
+        rss = status_kib(driver.provider_host_pid, "VmRSS") / 1024
         print(f"shared provider host: pid {driver.provider_host_pid}, RSS {rss:.0f} MiB")
     driver.close()
     return rec
-
-
-def _process_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def side_by_side(first: tuple[str, Recorder], second: tuple[str, Recorder]) -> str:

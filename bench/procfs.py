@@ -1,0 +1,30 @@
+"""What /proc says of a process, for the benchmarks that measure the controller and the
+Pulumi processes beside it (`bench_scale`, `bench_stack_ops`). Linux only, as the benches."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def status_kib(pid: int, field_name: str) -> int:
+    """A kB field of /proc/<pid>/status (VmRSS, VmHWM, ...); 0 when absent."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name: the state is [0], utime and
+    stime [11] and [12], cutime and cstime [13] and [14], rss [21]."""
+    # The command name may hold spaces and parentheses: split after its closing one.
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+
+
+def cpu_seconds(fields: list[str]) -> float:
+    """User + system CPU of the process itself, from its `stat_fields`."""
+    return (int(fields[11]) + int(fields[12])) / TICKS
