@@ -120,7 +120,7 @@ class Bench:
             "checkReady": marks.get("checkReady", admitted) - submitted - waited_on_boot,
         }
         if series == "warm":
-            workload = self._workload_name(name)
+            workload = self.timeline.workload_name(name)
             claimed = phases.get(f"claimed:{workload}", admitted)
             satisfied = phases.get(f"{c.PHASE_SATISFIED}:{workload}", admitted)
             check_ready = marks.get("checkReady", admitted)
@@ -144,15 +144,6 @@ class Bench:
         # The Job simulator finishes the Job; Kueue finishes its Workload; the pool goes warm.
         self.wait(f"{name} finished", lambda: self.timeline.workload(name).get("Finished"))
         self.wait(f"{pool} KeepWarm", lambda: self._phase(pool) == c.PHASE_KEEP_WARM)
-
-    def _workload_name(self, job: str) -> str:
-        """The name of the Workload Kueue made for ``job`` (what a pool's claim names)."""
-        items = self.custom.list_namespaced_custom_object(*KUEUE, NAMESPACE, "workloads")["items"]
-        for wl in items:
-            owners = wl["metadata"].get("ownerReferences") or []
-            if any(o.get("kind") == "Job" and o.get("name") == job for o in owners):
-                return str(wl["metadata"]["name"])
-        return ""
 
     def _phase(self, pool: str) -> str | None:
         obj = self.custom.get_cluster_custom_object(*GNP, pool)

@@ -203,6 +203,7 @@ class Run:
             batch = k8s.BatchV1Api(api)
             names = [f"scale-{i}" for i in range(self.pools)]
             waves: list[list[str]] = []
+            created: dict[str, float] = {}
             for wave in range(self.per_pool):
                 jobs = [f"w{wave}-{pool}" for pool in names]
                 waves.append(jobs)
@@ -211,6 +212,7 @@ class Run:
                     batch.create_namespaced_job(
                         NAMESPACE, ko.gang_job(NAMESPACE, job, ko.QUEUE_NAME, pool, self.count)
                     )
+                    created[job] = time.monotonic()
                 self.wait(f"wave {wave} finished", _all_finished(timeline, jobs), timeout=3600)
                 self.wait(
                     f"wave {wave}: every pool warm",
@@ -230,7 +232,9 @@ class Run:
             if self.per_pool > 1:
                 self.figures["warmWaveSeconds"] /= self.per_pool - 1
             self._decision_latencies(timeline, waves)
+            self._wave_stages(timeline, waves, created, names)
             metrics = _scrape(metrics_port)
+            self._work_counts(metrics)
             for reconciler in RECONCILERS:
                 for q in (0.5, 0.99):
                     self.figures[f"lag{reconciler}P{int(q * 100)}"] = _quantile(
@@ -271,6 +275,71 @@ class Run:
                     spans.append(marks["checkReady"] - marks["QuotaReserved"])
             self.figures[f"{label}CheckP50"] = percentile(spans, 50)
             self.figures[f"{label}CheckP99"] = percentile(spans, 99)
+
+    def _wave_stages(
+        self,
+        timeline: Timeline,
+        waves: list[list[str]],
+        created: dict[str, float],
+        pools: list[str],
+    ) -> None:
+        """When each Workload reached each stage, from its Job's creation: p50 and the last.
+
+        The last one says which stage holds a wave back; a stage reached late by every
+        Workload, after an early previous stage, is where the wave waits."""
+        for label, picked in (("cold", waves[:1]), ("warm", waves[1:])):
+            reached: dict[str, list[float]] = {stage: [] for stage, _ in STAGES}
+            for wave in picked:
+                for job, pool in zip(wave, pools, strict=True):
+                    for stage, at in _stage_times(timeline, job, pool).items():
+                        reached[stage].append(at - created[job])
+            for stage, spans in reached.items():
+                self.figures[f"{label}Stage{stage}P50"] = percentile(spans, 50)
+                self.figures[f"{label}Stage{stage}Last"] = max(spans, default=float("nan"))
+
+    def _work_counts(self, metrics: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> None:
+        """How much the controller did: passes per reconciler, EC2 listings per kind."""
+        for (name, labels), value in metrics.items():
+            found = dict(labels)
+            if name == "atomic_gang_reconcile_seconds_count":
+                key = f"passes{found.get('controller', '')}"
+            elif name == "atomic_gang_instance_index_describes_total":
+                key = f"describes{found.get('kind', '')}"
+            else:
+                continue
+            self.figures[key] = self.figures.get(key, 0.0) + value
+
+
+# Each stage a Workload goes through, and where its time is read: Kueue's conditions and our
+# check on the Workload, the claimed pool's phases, and the pool's return to KeepWarm after
+# the Job finished (which the next wave waits for).
+STAGES: list[tuple[str, str]] = [
+    ("QuotaReserved", "quota reserved (Kueue)"),
+    ("Claimed", "pool claimed (Workload reconciler)"),
+    ("Satisfied", "pool Satisfied (pool reconciler)"),
+    ("CheckReady", "check Ready (Workload reconciler)"),
+    ("Admitted", "Admitted (Kueue)"),
+    ("Finished", "Job finished (Job simulator)"),
+    ("KeepWarm", "pool back in KeepWarm (pool reconciler)"),
+]
+
+
+def _stage_times(timeline: Timeline, job: str, pool: str) -> dict[str, float]:
+    marks = timeline.workload(job)
+    workload = timeline.workload_name(job)
+    phases = timeline.pool(pool)
+    times = {
+        "QuotaReserved": marks.get("QuotaReserved"),
+        "Claimed": phases.get(f"claimed:{workload}"),
+        "Satisfied": phases.get(f"{c.PHASE_SATISFIED}:{workload}"),
+        "CheckReady": marks.get("checkReady"),
+        "Admitted": marks.get("Admitted"),
+        "Finished": marks.get("Finished"),
+    }
+    finished = times["Finished"]
+    if finished is not None:
+        times["KeepWarm"] = timeline.entered(pool, c.PHASE_KEEP_WARM, after=finished)
+    return {stage: at for stage, at in times.items() if at is not None}
 
 
 def _all_finished(timeline: Timeline, jobs: list[str]) -> Callable[[], bool]:
@@ -314,7 +383,16 @@ ROWS: list[tuple[str, str, str]] = [
     ("warm wave (mean)", "warmWaveSeconds", "s"),
     ("release of every pool (stack destroy)", "releaseSeconds", "s"),
     ("instances launched", "launched", ""),
+    ("gangnodepool passes", "passesgangnodepool", ""),
+    ("workload passes", "passesworkload", ""),
+    ("admissioncheck passes", "passesadmissioncheck", ""),
+    ("EC2 listings, one pool", "describespool", ""),
+    ("EC2 listings, every pool (index snapshot)", "describessnapshot", ""),
 ]
+for _series in ("cold", "warm"):
+    for _stage, _what in STAGES:
+        ROWS.append((f"{_series}: Job created -> {_what}, p50", f"{_series}Stage{_stage}P50", "s"))
+        ROWS.append((f"{_series}: ... the last Workload", f"{_series}Stage{_stage}Last", "s"))
 
 
 def _report(runs: list[tuple[str, dict[str, float]]]) -> str:

@@ -30,6 +30,10 @@ class Timeline:
     namespace: str
     workloads: dict[str, dict[str, float]] = field(default_factory=dict)
     pools: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Per Job, the name of its Workload (what a pool's claim names).
+    workload_names: dict[str, str] = field(default_factory=dict)
+    # Per pool, every phase change in order: a pool enters KeepWarm once per Workload.
+    phase_changes: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -76,6 +80,8 @@ class Timeline:
         job = next((o["name"] for o in owners if o.get("kind") == "Job"), None)
         if job is None:
             return
+        with self._lock:
+            self.workload_names[job] = wl["metadata"]["name"]
         status = wl.get("status") or {}
         for cond in status.get("conditions") or []:
             if cond.get("status") == "True":
@@ -89,6 +95,10 @@ class Timeline:
         phase = (pool.get("status") or {}).get("phase")
         if phase:
             self._first(self.pools, name, phase)
+            with self._lock:
+                changes = self.phase_changes.setdefault(name, [])
+                if not changes or changes[-1][1] != phase:
+                    changes.append((time.monotonic(), phase))
         # Per claim too, as a pool goes through its phases again for each Workload it serves
         # (the warm path: claimed, then Satisfied again without a launch).
         claim = (pool.get("spec") or {}).get("claim") or {}
@@ -105,6 +115,16 @@ class Timeline:
     def pool(self, name: str) -> dict[str, float]:
         with self._lock:
             return dict(self.pools.get(name, {}))
+
+    def workload_name(self, job: str) -> str:
+        with self._lock:
+            return self.workload_names.get(job, "")
+
+    def entered(self, pool: str, phase: str, after: float) -> float | None:
+        """When the pool first entered `phase` at or after `after` (monotonic), if it has."""
+        with self._lock:
+            changes = list(self.phase_changes.get(pool, ()))
+        return next((t for t, p in changes if p == phase and t >= after), None)
 
 
 def wait_for(
