@@ -38,7 +38,16 @@ from typing import Any
 from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.procfs import PAGE, TICKS, cpu_seconds, stat_fields, status_kib
+from bench.procfs import (
+    PAGE,
+    TICKS,
+    command_line,
+    cpu_seconds,
+    descendants,
+    machine_cpu,
+    stat_fields,
+    status_kib,
+)
 from bench.stats import histogram_quantile, percentile, ratio, table
 from bench.watching import GNP, KUEUE, Timeline, instances_tagged, wait_for
 from devenv import kueue_objects as ko
@@ -78,6 +87,29 @@ def _live_children_cpu(pgid: int) -> float:
     """CPU of the group's processes still running besides its leader: the shared provider
     host lives as long as the controller, so it is never among the reaped children."""
     return sum(cpu_seconds(fields) for pid, fields in _group(pgid) if pid != pgid)
+
+
+# Who burns the machine's CPU besides the controller: each process the bench started, by
+# what its command line says it is. The controller's Pulumi children are counted apart.
+_PROCESS_KINDS = (
+    ("devenv.emulator", "EC2 emulator"),
+    ("kube-apiserver", "kube-apiserver"),
+    ("etcd", "etcd"),
+    ("kueue", "Kueue manager"),
+)
+
+
+def _cpu_by_kind() -> dict[str, float]:
+    """CPU seconds so far of the bench process (node and Job simulators, the watches) and of
+    each environment process it started, by kind; the controller and its tree are left out."""
+    fields = stat_fields(os.getpid())
+    spent = {"bench process (node + Job simulators)": cpu_seconds(fields)}
+    for pid, fields in descendants(os.getpid()).items():
+        line = command_line(pid)
+        kind = next((label for marker, label in _PROCESS_KINDS if marker in line), None)
+        if kind is not None:
+            spent[kind] = spent.get(kind, 0.0) + cpu_seconds(fields)
+    return spent
 
 
 @dataclass
@@ -197,6 +229,7 @@ class Run:
             )
             timeline = Timeline(api, NAMESPACE)
             timeline.start()
+            cpu_before, machine_before = _cpu_by_kind(), machine_cpu()
             child, metrics_port = _start_controller(env, self.work)
             sampler = Sampler(child.pid)
             sampler.start()
@@ -257,6 +290,11 @@ class Run:
             )
             self.figures["releaseSeconds"] = time.monotonic() - started
             self.figures |= sampler.finish()
+            for kind, spent in _cpu_by_kind().items():
+                self.figures[f"cpu:{kind}"] = spent - cpu_before.get(kind, 0.0)
+            (busy_after, total_after), (busy_before, total_before) = machine_cpu(), machine_before
+            busy, total = busy_after - busy_before, total_after - total_before
+            self.figures["machineBusyPercent"] = 100 * busy / total if total else float("nan")
             timeline.stop()
             self.figures["launched"] = float(_launched(env))
             return self.figures
@@ -366,6 +404,12 @@ ROWS: list[tuple[str, str, str]] = [
     ("controller CPU", "cpuSeconds", "s"),
     ("Pulumi children CPU", "childCpuSeconds", "s"),
     ("controller CPU per Workload", "cpuPerWorkloadMs", "ms"),
+    *(
+        (f"{kind} CPU", f"cpu:{kind}", "s")
+        for kind in ("EC2 emulator", "kube-apiserver", "etcd", "Kueue manager")
+    ),
+    ("bench process CPU (node + Job simulators)", "cpu:bench process (node + Job simulators)", "s"),
+    ("machine busy, all cores (%)", "machineBusyPercent", ""),
     ("reconcile lag p50, workload", "lagworkloadP50", "s"),
     ("reconcile lag p99, workload", "lagworkloadP99", "s"),
     ("reconcile lag p50, gangnodepool", "laggangnodepoolP50", "s"),

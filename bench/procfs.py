@@ -28,3 +28,42 @@ def stat_fields(pid: int) -> list[str]:
 def cpu_seconds(fields: list[str]) -> float:
     """User + system CPU of the process itself, from its `stat_fields`."""
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    total = sum(fields[:8])  # guest time is counted in user already
+    return (total - idle) / TICKS, total / TICKS
+
+
+def descendants(root: int) -> dict[int, list[str]]:
+    """Every live process below `root` (not `root` itself), with its stat fields."""
+    parents: dict[int, int] = {}
+    fields_of: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = stat_fields(int(entry))
+            parents[int(entry)] = int(fields[1])
+            fields_of[int(entry)] = fields
+        except (OSError, IndexError, ValueError):
+            continue
+    found: dict[int, list[str]] = {}
+    for pid in fields_of:
+        at, seen = pid, 0
+        while at in parents and seen < 64:
+            at, seen = parents[at], seen + 1
+            if at == root:
+                found[pid] = fields_of[pid]
+                break
+    return found
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
