@@ -18,9 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-import boto3  # type: ignore[import-untyped,unused-ignore]
-
-from provisioner.cloud.ec2api import CloudClients, build_clients, client_config, make_client
+from provisioner.cloud.ec2api import (
+    CloudClients,
+    build_clients,
+    client_config,
+    make_client,
+    new_session,
+)
 from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
 
 __all__ = [
@@ -77,9 +81,10 @@ def _whoami(session: Any, region: str, endpoint_url: str | None) -> str:
 def operator_access(region: str, endpoint_url: str | None = None) -> AwsAccess:
     """The operator's own credentials (the default chain: profile, env, SSO, instance role;
     in a pod, the pod's identity)."""
-    session = boto3.session.Session()
     if endpoint_url:
-        session = boto3.session.Session(aws_access_key_id="local", aws_secret_access_key="local")
+        session = new_session(aws_access_key_id="local", aws_secret_access_key="local")
+    else:
+        session = new_session()
     identity = _whoami(session, region, endpoint_url)
     return AwsAccess(session, region, endpoint_url, identity, False, "the operator's credentials")
 
@@ -148,7 +153,7 @@ def assume(operator: AwsAccess, role: ControllerRole) -> AwsAccess:
             "doctor in a pod with the controller's ServiceAccount.",
         ) from exc
     creds = answer["Credentials"]
-    session = boto3.session.Session(
+    session = new_session(
         aws_access_key_id=creds["AccessKeyId"],
         aws_secret_access_key=creds["SecretAccessKey"],
         aws_session_token=creds["SessionToken"],
