@@ -297,9 +297,10 @@ class Settings(_Section):
     instance_index_refresh_seconds: int = Field(
         default=10,
         ge=1,
-        description="How old the shared DescribeInstances listing that pools in a steady "
-        "phase (Idle, Satisfied, KeepWarm) read may grow: the bound on noticing that EC2 lost "
-        "an instance of a running or warm set. Pools in flight always read EC2 directly.",
+        description="How old the shared DescribeInstances listing that joining pools and "
+        "pools in a steady phase (Idle, Satisfied, KeepWarm) read may grow: the bound on "
+        "noticing that EC2 lost an instance of a joining, running or warm set. Pools about to "
+        "act on their instances always read EC2 directly.",
     )
     max_concurrent_pool_reconciles: int = Field(default=5, ge=1)
     retry_backoff: RetryBackoff = RetryBackoff()

@@ -18,10 +18,11 @@ nothing that touches the stack (`plan` makes such steps wait). When it ends, the
 queues the pool; that pass persists what `pool_transitions.settle` makes of the result on
 the status as it is then, and nothing else.
 
-What EC2 holds for the pool comes from the shared `InstanceIndex`: a pool in flight (see
-`reads_fresh`) lists its instances on every pass, as its next step acts on them; a settled
-pool reads the index's snapshot, at most `instanceIndexRefreshSeconds` old. A launch, a
-release and a destroy each make the pool's next read fresh (`InstanceIndex.forget`).
+What EC2 holds for the pool comes from the shared `InstanceIndex`: a pool about to act on
+its instances (see `reads_fresh`) lists them on every pass; a joining or settled pool reads
+the index, at most `instanceIndexRefreshSeconds` old, unless that misses part of its set. A
+launch, a release and a destroy each make the pool's next read fresh (`InstanceIndex.forget`),
+as the reaper's terminations do.
 
 A failed step's wait (`Backoff`) is remembered here, in memory, and handed to `plan` with the
 view: the status write that records a failure wakes the pool at once, and the step must
@@ -82,36 +83,38 @@ from provisioner.pulumi_driver.port import PoolSpec, StackError, pool_spec_for
 
 log = logging.getLogger(__name__)
 
-# The settled phases, each with whether its pool is claimed while settled in it: such a
-# pool's next step waits for the world to change, so a listing up to the index's refresh
-# interval old serves it.
-_SETTLED_CLAIMED = {c.PHASE_IDLE: False, c.PHASE_SATISFIED: True, c.PHASE_KEEP_WARM: False}
+# The phases whose next step acts on the pool's instances: a launch, or a release.
+_ACTING_PHASES = frozenset({c.PHASE_ACQUIRING, c.PHASE_RELEASING})
 # Actions after which EC2 holds something else for the pool than any listing before them.
 _CHANGES_INSTANCES = frozenset({Action.LAUNCH, Action.RELEASE_SET, Action.DESTROY_STACK})
 
 
 # A pass that wrote the status is run again by its own write's watch event, from a cache that
 # holds the write; an immediate requeue would plan from the cache before it (and meet a
-# conflict). This short one only stands in for a watch event that never comes.
-_AFTER_OWN_WRITE_SECONDS = 2.0
-_CACHE_CATCH_UP_SECONDS = 1.0
+# conflict), and so would a pass the cache woke before it held the write. Both wait for that
+# event instead; this short requeue only stands in for an event that never comes.
+_OWN_WRITE_FALLBACK_SECONDS = 2.0
 
 
 def reads_fresh(pool: GangNodePool) -> bool:
-    """Whether this pass must list the pool's instances from EC2 rather than the snapshot.
+    """Whether this pass must list the pool's instances from EC2 rather than the index.
 
-    In flight (Acquiring, Joining, Releasing, a launch or release marked, being deleted) the
-    step acts on what it sees, exactly as before the index. So does a settled phase whose
-    claim has just changed: a new claim on a warm set is admitted on the set's health, a
-    dropped one tags the set for keep-warm.
+    A pool about to act on its instances (Acquiring, Releasing, a launch or release marked,
+    being deleted) acts on what EC2 says now. Every other pool waits for the world to change
+    (a joining one for its Nodes, a settled one for a claim, a loss or a timer), and every
+    Node or claim event would otherwise cost a listing. What EC2 holds for such a pool
+    changes by our own launch or release (the pool reconciler's or the reaper's), each of
+    which makes its next read fresh, or by a loss the refresh interval bounds. So a new
+    claim on a warm set is admitted on its Nodes being Ready now and on a listing at most
+    `instanceIndexRefreshSeconds` old; a listing that misses part of the set is asked again
+    (see `_observe`).
     """
     status = pool.status
     if pool.metadata.deletion_timestamp is not None:
         return True
     if status.launch_in_progress is not None or status.release_in_progress is not None:
         return True
-    settled_claimed = _SETTLED_CLAIMED.get(status.phase)
-    return settled_claimed is None or settled_claimed != (pool.spec.claim is not None)
+    return status.phase in _ACTING_PHASES
 
 
 def _next_pass(
@@ -119,7 +122,7 @@ def _next_pass(
 ) -> float | None:
     """When to look at the pool again: at once means "when our write comes back"."""
     if requeue_after == 0.0 and after != before:
-        return _AFTER_OWN_WRITE_SECONDS
+        return _OWN_WRITE_FALLBACK_SECONDS
     return requeue_after
 
 
@@ -171,7 +174,7 @@ class GangNodePoolReconciler:
         if self._cache_behind_own_write(raw):
             # Our write's watch event wakes the pool when the cache has it; this is the
             # fallback should that event be lost.
-            return Result(requeue_after=_CACHE_CATCH_UP_SECONDS)
+            return Result(requeue_after=_OWN_WRITE_FALLBACK_SECONDS)
         pool = GangNodePool.from_dict(raw)
         held = self._executor.state(pool.name)
         view = self._observe(pool, held.pending.step.action if held.pending else None)
@@ -266,6 +269,10 @@ class GangNodePoolReconciler:
             seen = self._index.read_fresh(pool.name)
         else:
             seen = self._index.read(pool.name)
+            if not set(status.instance_ids) <= {v.instance_id for v in seen}:
+                # The listing predates the launch, or EC2 listed the launch late: the set is
+                # judged on what EC2 says of every member now.
+                seen = self._index.read_fresh(pool.name)
         live = [v for v in seen if v.state in LIVE_STATES]
         owned = set(status.instance_ids)
         gone = frozenset(

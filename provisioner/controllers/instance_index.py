@@ -5,9 +5,12 @@ through `EngineOps.find_managed` — once for every pool at a time (the snapshot
 pool (a fresh read). Owns, alone: the snapshot, each pool's newer entry, and when either is
 read again. It writes nothing to EC2 or Kubernetes.
 
-Called by the GangNodePool reconciler's `_observe` (on the pool's work-queue worker) and by
-its launches, releases and destroys (`forget`, on a worker or a stack-executor thread): every
-method is thread-safe. The Manager builds the one index and hands it to the reconciler.
+Called by the GangNodePool reconciler's `_observe` (on the pool's work-queue worker), by its
+launches, releases and destroys and by the reaper's terminations (`forget`, on a worker, a
+stack-executor thread or the reaper's): every method is thread-safe. The Manager builds the
+one index, hands it to both, and runs its refresher (`start`, `stop`) while leading: the
+refresher lists again ahead of the interval, so no pass waits on the shared listing; a
+reader lists itself only if the refresher falls behind (or is not running).
 
 Why: a pool in a steady phase only needs to notice, within a bound, that EC2 lost one of its
 instances. One listing every `instanceIndexRefreshSeconds` serves every such pool, where a
@@ -51,6 +54,14 @@ OBSERVED_STATES: Final = tuple(sorted({*LIVE_STATES, *GONE_STATES}))
 SNAPSHOT: Final = "snapshot"
 POOL: Final = "pool"
 
+# The refresher lists again once the snapshot is this share of the interval old, so that a
+# reader, which lists itself once it is the whole interval old, never has to while the
+# refresher keeps up (a listing of hundreds of instances takes a while).
+REFRESH_AHEAD: Final = 0.8
+# After a failed listing the refresher waits at most this long before the next one, so a
+# throttled or unreachable EC2 is not asked in a tight loop.
+_RETRY_SECONDS: Final = 5.0
+
 
 @dataclass(frozen=True)
 class _Entry:
@@ -90,6 +101,8 @@ class InstanceIndex:
         # whether one ended meanwhile, and shares its answer instead of listing again.
         self._listed = 0
         self._failure: CloudError | None = None  # the last listing's, if it failed
+        self._refresher: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     # -- the reconciler's calls ---------------------------------------------------------------
     def read(self, pool: str) -> list[InstanceView]:
@@ -124,6 +137,45 @@ class InstanceIndex:
             self._seq += 1
             self._snapshot, self._snapshot_seq, self._snapshot_started = {}, self._seq, None
             self._entries = {}
+
+    # -- the refresher ------------------------------------------------------------------------
+    def start(self) -> None:
+        """Keep the snapshot fresh from a thread of its own until `stop`."""
+        with self._lock:
+            if self._refresher is not None:
+                return
+            self._stopping = stopping = threading.Event()
+            self._refresher = threading.Thread(
+                target=self._keep_fresh, args=(stopping,), name="instance-index", daemon=True
+            )
+            self._refresher.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        with self._lock:
+            refresher, self._refresher = self._refresher, None
+            self._stopping.set()
+        if refresher is not None:
+            refresher.join(timeout)
+
+    def refresh_due_in(self) -> float:
+        """Seconds until the refresher lists again: 0 when never listed, or dropped."""
+        with self._lock:
+            started = self._snapshot_started
+            if started is None:
+                return 0.0
+            due = started + self._refresh_seconds * REFRESH_AHEAD
+            return max(0.0, due - self._clock.monotonic())
+
+    def _keep_fresh(self, stopping: threading.Event) -> None:
+        while not stopping.wait(self.refresh_due_in()):
+            try:
+                with self._refreshing:
+                    # A reader may have listed while this thread waited for the lock.
+                    if self.refresh_due_in() == 0.0:
+                        self._refresh()
+            except Exception as err:  # readers list for themselves meanwhile
+                log.warning("instance index: listing EC2 failed: %s", err)
+                stopping.wait(min(self._refresh_seconds, _RETRY_SECONDS))
 
     # -- the snapshot -------------------------------------------------------------------------
     def _ensure_snapshot(self) -> None:

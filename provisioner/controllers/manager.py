@@ -180,6 +180,7 @@ class Manager:
             self.settings.reap_interval_seconds,
             self.now,
             self.metrics,
+            forget=index.forget,
         )
         if serve_http:
             self._serve_http()
@@ -212,6 +213,7 @@ class Manager:
             if self._index is not None:
                 # What it listed in an earlier term predates what the other leader did since.
                 self._index.forget_all()
+                self._index.start()
             if self._executor is not None:
                 self._executor.start()
             for controller in self._controllers:
@@ -235,6 +237,8 @@ class Manager:
                 self._executor.join(timeout=10)
             if self._reaper is not None:
                 self._reaper.stop()
+            if self._index is not None:
+                self._index.stop()
         if self.on_lost_leadership is not None:
             self.on_lost_leadership()
 

@@ -4,6 +4,7 @@ Watches: EC2, by tag, every `reapIntervalSeconds` (and the GangNodePool cache, o
 reaping a warm set a new claim is reusing).
 Writes, alone: TerminateInstances (with ENI cleanup) of managed instances of this cluster,
 and the deletion of our launch templates and placement groups whose pool no longer exists.
+Tells the instance index which pools it terminated instances of (`forget`).
 
 An instance goes when it is past its max-lifetime tag, past an expired keep-warm tag (with a
 grace period, the pool reconciler being the one expected to release it), or when the pool
@@ -87,8 +88,12 @@ class Reaper:
         interval_seconds: float,
         now: Callable[[], datetime],
         metrics: ControllerMetrics,
+        forget: Callable[[str], None] = lambda _pool: None,
     ) -> None:
         self._engine = engine
+        # Told the pool of every instance terminated here: the pool reconciler's next read
+        # of that pool asks EC2 instead of a listing from before (`InstanceIndex.forget`).
+        self._forget = forget
         self._cluster = cluster
         self._pool_facts = pool_facts
         self._interval = interval_seconds
@@ -113,7 +118,12 @@ class Reaper:
                 doomed.setdefault(reason, []).append(instance.instance_id)
         ids = [iid for group in doomed.values() for iid in group]
         if ids:
-            self._engine.release(ids)
+            try:
+                self._engine.release(ids)
+            finally:  # a failed release may have terminated some
+                for pool in {i.managed.pool for i in instances if i.instance_id in set(ids)}:
+                    if pool:
+                        self._forget(pool)
             for reason, group in doomed.items():
                 self._metrics.reaped.labels(reason=reason).inc(len(group))
                 log.warning("reaper terminated %d instances (%s): %s", len(group), reason, group)

@@ -11,7 +11,8 @@ is waiting on the listing before it lets the listing return.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from provisioner.api.clock import FakeClock
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.types import InstanceView
 from provisioner.cloud.views import LIVE_STATES
-from provisioner.controllers.instance_index import OBSERVED_STATES, InstanceIndex
+from provisioner.controllers.instance_index import OBSERVED_STATES, REFRESH_AHEAD, InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
 from tests.support.instance_views import managed_instance
 
@@ -120,6 +121,29 @@ def build(
     return InstanceIndex(ops, CLUSTER, INTERVAL, clock, metrics), clock, metrics
 
 
+def behind_a_held_listing(
+    engine: FakeEngine,
+    clock: WatchedClock,
+    first: Callable[[], None],
+    rest: Sequence[Callable[[], None]],
+) -> None:
+    """Run `first` until the snapshot listing it starts is held, then each of `rest`, each
+    on a thread; let the listing return once every one of them found the snapshot stale (so
+    waits on it), and wait for them all."""
+    began, release = engine.hold(None)
+    leader = threading.Thread(target=first)
+    leader.start()
+    assert began.wait(WAIT)
+    waiters = [threading.Thread(target=call) for call in rest]
+    reads = clock.reads
+    for t in waiters:
+        t.start()
+    assert clock.wait_for_reads(reads + len(waiters)), "every reader found the snapshot stale"
+    release.set()
+    for t in (leader, *waiters):
+        t.join(WAIT)
+
+
 def describes(metrics: ControllerMetrics, kind: str) -> float:
     value = metrics.registry.get_sample_value(
         "atomic_gang_instance_index_describes_total", {"kind": kind}
@@ -158,24 +182,15 @@ def test_a_stale_snapshot_is_listed_once_for_every_reader_waiting_on_it() -> Non
     index, _clock, metrics = build(engine, clock)
     index.read("a")
     clock.advance(INTERVAL)
-    began, release = engine.hold(None)
     answers: dict[int, list[InstanceView]] = {}
 
-    def reader(n: int, pool: str) -> None:
-        answers[n] = index.read(pool)
+    def reader(n: int, pool: str) -> Callable[[], None]:
+        return lambda: answers.__setitem__(n, index.read(pool))
 
-    first = threading.Thread(target=reader, args=(0, "a"))
-    first.start()
-    assert began.wait(WAIT)
     pools = ["a", "b", "c"] * 3
-    waiters = [threading.Thread(target=reader, args=(n, p)) for n, p in enumerate(pools, 1)]
-    reads = clock.reads
-    for t in waiters:
-        t.start()
-    assert clock.wait_for_reads(reads + len(waiters)), "every reader found the snapshot stale"
-    release.set()
-    for t in (first, *waiters):
-        t.join(WAIT)
+    behind_a_held_listing(
+        engine, clock, reader(0, "a"), [reader(n, p) for n, p in enumerate(pools, 1)]
+    )
 
     assert engine.calls == [None, None]
     assert describes(metrics, "snapshot") == 2
@@ -264,7 +279,6 @@ def test_readers_waiting_on_a_listing_that_fails_share_its_failure() -> None:
     index.read("a")
     clock.advance(INTERVAL)
     engine.fail_next = throttled()
-    began, release = engine.hold(None)
     failures: list[CloudError] = []
     lock = threading.Lock()
 
@@ -275,17 +289,7 @@ def test_readers_waiting_on_a_listing_that_fails_share_its_failure() -> None:
             with lock:
                 failures.append(err)
 
-    first = threading.Thread(target=reader)
-    first.start()
-    assert began.wait(WAIT)
-    waiters = [threading.Thread(target=reader) for _ in range(4)]
-    reads = clock.reads
-    for t in waiters:
-        t.start()
-    assert clock.wait_for_reads(reads + len(waiters)), "every reader found the snapshot stale"
-    release.set()
-    for t in (first, *waiters):
-        t.join(WAIT)
+    behind_a_held_listing(engine, clock, reader, [reader] * 4)
 
     assert engine.calls == [None, None], "a throttled account is not asked once per reader"
     assert len(failures) == 5
@@ -329,6 +333,54 @@ def test_a_listing_begun_before_forget_all_is_not_kept() -> None:
     assert ids(index.read("a"))[0] == ("i-a1", "terminated")
     # The old term's reader found nothing kept and asked EC2 for its own pool.
     assert engine.calls == [None, "c", None]
+
+
+SHORT = 0.5  # the refresher's interval in its tests: it waits real seconds, as the clock says
+
+
+def until(condition: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_the_refresher_lists_ahead_of_the_interval_so_readers_never_do() -> None:
+    engine, clock = FakeEngine(FLEET), FakeClock()
+    index = InstanceIndex(engine, CLUSTER, SHORT, clock, ControllerMetrics())  # type: ignore[arg-type]
+    index.start()
+    try:
+        assert until(lambda: engine.calls == [None]), "the first listing, with no reader"
+        assert index.refresh_due_in() == pytest.approx(SHORT * REFRESH_AHEAD)
+        time.sleep(2 * SHORT)  # the thread wakes, finds the clock has not moved, lists nothing
+        assert engine.calls == [None]
+
+        engine.set_state("i-a1", "shutting-down")
+        clock.advance(SHORT * REFRESH_AHEAD)  # due, though not yet stale for a reader
+        assert until(lambda: engine.calls == [None, None])
+        assert ids(index.read("a"))[0] == ("i-a1", "shutting-down")
+        assert engine.calls == [None, None], "the reader found it listed already"
+    finally:
+        index.stop()
+    clock.advance(SHORT)
+    time.sleep(2 * SHORT)
+    assert engine.calls == [None, None], "stopped: no more listings"
+
+
+def test_the_refresher_lists_again_after_a_failed_listing() -> None:
+    engine, clock = FakeEngine(FLEET), FakeClock()
+    engine.fail_next = throttled()
+    index = InstanceIndex(engine, CLUSTER, SHORT, clock, ControllerMetrics())  # type: ignore[arg-type]
+    index.start()
+    try:
+        assert until(lambda: engine.calls == [None, None]), "failed, then listed again"
+        assert until(lambda: index.refresh_due_in() > 0)
+        assert ids(index.read("a")) == [("i-a1", "running"), ("i-a2", "running")]
+        assert engine.calls == [None, None]
+    finally:
+        index.stop()
 
 
 def test_the_fake_engine_resets() -> None:

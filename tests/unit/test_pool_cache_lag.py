@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
-from provisioner.controllers.gangnodepool import _CACHE_CATCH_UP_SECONDS
+from provisioner.controllers.gangnodepool import _OWN_WRITE_FALLBACK_SECONDS
 from provisioner.kube.resources import ObjectKey
 from tests.unit.test_pool_instance_reads import JOINING, World
 
@@ -41,31 +41,45 @@ class LaggingCache:
         return copy.deepcopy(self.frozen)
 
 
+def count_observations(world: World) -> list[None]:
+    """Each pass that got as far as observing the pool (and so planned) adds one entry."""
+    seen: list[None] = []
+    observe = world.reconciler._observe
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        seen.append(None)
+        return observe(*args, **kwargs)
+
+    world.reconciler._observe = counted  # type: ignore[method-assign]
+    return seen
+
+
 def test_a_pass_waits_for_the_cache_to_hold_its_own_write() -> None:
     world = World(JOINING, ready=True)
     cache = LaggingCache(world)
     world.reconciler._pools = cache  # type: ignore[assignment]
+    observed = count_observations(world)
     cache.freeze()  # the cache holds Joining; the pass below writes Satisfied
     world.one_pass()
     assert world.store.obj["status"]["phase"] == c.PHASE_SATISFIED
     written = world.store.obj["metadata"]["resourceVersion"]
-    listings = len(world.engine.listings)
+    assert len(observed) == 1
 
     result = world.reconciler.reconcile(ObjectKey("", "pool-a"))
-    assert result.requeue_after == _CACHE_CATCH_UP_SECONDS
-    assert len(world.engine.listings) == listings, "nothing planned from the stale object"
+    assert result.requeue_after == _OWN_WRITE_FALLBACK_SECONDS
+    assert len(observed) == 1, "nothing planned from the stale object"
     assert world.store.obj["metadata"]["resourceVersion"] == written, "nothing written"
 
     cache.catch_up()
     world.one_pass()
-    assert len(world.engine.listings) == listings + 1, "planned again once the cache caught up"
+    assert len(observed) == 2, "planned again once the cache caught up"
     assert world.store.obj["status"]["phase"] == c.PHASE_SATISFIED
 
 
 def test_a_cache_that_moved_past_our_write_is_planned_from_at_once() -> None:
     world = World(JOINING, ready=True)
+    observed = count_observations(world)
     world.one_pass()  # writes Satisfied; the cache (the store itself) holds it at once
-    before = len(world.engine.listings)
     result = world.reconciler.reconcile(ObjectKey("", "pool-a"))
-    assert result.requeue_after != _CACHE_CATCH_UP_SECONDS
-    assert len(world.engine.listings) == before + 1, "planned (the settled pool's snapshot)"
+    assert result.requeue_after != _OWN_WRITE_FALLBACK_SECONDS
+    assert len(observed) == 2, "planned from the cache at once"

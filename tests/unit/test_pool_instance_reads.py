@@ -65,6 +65,7 @@ SET = {
 }
 SATISFIED = {**SET, "phase": c.PHASE_SATISFIED, "readyNodes": 2}
 JOINING = {**SET, "phase": c.PHASE_JOINING, "joinDeadline": "2026-11-30T12:05:00Z"}
+WARM = {**SET, "phase": c.PHASE_KEEP_WARM, "keepWarmUntil": "2026-11-30T12:10:00Z"}
 
 
 def pool_object(status: Mapping[str, Any], claim: bool = True) -> dict[str, Any]:
@@ -178,7 +179,7 @@ class World:
         self.recorder = Recorder()
         self.executor = StackExecutor(1, on_finished=lambda _pool: None, metrics=self.metrics)
         engine: Any = self.engine
-        index = InstanceIndex(engine, "demo", INTERVAL, self.clock, self.metrics)
+        self.index = index = InstanceIndex(engine, "demo", INTERVAL, self.clock, self.metrics)
         self.reconciler = GangNodePoolReconciler(
             self.store,  # type: ignore[arg-type]
             self.store,  # type: ignore[arg-type]
@@ -217,12 +218,31 @@ def test_a_satisfied_pools_passes_share_one_snapshot() -> None:
     assert world.store.obj["status"]["phase"] == c.PHASE_SATISFIED
 
 
-def test_a_joining_pool_lists_its_own_instances_on_every_pass() -> None:
+def test_a_joining_pools_node_events_share_the_index() -> None:
+    """Each Node event of a joining set is a pass; none of them lists EC2 again."""
     world = World(JOINING, ready=False)
     for _ in range(3):
         world.one_pass()
-    assert world.observed() == ["pool-a"] * 3
+    assert world.observed() == [None]
     assert world.store.obj["status"]["phase"] == c.PHASE_JOINING
+
+
+def test_a_joining_pool_asks_ec2_when_the_index_misses_part_of_its_set() -> None:
+    """A snapshot from before the launch, or an EC2 that lists a launch late, does not
+    hold every member: the pass asks EC2 for the pool, and the set goes Satisfied on it."""
+    world = World(JOINING, ready=True)
+    late = world.engine.fleet.pop(IDS[1])  # EC2 does not list it yet
+    world.one_pass()
+    assert world.observed() == [None, "pool-a"]
+    assert world.store.obj["status"]["phase"] == c.PHASE_JOINING, "one member is not live"
+
+    world.engine.fleet[IDS[1]] = late
+    world.one_pass()
+    assert world.observed() == [None, "pool-a", "pool-a"], "the snapshot is not stale yet"
+    assert world.store.obj["status"]["phase"] == c.PHASE_SATISFIED
+
+    world.one_pass()
+    assert world.observed() == [None, "pool-a", "pool-a"], "the pool's entry holds the set"
 
 
 def test_a_settled_pool_notices_a_lost_instance_within_the_interval() -> None:
@@ -239,8 +259,7 @@ def test_a_settled_pool_notices_a_lost_instance_within_the_interval() -> None:
 
 
 def test_our_own_release_makes_the_pools_next_read_fresh() -> None:
-    warm = {**SET, "phase": c.PHASE_KEEP_WARM, "keepWarmUntil": "2026-11-30T12:10:00Z"}
-    world = World(warm, ready=True, claim=False)
+    world = World(WARM, ready=True, claim=False)
     world.one_pass()  # the snapshot: the set running, warm
     # The release a stack executor thread runs for the pool, and the Idle status its
     # result leaves (the marker and the settle pass aside).
@@ -256,6 +275,31 @@ def test_our_own_release_makes_the_pools_next_read_fresh() -> None:
     assert c.EventReason.STRAY_INSTANCES not in world.recorder.reasons
     assert "releaseInProgress" not in world.store.obj["status"]
     assert world.observed() == [None, "pool-a"], "fresh once, then the pool's own entry"
+
+
+def test_a_claim_on_a_warm_set_is_satisfied_from_the_index() -> None:
+    """The warm path lists nothing of its own: the set's Nodes are Ready now, and the
+    shared listing is at most the interval old."""
+    world = World(WARM, ready=True, claim=False)
+    world.one_pass()  # the snapshot, taken by the pool's keep-warm pass
+    world.store.obj["spec"]["claim"] = CLAIM
+    world.one_pass()
+    assert world.store.obj["status"]["phase"] == c.PHASE_SATISFIED
+    assert world.observed() == [None]
+
+
+def test_a_claim_on_a_warm_set_the_reaper_just_ended_is_not_satisfied() -> None:
+    """The reaper's termination makes the pool's next read fresh (as it tells the index),
+    so the claim meets the set as EC2 has it now, not as the snapshot had it."""
+    world = World(WARM, ready=True, claim=False)
+    world.one_pass()
+    for iid in IDS:  # the reaper: keep-warm long expired, the set terminated
+        world.engine.fleet[iid] = instance(iid, "shutting-down")
+    world.index.forget("pool-a")
+    world.store.obj["spec"]["claim"] = CLAIM
+    world.one_pass()
+    assert world.store.obj["status"]["phase"] != c.PHASE_SATISFIED
+    assert world.observed() == [None, "pool-a"]
 
 
 def test_the_fake_engine_resets() -> None:
@@ -283,12 +327,13 @@ MARKER_RELEASE = {"releaseInProgress": {"startedAt": "2026-11-30T12:00:00Z", "re
         (c.PHASE_SATISFIED, True, {}, False),
         (c.PHASE_KEEP_WARM, False, {}, False),
         (c.PHASE_ACQUIRING, True, {}, True),
-        (c.PHASE_JOINING, True, {}, True),
+        (c.PHASE_JOINING, True, {}, False),
+        (c.PHASE_JOINING, False, {}, False),
         (c.PHASE_RELEASING, False, {}, True),
-        # A settled phase about to act on its claim's change.
-        (c.PHASE_IDLE, True, {}, True),
-        (c.PHASE_SATISFIED, False, {}, True),
-        (c.PHASE_KEEP_WARM, True, {}, True),
+        # A settled phase whose claim just changed: the claim acts on no instance.
+        (c.PHASE_IDLE, True, {}, False),
+        (c.PHASE_SATISFIED, False, {}, False),
+        (c.PHASE_KEEP_WARM, True, {}, False),
         # Markers of an action under way, whatever the phase says.
         (c.PHASE_ACQUIRING, True, MARKER_LAUNCH, True),
         (c.PHASE_SATISFIED, True, MARKER_RELEASE, True),

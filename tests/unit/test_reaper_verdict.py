@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.types import InstanceView, ManagedTags
+from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.reaper import (
     KEEP_WARM_EXPIRED,
     MAX_LIFETIME,
     ORPHANED,
     PoolFacts,
+    Reaper,
     verdict,
 )
 
@@ -75,3 +79,62 @@ def instance(
 )
 def test_verdict(inst: InstanceView, expected: str | None) -> None:
     assert verdict(inst, POOLS, NOW, GRACE) == expected
+
+
+class Fleet:
+    """EC2 as the reaper reads it; `release` can fail after terminating, as EC2 can."""
+
+    def __init__(self, views: list[InstanceView], fail_release: bool = False) -> None:
+        self.views = views
+        self.fail_release = fail_release
+        self.released: list[str] = []
+
+    def find_managed(self, *_args: object, **_kwargs: object) -> list[InstanceView]:
+        return list(self.views)
+
+    def release(self, ids: list[str]) -> None:
+        self.released.extend(ids)
+        if self.fail_release:
+            raise CloudError(ErrorKind.RETRYABLE, None, "RequestLimitExceeded", "throttled")
+
+    def leftovers(self, *_args: object, **_kwargs: object) -> list[object]:
+        return []
+
+
+def _with_id(view: InstanceView, instance_id: str) -> InstanceView:
+    return replace(view, instance_id=instance_id)
+
+
+@pytest.mark.parametrize("fail_release", [False, True])
+def test_a_sweep_tells_the_index_which_pools_it_terminated_instances_of(
+    fail_release: bool,
+) -> None:
+    """The pool reconciler reads a settled pool from a shared listing; a termination of
+    ours must make that pool's next read fresh, or a claim could be admitted on a set the
+    reaper just ended. Only pools it terminated instances of are told, failure or not."""
+    fleet = Fleet(
+        [
+            _with_id(instance("busy", age=timedelta(hours=5)), "i-old"),  # max lifetime
+            _with_id(instance("warm", keep_warm_until=NOW - timedelta(minutes=3)), "i-warm"),
+            _with_id(instance("reused"), "i-fine"),
+            _with_id(instance(None), "i-untagged"),  # orphaned, no pool to tell
+        ],
+        fail_release=fail_release,
+    )
+    forgotten: list[str] = []
+    reaper = Reaper(
+        fleet,  # type: ignore[arg-type]
+        "prod",
+        lambda: POOLS,
+        GRACE.total_seconds(),
+        lambda: NOW,
+        ControllerMetrics(),
+        forget=forgotten.append,
+    )
+    if fail_release:
+        with pytest.raises(CloudError):
+            reaper.sweep()
+    else:
+        reaper.sweep()
+    assert sorted(fleet.released) == ["i-old", "i-untagged", "i-warm"]
+    assert sorted(forgotten) == ["busy", "warm"]
