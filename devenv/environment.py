@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import boto3
 import yaml
 from kubernetes import client as k8s
 
@@ -43,6 +42,7 @@ from devenv.webhook import LocalWebhook
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import load_crd
 from provisioner.api.settings import Settings
+from provisioner.cloud.ec2api import new_session
 from provisioner.cloud.iam_policy import StackState
 from provisioner.toolchain import installer as toolchain
 
@@ -210,7 +210,8 @@ class LocalEnvironment:
             self.control_plane.api_client(), helm, self.settings, CONTROLLER_NAMESPACE
         )
         self.controller_identity = self._register_controller_identity()
-        session = boto3.session.Session(
+        # The controller's session, made as the product makes it (`ec2api.new_session`).
+        session = new_session(
             aws_access_key_id="local", aws_secret_access_key="local", region_name=self.region
         )
         system = build_system(
@@ -269,12 +270,10 @@ class LocalEnvironment:
 
     def ec2_client(self) -> Any:
         assert self.emulator is not None
-        return boto3.client(
-            "ec2",
-            region_name=self.region,
-            endpoint_url=self.emulator.endpoint_url,
-            aws_access_key_id="local",
-            aws_secret_access_key="local",
+        # Made as the product makes its clients (`ec2api.new_session`), so the node
+        # simulator's and the benches' listings parse as cheaply as the controller's.
+        return new_session(aws_access_key_id="local", aws_secret_access_key="local").client(
+            "ec2", region_name=self.region, endpoint_url=self.emulator.endpoint_url
         )
 
     def stop(self) -> None:

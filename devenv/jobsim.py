@@ -22,6 +22,9 @@ from typing import Any
 from kubernetes import client as k8s
 
 from provisioner.api import constants as c
+from provisioner.kube.client import KubeClient
+from provisioner.kube.informer import Informer
+from provisioner.kube.resources import JOBS, NODES
 
 log = logging.getLogger("atomic-gang.jobsim")
 
@@ -30,23 +33,40 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _finished(job: Any) -> bool:
-    conditions = (job.status and job.status.conditions) or []
-    return any(x.type in ("Complete", "Failed") and x.status == "True" for x in conditions)
+def _true(obj: dict[str, Any], kinds: tuple[str, ...]) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(x.get("type") in kinds and x.get("status") == "True" for x in conditions)
 
 
 @dataclass
 class JobSimulator:
-    """Finishes each running gang Job `run_seconds` after its nodes are there."""
+    """Finishes each running gang Job `run_seconds` after its nodes are there.
+
+    Jobs and pool Nodes are read from two informers (a list, then a watch), as the Job
+    controller reads them: a pass over hundreds of Jobs costs no apiserver list and no
+    model decoding, so a large benchmark measures the controller, not this simulator."""
 
     api: k8s.ApiClient
     run_seconds: float = 3.0
     poll_interval: float = 0.5
     _started: dict[str, float] = field(default_factory=dict)
+    # Completed by us: the cache may not show it for a pass or two, and it is written once.
+    _completed: set[str] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _jobs: Informer | None = None
+    _nodes: Informer | None = None
 
     def start(self) -> None:
+        kube = KubeClient(self.api)
+        self._jobs = Informer(
+            kube.list_watch(JOBS, label_selector=c.POOL_LABEL), name="jobsim-jobs"
+        )
+        self._nodes = Informer(
+            kube.list_watch(NODES, label_selector=c.POOL_LABEL), name="jobsim-nodes"
+        )
+        for informer in (self._jobs, self._nodes):
+            informer.start()
         self._thread = threading.Thread(target=self._loop, name="jobsim", daemon=True)
         self._thread.start()
 
@@ -54,58 +74,70 @@ class JobSimulator:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        for informer in (self._jobs, self._nodes):
+            if informer is not None:
+                informer.stop()
 
     def _loop(self) -> None:
+        assert self._jobs is not None and self._nodes is not None
+        for informer in (self._jobs, self._nodes):
+            informer.wait_for_sync(timeout=60)
         while not self._stop.is_set():
             try:
                 self.run_once()
-            except Exception as exc:  # the next pass retries; one bad read must not end it
+            except Exception as exc:  # the next pass retries; one bad write must not end it
                 log.warning("job simulator pass failed: %s", exc)
             self._stop.wait(self.poll_interval)
 
     def run_once(self) -> None:
+        assert self._jobs is not None and self._nodes is not None
         batch = k8s.BatchV1Api(self.api)
-        jobs = batch.list_job_for_all_namespaces(label_selector=c.POOL_LABEL).items
+        ready = self._ready_nodes_by_pool()
         live: set[str] = set()
-        for job in jobs:
-            key = f"{job.metadata.namespace}/{job.metadata.name}/{job.metadata.uid}"
+        for job in self._jobs.list():
+            meta, spec = job["metadata"], job.get("spec") or {}
+            key = f"{meta['namespace']}/{meta['name']}/{meta['uid']}"
             live.add(key)
-            if job.spec.suspend or _finished(job):
+            if key in self._completed or spec.get("suspend") or _true(job, ("Complete", "Failed")):
                 continue
-            width = int(job.spec.parallelism or 1)
+            width = int(spec.get("parallelism") or 1)
             if key not in self._started:
-                if self._ready_nodes(job.metadata.labels[c.POOL_LABEL]) < width:
+                if ready.get((meta.get("labels") or {}).get(c.POOL_LABEL, ""), 0) < width:
                     continue
                 self._started[key] = time.monotonic()
                 self._mark_started(batch, job)
             elif time.monotonic() - self._started[key] >= self.run_seconds:
                 self._complete(batch, job, width)
+                self._completed.add(key)
         for gone in set(self._started) - live:
             del self._started[gone]
+        self._completed &= live
 
-    def _ready_nodes(self, pool: str) -> int:
-        nodes = k8s.CoreV1Api(self.api).list_node(label_selector=f"{c.POOL_LABEL}={pool}").items
-        return sum(
-            1
-            for node in nodes
-            if any(x.type == "Ready" and x.status == "True" for x in node.status.conditions or [])
-        )
+    def _ready_nodes_by_pool(self) -> dict[str, int]:
+        assert self._nodes is not None
+        counts: dict[str, int] = {}
+        for node in self._nodes.list():
+            if _true(node, ("Ready",)):
+                pool = (node["metadata"].get("labels") or {}).get(c.POOL_LABEL, "")
+                counts[pool] = counts.get(pool, 0) + 1
+        return counts
 
-    def _mark_started(self, batch: k8s.BatchV1Api, job: Any) -> None:
+    def _mark_started(self, batch: k8s.BatchV1Api, job: dict[str, Any]) -> None:
         # The Job controller sets startTime when it first runs an unsuspended Job; setting
         # it later than that is refused, so only when it is still unset.
-        if job.status and job.status.start_time:
+        if (job.get("status") or {}).get("startTime"):
             return
-        width = int(job.spec.parallelism or 1)
+        width = int(job["spec"].get("parallelism") or 1)
         batch.patch_namespaced_job_status(
-            job.metadata.name,
-            job.metadata.namespace,
+            job["metadata"]["name"],
+            job["metadata"]["namespace"],
             {"status": {"startTime": _now(), "active": width}},
         )
 
-    def _complete(self, batch: k8s.BatchV1Api, job: Any, width: int) -> None:
+    def _complete(self, batch: k8s.BatchV1Api, job: dict[str, Any], width: int) -> None:
         now = _now()
-        completions = int(job.spec.completions or width)
+        spec = job["spec"]
+        completions = int(spec.get("completions") or width)
         status: dict[str, Any] = {
             "active": 0,
             "ready": 0,
@@ -116,12 +148,11 @@ class JobSimulator:
             ],
             "completionTime": now,
         }
-        if job.spec.completion_mode == "Indexed":
+        if spec.get("completionMode") == "Indexed":
             status["completedIndexes"] = "0" if completions == 1 else f"0-{completions - 1}"
-        batch.patch_namespaced_job_status(
-            job.metadata.name, job.metadata.namespace, {"status": status}
-        )
-        log.info("job %s/%s completed", job.metadata.namespace, job.metadata.name)
+        name, namespace = job["metadata"]["name"], job["metadata"]["namespace"]
+        batch.patch_namespaced_job_status(name, namespace, {"status": status})
+        log.info("job %s/%s completed", namespace, name)
 
 
 def _condition(kind: str, reason: str, now: str) -> dict[str, str]:

@@ -165,6 +165,25 @@ def test_termination_removes_the_node(
     assert iid not in _nodes(kube_api)
 
 
+def test_a_restarted_simulator_removes_the_node_of_an_instance_gone_meanwhile(
+    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, FakeClock]
+) -> None:
+    """Gone Nodes are deleted by the name their instance registered under, and a new
+    simulator, which registered nothing, finds the ones before it by listing every Node."""
+    sim, clock = simulator
+    (iid,) = _launch(ec2, _user_data("pool-r", "g1"))
+    sim.run_once()
+    clock.now += 10
+    sim.run_once()
+    assert iid in _nodes(kube_api)
+    ec2.terminate_instances(InstanceIds=[iid])
+    restarted = NodeSimulator(
+        core=sim.core, ec2=ec2, cluster_name=CLUSTER, join_delay=5.0, clock=clock, sweep_every=3
+    )
+    restarted.run_once()
+    assert iid not in _nodes(kube_api)
+
+
 def test_a_gpu_instance_on_a_block_joins_with_its_gpus_efa_and_reservation_labels(
     kube_api: Any, ec2: Any, emulator: Any, simulator: tuple[NodeSimulator, FakeClock]
 ) -> None:
