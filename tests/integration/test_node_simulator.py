@@ -75,6 +75,13 @@ def _user_data(pool: str, group: str) -> str:
     )
 
 
+def _past_the_join_delay(sim: NodeSimulator, clock: FakeClock) -> None:
+    """A pass that first sees the instances running, then one after the join delay."""
+    sim.run_once()
+    clock.now += 10
+    sim.run_once()
+
+
 def _nodes(kube_api: Any) -> dict[str, Any]:
     items = k8s.CoreV1Api(kube_api).list_node(label_selector=f"{SIMULATED_LABEL}=true").items
     return {n.spec.provider_id.rsplit("/", 1)[-1]: n for n in items}
@@ -144,9 +151,7 @@ def test_an_instance_told_never_to_join_stays_out(
     sim, clock = simulator
     first, second = _launch(ec2, _user_data("pool-b", "g1"), count=2)
     sim.refuse_join(second)
-    sim.run_once()
-    clock.now += 10
-    sim.run_once()
+    _past_the_join_delay(sim, clock)
     nodes = _nodes(kube_api)
     assert first in nodes and second not in nodes
 
@@ -156,9 +161,7 @@ def test_termination_removes_the_node(
 ) -> None:
     sim, clock = simulator
     (iid,) = _launch(ec2, _user_data("pool-c", "g1"))
-    sim.run_once()
-    clock.now += 10
-    sim.run_once()
+    _past_the_join_delay(sim, clock)
     assert iid in _nodes(kube_api)
     ec2.terminate_instances(InstanceIds=[iid])
     sim.run_once()
@@ -172,9 +175,7 @@ def test_a_restarted_simulator_removes_the_node_of_an_instance_gone_meanwhile(
     simulator, which registered nothing, finds the ones before it by listing every Node."""
     sim, clock = simulator
     (iid,) = _launch(ec2, _user_data("pool-r", "g1"))
-    sim.run_once()
-    clock.now += 10
-    sim.run_once()
+    _past_the_join_delay(sim, clock)
     assert iid in _nodes(kube_api)
     ec2.terminate_instances(InstanceIds=[iid])
     restarted = NodeSimulator(
@@ -209,9 +210,7 @@ def test_a_gpu_instance_on_a_block_joins_with_its_gpus_efa_and_reservation_label
             "CapacityReservationTarget": {"CapacityReservationId": block}
         },
     )
-    sim.run_once()
-    clock.now += 10
-    sim.run_once()
+    _past_the_join_delay(sim, clock)
     node = _nodes(kube_api)[iid]
     allocatable = node.status.allocatable
     assert (allocatable["nvidia.com/gpu"], allocatable["vpc.amazonaws.com/efa"]) == ("8", "32")
