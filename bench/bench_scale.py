@@ -45,6 +45,7 @@ from bench.procfs import (
     cpu_seconds,
     descendants,
     machine_cpu,
+    processes,
     stat_fields,
     status_kib,
 )
@@ -66,17 +67,7 @@ RECONCILERS = ("workload", "gangnodepool", "admissioncheck")
 
 def _group(pgid: int) -> list[tuple[int, list[str]]]:
     """Every live process of the group, with its stat fields."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = stat_fields(int(entry))
-            if int(fields[2]) == pgid:
-                members.append((int(entry), fields))
-        except (OSError, IndexError, ValueError):
-            continue
-    return members
+    return [(pid, fields) for pid, fields in processes().items() if int(fields[2]) == pgid]
 
 
 def _group_rss_kib(pgid: int) -> int:

@@ -38,26 +38,29 @@ def machine_cpu() -> tuple[float, float]:
     return (total - idle) / TICKS, total / TICKS
 
 
+def processes() -> dict[int, list[str]]:
+    """Every live process, with its stat fields (one that ends while read is left out)."""
+    found: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                found[int(entry)] = stat_fields(int(entry))
+            except (OSError, IndexError):
+                continue
+    return found
+
+
 def descendants(root: int) -> dict[int, list[str]]:
     """Every live process below `root` (not `root` itself), with its stat fields."""
-    parents: dict[int, int] = {}
-    fields_of: dict[int, list[str]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = stat_fields(int(entry))
-            parents[int(entry)] = int(fields[1])
-            fields_of[int(entry)] = fields
-        except (OSError, IndexError, ValueError):
-            continue
+    every = processes()
+    parents = {pid: int(fields[1]) for pid, fields in every.items()}
     found: dict[int, list[str]] = {}
-    for pid in fields_of:
+    for pid, fields in every.items():
         at, seen = pid, 0
         while at in parents and seen < 64:
             at, seen = parents[at], seen + 1
             if at == root:
-                found[pid] = fields_of[pid]
+                found[pid] = fields
                 break
     return found
 

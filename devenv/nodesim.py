@@ -86,8 +86,8 @@ class NodeSimulator:
     _type_info: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     # The Node each instance registered here got: its Node goes by name when the instance
     # does. Every `sweep_every` passes (the first included) every simulated Node is listed
-    # instead, for Nodes registered before a restart; listing them all on every pass cost
-    # the apiserver and this process more than the rest of a large benchmark's simulation.
+    # instead, for Nodes registered before a restart: at hundreds of Nodes, listing them all
+    # on every poll was a load on the apiserver and this process that no kubelet imposes.
     sweep_every: int = 10
     _node_names: dict[str, str] = field(default_factory=dict)
     _passes: int = 0

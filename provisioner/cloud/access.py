@@ -24,6 +24,7 @@ from provisioner.cloud.ec2api import (
     client_config,
     make_client,
     new_session,
+    operator_session,
 )
 from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
 
@@ -81,10 +82,7 @@ def _whoami(session: Any, region: str, endpoint_url: str | None) -> str:
 def operator_access(region: str, endpoint_url: str | None = None) -> AwsAccess:
     """The operator's own credentials (the default chain: profile, env, SSO, instance role;
     in a pod, the pod's identity)."""
-    if endpoint_url:
-        session = new_session(aws_access_key_id="local", aws_secret_access_key="local")
-    else:
-        session = new_session()
+    session = operator_session(endpoint_url)
     identity = _whoami(session, region, endpoint_url)
     return AwsAccess(session, region, endpoint_url, identity, False, "the operator's credentials")
 

@@ -121,6 +121,14 @@ def new_session(**credentials: str) -> Any:
     return boto3.session.Session(botocore_session=core, **credentials)
 
 
+def operator_session(endpoint_url: str | None) -> Any:
+    """The operator's session: the default chain, or, with an endpoint (the local emulator,
+    which takes any key), fixed keys, so an operator's real credentials never reach it."""
+    if endpoint_url:
+        return new_session(aws_access_key_id="local", aws_secret_access_key="local")
+    return new_session()
+
+
 def default_session() -> Any:
     """A session on the default credential chain (Pod Identity, IRSA, env, instance role)."""
     return new_session()
@@ -189,11 +197,6 @@ def default_clients(region: str, endpoint_url: str | None = None) -> CloudClient
 def operator_clients(region: str, endpoint_url: str | None = None) -> CloudClients:
     """Clients for the operator's commands (`atomic-gang doctor`), two tries per call.
 
-    With an endpoint, the settings point at the local emulator, which takes any key: fixed
-    ones are sent, so an operator's real credentials never reach it.
+    With an endpoint, the settings point at the local emulator (`operator_session`).
     """
-    if endpoint_url:
-        session = new_session(aws_access_key_id="local", aws_secret_access_key="local")
-    else:
-        session = new_session()
-    return build_clients(session, region, endpoint_url, max_attempts=2)
+    return build_clients(operator_session(endpoint_url), region, endpoint_url, max_attempts=2)

@@ -112,18 +112,20 @@ class Reaper:
         history = self._engine.find_managed(self._cluster, states=ALL_STATES)
         instances = [i for i in history if i.state in LIVE_STATES]
         doomed: dict[str, list[str]] = {}
+        doomed_pools: set[str] = set()
         for instance in instances:
             reason = verdict(instance, pools, now, timedelta(seconds=self._interval))
             if reason is not None:
                 doomed.setdefault(reason, []).append(instance.instance_id)
+                if instance.managed.pool:
+                    doomed_pools.add(instance.managed.pool)
         ids = [iid for group in doomed.values() for iid in group]
         if ids:
             try:
                 self._engine.release(ids)
             finally:  # a failed release may have terminated some
-                for pool in {i.managed.pool for i in instances if i.instance_id in set(ids)}:
-                    if pool:
-                        self._forget(pool)
+                for pool in doomed_pools:
+                    self._forget(pool)
             for reason, group in doomed.items():
                 self._metrics.reaped.labels(reason=reason).inc(len(group))
                 log.warning("reaper terminated %d instances (%s): %s", len(group), reason, group)
