@@ -119,6 +119,7 @@ class LocalEnvironment:
             ec2=self.ec2_client(),
             cluster_name=self.cluster_name,
             join_delay=self.join_delay,
+            events=self.emulator_client,
         )
         self.nodes.start()
         if self.with_controller:

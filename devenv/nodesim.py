@@ -9,6 +9,11 @@ advertises the GPUs, Neuron devices and EFA interfaces EC2 reports for the insta
 the labels EKS puts on reserved-capacity nodes (see `devenv.node_shape`). When the instance
 terminates the Node is deleted. Instances can be told never to join (to drive the join
 watchdog).
+
+A real node learns that it booted by booting; the simulator, standing in for hundreds, reads
+launches and terminations from the emulator's instance event feed when it is given one, and
+asks EC2 only about the instances still booting. Listing every live instance on each poll
+instead made it the emulator's largest client at a few hundred warm instances.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from botocore.exceptions import ClientError
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
@@ -31,6 +37,8 @@ log = logging.getLogger(__name__)
 
 SIMULATED_LABEL = "atomic-gang.k8s.aws/simulated"
 _LIVE = ("pending", "running")
+# Asks the feed where it stands: no event is numbered this high.
+_FEED_END = 2**62
 
 
 class Ec2ForNodes(Protocol):
@@ -45,6 +53,12 @@ class Ec2ForNodes(Protocol):
     def describe_instance_attribute(self, **kwargs: Any) -> dict[str, Any]: ...
 
     def describe_instance_types(self, **kwargs: Any) -> dict[str, Any]: ...
+
+
+class InstanceEventSource(Protocol):
+    """Which instances were launched and terminated, in order (the emulator's feed)."""
+
+    def instance_events(self, after: int, wait: float = 0.0) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -89,8 +103,18 @@ class NodeSimulator:
     # instead, for Nodes registered before a restart: at hundreds of Nodes, listing them all
     # on every poll was a load on the apiserver and this process that no kubelet imposes.
     sweep_every: int = 10
+    # With an event source, a pass reads launches and terminations from it and asks EC2
+    # only about the instances still booting; EC2 is listed (and every Node swept) on the
+    # first pass, after events were missed, and every `full_sweep_seconds`. Without one,
+    # every pass lists EC2, as the in-process tests on plain moto need.
+    events: InstanceEventSource | None = None
+    idle_wait: float = 1.0
+    full_sweep_seconds: float = 30.0
     _node_names: dict[str, str] = field(default_factory=dict)
     _passes: int = 0
+    _cursor: int | None = None
+    _last_listing: float = 0.0
+    _booting: set[str] = field(default_factory=set)
 
     # -- control -------------------------------------------------------------------------
     def refuse_join(self, *instance_ids: str) -> None:
@@ -122,37 +146,114 @@ class NodeSimulator:
         with self._lock:
             self._seen.clear()
             self.never_join.clear()
+            self._cursor = None
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                self.run_once()
+                if self.events is None:
+                    self.run_once()
+                else:
+                    # Booting instances are looked at every poll; otherwise the feed is
+                    # asked to wait for the next launch or termination.
+                    self._feed_pass(self.poll_interval if self._booting else self.idle_wait)
+                    continue
             except Exception:  # the simulator must outlive a flaky emulator call
                 log.exception("node simulator pass failed")
             self._stop.wait(self.poll_interval)
 
     # -- one pass ------------------------------------------------------------------------
     def run_once(self) -> None:
-        instances = self._managed_instances()
-        live = {i["InstanceId"]: i for i in instances if i["State"]["Name"] in _LIVE}
+        """One pass: join what booted long enough, delete the Nodes of what is gone."""
+        if self.events is None:
+            self._passes += 1
+            self._listing_pass(
+                sweep_nodes=self.sweep_every <= 1 or self._passes % self.sweep_every == 1
+            )
+        else:
+            self._feed_pass(0.0)
+
+    def _listing_pass(self, sweep_nodes: bool) -> None:
+        live = {i["InstanceId"]: i for i in self._managed_instances()}
+        with self._lock:
+            self._booting = set(live)
+        self._advance(list(live.values()))
+        self._remove_gone(set(live), sweep_nodes)
+
+    def _feed_pass(self, wait: float) -> None:
+        assert self.events is not None
+        now = time.monotonic()
+        if self._cursor is None or now - self._last_listing >= self.full_sweep_seconds:
+            # Where the feed stands before the listing: what happens after it is read
+            # again next pass, and reading an event twice does no harm.
+            cursor = int(self.events.instance_events(after=_FEED_END)["last"])
+            self._listing_pass(sweep_nodes=True)
+            self._cursor, self._last_listing = cursor, now
+            return
+        page = self.events.instance_events(after=self._cursor, wait=wait)
+        if int(page["first"]) > self._cursor + 1:
+            self._cursor = None  # events were dropped (an emulator reset): list next pass
+            return
+        gone = set()
+        with self._lock:
+            for event in page["events"]:
+                if event["event"] == "launched":
+                    self._booting.add(event["instance_id"])
+                else:
+                    gone.add(event["instance_id"])
+                    self._booting.discard(event["instance_id"])
+            booting = sorted(self._booting)
+        self._cursor = int(page["last"])
+        if booting:
+            self._advance(self._cluster_instances(booting))
+        self._delete_nodes(gone)
+
+    def _advance(self, instances: list[dict[str, Any]]) -> None:
+        """Join each running instance once it has run for the join delay."""
         now = self.clock()
-        for iid, inst in live.items():
-            if inst["State"]["Name"] != "running":
+        waiting = set()
+        for inst in instances:
+            iid = inst["InstanceId"]
+            if inst["State"]["Name"] not in _LIVE:
                 continue
             with self._lock:
                 seen = self._seen.setdefault(iid, _Seen(first_running=now))
                 if iid in self.never_join and not seen.refused:
                     seen.refused = "told never to join"
-            if seen.joined or seen.refused or now - seen.first_running < self.join_delay:
+            if inst["State"]["Name"] != "running":
+                seen.first_running = now  # the join delay counts from running
+                waiting.add(iid)
+                continue
+            if seen.joined or seen.refused:
+                continue
+            if now - seen.first_running < self.join_delay:
+                waiting.add(iid)
                 continue
             self._join(inst, seen)
-        self._remove_gone(set(live))
+        with self._lock:
+            self._booting = waiting
+
+    def _cluster_instances(self, instance_ids: list[str]) -> list[dict[str, Any]]:
+        """These instances, if they are the cluster's; an id EC2 no longer knows is dropped."""
+        try:
+            page = self.ec2.describe_instances(
+                InstanceIds=instance_ids, Filters=[self._cluster_filter()]
+            )
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") != "InvalidInstanceID.NotFound":
+                raise
+            self._cursor = None  # the emulator forgot them (a reset): list next pass
+            return []
+        return [i for r in page.get("Reservations", []) for i in r.get("Instances", [])]
+
+    def _cluster_filter(self) -> dict[str, Any]:
+        return {"Name": f"tag:{c.cluster_ownership_tag(self.cluster_name)}", "Values": ["owned"]}
 
     def _managed_instances(self) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {
             "Filters": [
-                {"Name": f"tag:{c.cluster_ownership_tag(self.cluster_name)}", "Values": ["owned"]},
+                self._cluster_filter(),
                 # Only what may join or keep a Node: an instance in any other state is
                 # gone, and terminated ones pile up in EC2's listings as gangs come and go.
                 {"Name": "instance-state-name", "Values": list(_LIVE)},
@@ -261,24 +362,27 @@ class NodeSimulator:
             self._type_info[name] = dict(found[0]) if found else None
         return self._type_info[name]
 
-    def _remove_gone(self, live_ids: set[str]) -> None:
-        self._passes += 1
+    def _remove_gone(self, live_ids: set[str], sweep_nodes: bool) -> None:
         with self._lock:
             nodes = dict(self._node_names)
-        if self._passes % self.sweep_every == 1 or self.sweep_every <= 1:
+        if sweep_nodes:
             for node in self.core.list_node(label_selector=f"{SIMULATED_LABEL}=true").items:
                 iid = (node.spec.provider_id or "").rsplit("/", 1)[-1]
                 if iid:
                     nodes[iid] = node.metadata.name
-        for iid, name in nodes.items():
-            if iid in live_ids:
-                continue
-            try:
-                self.core.delete_node(name)
-                log.info("instance %s is gone; node %s deleted", iid, name)
-            except ApiException as err:
-                if err.status != 404:
-                    raise
+        self._delete_nodes({iid for iid in nodes if iid not in live_ids}, nodes)
+
+    def _delete_nodes(self, gone: set[str], names: dict[str, str] | None = None) -> None:
+        for iid in gone:
+            with self._lock:
+                name = (names or self._node_names).get(iid)
+            if name is not None:
+                try:
+                    self.core.delete_node(name)
+                    log.info("instance %s is gone; node %s deleted", iid, name)
+                except ApiException as err:
+                    if err.status != 404:
+                        raise
             with self._lock:
                 self._seen.pop(iid, None)
                 self._node_names.pop(iid, None)

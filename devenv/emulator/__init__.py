@@ -67,7 +67,8 @@ and `EMULATOR`), `faults` (switches), `reserved` (reservations, placement groups
 clock and the launch log), `reservations` and `placement` (their records), `seeding`,
 `run_instances` (P2), `instances` (P4, P5, P7), `fleet_plan`, `fleet_reserved` and `fleet`
 (P3), `launch` and `interfaces` (what a launch leaves on its instances, P8), `ec2_actions`
-(P9), `eks` and `eks_cluster` (P6 and registration), `identity` (P10), `patching` and
+(P9), `eks` and `eks_cluster` (P6 and registration), `identity` (P10), `instance_events`
+(the numbered launches and terminations the node simulator reads), `patching` and
 `install` (P1), and for the process: `server` (control API), `client` (`EmulatorProcess`,
 `EmulatorClient`).
 """

@@ -270,6 +270,13 @@ class EmulatorClient:
         path = "launch-requests" + (f"?{urllib.parse.urlencode(query)}" if query else "")
         return list(self._call("GET", path)["launch_requests"])
 
+    def instance_events(self, after: int, wait: float = 0.0) -> dict[str, Any]:
+        """Launches and terminations numbered above `after` (see `instance_events`)."""
+        if wait >= self.timeout:
+            raise ValueError(f"wait ({wait}s) must be shorter than the timeout ({self.timeout}s)")
+        query = urllib.parse.urlencode({"after": after, "wait": wait})
+        return self._call("GET", f"instance-events?{query}")
+
     def now(self) -> float:
         """The emulator's clock (epoch seconds), which reservation states follow."""
         return float(self._call("GET", "clock")["now"])

@@ -9,6 +9,7 @@ from typing import Any
 from moto.ec2.models import EC2Backend
 from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
 
+from devenv.emulator.instance_events import LAUNCHED, TERMINATED
 from devenv.emulator.patching import original
 from devenv.emulator.state import EMULATOR
 
@@ -58,7 +59,9 @@ def backend_run_instances(
             spec = specs.get(index)
             if spec is None or not ({"NetworkInterfaceId", "DeleteOnTermination"} & set(spec)):
                 eni.delete_on_termination = True
-    EMULATOR.note_launched([i.id for i in reservation.instances])
+    launched = [i.id for i in reservation.instances]
+    EMULATOR.note_launched(launched)
+    EMULATOR.instance_events.add(LAUNCHED, launched)
     return reservation
 
 
@@ -86,6 +89,7 @@ def backend_terminate_instances(self: Any, instance_ids: list[str]) -> Any:
     terminated = original(EC2Backend, "terminate_instances")(self, todo) if todo else []
     newly = [instance for instance, previous in terminated if previous.name != "terminated"]
     EMULATOR.schedule_detaches(self, newly)
+    EMULATOR.instance_events.add(TERMINATED, [instance.id for instance in newly])
     return [*terminated, *((i, copy.copy(i._state)) for i in done)]
 
 

@@ -26,6 +26,10 @@
     GET  /_emulator/capacity-reservations  what DescribeCapacityReservations answers
     GET  /_emulator/launch-requests?action=RunInstances|CreateFleet&last=N
                                        requests as received, with instance_ids and error
+    GET  /_emulator/instance-events?after=N&wait=S
+                                       {events: [{seq, instance_id, event}], first, last}:
+                                       launches and terminations numbered above N, waiting
+                                       up to S seconds (at most 30) for one
     GET  /_emulator/clock             {now, offset_seconds}: the clock reservations follow
     POST /_emulator/clock             {advance_seconds} moves it forward -> {now}
 
@@ -95,6 +99,7 @@ class ControlApp:
                 ),
                 Rule("/_emulator/capacity-reservations", methods=["GET"], endpoint="reservations"),
                 Rule("/_emulator/launch-requests", methods=["GET"], endpoint="launch_requests"),
+                Rule("/_emulator/instance-events", methods=["GET"], endpoint="instance_events"),
                 Rule("/_emulator/clock", methods=["GET"], endpoint="clock"),
                 Rule("/_emulator/clock", methods=["POST"], endpoint="advance_clock"),
             ]
@@ -117,6 +122,7 @@ class ControlApp:
             "add_reservation": self._add_reservation,
             "reservations": lambda _: {"capacity_reservations": state.capacity_reservation_views()},
             "launch_requests": self._launch_requests,
+            "instance_events": self._instance_events,
             "clock": lambda _: {"now": state.now(), "offset_seconds": state.clock_offset},
             "advance_clock": self._advance_clock,
         }
@@ -248,6 +254,11 @@ class ControlApp:
         )
         return {"launch_requests": found}
 
+    def _instance_events(self, query: dict[str, Any]) -> Any:
+        after, wait = _query_number(query, "after"), _query_number(query, "wait")
+        self._state.tick()
+        return self._state.instance_events.after(int(after or 0), wait or 0.0)
+
     def _advance_clock(self, body: dict[str, Any]) -> Any:
         seconds = _number(body, "advance_seconds")
         if seconds is None:
@@ -262,6 +273,19 @@ def _number(body: dict[str, Any], name: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _BadField(name, f"{name} must be a number (epoch seconds)")
     return float(value)
+
+
+def _query_number(query: dict[str, Any], name: str) -> float | None:
+    raw = query.get(name)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _BadField(name, f"{name} must be a number, got {raw!r}") from None
+    if value < 0:
+        raise _BadField(name, f"{name} must be >= 0, got {raw!r}")
+    return value
 
 
 def _json(status: int, payload: Any) -> Response:

@@ -17,6 +17,7 @@ from moto.eks.models import eks_backends
 
 from devenv.emulator.eks_cluster import register_cluster
 from devenv.emulator.faults import FaultSwitches
+from devenv.emulator.instance_events import InstanceEventFeed
 from devenv.emulator.interfaces import detach_interface
 from devenv.emulator.model import (
     DEFAULT_FREE_SLOTS,
@@ -70,6 +71,8 @@ class EmulatorState(FaultSwitches, ReservedCapacity):
         # Wall time by default; unit tests swap in a fake clock to step ENI detaches.
         self.clock = clock
         self._initial_default_free = default_free
+        # Outside `_clear`: its numbering outlives a reset, so a reader can tell it missed some.
+        self.instance_events = InstanceEventFeed()
         self._clear()
 
     def _clear(self) -> None:
@@ -81,6 +84,7 @@ class EmulatorState(FaultSwitches, ReservedCapacity):
         self._detaches: list[_Detach] = []
         self._records: dict[tuple[str, str, str, str], _Record] = {}
         self._regions: dict[tuple[str, str], RegionSeed] = {}
+        self.instance_events.forget()
 
     # --- lifecycle -----------------------------------------------------------------------
     def reset(self) -> None:
@@ -110,6 +114,17 @@ class EmulatorState(FaultSwitches, ReservedCapacity):
                 self._regions[(account_id, region)] = known
             seed_ssm(account_id, region)
             return known
+
+    def tick(self) -> None:
+        """What EC2 does on its own as time passes: ENIs detach, Capacity Blocks end.
+
+        Every EC2 call does this first; a reader of the instance event feed, which makes no
+        EC2 call, does it too, so an ended block's terminations reach the feed.
+        """
+        with self.lock:
+            self.settle_detaches()
+            for backend in self._backends():
+                self.reclaim_expired_blocks(backend)
 
     def subnets(self, region: str = DEFAULT_REGION) -> dict[str, str]:
         """The default subnet of every AZ in `region`, by AZ."""

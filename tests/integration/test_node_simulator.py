@@ -29,11 +29,18 @@ def ec2(emulator: Any) -> Any:
     return boto3.client("ec2", region_name="us-east-1", endpoint_url=emulator.endpoint_url)
 
 
-@pytest.fixture
-def simulator(kube_api: Any, ec2: Any) -> Iterator[tuple[NodeSimulator, FakeClock]]:
+@pytest.fixture(params=["listing", "feed"])
+def simulator(
+    request: pytest.FixtureRequest, kube_api: Any, ec2: Any, emulator: Any
+) -> Iterator[tuple[NodeSimulator, FakeClock]]:
+    """Every behaviour holds both ways: listing EC2 on each pass, and reading the
+    emulator's instance event feed (what `devenv` runs)."""
     clock = FakeClock()
     core = k8s.CoreV1Api(kube_api)
-    sim = NodeSimulator(core=core, ec2=ec2, cluster_name=CLUSTER, join_delay=5.0, clock=clock)
+    events = emulator.client if request.param == "feed" else None
+    sim = NodeSimulator(
+        core=core, ec2=ec2, cluster_name=CLUSTER, join_delay=5.0, clock=clock, events=events
+    )
     yield sim, clock
     for node in core.list_node(label_selector=f"{SIMULATED_LABEL}=true").items:
         core.delete_node(node.metadata.name)
@@ -179,7 +186,13 @@ def test_a_restarted_simulator_removes_the_node_of_an_instance_gone_meanwhile(
     assert iid in _nodes(kube_api)
     ec2.terminate_instances(InstanceIds=[iid])
     restarted = NodeSimulator(
-        core=sim.core, ec2=ec2, cluster_name=CLUSTER, join_delay=5.0, clock=clock, sweep_every=3
+        core=sim.core,
+        ec2=ec2,
+        cluster_name=CLUSTER,
+        join_delay=5.0,
+        clock=clock,
+        sweep_every=3,
+        events=sim.events,
     )
     restarted.run_once()
     assert iid not in _nodes(kube_api)
@@ -217,3 +230,93 @@ def test_a_gpu_instance_on_a_block_joins_with_its_gpus_efa_and_reservation_label
     labels = node.metadata.labels
     assert labels["eks.amazonaws.com/capacityType"] == "CAPACITY_BLOCK"
     assert labels["karpenter.k8s.aws/capacity-reservation-id"] == block
+
+
+# --- with the feed, EC2 is asked only about what is booting ------------------------------
+class CountingEc2:
+    """The EC2 client, counting DescribeInstances calls by kind."""
+
+    def __init__(self, ec2: Any) -> None:
+        self._ec2 = ec2
+        self.listings = 0
+        self.by_id = 0
+
+    def describe_instances(self, **kwargs: Any) -> Any:
+        if "InstanceIds" in kwargs:
+            self.by_id += 1
+        else:
+            self.listings += 1
+        return self._ec2.describe_instances(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ec2, name)
+
+
+class DroppingFeed:
+    """The emulator's feed, made to lose what happens while `dropping` is set (as a reset
+    of the emulator, or a reader too far behind, would)."""
+
+    def __init__(self, feed: Any) -> None:
+        self._feed = feed
+        self.dropping = False
+
+    def instance_events(self, after: int, wait: float = 0.0) -> dict[str, Any]:
+        page = dict(self._feed.instance_events(after, wait))
+        if self.dropping:
+            page["events"], page["first"] = [], int(page["last"]) + 1
+        return page
+
+
+@pytest.fixture
+def fed(
+    kube_api: Any, ec2: Any, emulator: Any
+) -> Iterator[tuple[NodeSimulator, FakeClock, CountingEc2]]:
+    clock, counting = FakeClock(), CountingEc2(ec2)
+    core = k8s.CoreV1Api(kube_api)
+    sim = NodeSimulator(
+        core=core,
+        ec2=counting,
+        cluster_name=CLUSTER,
+        join_delay=5.0,
+        clock=clock,
+        events=DroppingFeed(emulator.client),
+    )
+    yield sim, clock, counting
+    for node in core.list_node(label_selector=f"{SIMULATED_LABEL}=true").items:
+        core.delete_node(node.metadata.name)
+
+
+def test_with_the_feed_a_settled_fleet_costs_ec2_nothing(
+    kube_api: Any, ec2: Any, fed: tuple[NodeSimulator, FakeClock, CountingEc2]
+) -> None:
+    sim, clock, counting = fed
+    sim.run_once()  # the first pass lists, to learn what was there before it
+    assert counting.listings == 1
+    (iid,) = _launch(ec2, _user_data("pool-f", "g1"))
+    _past_the_join_delay(sim, clock)
+    assert iid in _nodes(kube_api)
+    asked = (counting.listings, counting.by_id)
+    sim.run_once()
+    sim.run_once()
+    assert (counting.listings, counting.by_id) == asked, "a settled fleet was asked about"
+    assert counting.listings == 1, "the feed's passes listed EC2"
+    ec2.terminate_instances(InstanceIds=[iid])
+    sim.run_once()
+    assert iid not in _nodes(kube_api)
+    assert counting.listings == 1, "a termination was learnt by listing, not from the feed"
+
+
+def test_with_the_feed_missed_events_make_the_next_pass_list_ec2(
+    kube_api: Any, ec2: Any, fed: tuple[NodeSimulator, FakeClock, CountingEc2]
+) -> None:
+    sim, clock, counting = fed
+    sim.run_once()
+    feed = sim.events
+    assert isinstance(feed, DroppingFeed)
+    feed.dropping = True
+    (iid,) = _launch(ec2, _user_data("pool-g", "g1"))
+    sim.run_once()  # sees the gap, not the launch
+    feed.dropping = False
+    _past_the_join_delay(sim, clock)
+    assert iid in _nodes(kube_api), "the launch lost with the dropped events never joined"
+    assert counting.listings == 2
