@@ -134,9 +134,13 @@ class Bench:
             acquiring = phases.get(c.PHASE_ACQUIRING, submitted)
             joining = phases.get(c.PHASE_JOINING, acquiring)
             satisfied = phases.get(c.PHASE_SATISFIED, joining)
+            prepared = phases.get("stack:prepare:succeeded", acquiring)
+            prepared = min(max(prepared, acquiring), joining)
             sample |= {
                 "toAcquiring": acquiring - submitted,
                 "acquiring": joining - acquiring,
+                "acquiringToPrepared": prepared - acquiring,
+                "preparedToJoining": joining - prepared,
                 "joiningLessBoot": satisfied - joining - waited_on_boot,
                 "satisfiedToAdmitted": admitted - satisfied,
             }
@@ -248,6 +252,8 @@ def _report(
             ("Job created -> quota reserved (Kueue)", "quota"),
             ("Job created -> pool Acquiring", "toAcquiring"),
             ("Acquiring -> Joining (Pulumi prepare, N-or-0 launch)", "acquiring"),
+            ("  of it: Acquiring -> stack prepared (queue, stack init, up)", "acquiringToPrepared"),
+            ("  of it: stack prepared -> Joining (N-or-0 launch)", "preparedToJoining"),
             (
                 "Joining -> Satisfied (join; the record runs beside), less unoverlapped boot",
                 "joiningLessBoot",

@@ -99,6 +99,12 @@ class Timeline:
                 changes = self.phase_changes.setdefault(name, [])
                 if not changes or changes[-1][1] != phase:
                     changes.append((time.monotonic(), phase))
+        # When each kind of stack operation first finished, as the pool's status reports it
+        # (a cold Job's prepare ends here, before its launch).
+        status = pool.get("status") or {}
+        operation, result = status.get("lastStackOperation"), status.get("lastStackResult")
+        if operation and result:
+            self._first(self.pools, name, f"stack:{operation}:{result}")
         # Per claim too, as a pool goes through its phases again for each Workload it serves
         # (the warm path: claimed, then Satisfied again without a launch).
         claim = (pool.get("spec") or {}).get("claim") or {}

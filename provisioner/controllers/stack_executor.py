@@ -159,6 +159,7 @@ class StackExecutor:
         log.info(
             "pool %s: stack %s started", operation.pool, action, extra={"pool": operation.pool}
         )
+        started = time.monotonic()
         try:
             result = operation.run()
         except Exception as err:  # the call reports its failures; this is a bug
@@ -166,7 +167,16 @@ class StackExecutor:
             result = ActionResult(
                 False, error_kind=FailureKind.RETRYABLE, reason=type(err).__name__, message=str(err)
             )
-        # The stack port times each call (atomic_gang_stack_operation_seconds).
+        # The stack port times each call for the histogram
+        # (atomic_gang_stack_operation_seconds); the log line puts one pool's on its timeline.
+        log.info(
+            "pool %s: stack %s %s in %.2fs",
+            operation.pool,
+            action,
+            "succeeded" if result.ok else "failed",
+            time.monotonic() - started,
+            extra={"pool": operation.pool},
+        )
         return result
 
     def _work(self) -> None:
