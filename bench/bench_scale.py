@@ -288,6 +288,10 @@ class Run:
             self.figures["machineBusyPercent"] = 100 * busy / total if total else float("nan")
             timeline.stop()
             self.figures["launched"] = float(_launched(env))
+            # What loaded the emulator, by AWS call (it shares the cores with what is measured).
+            for call, cost in env.emulator_client.request_costs().items():
+                self.figures[f"emulatorCpu:{call}"] = float(cost["cpu_seconds"])
+                self.figures[f"emulatorRequests:{call}"] = float(cost["requests"])
             return self.figures
         finally:
             if child is not None:
@@ -430,12 +434,28 @@ for _series in ("cold", "warm"):
         ROWS.append((f"{_series}: ... the last Workload", f"{_series}Stage{_stage}Last", "s"))
 
 
+# The emulator's costliest AWS calls in the largest run get a row each.
+EMULATOR_CALL_ROWS = 8
+
+
+def _emulator_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
+    calls = sorted(
+        (key.split(":", 1)[1] for key in figures if key.startswith("emulatorCpu:")),
+        key=lambda call: -figures[f"emulatorCpu:{call}"],
+    )
+    rows = []
+    for call in calls[:EMULATOR_CALL_ROWS]:
+        rows.append((f"EC2 emulator CPU, {call}", f"emulatorCpu:{call}", "s"))
+        rows.append((f"EC2 emulator requests, {call}", f"emulatorRequests:{call}", ""))
+    return rows
+
+
 def _report(runs: list[tuple[str, dict[str, float]]]) -> str:
     header = ["figure", *(name for name, _ in runs)]
     if len(runs) == 2:
         header.append("ratio")
     rows = []
-    for label, key, unit in ROWS:
+    for label, key, unit in ROWS + _emulator_rows(runs[-1][1]):
         values = [figures.get(key, float("nan")) for _, figures in runs]
         cells = [f"{v:.3f}" if unit == "s" and v < 10 else f"{v:.0f}" for v in values]
         row = [f"{label}{f' ({unit})' if unit else ''}", *cells]

@@ -277,6 +277,10 @@ class EmulatorClient:
         query = urllib.parse.urlencode({"after": after, "wait": wait})
         return self._call("GET", f"instance-events?{query}")
 
+    def request_costs(self) -> dict[str, dict[str, float]]:
+        """Requests and CPU seconds per AWS call since the last reset, costliest first."""
+        return dict(self._call("GET", "requests")["requests"])
+
     def now(self) -> float:
         """The emulator's clock (epoch seconds), which reservation states follow."""
         return float(self._call("GET", "clock")["now"])

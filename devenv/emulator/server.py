@@ -30,6 +30,9 @@
                                        {events: [{seq, instance_id, event}], first, last}:
                                        launches and terminations numbered above N, waiting
                                        up to S seconds (at most 30) for one
+    GET  /_emulator/requests          {requests: {"ec2:DescribeInstances": {requests,
+                                       cpu_seconds}, ...}}: what each AWS call cost, costliest
+                                       first (see `accounting`)
     GET  /_emulator/clock             {now, offset_seconds}: the clock reservations follow
     POST /_emulator/clock             {advance_seconds} moves it forward -> {now}
 
@@ -51,6 +54,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from devenv.emulator.accounting import RequestAccounting
 from devenv.emulator.client import CONTROL_PREFIX, DEFAULT_HOST
 from devenv.emulator.install import install
 from devenv.emulator.model import (
@@ -78,6 +82,7 @@ class ControlApp:
     def __init__(self, state: EmulatorState, aws_app: WSGIApp) -> None:
         self._state = state
         self._aws_app = aws_app
+        self._accounting = RequestAccounting()
         self._routes = Map(
             [
                 Rule("/_emulator/health", methods=["GET"], endpoint="health"),
@@ -100,6 +105,7 @@ class ControlApp:
                 Rule("/_emulator/capacity-reservations", methods=["GET"], endpoint="reservations"),
                 Rule("/_emulator/launch-requests", methods=["GET"], endpoint="launch_requests"),
                 Rule("/_emulator/instance-events", methods=["GET"], endpoint="instance_events"),
+                Rule("/_emulator/requests", methods=["GET"], endpoint="requests"),
                 Rule("/_emulator/clock", methods=["GET"], endpoint="clock"),
                 Rule("/_emulator/clock", methods=["POST"], endpoint="advance_clock"),
             ]
@@ -123,6 +129,7 @@ class ControlApp:
             "reservations": lambda _: {"capacity_reservations": state.capacity_reservation_views()},
             "launch_requests": self._launch_requests,
             "instance_events": self._instance_events,
+            "requests": lambda _: {"requests": self._accounting.report()},
             "clock": lambda _: {"now": state.now(), "offset_seconds": state.clock_offset},
             "advance_clock": self._advance_clock,
         }
@@ -131,7 +138,7 @@ class ControlApp:
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
         if not str(environ.get("PATH_INFO", "")).startswith(CONTROL_PREFIX):
-            return self._aws_app(environ, start_response)
+            return self._accounting.timed(self._aws_app, environ, start_response)
         response = self._answer(Request(environ))
         return response(environ, start_response)
 
@@ -150,6 +157,7 @@ class ControlApp:
 
     def _reset(self, _: dict[str, Any]) -> Any:
         self._state.reset()
+        self._accounting.clear()
         return self._state.snapshot()
 
     def _capacity(self, body: dict[str, Any]) -> Any:

@@ -1,4 +1,5 @@
-"""The emulator's instance event feed: every launch and termination, numbered, once."""
+"""What the emulator tells its readers: the instance event feed (every launch and termination,
+numbered, once) and what each AWS call cost it."""
 
 from __future__ import annotations
 
@@ -135,3 +136,47 @@ def test_a_bad_feed_query_names_its_field(emulator: EmulatorState, query: str, f
     app = Client(ControlApp(emulator, aws_app=lambda environ, start: []))
     answer = app.get(f"/_emulator/instance-events?{query}")
     assert answer.status_code == 400 and answer.get_json()["field"] == field
+
+
+# --- what each AWS call costs the emulator -------------------------------------------------
+def _signed(service: str) -> str:
+    return f"AWS4-HMAC-SHA256 Credential=KEY/20261201/us-east-1/{service}/aws4_request, X=1"
+
+
+def test_each_aws_call_is_counted_by_name_and_its_body_reaches_moto_whole(
+    emulator: EmulatorState,
+) -> None:
+    bodies: list[bytes] = []
+
+    def aws(environ: dict[str, Any], start: Any) -> list[bytes]:
+        bodies.append(environ["wsgi.input"].read())
+        start("200 OK", [])
+        return [b""]
+
+    app = Client(ControlApp(emulator, aws_app=aws))
+    form = "Action=DescribeInstances&Version=2016-11-15"
+    for _ in range(2):
+        app.post(
+            "/",
+            data=form,
+            content_type="application/x-www-form-urlencoded",
+            headers={"Authorization": _signed("ec2")},
+        )
+    app.get("/state-bucket?list-type=2&prefix=.pulumi", headers={"Authorization": _signed("s3")})
+    app.put("/state-bucket/.pulumi/stacks/p/s.json", headers={"Authorization": _signed("s3")})
+    app.post(
+        "/",
+        data="{}",
+        headers={"Authorization": _signed("kms"), "X-Amz-Target": "TrentService.Decrypt"},
+    )
+    assert bodies[0] == form.encode(), "the accounting ate the body moto reads"
+    costs = app.get("/_emulator/requests").get_json()["requests"]
+    assert {name: row["requests"] for name, row in costs.items()} == {
+        "ec2:DescribeInstances": 2,
+        "s3:GET bucket?list-type": 1,
+        "s3:PUT object": 1,
+        "kms:Decrypt": 1,
+    }
+    assert all(row["cpu_seconds"] >= 0 for row in costs.values())
+    app.post("/_emulator/reset")
+    assert app.get("/_emulator/requests").get_json()["requests"] == {}

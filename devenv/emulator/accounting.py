@@ -1,0 +1,97 @@
+"""What each kind of AWS request costs the emulator: requests and CPU seconds, by API call.
+
+The emulator shares the benchmarks' two cores with the controller and Pulumi, so what loads
+it loads the figures too; `GET /_emulator/requests` says which calls did (a benchmark prints
+the costliest). CPU is the handling thread's own (`time.thread_time`), so time spent waiting
+for moto's lock is not counted against the call that waited.
+
+A call is named by its API: `ec2:DescribeInstances`, `kms:Decrypt`; S3 by what it touches
+(`s3:GET object`, `s3:GET bucket?list-type`), as the Pulumi CLI's state reads and writes are
+most of S3's traffic and their paths name one stack each.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable
+from typing import Any
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+_FORM = "application/x-www-form-urlencoded"
+
+
+class RequestAccounting:
+    """Counts and CPU seconds per call name; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[str, list[float]] = {}
+
+    def timed(self, app: WSGIApp, environ: dict[str, Any], start: Callable[..., Any]) -> Any:
+        name = call_name(environ)
+        began = time.thread_time()
+        try:
+            return app(environ, start)
+        finally:
+            spent = time.thread_time() - began
+            with self._lock:
+                entry = self._calls.setdefault(name, [0, 0.0])
+                entry[0] += 1
+                entry[1] += spent
+
+    def report(self) -> dict[str, dict[str, float]]:
+        """Every call name with its `requests` and `cpu_seconds`, costliest first."""
+        with self._lock:
+            rows = sorted(self._calls.items(), key=lambda item: -item[1][1])
+            return {
+                name: {"requests": int(count), "cpu_seconds": round(spent, 3)}
+                for name, (count, spent) in rows
+            }
+
+    def clear(self) -> None:
+        with self._lock:
+            self._calls.clear()
+
+
+def call_name(environ: dict[str, Any]) -> str:
+    """`service:Action` for the request, read without consuming its body."""
+    target = environ.get("HTTP_X_AMZ_TARGET")
+    service = _signing_service(environ.get("HTTP_AUTHORIZATION", ""))
+    if target:  # JSON protocols (KMS, SSM, STS's JSON form): Service_Version.Action
+        return f"{service or 'json'}:{target.rsplit('.', 1)[-1]}"
+    method = str(environ.get("REQUEST_METHOD", ""))
+    if service == "s3":
+        path = str(environ.get("PATH_INFO", "")).strip("/")
+        query = urllib.parse.parse_qs(str(environ.get("QUERY_STRING", "")))
+        what = "object" if "/" in path else "bucket"
+        listing = "?list-type" if "list-type" in query else ""
+        return f"s3:{method} {what}{listing}"
+    action = _query_action(environ)
+    if action:
+        return f"{service or 'aws'}:{action}"
+    return f"{service or 'aws'}:{method} {environ.get('PATH_INFO', '')}"
+
+
+def _signing_service(authorization: str) -> str | None:
+    # SigV4: "AWS4-HMAC-SHA256 Credential=KEY/date/region/service/aws4_request, ..."
+    scope = authorization.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
+    return scope[3] if len(scope) >= 5 else None
+
+
+def _query_action(environ: dict[str, Any]) -> str | None:
+    """The Action of a query-protocol call (EC2, IAM), from the query or the form body; the
+    body is put back for moto to read."""
+    query = urllib.parse.parse_qs(str(environ.get("QUERY_STRING", "")))
+    if "Action" in query:
+        return query["Action"][0]
+    if not str(environ.get("CONTENT_TYPE", "")).startswith(_FORM):
+        return None
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length else b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    form = urllib.parse.parse_qs(body.decode(errors="replace"))
+    return form["Action"][0] if "Action" in form else None
