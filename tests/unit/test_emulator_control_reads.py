@@ -11,12 +11,12 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
-from moto import mock_aws
 from werkzeug.test import Client
 
-from devenv.emulator import EmulatorState, eks_ami_parameter_name, install
+from devenv.emulator import EmulatorState, eks_ami_parameter_name
 from devenv.emulator.instance_events import LAUNCHED, TERMINATED, InstanceEventFeed
 from devenv.emulator.server import ControlApp
+from tests.support.emulated import emulator_in_process
 
 pytestmark = pytest.mark.unit
 
@@ -73,13 +73,8 @@ def test_a_reset_or_an_overflow_shows_as_a_gap_the_reader_can_see() -> None:
 # --- what EC2 calls put in it -------------------------------------------------------------
 @pytest.fixture
 def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorState]:
-    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
-    with mock_aws():
-        state = install()
-        state.reset_switches()
-        state.wall_clock = lambda: T0
+    with emulator_in_process(monkeypatch, wall_clock=lambda: T0) as state:
         yield state
-        state.reset_switches()
 
 
 def run(count: int, **extra: Any) -> list[str]:

@@ -29,6 +29,7 @@ from devenv.emulator import (
     plan_fleet,
 )
 from tests.support.ec2_listing import described_instances
+from tests.support.emulated import emulator_in_process
 
 pytestmark = pytest.mark.unit
 
@@ -51,14 +52,8 @@ class FakeClock:
 
 @pytest.fixture
 def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorState]:
-    # moto's 2,600 stock AMIs cost a quarter second per reset; these tests use the seeded
-    # EKS AMIs only.
-    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
-    with mock_aws():
-        state = install()
-        state.reset_switches()
+    with emulator_in_process(monkeypatch) as state:
         yield state
-        state.reset_switches()
 
 
 def client(service: str) -> Any:
@@ -511,9 +506,8 @@ def test_reset_clears_instances_and_switches(emulator: EmulatorState) -> None:
 
 def test_terminating_a_terminated_instance_succeeds_as_on_aws() -> None:
     import boto3
-    from moto import mock_aws
 
-    from devenv.emulator import EMULATOR, install
+    from devenv.emulator import EMULATOR
 
     with mock_aws():
         install()

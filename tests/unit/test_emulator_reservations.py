@@ -13,10 +13,10 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
-from devenv.emulator import EmulatorState, eks_ami_parameter_name, install
+from devenv.emulator import EmulatorState, eks_ami_parameter_name
 from tests.support.ec2_listing import described_instances
+from tests.support.emulated import emulator_in_process
 
 pytestmark = pytest.mark.unit
 
@@ -42,13 +42,8 @@ def clock() -> WallClock:
 
 @pytest.fixture
 def emulator(monkeypatch: pytest.MonkeyPatch, clock: WallClock) -> Iterator[EmulatorState]:
-    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
-    with mock_aws():
-        state = install()
-        state.reset_switches()
-        state.wall_clock = clock
+    with emulator_in_process(monkeypatch, wall_clock=clock) as state:
         yield state
-        state.reset_switches()
 
 
 def ec2() -> Any:
