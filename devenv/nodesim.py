@@ -118,6 +118,7 @@ class NodeSimulator:
     _cursor: int | None = None
     _last_listing: float = 0.0
     _booting: set[str] = field(default_factory=set)
+    _ending: set[str] = field(default_factory=set)
 
     # -- control -------------------------------------------------------------------------
     def refuse_join(self, *instance_ids: str) -> None:
@@ -197,19 +198,19 @@ class NodeSimulator:
         if int(page["first"]) > self._cursor + 1:
             self._cursor = None  # events were dropped (an emulator reset): list next pass
             return
-        gone = set()
         with self._lock:
             for event in page["events"]:
                 if event["event"] == "launched":
                     self._booting.add(event["instance_id"])
                 else:
-                    gone.add(event["instance_id"])
+                    # Kept until its Node is deleted: the events are read only once.
+                    self._ending.add(event["instance_id"])
                     self._booting.discard(event["instance_id"])
-            booting = sorted(self._booting)
+            booting, ending = sorted(self._booting), set(self._ending)
         self._cursor = int(page["last"])
+        self._delete_nodes(ending)
         if booting:
             self._advance(self._cluster_instances(booting))
-        self._delete_nodes(gone)
 
     def _advance(self, instances: list[dict[str, Any]]) -> None:
         """Join each running instance once it has run for the join delay."""
@@ -389,3 +390,4 @@ class NodeSimulator:
             with self._lock:
                 self._seen.pop(iid, None)
                 self._node_names.pop(iid, None)
+                self._ending.discard(iid)

@@ -8,6 +8,7 @@ from typing import Any
 import boto3
 import pytest
 from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
 
 from devenv.nodesim import SIMULATED_LABEL, NodeSimulator
 from provisioner.api import constants as c
@@ -320,3 +321,29 @@ def test_with_the_feed_missed_events_make_the_next_pass_list_ec2(
     _past_the_join_delay(sim, clock)
     assert iid in _nodes(kube_api), "the launch lost with the dropped events never joined"
     assert counting.listings == 2
+
+
+def test_with_the_feed_a_node_whose_delete_failed_is_deleted_on_the_next_pass(
+    kube_api: Any,
+    ec2: Any,
+    fed: tuple[NodeSimulator, FakeClock, CountingEc2],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A termination is read from the feed once; a failed Node delete must not lose it."""
+    sim, clock, _ = fed
+    sim.run_once()
+    (iid,) = _launch(ec2, _user_data("pool-h", "g1"))
+    _past_the_join_delay(sim, clock)
+    assert iid in _nodes(kube_api)
+    ec2.terminate_instances(InstanceIds=[iid])
+    delete_node = sim.core.delete_node
+
+    def unavailable(name: str) -> Any:
+        raise ApiException(status=503, reason="the apiserver is busy")
+
+    monkeypatch.setattr(sim.core, "delete_node", unavailable)
+    with pytest.raises(ApiException):
+        sim.run_once()
+    monkeypatch.setattr(sim.core, "delete_node", delete_node)
+    sim.run_once()
+    assert iid not in _nodes(kube_api)
