@@ -179,8 +179,6 @@ class NodeSimulator:
 
     def _listing_pass(self, sweep_nodes: bool) -> None:
         live = {i["InstanceId"]: i for i in self._managed_instances()}
-        with self._lock:
-            self._booting = set(live)
         self._advance(list(live.values()))
         self._remove_gone(set(live), sweep_nodes)
 
@@ -379,7 +377,7 @@ class NodeSimulator:
     def _delete_nodes(self, gone: set[str], names: dict[str, str] | None = None) -> None:
         for iid in gone:
             with self._lock:
-                name = (names or self._node_names).get(iid)
+                name = (self._node_names if names is None else names).get(iid)
             if name is not None:
                 try:
                     self.core.delete_node(name)

@@ -72,8 +72,7 @@ def call_action(self: Any) -> Any:
         if self.service_name in _SEEDED_SERVICES:
             EMULATOR.ensure_seeded(self.current_account, self.region)
         if self.service_name == "ec2":
-            EMULATOR.settle_detaches()
-            EMULATOR.reclaim_expired_blocks(self.ec2_backend)
+            EMULATOR.tick(self.ec2_backend)
         fault = EMULATOR.take_fault(action, client) if EMULATOR.has_faults() else None
         if fault is not None and not fault.after:
             return fault_response(self, fault)

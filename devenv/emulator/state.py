@@ -115,16 +115,17 @@ class EmulatorState(FaultSwitches, ReservedCapacity):
             seed_ssm(account_id, region)
             return known
 
-    def tick(self) -> None:
-        """What EC2 does on its own as time passes: ENIs detach, Capacity Blocks end.
+    def tick(self, backend: Any | None = None) -> None:
+        """What EC2 does on its own as time passes: ENIs detach, Capacity Blocks end (in
+        `backend`'s region, or in every seeded one).
 
-        Every EC2 call does this first; a reader of the instance event feed, which makes no
-        EC2 call, does it too, so an ended block's terminations reach the feed.
+        Every EC2 call does this first, for its region; a reader of the instance event feed,
+        which makes no EC2 call, does it for all, so an ended block's terminations reach it.
         """
         with self.lock:
             self.settle_detaches()
-            for backend in self._backends():
-                self.reclaim_expired_blocks(backend)
+            for each in [backend] if backend is not None else self._backends():
+                self.reclaim_expired_blocks(each)
 
     def subnets(self, region: str = DEFAULT_REGION) -> dict[str, str]:
         """The default subnet of every AZ in `region`, by AZ."""
