@@ -50,6 +50,8 @@ class Ec2ForNodes(Protocol):
 
     def attach_network_interface(self, **kwargs: Any) -> dict[str, Any]: ...
 
+    def delete_network_interface(self, **kwargs: Any) -> dict[str, Any]: ...
+
     def describe_instance_attribute(self, **kwargs: Any) -> dict[str, Any]: ...
 
     def describe_instance_types(self, **kwargs: Any) -> dict[str, Any]: ...
@@ -301,7 +303,13 @@ class NodeSimulator:
             "NetworkInterface"
         ]["NetworkInterfaceId"]
         # Attached without DeleteOnTermination, which EC2 then takes as false.
-        self.ec2.attach_network_interface(NetworkInterfaceId=eni, InstanceId=iid, DeviceIndex=1)
+        try:
+            self.ec2.attach_network_interface(NetworkInterfaceId=eni, InstanceId=iid, DeviceIndex=1)
+        except ClientError:
+            # As the CNI does when EC2 refuses the attach (the instance is shutting down):
+            # it deletes the ENI it just made, so only a crash between the two leaks one.
+            self.ec2.delete_network_interface(NetworkInterfaceId=eni)
+            raise
 
     def _register(
         self, inst: dict[str, Any], labels: dict[str, str], taints: list[dict[str, str]]

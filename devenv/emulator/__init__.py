@@ -45,7 +45,9 @@ P7 `TaggedEC2Resource.get_tags`: moto finds one resource's tags by scanning ever
    instances costs O(n^2) (25 s for 1,000 instances; the reaper's 10,000 would take hours).
    The patch reads the resource's own entry of the same tag table: same answer, O(tags).
 P8 `Attachment.__init__`: moto shows every attachment on network card 0; the patch shows the
-   interface's own card (see `interfaces`).
+   interface's own card (see `interfaces`). P8b `EC2Backend.attach_network_interface`:
+   moto attaches to an instance in any state; the patch refuses one that is not running
+   or stopped with IncorrectInstanceState, as EC2 does.
 P9 EC2 actions moto lacks (see `ec2_actions`): DescribeCapacityReservations and
    Create/Describe/DeletePlacementGroup, over the emulator's own records; RunInstances and
    instant fleets consume reservations, record placement groups, EFA interfaces on every

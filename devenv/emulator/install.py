@@ -29,7 +29,7 @@ from devenv.emulator.instances import (
     backend_terminate_instances,
     get_tags,
 )
-from devenv.emulator.interfaces import attachment_init
+from devenv.emulator.interfaces import attachment_init, backend_attach_network_interface
 from devenv.emulator.patching import ORIGINALS, original, patch
 from devenv.emulator.run_instances import run_instances_handler
 from devenv.emulator.state import EMULATOR, EmulatorState
@@ -51,6 +51,7 @@ def install() -> EmulatorState:
             patch(EC2Backend, "terminate_instances", backend_terminate_instances)
             patch(TaggedEC2Resource, "get_tags", get_tags)
             patch(Attachment, "__init__", attachment_init)
+            patch(EC2Backend, "attach_network_interface", backend_attach_network_interface)
             patch(EC2Response, "describe_capacity_reservations", describe_capacity_reservations)
             patch(EC2Response, "create_placement_group", create_placement_group)
             patch(EC2Response, "describe_placement_groups", describe_placement_groups)

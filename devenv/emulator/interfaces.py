@@ -9,6 +9,10 @@ from the device index, and records `InterfaceType` and `NetworkCardIndex` on eac
 
 P8 `Attachment.__init__`: moto builds an attachment's view with NetworkCardIndex 0; the
 patch reads the interface's own card.
+P8b `EC2Backend.attach_network_interface`: moto attaches an interface to an instance in any
+state, terminated included, where it then stays in use forever. EC2 attaches only to a
+running or stopped instance and refuses the rest with IncorrectInstanceState; a release
+relies on that to know no new ENI can reach a gang once it is shutting down.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.models import EC2Backend
 from moto.ec2.models.elastic_network_interfaces import Attachment
 
 from devenv.emulator.patching import original
@@ -23,6 +29,7 @@ from devenv.emulator.patching import original
 # Interfaces on card c > 0 sit in the instance's dict under c * _CARD_STRIDE + device index,
 # so they never collide with the first card's device indexes.
 _CARD_STRIDE: Final = 1000
+_ATTACHABLE_STATES: Final = frozenset({"running", "stopped"})
 
 
 def card_of(spec: Mapping[str, Any]) -> int:
@@ -79,3 +86,16 @@ def _create(backend: Any, instance: Any, spec: Mapping[str, Any], device_index: 
 def attachment_init(self: Any, eni: Any) -> None:
     original(Attachment, "__init__")(self, eni)
     self.network_card_index = int(getattr(eni, "network_card_index", 0) or 0)
+
+
+# --- P8b: attach only to a running or stopped instance -----------------------------------
+def backend_attach_network_interface(
+    self: Any, eni_id: str, instance_id: str, device_index: int
+) -> Any:
+    state = self.get_instance(instance_id).state
+    if state not in _ATTACHABLE_STATES:
+        raise EC2ClientError(
+            "IncorrectInstanceState",
+            f"The instance '{instance_id}' is not in a valid state for this operation.",
+        )
+    return original(EC2Backend, "attach_network_interface")(self, eni_id, instance_id, device_index)

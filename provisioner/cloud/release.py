@@ -5,8 +5,10 @@ instance set's delete in the pool's stack) and the reaper use.
 
 The order matters. Before terminating, the secondary ENIs attached to the gang with
 DeleteOnTermination=false are recorded: once the instances are gone nothing links those
-ENIs to the gang any more. Then the instances are terminated, the recorded ENIs are waited
-for (bounded, on the injected clock) until EC2 has detached them, and deleted. On a retry,
+ENIs to the gang any more. Then the instances are terminated and the VPC CNI's ENIs are
+looked up once more by description (it may have attached one after the first look, and
+cannot attach one after the terminate). The ENIs found are waited for (bounded, on the
+injected clock) until EC2 has detached them, and deleted. On a retry,
 when the first pass died after terminating, a detached VPC CNI ENI is still found by its
 exact ``aws-K8S-<instance-id>`` description. Nothing else is ever deleted: an ENI must have
 been attached to one of the target instances when recorded, or carry that exact description,
@@ -118,6 +120,14 @@ def release(
     to_terminate = [i for i in ids if i in states and states[i] not in _GONE_STATES]
     already_gone = [i for i in ids if i not in to_terminate]
     _terminate(ec2, to_terminate)
+    # The VPC CNI may have attached an ENI between the scan above and the terminate. Once
+    # the instances are shutting down EC2 refuses any new attachment, so one more scan by
+    # description, after the terminate, finds every ENI the gang can ever leave behind.
+    try:
+        known = recorded_ids | {e.eni_id for e in recovered}
+        recovered += [e for e in _recover(ec2, ids) if e.eni_id not in known]
+    except Exception as exc:
+        raise to_cloud_error(exc, "Describing the gang's ENIs after terminating") from exc
 
     targets = set(ids)
     descriptions = {cni_description(i) for i in ids}

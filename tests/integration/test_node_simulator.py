@@ -7,6 +7,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
@@ -138,6 +139,39 @@ def test_a_joined_node_carries_a_cni_eni_that_outlives_its_instance(
     assert eni["Attachment"]["DeleteOnTermination"] is False
     ec2.terminate_instances(InstanceIds=[iid])
     assert [e["NetworkInterfaceId"] for e in cni_enis()] == [eni["NetworkInterfaceId"]]
+
+
+class _TerminatedBeforeTheAttach:
+    """EC2 where the instance is terminated after the CNI made its ENI, before it attaches."""
+
+    def __init__(self, ec2: Any, instance_id: str) -> None:
+        self._ec2 = ec2
+        self._instance_id = instance_id
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ec2, name)
+
+    def create_network_interface(self, **kwargs: Any) -> Any:
+        made = self._ec2.create_network_interface(**kwargs)
+        self._ec2.terminate_instances(InstanceIds=[self._instance_id])
+        return made
+
+
+def test_a_cni_eni_whose_attach_ec2_refuses_is_deleted_not_left_behind(
+    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, FakeClock]
+) -> None:
+    sim, clock = simulator
+    (iid,) = _launch(ec2, _user_data("pool-a", "g5"))
+    sim.run_once()
+    clock.now += 5.1
+    sim.ec2 = _TerminatedBeforeTheAttach(ec2, iid)
+
+    with pytest.raises(ClientError, match="IncorrectInstanceState"):
+        sim.run_once()
+
+    filters = [{"Name": "description", "Values": [f"aws-K8S-{iid}"]}]
+    assert ec2.describe_network_interfaces(Filters=filters)["NetworkInterfaces"] == []
+    assert iid not in _nodes(kube_api)
 
 
 def test_broken_user_data_never_joins_and_says_why(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
+from provisioner.cloud.release import release
 from provisioner.cloud.types import LaunchResult
 from tests.unit.test_cloud_helpers import World, emulated_aws
 
@@ -112,3 +115,45 @@ def test_release_is_idempotent_and_tolerates_unknown_ids(world: World) -> None:
     assert set(again.already_gone) == {*result.instance_ids, "i-0123456789abcdef0"}
     assert again.complete
     assert world.engine.release([]).requested == ()
+
+
+class _CniAttachesFirst:
+    """EC2 as the release sees it, where the VPC CNI attaches an ENI to the gang's first
+    instance just before our TerminateInstances reaches EC2: after the release's first look."""
+
+    def __init__(self, world: World, instance_id: str) -> None:
+        self._world = world
+        self._instance_id = instance_id
+        self.raced: str | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._world.ec2, name)
+
+    def terminate_instances(self, **kwargs: Any) -> Any:
+        if self.raced is None:
+            self.raced = secondary_eni(
+                self._world, self._instance_id, description=f"aws-K8S-{self._instance_id}"
+            )
+        return self._world.ec2.terminate_instances(**kwargs)
+
+
+def test_an_eni_the_cni_attaches_during_the_release_is_deleted_too(world: World) -> None:
+    world.emu.set_eni_detach_delay(12)
+    result = gang(world)
+    ec2 = _CniAttachesFirst(world, result.instance_ids[0])
+
+    report = release(ec2, world.clock, result.instance_ids, poll_seconds=5)
+
+    assert ec2.raced is not None
+    assert report.enis_recorded == () and report.enis_recovered == (ec2.raced,)
+    assert report.enis_deleted == (ec2.raced,) and report.complete
+    assert not eni_exists(world, ec2.raced)
+
+
+def test_the_emulator_refuses_to_attach_to_a_terminated_instance(world: World) -> None:
+    # Why the release needs only one look after its terminate: EC2 refuses new attachments.
+    result = gang(world, count=1)
+    world.ec2.terminate_instances(InstanceIds=list(result.instance_ids))
+
+    with pytest.raises(ClientError, match="IncorrectInstanceState"):
+        secondary_eni(world, result.instance_ids[0])
