@@ -5,7 +5,8 @@ each tool pinned in `versions.py` it takes, in order:
 1. a binary already built into the cache directory for this exact version;
 2. a binary on PATH that reports the pinned version (skipped for tools whose data files must
    come from the same release, such as Kueue's CRDs);
-3. a fresh build from the tool's Go module through a generated wrapper module.
+3. a fresh build from the tool's Go module through a generated wrapper module, with the
+   tool's patched dependencies (`patches`) replaced by edited copies of their source.
 
 The wrapper module exists because the upstream go.mod files carry `replace` directives with
 relative paths (Kubernetes' staging repos, etcd's sibling modules, Pulumi's SDK), which
@@ -30,6 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from provisioner.toolchain.patches import PatchError
 from provisioner.toolchain.versions import ALL_TOOLS, GO_MIN_VERSION, TOOLS_BY_NAME, GoTool
 
 _REPLACE_LINE = re.compile(r"^\s*(\S+)(?:\s+\S+)?\s*=>\s*(\S+)(?:\s+(\S+))?\s*$")
@@ -253,6 +255,8 @@ def _build(tool: GoTool) -> ResolvedTool:
         f'//go:build tools\n\npackage tools\n\nimport _ "{tool.package}"\n'
     )
     _run_step(tool, "resolve dependencies (go mod tidy)", [go, "mod", "tidy"], work, log)
+    if tool.patches:
+        _patch_dependencies(tool, go, home, log)
     binary = home / "bin" / tool.binary
     ldflags = " ".join(("-s", "-w", *tool.ldflags))
     _say(f"{tool.name}: compiling (several minutes on a small machine)")
@@ -276,6 +280,37 @@ def _build(tool: GoTool) -> ResolvedTool:
         )
     (home / _STAMP).write_text(tool.version + "\n")
     return ResolvedTool(tool, binary, home, "built")
+
+
+def _patch_dependencies(tool: GoTool, go: str, home: Path, log: Path) -> None:
+    """Build each patched dependency from an edited copy of the version go.mod resolved."""
+    work = home / "wrapper"
+    for index, patch in enumerate(tool.patches):
+        listed = json.loads(
+            _run_step(
+                tool, f"locate {patch.module}", [go, "list", "-m", "-json", patch.module], work, log
+            )
+        )
+        source = listed.get("Dir")
+        if not source:
+            raise ToolError(
+                f"{tool.name}: {patch.module} is not in the build (no source to patch); "
+                f"the patch '{patch.why}' must be re-checked for {tool.version}."
+            )
+        copy = home / "patched" / str(index)
+        shutil.copytree(source, copy)
+        for path in copy.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)  # module cache files are read-only
+        if not (copy / "go.mod").is_file():  # a pre-modules library: a replace needs one
+            (copy / "go.mod").write_text(f"module {patch.module}\n\ngo 1.12\n")
+        try:
+            patch.apply(copy)
+        except PatchError as err:
+            raise ToolError(f"{tool.name} {tool.version}: patch '{patch.why}': {err}") from err
+        replace = f"-replace={patch.module}=../patched/{index}"
+        _run_step(tool, f"patch {patch.module}", [go, "mod", "edit", replace], work, log)
+        with log.open("a") as sink:
+            sink.write(f"patched {patch.module} {listed.get('Version')}: {patch.why}\n")
 
 
 PULUMI_PYTHON_LAUNCHER = "pulumi-resource-pulumi-python"

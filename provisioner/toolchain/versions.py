@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from provisioner.toolchain.patches import LAZY_WORD_LISTS, ModulePatch
+
 GO_MIN_VERSION = (1, 26)
 
 
@@ -43,8 +45,11 @@ class GoTool:
     reuse_from_path: bool = True
     extra_requires: dict[str, str] = field(default_factory=dict)
     # Part of the cache key beside the version: changed whenever the build itself changes
-    # (new ldflags), so a cache holding the older build of the same release is not reused.
+    # (new ldflags, a new patch), so a cache holding the older build of the same release is
+    # not reused.
     build_tag: str = ""
+    # Dependencies built from a patched copy of their source (`patches`).
+    patches: tuple[ModulePatch, ...] = ()
 
 
 PULUMI = GoTool(
@@ -60,6 +65,9 @@ PULUMI = GoTool(
     version_args=("version",),
     version_marker="v3.260.0",
     extra_requires={"github.com/pulumi/pulumi/sdk/v3": "v3.260.0"},
+    # Every stack operation starts the CLI; this halves what a start costs (`patches`).
+    patches=LAZY_WORD_LISTS,
+    build_tag="lazy-wordlists",
 )
 
 KUBE_APISERVER = GoTool(

@@ -99,3 +99,32 @@ def test_inline_program_with_boto3_dynamic_resource_up_outputs_destroy(
         cwd=tmp_path,
     )
     assert json.loads(listed.stdout) == []
+
+
+def test_the_cli_built_with_lazy_word_lists_still_judges_secrets_by_them(
+    tmp_path: Path, pulumi_tool: Any, pulumi_env: dict[str, str]
+) -> None:
+    """`patches.LAZY_WORD_LISTS` defers zxcvbn's word lists to first use; `config set`'s
+    secret check must still read them. A dictionary phrase passes only if they are loaded:
+    scored as 16 random lowercase letters (75 bits) it would look like a secret."""
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "Pulumi.yaml").write_text("name: lazy-lists\nruntime: yaml\n")
+    env = {**os.environ, **pulumi_env}
+
+    def pulumi(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(pulumi_tool.binary), *args, "--non-interactive"],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    assert pulumi("stack", "init", "dev").returncode == 0
+    random = pulumi("config", "set", "dbPassword", "x8#Kq2!zR7@vLm4$")
+    assert random.returncode != 0 and "looks like a secret" in random.stderr
+    phrase = pulumi("config", "set", "dbPassword", "correcthorsebatt")
+    assert phrase.returncode == 0, phrase.stderr

@@ -144,3 +144,79 @@ def test_helm_is_stamped_with_a_kube_version_and_keyed_by_it(
     monkeypatch.setenv("ATOMIC_GANG_CACHE", str(tmp_path))
     # An unstamped build of the same release in the cache is never taken for this one.
     assert tools.tool_dir(HELM).name == f"helm-{HELM.version}+kube1.37"
+
+
+# The two files of zxcvbn-go 1.0.1 the Pulumi patch edits, cut to the parts it touches.
+ZXCVBN_FREQUENCY = """package frequency
+
+import (
+\t"encoding/json"
+\t"log"
+)
+
+var Lists = make(map[string]List)
+
+func init() {
+\tLists["English"] = getStringListFromAsset(englishFilePath, "English")
+}
+"""
+
+ZXCVBN_MATCHING = """package matching
+
+import (
+\t"sort"
+)
+
+func init() {
+\tloadFrequencyList()
+}
+
+func Omnimatch(password string, userInputs []string) (matches []match.Match) {
+\t// Can I run into the issue where nil is not equal to nil?
+\tif dictionaryMatchers == nil || adjacencyGraphs == nil {
+\t\tloadFrequencyList()
+\t}
+\treturn matches
+}
+
+func loadFrequencyList() {
+\tfor n, list := range frequency.Lists {
+\t}
+}
+"""
+
+
+def _zxcvbn(root: Path, matching: str = ZXCVBN_MATCHING) -> Path:
+    (root / "frequency").mkdir(parents=True)
+    (root / "matching").mkdir()
+    (root / "frequency" / "frequency.go").write_text(ZXCVBN_FREQUENCY)
+    (root / "matching" / "matching.go").write_text(matching)
+    return root
+
+
+def test_pulumi_is_built_with_zxcvbns_word_lists_loaded_on_first_use(tmp_path: Path) -> None:
+    from provisioner.toolchain.patches import LAZY_WORD_LISTS, lazy_word_lists
+
+    assert {p.module for p in PULUMI.patches} == {p.module for p in LAZY_WORD_LISTS}
+    # A cached build from before the patch is never taken for this one.
+    assert tools.tool_dir(PULUMI).name == f"pulumi-{PULUMI.version}+lazy-wordlists"
+    root = _zxcvbn(tmp_path)
+
+    lazy_word_lists(root)
+
+    frequency = (root / "frequency" / "frequency.go").read_text()
+    matching = (root / "matching" / "matching.go").read_text()
+    assert "func init()" not in frequency and "func init()" not in matching
+    assert "func Load() { loadOnce.Do(load) }" in frequency
+    assert "\tloadOnce.Do(loadFrequencyList)\n\treturn matches" in matching
+    assert "func loadFrequencyList() {\n\tfrequency.Load()\n" in matching
+    assert matching.count('"sync"') == 1 and frequency.count('"sync"') == 1
+
+
+def test_a_patch_whose_upstream_text_changed_fails_loudly(tmp_path: Path) -> None:
+    from provisioner.toolchain.patches import PatchError, lazy_word_lists
+
+    root = _zxcvbn(tmp_path, ZXCVBN_MATCHING.replace("func init() {", "func setup() {"))
+
+    with pytest.raises(PatchError, match="the text this patch edits is gone"):
+        lazy_word_lists(root)
