@@ -25,7 +25,7 @@ Rules it keeps:
 - Engine runs share one provider host process (``provider_host``) unless
   ``stackOperations.providerHost`` is ``perOperation``.
 - An operation starts as few CLI processes as it can (``sdk``): an `up` is one, a new stack
-  adds its `stack init`, a destroy is two (`destroy`, `stack rm`). Whether a stack exists is
+  adds its `stack init`, a destroy is one (`destroy --remove`). Whether a stack exists is
   read from the backend (the state files, or one `stack ls` of the project remembered until
   `recover()` or `read_outputs()` looks again), never learned from a failing `stack select`;
   the outputs come from the update's own engine events.
@@ -293,11 +293,7 @@ class StackDriver:
             def body(events: EngineLog) -> None:
                 stack = self._stack(pool)
                 with stack.answering_from(events):
-                    stack.destroy(
-                        program=_noop_program,
-                        **_reporting_to(events),
-                    )
-                stack.workspace.remove_stack(pool)
+                    stack.destroy_and_remove(program=_noop_program, **_reporting_to(events))
 
             try:
                 _, op = self._run(pool, "destroy", body)

@@ -14,7 +14,11 @@ Used by the stack driver only. What the pinned SDK does, and what these change:
   ``self.info()`` (`stack history`); ``destroy`` and ``refresh`` with ``self.info()``. Inside
   `PoolStack.answering_from(events)` both answer from the operation's own engine events: the
   outputs the root stack resource reported, and a summary made from the summary event. So an
-  `up` is one CLI process and a destroy (with `stack rm`) two.
+  `up` is one CLI process.
+- ``Stack.destroy(remove=True)`` runs `stack rm` after the destroy, not `destroy --remove`,
+  only so that its ``self.info()`` can still read the stack. Answering from events, nothing
+  reads it afterwards, so `PoolStack.destroy_and_remove` passes `--remove` (through
+  ``_run_pulumi_cmd_sync``, where every command's arguments pass): a destroy is one process.
 
 Both lean on how the pinned SDK (`SDK_VERSION`, pyproject's pin) writes `Stack`;
 ``tests/unit/test_pulumi_sdk_lean.py`` runs them against a CLI that records its commands and
@@ -51,6 +55,7 @@ class PoolStack(auto.Stack):
     """A pool's stack whose operations end when their CLI process does."""
 
     _answering: tuple[EngineLog, datetime] | None = None
+    _remove_after_destroy = False
 
     @classmethod
     def attach(cls, name: str, workspace: PoolWorkspace) -> PoolStack:
@@ -73,6 +78,28 @@ class PoolStack(auto.Stack):
             yield
         finally:
             self._answering = None
+
+    def destroy_and_remove(self, **kwargs: Any) -> auto.DestroyResult:
+        """`pulumi destroy --remove`: once every resource is deleted, the same CLI process
+        removes the stack and its config. Only inside `answering_from` (module docstring)."""
+        if self._answering is None:
+            raise RuntimeError("destroy_and_remove runs inside answering_from(events)")
+        self._remove_after_destroy = True
+        try:
+            return self.destroy(**kwargs)
+        finally:
+            self._remove_after_destroy = False
+
+    def _run_pulumi_cmd_sync(
+        self,
+        args: list[str],
+        on_output: auto.OnOutput | None = None,
+        on_error: auto.OnOutput | None = None,
+    ) -> auto.CommandResult:
+        if self._remove_after_destroy and args[:1] == ["destroy"]:
+            # Right after the subcommand: the SDK may end the list with a `--` separator.
+            args = [args[0], "--remove", *args[1:]]
+        return super()._run_pulumi_cmd_sync(args, on_output, on_error)
 
     def outputs(self) -> auto.OutputMap:
         if self._answering is None:

@@ -3,8 +3,8 @@
 The driver runs the project's CLI through a wrapper `bin/pulumi` that appends its arguments
 to a file, then execs the real one. On both backends, after the leader's `recover()`: a new
 pool's prepare is `stack init` + `up` (no `stack select` that fails first), a record or a
-remove is one `up` (no `stack output` or `stack history` after it), a destroy is `destroy`
-+ `stack rm`. The outputs still come back right: they are read from the update's events.
+remove is one `up` (no `stack output` or `stack history` after it), a destroy is one
+`destroy --remove` (no `stack rm` after it). The outputs still come back right: they are read from the update's events.
 
 The provider hosts are counted too, through a wrapper of the launcher the CLI starts for
 each engine run: with ``stackOperations.providerHost: shared`` (the default) the CLI starts
@@ -85,7 +85,7 @@ def world(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> AwsWorld:
     ("backend", "provider_host"),
     [("file", "shared"), ("s3", "shared"), ("s3", "perOperation")],
 )
-def test_an_up_is_one_cli_process_and_a_destroy_two(
+def test_an_up_is_one_cli_process_and_so_is_a_destroy(
     world: AwsWorld, tmp_path: Path, pulumi_tool: Any, backend: str, provider_host: str
 ) -> None:
     settings = make_settings(world, tmp_path / "state")
@@ -127,7 +127,7 @@ def test_an_up_is_one_cli_process_and_a_destroy_two(
     cli.new_commands()
 
     assert driver.destroy("count-a").result == "succeeded"
-    assert cli.new_commands() == ["destroy", *host, "stack rm"]
+    assert cli.new_commands() == ["destroy", *host]
     assert world.launch_templates() == []
     assert driver.outputs("count-a") is None
     assert cli.new_commands() == []

@@ -164,6 +164,34 @@ def test_a_destroy_or_refresh_is_one_cli_process(
     assert result.summary.resource_changes == {"create": 1, "same": 4}
 
 
+def test_a_destroy_that_removes_the_stack_is_one_cli_process(
+    cli: RecordingCli, tmp_path: Path
+) -> None:
+    stack = _stack(cli, tmp_path)
+    events = _events("destroy")
+
+    with stack.answering_from(events):
+        result = stack.destroy_and_remove(program=_noop, on_event=events.on_event)
+
+    assert cli.subcommands() == ["destroy"], RECHECK
+    assert cli.commands[0][:2] == ["destroy", "--remove"]
+    assert cli.commands[0][-2:] == ["--stack", "pool-a"]
+    assert result.summary.resource_changes == {"create": 1, "same": 4}
+    # Only the one destroy: a later one on the same stack object removes nothing.
+    with stack.answering_from(events):
+        stack.destroy(program=_noop, on_event=events.on_event)
+    assert "--remove" not in cli.commands[1]
+
+
+def test_a_removing_destroy_outside_an_operation_is_refused(
+    cli: RecordingCli, tmp_path: Path
+) -> None:
+    # Outside, the SDK's own `self.info()` would read a stack this destroy removed.
+    with pytest.raises(RuntimeError, match="inside answering_from"):
+        _stack(cli, tmp_path).destroy_and_remove(program=_noop)
+    assert cli.commands == []
+
+
 def test_outside_an_operation_outputs_and_info_ask_the_cli(
     cli: RecordingCli, tmp_path: Path
 ) -> None:
