@@ -4,7 +4,8 @@ The driver runs the project's CLI through a wrapper `bin/pulumi` that appends it
 to a file, then execs the real one. On both backends, after the leader's `recover()`: a new
 pool's prepare is `stack init` + `up` (no `stack select` that fails first), a record or a
 remove is one `up` (no `stack output` or `stack history` after it), a destroy is one
-`destroy --remove` (no `stack rm` after it). The outputs still come back right: they are read from the update's events.
+`destroy --remove` (no `stack rm` after it). The outputs still come back right: they are
+read from the update's events.
 
 The provider hosts are counted too, through a wrapper of the launcher the CLI starts for
 each engine run: with ``stackOperations.providerHost: shared`` (the default) the CLI starts
