@@ -91,6 +91,12 @@ def _past_the_join_delay(sim: NodeSimulator, clock: FakeClock) -> None:
     sim.run_once()
 
 
+def _cni_enis(ec2: Any, iid: str) -> list[dict[str, Any]]:
+    """The ENIs the simulator, as the VPC CNI, made for this instance (by their name)."""
+    filters = [{"Name": "description", "Values": [f"aws-K8S-{iid}"]}]
+    return list(ec2.describe_network_interfaces(Filters=filters)["NetworkInterfaces"])
+
+
 def _nodes(kube_api: Any) -> dict[str, Any]:
     items = k8s.CoreV1Api(kube_api).list_node(label_selector=f"{SIMULATED_LABEL}=true").items
     return {n.spec.provider_id.rsplit("/", 1)[-1]: n for n in items}
@@ -131,14 +137,10 @@ def test_a_joined_node_carries_a_cni_eni_that_outlives_its_instance(
     sim.run_once()  # a second pass attaches no second ENI
     assert iid in _nodes(kube_api)
 
-    def cni_enis() -> list[dict[str, Any]]:
-        filters = [{"Name": "description", "Values": [f"aws-K8S-{iid}"]}]
-        return list(ec2.describe_network_interfaces(Filters=filters)["NetworkInterfaces"])
-
-    (eni,) = cni_enis()
+    (eni,) = _cni_enis(ec2, iid)
     assert eni["Attachment"]["DeleteOnTermination"] is False
     ec2.terminate_instances(InstanceIds=[iid])
-    assert [e["NetworkInterfaceId"] for e in cni_enis()] == [eni["NetworkInterfaceId"]]
+    assert [e["NetworkInterfaceId"] for e in _cni_enis(ec2, iid)] == [eni["NetworkInterfaceId"]]
 
 
 class _TerminatedBeforeTheAttach:
@@ -169,8 +171,7 @@ def test_a_cni_eni_whose_attach_ec2_refuses_is_deleted_not_left_behind(
     with pytest.raises(ClientError, match="IncorrectInstanceState"):
         sim.run_once()
 
-    filters = [{"Name": "description", "Values": [f"aws-K8S-{iid}"]}]
-    assert ec2.describe_network_interfaces(Filters=filters)["NetworkInterfaces"] == []
+    assert _cni_enis(ec2, iid) == []
     assert iid not in _nodes(kube_api)
 
 
