@@ -11,7 +11,10 @@ of a pool, and removing the set before a re-acquire, leave nothing billing.
 
 Read reports the ids still live, so a refresh sees reality: a set whose instances are all
 gone disappears from the state; a partial one shrinks, and the next update with the full
-ids replaces it (N-or-0: a partial gang is released whole).
+ids replaces it (N-or-0: a partial gang is released whole). A set whose instances are all
+gone but whose release still has ENIs to delete (it died after terminating, and recovery
+refreshes the stack) stays, with its terminated ids, so that its delete finishes that
+release instead of the refresh forgetting the ENIs.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from pulumi.dynamic import (
 
 from provisioner.api import constants as c
 from provisioner.api.clock import SystemClock
-from provisioner.cloud.release import release
+from provisioner.cloud.release import leftover_enis, release
 from provisioner.cloud.types import InstanceView
 from provisioner.cloud.views import describe_instances
 from stacks.aws import client
@@ -70,6 +73,13 @@ def _describe(ec2: Any, ids: Sequence[str]) -> list[InstanceView]:
         return describe_instances(ec2, ids)
     except Exception as exc:
         raise as_pool_error(exc, "DescribeInstances of the gang") from exc
+
+
+def _leftover_enis(ec2: Any, ids: Sequence[str]) -> bool:
+    try:
+        return bool(leftover_enis(ec2, ids))
+    except Exception as exc:
+        raise as_pool_error(exc, "DescribeNetworkInterfaces of the gang") from exc
 
 
 def _live_ours(views: Sequence[InstanceView], props: Mapping[str, Any]) -> list[str]:
@@ -138,10 +148,18 @@ class InstanceSetProvider(PoolProvider):
         return CreateResult(set_id(props), dict(props))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        live = _live_ours(_describe(client("ec2", props), list(props["instance_ids"])), props)
-        if not live:
-            return ReadResult("", {})
-        return ReadResult(id_, {**props, "instance_ids": live})
+        ec2 = client("ec2", props)
+        views = _describe(ec2, list(props["instance_ids"]))
+        live = _live_ours(views, props)
+        if live:
+            return ReadResult(id_, {**props, "instance_ids": live})
+        # Every instance is gone, but a release that died after terminating left ENIs to
+        # delete. The set stays in the stack until its delete (that release, repeated) has
+        # deleted them: read as gone, a refresh would drop it and leak them.
+        ours = sorted(v.instance_id for v in views if belongs(v, props))
+        if ours and _leftover_enis(ec2, ours):
+            return ReadResult(id_, {**props, "instance_ids": ours})
+        return ReadResult("", {})
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult({**news, "instance_ids": list(olds["instance_ids"])})

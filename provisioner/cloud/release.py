@@ -74,6 +74,21 @@ def _recover(ec2: Ec2Api, ids: Sequence[str]) -> list[NetworkInterfaceView]:
     return found
 
 
+def leftover_enis(ec2: Ec2Api, instance_ids: Sequence[str]) -> list[NetworkInterfaceView]:
+    """The ENIs a release of these instances would still delete: secondaries EC2 keeps after
+    termination that are attached to them, and VPC CNI ENIs named after them, detached or
+    attached to one of them. Empty once a release has finished."""
+    ids = list(dict.fromkeys(instance_ids))
+    if not ids:
+        return []
+    try:
+        recorded = _record(ec2, ids)
+        known = {e.eni_id for e in recorded}
+        return recorded + [e for e in _recover(ec2, ids) if e.eni_id not in known]
+    except Exception as exc:
+        raise to_cloud_error(exc, "Describing the ENIs a release would delete") from exc
+
+
 def _terminate(ec2: Ec2Api, ids: Sequence[str]) -> None:
     for chunk in _chunks(ids):
         try:

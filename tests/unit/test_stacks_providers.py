@@ -236,6 +236,33 @@ def test_instance_set_read_reports_the_live_part_and_adopt_finds_it(aws: Aws) ->
     assert instance_set.adopt(props) is None
 
 
+def test_a_set_whose_release_died_after_terminating_stays_until_its_enis_are_deleted(
+    aws: Aws,
+) -> None:
+    # The chaos suite's leak: a release killed after its terminate, then a recovery refresh.
+    provider = InstanceSetProvider()
+    ids = aws.gang(2)
+    props = set_props(instance_ids=ids)
+    subnet = aws.ec2.describe_instances(InstanceIds=ids[:1])["Reservations"][0]["Instances"][0][
+        "SubnetId"
+    ]
+    cni = aws.ec2.create_network_interface(SubnetId=subnet, Description=f"aws-K8S-{ids[0]}")
+    cni_id = cni["NetworkInterface"]["NetworkInterfaceId"]
+    aws.ec2.attach_network_interface(NetworkInterfaceId=cni_id, InstanceId=ids[0], DeviceIndex=1)
+    aws.ec2.terminate_instances(InstanceIds=ids)  # the release's first half; then it died
+
+    read = provider.read("p1/gen-0", props)
+
+    assert read.id == "p1/gen-0" and read.outs is not None
+    assert read.outs["instance_ids"] == ids
+    provider.delete("p1/gen-0", read.outs)  # the release, repeated by the next update
+    left = aws.ec2.describe_network_interfaces(
+        Filters=[{"Name": "network-interface-id", "Values": [cni_id]}]
+    )["NetworkInterfaces"]
+    assert left == []
+    assert provider.read("p1/gen-0", props).id == ""  # nothing left: now it is gone
+
+
 def test_instance_set_delete_terminates_and_cleans_enis_but_spares_strangers(aws: Aws) -> None:
     ids = aws.gang(2)
     stranger = aws.gang(1, pool="other")
