@@ -82,8 +82,12 @@ def _leftover_enis(ec2: Any, ids: Sequence[str]) -> bool:
         raise as_pool_error(exc, "DescribeNetworkInterfaces of the gang") from exc
 
 
+def _ours(views: Sequence[InstanceView], props: Mapping[str, Any]) -> list[str]:
+    return sorted(v.instance_id for v in views if belongs(v, props))
+
+
 def _live_ours(views: Sequence[InstanceView], props: Mapping[str, Any]) -> list[str]:
-    return sorted(v.instance_id for v in views if v.state not in GONE_STATES and belongs(v, props))
+    return _ours([v for v in views if v.state not in GONE_STATES], props)
 
 
 def _wait_visible(ec2: Any, ids: Sequence[str], poll: float) -> list[InstanceView]:
@@ -156,7 +160,7 @@ class InstanceSetProvider(PoolProvider):
         # Every instance is gone, but a release that died after terminating left ENIs to
         # delete. The set stays in the stack until its delete (that release, repeated) has
         # deleted them: read as gone, a refresh would drop it and leak them.
-        ours = sorted(v.instance_id for v in views if belongs(v, props))
+        ours = _ours(views, props)
         if ours and _leftover_enis(ec2, ours):
             return ReadResult(id_, {**props, "instance_ids": ours})
         return ReadResult("", {})
@@ -170,9 +174,7 @@ class InstanceSetProvider(PoolProvider):
         poll = float(props.get("poll_seconds") or 5)
         deadline = time.monotonic() + wait
         # Only the pool's own instances are ever terminated, whatever the record says.
-        ours = sorted(
-            v.instance_id for v in _describe(ec2, list(props["instance_ids"])) if belongs(v, props)
-        )
+        ours = _ours(_describe(ec2, list(props["instance_ids"])), props)
         try:
             report = release(ec2, SystemClock(), ours, eni_wait_seconds=wait, poll_seconds=poll)
         except Exception as exc:

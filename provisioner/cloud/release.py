@@ -74,6 +74,16 @@ def _recover(ec2: Ec2Api, ids: Sequence[str]) -> list[NetworkInterfaceView]:
     return found
 
 
+def _scan(
+    ec2: Ec2Api, ids: Sequence[str]
+) -> tuple[list[NetworkInterfaceView], list[NetworkInterfaceView]]:
+    """The ENIs a release of ``ids`` must delete, as (recorded, recovered): the secondaries
+    attached to them that EC2 keeps, then the VPC CNI ENIs named after them not among those."""
+    recorded = _record(ec2, ids)
+    known = {e.eni_id for e in recorded}
+    return recorded, [e for e in _recover(ec2, ids) if e.eni_id not in known]
+
+
 def leftover_enis(ec2: Ec2Api, instance_ids: Sequence[str]) -> list[NetworkInterfaceView]:
     """The ENIs a release of these instances would still delete: secondaries EC2 keeps after
     termination that are attached to them, and VPC CNI ENIs named after them, detached or
@@ -82,11 +92,10 @@ def leftover_enis(ec2: Ec2Api, instance_ids: Sequence[str]) -> list[NetworkInter
     if not ids:
         return []
     try:
-        recorded = _record(ec2, ids)
-        known = {e.eni_id for e in recorded}
-        return recorded + [e for e in _recover(ec2, ids) if e.eni_id not in known]
+        recorded, recovered = _scan(ec2, ids)
     except Exception as exc:
         raise to_cloud_error(exc, "Describing the ENIs a release would delete") from exc
+    return recorded + recovered
 
 
 def _terminate(ec2: Ec2Api, ids: Sequence[str]) -> None:
@@ -127,22 +136,23 @@ def release(
         return ReleaseReport((), (), (), (), (), (), ())
     try:
         states = {v.instance_id: v.state for v in describe_instances(ec2, ids)}
-        recorded = _record(ec2, ids)
-        recorded_ids = {e.eni_id for e in recorded}
-        recovered = [e for e in _recover(ec2, ids) if e.eni_id not in recorded_ids]
+        recorded, recovered = _scan(ec2, ids)
     except Exception as exc:
         raise to_cloud_error(exc, "Describing the gang before release") from exc
+    recorded_ids = {e.eni_id for e in recorded}
     to_terminate = [i for i in ids if i in states and states[i] not in _GONE_STATES]
     already_gone = [i for i in ids if i not in to_terminate]
     _terminate(ec2, to_terminate)
-    # The VPC CNI may have attached an ENI between the scan above and the terminate. Once
+    # The VPC CNI may have attached an ENI between the scan above and our terminate. Once
     # the instances are shutting down EC2 refuses any new attachment, so one more scan by
     # description, after the terminate, finds every ENI the gang can ever leave behind.
-    try:
-        known = recorded_ids | {e.eni_id for e in recovered}
-        recovered += [e for e in _recover(ec2, ids) if e.eni_id not in known]
-    except Exception as exc:
-        raise to_cloud_error(exc, "Describing the gang's ENIs after terminating") from exc
+    # Without a terminate of ours there was no such gap: the instances were already going.
+    if to_terminate:
+        try:
+            known = recorded_ids | {e.eni_id for e in recovered}
+            recovered += [e for e in _recover(ec2, ids) if e.eni_id not in known]
+        except Exception as exc:
+            raise to_cloud_error(exc, "Describing the gang's ENIs after terminating") from exc
 
     targets = set(ids)
     descriptions = {cni_description(i) for i in ids}
