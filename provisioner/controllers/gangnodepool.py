@@ -177,7 +177,11 @@ class GangNodePoolReconciler:
             return Result(requeue_after=_OWN_WRITE_FALLBACK_SECONDS)
         pool = GangNodePool.from_dict(raw)
         held = self._executor.state(pool.name)
-        view = self._observe(pool, held.pending.step.action if held.pending else None)
+        view = self._observe(
+            pool,
+            held.pending.step.action if held.pending else None,
+            settling=held.finished is not None,
+        )
         if held.finished is not None:
             return self._settle(raw, pool, view, held.finished)
         step = plan(view)
@@ -260,12 +264,17 @@ class GangNodePoolReconciler:
             until = self._now() + timedelta(seconds=requeue)
             self._backoffs[pool] = Backoff(action, until)
 
-    def _observe(self, pool: GangNodePool, stack_operation: Action | None) -> PoolView:
+    def _observe(
+        self, pool: GangNodePool, stack_operation: Action | None, settling: bool = False
+    ) -> PoolView:
         status = pool.status
         # One paged read of the pool's instances in every state says both what runs and
         # which of the status's IDs EC2 reports gone. An ID absent from it is not gone (EC2
         # lists a fresh launch late); its Node not joining is what the join deadline is for.
-        if reads_fresh(pool):
+        # A pass while the pool's stack operation runs, or the pass that writes its result,
+        # acts on no instance (it waits, or saves what the operation did), so the index
+        # serves it; the pass after, which may act, lists EC2 if its phase says so.
+        if reads_fresh(pool) and stack_operation is None and not settling:
             seen = self._index.read_fresh(pool.name)
         else:
             seen = self._index.read(pool.name)

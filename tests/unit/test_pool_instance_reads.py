@@ -4,8 +4,9 @@ The GangNodePool reconciler runs over small fakes (the pool object as apiserver 
 hold it, Nodes, a prepared stack, an engine that counts `find_managed` by pool and state
 set) with a real `InstanceIndex` on a `FakeClock`. A settled pool's passes share one
 snapshot; a pool in flight lists its own instances on every pass, as before the index; our
-own release makes the pool's next read fresh; and a settled pool notices an instance EC2
-lost within the refresh interval.
+own release makes the pool's next read fresh; a pass that waits on the pool's stack
+operation, or saves its result, lists nothing of its own; and a settled pool notices an
+instance EC2 lost within the refresh interval.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from provisioner.cloud.views import LIVE_STATES
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler, reads_fresh
 from provisioner.controllers.instance_index import OBSERVED_STATES, InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
-from provisioner.controllers.pool_transitions import Action, Step
-from provisioner.controllers.stack_executor import StackExecutor
+from provisioner.controllers.pool_transitions import Action, ActionResult, Step
+from provisioner.controllers.stack_executor import Operation, StackExecutor
 from provisioner.kube.resources import ObjectKey
 from tests.support.backends import UNREACHED_BACKEND
 from tests.support.instance_views import managed_instance
@@ -158,6 +159,9 @@ class Engine:
         ids = tuple(instance_ids)
         return ReleaseReport(ids, ids, (), (), (), (), ())
 
+    def leftovers(self, _cluster: str, _pool: str) -> list[Any]:
+        return []
+
 
 class Stacks:
     def is_prepared(self, _pool: str) -> bool:
@@ -167,6 +171,9 @@ class Stacks:
         return object()  # prepared; no pass here is about to launch, so nothing reads it
 
     def remove_instance_set(self, _pool: str) -> None:
+        pass
+
+    def destroy(self, _pool: str) -> None:
         pass
 
 
@@ -300,6 +307,41 @@ def test_a_claim_on_a_warm_set_the_reaper_just_ended_is_not_satisfied() -> None:
     world.one_pass()
     assert world.store.obj["status"]["phase"] != c.PHASE_SATISFIED
     assert world.observed() == [None, "pool-a"]
+
+
+def test_a_pool_waiting_on_its_destroy_lists_nothing_of_its_own() -> None:
+    """The passes of a deleted pool while its destroy runs (Node and status events) act
+    on no instance: they read the index. The pass that saves the result finds the pool
+    forgotten by the destroy, so it, like the pass after, meets EC2 as it is now."""
+    world = World(SATISFIED, ready=True)
+    world.store.obj["metadata"]["deletionTimestamp"] = "2026-11-30T12:00:00Z"
+    world.one_pass()  # plans the destroy from a fresh listing; the executor holds it
+    assert world.executor.state("pool-a").pending is not None
+    assert world.observed() == ["pool-a"]
+
+    for _ in range(3):
+        world.one_pass()
+    assert world.observed() == ["pool-a", None], "one shared snapshot, no listing per pass"
+
+    assert world.executor.run_next(timeout=1)
+    world.one_pass()  # saves the destroy's result
+    assert world.store.obj["status"]["lastStackOperation"] == "destroy"
+    assert world.observed() == ["pool-a", None, "pool-a"]
+
+
+def test_the_pass_that_saves_a_prepare_lists_nothing_of_its_own() -> None:
+    """An acquiring pool's prepare ended: saving its result acts on no instance (the
+    launch, on the pass after, lists EC2 first)."""
+    world = World({"phase": c.PHASE_ACQUIRING, "acquireGeneration": 1}, ready=False)
+    pool = GangNodePool.from_dict(world.store.obj)
+    prepare = Step(Action.PREPARE_STACK, pool.status)
+    assert world.executor.submit(Operation("pool-a", prepare, lambda: ActionResult(True)))
+    assert world.executor.run_next(timeout=1)
+    assert world.executor.state("pool-a").finished is not None
+
+    world.one_pass()
+    assert world.store.obj["status"]["lastStackOperation"] == "prepare"
+    assert world.observed() == [None]
 
 
 def test_the_fake_engine_resets() -> None:
