@@ -22,6 +22,7 @@ from devenv.emulator.ec2_actions import (
 from devenv.emulator.eks import install_eks
 from devenv.emulator.faults import access_key_of, fault_response, s3_fault_response
 from devenv.emulator.fleet import create_fleet_handler
+from devenv.emulator.hot_paths import install_hot_paths
 from devenv.emulator.identity import install_identity
 from devenv.emulator.instances import (
     backend_describe_instances,
@@ -58,6 +59,7 @@ def install() -> EmulatorState:
             patch(EC2Response, "delete_placement_group", delete_placement_group)
             install_eks()
             install_identity()
+            install_hot_paths()
     return EMULATOR
 
 

@@ -1,0 +1,124 @@
+"""The emulator's cost patches (P11, P12) give moto's own answers, and skip what they say.
+
+Each listing is asked of the patched backend and of moto's original on the same bucket (a
+versioned one, with overwritten keys, a delete marker and names that share a prefix), the
+way the Pulumi CLI asks: under one stack's path, with and without a delimiter, paged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import moto.core.responses
+import pytest
+from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.core.utils import method_names_from_class
+from moto.ec2.responses import EC2Response
+from moto.s3.models import S3Backend, s3_backends
+from moto.s3.utils import _VersionedKeyStore
+
+from devenv.emulator.hot_paths import method_names
+from devenv.emulator.patching import original
+from tests.support.emulated import emulator_in_process
+
+pytestmark = pytest.mark.unit
+
+REGION = "us-east-1"
+BUCKET = "state"
+KEYS = (
+    ".pulumi/meta.yaml",
+    ".pulumi/stacks/gang/pool-a.json",
+    ".pulumi/stacks/gang/pool-a.json.bak",
+    ".pulumi/stacks/gang/pool-ab.json",
+    ".pulumi/stacks/gang/pool-b.json",
+    ".pulumi/backups/gang/pool-a/pool-a.1.json",
+    ".pulumi/backups/gang/pool-a/pool-a.2.json",
+    ".pulumi/history/gang/pool-a/pool-a-1.history.json",
+    ".pulumi/locks/gang/pool-a/lock-1.json",
+)
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    with emulator_in_process(monkeypatch):
+        client = boto3.client("s3", region_name=REGION)
+        client.create_bucket(Bucket=BUCKET)
+        client.put_bucket_versioning(
+            Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"}
+        )
+        for key in KEYS:
+            client.put_object(Bucket=BUCKET, Key=key, Body=b"v1")
+        client.put_object(Bucket=BUCKET, Key=KEYS[1], Body=b"v2")  # a second version
+        client.delete_object(Bucket=BUCKET, Key=KEYS[6])  # a delete marker on top
+        yield client
+
+
+def backend_and_bucket() -> tuple[S3Backend, Any]:
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    return backend, backend.get_bucket(BUCKET)
+
+
+def names(listing: tuple[Any, ...]) -> tuple[Any, ...]:
+    keys, folders, truncated, marker = listing
+    return ([(k.name, k.value) for k in keys], list(folders), truncated, marker)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "delimiter", "max_keys"),
+    [
+        (".pulumi/stacks/gang/pool-a.json", "/", None),  # how the CLI finds a checkpoint
+        (".pulumi/stacks/gang/pool-a", None, None),  # pool-ab shares the prefix
+        (".pulumi/backups/gang/pool-a/", "/", None),  # one backup behind a delete marker
+        (".pulumi/", "/", None),  # folders only
+        (".pulumi/", None, 3),  # paged
+        (".pulumi/nothing/", "/", None),
+        (None, "/", None),  # no prefix: moto's own path
+    ],
+)
+def test_a_listing_is_the_one_moto_gives(
+    s3: Any, prefix: str | None, delimiter: str | None, max_keys: int | None
+) -> None:
+    backend, bucket = backend_and_bucket()
+    moto_listing = original(S3Backend, "list_objects")
+    expected = names(moto_listing(backend, bucket, prefix, delimiter, None, max_keys))
+    assert names(backend.list_objects(bucket, prefix, delimiter, None, max_keys)) == expected
+
+
+def test_a_paged_v2_listing_through_the_api_is_the_one_moto_gives(s3: Any) -> None:
+    pages = s3.get_paginator("list_objects_v2").paginate(
+        Bucket=BUCKET, Prefix=".pulumi/", PaginationConfig={"PageSize": 2}
+    )
+    listed = [o["Key"] for page in pages for o in page.get("Contents", [])]
+    deleted = KEYS[6]
+    assert listed == sorted(k for k in KEYS if k.startswith(".pulumi/") and k != deleted)
+
+
+def test_a_listing_under_a_prefix_does_not_walk_the_whole_bucket(s3: Any) -> None:
+    """moto's own listing walks every key of the bucket through its versioned store."""
+    _backend, bucket = backend_and_bucket()
+
+    class Unwalkable(_VersionedKeyStore):  # type: ignore[misc]
+        def _iteritems(self) -> Iterator[tuple[str, Any]]:
+            raise AssertionError("the listing walked every key of the bucket")
+
+        items = iteritems = _iteritems
+
+    store = Unwalkable()
+    for name in dict.keys(bucket.keys):
+        store.setlist(name, bucket.keys.getlist(name))
+    bucket.keys = store
+    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=".pulumi/stacks/gang/pool-a.json")
+    assert [o["Key"] for o in listed["Contents"]] == list(KEYS[1:3])
+
+
+def test_a_response_classes_handlers_are_listed_once_with_every_patched_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with emulator_in_process(monkeypatch):
+        assert moto.core.responses.method_names_from_class is method_names
+        listed = method_names(EC2Response)
+        assert listed == frozenset(method_names_from_class(EC2Response))
+        assert "describe_capacity_reservations" in listed, "added by install()"
+        assert method_names(EC2Response) is listed
