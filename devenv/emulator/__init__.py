@@ -56,9 +56,10 @@ P10 STS AssumeRole and KMS (see `identity`): moto hands out credentials for any 
    and encrypts with a disabled key. The patch refuses AssumeRole unless the role exists and
    its trust policy allows the caller (AWS principals only), and refuses Encrypt, Decrypt
    and GenerateDataKey with a Disabled key or one PendingDeletion, as AWS does.
-P11, P12 (see `hot_paths`): moto's answer at a cost that does not grow with the region.
-   S3 listings under a prefix look at the keys under it, not at every key of the bucket;
-   each response class's handlers are listed once, not on every call.
+P11-P13 (see `hot_paths`): moto's answers at less cost. S3 listings under a prefix look
+   at the keys under it, not at every key of the bucket; each response class's handlers
+   are listed once, not on every call; an answer works out once per field, not once per
+   object, which attribute holds the field.
 Seeding (no patch): per region, the EKS-optimized AL2023 AMIs (one per Kubernetes version,
 architecture and variant, with the matching architecture) and their SSM parameters under
 `/aws/service/eks/optimized-ami/...`, plus one default subnet in every AZ.
@@ -72,8 +73,8 @@ and `EMULATOR`), `faults` (switches), `reserved` (reservations, placement groups
 clock and the launch log), `reservations` and `placement` (their records), `seeding`,
 `run_instances` (P2), `instances` (P4, P5, P7), `fleet_plan`, `fleet_reserved` and `fleet`
 (P3), `launch` and `interfaces` (what a launch leaves on its instances, P8), `ec2_actions`
-(P9), `eks` and `eks_cluster` (P6 and registration), `identity` (P10), `hot_paths` (P11,
-P12), `instance_events`
+(P9), `eks` and `eks_cluster` (P6 and registration), `identity` (P10), `hot_paths` (P11-
+P13), `instance_events`
 (the numbered launches and terminations the node simulator reads), `patching` and
 `install` (P1), and for the process: `server` (control API), `client` (`EmulatorProcess`,
 `EmulatorClient`).

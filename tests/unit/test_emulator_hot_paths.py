@@ -1,4 +1,4 @@
-"""The emulator's cost patches (P11, P12) give moto's own answers, and skip what they say.
+"""The emulator's cost patches (P11-P13) give moto's own answers, and skip what they say.
 
 Each listing is asked of the patched backend and of moto's original on the same bucket (a
 versioned one, with overwritten keys, a delete marker and names that share a prefix), the
@@ -7,6 +7,7 @@ way the Pulumi CLI asks: under one stack's path, with and without a delimiter, p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,12 +15,13 @@ import boto3
 import moto.core.responses
 import pytest
 from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.core.serialize import AttributePicker
 from moto.core.utils import method_names_from_class
 from moto.ec2.responses import EC2Response
 from moto.s3.models import S3Backend, s3_backends
 from moto.s3.utils import _VersionedKeyStore
 
-from devenv.emulator.hot_paths import method_names
+from devenv.emulator.hot_paths import method_names, pick_attribute
 from devenv.emulator.patching import original
 from tests.support.emulated import emulator_in_process
 
@@ -122,3 +124,47 @@ def test_a_response_classes_handlers_are_listed_once_with_every_patched_one(
         assert listed == frozenset(method_names_from_class(EC2Response))
         assert "describe_capacity_reservations" in listed, "added by install()"
         assert method_names(EC2Response) is listed
+
+
+def raw_describe(ec2: Any, **kwargs: Any) -> bytes:
+    """The DescribeInstances answer as the emulator wrote it, its request id left out."""
+    bodies: list[bytes] = []
+
+    def keep(http_response: Any, **_: Any) -> None:
+        bodies.append(http_response.content)
+
+    ec2.meta.events.register("after-call.ec2.DescribeInstances", keep)
+    try:
+        ec2.describe_instances(**kwargs)
+    finally:
+        ec2.meta.events.unregister("after-call.ec2.DescribeInstances", keep)
+    return re.sub(rb"<requestId>[^<]*</requestId>", b"", bodies[0])
+
+
+def test_an_instance_listing_is_written_as_moto_writes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Instances of two pools with tags, ENIs and the emulator's own fields: the answer
+    the patched picker writes is byte for byte the one moto's writes."""
+    with emulator_in_process(monkeypatch):
+        ec2 = boto3.client("ec2", region_name=REGION)
+        image = ec2.describe_images()["Images"][0]["ImageId"]
+        for pool in ("pool-a", "pool-b"):
+            ec2.run_instances(
+                ImageId=image,
+                MinCount=3,
+                MaxCount=3,
+                InstanceType="m5.large",
+                TagSpecifications=[
+                    {"ResourceType": "instance", "Tags": [{"Key": "pool", "Value": pool}]}
+                ],
+            )
+        patched = raw_describe(ec2)
+        assert patched.count(b"<instanceId>") == 6
+
+        monkeypatch.setattr(AttributePicker, "__call__", original(AttributePicker, "__call__"))
+        assert raw_describe(ec2) == patched
+        filtered = {"Filters": [{"Name": "tag:pool", "Values": ["pool-b"]}]}
+        moto_filtered = raw_describe(ec2, **filtered)
+        monkeypatch.setattr(AttributePicker, "__call__", pick_attribute)
+        assert raw_describe(ec2, **filtered) == moto_filtered
