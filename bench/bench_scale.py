@@ -4,12 +4,15 @@
 
 Two runs side by side, each on a fresh embedded default (etcd + kube-apiserver, the real
 Kueue manager, the EC2 emulator, the node simulator) with our controller as its own process
-(`atomic-gang controller`, real Pulumi driver on a file backend): a baseline of
---baseline-pools pools, then --pools pools, with --workloads/--pools Workloads per pool in
-both. Each wave submits one gang Job per pool at once and waits until every one has been
-admitted, run (the Job simulator) and finished and every pool is warm again; the first wave
-acquires every pool cold (Pulumi prepare, N-or-0 launch, record, join), the later ones
-reuse the warm sets. At the end every pool is deleted and its stack destroyed.
+(`atomic-gang controller`, real Pulumi driver on the emulator's S3 bucket with KMS secrets,
+as production keeps its stacks): a baseline of --baseline-pools pools, then --pools pools,
+with --workloads/--pools Workloads per pool in both. Each wave submits one gang Job per
+pool at once and waits until every one has been admitted, run (the Job simulator) and
+finished and every pool is warm again; the first wave acquires every pool cold (Pulumi
+prepare, N-or-0 launch, record, join), the later ones reuse the warm sets. One more wave
+submits the same Jobs on a queue without our check over the same warm Nodes: what Kueue
+and the Job simulator take alone, the floor under a warm wave. At the end every pool is
+deleted and its stack destroyed.
 
 Prints, per run and as a ratio: the controller's peak RSS (and with its Pulumi children),
 its CPU seconds (and its children's), reconcile lag p50/p99 per reconciler (the work
@@ -59,6 +62,8 @@ from provisioner.api import constants as c
 from provisioner.toolchain import installer as toolchain
 
 NAMESPACE = "default"
+PLAIN_QUEUE = "plain-queue"
+PLAIN_CLUSTER_QUEUE = "plain-cluster-queue"
 RECONCILERS = ("workload", "gangnodepool", "admissioncheck")
 
 
@@ -207,13 +212,7 @@ class Run:
             api = env.control_plane.api_client()
             custom = k8s.CustomObjectsApi(api)
             quota = ko.cluster_queue(
-                ko.CLUSTER_QUEUE_NAME,
-                ko.FLAVOR_NAME,
-                ko.CHECK_NAME,
-                {
-                    "cpu": str(2 * self.pools * self.count),
-                    "memory": f"{2 * self.pools * self.count}Gi",
-                },
+                ko.CLUSTER_QUEUE_NAME, ko.FLAVOR_NAME, ko.CHECK_NAME, self._quota()
             )
             custom.patch_cluster_custom_object(
                 *KUEUE, "clusterqueues", ko.CLUSTER_QUEUE_NAME, {"spec": quota["spec"]}
@@ -255,6 +254,7 @@ class Run:
                 )
             if self.per_pool > 1:
                 self.figures["warmWaveSeconds"] /= self.per_pool - 1
+            self._kueue_alone_wave(batch, custom, timeline, names)
             self._decision_latencies(timeline, waves)
             self._wave_stages(timeline, waves, created, names)
             metrics = _scrape(metrics_port)
@@ -297,6 +297,54 @@ class Run:
             if child is not None:
                 child.stop()
             env.stop()
+
+    def _kueue_alone_wave(
+        self,
+        batch: k8s.BatchV1Api,
+        custom: k8s.CustomObjectsApi,
+        timeline: Timeline,
+        pools: list[str],
+    ) -> None:
+        """One more wave of the same Jobs on a queue without our check, over the same warm
+        Nodes: what Kueue and the Job simulator take alone for a wave in this run, the floor
+        under a warm wave (no pool is claimed; the pools stay warm)."""
+        quota = ko.cluster_queue(PLAIN_CLUSTER_QUEUE, ko.FLAVOR_NAME, None, self._quota())
+        custom.create_cluster_custom_object(*KUEUE, "clusterqueues", quota)
+        custom.create_namespaced_custom_object(
+            *KUEUE,
+            NAMESPACE,
+            "localqueues",
+            ko.local_queue(NAMESPACE, PLAIN_QUEUE, PLAIN_CLUSTER_QUEUE),
+        )
+        jobs = [f"plain-{pool}" for pool in pools]
+        created: dict[str, float] = {}
+        started = time.monotonic()
+        for job, pool in zip(jobs, pools, strict=True):
+            # The pool label stays: the Job simulator runs a Job on its pool's Ready Nodes.
+            body = ko.gang_job(NAMESPACE, job, PLAIN_QUEUE, pool, self.count)
+            batch.create_namespaced_job(NAMESPACE, body)
+            created[job] = time.monotonic()
+        self.wait("the Kueue-alone wave finished", _all_finished(timeline, jobs), timeout=3600)
+        self.figures["kueueAloneWaveSeconds"] = time.monotonic() - started
+        print(
+            f"  Kueue-alone wave: {self.figures['kueueAloneWaveSeconds']:.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
+        for stage in ("QuotaReserved", "Admitted", "Finished"):
+            spans = [
+                timeline.workload(job)[stage] - created[job]
+                for job in jobs
+                if stage in timeline.workload(job)
+            ]
+            self.figures[f"kueueAloneStage{stage}P50"] = percentile(spans, 50)
+            self.figures[f"kueueAloneStage{stage}Last"] = max(spans, default=float("nan"))
+
+    def _quota(self) -> dict[str, str]:
+        return {
+            "cpu": str(2 * self.pools * self.count),
+            "memory": f"{2 * self.pools * self.count}Gi",
+        }
 
     def _decision_latencies(self, timeline: Timeline, waves: list[list[str]]) -> None:
         """Quota reserved -> our check Ready, per Workload (cold includes the acquisition)."""
@@ -420,6 +468,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("quota -> check Ready, cold p99 (acquisition)", "coldCheckP99", "s"),
     ("cold wave (all pools acquired, jobs run)", "coldWaveSeconds", "s"),
     ("warm wave (mean)", "warmWaveSeconds", "s"),
+    ("Kueue-alone wave (same Jobs, queue without our check)", "kueueAloneWaveSeconds", "s"),
     ("release of every pool (stack destroy)", "releaseSeconds", "s"),
     ("instances launched", "launched", ""),
     ("gangnodepool passes", "passesgangnodepool", ""),
@@ -428,8 +477,10 @@ ROWS: list[tuple[str, str, str]] = [
     ("EC2 listings, one pool", "describespool", ""),
     ("EC2 listings, every pool (index snapshot)", "describessnapshot", ""),
 ]
-for _series in ("cold", "warm"):
+for _series in ("cold", "warm", "kueueAlone"):
     for _stage, _what in STAGES:
+        if _series == "kueueAlone" and _stage not in ("QuotaReserved", "Admitted", "Finished"):
+            continue
         ROWS.append((f"{_series}: Job created -> {_what}, p50", f"{_series}Stage{_stage}P50", "s"))
         ROWS.append((f"{_series}: ... the last Workload", f"{_series}Stage{_stage}Last", "s"))
 
