@@ -3,7 +3,7 @@
 The emulator shares the benchmarks' two cores with the controller, Pulumi and the API
 server, so a moto cost that grows with the whole region, where AWS's does not, makes a
 large benchmark measure the emulator. Each patch here gives moto's own answer, as its test
-checks against the original on the same data (`tests/unit/test_emulator_patches.py`).
+checks against the original on the same data (`tests/unit/test_emulator_hot_paths.py`).
 
 P11 `S3Backend.list_objects` (and through it ListObjectsV2): moto walks every key of the
    bucket, each through its versioned store, to find those under a prefix. The Pulumi CLI
@@ -16,10 +16,11 @@ P12 `moto.core.responses.method_names_from_class`: moto finds a call's handler b
 P13 `AttributePicker.__call__`: to serialize each field of each object of an answer, moto
    works out again which attribute names may hold it (six alias rules, each a new object)
    and tests the field's path against every response transformer of the call. A listing
-   of 400 instances asks that for the same few hundred fields 400 times: 70 % of the
-   answer's cost. Both depend only on the object's class, the field and its shape (the
-   names), or on the field's path (the transformer), so the patch works each out once per
-   answer (the picker lives for one answer) and then reads the values as moto does.
+   of hundreds of instances asks that for the same few hundred fields once per instance:
+   70 % of the answer's cost. Both depend only on the object's class (moto declares its
+   explicit aliases, `Meta`, on classes), the field and its shape, or on the field's path,
+   so the patch works each out once per answer (the picker lives for one answer) and
+   then reads the values as moto does.
 """
 
 from __future__ import annotations
