@@ -144,8 +144,8 @@ def raw_describe(ec2: Any, **kwargs: Any) -> bytes:
 def test_an_instance_listing_is_written_as_moto_writes_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Instances of two pools with tags, ENIs and the emulator's own fields: the answer
-    the patched picker writes is byte for byte the one moto's writes."""
+    """Instances of two pools with tags, one without, ENIs and the emulator's own fields:
+    the answer the patched picker writes is byte for byte the one moto's writes."""
     with emulator_in_process(monkeypatch):
         ec2 = boto3.client("ec2", region_name=REGION)
         image = ec2.describe_images()["Images"][0]["ImageId"]
@@ -159,8 +159,11 @@ def test_an_instance_listing_is_written_as_moto_writes_it(
                     {"ResourceType": "instance", "Tags": [{"Key": "pool", "Value": pool}]}
                 ],
             )
+        # Untagged: moto's response transformer leaves out an instance's empty tag set.
+        ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="m5.large")
         patched = raw_describe(ec2)
-        assert patched.count(b"<instanceId>") == 6
+        assert patched.count(b"<instanceId>") == 7
+        assert patched.count(b"<tagSet>") == 6, "the transformer ran"
 
         monkeypatch.setattr(AttributePicker, "__call__", original(AttributePicker, "__call__"))
         assert raw_describe(ec2) == patched
