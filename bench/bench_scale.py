@@ -36,7 +36,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
@@ -331,12 +331,9 @@ class Run:
             file=sys.stderr,
             flush=True,
         )
-        for stage in ("QuotaReserved", "Admitted", "Finished"):
-            spans = [
-                timeline.workload(job)[stage] - created[job]
-                for job in jobs
-                if stage in timeline.workload(job)
-            ]
+        marks = {job: timeline.workload(job) for job in jobs}
+        for stage in KUEUE_ALONE_STAGES:
+            spans = [marks[job][stage] - created[job] for job in jobs if stage in marks[job]]
             self.figures[f"kueueAloneStage{stage}P50"] = percentile(spans, 50)
             self.figures[f"kueueAloneStage{stage}Last"] = max(spans, default=float("nan"))
 
@@ -403,6 +400,10 @@ STAGES: list[tuple[str, str]] = [
     ("Finished", "Job finished (Job simulator)"),
     ("KeepWarm", "pool back in KeepWarm (pool reconciler)"),
 ]
+
+
+# The stages of a Job on a queue without our check: Kueue's and the Job simulator's only.
+KUEUE_ALONE_STAGES: Final = ("QuotaReserved", "Admitted", "Finished")
 
 
 def _stage_times(timeline: Timeline, job: str, pool: str) -> dict[str, float]:
@@ -479,7 +480,7 @@ ROWS: list[tuple[str, str, str]] = [
 ]
 for _series in ("cold", "warm", "kueueAlone"):
     for _stage, _what in STAGES:
-        if _series == "kueueAlone" and _stage not in ("QuotaReserved", "Admitted", "Finished"):
+        if _series == "kueueAlone" and _stage not in KUEUE_ALONE_STAGES:
             continue
         ROWS.append((f"{_series}: Job created -> {_what}, p50", f"{_series}Stage{_stage}P50", "s"))
         ROWS.append((f"{_series}: ... the last Workload", f"{_series}Stage{_stage}Last", "s"))
