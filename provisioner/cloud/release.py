@@ -80,8 +80,14 @@ def _scan(
     """The ENIs a release of ``ids`` must delete, as (recorded, recovered): the secondaries
     attached to them that EC2 keeps, then the VPC CNI ENIs named after them not among those."""
     recorded = _record(ec2, ids)
-    known = {e.eni_id for e in recorded}
-    return recorded, [e for e in _recover(ec2, ids) if e.eni_id not in known]
+    return recorded, _recover_beyond(ec2, ids, {e.eni_id for e in recorded})
+
+
+def _recover_beyond(
+    ec2: Ec2Api, ids: Sequence[str], known: set[str]
+) -> list[NetworkInterfaceView]:
+    """The VPC CNI ENIs named after ``ids`` that are not already among ``known``."""
+    return [e for e in _recover(ec2, ids) if e.eni_id not in known]
 
 
 def leftover_enis(ec2: Ec2Api, instance_ids: Sequence[str]) -> list[NetworkInterfaceView]:
@@ -149,8 +155,7 @@ def release(
     # Without a terminate of ours there was no such gap: the instances were already going.
     if to_terminate:
         try:
-            known = recorded_ids | {e.eni_id for e in recovered}
-            recovered += [e for e in _recover(ec2, ids) if e.eni_id not in known]
+            recovered += _recover_beyond(ec2, ids, recorded_ids | {e.eni_id for e in recovered})
         except Exception as exc:
             raise to_cloud_error(exc, "Describing the gang's ENIs after terminating") from exc
 
