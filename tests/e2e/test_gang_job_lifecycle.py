@@ -100,7 +100,11 @@ def test_job_is_held_then_admitted_onto_its_gang_and_the_warm_pool_is_reused(
         lambda: conditions(workload_of(env, namespace, "second")).get("Admitted") == "True",
         what="second Workload admitted",
     )
-    assert not batch.read_namespaced_job("second", namespace).spec.suspend
+    # Kueue unsuspends the Job in a write of its own after Admitted, as for the first Job.
+    eventually(
+        lambda: not batch.read_namespaced_job("second", namespace).spec.suspend,
+        what="second Job unsuspended",
+    )
     assert launched(env, pool_name) == 2, "the warm pool was reused, nothing new launched"
 
     # What an operator scrapes: one launch for the two Jobs (the second reused the warm
