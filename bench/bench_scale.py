@@ -271,6 +271,15 @@ class Run:
                         controller=reconciler,
                         result="success",
                     )
+            for operation in STACK_OPERATIONS:
+                for q in (0.5, 0.99):
+                    self.figures[f"stack{operation}P{int(q * 100)}"] = _quantile(
+                        metrics,
+                        "atomic_gang_stack_operation_seconds",
+                        q,
+                        operation=operation,
+                        result="succeeded",
+                    )
             started = time.monotonic()
             for pool in names:
                 custom.delete_cluster_custom_object(*GNP, pool)
@@ -388,6 +397,11 @@ class Run:
             self.figures[key] = self.figures.get(key, 0.0) + value
 
 
+# The stack operations of a pool's life before its release, whose wall time under load
+# (queued time excluded) the report prints.
+STACK_OPERATIONS: Final = ("prepare", "record")
+
+
 # Each stage a Workload goes through, and where its time is read: Kueue's conditions and our
 # check on the Workload, the claimed pool's phases, and the pool's return to KeepWarm after
 # the Job finished (which the next wave waits for).
@@ -475,6 +489,11 @@ ROWS: list[tuple[str, str, str]] = [
     ("gangnodepool passes", "passesgangnodepool", ""),
     ("workload passes", "passesworkload", ""),
     ("admissioncheck passes", "passesadmissioncheck", ""),
+    *(
+        (f"stack operation {q}, {operation} (executor, not queued)", f"stack{operation}{k}", "s")
+        for operation in STACK_OPERATIONS
+        for q, k in (("p50", "P50"), ("p99", "P99"))
+    ),
     ("EC2 listings, one pool", "describespool", ""),
     ("EC2 listings, every pool (index snapshot)", "describessnapshot", ""),
 ]
