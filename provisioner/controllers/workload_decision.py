@@ -175,16 +175,25 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
 
     if not _holds(pool, workload):
         stale = (f"replaced a stale claim by {claim.namespace}/{claim.name}",) if claim else ()
+        claimed: CheckUpdate | None = CheckUpdate(
+            c.CHECK_PENDING,
+            f"Pool {pool.name} claimed; {_progress(pool)}",
+            reason=c.EventReason.POOL_CLAIMED,
+        )
+        current = workload.check(inputs.check_name)
+        if _warm_set_whole(pool) and current is not None and current.state == c.CHECK_PENDING:
+            # The pool answers a claim on a whole warm set with Satisfied in one pass, and
+            # that brings the Ready write. A progress message written first would hold the
+            # Ready write behind it (one Workload write at a time), for a message that
+            # stands for milliseconds; if the pool turns out not to be whole, its status
+            # change brings the pass that says why.
+            claimed = None
         return WorkloadDecision(
             PoolChange.CLAIM,
             pool.name,
             shape=shape,
             claim=_claim_for(workload, inputs.now),
-            check=CheckUpdate(
-                c.CHECK_PENDING,
-                f"Pool {pool.name} claimed; {_progress(pool)}",
-                reason=c.EventReason.POOL_CLAIMED,
-            ),
+            check=claimed,
             notes=stale,
         )
 
@@ -193,6 +202,17 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
 
 def _idle_and_empty(pool: GangNodePool) -> bool:
     return pool.status.phase == c.PHASE_IDLE and not pool.status.instance_ids
+
+
+def _warm_set_whole(pool: GangNodePool) -> bool:
+    """Kept warm with every node of the set Ready, as the pool last observed it."""
+    status, n = pool.status, pool.spec.count
+    return (
+        status.phase == c.PHASE_KEEP_WARM
+        and status.active_group is not None
+        and len(status.instance_ids) == n
+        and status.ready_nodes == n
+    )
 
 
 def _satisfied(pool: GangNodePool) -> bool:

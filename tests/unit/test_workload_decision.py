@@ -214,6 +214,28 @@ def test_the_same_shape_claims_a_warm_pool() -> None:
     assert decision.pool_change is PoolChange.CLAIM
 
 
+def test_a_claim_on_a_whole_warm_set_writes_no_progress_message() -> None:
+    # The pool's Satisfied follows in one pass and brings the Ready write; a Pending
+    # message first would hold that write behind a Workload write of its own.
+    warm = pool(phase=c.PHASE_KEEP_WARM, instances=4, ready=4, group="g2")
+    decision = decide(inputs(workload(), warm))
+    assert decision.pool_change is PoolChange.CLAIM
+    assert decision.check is None
+
+
+@pytest.mark.parametrize(
+    ("instances", "ready"),
+    [(4, 3), (3, 3)],
+    ids=["a node not Ready", "an instance short"],
+)
+def test_a_claim_on_a_warm_set_that_is_not_whole_says_so(instances: int, ready: int) -> None:
+    warm = pool(phase=c.PHASE_KEEP_WARM, instances=instances, ready=ready, group="g2")
+    decision = decide(inputs(workload(), warm))
+    assert decision.pool_change is PoolChange.CLAIM
+    assert decision.check is not None and decision.check.state == c.CHECK_PENDING
+    assert decision.check.message.startswith("Pool pool-a claimed; ")
+
+
 def test_ready_only_when_satisfied_with_exactly_n_ready_nodes() -> None:
     ok = pool(claim_uid="uid-1", phase=c.PHASE_SATISFIED, instances=4, ready=4, group="g2")
     decision = decide(inputs(workload(), ok))
