@@ -1,7 +1,10 @@
 """The EC2 emulator's server process: moto behind the control API.
 
-`python -m devenv.emulator --port P [--host 127.0.0.1]` serves moto (with
-`devenv.emulator.install()` applied) on one port, plus a control API under `/_emulator/`:
+`python -m devenv.emulator --port P [--host 127.0.0.1] [--access-log]` serves moto (with
+`devenv.emulator.install()` applied) on one port, plus a control API under `/_emulator/`.
+Each request is counted by `/_emulator/requests`; a line per request in the log only with
+`--access-log` (writing it took 7 % of the emulator's samples in a py-spy profile of a
+200-pool cold wave). Errors are logged either way.
 
     GET  /_emulator/health            {"ok": true}
     GET  /_emulator/state             capacity, faults, instance counts by state, subnets
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 from collections.abc import Callable, Iterable, Sequence
@@ -362,6 +366,11 @@ def build_app(state: EmulatorState) -> ControlApp:
     return ControlApp(state, DomainDispatcherApplication(create_backend_app))
 
 
+def set_access_log(enabled: bool) -> None:
+    """werkzeug logs each request at INFO and a failed one at WARNING or ERROR."""
+    logging.getLogger("werkzeug").setLevel(logging.INFO if enabled else logging.WARNING)
+
+
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
 
@@ -371,7 +380,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", default=DEFAULT_HOST)
     parser.add_argument("--port", type=int, required=True, help="0 picks a free port")
     parser.add_argument("--port-file", type=Path, help="write the bound port here once listening")
+    parser.add_argument(
+        "--access-log", action="store_true", help="log a line per request (off: only errors)"
+    )
     args = parser.parse_args(argv)
+    set_access_log(args.access_log)
 
     from moto.moto_server.werkzeug_app import MotoRequestHandler
     from werkzeug.serving import make_server
