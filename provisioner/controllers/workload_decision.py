@@ -204,25 +204,23 @@ def _idle_and_empty(pool: GangNodePool) -> bool:
     return pool.status.phase == c.PHASE_IDLE and not pool.status.instance_ids
 
 
-def _warm_set_whole(pool: GangNodePool) -> bool:
-    """Kept warm with every node of the set Ready, as the pool last observed it."""
+def _whole_set_in(pool: GangNodePool, phase: str) -> bool:
+    """In `phase` with N instances and N Ready nodes, as the pool last wrote its status."""
     status, n = pool.status, pool.spec.count
     return (
-        status.phase == c.PHASE_KEEP_WARM
+        status.phase == phase
         and status.active_group is not None
         and len(status.instance_ids) == n
         and status.ready_nodes == n
     )
+
+
+def _warm_set_whole(pool: GangNodePool) -> bool:
+    return _whole_set_in(pool, c.PHASE_KEEP_WARM)
 
 
 def _satisfied(pool: GangNodePool) -> bool:
-    status, n = pool.status, pool.spec.count
-    return (
-        status.phase == c.PHASE_SATISFIED
-        and status.active_group is not None
-        and len(status.instance_ids) == n
-        and status.ready_nodes == n
-    )
+    return _whole_set_in(pool, c.PHASE_SATISFIED)
 
 
 def _check_for_claimant(
