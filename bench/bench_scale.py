@@ -1,6 +1,7 @@
 """Scale: many pools and Workloads churned through one controller process.
 
     .venv/bin/python -m bench.bench_scale [--pools 200] [--workloads 1000] [--baseline-pools 20]
+        [--stack-workers N]
 
 Two runs side by side, each on a fresh embedded default (etcd + kube-apiserver, the real
 Kueue manager, the EC2 emulator, the node simulator) with our controller as its own process
@@ -137,7 +138,9 @@ class Sampler:
         }
 
 
-def _start_controller(env: LocalEnvironment, work: Path) -> tuple[Supervised, int]:
+def _start_controller(
+    env: LocalEnvironment, work: Path, stack_workers: int | None
+) -> tuple[Supervised, int]:
     settings = env.controller_settings().model_dump(mode="json", exclude_defaults=True)
     metrics_port = free_port()
     settings |= {  # model_dump spells fields in snake_case; so must these overrides
@@ -146,6 +149,11 @@ def _start_controller(env: LocalEnvironment, work: Path) -> tuple[Supervised, in
         "health_port": free_port(),
         "reap_interval_seconds": 30,
     }
+    if stack_workers is not None:
+        settings["stack_operations"] = {
+            **settings.get("stack_operations", {}),
+            "workers": stack_workers,
+        }
     config = write_settings(work / "controller.yaml", settings)
     pulumi_root = toolchain.ensure_all()["pulumi"].binary.parent.parent
     child = start_controller(
@@ -190,6 +198,7 @@ class Run:
     per_pool: int
     count: int
     work: Path
+    stack_workers: int | None = None  # None: the controller's default (the CPU count)
     figures: dict[str, float] = field(default_factory=dict)
 
     def wait(self, what: str, probe: Callable[[], Any], timeout: float) -> None:
@@ -220,7 +229,7 @@ class Run:
             timeline = Timeline(api, NAMESPACE)
             timeline.start()
             cpu_before, machine_before = _cpu_by_kind(), machine_cpu()
-            child, metrics_port = _start_controller(env, self.work)
+            child, metrics_port = _start_controller(env, self.work, self.stack_workers)
             sampler = Sampler(child.pid)
             sampler.start()
             batch = k8s.BatchV1Api(api)
@@ -543,7 +552,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-pools", type=int, default=20, help="0: no baseline run")
     parser.add_argument("--count", type=int, default=2, help="nodes per gang")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--stack-workers",
+        type=int,
+        help="the executor's workers, stackOperations.workers (default: the CPU count)",
+    )
     args = parser.parse_args(argv)
+    if args.stack_workers is not None and args.stack_workers < 1:
+        parser.error("--stack-workers must be at least 1")
     if args.pools < 1 or args.workloads < args.pools or args.workloads % args.pools:
         parser.error("--workloads must be a positive multiple of --pools")
     per_pool = args.workloads // args.pools
@@ -557,13 +573,17 @@ def main(argv: list[str] | None = None) -> int:
         label = f"{pools} pools / {pools * per_pool} Workloads"
         print(f"{label}: starting", file=sys.stderr, flush=True)
         started = time.monotonic()
-        figures = Run(pools, per_pool, args.count, work).execute()
+        figures = Run(pools, per_pool, args.count, work, args.stack_workers).execute()
         figures["cpuPerWorkloadMs"] = 1000 * figures["cpuSeconds"] / (pools * per_pool)
         figures["wallSeconds"] = time.monotonic() - started
         print(f"{label}: done in {figures['wallSeconds']:.0f}s", file=sys.stderr, flush=True)
         runs.append((label, figures))
         shutil.rmtree(work, ignore_errors=True)
-    print(f"one controller process, gangs of {args.count}, {os.cpu_count()} cores")
+    workers = args.stack_workers or "the default"
+    print(
+        f"one controller process, gangs of {args.count}, {os.cpu_count()} cores, "
+        f"stack executor workers: {workers}"
+    )
     print(_report(runs))
     print(
         "reconcile lag and time from the controller's own histograms (lag buckets 1ms..60s, "
