@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-DEV_ONLY = ("devenv", "moto", "werkzeug", "tests", "bench")
+DEV_ONLY = ("devenv", "moto", "werkzeug", "waitress", "tests", "bench")
 
 
 @pytest.fixture(scope="module")
