@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3.connection
 from botocore.exceptions import ClientError
 
 from devenv.emulator import (
@@ -286,3 +287,27 @@ def test_stop_leaves_no_process_behind(tmp_path: Path) -> None:
     assert not process.alive()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_connections_stay_open_between_calls(
+    ec2_emulator: EmulatorClient, emulator_aws_client: AwsClientFactory
+) -> None:
+    # AWS keeps a client's connection open between calls; an emulator that closed it after
+    # each answer made every call of every client pay a new connection (and the emulator a
+    # thread), which no production client pays.
+    ec2 = emulator_aws_client("ec2")
+    s3 = emulator_aws_client("s3")
+    s3.create_bucket(Bucket="keep-alive-check")
+    opened: list[object] = []
+    original = urllib3.connection.HTTPConnection.connect
+
+    def counting(self: urllib3.connection.HTTPConnection) -> None:
+        opened.append(self)
+        original(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(urllib3.connection.HTTPConnection, "connect", counting)
+        for _ in range(5):
+            ec2.describe_availability_zones()
+            s3.head_bucket(Bucket="keep-alive-check")
+    assert len(opened) <= 2, f"{len(opened)} connections for 10 calls on two clients"

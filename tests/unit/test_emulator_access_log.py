@@ -1,4 +1,4 @@
-"""`--access-log` puts a line per request in the emulator's log; without it there is none."""
+"""`--access-log` wraps the emulator's app in `AccessLog`: a line per request in its log."""
 
 from __future__ import annotations
 
