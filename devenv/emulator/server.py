@@ -373,9 +373,10 @@ def build_app(state: EmulatorState) -> ControlApp:
     return ControlApp(state, DomainDispatcherApplication(create_backend_app))
 
 
-# Threads answering requests. Calls into moto take one lock, so more threads add no speed;
-# they keep a long poll of the instance feed (up to 30 s) or a call told to be slow from
-# holding up every other client's answer.
+# Threads answering requests. Every answer is worked out in this one Python process (all
+# but S3's object calls under the emulator's one lock), so more threads add no speed; they
+# keep a long poll of the instance feed (up to 30 s) or a call told to be slow from holding
+# up every other client's answer.
 SERVER_THREADS: Final = 24
 # Open connections, idle ones included: every botocore pool, Pulumi CLI and provider host.
 SERVER_CONNECTION_LIMIT: Final = 1000
