@@ -198,7 +198,7 @@ class Run:
     per_pool: int
     count: int
     work: Path
-    stack_workers: int | None = None  # None: the controller's default (the CPU count)
+    stack_workers: int | None = None  # None: the controller's default (two per CPU)
     figures: dict[str, float] = field(default_factory=dict)
 
     def wait(self, what: str, probe: Callable[[], Any], timeout: float) -> None:
@@ -310,6 +310,8 @@ class Run:
             for call, cost in env.emulator_client.request_costs().items():
                 self.figures[f"emulatorCpu:{call}"] = float(cost["cpu_seconds"])
                 self.figures[f"emulatorRequests:{call}"] = float(cost["requests"])
+                for client, requests in cost.get("clients", {}).items():
+                    self.figures[f"emulatorRequestsBy:{call}|{client}"] = float(requests)
             return self.figures
         finally:
             if child is not None:
@@ -527,6 +529,11 @@ def _emulator_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
     for call in calls[:EMULATOR_CALL_ROWS]:
         rows.append((f"EC2 emulator CPU, {call}", f"emulatorCpu:{call}", "s"))
         rows.append((f"EC2 emulator requests, {call}", f"emulatorRequests:{call}", ""))
+        # ... and who made them (the access key: the controller and its Pulumi children
+        # sign as "local", the node simulator as itself).
+        by = f"emulatorRequestsBy:{call}|"
+        for key in sorted(k for k in figures if k.startswith(by)):
+            rows.append((f"  ... by {key[len(by):]}", key, ""))
     return rows
 
 
@@ -555,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--stack-workers",
         type=int,
-        help="the executor's workers, stackOperations.workers (default: the CPU count)",
+        help="the executor's workers, stackOperations.workers (default: the controller's)",
     )
     args = parser.parse_args(argv)
     if args.stack_workers is not None and args.stack_workers < 1:

@@ -51,6 +51,9 @@ DEFAULT_REGION = "us-east-1"
 CONTROLLER_NAMESPACE = "atomic-gang-system"
 LEASE_NAME = "atomic-gang-provisioner"
 PASSPHRASE = "local-devenv"
+# The node simulator signs with a key of its own, so the emulator's per-call accounting tells
+# its polling (what kubelets and nodeadm stand in for) apart from the controller's calls.
+NODE_SIMULATOR_KEY = "node-simulator"
 
 
 @dataclass
@@ -116,7 +119,7 @@ class LocalEnvironment:
         )
         self.nodes = NodeSimulator(
             core=k8s.CoreV1Api(self.control_plane.api_client()),
-            ec2=self.ec2_client(),
+            ec2=self.ec2_client(access_key=NODE_SIMULATOR_KEY),
             cluster_name=self.cluster_name,
             join_delay=self.join_delay,
             events=self.emulator_client,
@@ -269,11 +272,11 @@ class LocalEnvironment:
                 if err.status != 409:  # a restart over the same etcd finds them there
                     raise
 
-    def ec2_client(self) -> Any:
+    def ec2_client(self, access_key: str = "local") -> Any:
         assert self.emulator is not None
         # Made as the product makes its clients (`ec2api.new_session`), so the node
         # simulator's and the benches' listings parse as cheaply as the controller's.
-        return new_session(aws_access_key_id="local", aws_secret_access_key="local").client(
+        return new_session(aws_access_key_id=access_key, aws_secret_access_key="local").client(
             "ec2", region_name=self.region, endpoint_url=self.emulator.endpoint_url
         )
 

@@ -7,7 +7,9 @@ for moto's lock is not counted against the call that waited.
 
 A call is named by its API: `ec2:DescribeInstances`, `kms:Decrypt`; S3 by what it touches
 (`s3:GET object`, `s3:GET bucket?list-type`), as the Pulumi CLI's state reads and writes are
-most of S3's traffic and their paths name one stack each.
+most of S3's traffic and their paths name one stack each. Each call also says which clients
+made it, by the access key id that signed it: the dev environment gives its node simulator a
+key of its own, so its polling is told apart from the controller's own calls.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import io
 import threading
 import time
 import urllib.parse
+from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -29,32 +33,46 @@ class RequestAccounting:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._calls: dict[str, list[float]] = {}
+        self._calls: dict[str, _Cost] = {}
 
     def timed(self, app: WSGIApp, environ: dict[str, Any], start: Callable[..., Any]) -> Any:
         name = call_name(environ)
+        client = access_key(environ.get("HTTP_AUTHORIZATION", "")) or "unsigned"
         began = time.thread_time()
         try:
             return app(environ, start)
         finally:
             spent = time.thread_time() - began
             with self._lock:
-                entry = self._calls.setdefault(name, [0, 0.0])
-                entry[0] += 1
-                entry[1] += spent
+                cost = self._calls.setdefault(name, _Cost())
+                cost.requests += 1
+                cost.cpu_seconds += spent
+                cost.clients[client] += 1
 
-    def report(self) -> dict[str, dict[str, float]]:
-        """Every call name with its `requests` and `cpu_seconds`, costliest first."""
+    def report(self) -> dict[str, dict[str, Any]]:
+        """Every call name with its `requests`, `cpu_seconds` and requests by `clients`
+        (access key id), costliest first."""
         with self._lock:
-            rows = sorted(self._calls.items(), key=lambda item: -item[1][1])
+            rows = sorted(self._calls.items(), key=lambda item: -item[1].cpu_seconds)
             return {
-                name: {"requests": int(count), "cpu_seconds": round(spent, 3)}
-                for name, (count, spent) in rows
+                name: {
+                    "requests": cost.requests,
+                    "cpu_seconds": round(cost.cpu_seconds, 3),
+                    "clients": dict(cost.clients.most_common()),
+                }
+                for name, cost in rows
             }
 
     def clear(self) -> None:
         with self._lock:
             self._calls.clear()
+
+
+@dataclass
+class _Cost:
+    requests: int = 0
+    cpu_seconds: float = 0.0
+    clients: Counter[str] = field(default_factory=Counter)
 
 
 def call_name(environ: dict[str, Any]) -> str:
@@ -76,10 +94,22 @@ def call_name(environ: dict[str, Any]) -> str:
     return f"{service or 'aws'}:{method} {environ.get('PATH_INFO', '')}"
 
 
-def _signing_service(authorization: str) -> str | None:
+def _credential_scope(authorization: str) -> list[str]:
     # SigV4: "AWS4-HMAC-SHA256 Credential=KEY/date/region/service/aws4_request, ..."
-    scope = authorization.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
+    return authorization.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
+
+
+def _signing_service(authorization: str) -> str | None:
+    scope = _credential_scope(authorization)
     return scope[3] if len(scope) >= 5 else None
+
+
+def access_key(authorization: str) -> str | None:
+    """The access key id that signed the request (SigV4), or None."""
+    if "Credential=" not in authorization:
+        return None
+    scope = _credential_scope(authorization)
+    return scope[0].strip() or None if len(scope) >= 2 else None
 
 
 def _query_action(environ: dict[str, Any]) -> str | None:

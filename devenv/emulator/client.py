@@ -277,8 +277,9 @@ class EmulatorClient:
         query = urllib.parse.urlencode({"after": after, "wait": wait})
         return self._call("GET", f"instance-events?{query}")
 
-    def request_costs(self) -> dict[str, dict[str, float]]:
-        """Requests and CPU seconds per AWS call since the last reset, costliest first."""
+    def request_costs(self) -> dict[str, dict[str, Any]]:
+        """Requests, CPU seconds and requests by client (access key id) per AWS call since
+        the last reset, costliest first."""
         return dict(self._call("GET", "requests")["requests"])
 
     def now(self) -> float:

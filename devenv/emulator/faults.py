@@ -27,6 +27,7 @@ from xml.sax.saxutils import escape
 
 from moto.core.utils import get_service_model
 
+from devenv.emulator.accounting import access_key
 from devenv.emulator.model import EmulatorInputError, check_count
 
 _ACTION_RE: Final = re.compile(r"^[A-Z][A-Za-z0-9]+$")
@@ -281,13 +282,9 @@ def _take(queue: list[Any] | None, client: str | None) -> Any:
     return None
 
 
-_CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/")
-
-
 def access_key_of(response: Any) -> str | None:
     """The access key id a request was signed with (SigV4's Credential=AKID/...)."""
-    match = _CREDENTIAL.search(str(response.headers.get("Authorization") or ""))
-    return match.group(1) if match else None
+    return access_key(str(response.headers.get("Authorization") or ""))
 
 
 def s3_fault_response(fault: Fault) -> tuple[int, dict[str, str], str]:

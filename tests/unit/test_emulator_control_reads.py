@@ -134,8 +134,8 @@ def test_a_bad_feed_query_names_its_field(emulator: EmulatorState, query: str, f
 
 
 # --- what each AWS call costs the emulator -------------------------------------------------
-def _signed(service: str) -> str:
-    return f"AWS4-HMAC-SHA256 Credential=KEY/20261201/us-east-1/{service}/aws4_request, X=1"
+def _signed(service: str, key: str = "KEY") -> str:
+    return f"AWS4-HMAC-SHA256 Credential={key}/20261201/us-east-1/{service}/aws4_request, X=1"
 
 
 def test_each_aws_call_is_counted_by_name_and_its_body_reaches_moto_whole(
@@ -150,12 +150,12 @@ def test_each_aws_call_is_counted_by_name_and_its_body_reaches_moto_whole(
 
     app = Client(ControlApp(emulator, aws_app=aws))
     form = "Action=DescribeInstances&Version=2016-11-15"
-    for _ in range(2):
+    for key in ("controller", "node-simulator"):
         app.post(
             "/",
             data=form,
             content_type="application/x-www-form-urlencoded",
-            headers={"Authorization": _signed("ec2")},
+            headers={"Authorization": _signed("ec2", key)},
         )
     app.get("/state-bucket?list-type=2&prefix=.pulumi", headers={"Authorization": _signed("s3")})
     app.put("/state-bucket/.pulumi/stacks/p/s.json", headers={"Authorization": _signed("s3")})
@@ -173,5 +173,8 @@ def test_each_aws_call_is_counted_by_name_and_its_body_reaches_moto_whole(
         "kms:Decrypt": 1,
     }
     assert all(row["cpu_seconds"] >= 0 for row in costs.values())
+    # Which client made each call, by the access key that signed it.
+    assert costs["ec2:DescribeInstances"]["clients"] == {"controller": 1, "node-simulator": 1}
+    assert costs["kms:Decrypt"]["clients"] == {"KEY": 1}
     app.post("/_emulator/reset")
     assert app.get("/_emulator/requests").get_json()["requests"] == {}
