@@ -447,7 +447,7 @@ REFERENCE_DEFAULTS: dict[str, Any] = {
     "joinDeadlineSeconds": 600,
     "acquireAttemptsBeforeRetry": 20,
     "maxConcurrentPoolReconciles": 5,
-    "stackOperations.workers": None,  # one per CPU
+    "stackOperations.workers": None,  # two per CPU, within the memory limit
     "leaderElection.enabled": True,
     "webhook.enabled": True,
     "webhook.certMode": "certManager",

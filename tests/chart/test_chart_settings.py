@@ -49,7 +49,7 @@ def test_default_settings(rendered: Rendered, tmp_path: Path) -> None:
     assert settings.pulumi.secrets_provider == STATE_SECRETS
     assert settings.retry_backoff.initial == timedelta(seconds=5)
     assert settings.retry_backoff.max == timedelta(minutes=5)
-    # Left empty, the controller runs one stack operation per CPU it may use.
+    # Left empty, the controller runs two stack operations per CPU, within its memory limit.
     assert settings.stack_operations.workers == StackOperations().workers
     ports = {
         p["name"]: p["containerPort"]

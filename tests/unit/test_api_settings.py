@@ -317,12 +317,13 @@ def test_parser_has_a_flag_per_setting() -> None:
         assert flag in help_text
 
 
-def test_stack_operation_workers_default_to_the_cpus_and_come_from_every_source(
+def test_stack_operation_workers_default_to_two_per_cpu_and_come_from_every_source(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import os
 
-    assert minimal().stack_operations.workers == len(os.sched_getaffinity(0))
+    monkeypatch.setattr("provisioner.api.settings.memory_limit", lambda: None)
+    assert minimal().stack_operations.workers == 2 * len(os.sched_getaffinity(0))
     from_file = load_settings(write(tmp_path, FILE + "stackOperations:\n  workers: 3\n"))
     assert from_file.stack_operations.workers == 3
     monkeypatch.setenv("ATOMIC_GANG_STACK_OPERATIONS__WORKERS", "4")
@@ -331,6 +332,44 @@ def test_stack_operation_workers_default_to_the_cpus_and_come_from_every_source(
         ["--config", str(write(tmp_path, FILE)), "--stack-operations.workers", "5"]
     )
     assert flags.stack_operations.workers == 5
+
+
+@pytest.mark.parametrize(
+    ("cpus", "memory_mib", "workers"),
+    [
+        (2, None, 4),  # no limit: two per CPU
+        (2, 1024, 4),  # the chart's 1 GiB holds six beside the controller
+        (16, 1024, 6),  # a large node: the memory limit, not the CPUs, decides
+        (16, 4096, 32),
+        (4, 256, 1),  # a limit below the controller's own share still runs one
+    ],
+)
+def test_the_default_stack_workers_fit_the_cpus_and_the_memory_limit(
+    cpus: int, memory_mib: int | None, workers: int
+) -> None:
+    from provisioner.api.settings import default_stack_workers
+
+    memory = None if memory_mib is None else memory_mib * 2**20
+    assert default_stack_workers(cpus, memory) == workers
+
+
+@pytest.mark.parametrize(
+    ("files", "limit"),
+    [
+        ({"memory.max": "1073741824\n"}, 2**30),  # cgroup v2
+        ({"memory.max": "max\n"}, None),  # v2, no limit
+        ({"limit_in_bytes": "536870912\n"}, 2**29),  # cgroup v1
+        ({}, None),  # not in a cgroup that says
+    ],
+)
+def test_the_memory_limit_is_read_from_either_cgroup_version(
+    tmp_path: Path, files: dict[str, str], limit: int | None
+) -> None:
+    from provisioner.api.settings import memory_limit
+
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    assert memory_limit((tmp_path / "memory.max", tmp_path / "limit_in_bytes")) == limit
 
 
 @pytest.mark.parametrize("workers", [0, -2])

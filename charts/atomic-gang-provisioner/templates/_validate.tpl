@@ -40,7 +40,7 @@ what to set.
 {{- end }}
 {{- $workers := ($v.stackOperations | default dict).workers }}
 {{- if and (not (kindIs "invalid" $workers)) (lt (int $workers) 1) }}
-{{- fail (printf "stackOperations.workers=%v must be at least 1: with no worker no pool's stack is ever prepared, recorded or destroyed. Leave it empty for one per CPU." $workers) }}
+{{- fail (printf "stackOperations.workers=%v must be at least 1: with no worker no pool's stack is ever prepared, recorded or destroyed. Leave it empty for two per CPU within the memory limit." $workers) }}
 {{- end }}
 {{- $providerHost := ($v.stackOperations | default dict).providerHost | default "shared" }}
 {{- if not (has $providerHost (list "shared" "perOperation")) }}
