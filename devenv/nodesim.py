@@ -68,6 +68,9 @@ class _Seen:
     first_running: float
     joined: bool = False
     refused: str | None = None
+    # What EC2 said of the instance once it was running: all a join needs. Until it joins,
+    # the feed says if it goes, so it is not asked about again on every poll.
+    running: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -210,7 +213,18 @@ class NodeSimulator:
         self._cursor = int(page["last"])
         self._delete_nodes(ending)
         if booting:
-            self._advance(self._cluster_instances(booting))
+            with self._lock:
+                running = [
+                    seen.running
+                    for iid in booting
+                    if (seen := self._seen.get(iid)) is not None and seen.running is not None
+                ]
+            known = {inst["InstanceId"] for inst in running}
+            # EC2 is asked only about the instances not yet seen running. Asking about
+            # every booting one on every poll (four a second) described each several
+            # times over its join delay, for nodes that never call DescribeInstances.
+            asked = [iid for iid in booting if iid not in known]
+            self._advance((self._cluster_instances(asked) if asked else []) + running)
 
     def _advance(self, instances: list[dict[str, Any]]) -> None:
         """Join each running instance once it has run for the join delay."""
@@ -228,6 +242,7 @@ class NodeSimulator:
                 seen.first_running = now  # the join delay counts from running
                 waiting.add(iid)
                 continue
+            seen.running = inst
             if seen.joined or seen.refused:
                 continue
             if now - seen.first_running < self.join_delay:

@@ -340,6 +340,25 @@ def test_with_the_feed_a_settled_fleet_costs_ec2_nothing(
     assert counting.listings == 1, "a termination was learnt by listing, not from the feed"
 
 
+def test_with_the_feed_a_booting_instance_is_asked_about_until_seen_running(
+    kube_api: Any, ec2: Any, fed: tuple[NodeSimulator, FakeClock, CountingEc2]
+) -> None:
+    sim, clock, counting = fed
+    sim.run_once()
+    (iid,) = _launch(ec2, _user_data("pool-h", "g1"))
+    sim.run_once()  # learns the launch from the feed and sees it running
+    assert counting.by_id == 1
+    for _ in range(3):  # inside the join delay: nothing new to ask EC2
+        clock.now += 1
+        sim.run_once()
+    assert counting.by_id == 1, "an instance already seen running was described again"
+    assert iid not in _nodes(kube_api)
+    clock.now += 5
+    sim.run_once()
+    assert iid in _nodes(kube_api), "joined from what EC2 said when it was first running"
+    assert counting.by_id == 1
+
+
 def test_with_the_feed_missed_events_make_the_next_pass_list_ec2(
     kube_api: Any, ec2: Any, fed: tuple[NodeSimulator, FakeClock, CountingEc2]
 ) -> None:
