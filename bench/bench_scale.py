@@ -533,7 +533,7 @@ def _emulator_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
         # sign as "local", the node simulator as itself).
         by = f"emulatorRequestsBy:{call}|"
         for key in sorted(k for k in figures if k.startswith(by)):
-            rows.append((f"  ... by {key[len(by):]}", key, ""))
+            rows.append((f"  ... by {key[len(by) :]}", key, ""))
     return rows
 
 

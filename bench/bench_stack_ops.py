@@ -114,6 +114,7 @@ def _subcommand(args: str) -> str:
 class Aws:
     def __init__(self, endpoint: str, emulator: EmulatorProcess) -> None:
         self.endpoint = endpoint
+        self._emulator = emulator.client
         emulator.client.register_eks_cluster(CLUSTER)
         session = boto3.session.Session(region_name=REGION)
         self.clients = build_clients(session, REGION, endpoint)
@@ -134,6 +135,13 @@ class Aws:
             SubnetRef(s["SubnetId"], s["AvailabilityZone"])
             for s in ec2.describe_subnets()["Subnets"]
         )
+
+    def requests_by_service(self) -> Counter[str]:
+        """Every AWS request the emulator has answered, by service (`s3`, `kms`, `ec2`)."""
+        counts: Counter[str] = Counter()
+        for call, cost in self._emulator.request_costs().items():
+            counts[call.split(":", 1)[0]] += int(cost["requests"])
+        return counts
 
     def spec(self, pool: str) -> PoolSpec:
         return PoolSpec(
@@ -175,8 +183,12 @@ class Aws:
 
 
 class Recorder:
-    def __init__(self, cli: CountingCli) -> None:
+    def __init__(self, cli: CountingCli, aws_calls: Callable[[], Counter[str]]) -> None:
         self.cli = cli
+        # Requests the emulator has answered so far, by AWS service: a call's S3 and KMS
+        # requests are what the state backend and the secrets provider cost it.
+        self.aws_calls = aws_calls
+        self.requests: dict[str, list[Counter[str]]] = {}
         # The shared provider host's pid (None per operation, or before it starts): a
         # long-lived child, so its CPU is read from /proc, not from the reaped children.
         self.host_pid: Callable[[], int | None] = lambda: None
@@ -190,9 +202,11 @@ class Recorder:
         host_before = self.host_pid()
         host_cpu_before = _process_cpu(host_before)
         children_before = _children_cpu()
+        calls_before = self.aws_calls()
         started = time.perf_counter()
         value = fn()
         self.walls.setdefault(name, []).append(time.perf_counter() - started)
+        self.requests.setdefault(name, []).append(self.aws_calls() - calls_before)
         host_after = self.host_pid()
         # A host started during the call: all of its CPU so far belongs to this call.
         host_cpu = _process_cpu(host_after) - (
@@ -212,6 +226,7 @@ class Recorder:
                 "wall s (max)",
                 "child CPU s",
                 "CLI procs",
+                "S3 / KMS requests",
                 "CLI commands per call",
             )
         ]
@@ -227,6 +242,7 @@ class Recorder:
                     f"{max(walls):.2f}",
                     f"{statistics.median(self.cpu[name]):.2f}",
                     f"{statistics.median(procs):g}",
+                    self._requests(name),
                     kinds or "-",
                 )
             )
@@ -234,6 +250,12 @@ class Recorder:
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join([f"rounds: {rounds}", *lines, self.lifecycle()])
+
+    def _requests(self, name: str) -> str:
+        """Median S3 and KMS requests of one call."""
+        calls = self.requests.get(name) or [Counter()]
+        s3, kms = (statistics.median(c[service] for c in calls) for service in ("s3", "kms"))
+        return f"{s3:g} / {kms:g}"
 
     def lifecycle(self) -> str:
         """One pool's whole life (create, two generations recorded, remove, destroy), and
@@ -438,7 +460,7 @@ def _rounds(
     label: str,
     args: argparse.Namespace,
 ) -> Recorder:
-    rec = Recorder(cli)
+    rec = Recorder(cli, aws.requests_by_service)
     log = logging.getLogger("bench")
     driver = rec.measure("driver start", lambda: StackDriver(settings, cli.root, log))
     rec.host_pid = lambda: driver.provider_host_pid
