@@ -78,6 +78,12 @@ def cli_environment(settings: Settings, pulumi_root: Path, paths: StatePaths) ->
         "PULUMI_HOME": str(paths.home),
         "PULUMI_BACKEND_URL": pulumi.backend_url,
         "PULUMI_SKIP_UPDATE_CHECK": "true",
+        # After each update the CLI copies the stack's checkpoint to .pulumi/backups/, a
+        # new object per operation that nothing ever removes, at the cost of a listing, a
+        # read and a write of the state bucket. The bootstrap's bucket is versioned, so
+        # every checkpoint an update replaces is kept there already; the update history
+        # (`pulumi stack history`) is still written.
+        "PULUMI_DIY_BACKEND_DISABLE_CHECKPOINT_BACKUPS": "true",
         # The provider host must run on this interpreter, to import the same `stacks`,
         # boto3 and pulumi as the controller.
         "ATOMIC_GANG_PYTHON": sys.executable,

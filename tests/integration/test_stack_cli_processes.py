@@ -121,6 +121,15 @@ def test_an_up_is_one_cli_process_and_so_is_a_destroy(
     assert cli.new_commands() == ["up", *host]
     assert removed.outputs.record is None
     assert world.live_instances("count-a") == []
+    # Three updates left their history and no checkpoint backups: on a versioned bucket a
+    # backup is a second copy of what the bucket keeps, and nothing ever removed them.
+    written = (
+        state.stack_keys()
+        if backend == "s3"
+        else [str(p.relative_to(tmp_path / "state")) for p in (tmp_path / "state").rglob("*")]
+    )
+    assert any("/history/" in key for key in written), written
+    assert not [key for key in written if "/backups/" in key or key.endswith("/backups")]
 
     # A second driver (a restarted controller) reads what the updates left in the backend.
     fresh = StackDriver(settings, cli.root, logging.getLogger("stack"))
