@@ -442,13 +442,6 @@ def main(argv: list[str] | None = None) -> int:
                 pair = [(n, r) for n, r in recorders.items() if n.startswith(f"{backend}/")]
                 if len(pair) == 2:
                     print("\n" + side_by_side(*pair))
-    # What one stack operation in flight costs in memory, which sizes the default
-    # stackOperations.workers (provisioner/api/settings.py, STACK_OPERATION_MEMORY).
-    largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(
-        f"\nlargest finished child (a Pulumi CLI, or a per-operation provider host it "
-        f"started): peak RSS {largest:.0f} MiB"
-    )
     return 0
 
 

@@ -338,9 +338,10 @@ def test_stack_operation_workers_default_to_two_per_cpu_and_come_from_every_sour
     ("cpus", "memory_mib", "workers"),
     [
         (2, None, 4),  # no limit: two per CPU
-        (2, 1024, 4),  # the chart's 1 GiB holds six beside the controller
-        (16, 1024, 6),  # a large node: the memory limit, not the CPUs, decides
-        (16, 4096, 32),
+        (2, 1024, 4),  # the chart's 1 GiB holds four beside the controller
+        (16, 1024, 4),  # a large node: the memory limit, not the CPUs, decides
+        (16, 4096, 24),
+        (8, 8192, 16),
         (4, 256, 1),  # a limit below the controller's own share still runs one
     ],
 )
