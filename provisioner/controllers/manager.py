@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 import uvicorn
 from prometheus_client import make_asgi_app
@@ -55,6 +55,11 @@ from provisioner.kube.resources import (
 from provisioner.kube.workqueue import Controller
 
 log = logging.getLogger(__name__)
+
+# Workload passes at once. A warm wave is a burst of claims, each a Workload pass whose
+# writes wait on the API server and Kueue's webhook, not on this process's CPU; each write
+# is preconditioned on the version read, so two passes never overwrite each other.
+WORKLOAD_WORKERS: Final = 5
 
 
 def utc_now() -> datetime:
@@ -146,7 +151,7 @@ class Manager:
         workload_ctl = Controller(
             "workload",
             workload_reconciler.reconcile,
-            max_concurrent=2,
+            max_concurrent=WORKLOAD_WORKERS,
             observer=QueueMetrics(self.metrics, "workload"),
         )
         workload_ctl.watch(workloads)
