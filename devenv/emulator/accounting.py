@@ -109,7 +109,9 @@ def access_key(authorization: str) -> str | None:
     if "Credential=" not in authorization:
         return None
     scope = _credential_scope(authorization)
-    return scope[0].strip() or None if len(scope) >= 2 else None
+    if len(scope) < 2:
+        return None
+    return scope[0].strip() or None
 
 
 def _query_action(environ: dict[str, Any]) -> str | None:
