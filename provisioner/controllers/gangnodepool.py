@@ -76,6 +76,7 @@ from provisioner.kube.client import KubeClient
 from provisioner.kube.errors import KubeConflict, KubeNotFound
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.informer import Informer
+from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS, OwnWrites
 from provisioner.kube.resources import GANG_NODE_POOLS, NODES, ObjectKey
 from provisioner.kube.status import write_object, write_status
 from provisioner.kube.workqueue import Result
@@ -93,7 +94,7 @@ _CHANGES_INSTANCES = frozenset({Action.LAUNCH, Action.RELEASE_SET, Action.DESTRO
 # holds the write; an immediate requeue would plan from the cache before it (and meet a
 # conflict), and so would a pass the cache woke before it held the write. Both wait for that
 # event instead; this short requeue only stands in for an event that never comes.
-_OWN_WRITE_FALLBACK_SECONDS = 2.0
+_OWN_WRITE_FALLBACK_SECONDS = WAIT_FOR_OWN_WRITE_SECONDS
 
 
 def reads_fresh(pool: GangNodePool) -> bool:
@@ -155,9 +156,8 @@ class GangNodePoolReconciler:
         # Each pool's last failed step and when it may run again. In memory only: a new
         # leader tries once at once, then backs off from the count kept in the status.
         self._backoffs: dict[str, Backoff] = {}
-        # Per pool, the resourceVersions this reconciler has written over and the informer
-        # cache has not yet moved past (see `_cache_behind_own_write`).
-        self._superseded: dict[str, set[str]] = {}
+        # Per pool, the versions this reconciler wrote over that the cache still may show.
+        self._own_writes = OwnWrites()
 
     def keys_for_node(self, node: dict[str, Any]) -> list[ObjectKey]:
         pool = (node.get("metadata", {}).get("labels") or {}).get(c.POOL_LABEL)
@@ -169,7 +169,7 @@ class GangNodePoolReconciler:
         if raw is None:
             self._executor.forget(key.name)
             self._backoffs.pop(key.name, None)
-            self._superseded.pop(key.name, None)
+            self._own_writes.forget(key.name)
             return Result()
         if self._cache_behind_own_write(raw):
             # Our write's watch event wakes the pool when the cache has it; this is the
@@ -363,10 +363,7 @@ class GangNodePoolReconciler:
             return True
 
         written = write_status(self._kube, GANG_NODE_POOLS, raw, mutate, c.FIELD_MANAGER)
-        meta = raw.get("metadata") or {}
-        old = meta.get("resourceVersion")
-        if old and old != (written.get("metadata") or {}).get("resourceVersion"):
-            self._superseded.setdefault(meta["name"], set()).add(old)
+        self._own_writes.wrote(raw["metadata"]["name"], raw, written)
         return written
 
     def _cache_behind_own_write(self, raw: dict[str, Any]) -> bool:
@@ -376,17 +373,12 @@ class GangNodePoolReconciler:
         write (the launch's IDs) is still on its way to the cache; a pass planned from the
         older object would launch again (the ClientToken makes EC2 answer with the same
         instances, but it is a call, and a conflict, for nothing) or redo any other step.
-        resourceVersions are compared for equality only, never ordered; an informer's cache
-        never goes back, so once it holds anything else, it holds what we wrote or newer.
+        (See `OwnWrites`.)
         """
         name = raw["metadata"]["name"]
-        superseded = self._superseded.get(name)
-        if not superseded:
-            return False
-        if raw["metadata"].get("resourceVersion") in superseded:
+        if self._own_writes.cache_behind(name, raw):
             log.debug("pool %s: cache behind our own write; waiting for it", name)
             return True
-        del self._superseded[name]
         return False
 
     def _persist_result(
@@ -413,8 +405,9 @@ class GangNodePoolReconciler:
                 name,
             )
             # The version the action was planned from is written over as well.
-            self._superseded.setdefault(name, set()).add(raw["metadata"]["resourceVersion"])
-            return self._persist(fresh, before, after)
+            written = self._persist(fresh, before, after)
+            self._own_writes.wrote(name, raw, written)
+            return written
 
     def _emit(self, raw: dict[str, Any], events: tuple[Any, ...]) -> None:
         for event in events:

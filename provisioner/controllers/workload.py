@@ -33,7 +33,8 @@ from provisioner.kube.client import KubeClient
 from provisioner.kube.errors import KubeAlreadyExists, KubeNotFound
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.informer import Informer
-from provisioner.kube.resources import GANG_NODE_POOLS, JOBS, WORKLOADS, ObjectKey
+from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS, OwnWrites
+from provisioner.kube.resources import GANG_NODE_POOLS, JOBS, WORKLOADS, ObjectKey, key_of
 from provisioner.kube.status import patch_status_entries, write_object
 from provisioner.kube.workqueue import Result
 
@@ -63,6 +64,10 @@ class WorkloadReconciler:
         self._settings = settings
         self._recorder = recorder
         self._now = now
+        # The Workloads and pools this reconciler wrote over that the caches may still show
+        # as before: a pass planned from one would write it again, and meet a conflict.
+        self._own_workload_writes = OwnWrites()
+        self._own_pool_writes = OwnWrites()
 
     # -- mappings used by the manager ------------------------------------------------------
     def keys_for_pool(self, pool: dict[str, Any]) -> list[ObjectKey]:
@@ -79,6 +84,11 @@ class WorkloadReconciler:
     # -- reconcile --------------------------------------------------------------------------
     def reconcile(self, key: ObjectKey) -> Result:
         raw = self._workloads.get(key.namespace, key.name)
+        if raw is None:
+            self._own_workload_writes.forget(key)
+        elif self._own_workload_writes.cache_behind(key, raw):
+            # Our write's watch event queues the Workload again once the cache holds it.
+            return Result(requeue_after=WAIT_FOR_OWN_WRITE_SECONDS)
         workload = Workload.from_dict(raw) if raw else None
         check_name = self._check_name(workload)
         if workload is None or check_name is None:
@@ -89,6 +99,12 @@ class WorkloadReconciler:
         job = self._owner_job(workload)
         pool_name = (job or {}).get("metadata", {}).get("labels", {}).get(c.POOL_LABEL)
         pool_raw = self._pools.get("", pool_name) if pool_name else None
+        if pool_name and pool_raw is None:
+            self._own_pool_writes.forget(pool_name)
+        elif pool_raw is not None and self._own_pool_writes.cache_behind(pool_name, pool_raw):
+            # Planned from the pool as it was before our claim or release, this pass would
+            # write that again. The pool's own watch event queues this Workload (its claimant).
+            return Result(requeue_after=WAIT_FOR_OWN_WRITE_SECONDS)
         pool = GangNodePool.from_dict(pool_raw) if pool_raw else None
         decision = decide(
             WorkloadInputs(
@@ -213,7 +229,8 @@ class WorkloadReconciler:
                 spec["claim"] = claim.to_dict()
             return True
 
-        write_object(self._kube, GANG_NODE_POOLS, pool_raw, mutate, c.FIELD_MANAGER)
+        written = write_object(self._kube, GANG_NODE_POOLS, pool_raw, mutate, c.FIELD_MANAGER)
+        self._own_pool_writes.wrote(pool_raw["metadata"]["name"], pool_raw, written)
 
     def _write_check(
         self, raw: dict[str, Any], workload: Workload, check_name: str, update: CheckUpdate
@@ -231,7 +248,8 @@ class WorkloadReconciler:
             return
         # check_state_patch pins the resourceVersion itself (its first operation); the
         # helper pins it again from the object read, so that operation is left out.
-        patch_status_entries(self._kube, WORKLOADS, raw, ops[1:], c.FIELD_MANAGER)
+        written = patch_status_entries(self._kube, WORKLOADS, raw, ops[1:], c.FIELD_MANAGER)
+        self._own_workload_writes.wrote(key_of(raw), raw, written)
         if before is None or before.state != update.state:
             kind = (
                 c.EVENT_WARNING

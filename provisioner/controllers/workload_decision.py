@@ -18,7 +18,8 @@ The rules, in order:
    A claim whose Workload no longer exists is stale and is replaced.
 6. Our claim: Ready only when the pool reports Satisfied with exactly N Ready nodes; Retry
    after `acquireAttemptsBeforeRetry` consecutive shortfalls, or when an admitted gang loses
-   its nodes; Pending with the pool's progress otherwise.
+   its nodes; Pending with the pool's progress otherwise. A claim on a whole warm set gets no
+   progress message, when made or before the pool answers it: Satisfied comes in one pass.
 """
 
 from __future__ import annotations
@@ -225,9 +226,14 @@ def _satisfied(pool: GangNodePool) -> bool:
 
 def _check_for_claimant(
     workload: Workload, pool: GangNodePool, inputs: WorkloadInputs
-) -> CheckUpdate:
+) -> CheckUpdate | None:
     status = pool.status
     current = workload.check(inputs.check_name or "")
+    if _warm_set_whole(pool) and current is not None and current.state == c.CHECK_PENDING:
+        # Our claim on a whole warm set, before the pool's pass answers it (the pass our
+        # claim's own write brings, say): nothing to report that the pool's Satisfied, one
+        # pass away, will not replace. As at the claim itself, no progress message.
+        return None
     if _satisfied(pool):
         assert status.active_group is not None
         return CheckUpdate(

@@ -324,3 +324,29 @@ def test_a_gang_held_for_a_block_not_yet_active_stays_pending_with_the_start() -
     decision = decide(inputs(workload(), held))
     assert decision.check is not None and decision.check.state == c.CHECK_PENDING
     assert why in decision.check.message
+
+
+def test_our_claim_on_a_whole_warm_set_waits_for_the_pool_without_a_message() -> None:
+    # The pass our claim's own write brings sees the claim held and the pool not yet
+    # answered: a "reusing warm nodes" message would be a Workload write of its own, ahead
+    # of the Ready one the pool's Satisfied brings.
+    claimed = pool(claim_uid="uid-1", phase=c.PHASE_KEEP_WARM, instances=4, ready=4, group="g2")
+    decision = decide(inputs(workload(), claimed))
+    assert decision.pool_change is PoolChange.NONE
+    assert decision.check is None
+
+
+@pytest.mark.parametrize(
+    ("instances", "ready"),
+    [(4, 3), (3, 3)],
+    ids=["a node not Ready", "an instance short"],
+)
+def test_our_claim_on_a_warm_set_that_is_not_whole_reports_progress(
+    instances: int, ready: int
+) -> None:
+    claimed = pool(
+        claim_uid="uid-1", phase=c.PHASE_KEEP_WARM, instances=instances, ready=ready, group="g2"
+    )
+    decision = decide(inputs(workload(), claimed))
+    assert decision.check is not None and decision.check.state == c.CHECK_PENDING
+    assert "reusing" in decision.check.message

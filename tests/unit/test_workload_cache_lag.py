@@ -1,0 +1,317 @@
+"""The Workload reconciler writes a warm claim's Workload once and its pool once, whatever
+its informer caches lag.
+
+A warm claim in a 200-pool wave was written five times (an audit of the API server showed
+it): the claim pass, then a pass the claim's own watch event brought, which saw the pool
+not yet answered and wrote a "reusing warm nodes" message; the Ready write, planned from a
+Workload cache from before that message, met a conflict; and once written, Ready was
+written again by a pass whose cache did not hold it yet, meeting another. Each of those
+is a request the API server validates, sends through Kueue's webhook and refuses or fans
+out to every watcher, in the wave whose CPU it shares.
+
+Here the apiserver is a dict with resourceVersions and 409s, and each informer answers
+with the object as it was when frozen until told it caught up.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from provisioner.api import constants as c
+from provisioner.api.settings import Settings
+from provisioner.controllers.workload import WorkloadReconciler
+from provisioner.kube.errors import KubeConflict
+from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS
+from provisioner.kube.resources import GANG_NODE_POOLS, ObjectKey, ResourceRef
+from tests.support.backends import UNREACHED_BACKEND
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+CHECK = "atomic-gang-check"
+ROLE = "arn:aws:iam::123456789012:role/eks-gang-node-role"
+SETTINGS = Settings.model_validate(
+    {
+        "clusterName": "prod",
+        "pulumi": UNREACHED_BACKEND,
+        "defaults": {"region": "us-east-1", "nodeRoleArn": ROLE},
+    }
+)
+KEY = ObjectKey("ml", "job-train-abc")
+IDS = ["i-0000000000000000a", "i-0000000000000000b"]
+
+
+def job() -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "train",
+            "namespace": "ml",
+            "uid": "job-uid",
+            "labels": {c.POOL_LABEL: "pool-a", c.QUEUE_NAME_LABEL: "q"},
+            "annotations": {c.ANN_COUNT: "2", c.ANN_INSTANCE_TYPE: "p4d.24xlarge"},
+        }
+    }
+
+
+def workload() -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": KEY.name,
+            "namespace": KEY.namespace,
+            "uid": "wl-uid",
+            "resourceVersion": "1",
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid"}
+            ],
+        },
+        "spec": {"podSets": [{"name": "main", "count": 2}], "queueName": "q"},
+        "status": {
+            "conditions": [
+                {
+                    "type": c.WL_QUOTA_RESERVED,
+                    "status": "True",
+                    "reason": "QuotaReserved",
+                    "message": "",
+                    "lastTransitionTime": "2026-12-02T11:59:00Z",
+                }
+            ],
+            "admissionChecks": [{"name": CHECK, "state": c.CHECK_PENDING, "message": ""}],
+        },
+    }
+
+
+def warm_pool() -> dict[str, Any]:
+    return {
+        "metadata": {"name": "pool-a", "uid": "pool-uid", "resourceVersion": "1"},
+        "spec": {
+            "pool": "pool-a",
+            "count": 2,
+            "instanceType": "p4d.24xlarge",
+            "mode": "runinstances",
+            "region": "us-east-1",
+            "nodeRoleArn": ROLE,
+            "keepWarmTTL": "10m",
+            "maxLifetime": "4h",
+            "amiVariant": "nvidia",
+        },
+        "status": {
+            "phase": c.PHASE_KEEP_WARM,
+            "instanceIds": IDS,
+            "readyNodes": 2,
+            "activeGroup": "gen-0",
+        },
+    }
+
+
+def _apply(obj: dict[str, Any], operations: Sequence[Mapping[str, Any]]) -> None:
+    """The RFC 6902 operations our check patch uses: test, add and replace."""
+    for op in operations:
+        *parents, leaf = op["path"].strip("/").split("/")
+        at: Any = obj
+        for part in parents:
+            at = at[int(part)] if isinstance(at, list) else at[part]
+        if op["op"] == "test":
+            assert at[leaf] == op["value"], f"test failed at {op['path']}"
+        else:
+            at[leaf] = copy.deepcopy(op["value"])
+
+
+class Apiserver:
+    """Objects by (resource, name), each write bumping one resourceVersion counter; a write
+    at an older version is refused with a conflict, as the API server does."""
+
+    def __init__(self) -> None:
+        self.objects = {"workloads": workload(), "gangnodepools": warm_pool()}
+        self.version = 1
+        self.writes: list[str] = []  # "<resource>:<what>", refused ones included
+        self.conflicts = 0
+
+    def _write(
+        self, ref: ResourceRef, version: str, change: Any, what: str | None
+    ) -> dict[str, Any]:
+        if what is not None:  # None: another controller's write
+            self.writes.append(f"{ref.plural}:{what}")
+        obj = self.objects[ref.plural]
+        if obj["metadata"]["resourceVersion"] != version:
+            self.conflicts += 1
+            raise KubeConflict(f"{ref.plural}: the object has been modified")
+        change(obj)
+        self.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.version)
+        return copy.deepcopy(obj)
+
+    def patch(
+        self, ref: ResourceRef, _name: str, patch: Mapping[str, Any], **kw: Any
+    ) -> dict[str, Any]:
+        def merge(obj: dict[str, Any]) -> None:
+            for key, value in patch.get("spec", {}).items():
+                if value is None:
+                    obj["spec"].pop(key, None)
+                else:
+                    obj["spec"][key] = value
+
+        return self._write(ref, kw["resource_version"], merge, "spec")
+
+    def json_patch(
+        self, ref: ResourceRef, _name: str, operations: Sequence[Mapping[str, Any]], **kw: Any
+    ) -> dict[str, Any]:
+        state = next(op["value"] for op in operations if op["path"].endswith("/state"))
+        return self._write(
+            ref, kw["resource_version"], lambda obj: _apply(obj, operations), f"check {state}"
+        )
+
+    def pool_answers(self, phase: str) -> None:
+        """The pool reconciler writes the pool's status (its own write, not ours)."""
+        pool = self.objects["gangnodepools"]
+        self._write(
+            GANG_NODE_POOLS,
+            pool["metadata"]["resourceVersion"],
+            lambda obj: obj["status"].update(phase=phase),
+            None,
+        )
+
+
+class Cache:
+    """An informer of one object: the apiserver's, or a frozen copy until `catch_up`."""
+
+    def __init__(self, apiserver: Apiserver, plural: str) -> None:
+        self.apiserver, self.plural = apiserver, plural
+        self.frozen: dict[str, Any] | None = None
+
+    def freeze(self) -> None:
+        self.frozen = copy.deepcopy(self.apiserver.objects[self.plural])
+
+    def catch_up(self) -> None:
+        self.frozen = None
+
+    def get(self, _namespace: str, _name: str) -> dict[str, Any] | None:
+        obj = self.frozen or self.apiserver.objects[self.plural]
+        return copy.deepcopy(obj)
+
+    def list(self) -> list[dict[str, Any]]:
+        found = self.get("", "")
+        return [found] if found else []
+
+
+class Static:
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        self.objects = list(objects)
+
+    def get(self, _namespace: str, _name: str) -> dict[str, Any] | None:
+        return self.objects[0] if self.objects else None
+
+    def list(self) -> list[dict[str, Any]]:
+        return self.objects
+
+
+class Recorder:
+    def record(self, *_: Any) -> None: ...
+
+    def normal(self, *_: Any) -> None: ...
+
+
+class World:
+    def __init__(self) -> None:
+        self.apiserver = Apiserver()
+        self.workloads = Cache(self.apiserver, "workloads")
+        self.pools = Cache(self.apiserver, "gangnodepools")
+        checks = Static(
+            {"metadata": {"name": CHECK}, "spec": {"controllerName": SETTINGS.controller_name}}
+        )
+        self.reconciler = WorkloadReconciler(
+            self.apiserver,  # type: ignore[arg-type]
+            self.workloads,  # type: ignore[arg-type]
+            self.pools,  # type: ignore[arg-type]
+            checks,  # type: ignore[arg-type]
+            Static(job()),  # type: ignore[arg-type]
+            SETTINGS,
+            Recorder(),  # type: ignore[arg-type]
+            lambda: NOW,
+        )
+
+    def one_pass(self) -> float | None:
+        """A pass, as the work queue runs it: a conflict ends it like any other error."""
+        try:
+            return self.reconciler.reconcile(KEY).requeue_after
+        except KubeConflict:
+            return None
+
+    def check(self) -> str:
+        return str(self.apiserver.objects["workloads"]["status"]["admissionChecks"][0]["state"])
+
+
+def test_a_warm_claim_writes_its_pool_once_and_its_workload_once_through_lagging_caches() -> None:
+    world = World()
+    world.workloads.freeze()
+    world.pools.freeze()
+    world.one_pass()
+    assert world.apiserver.writes == ["gangnodepools:spec"], "the claim, and no message"
+
+    # Events come in before the caches hold the claim: nothing is claimed again.
+    assert world.one_pass() == WAIT_FOR_OWN_WRITE_SECONDS
+    assert world.apiserver.writes == ["gangnodepools:spec"]
+
+    # The claim's own event: the pool holds our claim, its pass has not answered yet.
+    world.pools.catch_up()
+    world.one_pass()
+    assert world.apiserver.writes == ["gangnodepools:spec"], "no 'reusing warm nodes' write"
+
+    # The pool answers Satisfied: one Ready write.
+    world.apiserver.pool_answers(c.PHASE_SATISFIED)
+    world.one_pass()
+    assert world.check() == c.CHECK_READY
+    assert world.apiserver.writes == ["gangnodepools:spec", "workloads:check Ready"]
+
+    # Another event (Kueue's, the pool's) before the Workload cache holds Ready.
+    assert world.one_pass() == WAIT_FOR_OWN_WRITE_SECONDS
+    world.workloads.catch_up()
+    world.one_pass()
+    assert world.apiserver.writes == ["gangnodepools:spec", "workloads:check Ready"]
+    assert world.apiserver.conflicts == 0
+
+
+def test_a_workload_cache_that_moved_past_our_write_is_decided_from_at_once() -> None:
+    """Someone else wrote after us (Kueue, say): the cache holds neither our write's
+    version nor the one it replaced, and the pass decides from it without waiting."""
+    world = World()
+    world.apiserver.pool_answers(c.PHASE_SATISFIED)  # a pool that answered someone else
+    pool = world.apiserver.objects["gangnodepools"]
+    pool["spec"]["claim"] = {
+        "namespace": KEY.namespace,
+        "name": KEY.name,
+        "uid": "wl-uid",
+        "claimedAt": "2026-12-02T11:59:30Z",
+    }
+    world.workloads.freeze()
+    world.one_pass()
+    assert world.check() == c.CHECK_READY
+    kueue_write = world.apiserver.objects["workloads"]
+    kueue_write["metadata"]["resourceVersion"] = "99"  # Kueue admitted it meanwhile
+    world.workloads.catch_up()
+    assert world.one_pass() is None
+    assert world.apiserver.writes == ["workloads:check Ready"]
+    assert len(world.reconciler._own_workload_writes) == 0, "nothing left to wait for"
+
+
+def test_a_deleted_workload_leaves_nothing_waited_for() -> None:
+    world = World()
+    world.apiserver.pool_answers(c.PHASE_SATISFIED)
+    world.apiserver.objects["gangnodepools"]["spec"]["claim"] = {
+        "namespace": KEY.namespace,
+        "name": KEY.name,
+        "uid": "wl-uid",
+        "claimedAt": "2026-12-02T11:59:30Z",
+    }
+    world.workloads.freeze()
+    world.one_pass()
+    assert len(world.reconciler._own_workload_writes) == 1
+    world.workloads.frozen = None
+    world.apiserver.objects["workloads"] = {}  # deleted: the informer answers None
+    world.workloads.get = lambda _ns, _name: None  # type: ignore[method-assign]
+    world.one_pass()
+    assert len(world.reconciler._own_workload_writes) == 0
