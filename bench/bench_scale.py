@@ -109,6 +109,42 @@ def _cpu_by_kind() -> dict[str, float]:
     return spent
 
 
+def _cpu_with_controller(pid: int) -> dict[str, float]:
+    """`_cpu_by_kind()` and the controller's own CPU and its Pulumi children's, so far."""
+    fields = stat_fields(pid)
+    reaped = (int(fields[13]) + int(fields[14])) / TICKS
+    return _cpu_by_kind() | {
+        "controller": cpu_seconds(fields),
+        "controller's Pulumi children": reaped + _live_children_cpu(pid),
+    }
+
+
+def _cpu_spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {kind: spent - before.get(kind, 0.0) for kind, spent in after.items()}
+
+
+def _apiserver_requests(api: k8s.ApiClient) -> dict[str, float]:
+    """The apiserver's own count of the requests it has served, by verb and resource
+    (`apiserver_request_total`), and of the watch events it has sent, by kind
+    (`apiserver_watch_events_total`): what a wave asks of the busiest process."""
+    response = api.call_api(
+        "/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False
+    )
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(response.data.decode()):
+        for sample in family.samples:
+            labels = sample.labels
+            if sample.name == "apiserver_request_total":
+                what = "/".join(x for x in (labels.get("resource"), labels.get("subresource")) if x)
+                key = f"{labels.get('verb')} {what}"
+            elif sample.name == "apiserver_watch_events_total":
+                key = f"watch event {labels.get('resource') or labels.get('kind')}"
+            else:
+                continue
+            counts[key] = counts.get(key, 0.0) + sample.value
+    return counts
+
+
 @dataclass
 class Sampler:
     """Samples the controller's RSS and its process group's (Pulumi CLI and providers)."""
@@ -239,7 +275,8 @@ class Run:
             for wave in range(self.per_pool):
                 jobs = [f"w{wave}-{pool}" for pool in names]
                 waves.append(jobs)
-                started = time.monotonic()
+                started, cpu_at_start = time.monotonic(), _cpu_with_controller(child.pid)
+                busy_at_start, requests_at_start = machine_cpu(), _apiserver_requests(api)
                 for job, pool in zip(jobs, names, strict=True):
                     batch.create_namespaced_job(
                         NAMESPACE, ko.gang_job(NAMESPACE, job, ko.QUEUE_NAME, pool, self.count)
@@ -255,6 +292,8 @@ class Run:
                 self.figures[f"{label}WaveSeconds"] = self.figures.get(
                     f"{label}WaveSeconds", 0.0
                 ) + (time.monotonic() - started)
+                self._add_wave_cpu(label, cpu_at_start, busy_at_start, child.pid)
+                self._add_wave_requests(label, requests_at_start, _apiserver_requests(api))
                 print(
                     f"  wave {wave + 1}/{self.per_pool} ({label}): "
                     f"{time.monotonic() - started:.1f}s",
@@ -262,8 +301,19 @@ class Run:
                     flush=True,
                 )
             if self.per_pool > 1:
-                self.figures["warmWaveSeconds"] /= self.per_pool - 1
+                for key in [k for k in self.figures if k.startswith("warmWave")]:
+                    self.figures[key] /= self.per_pool - 1
+            cpu_at_start, busy_at_start = _cpu_with_controller(child.pid), machine_cpu()
+            requests_at_start = _apiserver_requests(api)
             self._kueue_alone_wave(batch, custom, timeline, names)
+            self._add_wave_cpu("kueueAlone", cpu_at_start, busy_at_start, child.pid)
+            self._add_wave_requests("kueueAlone", requests_at_start, _apiserver_requests(api))
+            for series in ("warm", "kueueAlone"):
+                busy, total = (
+                    self.figures.get(f"{series}WaveMachine{k}") for k in ("Busy", "Total")
+                )
+                if busy is not None and total:
+                    self.figures[f"{series}WaveBusyPercent"] = 100 * busy / total
             self._decision_latencies(timeline, waves)
             self._wave_stages(timeline, waves, created, names)
             metrics = _scrape(metrics_port)
@@ -317,6 +367,34 @@ class Run:
             if child is not None:
                 child.stop()
             env.stop()
+
+    def _add_wave_cpu(
+        self,
+        label: str,
+        cpu_at_start: dict[str, float],
+        busy_at_start: tuple[float, float],
+        controller: int,
+    ) -> None:
+        """Add one wave's CPU by process (and the machine's busy and total CPU) to the
+        `label` series: what a warm wave costs each process against a Kueue-alone one."""
+        spent = _cpu_spent(cpu_at_start, _cpu_with_controller(controller))
+        for kind, seconds in spent.items():
+            key = f"{label}WaveCpu:{kind}"
+            self.figures[key] = self.figures.get(key, 0.0) + seconds
+        (busy, total), (busy_before, total_before) = machine_cpu(), busy_at_start
+        for key, value in (("Busy", busy - busy_before), ("Total", total - total_before)):
+            self.figures[f"{label}WaveMachine{key}"] = (
+                self.figures.get(f"{label}WaveMachine{key}", 0.0) + value
+            )
+
+    def _add_wave_requests(
+        self, label: str, before: dict[str, float], after: dict[str, float]
+    ) -> None:
+        for key, value in after.items():
+            spent = value - before.get(key, 0.0)
+            if spent:
+                figure = f"{label}WaveApi:{key}"
+                self.figures[figure] = self.figures.get(figure, 0.0) + spent
 
     def _kueue_alone_wave(
         self,
@@ -508,6 +586,22 @@ ROWS: list[tuple[str, str, str]] = [
     ("EC2 listings, one pool", "describespool", ""),
     ("EC2 listings, every pool (index snapshot)", "describessnapshot", ""),
 ]
+# CPU a wave cost each process: a warm wave (the mean) against the Kueue-alone one, to say
+# which process our check's work lands on.
+_WAVE_CPU_KINDS = (
+    "controller",
+    "controller's Pulumi children",
+    "kube-apiserver",
+    "etcd",
+    "Kueue manager",
+    "EC2 emulator",
+    "bench process (node + Job simulators)",
+)
+for _series, _name in (("warm", "a warm wave"), ("kueueAlone", "the Kueue-alone wave")):
+    for _kind in _WAVE_CPU_KINDS:
+        ROWS.append((f"CPU of {_name}, {_kind}", f"{_series}WaveCpu:{_kind}", "s"))
+    ROWS.append((f"CPU of {_name}, whole machine", f"{_series}WaveMachineBusy", "s"))
+    ROWS.append((f"machine busy during {_name} (%)", f"{_series}WaveBusyPercent", ""))
 for _series in ("cold", "warm", "kueueAlone"):
     for _stage, _what in STAGES:
         if _series == "kueueAlone" and _stage not in KUEUE_ALONE_STAGES:
@@ -518,6 +612,24 @@ for _series in ("cold", "warm", "kueueAlone"):
 
 # The emulator's costliest AWS calls in the largest run get a row each.
 EMULATOR_CALL_ROWS = 8
+
+
+# The apiserver's most frequent requests and watch events in a warm wave get a row each,
+# beside the same in the Kueue-alone wave.
+APISERVER_ROWS = 16
+
+
+def _apiserver_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
+    prefix = "warmWaveApi:"
+    keys = sorted(
+        (key[len(prefix) :] for key in figures if key.startswith(prefix)),
+        key=lambda key: -figures[f"{prefix}{key}"],
+    )
+    rows = []
+    for key in keys[:APISERVER_ROWS]:
+        rows.append((f"apiserver, a warm wave: {key}", f"warmWaveApi:{key}", ""))
+        rows.append(("  ... the Kueue-alone wave", f"kueueAloneWaveApi:{key}", ""))
+    return rows
 
 
 def _emulator_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
@@ -542,7 +654,8 @@ def _report(runs: list[tuple[str, dict[str, float]]]) -> str:
     if len(runs) == 2:
         header.append("ratio")
     rows = []
-    for label, key, unit in ROWS + _emulator_rows(runs[-1][1]):
+    extra = _apiserver_rows(runs[-1][1]) + _emulator_rows(runs[-1][1])
+    for label, key, unit in ROWS + extra:
         values = [figures.get(key, float("nan")) for _, figures in runs]
         cells = [f"{v:.3f}" if unit == "s" and v < 10 else f"{v:.0f}" for v in values]
         row = [f"{label}{f' ({unit})' if unit else ''}", *cells]
