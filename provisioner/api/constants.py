@@ -183,7 +183,6 @@ class EventReason(StrEnum):
     JOIN_DEADLINE_EXCEEDED = "JoinDeadlineExceeded"
     GANG_BROKEN = "GangBroken"
     KEEP_WARM = "KeepWarm"
-    WARM_REUSE = "WarmReuse"
     KEEP_WARM_EXPIRED = "KeepWarmExpired"
     STRAY_INSTANCES = "StrayInstances"
     POOL_DELETED = "PoolDeleted"

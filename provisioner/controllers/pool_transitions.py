@@ -522,14 +522,9 @@ def _plan_keep_warm(view: PoolView) -> Step:
             ready_nodes=ready,
             join_deadline=None if whole else view.now + view.join_deadline,
         )
-        return Step(
-            Action.TAG_KEEP_WARM,
-            back,
-            requeue_after=None if whole else 0.0,
-            events=(
-                Event(c.EVENT_NORMAL, c.EventReason.WARM_REUSE, "New claim; reusing the warm set."),
-            ),
-        )
+        # No event of its own: the claim's ("Claimed by ...; reusing its warm nodes") says it,
+        # and every warm claim of a wave would write a second Event saying the same.
+        return Step(Action.TAG_KEEP_WARM, back, requeue_after=None if whole else 0.0)
     if any(iid in view.gone_ids for iid in status.instance_ids):
         return Step(Action.NONE, _with(status, phase=c.PHASE_RELEASING), requeue_after=0.0)
     release_at = _block_release_at(view)

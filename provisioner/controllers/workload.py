@@ -211,7 +211,13 @@ class WorkloadReconciler:
         elif change is PoolChange.CLAIM:
             assert pool_raw is not None and decision.claim is not None
             self._set_claim(pool_raw, decision.claim, decision.shape)
-            self._recorder.normal(pool_raw, "Claimed", f"Claimed by Workload {_name(workload)}.")
+            reuse = ""
+            if decision.reuses_warm_set:
+                count = (pool_raw.get("spec") or {}).get("count")
+                reuse = f"; reusing its {count} warm nodes"
+            self._recorder.normal(
+                pool_raw, "Claimed", f"Claimed by Workload {_name(workload)}{reuse}."
+            )
         elif change is PoolChange.RELEASE:
             assert pool_raw is not None
             self._set_claim(pool_raw, None, None)

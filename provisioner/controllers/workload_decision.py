@@ -65,6 +65,8 @@ class WorkloadDecision:
     claim: Claim | None = None
     check: CheckUpdate | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # The claim takes a whole warm set: no launch, the pool is Satisfied in one pass.
+    reuses_warm_set: bool = False
 
 
 @dataclass(frozen=True)
@@ -196,6 +198,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             claim=_claim_for(workload, inputs.now),
             check=claimed,
             notes=stale,
+            reuses_warm_set=_warm_set_whole(pool),
         )
 
     return WorkloadDecision(check=_check_for_claimant(workload, pool, inputs))

@@ -221,6 +221,7 @@ def test_a_claim_on_a_whole_warm_set_writes_no_progress_message() -> None:
     decision = decide(inputs(workload(), warm))
     assert decision.pool_change is PoolChange.CLAIM
     assert decision.check is None
+    assert decision.reuses_warm_set, "the claim's event says so: the pool writes none"
 
 
 @pytest.mark.parametrize(
@@ -234,6 +235,7 @@ def test_a_claim_on_a_warm_set_that_is_not_whole_says_so(instances: int, ready: 
     assert decision.pool_change is PoolChange.CLAIM
     assert decision.check is not None and decision.check.state == c.CHECK_PENDING
     assert decision.check.message.startswith("Pool pool-a claimed; ")
+    assert not decision.reuses_warm_set
 
 
 def test_ready_only_when_satisfied_with_exactly_n_ready_nodes() -> None:
