@@ -325,7 +325,7 @@ class GangNodePoolReconciler:
         group = status.active_group
         wanted = set(status.instance_ids)
         ready: set[str] = set()
-        for node in self._nodes.list():
+        for node in self._nodes.list_labelled(pool):
             meta, spec = node.get("metadata", {}), node.get("spec", {})
             instance_id = (spec.get("providerID") or "").rsplit("/", 1)[-1]
             labels = meta.get("labels") or {}

@@ -89,8 +89,18 @@ class Manager:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # -- wiring ---------------------------------------------------------------------------
-    def _informer(self, name: str, ref: Any, label_selector: str | None = None) -> Informer:
-        informer = Informer(self.kube.list_watch(ref, label_selector=label_selector), name=name)
+    def _informer(
+        self,
+        name: str,
+        ref: Any,
+        label_selector: str | None = None,
+        index_label: str | None = None,
+    ) -> Informer:
+        informer = Informer(
+            self.kube.list_watch(ref, label_selector=label_selector),
+            name=name,
+            index_label=index_label,
+        )
         self._informers[name] = informer
         return informer
 
@@ -98,7 +108,10 @@ class Manager:
         workloads = self._informer("workloads", WORKLOADS)
         pools = self._informer("gangnodepools", GANG_NODE_POOLS)
         checks = self._informer("admissionchecks", ADMISSION_CHECKS)
-        nodes = self._informer("nodes", NODES, label_selector=c.POOL_LABEL)
+        # Indexed by pool: each pool pass reads its own Nodes, not every pool's.
+        nodes = self._informer(
+            "nodes", NODES, label_selector=c.POOL_LABEL, index_label=c.POOL_LABEL
+        )
         # Only the Jobs of gang pools: the warm path reads owner Jobs from here, not by GET.
         jobs = self._informer("jobs", JOBS, label_selector=c.POOL_LABEL)
         for informer in self._informers.values():

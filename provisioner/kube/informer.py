@@ -79,6 +79,7 @@ class Informer:
         watch_timeout: int = 300,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
+        index_label: str | None = None,
     ) -> None:
         self.name = name
         self._source = source
@@ -89,6 +90,10 @@ class Informer:
         self._lock = threading.Lock()  # cache, resourceVersion, current stream
         self._dispatch_lock = threading.RLock()  # one handler call at a time
         self._cache: dict[ObjectKey, Obj] = {}
+        # With `index_label`: the cached objects by that label's value, kept with the cache,
+        # so a reader of one value's objects (a pool's Nodes) does not walk all of them.
+        self._index_label = index_label
+        self._index: dict[str, dict[ObjectKey, Obj]] = {}
         self._resource_version = ""
         self._stream: WatchSource | None = None
         self._handlers: list[_Handlers] = []
@@ -151,6 +156,13 @@ class Informer:
         with self._lock:
             return list(self._cache.values())
 
+    def list_labelled(self, value: str) -> Objects:
+        """The cached objects whose `index_label` label is `value`."""
+        if self._index_label is None:
+            raise RuntimeError(f"informer {self.name} keeps no label index")
+        with self._lock:
+            return list(self._index.get(value, {}).values())
+
     def list_keys(self) -> Keys:
         with self._lock:
             return list(self._cache)
@@ -211,6 +223,9 @@ class Informer:
         with self._dispatch_lock:
             with self._lock:
                 old, self._cache = self._cache, fresh
+                self._index = {}
+                for key, obj in fresh.items():
+                    self._index_add(key, obj)
                 self._resource_version = listing.resource_version
             for key, obj in fresh.items():
                 previous = old.get(key)
@@ -256,10 +271,13 @@ class Informer:
         with self._dispatch_lock:
             with self._lock:
                 previous = self._cache.get(key)
+                if previous is not None:
+                    self._index_remove(key, previous)
                 if kind == "DELETED":
                     self._cache.pop(key, None)
                 else:
                     self._cache[key] = obj
+                    self._index_add(key, obj)
                 self._resource_version = _rv(obj) or self._resource_version
             if kind == "DELETED":
                 if previous is not None:
@@ -268,6 +286,29 @@ class Informer:
                 self._dispatch("add", obj)
             else:
                 self._dispatch("update", obj, previous)
+
+    # -- the label index, under self._lock -------------------------------------------------------
+    def _label_of(self, obj: Obj) -> str | None:
+        if self._index_label is None:
+            return None
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        value = labels.get(self._index_label)
+        return None if value is None else str(value)
+
+    def _index_add(self, key: ObjectKey, obj: Obj) -> None:
+        value = self._label_of(obj)
+        if value is not None:
+            self._index.setdefault(value, {})[key] = obj
+
+    def _index_remove(self, key: ObjectKey, obj: Obj) -> None:
+        value = self._label_of(obj)
+        if value is None:
+            return
+        members = self._index.get(value)
+        if members is not None:
+            members.pop(key, None)
+            if not members:
+                del self._index[value]
 
     def _resync_loop(self) -> None:
         assert self._resync_period

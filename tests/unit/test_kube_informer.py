@@ -235,3 +235,65 @@ def test_stop_ends_the_thread_promptly() -> None:
     informer, _ = run(source)
     informer.stop(timeout=WAIT)
     assert not any(thread.is_alive() for thread in informer._threads)
+
+
+def labelled(name: str, rv: str, pool: str | None) -> dict[str, Any]:
+    obj = cm(name, rv)
+    if pool is not None:
+        obj["metadata"]["labels"] = {"pool": pool}
+    return obj
+
+
+def names(objects: list[dict[str, Any]]) -> list[str]:
+    return sorted(o["metadata"]["name"] for o in objects)
+
+
+def test_the_label_index_follows_adds_relabels_deletes_and_relists(
+    stop_after: list[Informer],
+) -> None:
+    source = FakeListWatch(
+        [
+            ObjectList([labelled("a", "1", "p"), labelled("b", "2", "q")], "3"),
+            ObjectList([labelled("a", "30", "q"), labelled("d", "31", "p")], "32"),
+        ],
+        [
+            Script(
+                event("ADDED", labelled("c", "4", "p")),
+                event("MODIFIED", labelled("b", "5", "p")),  # moved from q to p
+                event("MODIFIED", labelled("a", "6", None)),  # lost its label
+                event("DELETED", labelled("c", "7", "p")),
+            ),
+            Script(raises=KubeGone("too old resource version", status=410, reason="Expired")),
+        ],
+    )
+    informer, recorder = run(source, index_label="pool")
+    stop_after.append(informer)
+    assert informer.relists == 2, "the 410 made it list again"
+    assert ("update", "b", "5") in recorder.seen, "the watch's events were applied first"
+    # After the relist the index holds what the second listing says, nothing of the first.
+    assert names(informer.list_labelled("p")) == ["d"]
+    assert names(informer.list_labelled("q")) == ["a"]
+
+
+def test_the_label_index_follows_a_watch(stop_after: list[Informer]) -> None:
+    source = FakeListWatch(
+        [ObjectList([labelled("a", "1", "p"), labelled("b", "2", "q")], "3")],
+        [
+            Script(
+                event("ADDED", labelled("c", "4", "p")),
+                event("MODIFIED", labelled("b", "5", "p")),  # moved from q to p
+                event("MODIFIED", labelled("a", "6", None)),  # lost its label
+                event("DELETED", labelled("c", "7", "p")),
+            )
+        ],
+    )
+    informer, _ = run(source, index_label="pool")
+    stop_after.append(informer)
+    assert names(informer.list_labelled("p")) == ["b"]
+    assert informer.list_labelled("q") == []
+
+
+def test_an_informer_without_a_label_index_says_so() -> None:
+    informer = Informer(FakeListWatch([ObjectList([], "1")], []), name="plain")
+    with pytest.raises(RuntimeError, match="no label index"):
+        informer.list_labelled("p")

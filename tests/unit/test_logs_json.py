@@ -18,6 +18,7 @@ import pytest
 
 from provisioner import logs
 from provisioner.api.clock import FakeClock
+from provisioner.api.constants import POOL_LABEL
 from provisioner.api.settings import Settings
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.instance_index import InstanceIndex
@@ -70,6 +71,11 @@ class _Informer:
 
     def list(self) -> list[dict[str, Any]]:
         return list(self._items)
+
+    def list_labelled(self, pool: str) -> list[dict[str, Any]]:
+        return [
+            i for i in self._items if (i["metadata"].get("labels") or {}).get(POOL_LABEL) == pool
+        ]
 
 
 class _Kube:

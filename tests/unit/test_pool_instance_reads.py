@@ -127,6 +127,9 @@ class Nodes:
     def list(self) -> list[dict[str, Any]]:
         return copy.deepcopy(self.nodes)
 
+    def list_labelled(self, pool: str) -> list[dict[str, Any]]:
+        return [n for n in self.list() if n["metadata"]["labels"].get(c.POOL_LABEL) == pool]
+
 
 class Engine:
     """EC2 as the pool's set: `listings` records each `find_managed` (pool, observed?)."""

@@ -92,6 +92,9 @@ class Store:
     def list(self) -> list[dict[str, Any]]:
         return []
 
+    def list_labelled(self, _value: str) -> list[dict[str, Any]]:
+        return []
+
     def patch_status(self, _ref: Any, _name: str, patch: Mapping[str, Any], **_: Any) -> Any:
         status = self.obj.setdefault("status", {})
         for key, value in patch["status"].items():
