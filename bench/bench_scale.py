@@ -596,6 +596,7 @@ ROWS: list[tuple[str, str, str]] = [
     ),
     ("EC2 listings, one pool", "describespool", ""),
     ("EC2 listings, every pool (index snapshot)", "describessnapshot", ""),
+    ("EC2 listings, every pool's instances not running (index changes)", "describeschanges", ""),
 ]
 # CPU a wave cost each process: a warm wave (the mean) against the Kueue-alone one, to say
 # which process our check's work lands on.

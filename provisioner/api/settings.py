@@ -345,8 +345,9 @@ class Settings(_Section):
         ge=1,
         description="How old the shared DescribeInstances listing that joining pools and "
         "pools in a steady phase (Idle, Satisfied, KeepWarm) read may grow: the bound on "
-        "noticing that EC2 lost an instance of a joining, running or warm set. Pools about to "
-        "act on their instances always read EC2 directly.",
+        "noticing that EC2 lost an instance of a joining, running or warm set. Between full "
+        "listings, one every 6 intervals, only the instances not running are listed. Pools "
+        "about to act on their instances always read EC2 directly.",
     )
     max_concurrent_pool_reconciles: int = Field(default=5, ge=1)
     retry_backoff: RetryBackoff = RetryBackoff()

@@ -1,9 +1,10 @@
 """The pool reconciler's view of EC2: one shared, paged listing of every managed instance.
 
-Reads: DescribeInstances of this cluster's managed instances by tag, in `OBSERVED_STATES`,
-through `EngineOps.find_managed` — once for every pool at a time (the snapshot), or for one
-pool (a fresh read). Owns, alone: the snapshot, each pool's newer entry, and when either is
-read again. It writes nothing to EC2 or Kubernetes.
+Reads: DescribeInstances of this cluster's managed instances by tag, through
+`EngineOps.find_managed` — for every pool at a time (the snapshot: in `OBSERVED_STATES`, or
+only the instances not running, the changes), or for one pool (a fresh read). Owns, alone:
+the snapshot, the changes, each pool's newer entry, and when each is read again. It writes
+nothing to EC2 or Kubernetes.
 
 Called by the GangNodePool reconciler's `_observe` (on the pool's work-queue worker), by its
 launches, releases and destroys and by the reaper's terminations (`forget`, on a worker, a
@@ -17,8 +18,20 @@ instances. One listing every `instanceIndexRefreshSeconds` serves every such poo
 listing per pool per pass made 200 describes for each round of events over 200 pools. A pool
 in flight still reads fresh (`read_fresh`): its next step acts on what it sees.
 
+Listing only what changed. Between full snapshots (one every `FULL_SNAPSHOT_EVERY` intervals)
+the refresher lists only the managed instances that are not running: few, where a snapshot
+lists the whole fleet (and the controller parses every instance of it, each interval). It
+loses nothing a pool needs: an instance that leaves `running` (stopping, stopped,
+shutting-down, terminated) is listed in its new state, for about an hour once terminated,
+so a lost instance is seen within the interval as before; one absent from the changes is
+running, or, if the older answer had it terminated, aged out of EC2's listings. What it
+cannot see is an instance that starts running unknown to the older answer: a launch not ours
+(ours make the pool's next read fresh), found by the next full snapshot, and by any pool
+about to act, which reads fresh.
+
 Ordering. Every listing takes a sequence number when it STARTS, and so does `forget`; a pool's
-answer is the newest of the snapshot and its own entry. A listing that started before one of
+answer is the newest of the snapshot and its own entry, with the changes applied on top when
+they were listed after it. A listing that started before one of
 our own launches or releases may miss its effect, so a snapshot or fresh read that began
 before a `forget` never replaces it, and a snapshot never replaces a fresh read that began
 after the snapshot did. Staleness bound: what `read` returns was listed by a describe that
@@ -31,7 +44,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from provisioner.api.clock import Clock
@@ -52,7 +65,17 @@ GONE_STATES: Final = frozenset({"shutting-down", "terminated", "stopping", "stop
 OBSERVED_STATES: Final = tuple(sorted({*LIVE_STATES, *GONE_STATES}))
 
 SNAPSHOT: Final = "snapshot"
+CHANGES: Final = "changes"
 POOL: Final = "pool"
+
+RUNNING: Final = "running"
+# What the changes list: every observed state but running.
+CHANGED_STATES: Final = tuple(s for s in OBSERVED_STATES if s != RUNNING)
+# A full snapshot at least once every this many intervals; a listing of the changes between.
+FULL_SNAPSHOT_EVERY: Final = 6
+# States an instance never comes back from: absent from the changes, it aged out of EC2's
+# listings (a terminated instance is listed for about an hour).
+_FINAL_STATES: Final = frozenset({"shutting-down", "terminated"})
 
 # The refresher lists again once the snapshot is this share of the interval old, so that a
 # reader, which lists itself once it is the whole interval old, never has to while the
@@ -95,7 +118,13 @@ class InstanceIndex:
         self._seq = 0
         self._snapshot: dict[str, tuple[InstanceView, ...]] = {}
         self._snapshot_seq = 0
-        self._snapshot_started: float | None = None  # None: never taken
+        # When the newest listing for every pool (snapshot or changes) began; None: no
+        # snapshot since the start or `forget_all`.
+        self._snapshot_started: float | None = None
+        self._full_started: float | None = None  # when the newest full snapshot began
+        # The newest listing of the changes, by pool, newer than the snapshot when its seq is.
+        self._changes: dict[str, dict[str, InstanceView]] = {}
+        self._changes_seq = 0
         self._entries: dict[str, _Entry] = {}
         # Snapshot listings ended, well or not: a reader that waited on `_refreshing` sees
         # whether one ended meanwhile, and shares its answer instead of listing again.
@@ -136,6 +165,8 @@ class InstanceIndex:
         with self._lock:
             self._seq += 1
             self._snapshot, self._snapshot_seq, self._snapshot_started = {}, self._seq, None
+            self._full_started = None
+            self._changes, self._changes_seq = {}, self._seq
             self._entries = {}
 
     # -- the refresher ------------------------------------------------------------------------
@@ -196,12 +227,19 @@ class InstanceIndex:
             self._refresh()
 
     def _refresh(self) -> None:
-        """List every pool's instances; the caller holds `_refreshing`."""
+        """List every pool's instances, or what changed; the caller holds `_refreshing`."""
         seq = self._next_seq()
         started = self._clock.monotonic()
-        self._describes.labels(kind=SNAPSHOT).inc()
+        with self._lock:
+            full = (
+                self._full_started is None
+                or started - self._full_started >= self._refresh_seconds * FULL_SNAPSHOT_EVERY
+            )
+        self._describes.labels(kind=SNAPSHOT if full else CHANGES).inc()
         try:
-            found = self._engine.find_managed(self._cluster, None, states=OBSERVED_STATES)
+            found = self._engine.find_managed(
+                self._cluster, None, states=OBSERVED_STATES if full else CHANGED_STATES
+            )
         except Exception as err:
             with self._lock:
                 self._listed += 1
@@ -213,12 +251,27 @@ class InstanceIndex:
             # Counted with the install, so no reader sees this listing ended but not kept.
             self._listed += 1
             self._failure = None
-            if seq < self._snapshot_seq:
+            if seq < self._snapshot_seq or seq < self._changes_seq:
                 return  # `forget_all` came after this listing began
-            self._snapshot, self._snapshot_seq, self._snapshot_started = snapshot, seq, started
-            # Entries older than this snapshot are answered by it now.
-            self._entries = {p: e for p, e in self._entries.items() if e.seq > seq}
-        log.debug("instance index: %d instances of %d pools", len(found), len(snapshot))
+            if full:
+                self._snapshot, self._snapshot_seq = snapshot, seq
+                self._full_started = started
+                # Entries older than this snapshot are answered by it now, and so are the
+                # changes listed before it.
+                self._entries = {p: e for p, e in self._entries.items() if e.seq > seq}
+                self._changes = {}
+            else:
+                self._changes = {
+                    pool: {v.instance_id: v for v in views} for pool, views in snapshot.items()
+                }
+                self._changes_seq = seq
+            self._snapshot_started = started
+        log.debug(
+            "instance index: %s, %d instances of %d pools",
+            "snapshot" if full else "changes",
+            len(found),
+            len(snapshot),
+        )
 
     # -- under self._lock ---------------------------------------------------------------------
     def _stale(self) -> bool:
@@ -230,8 +283,14 @@ class InstanceIndex:
             return None  # dropped by `forget_all` since this reader's refresh
         entry = self._entries.get(pool)
         if entry is not None and entry.seq > self._snapshot_seq:
-            return entry.instances
-        return self._snapshot.get(pool, ())
+            if entry.instances is None:
+                return None  # forgotten: only EC2 can say now
+            base, base_seq = entry.instances, entry.seq
+        else:
+            base, base_seq = self._snapshot.get(pool, ()), self._snapshot_seq
+        if self._changes_seq > base_seq:
+            return _with_changes(base, self._changes.get(pool, {}))
+        return base
 
     def _newest_seq(self, pool: str) -> int:
         entry = self._entries.get(pool)
@@ -241,6 +300,26 @@ class InstanceIndex:
         with self._lock:
             self._seq += 1
             return self._seq
+
+
+def _with_changes(
+    older: tuple[InstanceView, ...], changed: dict[str, InstanceView]
+) -> tuple[InstanceView, ...]:
+    """A pool's older answer brought up to a newer listing of its instances not running.
+
+    One listed there is as listed. One not listed is running, unless the older answer had it
+    shutting down or terminated: then it aged out of EC2's listings and is left out.
+    """
+    views: list[InstanceView] = []
+    for view in older:
+        now = changed.get(view.instance_id)
+        if now is not None:
+            views.append(now)
+        elif view.state not in _FINAL_STATES:
+            views.append(view if view.state == RUNNING else replace(view, state=RUNNING))
+    known = {view.instance_id for view in older}
+    views.extend(v for iid, v in changed.items() if iid not in known)
+    return tuple(sorted(views, key=lambda v: v.instance_id))
 
 
 def _by_pool(instances: Iterable[InstanceView]) -> dict[str, tuple[InstanceView, ...]]:

@@ -76,8 +76,9 @@ class ControllerMetrics:
         self.instance_index_describes = Counter(
             "atomic_gang_instance_index_describes_total",
             "Paged DescribeInstances listings the pool reconciler's instance index made, by "
-            "kind: snapshot (every pool at once, for pools in a steady phase) or pool (one "
-            "pool, fresh: in flight, or after our own launch or release).",
+            "kind: snapshot (every pool at once, for pools in a steady phase), changes (every "
+            "pool's instances that are not running, between snapshots) or pool (one pool, "
+            "fresh: in flight, or after our own launch or release).",
             ["kind"],
             registry=r,
         )

@@ -21,7 +21,13 @@ from provisioner.api.clock import FakeClock
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.types import InstanceView
 from provisioner.cloud.views import LIVE_STATES
-from provisioner.controllers.instance_index import OBSERVED_STATES, REFRESH_AHEAD, InstanceIndex
+from provisioner.controllers.instance_index import (
+    CHANGED_STATES,
+    FULL_SNAPSHOT_EVERY,
+    OBSERVED_STATES,
+    REFRESH_AHEAD,
+    InstanceIndex,
+)
 from provisioner.controllers.metrics import ControllerMetrics
 from tests.support.instance_views import managed_instance
 
@@ -43,12 +49,14 @@ class FakeEngine:
         self._lock = threading.Lock()
         self.fleet = list(fleet)
         self.calls: list[str | None] = []
+        self.listed_states: list[tuple[str, ...]] = []
         self.fail_next: CloudError | None = None
         self._holds: dict[str | None, tuple[threading.Event, threading.Event]] = {}
 
     def reset(self) -> None:
         with self._lock:
             self.calls.clear()
+            self.listed_states.clear()
             self.fail_next = None
             self._holds.clear()
 
@@ -73,10 +81,17 @@ class FakeEngine:
         group: str | None = None,
         states: Sequence[str] = LIVE_STATES,
     ) -> list[InstanceView]:
-        assert cluster == CLUSTER and group is None and tuple(states) == OBSERVED_STATES
+        assert cluster == CLUSTER and group is None
+        assert tuple(states) in (OBSERVED_STATES, CHANGED_STATES)
+        assert pool is None or tuple(states) == OBSERVED_STATES, "a pool's read is whole"
         with self._lock:
             self.calls.append(pool)
-            answer = [v for v in self.fleet if pool is None or v.managed.pool == pool]
+            self.listed_states.append(tuple(states))
+            answer = [
+                v
+                for v in self.fleet
+                if (pool is None or v.managed.pool == pool) and v.state in states
+            ]
             failure, self.fail_next = self.fail_next, None
             hold = self._holds.pop(pool, None)
         if hold is not None:
@@ -174,7 +189,9 @@ def test_one_listing_serves_every_pool_until_the_interval_is_over() -> None:
     clock.advance(0.1)
     assert ids(index.read("a"))[0] == ("i-a1", "shutting-down")
     assert engine.calls == [None, None]
-    assert describes(metrics, "snapshot") == 2 and describes(metrics, "pool") == 0
+    assert engine.listed_states == [OBSERVED_STATES, CHANGED_STATES], "then only the changes"
+    assert describes(metrics, "snapshot") == 1 and describes(metrics, "changes") == 1
+    assert describes(metrics, "pool") == 0
 
 
 def test_a_stale_snapshot_is_listed_once_for_every_reader_waiting_on_it() -> None:
@@ -193,7 +210,7 @@ def test_a_stale_snapshot_is_listed_once_for_every_reader_waiting_on_it() -> Non
     )
 
     assert engine.calls == [None, None]
-    assert describes(metrics, "snapshot") == 2
+    assert describes(metrics, "snapshot") + describes(metrics, "changes") == 2
     assert [len(answers[n]) for n in range(len(pools) + 1)] == [2, *([2, 1, 0] * 3)]
 
 
@@ -391,3 +408,108 @@ def test_the_fake_engine_resets() -> None:
     engine.reset()
     assert len(engine.find_managed(CLUSTER, "a", states=OBSERVED_STATES)) == 2
     assert engine.calls == ["a"]
+
+
+# --- listing only what changed between full snapshots ----------------------------------------
+
+
+def test_a_full_snapshot_every_few_intervals_and_only_the_changes_between() -> None:
+    engine = FakeEngine(FLEET)
+    index, clock, metrics = build(engine)
+    for _ in range(2 * FULL_SNAPSHOT_EVERY + 1):
+        index.read("a")
+        clock.advance(INTERVAL)
+    full, changes = OBSERVED_STATES, CHANGED_STATES
+    between = [changes] * (FULL_SNAPSHOT_EVERY - 1)
+    assert engine.listed_states == [full, *between, full, *between, full]
+    assert describes(metrics, "snapshot") == 3
+    assert describes(metrics, "changes") == 2 * (FULL_SNAPSHOT_EVERY - 1)
+
+
+def test_the_changes_of_a_steady_fleet_list_nothing_and_keep_every_set() -> None:
+    engine = FakeEngine([instance("i-a1", "a"), instance("i-a2", "a"), instance("i-b1", "b")])
+    index, clock, _ = build(engine)
+    before = {pool: ids(index.read(pool)) for pool in ("a", "b")}
+    clock.advance(INTERVAL)
+    assert {pool: ids(index.read(pool)) for pool in ("a", "b")} == before
+    assert engine.listed_states[-1] == CHANGED_STATES
+
+
+def test_a_pending_instance_missing_from_the_changes_has_started_running() -> None:
+    engine = FakeEngine([instance("i-a1", "a", "pending"), instance("i-a2", "a")])
+    index, clock, _ = build(engine)
+    assert ids(index.read("a")) == [("i-a1", "pending"), ("i-a2", "running")]
+    engine.set_state("i-a1", "running")
+    clock.advance(INTERVAL)
+    assert ids(index.read("a")) == [("i-a1", "running"), ("i-a2", "running")]
+
+
+def test_a_lost_instance_is_seen_by_the_changes_in_its_new_state() -> None:
+    engine = FakeEngine([instance("i-a1", "a"), instance("i-a2", "a")])
+    index, clock, _ = build(engine)
+    index.read("a")
+    engine.set_state("i-a2", "terminated")
+    clock.advance(INTERVAL)
+    assert ids(index.read("a")) == [("i-a1", "running"), ("i-a2", "terminated")]
+    engine.set_state("i-a1", "stopped")
+    clock.advance(INTERVAL)
+    assert ids(index.read("a")) == [("i-a1", "stopped"), ("i-a2", "terminated")]
+    engine.set_state("i-a1", "running")  # started again: no longer among the changes
+    clock.advance(INTERVAL)
+    assert ids(index.read("a")) == [("i-a1", "running"), ("i-a2", "terminated")]
+
+
+def test_a_terminated_instance_that_ages_out_of_ec2_is_left_out() -> None:
+    engine = FakeEngine([instance("i-a1", "a"), instance("i-a2", "a", "terminated")])
+    index, clock, _ = build(engine)
+    assert len(index.read("a")) == 2
+    engine.fleet = [v for v in engine.fleet if v.instance_id != "i-a2"]  # an hour later
+    clock.advance(INTERVAL)
+    assert ids(index.read("a")) == [("i-a1", "running")]
+
+
+def test_a_launch_not_ours_is_seen_by_the_next_full_snapshot() -> None:
+    """Running and unknown to the older answer, it is in no listing of changes."""
+    engine = FakeEngine([instance("i-a1", "a")])
+    index, clock, _ = build(engine)
+    index.read("a")
+    engine.fleet.append(instance("i-a9", "a"))
+    for _ in range(FULL_SNAPSHOT_EVERY - 1):
+        clock.advance(INTERVAL)
+        assert ids(index.read("a")) == [("i-a1", "running")]
+    clock.advance(INTERVAL)
+    assert ids(index.read("a")) == [("i-a1", "running"), ("i-a9", "running")]
+    assert engine.listed_states[-1] == OBSERVED_STATES
+
+
+def test_a_forgotten_pool_is_read_fresh_whatever_changes_were_listed_since() -> None:
+    engine = FakeEngine([instance("i-a1", "a")])
+    index, clock, _ = build(engine)
+    index.read("a")
+    index.forget("a")
+    engine.fleet.append(instance("i-a2", "a"))  # our launch, running at once
+    clock.advance(INTERVAL)
+    index.read("b")  # lists the changes: the new instance is running, so not among them
+    engine.reset()
+    assert ids(index.read("a")) == [("i-a1", "running"), ("i-a2", "running")]
+    assert engine.calls == ["a"], "asked EC2 for the pool"
+
+
+def test_changes_listed_after_a_fresh_read_apply_to_it_and_not_the_other_way() -> None:
+    engine = FakeEngine([instance("i-a1", "a")])
+    index, clock, _ = build(engine)
+    index.read("a")
+    index.forget("a")
+    engine.fleet.append(instance("i-a2", "a", "pending"))
+    assert ids(index.read("a")) == [("i-a1", "running"), ("i-a2", "pending")]  # fresh
+    engine.set_state("i-a1", "shutting-down")
+    engine.set_state("i-a2", "running")
+    clock.advance(INTERVAL)
+    # The changes were listed after the fresh read: i-a1 is shutting down, and i-a2, absent
+    # from them, is running now.
+    assert ids(index.read("a")) == [("i-a1", "shutting-down"), ("i-a2", "running")]
+    assert engine.listed_states[-1] == CHANGED_STATES
+    engine.set_state("i-a1", "terminated")
+    fresh = index.read_fresh("a")  # newer than the changes: taken as listed
+    assert ids(fresh) == [("i-a1", "terminated"), ("i-a2", "running")]
+    assert ids(index.read("a")) == ids(fresh)

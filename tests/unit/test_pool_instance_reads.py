@@ -25,7 +25,7 @@ from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, S
 from provisioner.cloud.types import InstanceView, ReleaseReport
 from provisioner.cloud.views import LIVE_STATES
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler, reads_fresh
-from provisioner.controllers.instance_index import OBSERVED_STATES, InstanceIndex
+from provisioner.controllers.instance_index import CHANGED_STATES, OBSERVED_STATES, InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool_transitions import Action, ActionResult, Step
 from provisioner.controllers.stack_executor import Operation, StackExecutor
@@ -152,7 +152,8 @@ class Engine:
         group: str | None = None,
         states: Sequence[str] = LIVE_STATES,
     ) -> list[InstanceView]:
-        self.listings.append((pool, tuple(states) == OBSERVED_STATES))
+        # A listing of every observed state, or between snapshots only the changes.
+        self.listings.append((pool, tuple(states) in (OBSERVED_STATES, CHANGED_STATES)))
         return [v for v in self.fleet.values() if v.state in states]
 
     def release(self, instance_ids: Sequence[str]) -> ReleaseReport:
