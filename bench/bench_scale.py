@@ -286,8 +286,10 @@ class Run:
             for wave in range(self.per_pool):
                 jobs = [f"w{wave}-{pool}" for pool in names]
                 waves.append(jobs)
+                # Scraped before the clock starts: the API server's metrics take a while.
+                requests_at_start = _requests(api, env)
                 started, cpu_at_start = time.monotonic(), _cpu_with_controller(child.pid)
-                busy_at_start, requests_at_start = machine_cpu(), _requests(api, env)
+                busy_at_start = machine_cpu()
                 for job, pool in zip(jobs, names, strict=True):
                     batch.create_namespaced_job(
                         NAMESPACE, ko.gang_job(NAMESPACE, job, ko.QUEUE_NAME, pool, self.count)
@@ -300,14 +302,14 @@ class Run:
                     timeout=600,
                 )
                 label = "cold" if wave == 0 else "warm"
-                self.figures[f"{label}WaveSeconds"] = self.figures.get(
-                    f"{label}WaveSeconds", 0.0
-                ) + (time.monotonic() - started)
+                elapsed = time.monotonic() - started
+                self.figures[f"{label}WaveSeconds"] = (
+                    self.figures.get(f"{label}WaveSeconds", 0.0) + elapsed
+                )
                 self._add_wave_cpu(label, cpu_at_start, busy_at_start, child.pid)
                 self._add_wave_requests(label, requests_at_start, _requests(api, env))
                 print(
-                    f"  wave {wave + 1}/{self.per_pool} ({label}): "
-                    f"{time.monotonic() - started:.1f}s",
+                    f"  wave {wave + 1}/{self.per_pool} ({label}): {elapsed:.1f}s",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -665,6 +667,16 @@ def _emulator_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _cell(value: float, unit: str) -> str:
+    """Seconds to the ms under 10 s and to the tenth under 100 s (a wave's target is within
+    a second of it); everything else whole."""
+    if unit == "s" and value < 10:
+        return f"{value:.3f}"
+    if unit == "s" and value < 100:
+        return f"{value:.1f}"
+    return f"{value:.0f}"
+
+
 def _report(runs: list[tuple[str, dict[str, float]]]) -> str:
     header = ["figure", *(name for name, _ in runs)]
     if len(runs) == 2:
@@ -673,7 +685,7 @@ def _report(runs: list[tuple[str, dict[str, float]]]) -> str:
     extra = _apiserver_rows(runs[-1][1]) + _emulator_rows(runs[-1][1])
     for label, key, unit in ROWS + extra:
         values = [figures.get(key, float("nan")) for _, figures in runs]
-        cells = [f"{v:.3f}" if unit == "s" and v < 10 else f"{v:.0f}" for v in values]
+        cells = [_cell(v, unit) for v in values]
         row = [f"{label}{f' ({unit})' if unit else ''}", *cells]
         if len(runs) == 2:
             row.append(ratio(values[1], values[0]))
