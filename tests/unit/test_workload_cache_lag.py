@@ -17,33 +17,20 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from provisioner.api import constants as c
-from provisioner.api.settings import Settings
 from provisioner.controllers.workload import WorkloadReconciler
 from provisioner.kube.errors import KubeConflict
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS
 from provisioner.kube.resources import GANG_NODE_POOLS, ObjectKey, ResourceRef
-from tests.support.backends import UNREACHED_BACKEND
+from tests.unit.test_workload_decision import ANNOTATIONS, CHECK, LABELS, NOW, SETTINGS, pool
 
 pytestmark = pytest.mark.unit
 
-NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
-CHECK = "atomic-gang-check"
-ROLE = "arn:aws:iam::123456789012:role/eks-gang-node-role"
-SETTINGS = Settings.model_validate(
-    {
-        "clusterName": "prod",
-        "pulumi": UNREACHED_BACKEND,
-        "defaults": {"region": "us-east-1", "nodeRoleArn": ROLE},
-    }
-)
 KEY = ObjectKey("ml", "job-train-abc")
-IDS = ["i-0000000000000000a", "i-0000000000000000b"]
 
 
 def job() -> dict[str, Any]:
@@ -52,8 +39,8 @@ def job() -> dict[str, Any]:
             "name": "train",
             "namespace": "ml",
             "uid": "job-uid",
-            "labels": {c.POOL_LABEL: "pool-a", c.QUEUE_NAME_LABEL: "q"},
-            "annotations": {c.ANN_COUNT: "2", c.ANN_INSTANCE_TYPE: "p4d.24xlarge"},
+            "labels": LABELS,
+            "annotations": ANNOTATIONS,
         }
     }
 
@@ -69,7 +56,7 @@ def workload() -> dict[str, Any]:
                 {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid"}
             ],
         },
-        "spec": {"podSets": [{"name": "main", "count": 2}], "queueName": "q"},
+        "spec": {"podSets": [{"name": "main", "count": 4}], "queueName": "q"},
         "status": {
             "conditions": [
                 {
@@ -86,26 +73,10 @@ def workload() -> dict[str, Any]:
 
 
 def warm_pool() -> dict[str, Any]:
-    return {
-        "metadata": {"name": "pool-a", "uid": "pool-uid", "resourceVersion": "1"},
-        "spec": {
-            "pool": "pool-a",
-            "count": 2,
-            "instanceType": "p4d.24xlarge",
-            "mode": "runinstances",
-            "region": "us-east-1",
-            "nodeRoleArn": ROLE,
-            "keepWarmTTL": "10m",
-            "maxLifetime": "4h",
-            "amiVariant": "nvidia",
-        },
-        "status": {
-            "phase": c.PHASE_KEEP_WARM,
-            "instanceIds": IDS,
-            "readyNodes": 2,
-            "activeGroup": "gen-0",
-        },
-    }
+    """A pool kept warm with its whole set: 4 instances, 4 Ready Nodes."""
+    body = pool(phase=c.PHASE_KEEP_WARM, instances=4, ready=4, group="gen-0").to_dict()
+    body["metadata"]["resourceVersion"] = "1"
+    return body
 
 
 def _apply(obj: dict[str, Any], operations: Sequence[Mapping[str, Any]]) -> None:
@@ -190,8 +161,8 @@ class Cache:
         self.frozen = None
 
     def get(self, _namespace: str, _name: str) -> dict[str, Any] | None:
-        obj = self.frozen or self.apiserver.objects[self.plural]
-        return copy.deepcopy(obj)
+        obj = self.frozen or self.apiserver.objects.get(self.plural)
+        return copy.deepcopy(obj) if obj else None
 
     def list(self) -> list[dict[str, Any]]:
         found = self.get("", "")
@@ -241,6 +212,16 @@ class World:
         except KubeConflict:
             return None
 
+    def claimed_and_satisfied(self) -> None:
+        """Our claim on the pool, and the pool's Satisfied answer to it."""
+        self.apiserver.pool_answers(c.PHASE_SATISFIED)
+        self.apiserver.objects["gangnodepools"]["spec"]["claim"] = {
+            "namespace": KEY.namespace,
+            "name": KEY.name,
+            "uid": "wl-uid",
+            "claimedAt": "2026-12-02T11:59:30Z",
+        }
+
     def check(self) -> str:
         return str(self.apiserver.objects["workloads"]["status"]["admissionChecks"][0]["state"])
 
@@ -279,14 +260,7 @@ def test_a_workload_cache_that_moved_past_our_write_is_decided_from_at_once() ->
     """Someone else wrote after us (Kueue, say): the cache holds neither our write's
     version nor the one it replaced, and the pass decides from it without waiting."""
     world = World()
-    world.apiserver.pool_answers(c.PHASE_SATISFIED)  # a pool that answered someone else
-    pool = world.apiserver.objects["gangnodepools"]
-    pool["spec"]["claim"] = {
-        "namespace": KEY.namespace,
-        "name": KEY.name,
-        "uid": "wl-uid",
-        "claimedAt": "2026-12-02T11:59:30Z",
-    }
+    world.claimed_and_satisfied()
     world.workloads.freeze()
     world.one_pass()
     assert world.check() == c.CHECK_READY
@@ -300,18 +274,11 @@ def test_a_workload_cache_that_moved_past_our_write_is_decided_from_at_once() ->
 
 def test_a_deleted_workload_leaves_nothing_waited_for() -> None:
     world = World()
-    world.apiserver.pool_answers(c.PHASE_SATISFIED)
-    world.apiserver.objects["gangnodepools"]["spec"]["claim"] = {
-        "namespace": KEY.namespace,
-        "name": KEY.name,
-        "uid": "wl-uid",
-        "claimedAt": "2026-12-02T11:59:30Z",
-    }
+    world.claimed_and_satisfied()
     world.workloads.freeze()
     world.one_pass()
     assert len(world.reconciler._own_workload_writes) == 1
     world.workloads.frozen = None
-    world.apiserver.objects["workloads"] = {}  # deleted: the informer answers None
-    world.workloads.get = lambda _ns, _name: None  # type: ignore[method-assign]
+    del world.apiserver.objects["workloads"]  # deleted: the informer answers None
     world.one_pass()
     assert len(world.reconciler._own_workload_writes) == 0
