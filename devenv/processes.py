@@ -62,11 +62,45 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+# Ports `free_port` handed out in this process: never the same one twice.
+_HANDED_OUT: set[int] = set()
+_HANDED_OUT_LOCK = threading.Lock()
+# Where `free_port` picks when the kernel's ephemeral range cannot be read (Linux's default
+# starts at 32768).
+_BELOW_EPHEMERAL = (20000, 32767)
+
+
+def _pick_range() -> tuple[int, int]:
+    """Ports below the kernel's ephemeral range, which outgoing connections draw from."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return _BELOW_EPHEMERAL
+    return (10000, low - 1) if low > 12000 else _BELOW_EPHEMERAL
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port, free on every interface a moment ago, for a server started next.
+
+    Picked below the ephemeral range: a port the kernel hands out for `bind(0)` is one it
+    also gives any process's outgoing connection, and with a test suite's hundreds of
+    connections one took such a port between this check and the server's bind (uvicorn's
+    "address already in use"). Below the range only another explicit bind can take it.
+    """
+    low, high = _pick_range()
+    for _ in range(1000):
+        port = low + int.from_bytes(os.urandom(2), "big") % (high - low + 1)
+        with _HANDED_OUT_LOCK:
+            if port in _HANDED_OUT:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind(("0.0.0.0", port))
+                except OSError:
+                    continue
+            _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError(f"no free TCP port found in {low}-{high}")
 
 
 class ProcessFailed(RuntimeError):

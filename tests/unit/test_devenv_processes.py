@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from pathlib import Path
 
-from devenv.processes import Supervised, descendants
+from devenv.processes import Supervised, descendants, free_port
 
 # A child that starts a grandchild in a new session (as the Pulumi CLI starts its provider
 # host in a group of its own), prints the grandchild's pid, then waits.
@@ -44,3 +45,15 @@ def test_kill_reaches_a_grandchild_outside_the_process_group(tmp_path: Path) -> 
     while _alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(grandchild)
+
+
+def test_free_ports_are_bindable_distinct_and_below_the_ephemeral_range() -> None:
+    """Below the range outgoing connections draw from, no connection takes one between the
+    pick and the server's bind; and one process never gets the same port twice."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == len(ports)
+    assert all(1024 < port < low for port in ports)
+    for port in ports[:5]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("0.0.0.0", port))
