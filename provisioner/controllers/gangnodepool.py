@@ -90,13 +90,6 @@ _ACTING_PHASES = frozenset({c.PHASE_ACQUIRING, c.PHASE_RELEASING})
 _CHANGES_INSTANCES = frozenset({Action.LAUNCH, Action.RELEASE_SET, Action.DESTROY_STACK})
 
 
-# A pass that wrote the status is run again by its own write's watch event, from a cache that
-# holds the write; an immediate requeue would plan from the cache before it (and meet a
-# conflict), and so would a pass the cache woke before it held the write. Both wait for that
-# event instead; this short requeue only stands in for an event that never comes.
-_OWN_WRITE_FALLBACK_SECONDS = WAIT_FOR_OWN_WRITE_SECONDS
-
-
 def reads_fresh(pool: GangNodePool) -> bool:
     """Whether this pass must list the pool's instances from EC2 rather than the index.
 
@@ -121,9 +114,15 @@ def reads_fresh(pool: GangNodePool) -> bool:
 def _next_pass(
     before: GangNodePoolStatus, after: GangNodePoolStatus, requeue_after: float | None
 ) -> float | None:
-    """When to look at the pool again: at once means "when our write comes back"."""
+    """When to look at the pool again: at once means "when our write comes back".
+
+    A pass that wrote the status is run again by its own write's watch event, from a cache
+    that holds the write; an immediate requeue would plan from the cache before it (and meet
+    a conflict). So it waits for that event; the short requeue only stands in for an event
+    that never comes.
+    """
     if requeue_after == 0.0 and after != before:
-        return _OWN_WRITE_FALLBACK_SECONDS
+        return WAIT_FOR_OWN_WRITE_SECONDS
     return requeue_after
 
 
@@ -174,7 +173,7 @@ class GangNodePoolReconciler:
         if self._cache_behind_own_write(raw):
             # Our write's watch event wakes the pool when the cache has it; this is the
             # fallback should that event be lost.
-            return Result(requeue_after=_OWN_WRITE_FALLBACK_SECONDS)
+            return Result(requeue_after=WAIT_FOR_OWN_WRITE_SECONDS)
         pool = GangNodePool.from_dict(raw)
         held = self._executor.state(pool.name)
         view = self._observe(

@@ -84,9 +84,7 @@ class WorkloadReconciler:
     # -- reconcile --------------------------------------------------------------------------
     def reconcile(self, key: ObjectKey) -> Result:
         raw = self._workloads.get(key.namespace, key.name)
-        if raw is None:
-            self._own_workload_writes.forget(key)
-        elif self._own_workload_writes.cache_behind(key, raw):
+        if self._own_workload_writes.cache_behind(key, raw):
             # Our write's watch event queues the Workload again once the cache holds it.
             return Result(requeue_after=WAIT_FOR_OWN_WRITE_SECONDS)
         workload = Workload.from_dict(raw) if raw else None
@@ -99,9 +97,7 @@ class WorkloadReconciler:
         job = self._owner_job(workload)
         pool_name = (job or {}).get("metadata", {}).get("labels", {}).get(c.POOL_LABEL)
         pool_raw = self._pools.get("", pool_name) if pool_name else None
-        if pool_name and pool_raw is None:
-            self._own_pool_writes.forget(pool_name)
-        elif pool_raw is not None and self._own_pool_writes.cache_behind(pool_name, pool_raw):
+        if pool_name and self._own_pool_writes.cache_behind(pool_name, pool_raw):
             # Planned from the pool as it was before our claim or release, this pass would
             # write that again. The pool's own watch event queues this Workload (its claimant).
             return Result(requeue_after=WAIT_FOR_OWN_WRITE_SECONDS)

@@ -45,8 +45,12 @@ class OwnWrites:
             with self._lock:
                 self._replaced.setdefault(key, set()).add(old)
 
-    def cache_behind(self, key: Hashable, cached: Mapping[str, Any]) -> bool:
-        """Whether `cached` is a version of `key` this reconciler wrote over."""
+    def cache_behind(self, key: Hashable, cached: Mapping[str, Any] | None) -> bool:
+        """Whether `cached` is a version of `key` this reconciler wrote over; None (the cache
+        has no such object) forgets the key."""
+        if cached is None:
+            self.forget(key)
+            return False
         with self._lock:
             replaced = self._replaced.get(key)
             if not replaced:

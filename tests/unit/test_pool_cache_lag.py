@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
-from provisioner.controllers.gangnodepool import _OWN_WRITE_FALLBACK_SECONDS
+from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS
 from provisioner.kube.resources import ObjectKey
 from tests.unit.test_pool_instance_reads import JOINING, World
 
@@ -66,7 +66,7 @@ def test_a_pass_waits_for_the_cache_to_hold_its_own_write() -> None:
     assert len(observed) == 1
 
     result = world.reconciler.reconcile(ObjectKey("", "pool-a"))
-    assert result.requeue_after == _OWN_WRITE_FALLBACK_SECONDS
+    assert result.requeue_after == WAIT_FOR_OWN_WRITE_SECONDS
     assert len(observed) == 1, "nothing planned from the stale object"
     assert world.store.obj["metadata"]["resourceVersion"] == written, "nothing written"
 
@@ -81,5 +81,5 @@ def test_a_cache_that_moved_past_our_write_is_planned_from_at_once() -> None:
     observed = count_observations(world)
     world.one_pass()  # writes Satisfied; the cache (the store itself) holds it at once
     result = world.reconciler.reconcile(ObjectKey("", "pool-a"))
-    assert result.requeue_after != _OWN_WRITE_FALLBACK_SECONDS
+    assert result.requeue_after != WAIT_FOR_OWN_WRITE_SECONDS
     assert len(observed) == 2, "planned from the cache at once"
