@@ -110,18 +110,23 @@ def _cpu_by_kind() -> dict[str, float]:
     return spent
 
 
-def _cpu_with_controller(pid: int) -> dict[str, float]:
-    """`_cpu_by_kind()` and the controller's own CPU and its Pulumi children's, so far."""
+def _controller_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds so far of the controller itself and of its Pulumi children (those reaped
+    and those still running, the shared provider host among them)."""
     fields = stat_fields(pid)
     reaped = (int(fields[13]) + int(fields[14])) / TICKS
-    return _cpu_by_kind() | {
-        "controller": cpu_seconds(fields),
-        "controller's Pulumi children": reaped + _live_children_cpu(pid),
-    }
+    return cpu_seconds(fields), reaped + _live_children_cpu(pid)
 
 
-def _cpu_spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    return {kind: spent - before.get(kind, 0.0) for kind, spent in after.items()}
+def _cpu_with_controller(pid: int) -> dict[str, float]:
+    """`_cpu_by_kind()` and the controller's own CPU and its Pulumi children's, so far."""
+    own, children = _controller_cpu(pid)
+    return _cpu_by_kind() | {"controller": own, "controller's Pulumi children": children}
+
+
+def _spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Each counter's growth from `before` to `after`."""
+    return {key: value - before.get(key, 0.0) for key, value in after.items()}
 
 
 def _apiserver_requests(api: k8s.ApiClient) -> dict[str, float]:
@@ -154,6 +159,37 @@ def _requests(api: k8s.ApiClient, env: LocalEnvironment) -> dict[str, float]:
     return counts
 
 
+@dataclass(frozen=True)
+class _WaveCounters:
+    """The counters a wave's cost is read from, at its start or its end.
+
+    Reading the API server's metrics takes a while and costs CPU: before a wave it is read
+    before the CPU counters, after it after them, so the wave counts neither read."""
+
+    requests: dict[str, float]
+    cpu: dict[str, float]
+    machine: dict[str, float]
+
+    @classmethod
+    def before_wave(
+        cls, api: k8s.ApiClient, env: LocalEnvironment, controller: int
+    ) -> _WaveCounters:
+        requests = _requests(api, env)
+        return cls(requests, _cpu_with_controller(controller), _machine())
+
+    @classmethod
+    def after_wave(
+        cls, api: k8s.ApiClient, env: LocalEnvironment, controller: int
+    ) -> _WaveCounters:
+        cpu, machine = _cpu_with_controller(controller), _machine()
+        return cls(_requests(api, env), cpu, machine)
+
+
+def _machine() -> dict[str, float]:
+    busy, total = machine_cpu()
+    return {"Busy": busy, "Total": total}
+
+
 @dataclass
 class Sampler:
     """Samples the controller's RSS and its process group's (Pulumi CLI and providers)."""
@@ -173,13 +209,12 @@ class Sampler:
     def finish(self) -> dict[str, float]:
         """Peak RSS and CPU so far; call while the controller still runs."""
         self._stop.set()
-        fields = stat_fields(self.pid)
-        utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+        own, children = _controller_cpu(self.pid)
         return {
             "peakRssMiB": status_kib(self.pid, "VmHWM") / 1024,
             "peakGroupRssMiB": self.peak_group_kib / 1024,
-            "cpuSeconds": (utime + stime) / TICKS,
-            "childCpuSeconds": (cutime + cstime) / TICKS + _live_children_cpu(self.pid),
+            "cpuSeconds": own,
+            "childCpuSeconds": children,
         }
 
 
@@ -286,10 +321,9 @@ class Run:
             for wave in range(self.per_pool):
                 jobs = [f"w{wave}-{pool}" for pool in names]
                 waves.append(jobs)
-                # Scraped before the clock starts: the API server's metrics take a while.
-                requests_at_start = _requests(api, env)
-                started, cpu_at_start = time.monotonic(), _cpu_with_controller(child.pid)
-                busy_at_start = machine_cpu()
+                # Taken before the clock starts: the API server's metrics take a while.
+                at_start = _WaveCounters.before_wave(api, env, child.pid)
+                started = time.monotonic()
                 for job, pool in zip(jobs, names, strict=True):
                     batch.create_namespaced_job(
                         NAMESPACE, ko.gang_job(NAMESPACE, job, ko.QUEUE_NAME, pool, self.count)
@@ -303,11 +337,8 @@ class Run:
                 )
                 label = "cold" if wave == 0 else "warm"
                 elapsed = time.monotonic() - started
-                self.figures[f"{label}WaveSeconds"] = (
-                    self.figures.get(f"{label}WaveSeconds", 0.0) + elapsed
-                )
-                self._add_wave_cpu(label, cpu_at_start, busy_at_start, child.pid)
-                self._add_wave_requests(label, requests_at_start, _requests(api, env))
+                self._add(f"{label}WaveSeconds", elapsed)
+                self._add_wave_cost(label, at_start, _WaveCounters.after_wave(api, env, child.pid))
                 print(
                     f"  wave {wave + 1}/{self.per_pool} ({label}): {elapsed:.1f}s",
                     file=sys.stderr,
@@ -316,11 +347,11 @@ class Run:
             if self.per_pool > 1:
                 for key in [k for k in self.figures if k.startswith("warmWave")]:
                     self.figures[key] /= self.per_pool - 1
-            cpu_at_start, busy_at_start = _cpu_with_controller(child.pid), machine_cpu()
-            requests_at_start = _requests(api, env)
+            at_start = _WaveCounters.before_wave(api, env, child.pid)
             self._kueue_alone_wave(batch, custom, timeline, names)
-            self._add_wave_cpu("kueueAlone", cpu_at_start, busy_at_start, child.pid)
-            self._add_wave_requests("kueueAlone", requests_at_start, _requests(api, env))
+            self._add_wave_cost(
+                "kueueAlone", at_start, _WaveCounters.after_wave(api, env, child.pid)
+            )
             for series in ("warm", "kueueAlone"):
                 busy, total = (
                     self.figures.get(f"{series}WaveMachine{k}") for k in ("Busy", "Total")
@@ -381,33 +412,19 @@ class Run:
                 child.stop()
             env.stop()
 
-    def _add_wave_cpu(
-        self,
-        label: str,
-        cpu_at_start: dict[str, float],
-        busy_at_start: tuple[float, float],
-        controller: int,
-    ) -> None:
-        """Add one wave's CPU by process (and the machine's busy and total CPU) to the
-        `label` series: what a warm wave costs each process against a Kueue-alone one."""
-        spent = _cpu_spent(cpu_at_start, _cpu_with_controller(controller))
-        for kind, seconds in spent.items():
-            key = f"{label}WaveCpu:{kind}"
-            self.figures[key] = self.figures.get(key, 0.0) + seconds
-        (busy, total), (busy_before, total_before) = machine_cpu(), busy_at_start
-        for key, value in (("Busy", busy - busy_before), ("Total", total - total_before)):
-            self.figures[f"{label}WaveMachine{key}"] = (
-                self.figures.get(f"{label}WaveMachine{key}", 0.0) + value
-            )
+    def _add(self, key: str, value: float) -> None:
+        self.figures[key] = self.figures.get(key, 0.0) + value
 
-    def _add_wave_requests(
-        self, label: str, before: dict[str, float], after: dict[str, float]
-    ) -> None:
-        for key, value in after.items():
-            spent = value - before.get(key, 0.0)
-            if spent:
-                figure = f"{label}WaveApi:{key}"
-                self.figures[figure] = self.figures.get(figure, 0.0) + spent
+    def _add_wave_cost(self, label: str, start: _WaveCounters, end: _WaveCounters) -> None:
+        """Add what one wave cost to the `label` series: each process's CPU, the machine's
+        busy and total CPU, the API server's requests and the AWS calls."""
+        for kind, seconds in _spent(start.cpu, end.cpu).items():
+            self._add(f"{label}WaveCpu:{kind}", seconds)
+        for key, value in _spent(start.machine, end.machine).items():
+            self._add(f"{label}WaveMachine{key}", value)
+        for key, value in _spent(start.requests, end.requests).items():
+            if value:
+                self._add(f"{label}WaveApi:{key}", value)
 
     def _kueue_alone_wave(
         self,
