@@ -9,7 +9,7 @@ and a virtual clock, so the figures are the same on every run and every machine.
 launcher gets a fresh emulator and the same capacity trace, replayed tick by tick:
 - **atomic-gang**: this project's engine, `Ec2Engine.acquire` (MinCount = MaxCount = N, or an
   instant fleet with MinTargetCapacity = N), retried after a shortfall with the controller's
-  own backoff (5 s doubling to 300 s, `pool_transitions.PoolView`), a new generation each try;
+  own backoff (5 s doubling to 300 s, `pool_steps.PoolTimings`), a new generation each try;
 - **incremental**: RunInstances with MinCount = MaxCount = 1, again and again, keeping every
   instance it gets until it holds N;
 - **best-effort**: RunInstances for N with MinCount = 1, topping up the remainder on every

@@ -106,20 +106,24 @@ RESOURCE_EFA: Final = "vpc.amazonaws.com/efa"
 # (limits.maxGangSize) p5.48xlarge nodes, 8 GPUs and 32 EFA interfaces each.
 DEFAULT_ACCELERATOR_QUOTA: Final = {RESOURCE_GPU: "512", RESOURCE_EFA: "2048"}
 
-PHASE_IDLE: Final = "Idle"
-PHASE_ACQUIRING: Final = "Acquiring"
-PHASE_JOINING: Final = "Joining"
-PHASE_SATISFIED: Final = "Satisfied"
-PHASE_KEEP_WARM: Final = "KeepWarm"
-PHASE_RELEASING: Final = "Releasing"
-PHASES: Final = (
-    PHASE_IDLE,
-    PHASE_ACQUIRING,
-    PHASE_JOINING,
-    PHASE_SATISFIED,
-    PHASE_KEEP_WARM,
-    PHASE_RELEASING,
-)
+class Phase(StrEnum):
+    """A GangNodePool's phase (`status.phase`), in the order of its life cycle."""
+
+    IDLE = "Idle"
+    ACQUIRING = "Acquiring"
+    JOINING = "Joining"
+    SATISFIED = "Satisfied"
+    KEEP_WARM = "KeepWarm"
+    RELEASING = "Releasing"
+
+
+PHASE_IDLE: Final = Phase.IDLE
+PHASE_ACQUIRING: Final = Phase.ACQUIRING
+PHASE_JOINING: Final = Phase.JOINING
+PHASE_SATISFIED: Final = Phase.SATISFIED
+PHASE_KEEP_WARM: Final = Phase.KEEP_WARM
+PHASE_RELEASING: Final = Phase.RELEASING
+PHASES: Final = tuple(Phase)
 
 # --- Kueue admission-check states (kueue.x-k8s.io/v1beta2 CheckState) -------------------
 CHECK_PENDING: Final = "Pending"
@@ -172,7 +176,7 @@ EVENT_WARNING: Final = "Warning"
 
 
 class EventReason(StrEnum):
-    # GangNodePool life cycle (pool_transitions)
+    # GangNodePool life cycle (pool_plan, pool_outcomes)
     ACQUIRING = "Acquiring"
     LAUNCHED = "Launched"
     CAPACITY_SHORTFALL = "CapacityShortfall"
@@ -188,6 +192,7 @@ class EventReason(StrEnum):
     POOL_DELETED = "PoolDeleted"
     RELEASED = "Released"
     STACK_IDLE = "StackIdle"
+    CAPACITY_BLOCK_ENDING = "CapacityBlockEnding"
     # Workload admission check (workload_decision)
     POOL_CREATED = "PoolCreated"
     SHAPE_CONFLICT = "ShapeConflict"
@@ -201,7 +206,7 @@ class EventReason(StrEnum):
 # --- Failure kinds ----------------------------------------------------------------------
 class FailureKind(StrEnum):
     """What a failed action means for the pool's next try, whoever failed (the EC2 engine or
-    a stack operation). It travels as this type from the failure to `pool_transitions`,
+    a stack operation). It travels as this type from the failure to `pool_outcomes`,
     which picks the wait from it: a capacity shortfall moves the generation and backs off,
     a transient failure takes the retry backoff, a configuration failure the longer config
     delay (a person has to fix something first)."""

@@ -11,12 +11,13 @@ step with these models.
 from __future__ import annotations
 
 from importlib import resources
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, cast
 
 import yaml  # type: ignore[import-untyped]  # no stubs in the pinned dev set
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.api.fields import InstanceId, Mode
 from provisioner.api.meta import Condition, KubeModel, KubeTime, ObjectMeta
 from provisioner.api.shape import GangShape
@@ -33,9 +34,6 @@ __all__ = [
     "ReleaseInProgress",
     "load_crd",
 ]
-
-Phase = Literal["Idle", "Acquiring", "Joining", "Satisfied", "KeepWarm", "Releasing"]
-
 
 class Claim(KubeModel):
     """The one Workload a pool serves; its UID tells a recreated Workload from the old one."""
@@ -76,13 +74,21 @@ class ReleaseInProgress(KubeModel):
     network_interface_ids: tuple[str, ...] = ()
 
 
+# `status.lastStackOperation` values.
+STACK_OPERATION_PREPARE: Final = "prepare"
+STACK_OPERATION_RECORD: Final = "record"
+STACK_OPERATION_REMOVE_SET: Final = "remove-set"
+STACK_OPERATION_DESTROY: Final = "destroy"
+_LEGACY_RECORD: Final = "record:"
+
+
 class LastError(KubeModel):
     reason: str = Field(min_length=1)
     message: str
 
 
 class GangNodePoolStatus(KubeModel):
-    phase: Phase = "Idle"
+    phase: Phase = Phase.IDLE
     observed_generation: int = Field(default=0, ge=0)
     # Seeds the launch client token; moves only after a terminal result, so a crash
     # between "EC2 returned" and "IDs saved" repeats the same token.
@@ -107,9 +113,27 @@ class GangNodePoolStatus(KubeModel):
     release_in_progress: ReleaseInProgress | None = None
     stack_name: str | None = None
     last_stack_operation: str | None = None
+    # The group whose instance IDs the stack holds (its last successful record); the set is
+    # recorded once this equals `active_group`.
+    recorded_group: str | None = None
     last_stack_result: str | None = None
     last_error: LastError | None = None
     conditions: tuple[Condition, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_group_of_older_controllers(cls, body: Any) -> Any:
+        """Controllers before `recordedGroup` wrote the record as "record:<group>" in
+        `lastStackOperation`: read it as the same fact, so an upgrade records nothing twice."""
+        if not isinstance(body, dict):
+            return body
+        operation = body.get("lastStackOperation", body.get("last_stack_operation"))
+        if not isinstance(operation, str) or not operation.startswith(_LEGACY_RECORD):
+            return body
+        body = {k: v for k, v in body.items() if k not in ("last_stack_operation",)}
+        body["lastStackOperation"] = STACK_OPERATION_RECORD
+        body.setdefault("recordedGroup", operation.removeprefix(_LEGACY_RECORD))
+        return body
 
 
 class GangNodePool(KubeModel):

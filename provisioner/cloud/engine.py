@@ -116,10 +116,16 @@ class Ec2Engine:
 
     def _reservation_of(self, spec: LaunchSpec) -> Reservation | None:
         cr = spec.capacity_reservation
-        return describe_reservation(self._ec2, cr.reservation_id) if cr is not None else None
+        if cr is None:
+            return None
+        if spec.reservation is not None and spec.reservation.reservation_id == cr.reservation_id:
+            return spec.reservation
+        return describe_reservation(self._ec2, cr.reservation_id)
 
     def _efa_info(self, spec: LaunchSpec) -> InstanceTypeInfo:
-        info = describe_instance_type(self._ec2, spec.instance_type)
+        info = spec.instance_type_info
+        if info is None or info.instance_type != spec.instance_type:
+            info = describe_instance_type(self._ec2, spec.instance_type)
         if not info.efa_supported:
             raise CloudError(
                 ErrorKind.CONFIG,

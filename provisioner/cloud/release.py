@@ -83,9 +83,7 @@ def _scan(
     return recorded, _recover_beyond(ec2, ids, {e.eni_id for e in recorded})
 
 
-def _recover_beyond(
-    ec2: Ec2Api, ids: Sequence[str], known: set[str]
-) -> list[NetworkInterfaceView]:
+def _recover_beyond(ec2: Ec2Api, ids: Sequence[str], known: set[str]) -> list[NetworkInterfaceView]:
     """The VPC CNI ENIs named after ``ids`` that are not already among ``known``."""
     return [e for e in _recover(ec2, ids) if e.eni_id not in known]
 

@@ -119,6 +119,10 @@ class LaunchSpec:
     # Instances on a Capacity Block are released this long before its end; a block ending
     # sooner than that is not launched into.
     block_release_margin: timedelta = timedelta(0)
+    # EC2's answers the caller read this pass (DescribeCapacityReservations for
+    # ``capacity_reservation``, DescribeInstanceTypes for ``efa``); None: the engine reads them.
+    reservation: Reservation | None = None
+    instance_type_info: InstanceTypeInfo | None = None
 
     def __post_init__(self) -> None:
         if self.count < 1:

@@ -33,61 +33,49 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from provisioner.api import constants as c
-from provisioner.api.constants import FailureKind
+from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus
-from provisioner.api.settings import Settings
-from provisioner.api.shape import GangShape
-from provisioner.cloud.engine import Ec2Engine
-from provisioner.cloud.errors import CloudError, ErrorKind, ReservationNotActive
-from provisioner.cloud.instancetypes import efa_cards
-from provisioner.cloud.types import (
-    AmiChoice,
-    CapacityReservationRef,
-    ClusterInfo,
-    InstanceProfileRef,
-    LaunchSpec,
-    LaunchTemplateRef,
-)
+from provisioner.cloud.errors import CloudError
 from provisioner.cloud.views import LIVE_STATES
-from provisioner.controllers.instance_index import GONE_STATES, InstanceIndex
-from provisioner.controllers.metrics import ControllerMetrics
-from provisioner.controllers.pool_transitions import (
-    EXTRA_BLOCK_ENDS_AT,
-    EXTRA_STARTS_AT,
+from provisioner.controllers.instance_index import GONE_STATES
+from provisioner.controllers.pool_actions import PoolActions
+from provisioner.controllers.pool_deps import PoolReconcilerDeps
+from provisioner.controllers.pool_facts import (
+    LaunchFacts,
+    PassFacts,
+    StackAnswer,
+    gather_launch_facts,
+    may_launch,
+    stack_holds_what_launch_needs,
+)
+from provisioner.controllers.pool_outcomes import outcome, settle
+from provisioner.controllers.pool_plan import needs_stack, plan
+from provisioner.controllers.pool_steps import (
     STACK_ACTIONS,
     Action,
     ActionResult,
     Backoff,
     Instance,
+    PoolTimings,
     PoolView,
     Step,
-    outcome,
-    plan,
-    settle,
 )
-from provisioner.controllers.ports import EngineOps, StackOps
-from provisioner.controllers.stack_executor import Finished, Operation, StackExecutor
-from provisioner.kube.client import KubeClient
+from provisioner.controllers.stack_executor import Finished, Operation
 from provisioner.kube.errors import KubeConflict, KubeNotFound
-from provisioner.kube.events import EventRecorder
-from provisioner.kube.informer import Informer
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS, OwnWrites
 from provisioner.kube.resources import GANG_NODE_POOLS, NODES, ObjectKey
 from provisioner.kube.status import write_object, write_status
 from provisioner.kube.workqueue import Result
-from provisioner.pulumi_driver.port import PoolSpec, StackError, pool_spec_for
+from provisioner.pulumi_driver.port import StackError
 
 log = logging.getLogger(__name__)
 
 # The phases whose next step acts on the pool's instances: a launch, or a release.
-_ACTING_PHASES = frozenset({c.PHASE_ACQUIRING, c.PHASE_RELEASING})
-# Actions after which EC2 holds something else for the pool than any listing before them.
-_CHANGES_INSTANCES = frozenset({Action.LAUNCH, Action.RELEASE_SET, Action.DESTROY_STACK})
+_ACTING_PHASES = frozenset({Phase.ACQUIRING, Phase.RELEASING})
 
 
 def reads_fresh(pool: GangNodePool) -> bool:
@@ -127,31 +115,18 @@ def _next_pass(
 
 
 class GangNodePoolReconciler:
-    def __init__(
-        self,
-        kube: KubeClient,
-        pools: Informer,
-        nodes: Informer,
-        engine: EngineOps,
-        index: InstanceIndex,
-        stacks: StackOps,
-        executor: StackExecutor,
-        settings: Settings,
-        recorder: EventRecorder,
-        now: Callable[[], datetime],
-        metrics: ControllerMetrics,
-    ) -> None:
-        self._kube = kube
-        self._pools = pools
-        self._nodes = nodes
-        self._engine = engine
-        self._index = index
-        self._stacks = stacks
-        self._executor = executor
-        self._settings = settings
-        self._recorder = recorder
-        self._now = now
-        self._metrics = metrics
+    def __init__(self, deps: PoolReconcilerDeps) -> None:
+        self._deps = deps
+        self._kube = deps.kube
+        self._pools = deps.pools
+        self._nodes = deps.nodes
+        self._index = deps.index
+        self._executor = deps.executor
+        self._recorder = deps.recorder
+        self._now = deps.now
+        self._metrics = deps.metrics
+        self._timings = PoolTimings.from_settings(deps.settings)
+        self._actions = PoolActions(deps)
         # Each pool's last failed step and when it may run again. In memory only: a new
         # leader tries once at once, then backs off from the count kept in the status.
         self._backoffs: dict[str, Backoff] = {}
@@ -176,7 +151,7 @@ class GangNodePoolReconciler:
             return Result(requeue_after=WAIT_FOR_OWN_WRITE_SECONDS)
         pool = GangNodePool.from_dict(raw)
         held = self._executor.state(pool.name)
-        view = self._observe(
+        view, facts = self._observe(
             pool,
             held.pending.step.action if held.pending else None,
             settling=held.finished is not None,
@@ -200,8 +175,8 @@ class GangNodePoolReconciler:
             )
         raw = self._persist(raw, view.status, step.status)
         if step.action in STACK_ACTIONS:
-            return self._submit(step, pool, view, raw)
-        result = self._run(step, pool, view, raw)
+            return self._submit(step, pool, view, facts, raw)
+        result = self._actions.run(step, pool, facts, raw)
         if result is None:
             self._emit(raw, step.events)
             self._observe_metrics(pool, view.status, step.status)
@@ -216,10 +191,10 @@ class GangNodePoolReconciler:
         return Result(requeue_after=_next_pass(view.status, status, requeue))
 
     def _submit(
-        self, step: Step, pool: GangNodePool, view: PoolView, raw: dict[str, Any]
+        self, step: Step, pool: GangNodePool, view: PoolView, facts: PassFacts, raw: dict[str, Any]
     ) -> Result:
         """Hand a stack step to the executor; it queues the pool again when it ends."""
-        operation = Operation(pool.name, step, lambda: self._run_stack_step(step, pool, view))
+        operation = Operation(pool.name, step, lambda: self._run_stack_step(step, pool, facts))
         if not self._executor.submit(operation):
             # Only after step-down (the pool had nothing pending when this pass looked).
             log.info("pool %s: %s not submitted; not leading", pool.name, step.action.value)
@@ -228,8 +203,8 @@ class GangNodePoolReconciler:
         self._observe_metrics(pool, view.status, step.status)
         return Result()
 
-    def _run_stack_step(self, step: Step, pool: GangNodePool, view: PoolView) -> ActionResult:
-        result = self._run(step, pool, view, {})  # stack steps never write the object
+    def _run_stack_step(self, step: Step, pool: GangNodePool, facts: PassFacts) -> ActionResult:
+        result = self._actions.run(step, pool, facts, {})  # stack steps write no object
         assert result is not None
         return result
 
@@ -265,7 +240,10 @@ class GangNodePoolReconciler:
 
     def _observe(
         self, pool: GangNodePool, stack_operation: Action | None, settling: bool = False
-    ) -> PoolView:
+    ) -> tuple[PoolView, PassFacts]:
+        """What the pass plans from: the pool's instances in EC2, its Ready Nodes, and the
+        stack's and the world's answers where its plan and its action need them (each read
+        once; see `_read_facts`)."""
         status = pool.status
         # One paged read of the pool's instances in every state says both what runs and
         # which of the status's IDs EC2 reports gone. An ID absent from it is not gone (EC2
@@ -287,7 +265,8 @@ class GangNodePoolReconciler:
             v.instance_id for v in seen if v.instance_id in owned and v.state in GONE_STATES
         )
         ready = self._ready_instances(pool.name, status, {v.instance_id for v in live})
-        return PoolView(
+        facts = self._read_facts(pool, stack_operation, settling)
+        view = PoolView(
             name=pool.name,
             uid=pool.metadata.uid or pool.name,
             spec=pool.spec,
@@ -297,21 +276,57 @@ class GangNodePoolReconciler:
             live=tuple(Instance(v.instance_id, v.managed.group) for v in live),
             gone_ids=gone,
             ready_instance_ids=ready,
-            # Asking while the pool's operation runs could wait on the stack's lock.
-            # Not asked while `stack_operation` runs (the answer would wait for it); every step
-            # that reads it waits for the operation anyway.
-            stack_probe=lambda: (
-                stack_operation is None and self._stack_holds_what_launch_needs(pool)
-            ),
+            stack_prepared=self._stack_prepared(pool, stack_operation, settling, facts),
             stack_operation=stack_operation,
             backoff=self._backoffs.get(pool.name),
             now=self._now(),
-            join_deadline=timedelta(seconds=self._settings.join_deadline_seconds),
-            backoff_base=self._settings.retry_backoff.initial.total_seconds(),
-            backoff_max=self._settings.retry_backoff.max.total_seconds(),
-            block_release_margin=timedelta(seconds=self._settings.capacity_block_release_seconds),
-            idle_stack_ttl=self._settings.stack_operations.idle_stack_ttl,
+            timings=self._timings,
         )
+        return view, facts
+
+    def _read_facts(
+        self, pool: GangNodePool, stack_operation: Action | None, settling: bool
+    ) -> PassFacts:
+        """The stack's outputs, for a plan that reads them (`needs_stack`), and the cluster,
+        AMI, instance type and reservation, for a pass that may prepare or launch.
+
+        Neither is read while the pool's stack operation runs (the answer would wait for
+        its lock, and every step that reads them waits for it anyway), nor by the pass that
+        saves a finished operation's result (it plans nothing).
+        """
+        if stack_operation is not None or settling:
+            return PassFacts()
+        settings = self._deps.settings
+        stack = None
+        if needs_stack(
+            pool.spec, pool.status, deleting=pool.metadata.deletion_timestamp is not None
+        ):
+            try:
+                stack = StackAnswer(self._deps.stacks.outputs(pool.name))
+            except StackError as err:
+                stack = StackAnswer(None, err)
+        launch: LaunchFacts | CloudError | None = None
+        if may_launch(pool):
+            try:
+                launch = gather_launch_facts(self._deps.engine, settings, pool.spec.shape())
+            except CloudError as err:
+                launch = err
+        return PassFacts(stack=stack, launch=launch)
+
+    def _stack_prepared(
+        self,
+        pool: GangNodePool,
+        stack_operation: Action | None,
+        settling: bool,
+        facts: PassFacts,
+    ) -> bool | None:
+        if facts.stack is not None:
+            return stack_holds_what_launch_needs(
+                self._deps.settings, pool, facts.stack, facts.launch
+            )
+        if stack_operation is not None and not settling:
+            return False  # not asked: every step that reads it waits for the operation
+        return None
 
     def _ready_instances(
         self, pool: str, status: GangNodePoolStatus, live: set[str]
@@ -411,273 +426,6 @@ class GangNodePoolReconciler:
     def _emit(self, raw: dict[str, Any], events: tuple[Any, ...]) -> None:
         for event in events:
             self._recorder.record(raw, event.type, event.reason, event.message)
-
-    # -- actions --------------------------------------------------------------------------------
-    def _run(
-        self, step: Step, pool: GangNodePool, view: PoolView, raw: dict[str, Any]
-    ) -> ActionResult | None:
-        action = step.action
-        if action is Action.NONE:
-            return None
-        try:
-            if action is Action.PREPARE_STACK:
-                self._prepare(pool)
-            elif action is Action.LAUNCH:
-                return self._launch(pool, step)
-            elif action is Action.RECORD_SET:
-                status = step.status
-                assert status.active_group is not None
-                self._stacks.record_instance_set(
-                    pool.name, status.active_group, status.instance_ids
-                )
-            elif action is Action.RELEASE_SET:
-                self._release_set(pool, step)
-            elif action is Action.DESTROY_STACK:
-                self._destroy(pool)
-            elif action is Action.TAG_KEEP_WARM:
-                self._engine.set_keep_warm_tag(
-                    step.status.instance_ids, step.status.keep_warm_until
-                )
-            elif action is Action.REMOVE_FINALIZER:
-                self._remove_finalizer(raw)
-        except CloudError as err:
-            log.warning("pool %s: %s failed: %s", pool.name, action.value, err)
-            return ActionResult(False, error_kind=err.failure, reason=err.reason, message=str(err))
-        except StackError as err:  # its kind decides the wait: config is not retried soon
-            log.warning("pool %s: %s failed (%s): %s", pool.name, action.value, err.kind, err)
-            return ActionResult(
-                False,
-                error_kind=err.kind,
-                reason=err.reason,
-                message=f"{err.message} ({err.kind.value} failure)",
-            )
-        except Exception as err:  # a bug must not stop the pool's life cycle
-            log.exception("pool %s: %s failed", pool.name, action.value)
-            return ActionResult(
-                False,
-                error_kind=FailureKind.RETRYABLE,
-                reason=type(err).__name__,
-                message=str(err),
-            )
-        finally:
-            # Whatever the result, a listing from before the action may miss what it did
-            # (a failed launch may have launched; a failed release may have terminated).
-            if action in _CHANGES_INSTANCES:
-                self._index.forget(pool.name)
-        return ActionResult(True)
-
-    def _stack_holds_what_launch_needs(self, pool: GangNodePool) -> bool:
-        """Whether the stack is prepared — and, when the pool is about to launch, prepared
-        from today's inputs: a rotated AMI or a changed template field re-prepares once
-        before the launch, instead of launching from the stale template."""
-        try:
-            outputs = self._stacks.outputs(pool.name)
-        except StackError as err:
-            # Unreadable now (the backend down): assume it holds something, so a release
-            # still destroys it and a launch still waits on it; the step that reads it meets
-            # the same failure and reports it, with its kind, in the status and events.
-            log.warning("pool %s: the stack cannot be read now: %s", pool.name, err)
-            return True
-        if outputs is None:
-            return False
-        status = pool.status
-        about_to_launch = (
-            status.phase == c.PHASE_ACQUIRING
-            and status.launch_in_progress is None
-            and pool.spec.claim is not None
-        )
-        if not about_to_launch:
-            return True
-        try:
-            wanted = self._desired_spec(pool)
-        except CloudError:
-            return True  # the launch meets the same failure and reports it with its kind
-        if outputs.spec == wanted:
-            return True
-        log.info(
-            "pool %s: the stack's inputs changed (%s); preparing again before the launch",
-            pool.name,
-            ", ".join(outputs.spec.differences(wanted)) or "spec",
-            extra={"pool": pool.name, "phase": status.phase},
-        )
-        return False
-
-    def _prepare(self, pool: GangNodePool) -> None:
-        self._stacks.prepare(self._desired_spec(pool))
-
-    def _desired_spec(self, pool: GangNodePool) -> PoolSpec:
-        """The pool's stack inputs as the world gives them now (AMI, cluster, reservation)."""
-        shape = pool.spec.shape()
-        cluster, ami = self._cluster_and_ami(shape)
-        user_data = Ec2Engine.render_user_data(cluster, pool.name, None)
-        return pool_spec_for(
-            self._settings,
-            shape,
-            image_id=ami.ami_id,
-            user_data=user_data,
-            security_group_ids=cluster.security_group_ids,
-            efa_network_cards=self._efa_cards(shape),
-            placement_group=shape.placement_group == c.PLACEMENT_CLUSTER,
-            # The template targets the reservation as EC2 describes it (fleet mode reads the
-            # target and a Capacity Block's market type only from the template).
-            capacity_reservation_kind=(
-                self._engine.reservation(shape.capacity_reservation_id).kind
-                if shape.capacity_reservation_id
-                else ""
-            ),
-        )
-
-    def _efa_cards(self, shape: GangShape) -> tuple[int, ...]:
-        """One EFA interface per network card, from EC2's DescribeInstanceTypes answer."""
-        if not shape.efa:
-            return ()
-        info = self._engine.instance_type(shape.instance_type)
-        cards = efa_cards(info)
-        if not cards:
-            raise CloudError(
-                ErrorKind.CONFIG,
-                None,
-                "EfaNotSupported",
-                f"{shape.instance_type} does not support EFA (DescribeInstanceTypes says "
-                f"EfaSupported=false); remove {c.ANN_EFA} or choose an EFA-capable type such "
-                "as p5.48xlarge, p4d.24xlarge or trn1.32xlarge.",
-            )
-        return cards
-
-    def _cluster_and_ami(self, shape: GangShape) -> tuple[ClusterInfo, AmiChoice]:
-        """What both the stack's launch template and a launch need: join data and the AMI."""
-        cluster = self._engine.cluster(self._settings.cluster_name)
-        ami = self._engine.resolve_ami(
-            k8s_version=cluster.version,
-            instance_type=shape.instance_type,
-            variant=shape.ami_variant,
-            explicit_ami_id=shape.ami_id,
-        )
-        return cluster, ami
-
-    def _launch(self, pool: GangNodePool, step: Step) -> ActionResult:
-        marker = step.status.launch_in_progress
-        assert marker is not None
-        shape = pool.spec.shape()
-        cluster, ami = self._cluster_and_ami(shape)
-        subnets = self._engine.plan_subnets(
-            mode=shape.mode,
-            cluster=cluster,
-            explicit_subnet_ids=shape.subnets,
-            availability_zones=shape.availability_zones,
-        )
-        outputs = self._stacks.outputs(pool.name)
-        template_id = outputs.launch_template_id if outputs else None
-        profile = outputs.spec.instance_profile_name if outputs else None
-        spec = LaunchSpec(
-            pool_name=pool.name,
-            pool_uid=pool.metadata.uid or pool.name,
-            acquire_generation=step.status.acquire_generation,
-            cluster_name=self._settings.cluster_name,
-            count=shape.count,
-            instance_type=shape.instance_type,
-            mode=shape.mode,
-            subnets=subnets,
-            ami_id=ami.ami_id,
-            instance_profile=InstanceProfileRef(name=profile) if profile else None,
-            security_group_ids=cluster.security_group_ids,
-            user_data=Ec2Engine.render_user_data(cluster, pool.name, marker.group),
-            max_lifetime=shape.max_lifetime,
-            # Only the id: the engine reads kind and zone from EC2's record before launching.
-            capacity_reservation=(
-                CapacityReservationRef(shape.capacity_reservation_id)
-                if shape.capacity_reservation_id
-                else None
-            ),
-            efa=shape.efa,
-            placement_group_name=outputs.placement_group_name if outputs else None,
-            launch_template=LaunchTemplateRef(template_id) if template_id else None,
-            explicit_placement=shape.availability_zones or shape.subnets,
-            block_release_margin=timedelta(seconds=self._settings.capacity_block_release_seconds),
-        )
-        self._metrics.launch_attempts.labels(mode=shape.mode).inc()
-        try:
-            launched = self._engine.acquire(spec)
-        except ReservationNotActive as err:
-            self._metrics.acquisitions.labels(mode=shape.mode, result="not-active").inc()
-            starts = {EXTRA_STARTS_AT: err.starts_at.isoformat()} if err.starts_at else {}
-            return ActionResult(
-                False,
-                error_kind=FailureKind.NOT_ACTIVE,
-                reason=err.reason,
-                message=str(err),
-                extra=starts,
-            )
-        except CloudError as err:
-            failure = err.failure
-            shortfall = failure in (FailureKind.CAPACITY, FailureKind.MALFORMED)
-            result = "shortfall" if shortfall else failure
-            self._metrics.acquisitions.labels(mode=shape.mode, result=result).inc()
-            if shortfall:
-                self._metrics.shortfalls.labels(mode=shape.mode).inc()
-            return ActionResult(False, error_kind=failure, reason=err.reason, message=str(err))
-        if launched.adopted:
-            # The generation's set was already in EC2 (a crash, a lost answer, or a pass
-            # that re-issued the launch): counted apart, so `launched` counts sets bought.
-            log.info(
-                "pool %s: adopted the %d instances group %s already had",
-                pool.name,
-                len(launched.instance_ids),
-                launched.group,
-            )
-        result = "adopted" if launched.adopted else "launched"
-        self._metrics.acquisitions.labels(mode=shape.mode, result=result).inc()
-        ends = launched.capacity_block_ends_at
-        return ActionResult(
-            True,
-            instance_ids=launched.instance_ids,
-            extra={EXTRA_BLOCK_ENDS_AT: ends.isoformat()} if ends else {},
-        )
-
-    def _release_set(self, pool: GangNodePool, step: Step) -> None:
-        active = set(pool.status.instance_ids)
-        # A stack that is gone cannot release its record: EC2 does it below, by the IDs.
-        if active and active <= set(step.release_ids) and self._stacks.is_prepared(pool.name):
-            # The stack's instance-set delete terminates the set and cleans its ENIs.
-            self._stacks.remove_instance_set(pool.name)
-        leftover = [
-            v.instance_id
-            for v in self._engine.find_managed(self._settings.cluster_name, pool.name)
-            if v.instance_id in set(step.release_ids)
-        ]
-        if leftover:
-            self._engine.release(leftover)
-
-    def _destroy(self, pool: GangNodePool) -> None:
-        cluster = self._settings.cluster_name
-        if self._stacks.is_prepared(pool.name):
-            self._stacks.destroy(pool.name)
-        # Whatever no stack holds (its state lost, or gone from the backend while this
-        # controller still believed in it) is found by tag and removed, never skipped in
-        # silence: instances first, since a placement group in use cannot be deleted.
-        leftover = self._engine.find_managed(cluster, pool.name)
-        if leftover:
-            self._engine.release([v.instance_id for v in leftover])
-        orphans = self._engine.leftovers(cluster, pool.name)
-        if orphans:
-            log.warning(
-                "pool %s: no stack holds what its tags name; deleting %s",
-                pool.name,
-                ", ".join(f"{o.kind} {o.name}" for o in orphans),
-            )
-            self._engine.delete_leftovers(orphans)
-
-    def _remove_finalizer(self, raw: dict[str, Any]) -> None:
-        def mutate(obj: dict[str, Any]) -> bool:
-            finalizers = obj.setdefault("metadata", {}).get("finalizers") or []
-            if c.FINALIZER not in finalizers:
-                return False
-            obj["metadata"]["finalizers"] = [f for f in finalizers if f != c.FINALIZER]
-            return True
-
-        # Gone already: an earlier pass removed the finalizer and the cache had not caught up.
-        with contextlib.suppress(KubeNotFound):
-            write_object(self._kube, GANG_NODE_POOLS, raw, mutate, c.FIELD_MANAGER)
 
     def _observe_metrics(
         self, pool: GangNodePool, before: GangNodePoolStatus, after: GangNodePoolStatus

@@ -36,6 +36,7 @@ from provisioner.controllers.admissioncheck import AdmissionCheckReconciler
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics, QueueMetrics
+from provisioner.controllers.pool_deps import PoolReconcilerDeps
 from provisioner.controllers.ports import EngineOps, StackOps
 from provisioner.controllers.reaper import PoolFacts, Reaper
 from provisioner.controllers.stack_executor import StackExecutor
@@ -143,17 +144,19 @@ class Manager:
             self.metrics,
         )
         pool_reconciler = GangNodePoolReconciler(
-            self.kube,
-            pools,
-            nodes,
-            self.engine,
-            index,
-            self.stacks,
-            executor,
-            self.settings,
-            recorder,
-            self.now,
-            self.metrics,
+            PoolReconcilerDeps(
+                kube=self.kube,
+                pools=pools,
+                nodes=nodes,
+                engine=self.engine,
+                index=index,
+                stacks=self.stacks,
+                executor=executor,
+                settings=self.settings,
+                recorder=recorder,
+                now=self.now,
+                metrics=self.metrics,
+            )
         )
         check_ctl = Controller(
             "admissioncheck",

@@ -3,7 +3,7 @@
 The GangNodePool reconciler submits a pool's stack operation (prepare, record the set,
 release a set, destroy) and returns at once, so every other pool's Node and status events
 go on being reconciled while a Pulumi `up` runs. `workers` threads take operations most
-urgent first (`pool_transitions.StackPriority`, then the order they came in), and a pool
+urgent first (`pool_steps.StackPriority`, then the order they came in), and a pool
 has at most one operation here at a time: queued, running, or finished and not yet read.
 
 When an operation ends, its result waits here and `on_finished(pool)` queues the pool
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from provisioner.api.constants import FailureKind
 from provisioner.controllers.metrics import ControllerMetrics
-from provisioner.controllers.pool_transitions import ActionResult, Step, stack_priority
+from provisioner.controllers.pool_steps import ActionResult, Step, stack_priority
 
 __all__ = ["Finished", "Operation", "PoolOperations", "StackExecutor"]
 
@@ -165,7 +165,7 @@ class StackExecutor:
         except Exception as err:  # the call reports its failures; this is a bug
             log.exception("pool %s: stack operation %s raised", operation.pool, action)
             result = ActionResult(
-                False, error_kind=FailureKind.RETRYABLE, reason=type(err).__name__, message=str(err)
+                False, failure=FailureKind.RETRYABLE, reason=type(err).__name__, message=str(err)
             )
         # The stack port times each call for the histogram
         # (atomic_gang_stack_operation_seconds); the log line puts one pool's on its timeline.

@@ -174,7 +174,9 @@ class Chaos:
     def _satisfied_unrecorded(self, st: dict[str, Any]) -> bool:
         """The pool is Satisfied (its check goes Ready on it) and its stack has no record of
         the active set yet."""
-        recorded = st.get("lastStackOperation") == f"record:{st.get('activeGroup')}"
+        recorded = st.get("activeGroup") is not None and st.get("recordedGroup") == st.get(
+            "activeGroup"
+        )
         return st.get("phase") == c.PHASE_SATISFIED and not recorded
 
     def _record_in_flight(self, st: dict[str, Any]) -> bool:
@@ -307,10 +309,7 @@ class Chaos:
         if self.pending in RECORD_WINDOWS:
             # Admitted; the record windows lie between here and the record written.
             self.wait(
-                lambda: (
-                    (s := status(env, self.pool)).get("lastStackOperation")
-                    == f"record:{s.get('activeGroup')}"
-                ),
+                lambda: (s := status(env, self.pool)).get("recordedGroup") == s.get("activeGroup"),
                 f"the active set of {self.pool} recorded in its stack",
             )
         if not finish:

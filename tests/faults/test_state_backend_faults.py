@@ -117,7 +117,7 @@ def test_s3_down_during_a_release_is_retried_reported_and_finished_once_it_is_ba
     env.wait_check(workload, c.CHECK_READY, timeout=240)
     group = status(env, pool)["activeGroup"]
     eventually(
-        lambda: status(env, pool).get("lastStackOperation") == f"record:{group}",
+        lambda: status(env, pool).get("recordedGroup") == group,
         120,
         "the set recorded in the stack",
     )
@@ -240,7 +240,7 @@ def test_a_record_that_keeps_failing_while_joining_backs_off_and_ends_at_the_joi
         due = datetime.fromisoformat(joining["status"]["joinDeadline"])
         began = datetime.fromisoformat(st["releaseInProgress"]["startedAt"])
         assert due <= began <= due + timedelta(seconds=20), (due, began)
-        assert st["activeGroup"] == group and st.get("lastStackOperation") != f"record:{group}"
+        assert st["activeGroup"] == group and st.get("recordedGroup") != group
         assert st["lastError"]["reason"] == BACKEND_UNAVAILABLE, st["lastError"]
         assert st["consecutiveFailures"] >= 3, st
         # Backed off, and further each time: the wait from a failed record to the next one's

@@ -47,12 +47,7 @@ def test_a_pool_whose_stack_is_lost_leaves_no_instance_template_or_group_after_r
     workload = env.submit("lost", POOL, count=2, **{c.ANN_PLACEMENT_GROUP: c.PLACEMENT_CLUSTER})
     env.wait_check(workload, c.CHECK_READY, timeout=180)
     eventually(
-        lambda: (
-            (env.pool(POOL) or {})
-            .get("status", {})
-            .get("lastStackOperation", "")
-            .startswith("record:")
-        ),
+        lambda: (env.pool(POOL) or {}).get("status", {}).get("recordedGroup") is not None,
         120,
         "the set recorded in the stack",
     )

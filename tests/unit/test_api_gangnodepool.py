@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any, get_args
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -151,8 +151,22 @@ def test_bad_status_values_are_refused() -> None:
         GangNodePoolStatus.model_validate({"acquireGeneration": -1})
 
 
-def test_phases_match_constants() -> None:
-    assert get_args(Phase) == c.PHASES
+def test_the_crd_lists_exactly_the_phases_in_their_order() -> None:
+    schema = load_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    phase = schema["properties"]["status"]["properties"]["phase"]
+    assert tuple(phase["enum"]) == tuple(p.value for p in Phase)
+
+
+def test_the_recorded_group_is_its_own_field_and_older_records_read_as_it() -> None:
+    status = GangNodePoolStatus.model_validate({"lastStackOperation": "record:gen-4"})
+    assert status.last_stack_operation == "record" and status.recorded_group == "gen-4"
+    body = status.to_dict()
+    assert (body["lastStackOperation"], body["recordedGroup"]) == ("record", "gen-4")
+    # A newer record wins over the older form's group, and other operations stay as written.
+    newer = {"lastStackOperation": "record:gen-4", "recordedGroup": "gen-5"}
+    assert GangNodePoolStatus.model_validate(newer).recorded_group == "gen-5"
+    prepared = GangNodePoolStatus.model_validate({"lastStackOperation": "prepare"})
+    assert prepared.last_stack_operation == "prepare" and prepared.recorded_group is None
 
 
 def test_set_condition_moves_time_only_on_status_change() -> None:

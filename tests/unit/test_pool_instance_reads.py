@@ -27,11 +27,14 @@ from provisioner.cloud.views import LIVE_STATES
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler, reads_fresh
 from provisioner.controllers.instance_index import CHANGED_STATES, OBSERVED_STATES, InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
-from provisioner.controllers.pool_transitions import Action, ActionResult, Step
+from provisioner.controllers.pool_actions import PoolActions
+from provisioner.controllers.pool_facts import PassFacts
+from provisioner.controllers.pool_steps import Action, ActionResult, Step
 from provisioner.controllers.stack_executor import Operation, StackExecutor
 from provisioner.kube.resources import ObjectKey
 from tests.support.backends import UNREACHED_BACKEND
 from tests.support.instance_views import managed_instance
+from tests.support.pool_reconciler import pool_deps
 
 pytestmark = pytest.mark.unit
 
@@ -62,7 +65,8 @@ SET = {
     "acquireGeneration": 2,
     "activeGroup": "gen-1",
     "instanceIds": list(IDS),
-    "lastStackOperation": "record:gen-1",
+    "lastStackOperation": "record",
+    "recordedGroup": "gen-1",
 }
 SATISFIED = {**SET, "phase": c.PHASE_SATISFIED, "readyNodes": 2}
 JOINING = {**SET, "phase": c.PHASE_JOINING, "joinDeadline": "2026-11-30T12:05:00Z"}
@@ -192,17 +196,19 @@ class World:
         engine: Any = self.engine
         self.index = index = InstanceIndex(engine, "demo", INTERVAL, self.clock, self.metrics)
         self.reconciler = GangNodePoolReconciler(
-            self.store,  # type: ignore[arg-type]
-            self.store,  # type: ignore[arg-type]
-            Nodes(ready),  # type: ignore[arg-type]
-            engine,
-            index,
-            Stacks(),  # type: ignore[arg-type]
-            self.executor,
-            SETTINGS,
-            self.recorder,  # type: ignore[arg-type]
-            lambda: NOW,
-            self.metrics,
+            pool_deps(
+                settings=SETTINGS,
+                kube=self.store,
+                pools=self.store,
+                nodes=Nodes(ready),
+                engine=engine,
+                index=index,
+                stacks=Stacks(),
+                executor=self.executor,
+                recorder=self.recorder,
+                now=lambda: NOW,
+                metrics=self.metrics,
+            )
         )
 
     def observed(self) -> list[str | None]:
@@ -276,7 +282,7 @@ def test_our_own_release_makes_the_pools_next_read_fresh() -> None:
     # result leaves (the marker and the settle pass aside).
     pool = GangNodePool.from_dict(world.store.obj)
     release = Step(Action.RELEASE_SET, pool.status, release_ids=IDS)
-    result = world.reconciler._run(release, pool, None, {})  # type: ignore[arg-type]
+    result = PoolActions(world.reconciler._deps).run(release, pool, PassFacts(), {})
     assert result is not None and result.ok and world.engine.released == list(IDS)
     world.store.obj["status"] = {"phase": c.PHASE_IDLE, "idleSince": "2026-11-30T12:00:00Z"}
 

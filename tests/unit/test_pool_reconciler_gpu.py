@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
-from provisioner.api.clock import FakeClock
+from provisioner.api.constants import FailureKind
 from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus, LaunchInProgress
 from provisioner.api.settings import Settings
 from provisioner.cloud.errors import CloudError, ErrorKind, ReservationNotActive
@@ -30,17 +30,12 @@ from provisioner.cloud.types import (
     SubnetRef,
 )
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
-from provisioner.controllers.instance_index import InstanceIndex
-from provisioner.controllers.metrics import ControllerMetrics
-from provisioner.controllers.pool_transitions import (
-    EXTRA_BLOCK_ENDS_AT,
-    EXTRA_STARTS_AT,
-    Action,
-    ActionResult,
-    Step,
-)
+from provisioner.controllers.pool_actions import PoolActions
+from provisioner.controllers.pool_facts import PassFacts
+from provisioner.controllers.pool_steps import Action, ActionResult, Step
 from stacks.spec import PoolSpec
 from tests.support.backends import UNREACHED_BACKEND
+from tests.support.pool_reconciler import pool_deps
 
 pytestmark = pytest.mark.unit
 
@@ -158,28 +153,14 @@ def reconciler(engine: FakeEngine, stacks: FakeStacks) -> GangNodePoolReconciler
             "pulumi": UNREACHED_BACKEND,
         }
     )
-    unused: Any = object()
-    metrics = ControllerMetrics()
-    index = InstanceIndex(engine, "demo", 10, FakeClock(), metrics)  # type: ignore[arg-type]
     return GangNodePoolReconciler(
-        unused,
-        unused,
-        unused,
-        engine,
-        index,
-        stacks,
-        unused,
-        settings,
-        unused,
-        lambda: NOW,
-        metrics,
-    )  # type: ignore[arg-type]
-
+        pool_deps(settings=settings, engine=engine, stacks=stacks, now=lambda: NOW)
+    )
 
 def run(engine: FakeEngine, stacks: FakeStacks, action: Action, p: GangNodePool) -> ActionResult:
     marker = LaunchInProgress(client_token="uid-1/1", mode="fleet", group="gen-1", started_at=NOW)
     step = Step(action, GangNodePoolStatus(acquire_generation=1, launch_in_progress=marker))
-    result = reconciler(engine, stacks)._run(step, p, None, {})  # type: ignore[arg-type]
+    result = PoolActions(reconciler(engine, stacks)._deps).run(step, p, PassFacts(), {})
     assert result is not None
     return result
 
@@ -198,7 +179,7 @@ def test_the_stack_gets_efa_cards_placement_and_the_reservation_kind_from_ec2() 
 def test_efa_on_a_type_without_it_fails_preparation_naming_the_type() -> None:
     stacks = FakeStacks()
     result = run(FakeEngine(info=M5), stacks, Action.PREPARE_STACK, pool(instanceType="m5.large"))
-    assert not result.ok and result.error_kind == "config"
+    assert not result.ok and result.failure is FailureKind.CONFIG
     assert result.reason == "EfaNotSupported" and "m5.large" in result.message
     assert c.ANN_EFA in result.message and stacks.prepared == []
 
@@ -207,7 +188,7 @@ def test_the_launch_names_the_reservation_and_carries_efa_placement_and_zones() 
     engine = FakeEngine()
     result = run(engine, FakeStacks(), Action.LAUNCH, pool())
 
-    assert result.ok and result.extra == {EXTRA_BLOCK_ENDS_AT: BLOCK_END.isoformat()}
+    assert result.ok and result.block_ends_at == BLOCK_END
     (spec,) = engine.launched
     assert spec.capacity_reservation is not None
     assert spec.capacity_reservation.reservation_id == BLOCK
@@ -225,7 +206,7 @@ def test_a_set_found_already_launched_is_counted_as_adopted_not_bought(
     pools = reconciler(engine, FakeStacks())
     marker = LaunchInProgress(client_token="uid-1/1", mode="fleet", group="gen-1", started_at=NOW)
     step = Step(Action.LAUNCH, GangNodePoolStatus(acquire_generation=1, launch_in_progress=marker))
-    result = pools._run(step, pool(), None, {})  # type: ignore[arg-type]
+    result = PoolActions(pools._deps).run(step, pool(), PassFacts(), {})
     assert result is not None and result.ok
     families = {m.name: m for m in pools._metrics.registry.collect()}
     counts = {
@@ -240,11 +221,11 @@ def test_a_block_not_yet_started_comes_back_with_its_start() -> None:
     starts = NOW + timedelta(minutes=20)
     engine = FakeEngine(acquire_raises=ReservationNotActive("ReservationNotActive", "wait", starts))
     result = run(engine, FakeStacks(), Action.LAUNCH, pool())
-    assert not result.ok and result.error_kind == "not-active"
-    assert result.extra == {EXTRA_STARTS_AT: starts.isoformat()}
+    assert not result.ok and result.failure is FailureKind.NOT_ACTIVE
+    assert result.starts_at == starts
 
 
 def test_a_reservation_config_error_is_config() -> None:
     err = CloudError(ErrorKind.CONFIG, None, "ReservationNotFound", f"{BLOCK} does not exist")
     result = run(FakeEngine(acquire_raises=err), FakeStacks(), Action.LAUNCH, pool())
-    assert not result.ok and result.error_kind == "config" and BLOCK in result.message
+    assert not result.ok and result.failure is FailureKind.CONFIG and BLOCK in result.message

@@ -18,17 +18,16 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
-from provisioner.api.clock import FakeClock
 from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
 from provisioner.cloud.types import AmiChoice, ClusterInfo, InstanceView
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
-from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec, StackError
 from tests.support.backends import UNREACHED_BACKEND
+from tests.support.pool_reconciler import pool_deps
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ROLE = "arn:aws:iam::123456789012:role/node"
@@ -161,19 +160,18 @@ def reconciler(
     recorder: Recorder,
     now: Callable[[], datetime] = lambda: NOW,
 ) -> GangNodePoolReconciler:
-    engine, metrics = Engine(), ControllerMetrics()
     return GangNodePoolReconciler(
-        store,  # type: ignore[arg-type]
-        store,  # type: ignore[arg-type]
-        store,  # type: ignore[arg-type]
-        engine,  # type: ignore[arg-type]
-        InstanceIndex(engine, "demo", 10, FakeClock(), metrics),  # type: ignore[arg-type]
-        stacks,
-        executor,
-        SETTINGS,
-        recorder,  # type: ignore[arg-type]
-        now,
-        metrics,
+        pool_deps(
+            settings=SETTINGS,
+            kube=store,
+            pools=store,
+            nodes=store,
+            engine=Engine(),
+            stacks=stacks,
+            executor=executor,
+            recorder=recorder,
+            now=now,
+        )
     )
 
 

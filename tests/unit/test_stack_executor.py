@@ -13,9 +13,10 @@ from collections.abc import Callable
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.constants import FailureKind
 from provisioner.api.gangnodepool import GangNodePoolStatus
 from provisioner.controllers.metrics import ControllerMetrics
-from provisioner.controllers.pool_transitions import Action, ActionResult, Step
+from provisioner.controllers.pool_steps import Action, ActionResult, Step
 from provisioner.controllers.stack_executor import Operation, StackExecutor
 
 pytestmark = pytest.mark.unit
@@ -124,7 +125,7 @@ def test_an_operation_that_raises_comes_back_as_a_retryable_failure() -> None:
     h.drain()
     finished = h.executor.state("a").finished
     assert finished is not None and not finished.result.ok
-    assert finished.result.error_kind == "retryable"
+    assert finished.result.failure is FailureKind.RETRYABLE
     assert finished.result.reason == "RuntimeError" and "a bug" in finished.result.message
     assert h.requeued == ["a"]
 

@@ -9,17 +9,18 @@ from datetime import timedelta
 import pytest
 
 from provisioner.api import constants as c
-from provisioner.controllers.pool_transitions import (
+from provisioner.api.constants import FailureKind
+from provisioner.controllers.pool_outcomes import settle
+from provisioner.controllers.pool_plan import plan
+from provisioner.controllers.pool_steps import (
     Action,
     ActionResult,
     PoolView,
     StackPriority,
     Step,
-    plan,
-    settle,
     stack_priority,
 )
-from tests.unit.test_pool_transitions import IDS, LIVE, NOW, active, view
+from tests.support.pool_views import IDS, LIVE, NOW, active, view
 
 
 def busy(v: PoolView, running: Action) -> PoolView:
@@ -41,7 +42,7 @@ WAITS: list[tuple[str, PoolView, Action]] = [
     ),
     (
         "no second record",
-        view(phase=c.PHASE_JOINING, status=active(lastStackOperation=None), live=LIVE),
+        view(phase=c.PHASE_JOINING, status=active(recorded=False), live=LIVE),
         Action.RECORD_SET,
     ),
     (
@@ -88,9 +89,9 @@ def test_a_step_that_touches_the_stack_waits_for_its_operation(
     v: PoolView, running: Action, prepared: bool
 ) -> None:
     # stack_prepared is not asked while an operation runs: whatever it says, the step waits.
-    free = plan(replace(v, stack_probe=lambda: prepared))
+    free = plan(replace(v, stack_prepared=prepared))
     assert free.action is not Action.NONE or free.status.phase != v.status.phase
-    step = plan(busy(replace(v, stack_probe=lambda: prepared), running))
+    step = plan(busy(replace(v, stack_prepared=prepared), running))
     assert step.action is Action.NONE
     assert step.status == v.status
     assert step.requeue_after is None, "the executor queues the pool when the operation ends"
@@ -101,7 +102,7 @@ def test_a_step_that_touches_the_stack_waits_for_its_operation(
 def test_a_set_becomes_satisfied_while_its_record_runs() -> None:
     v = view(
         phase=c.PHASE_JOINING,
-        status=active(lastStackOperation=None),
+        status=active(recorded=False),
         live=LIVE,
         ready=frozenset(IDS),
     )
@@ -121,7 +122,7 @@ def test_a_node_leaving_is_seen_while_a_record_runs() -> None:
 def test_the_ready_count_is_kept_when_the_step_waits() -> None:
     v = view(
         phase=c.PHASE_JOINING,
-        status=active(lastStackOperation=None, readyNodes=1),
+        status=active(recorded=False, readyNodes=1),
         live=LIVE,
         ready=frozenset(IDS[:3]),
     )
@@ -131,17 +132,15 @@ def test_the_ready_count_is_kept_when_the_step_waits() -> None:
 
 
 def record_step(group: str = "gen-0") -> Step:
-    started = view(phase=c.PHASE_JOINING, status=active(group, lastStackOperation=None))
+    started = view(phase=c.PHASE_JOINING, status=active(group, recorded=False))
     return Step(Action.RECORD_SET, started.status)
 
 
 def test_a_record_lands_on_the_status_the_pool_reached_meanwhile() -> None:
-    now = view(
-        phase=c.PHASE_SATISFIED, status=active(lastStackOperation=None, readyNodes=4), live=LIVE
-    )
+    now = view(phase=c.PHASE_SATISFIED, status=active(recorded=False, readyNodes=4), live=LIVE)
     status, requeue, events = settle(now, record_step(), ActionResult(True))
     assert status.phase == c.PHASE_SATISFIED and status.ready_nodes == 4
-    assert status.last_stack_operation == "record:gen-0"
+    assert status.last_stack_operation == "record" and status.recorded_group == "gen-0"
     assert status.last_stack_result == "succeeded"
     assert requeue == 0.0 and events == ()
 
@@ -149,21 +148,23 @@ def test_a_record_lands_on_the_status_the_pool_reached_meanwhile() -> None:
 def test_a_failed_record_counts_on_top_of_the_failures_now() -> None:
     now = view(
         phase=c.PHASE_SATISFIED,
-        status=active(lastStackOperation=None, consecutiveFailures=2),
+        status=active(recorded=False, consecutiveFailures=2),
         live=LIVE,
     )
-    failed = ActionResult(False, error_kind="retryable", reason="AwsUnavailable", message="503")
+    failed = ActionResult(
+        False, failure=FailureKind.RETRYABLE, reason="AwsUnavailable", message="503"
+    )
     status, requeue, events = settle(now, record_step(), failed)
     assert status.phase == c.PHASE_SATISFIED
     assert status.consecutive_failures == 3
     assert status.last_stack_result == "failed: AwsUnavailable"
     assert status.last_error is not None and status.last_error.reason == "AwsUnavailable"
-    assert requeue == now.backoff_base * 4
+    assert requeue == now.timings.backoff_base.total_seconds() * 4
     assert [e.reason for e in events] == ["AwsUnavailable"]
 
 
 def test_a_record_of_a_set_no_longer_active_is_dropped() -> None:
-    now = view(phase=c.PHASE_JOINING, status=active("gen-1", lastStackOperation=None), live=LIVE)
+    now = view(phase=c.PHASE_JOINING, status=active("gen-1", recorded=False), live=LIVE)
     status, requeue, events = settle(now, record_step("gen-0"), ActionResult(True))
     assert status == now.status and requeue == 0.0 and events == ()
 

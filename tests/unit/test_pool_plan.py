@@ -2,86 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 import pytest
 
 from provisioner.api import constants as c
-from provisioner.api.gangnodepool import GangNodePoolSpec, GangNodePoolStatus, LaunchInProgress
-from provisioner.controllers.pool_transitions import (
-    EXTRA_BLOCK_ENDS_AT,
-    EXTRA_STARTS_AT,
-    Action,
-    ActionResult,
-    Instance,
-    PoolView,
-    outcome,
-    plan,
-)
-
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-IDS = tuple(f"i-{n:017x}" for n in range(4))
-SPEC_BASE: dict[str, Any] = {
-    "pool": "pool-a",
-    "count": 4,
-    "instanceType": "p4d.24xlarge",
-    "mode": "runinstances",
-    "region": "us-east-1",
-    "nodeRoleArn": "arn:aws:iam::123456789012:role/node",
-    "keepWarmTTL": "10m",
-    "maxLifetime": "4h",
-    "amiVariant": "nvidia",
-}
-CLAIM = {"namespace": "ml", "name": "wl", "uid": "wl-uid", "claimedAt": "2026-11-29T11:00:00Z"}
-
-
-def view(
-    *,
-    phase: str = c.PHASE_IDLE,
-    claimed: bool = True,
-    status: dict[str, Any] | None = None,
-    live: tuple[Instance, ...] = (),
-    gone: frozenset[str] = frozenset(),
-    ready: frozenset[str] = frozenset(),
-    prepared: bool = True,
-    deleting: bool = False,
-    keep_warm: str = "10m",
-    idle_stack_ttl: timedelta = timedelta(days=7),
-) -> PoolView:
-    spec = GangNodePoolSpec.model_validate(
-        {**SPEC_BASE, "keepWarmTTL": keep_warm, **({"claim": CLAIM} if claimed else {})}
-    )
-    st = GangNodePoolStatus.model_validate({"phase": phase, **(status or {})})
-    return PoolView(
-        name="pool-a",
-        uid="pool-uid",
-        spec=spec,
-        status=st,
-        deleting=deleting,
-        has_finalizer=True,
-        live=live,
-        gone_ids=gone,
-        ready_instance_ids=ready,
-        stack_probe=lambda: prepared,
-        now=NOW,
-        join_deadline=timedelta(minutes=10),
-        idle_stack_ttl=idle_stack_ttl,
-    )
-
-
-def active(group: str = "gen-0", **extra: Any) -> dict[str, Any]:
-    return {
-        "instanceIds": list(IDS),
-        "activeGroup": group,
-        "acquireGeneration": 1,
-        "lastStackOperation": f"record:{group}",
-        **extra,
-    }
-
-
-LIVE = tuple(Instance(i, "gen-0") for i in IDS)
+from provisioner.api.constants import FailureKind
+from provisioner.api.gangnodepool import LaunchInProgress
+from provisioner.controllers.pool_outcomes import outcome
+from provisioner.controllers.pool_plan import plan
+from provisioner.controllers.pool_steps import Action, ActionResult, Instance, PoolView
+from tests.support.pool_views import IDS, LIVE, NOW, active, view
 
 
 def test_idle_without_claim_does_nothing() -> None:
@@ -139,7 +70,7 @@ def test_a_shortfall_leaves_nothing_and_counts_and_moves_the_generation() -> Non
         step,
         ActionResult(
             ok=False,
-            error_kind="capacity",
+            failure=FailureKind.CAPACITY,
             reason="InsufficientInstanceCapacity",
             message="none left",
         ),
@@ -155,7 +86,9 @@ def test_a_throttled_launch_keeps_its_marker_so_the_token_is_replayed() -> None:
     v = view(phase=c.PHASE_ACQUIRING, status={"acquireGeneration": 3})
     step = plan(v)
     status, _, _ = outcome(
-        v, step, ActionResult(ok=False, error_kind="retryable", reason="RequestLimitExceeded")
+        v,
+        step,
+        ActionResult(ok=False, failure=FailureKind.RETRYABLE, reason="RequestLimitExceeded"),
     )
     assert status.launch_in_progress == step.status.launch_in_progress
     assert status.acquire_generation == 3
@@ -167,7 +100,7 @@ def test_a_configuration_error_clears_the_marker_and_keeps_the_generation() -> N
     status, _, _ = outcome(
         v,
         step,
-        ActionResult(ok=False, error_kind="config", reason="InvalidAMIID", message="fix it"),
+        ActionResult(ok=False, failure=FailureKind.CONFIG, reason="InvalidAMIID", message="fix it"),
     )
     assert status.launch_in_progress is None and status.acquire_generation == 3
     assert status.last_error is not None and status.last_error.reason == "InvalidAMIID"
@@ -179,13 +112,13 @@ def test_a_claim_dropped_while_acquiring_returns_to_idle() -> None:
 
 
 def test_a_launched_set_is_recorded_in_the_stack_while_its_nodes_join() -> None:
-    v = view(phase=c.PHASE_JOINING, status={**active(), "lastStackOperation": "prepare"}, live=LIVE)
+    v = view(phase=c.PHASE_JOINING, status=active(recorded=False), live=LIVE)
     step = plan(v)
     assert step.action is Action.RECORD_SET and step.status.join_deadline is not None
 
 
 def test_ready_is_not_gated_on_the_record() -> None:
-    unrecorded = {**active(), "lastStackOperation": "prepare"}
+    unrecorded = active(recorded=False)
     v = view(phase=c.PHASE_JOINING, status=unrecorded, live=LIVE, ready=frozenset(IDS))
     step = plan(v)
     assert step.action is Action.NONE and step.status.phase == c.PHASE_SATISFIED
@@ -196,8 +129,7 @@ def test_ready_is_not_gated_on_the_record() -> None:
 
 def test_a_record_that_keeps_failing_cannot_hold_a_set_past_its_join_deadline() -> None:
     failing = {
-        **active(joinDeadline="2026-11-29T11:59:00Z"),
-        "lastStackOperation": "prepare",
+        **active(joinDeadline="2026-11-29T11:59:00Z", recorded=False),
         "consecutiveFailures": 7,
     }
     v = view(phase=c.PHASE_JOINING, status=failing, live=LIVE, ready=frozenset(IDS[:3]))
@@ -221,12 +153,14 @@ def test_a_failing_stack_step_backs_off_and_escalates_by_its_kind(
 ) -> None:
     v = view(
         phase=c.PHASE_JOINING,
-        status={**active(), "lastStackOperation": "prepare", "consecutiveFailures": failures},
+        status=active(recorded=False, consecutiveFailures=failures),
         live=LIVE,
     )
     step = plan(v)
     assert step.action is Action.RECORD_SET
-    failed = ActionResult(False, error_kind=kind, reason="PoolNotPrepared", message="no stack")
+    failed = ActionResult(
+        False, failure=FailureKind(kind), reason="PoolNotPrepared", message="no stack"
+    )
     status, wait, events = outcome(v, step, failed)
     assert [e.reason for e in events] == ["PoolNotPrepared"]
     assert wait == delay and status.consecutive_failures == failures + 1
@@ -253,10 +187,6 @@ def test_all_n_ready_is_satisfied() -> None:
     assert step.status.phase == c.PHASE_SATISFIED and step.status.ready_nodes == 4
 
 
-def _unasked() -> bool:
-    raise AssertionError("the plan asked whether the stack is prepared")
-
-
 @pytest.mark.parametrize(
     "v",
     [
@@ -270,7 +200,8 @@ def _unasked() -> bool:
 def test_a_joining_or_settled_pool_never_asks_about_its_stack(v: PoolView) -> None:
     # Asking may run the Pulumi CLI on the reconcile worker (a backend that failed the last
     # read is asked again): a pool whose set is whole or joining has no use for the answer.
-    step = plan(replace(v, stack_probe=_unasked))
+    assert v.stack_prepared is None, "the pass gathers no stack answer for it"
+    step = plan(v)
     assert step.action in (Action.NONE, Action.TAG_KEEP_WARM), step
 
 
@@ -486,7 +417,7 @@ def test_deletion_releases_everything_before_the_finalizer_comes_off(phase: str)
 # --- Capacity Blocks: a hold before the start, a release before the end -----------------
 
 BLOCK_END = NOW + timedelta(hours=2)
-MARGIN = timedelta(minutes=35)  # PoolView's default
+MARGIN = timedelta(minutes=35)  # the default block release margin
 
 
 def test_a_block_not_yet_active_holds_at_zero_until_its_start() -> None:
@@ -499,10 +430,10 @@ def test_a_block_not_yet_active_holds_at_zero_until_its_start() -> None:
         step,
         ActionResult(
             ok=False,
-            error_kind="not-active",
+            failure=FailureKind.NOT_ACTIVE,
             reason="ReservationNotActive",
             message=message,
-            extra={EXTRA_STARTS_AT: starts.isoformat()},
+            starts_at=starts,
         ),
     )
     # Nothing reached EC2: no shortfall counted (Kueue keeps the quota), generation stays.
@@ -518,7 +449,9 @@ def test_a_hold_without_a_known_start_looks_again_after_a_while() -> None:
     v = view(phase=c.PHASE_ACQUIRING)
     step = plan(v)
     _, delay, _ = outcome(
-        v, step, ActionResult(ok=False, error_kind="not-active", reason="ReservationNotActive")
+        v,
+        step,
+        ActionResult(ok=False, failure=FailureKind.NOT_ACTIVE, reason="ReservationNotActive"),
     )
     assert delay == 60.0
 
@@ -526,8 +459,8 @@ def test_a_hold_without_a_known_start_looks_again_after_a_while() -> None:
 def test_a_launch_on_a_block_records_its_end() -> None:
     v = view(phase=c.PHASE_ACQUIRING)
     step = plan(v)
-    extra = {EXTRA_BLOCK_ENDS_AT: BLOCK_END.isoformat()}
-    status, _, _ = outcome(v, step, ActionResult(ok=True, instance_ids=IDS, extra=extra))
+    result = ActionResult(ok=True, instance_ids=IDS, block_ends_at=BLOCK_END)
+    status, _, _ = outcome(v, step, result)
     assert status.capacity_block_ends_at == BLOCK_END
 
 

@@ -12,15 +12,16 @@ from datetime import timedelta
 import pytest
 
 from provisioner.api import constants as c
-from provisioner.controllers.pool_transitions import Action, Backoff, PoolView, plan
-from tests.unit.test_pool_transitions import IDS, LIVE, NOW, active, view
+from provisioner.controllers.pool_plan import plan
+from provisioner.controllers.pool_steps import Action, Backoff, PoolView
+from tests.support.pool_views import IDS, LIVE, NOW, active, view
 
 LATER = NOW + timedelta(seconds=8)
 
 JOINING_UNRECORDED = view(
     phase=c.PHASE_JOINING,
     status=active(
-        lastStackOperation=None,
+        recorded=False,
         joinDeadline=(NOW + timedelta(minutes=5)).isoformat(),
         consecutiveFailures=3,
     ),
@@ -28,12 +29,12 @@ JOINING_UNRECORDED = view(
 )
 PAST_THE_DEADLINE = view(
     phase=c.PHASE_JOINING,
-    status=active(lastStackOperation=None, joinDeadline=(NOW - timedelta(seconds=1)).isoformat()),
+    status=active(recorded=False, joinDeadline=(NOW - timedelta(seconds=1)).isoformat()),
     live=LIVE,
 )
 ALL_READY = view(
     phase=c.PHASE_JOINING,
-    status=active(lastStackOperation=None, joinDeadline=(NOW + timedelta(minutes=5)).isoformat()),
+    status=active(recorded=False, joinDeadline=(NOW + timedelta(minutes=5)).isoformat()),
     live=LIVE,
     ready=frozenset(IDS),
 )

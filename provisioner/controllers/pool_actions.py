@@ -1,0 +1,252 @@
+"""The GangNodePool reconciler's actions: the one external effect each planned step names.
+
+Called by the reconciler's loop (`gangnodepool.py`) for the steps it runs in the pass (a
+launch, the keep-warm tag, the finalizer's removal) and, through the stack executor, for the
+stack steps (prepare, record, release a set, destroy). Each action reports an
+`ActionResult`; a failure keeps its `FailureKind` from the engine's `CloudError` or the
+driver's `StackError`, and `pool_outcomes` picks the wait from it.
+
+Writes: EC2 (launch, terminate, tags, leftovers, through the engine), the pool's stack
+(through the stack port) and, for the finalizer, the GangNodePool's metadata.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from datetime import timedelta
+from typing import Any
+
+from provisioner.api import constants as c
+from provisioner.api.constants import FailureKind
+from provisioner.api.gangnodepool import GangNodePool
+from provisioner.cloud.engine import Ec2Engine
+from provisioner.cloud.errors import CloudError, ReservationNotActive
+from provisioner.cloud.types import (
+    CapacityReservationRef,
+    InstanceProfileRef,
+    LaunchSpec,
+    LaunchTemplateRef,
+)
+from provisioner.controllers.pool_deps import PoolReconcilerDeps
+from provisioner.controllers.pool_facts import (
+    LaunchFacts,
+    PassFacts,
+    desired_spec,
+    gather_launch_facts,
+)
+from provisioner.controllers.pool_steps import Action, ActionResult, Step
+from provisioner.kube.errors import KubeNotFound
+from provisioner.kube.resources import GANG_NODE_POOLS
+from provisioner.kube.status import write_object
+from provisioner.pulumi_driver.port import PoolOutputs, StackError
+
+log = logging.getLogger(__name__)
+
+# Actions after which EC2 holds something else for the pool than any listing before them.
+_CHANGES_INSTANCES = frozenset({Action.LAUNCH, Action.RELEASE_SET, Action.DESTROY_STACK})
+
+
+class PoolActions:
+    def __init__(self, deps: PoolReconcilerDeps) -> None:
+        self._deps = deps
+
+    def run(
+        self, step: Step, pool: GangNodePool, facts: PassFacts, raw: dict[str, Any]
+    ) -> ActionResult | None:
+        """Perform `step`'s action on what the pass read (`facts`); None for a step that
+        has none. Stack steps run on the executor and write no object (`raw` is unused)."""
+        action = step.action
+        if action is Action.NONE:
+            return None
+        deps = self._deps
+        try:
+            if action is Action.PREPARE_STACK:
+                known = self._launch_facts(pool, facts)
+                deps.stacks.prepare(
+                    desired_spec(deps.settings, pool.name, pool.spec.shape(), known)
+                )
+            elif action is Action.LAUNCH:
+                return self._launch(pool, step, facts)
+            elif action is Action.RECORD_SET:
+                status = step.status
+                assert status.active_group is not None
+                deps.stacks.record_instance_set(pool.name, status.active_group, status.instance_ids)
+            elif action is Action.RELEASE_SET:
+                self._release_set(pool, step)
+            elif action is Action.DESTROY_STACK:
+                self._destroy(pool)
+            elif action is Action.TAG_KEEP_WARM:
+                deps.engine.set_keep_warm_tag(step.status.instance_ids, step.status.keep_warm_until)
+            elif action is Action.REMOVE_FINALIZER:
+                self._remove_finalizer(raw)
+        except CloudError as err:
+            log.warning("pool %s: %s failed: %s", pool.name, action.value, err)
+            return ActionResult(False, failure=err.failure, reason=err.reason, message=str(err))
+        except StackError as err:  # its kind decides the wait: config is not retried soon
+            log.warning("pool %s: %s failed (%s): %s", pool.name, action.value, err.kind, err)
+            return ActionResult(
+                False,
+                failure=err.kind,
+                reason=err.reason,
+                message=f"{err.message} ({err.kind.value} failure)",
+            )
+        except Exception as err:  # a bug must not stop the pool's life cycle
+            log.exception("pool %s: %s failed", pool.name, action.value)
+            return ActionResult(
+                False, failure=FailureKind.RETRYABLE, reason=type(err).__name__, message=str(err)
+            )
+        finally:
+            # Whatever the result, a listing from before the action may miss what it did
+            # (a failed launch may have launched; a failed release may have terminated).
+            if action in _CHANGES_INSTANCES:
+                deps.index.forget(pool.name)
+        return ActionResult(True)
+
+    def _launch_facts(self, pool: GangNodePool, facts: PassFacts) -> LaunchFacts:
+        """The pass's facts, or the error reading them met; read here only if the pass
+        gathered none (every pass that plans a launch or a prepare gathers them)."""
+        if isinstance(facts.launch, CloudError):
+            raise facts.launch
+        if facts.launch is None:
+            return gather_launch_facts(self._deps.engine, self._deps.settings, pool.spec.shape())
+        return facts.launch
+
+    def _outputs(self, pool: GangNodePool, facts: PassFacts) -> PoolOutputs | None:
+        """The stack's outputs as the pass read them (or the failure it met)."""
+        if facts.stack is None:
+            return self._deps.stacks.outputs(pool.name)
+        if facts.stack.error is not None:
+            raise facts.stack.error
+        return facts.stack.outputs
+
+    def _launch(self, pool: GangNodePool, step: Step, facts: PassFacts) -> ActionResult:
+        deps = self._deps
+        marker = step.status.launch_in_progress
+        assert marker is not None
+        shape = pool.spec.shape()
+        known = self._launch_facts(pool, facts)
+        cluster = known.cluster
+        subnets = deps.engine.plan_subnets(
+            mode=shape.mode,
+            cluster=cluster,
+            explicit_subnet_ids=shape.subnets,
+            availability_zones=shape.availability_zones,
+        )
+        outputs = self._outputs(pool, facts)
+        template_id = outputs.launch_template_id if outputs else None
+        profile = outputs.spec.instance_profile_name if outputs else None
+        block_release_margin = timedelta(seconds=deps.settings.capacity_block_release_seconds)
+        spec = LaunchSpec(
+            pool_name=pool.name,
+            pool_uid=pool.metadata.uid or pool.name,
+            acquire_generation=step.status.acquire_generation,
+            cluster_name=deps.settings.cluster_name,
+            count=shape.count,
+            instance_type=shape.instance_type,
+            mode=shape.mode,
+            subnets=subnets,
+            ami_id=known.ami.ami_id,
+            instance_profile=InstanceProfileRef(name=profile) if profile else None,
+            security_group_ids=cluster.security_group_ids,
+            user_data=Ec2Engine.render_user_data(cluster, pool.name, marker.group),
+            max_lifetime=shape.max_lifetime,
+            # The engine launches by EC2's record of the reservation (kind, zone), read
+            # this pass.
+            capacity_reservation=(
+                CapacityReservationRef(shape.capacity_reservation_id)
+                if shape.capacity_reservation_id
+                else None
+            ),
+            efa=shape.efa,
+            placement_group_name=outputs.placement_group_name if outputs else None,
+            launch_template=LaunchTemplateRef(template_id) if template_id else None,
+            explicit_placement=shape.availability_zones or shape.subnets,
+            block_release_margin=block_release_margin,
+            reservation=known.reservation,
+            instance_type_info=known.instance_type,
+        )
+        metrics = deps.metrics
+        metrics.launch_attempts.labels(mode=shape.mode).inc()
+        try:
+            launched = deps.engine.acquire(spec)
+        except ReservationNotActive as err:
+            metrics.acquisitions.labels(mode=shape.mode, result="not-active").inc()
+            return ActionResult(
+                False,
+                failure=FailureKind.NOT_ACTIVE,
+                reason=err.reason,
+                message=str(err),
+                starts_at=err.starts_at,
+            )
+        except CloudError as err:
+            failure = err.failure
+            shortfall = failure in (FailureKind.CAPACITY, FailureKind.MALFORMED)
+            result = "shortfall" if shortfall else failure
+            metrics.acquisitions.labels(mode=shape.mode, result=result).inc()
+            if shortfall:
+                metrics.shortfalls.labels(mode=shape.mode).inc()
+            return ActionResult(False, failure=failure, reason=err.reason, message=str(err))
+        if launched.adopted:
+            # The generation's set was already in EC2 (a crash, a lost answer, or a pass
+            # that re-issued the launch): counted apart, so `launched` counts sets bought.
+            log.info(
+                "pool %s: adopted the %d instances group %s already had",
+                pool.name,
+                len(launched.instance_ids),
+                launched.group,
+            )
+        result = "adopted" if launched.adopted else "launched"
+        metrics.acquisitions.labels(mode=shape.mode, result=result).inc()
+        return ActionResult(
+            True,
+            instance_ids=launched.instance_ids,
+            block_ends_at=launched.capacity_block_ends_at,
+        )
+
+    def _release_set(self, pool: GangNodePool, step: Step) -> None:
+        deps = self._deps
+        active = set(pool.status.instance_ids)
+        # A stack that is gone cannot release its record: EC2 does it below, by the IDs.
+        if active and active <= set(step.release_ids) and deps.stacks.is_prepared(pool.name):
+            # The stack's instance-set delete terminates the set and cleans its ENIs.
+            deps.stacks.remove_instance_set(pool.name)
+        leftover = [
+            v.instance_id
+            for v in deps.engine.find_managed(deps.settings.cluster_name, pool.name)
+            if v.instance_id in set(step.release_ids)
+        ]
+        if leftover:
+            deps.engine.release(leftover)
+
+    def _destroy(self, pool: GangNodePool) -> None:
+        deps = self._deps
+        cluster = deps.settings.cluster_name
+        if deps.stacks.is_prepared(pool.name):
+            deps.stacks.destroy(pool.name)
+        # Whatever no stack holds (its state lost, or gone from the backend while this
+        # controller still believed in it) is found by tag and removed, never skipped in
+        # silence: instances first, since a placement group in use cannot be deleted.
+        leftover = deps.engine.find_managed(cluster, pool.name)
+        if leftover:
+            deps.engine.release([v.instance_id for v in leftover])
+        orphans = deps.engine.leftovers(cluster, pool.name)
+        if orphans:
+            log.warning(
+                "pool %s: no stack holds what its tags name; deleting %s",
+                pool.name,
+                ", ".join(f"{o.kind} {o.name}" for o in orphans),
+            )
+            deps.engine.delete_leftovers(orphans)
+
+    def _remove_finalizer(self, raw: dict[str, Any]) -> None:
+        def mutate(obj: dict[str, Any]) -> bool:
+            finalizers = obj.setdefault("metadata", {}).get("finalizers") or []
+            if c.FINALIZER not in finalizers:
+                return False
+            obj["metadata"]["finalizers"] = [f for f in finalizers if f != c.FINALIZER]
+            return True
+
+        # Gone already: an earlier pass removed the finalizer and the cache had not caught up.
+        with contextlib.suppress(KubeNotFound):
+            write_object(self._deps.kube, GANG_NODE_POOLS, raw, mutate, c.FIELD_MANAGER)

@@ -1,0 +1,35 @@
+"""What the GangNodePool reconciler and its actions are built from: one dependencies object.
+
+The composition root (`provisioner.assembly`) fills it from the running system; unit tests
+fill it from `tests/support` with fakes or the emulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from provisioner.api.settings import Settings
+from provisioner.controllers.instance_index import InstanceIndex
+from provisioner.controllers.metrics import ControllerMetrics
+from provisioner.controllers.ports import EngineOps, StackOps
+from provisioner.controllers.stack_executor import StackExecutor
+from provisioner.kube.client import KubeClient
+from provisioner.kube.events import EventRecorder
+from provisioner.kube.informer import Informer
+
+
+@dataclass(frozen=True)
+class PoolReconcilerDeps:
+    kube: KubeClient
+    pools: Informer  # GangNodePools
+    nodes: Informer  # Nodes carrying the pool label, indexed by it
+    engine: EngineOps
+    index: InstanceIndex  # what EC2 holds for each pool
+    stacks: StackOps
+    executor: StackExecutor  # runs the stack steps
+    settings: Settings
+    recorder: EventRecorder
+    now: Callable[[], datetime]
+    metrics: ControllerMetrics

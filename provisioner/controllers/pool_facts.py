@@ -1,0 +1,168 @@
+"""What a pool pass reads of the world before it plans: the facts a launch and the stack's
+launch template both need, gathered once per pass.
+
+The cluster (DescribeCluster), the AMI (the EKS-optimized SSM parameter, unless the Job named
+one), the instance type (DescribeInstanceTypes, for EFA) and the reservation
+(DescribeCapacityReservations) feed both the check "is the stack prepared from today's
+inputs?" that `plan` needs, and the launch itself. The GangNodePool reconciler gathers them
+in its observe step, only for a pass that may prepare or launch, and hands the same facts to
+the plan's inputs and to the action.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from provisioner.api import constants as c
+from provisioner.api.constants import Phase
+from provisioner.api.gangnodepool import GangNodePool
+from provisioner.api.settings import Settings
+from provisioner.api.shape import GangShape
+from provisioner.cloud.engine import Ec2Engine
+from provisioner.cloud.errors import CloudError, ErrorKind
+from provisioner.cloud.instancetypes import efa_cards
+from provisioner.cloud.types import AmiChoice, ClusterInfo, InstanceTypeInfo, Reservation
+from provisioner.controllers.ports import EngineOps
+from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec, StackError, pool_spec_for
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LaunchFacts:
+    """EC2's and EKS's answers a launch and the pool's launch template are built from."""
+
+    cluster: ClusterInfo
+    ami: AmiChoice
+    # DescribeInstanceTypes' answer, read when the gang asks for EFA.
+    instance_type: InstanceTypeInfo | None
+    # EC2's record of the reservation the gang targets, if it names one.
+    reservation: Reservation | None
+
+
+def gather_launch_facts(engine: EngineOps, settings: Settings, shape: GangShape) -> LaunchFacts:
+    """One read of each; raises the first `CloudError` met (its kind says what it means)."""
+    cluster = engine.cluster(settings.cluster_name)
+    ami = engine.resolve_ami(
+        k8s_version=cluster.version,
+        instance_type=shape.instance_type,
+        variant=shape.ami_variant,
+        explicit_ami_id=shape.ami_id,
+    )
+    info = engine.instance_type(shape.instance_type) if shape.efa else None
+    reservation = (
+        engine.reservation(shape.capacity_reservation_id) if shape.capacity_reservation_id else None
+    )
+    return LaunchFacts(cluster=cluster, ami=ami, instance_type=info, reservation=reservation)
+
+
+def _efa_cards(shape: GangShape, info: InstanceTypeInfo | None) -> tuple[int, ...]:
+    """One EFA interface per network card, from EC2's DescribeInstanceTypes answer; a
+    configuration error for a type without EFA (the launch itself is refused by the engine)."""
+    if info is None:
+        return ()
+    cards = efa_cards(info)
+    if not cards:
+        raise CloudError(
+            ErrorKind.CONFIG,
+            None,
+            "EfaNotSupported",
+            f"{shape.instance_type} does not support EFA (DescribeInstanceTypes says "
+            f"EfaSupported=false); remove {c.ANN_EFA} or choose an EFA-capable type such "
+            "as p5.48xlarge, p4d.24xlarge or trn1.32xlarge.",
+        )
+    return cards
+
+
+def desired_spec(
+    settings: Settings, pool_name: str, shape: GangShape, facts: LaunchFacts
+) -> PoolSpec:
+    """The pool's stack inputs as the world gives them now (AMI, cluster, reservation)."""
+    return pool_spec_for(
+        settings,
+        shape,
+        image_id=facts.ami.ami_id,
+        user_data=Ec2Engine.render_user_data(facts.cluster, pool_name, None),
+        security_group_ids=facts.cluster.security_group_ids,
+        efa_network_cards=_efa_cards(shape, facts.instance_type),
+        placement_group=shape.placement_group == c.PLACEMENT_CLUSTER,
+        # The template targets the reservation as EC2 describes it (fleet mode reads the
+        # target and a Capacity Block's market type only from the template).
+        capacity_reservation_kind=facts.reservation.kind if facts.reservation else "",
+    )
+
+
+@dataclass(frozen=True)
+class StackAnswer:
+    """The pool's stack outputs as the pass read them, or the failure reading them met."""
+
+    outputs: PoolOutputs | None
+    error: StackError | None = None
+
+
+@dataclass(frozen=True)
+class PassFacts:
+    """What one pass read beyond Kubernetes, for its plan and for the action it runs.
+
+    None: not read this pass (the plan does not need it; see `pool_plan.needs_stack`)."""
+
+    stack: StackAnswer | None = None
+    launch: LaunchFacts | CloudError | None = None
+
+
+def about_to_launch(pool: GangNodePool) -> bool:
+    """A claimed pool in Acquiring with no launch marked: its next step is a prepare or a
+    launch, which must start from today's inputs."""
+    status = pool.status
+    return (
+        status.phase == Phase.ACQUIRING
+        and status.launch_in_progress is None
+        and pool.spec.claim is not None
+    )
+
+
+def may_launch(pool: GangNodePool) -> bool:
+    """Whether this pass's plan can be a prepare or a launch (a marked launch resumes)."""
+    status = pool.status
+    return (
+        status.phase == Phase.ACQUIRING
+        and pool.metadata.deletion_timestamp is None
+        and (pool.spec.claim is not None or status.launch_in_progress is not None)
+    )
+
+
+def stack_holds_what_launch_needs(
+    settings: Settings,
+    pool: GangNodePool,
+    answer: StackAnswer,
+    launch: LaunchFacts | CloudError | None,
+) -> bool:
+    """Whether the stack is prepared — and, when the pool is about to launch, prepared from
+    today's inputs: a rotated AMI or a changed template field re-prepares once before the
+    launch, instead of launching from the stale template."""
+    if answer.error is not None:
+        # Unreadable now (the backend down): assume it holds something, so a release still
+        # destroys it and a launch still waits on it; the step that reads it meets the same
+        # failure and reports it, with its kind, in the status and events.
+        log.warning("pool %s: the stack cannot be read now: %s", pool.name, answer.error)
+        return True
+    if answer.outputs is None:
+        return False
+    if not about_to_launch(pool):
+        return True
+    if launch is None or isinstance(launch, CloudError):
+        return True  # the launch meets the same failure and reports it with its kind
+    try:
+        wanted = desired_spec(settings, pool.name, pool.spec.shape(), launch)
+    except CloudError:
+        return True  # likewise
+    if answer.outputs.spec == wanted:
+        return True
+    log.info(
+        "pool %s: the stack's inputs changed (%s); preparing again before the launch",
+        pool.name,
+        ", ".join(answer.outputs.spec.differences(wanted)) or "spec",
+        extra={"pool": pool.name, "phase": pool.status.phase},
+    )
+    return False

@@ -1,0 +1,235 @@
+"""What a pool step's result leaves: `outcome` and `settle`, pure functions.
+
+`outcome(view, step, result)` gives the status a step's result leaves, when to look at the
+pool again, and the Events to tell users. `settle` does the same for a stack operation that
+ran on the executor, applied to the status the pool has reached by the time it ended.
+
+The wait after a failure is chosen from the failure's kind (`FailureKind`): a capacity
+shortfall moves the generation and backs off by the shortfall count; a transient failure
+keeps the launch marker (the same ClientToken is replayed) and backs off by the failure
+count; a configuration failure waits `PoolTimings.config_delay`, since somebody has to fix
+something first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from provisioner.api import constants as c
+from provisioner.api.constants import FailureKind, Phase
+from provisioner.api.gangnodepool import (
+    STACK_OPERATION_DESTROY,
+    STACK_OPERATION_PREPARE,
+    STACK_OPERATION_RECORD,
+    STACK_OPERATION_REMOVE_SET,
+    GangNodePoolStatus,
+    LastError,
+)
+from provisioner.controllers.pool_status import changed, idle, seconds_until
+from provisioner.controllers.pool_steps import (
+    STACK_ACTIONS,
+    Action,
+    ActionResult,
+    Event,
+    PoolView,
+    ReleasePurpose,
+    Step,
+)
+
+Outcome = tuple[GangNodePoolStatus, float | None, tuple[Event, ...]]
+"""The status to persist, when to look again (None: on the next event), the Events."""
+
+# The stack steps whose failure is the stack's (a release's is the set's, and EC2's).
+_STACK_RESULT_ACTIONS = STACK_ACTIONS - {Action.RELEASE_SET}
+_SHORTFALLS = frozenset({FailureKind.CAPACITY, FailureKind.MALFORMED})
+
+
+def outcome(view: PoolView, step: Step, result: ActionResult) -> Outcome:
+    """The status a step's result leaves, when to look again, and what to tell users."""
+    status = step.status
+    action = step.action
+    if action is Action.LAUNCH:
+        return _launch_outcome(view, status, result)
+    if not result.ok:
+        # Every failing step escalates its own backoff; a config failure waits the longer
+        # config delay (someone has to fix something first).
+        failures = status.consecutive_failures + 1
+        delay = (
+            view.timings.config_delay
+            if result.failure is FailureKind.CONFIG
+            else view.timings.backoff(failures)
+        )
+        err = LastError(reason=result.reason or c.EventReason.ACTION_FAILED, message=result.message)
+        return (
+            changed(
+                status,
+                consecutive_failures=failures,
+                last_error=err,
+                last_stack_result=f"failed: {result.reason}"
+                if action in _STACK_RESULT_ACTIONS
+                else status.last_stack_result,
+            ),
+            delay,
+            (Event(c.EVENT_WARNING, err.reason, f"{action.value}: {err.message}"),),
+        )
+    status = changed(status, consecutive_failures=0)
+    if action is Action.PREPARE_STACK:
+        return (
+            changed(
+                status,
+                last_stack_operation=STACK_OPERATION_PREPARE,
+                recorded_group=None,
+                last_stack_result="succeeded",
+            ),
+            0.0,
+            (),
+        )
+    if action is Action.RECORD_SET:
+        return (
+            changed(
+                status,
+                last_stack_operation=STACK_OPERATION_RECORD,
+                recorded_group=status.active_group,
+                last_stack_result="succeeded",
+            ),
+            0.0,
+            (),
+        )
+    if action is Action.RELEASE_SET:
+        return _after_release_set(view, status, step), 0.0, ()
+    if action is Action.DESTROY_STACK:
+        return (
+            changed(
+                idle(status),
+                phase=Phase.RELEASING,
+                last_stack_operation=STACK_OPERATION_DESTROY,
+                recorded_group=None,
+                last_stack_result="succeeded",
+            ),
+            0.0,
+            (),
+        )
+    return status, step.requeue_after, ()
+
+
+def settle(view: PoolView, step: Step, result: ActionResult) -> Outcome:
+    """What a stack operation that ran on the executor leaves, applied to the status as
+    it is now.
+
+    Passes went on while it ran and may have moved the status (a set became Ready beside
+    its record, a node went NotReady); the result lands on that status, not on the one the
+    operation started from. A record of a set that is no longer the active one is stale and
+    is dropped: the next pass plans from what it sees.
+    """
+    if step.action is Action.RECORD_SET and step.status.active_group != view.status.active_group:
+        return view.status, 0.0, ()
+    return outcome(view, replace(step, status=view.status), result)
+
+
+def _after_release_set(
+    view: PoolView, status: GangNodePoolStatus, step: Step
+) -> GangNodePoolStatus:
+    if step.release_purpose is ReleasePurpose.STRAYS:
+        return changed(status, release_in_progress=None)
+    # The set is gone: acquire a new generation (the generation moved when this set's
+    # launch succeeded, so the next token is fresh). A pool's release (keep-warm over, a
+    # warm node gone) stays Releasing for one more pass, which says it is released.
+    if view.spec.claim:
+        phase = Phase.ACQUIRING
+    elif status.phase == Phase.RELEASING:
+        phase = Phase.RELEASING
+    else:
+        phase = Phase.IDLE
+    return changed(
+        status,
+        phase=phase,
+        instance_ids=(),
+        active_group=None,
+        ready_nodes=0,
+        capacity_block_ends_at=None,
+        join_deadline=None,
+        release_in_progress=None,
+        last_stack_operation=STACK_OPERATION_REMOVE_SET,
+        recorded_group=None,
+    )
+
+
+def _launch_outcome(view: PoolView, status: GangNodePoolStatus, result: ActionResult) -> Outcome:
+    marker = status.launch_in_progress
+    assert marker is not None
+    n = view.spec.count
+    if result.ok:
+        return (
+            changed(
+                status,
+                phase=Phase.JOINING,
+                instance_ids=result.instance_ids,
+                active_group=marker.group,
+                ready_nodes=0,
+                launch_in_progress=None,
+                acquire_generation=status.acquire_generation + 1,
+                consecutive_shortfalls=0,
+                consecutive_failures=0,
+                capacity_block_ends_at=result.block_ends_at,
+                join_deadline=view.now + view.timings.join_deadline,
+                last_error=None,
+            ),
+            0.0,
+            (
+                Event(
+                    c.EVENT_NORMAL,
+                    c.EventReason.LAUNCHED,
+                    f"Launched {n}x {view.spec.instance_type} as group "
+                    f"{marker.group}: {', '.join(result.instance_ids)}.",
+                ),
+            ),
+        )
+    kind = result.failure
+    err = LastError(reason=result.reason or c.EventReason.LAUNCH_FAILED, message=result.message)
+    if kind in _SHORTFALLS:
+        shortfalls = status.consecutive_shortfalls + 1
+        return (
+            changed(
+                status,
+                launch_in_progress=None,
+                acquire_generation=status.acquire_generation + 1,
+                consecutive_shortfalls=shortfalls,
+                last_shortfall_time=view.now,
+                last_error=err,
+            ),
+            view.timings.backoff(shortfalls),
+            (
+                Event(
+                    c.EVENT_WARNING,
+                    c.EventReason.CAPACITY_SHORTFALL,
+                    f"Attempt {shortfalls}: {err.message} "
+                    "Nothing is running; the whole gang will be retried.",
+                ),
+            ),
+        )
+    if kind is FailureKind.NOT_ACTIVE:
+        # The reservation has not started: nothing was asked of EC2, so the generation stays
+        # and no shortfall is counted (the Workload keeps its quota and stays Pending).
+        starts = result.starts_at
+        wait = view.timings.config_delay if starts is None else seconds_until(view.now, starts)
+        return (
+            changed(status, launch_in_progress=None, last_error=err),
+            wait,
+            (Event(c.EVENT_NORMAL, err.reason, err.message),),
+        )
+    if kind is FailureKind.RETRYABLE:
+        # Keep the marker: the same ClientToken is replayed, so a launch that did happen
+        # is returned rather than repeated.
+        failures = status.consecutive_failures + 1
+        return (
+            changed(status, last_error=err, consecutive_failures=failures),
+            view.timings.backoff(failures + 1),
+            (Event(c.EVENT_WARNING, err.reason, err.message),),
+        )
+    # Configuration: nothing was launched; the user must fix something. The generation
+    # stays (no request reached a terminal result) and the marker is cleared.
+    return (
+        changed(status, launch_in_progress=None, last_error=err),
+        view.timings.config_delay,
+        (Event(c.EVENT_WARNING, err.reason, err.message),),
+    )

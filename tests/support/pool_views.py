@@ -1,0 +1,84 @@
+"""Builders for the pool life cycle's pure functions (`pool_plan`, `pool_outcomes`): one pool
+of four p4d nodes, seen at `NOW`, in whatever state a test names."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from provisioner.api.constants import Phase
+from provisioner.api.gangnodepool import GangNodePoolSpec, GangNodePoolStatus
+from provisioner.controllers.pool_plan import needs_stack
+from provisioner.controllers.pool_steps import Instance, PoolTimings, PoolView
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+IDS = tuple(f"i-{n:017x}" for n in range(4))
+LIVE = tuple(Instance(i, "gen-0") for i in IDS)
+SPEC_BASE: dict[str, Any] = {
+    "pool": "pool-a",
+    "count": 4,
+    "instanceType": "p4d.24xlarge",
+    "mode": "runinstances",
+    "region": "us-east-1",
+    "nodeRoleArn": "arn:aws:iam::123456789012:role/node",
+    "keepWarmTTL": "10m",
+    "maxLifetime": "4h",
+    "amiVariant": "nvidia",
+}
+CLAIM = {"namespace": "ml", "name": "wl", "uid": "wl-uid", "claimedAt": "2026-11-29T11:00:00Z"}
+# The chart's defaults, but for a ten-minute join deadline.
+TIMINGS = PoolTimings(
+    join_deadline=timedelta(minutes=10),
+    backoff_base=timedelta(seconds=5),
+    backoff_max=timedelta(seconds=300),
+    block_release_margin=timedelta(minutes=35),
+    idle_stack_ttl=timedelta(days=7),
+)
+
+
+def view(
+    *,
+    phase: Phase = Phase.IDLE,
+    claimed: bool = True,
+    status: dict[str, Any] | None = None,
+    live: tuple[Instance, ...] = (),
+    gone: frozenset[str] = frozenset(),
+    ready: frozenset[str] = frozenset(),
+    prepared: bool = True,
+    deleting: bool = False,
+    keep_warm: str = "10m",
+    idle_stack_ttl: timedelta = TIMINGS.idle_stack_ttl,
+) -> PoolView:
+    """The pool as a pass sees it. Whether the stack is prepared is given only where the
+    reconciler would gather it (`needs_stack`): a plan that reads it elsewhere fails."""
+    spec = GangNodePoolSpec.model_validate(
+        {**SPEC_BASE, "keepWarmTTL": keep_warm, **({"claim": CLAIM} if claimed else {})}
+    )
+    st = GangNodePoolStatus.model_validate({"phase": phase, **(status or {})})
+    return PoolView(
+        name="pool-a",
+        uid="pool-uid",
+        spec=spec,
+        status=st,
+        deleting=deleting,
+        has_finalizer=True,
+        live=live,
+        gone_ids=gone,
+        ready_instance_ids=ready,
+        stack_prepared=prepared if needs_stack(spec, st, deleting=deleting) else None,
+        now=NOW,
+        timings=replace(TIMINGS, idle_stack_ttl=idle_stack_ttl),
+    )
+
+
+def active(group: str = "gen-0", *, recorded: bool = True, **extra: Any) -> dict[str, Any]:
+    """The status of a launched set of group `group`; `recorded`: the stack holds it."""
+    return {
+        "instanceIds": list(IDS),
+        "activeGroup": group,
+        "acquireGeneration": 1,
+        "lastStackOperation": "record" if recorded else "prepare",
+        **({"recordedGroup": group} if recorded else {}),
+        **extra,
+    }
