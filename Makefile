@@ -97,7 +97,7 @@ helm-lint: $(STAMP)
 helm-test: $(STAMP)
 	$(PY) -m pytest tests/chart $(PYTEST_ARGS)
 
-.PHONY: fuzz chaos bench-scarcity bench-admission bench-scale bench-reaper bench
+.PHONY: fuzz chaos bench-scarcity bench-admission bench-scale bench-reaper bench-launch-reads bench
 
 # 10,000 examples per fuzzing property (the test command runs 1,000).
 fuzz: $(STAMP)
@@ -122,5 +122,8 @@ bench-scale: tools
 bench-reaper: $(STAMP)
 	$(PY) -m bench.bench_reaper
 
-bench: bench-scarcity bench-reaper bench-admission bench-scale
+bench-launch-reads: $(STAMP)
+	$(PY) -m bench.bench_launch_reads
+
+bench: bench-scarcity bench-reaper bench-launch-reads bench-admission bench-scale
 	$(PY) -m bench.bench_stack_ops --rounds 5
