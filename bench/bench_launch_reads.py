@@ -58,6 +58,7 @@ from provisioner.cloud.ec2api import build_clients
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
+from provisioner.controllers.pool_deps import PoolReconcilerDeps
 from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 from stacks.launch_template import launch_template_request
@@ -273,7 +274,7 @@ def build_reconciler(
     # A clock that does not move: the passes, a moment apart, share the index's listing.
     refresh = settings.instance_index_refresh_seconds
     index = InstanceIndex(engine, settings.cluster_name, refresh, FakeClock(), metrics)
-    return GangNodePoolReconciler(
+    deps = PoolReconcilerDeps(
         kube=store,  # type: ignore[arg-type]
         pools=store,  # type: ignore[arg-type]
         nodes=nodes,  # type: ignore[arg-type]
@@ -286,6 +287,7 @@ def build_reconciler(
         now=lambda: datetime.now(UTC),
         metrics=metrics,
     )
+    return GangNodePoolReconciler(deps)
 
 
 # --- counting --------------------------------------------------------------------------------
@@ -386,17 +388,17 @@ def life(world: World, calls: ControllerCalls) -> dict[str, Counter[str]]:
 
     status = world.store.status
     world.nodes.join(name, status["activeGroup"], status["instanceIds"])
-    recorded = f"record:{status['activeGroup']}"
+    group = status["activeGroup"]
     for _ in range(SETTLING_PASSES):
         one_pass(world)
         world.executor.run_next(timeout=0)
-        if world.store.status.get("lastStackOperation") == recorded:
+        if world.store.status.get("recordedGroup") == group:
             break
     one_pass(world)
     expect(
         world,
         "Satisfied and recorded",
-        lambda s: s.get("phase") == c.PHASE_SATISFIED and s.get("lastStackOperation") == recorded,
+        lambda s: s.get("phase") == c.PHASE_SATISFIED and s.get("recordedGroup") == group,
     )
 
     world.store.set_claim(None)

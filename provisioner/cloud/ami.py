@@ -12,7 +12,7 @@ from provisioner.api import constants as c
 from provisioner.cloud.ec2api import Ec2Api, SsmApi
 from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
 from provisioner.cloud.instancetypes import describe_instance_type
-from provisioner.cloud.types import AmiChoice, Architecture
+from provisioner.cloud.types import AmiChoice, Architecture, InstanceTypeInfo
 
 
 def ami_parameter_name(k8s_version: str, architecture: Architecture, variant: str) -> str:
@@ -53,10 +53,14 @@ def resolve_ami(
     instance_type: str,
     variant: str,
     explicit_ami_id: str | None = None,
+    instance_type_info: InstanceTypeInfo | None = None,
 ) -> AmiChoice:
+    """The AMI; `instance_type_info` is DescribeInstanceTypes' answer if the caller has it."""
     if explicit_ami_id:
         return AmiChoice(ami_id=explicit_ami_id, source="explicit")
-    info = describe_instance_type(ec2, instance_type)
+    info = instance_type_info
+    if info is None or info.instance_type != instance_type:
+        info = describe_instance_type(ec2, instance_type)
     arch = pick_architecture(instance_type, info.architectures)
     name = ami_parameter_name(k8s_version, arch, variant)
     try:

@@ -218,6 +218,7 @@ class Ec2Engine:
         instance_type: str,
         variant: str,
         explicit_ami_id: str | None = None,
+        instance_type_info: InstanceTypeInfo | None = None,
     ) -> AmiChoice:
         return resolve_ami(
             self._clients.ssm,
@@ -226,6 +227,7 @@ class Ec2Engine:
             instance_type=instance_type,
             variant=variant,
             explicit_ami_id=explicit_ami_id,
+            instance_type_info=instance_type_info,
         )
 
     def plan_subnets(

@@ -44,13 +44,15 @@ class LaunchFacts:
 def gather_launch_facts(engine: EngineOps, settings: Settings, shape: GangShape) -> LaunchFacts:
     """One read of each; raises the first `CloudError` met (its kind says what it means)."""
     cluster = engine.cluster(settings.cluster_name)
+    # Read once for both EFA and the AMI's architecture (a Job's own AMI needs no lookup).
+    info = engine.instance_type(shape.instance_type) if shape.efa else None
     ami = engine.resolve_ami(
         k8s_version=cluster.version,
         instance_type=shape.instance_type,
         variant=shape.ami_variant,
         explicit_ami_id=shape.ami_id,
+        instance_type_info=info,
     )
-    info = engine.instance_type(shape.instance_type) if shape.efa else None
     reservation = (
         engine.reservation(shape.capacity_reservation_id) if shape.capacity_reservation_id else None
     )

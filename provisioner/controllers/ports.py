@@ -64,6 +64,7 @@ class EngineOps(Protocol):
         instance_type: str,
         variant: str,
         explicit_ami_id: str | None = None,
+        instance_type_info: InstanceTypeInfo | None = None,
     ) -> AmiChoice: ...
 
     def plan_subnets(
