@@ -1,537 +1,528 @@
-"""The pool life cycle, one transition per row: state in, step and status out."""
+"""The pool life cycle's plan, one transition per row: the pool as a pass sees it, and the
+one step `plan` names (its action, the phase it writes, when to look again, its Events).
+
+What a step's result leaves is `test_pool_outcomes.py`'s; the gates (backoff, a running
+stack operation) have their own tables beside this one.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
-from provisioner.api import constants as c
-from provisioner.api.constants import FailureKind
+from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import LaunchInProgress
-from provisioner.controllers.pool_outcomes import outcome
 from provisioner.controllers.pool_plan import plan
-from provisioner.controllers.pool_steps import Action, ActionResult, Instance, PoolView
-from tests.support.pool_views import IDS, LIVE, NOW, active, view
+from provisioner.controllers.pool_steps import Action, Instance, PoolView, ReleasePurpose
+from tests.support.pool_views import IDS, LIVE, NOW, TIMINGS, active, view
 
-
-def test_idle_without_claim_does_nothing() -> None:
-    step = plan(view(claimed=False))
-    assert step.action is Action.NONE and step.status.phase == c.PHASE_IDLE
-
-
-def test_a_claim_starts_acquisition_with_shortfalls_reset() -> None:
-    step = plan(view(status={"consecutiveShortfalls": 7}))
-    assert step.status.phase == c.PHASE_ACQUIRING
-    assert step.status.consecutive_shortfalls == 0
-    assert step.events[0].reason == "Acquiring"
-
-
-def test_the_stack_is_prepared_before_the_first_launch() -> None:
-    assert plan(view(phase=c.PHASE_ACQUIRING, prepared=False)).action is Action.PREPARE_STACK
-
-
-def test_a_launch_is_marked_before_it_is_made() -> None:
-    step = plan(view(phase=c.PHASE_ACQUIRING, status={"acquireGeneration": 3}))
-    assert step.action is Action.LAUNCH
-    marker = step.status.launch_in_progress
-    assert marker is not None and marker.group == "gen-3"
-
-
-def test_a_marker_found_after_a_crash_is_resumed_not_replaced() -> None:
-    marker = LaunchInProgress(
-        client_token="pool-uid/3", mode="runinstances", group="gen-3", started_at=NOW
-    )
-    v = view(
-        phase=c.PHASE_ACQUIRING,
-        status={"acquireGeneration": 3, "launchInProgress": marker.to_dict()},
-    )
-    step = plan(v)
-    assert step.action is Action.LAUNCH
-    assert step.status.launch_in_progress == marker
-
-
-def test_launched_set_is_persisted_and_the_generation_moves() -> None:
-    v = view(phase=c.PHASE_ACQUIRING, status={"acquireGeneration": 3})
-    step = plan(v)
-    status, _, events = outcome(v, step, ActionResult(ok=True, instance_ids=IDS))
-    assert status.phase == c.PHASE_JOINING
-    assert status.instance_ids == IDS and status.active_group == "gen-3"
-    assert status.acquire_generation == 4 and status.launch_in_progress is None
-    assert status.join_deadline == NOW + timedelta(minutes=10)
-    assert events[0].reason == "Launched"
-
-
-def test_a_shortfall_leaves_nothing_and_counts_and_moves_the_generation() -> None:
-    v = view(phase=c.PHASE_ACQUIRING, status={"acquireGeneration": 3, "consecutiveShortfalls": 1})
-    step = plan(v)
-    status, delay, events = outcome(
-        v,
-        step,
-        ActionResult(
-            ok=False,
-            failure=FailureKind.CAPACITY,
-            reason="InsufficientInstanceCapacity",
-            message="none left",
-        ),
-    )
-    assert status.phase == c.PHASE_ACQUIRING and status.instance_ids == ()
-    assert status.consecutive_shortfalls == 2 and status.acquire_generation == 4
-    assert status.launch_in_progress is None and status.last_shortfall_time == NOW
-    assert delay == 10.0
-    assert events[0].reason == "CapacityShortfall"
-
-
-def test_a_throttled_launch_keeps_its_marker_so_the_token_is_replayed() -> None:
-    v = view(phase=c.PHASE_ACQUIRING, status={"acquireGeneration": 3})
-    step = plan(v)
-    status, _, _ = outcome(
-        v,
-        step,
-        ActionResult(ok=False, failure=FailureKind.RETRYABLE, reason="RequestLimitExceeded"),
-    )
-    assert status.launch_in_progress == step.status.launch_in_progress
-    assert status.acquire_generation == 3
-
-
-def test_a_configuration_error_clears_the_marker_and_keeps_the_generation() -> None:
-    v = view(phase=c.PHASE_ACQUIRING, status={"acquireGeneration": 3})
-    step = plan(v)
-    status, _, _ = outcome(
-        v,
-        step,
-        ActionResult(ok=False, failure=FailureKind.CONFIG, reason="InvalidAMIID", message="fix it"),
-    )
-    assert status.launch_in_progress is None and status.acquire_generation == 3
-    assert status.last_error is not None and status.last_error.reason == "InvalidAMIID"
-
-
-def test_a_claim_dropped_while_acquiring_returns_to_idle() -> None:
-    step = plan(view(phase=c.PHASE_ACQUIRING, claimed=False))
-    assert step.status.phase == c.PHASE_IDLE
-
-
-def test_a_launched_set_is_recorded_in_the_stack_while_its_nodes_join() -> None:
-    v = view(phase=c.PHASE_JOINING, status=active(recorded=False), live=LIVE)
-    step = plan(v)
-    assert step.action is Action.RECORD_SET and step.status.join_deadline is not None
-
-
-def test_ready_is_not_gated_on_the_record() -> None:
-    unrecorded = active(recorded=False)
-    v = view(phase=c.PHASE_JOINING, status=unrecorded, live=LIVE, ready=frozenset(IDS))
-    step = plan(v)
-    assert step.action is Action.NONE and step.status.phase == c.PHASE_SATISFIED
-    assert step.requeue_after == 0.0, "the record follows at once"
-    after = view(phase=c.PHASE_SATISFIED, status=unrecorded, live=LIVE, ready=frozenset(IDS))
-    assert plan(after).action is Action.RECORD_SET
-
-
-def test_a_record_that_keeps_failing_cannot_hold_a_set_past_its_join_deadline() -> None:
-    failing = {
-        **active(joinDeadline="2026-11-29T11:59:00Z", recorded=False),
-        "consecutiveFailures": 7,
-    }
-    v = view(phase=c.PHASE_JOINING, status=failing, live=LIVE, ready=frozenset(IDS[:3]))
-    step = plan(v)
-    assert step.action is Action.RELEASE_SET and set(step.release_ids) == set(IDS)
-
-
-@pytest.mark.parametrize(
-    ("failures", "kind", "delay"),
-    [
-        (0, "retryable", 5.0),
-        (1, "retryable", 10.0),
-        (3, "retryable", 40.0),
-        (9, "retryable", 300.0),
-        (0, "not-prepared", 5.0),
-        (4, "config", 60.0),
-    ],
+MARKER = LaunchInProgress(
+    client_token="pool-uid/3", mode="runinstances", group="gen-3", started_at=NOW
 )
-def test_a_failing_stack_step_backs_off_and_escalates_by_its_kind(
-    failures: int, kind: str, delay: float
-) -> None:
-    v = view(
-        phase=c.PHASE_JOINING,
-        status=active(recorded=False, consecutiveFailures=failures),
-        live=LIVE,
-    )
-    step = plan(v)
-    assert step.action is Action.RECORD_SET
-    failed = ActionResult(
-        False, failure=FailureKind(kind), reason="PoolNotPrepared", message="no stack"
-    )
-    status, wait, events = outcome(v, step, failed)
-    assert [e.reason for e in events] == ["PoolNotPrepared"]
-    assert wait == delay and status.consecutive_failures == failures + 1
-    assert status.last_error is not None and status.last_error.reason == "PoolNotPrepared"
-    recovered, _, _ = outcome(v, step, ActionResult(True))
-    assert recovered.consecutive_failures == 0
+STRAY = Instance("i-00000000000000099", "gen-7")
+MARGIN = TIMINGS.block_release_margin
+BLOCK_SOON = (NOW + MARGIN - timedelta(seconds=1)).isoformat()  # inside the release margin
+ALL = frozenset(IDS)
+KEPT_STACK_TTL = TIMINGS.idle_stack_ttl.total_seconds()
+ANY: Any = object()  # a field the row does not pin
 
 
-def test_joining_counts_ready_nodes_and_waits() -> None:
-    v = view(
-        phase=c.PHASE_JOINING,
-        status=active(joinDeadline="2026-11-29T12:05:00Z"),
-        live=LIVE,
-        ready=frozenset(IDS[:3]),
-    )
-    step = plan(v)
-    assert step.action is Action.NONE and step.status.ready_nodes == 3
-    assert step.status.phase == c.PHASE_JOINING
+@dataclass(frozen=True)
+class Row:
+    name: str
+    given: PoolView
+    action: Action
+    phase: Phase
+    requeue_after: float | Any | None = ANY
+    events: tuple[str, ...] | Any = ANY
+    release_ids: frozenset[str] | Any = ANY
+    purpose: ReleasePurpose | Any | None = ANY
+    # Status fields (camelCase, as written to the API server) the step must carry.
+    status: dict[str, Any] = field(default_factory=dict)
 
 
-def test_all_n_ready_is_satisfied() -> None:
-    v = view(phase=c.PHASE_JOINING, status=active(), live=LIVE, ready=frozenset(IDS))
-    step = plan(v)
-    assert step.status.phase == c.PHASE_SATISFIED and step.status.ready_nodes == 4
-
-
-@pytest.mark.parametrize(
-    "v",
-    [
-        view(phase=c.PHASE_JOINING, status=active(), live=LIVE, ready=frozenset(IDS[:3])),
-        view(phase=c.PHASE_JOINING, status=active(), live=LIVE, ready=frozenset(IDS)),
-        view(phase=c.PHASE_SATISFIED, status=active(), live=LIVE, ready=frozenset(IDS)),
-        view(phase=c.PHASE_KEEP_WARM, status=active(), live=LIVE, ready=frozenset(IDS)),
-    ],
-    ids=["joining", "joined", "satisfied", "warm-set-claimed"],
-)
-def test_a_joining_or_settled_pool_never_asks_about_its_stack(v: PoolView) -> None:
-    # Asking may run the Pulumi CLI on the reconcile worker (a backend that failed the last
-    # read is asked again): a pool whose set is whole or joining has no use for the answer.
-    assert v.stack_prepared is None, "the pass gathers no stack answer for it"
-    step = plan(v)
-    assert step.action in (Action.NONE, Action.TAG_KEEP_WARM), step
-
-
-def test_ready_nodes_of_another_pool_or_group_do_not_count() -> None:
-    v = view(
-        phase=c.PHASE_JOINING, status=active(), live=LIVE, ready=frozenset({"i-other", *IDS[:3]})
-    )
-    assert plan(v).status.phase == c.PHASE_JOINING
-
-
-def test_the_join_watchdog_releases_the_whole_set() -> None:
-    v = view(
-        phase=c.PHASE_JOINING,
-        status=active(joinDeadline="2026-11-29T11:59:00Z"),
-        live=LIVE,
-        ready=frozenset(IDS[:3]),
-    )
-    step = plan(v)
-    assert step.action is Action.RELEASE_SET and set(step.release_ids) == set(IDS)
-    status, _, _ = outcome(v, step, ActionResult(ok=True))
-    assert status.phase == c.PHASE_ACQUIRING and status.instance_ids == ()
-
-
-def test_a_gang_that_loses_an_instance_is_released_whole() -> None:
-    v = view(
-        phase=c.PHASE_SATISFIED,
-        status=active(),
-        live=LIVE[1:],
-        gone=frozenset({IDS[0]}),
-        ready=frozenset(IDS[1:]),
-    )
-    step = plan(v)
-    assert step.action is Action.RELEASE_SET
-    assert set(step.release_ids) == set(IDS)
-    assert step.events[0].reason == "GangBroken"
-
-
-def test_an_instance_missing_from_a_describe_is_not_taken_for_gone() -> None:
-    v = view(phase=c.PHASE_SATISFIED, status=active(), live=LIVE[1:], ready=frozenset(IDS))
-    assert plan(v).action is Action.NONE
-
-
-def test_claim_dropped_on_a_satisfied_pool_keeps_it_warm_and_tags_ec2() -> None:
-    v = view(
-        phase=c.PHASE_SATISFIED, claimed=False, status=active(), live=LIVE, ready=frozenset(IDS)
-    )
-    step = plan(v)
-    assert step.action is Action.TAG_KEEP_WARM
-    assert step.status.phase == c.PHASE_KEEP_WARM
-    assert step.status.keep_warm_until == NOW + timedelta(minutes=10)
-
-
-def test_zero_keep_warm_releases_at_once() -> None:
-    v = view(
-        phase=c.PHASE_SATISFIED,
-        claimed=False,
-        status=active(),
-        live=LIVE,
-        ready=frozenset(IDS),
-        keep_warm="0s",
-    )
-    assert plan(v).status.phase == c.PHASE_RELEASING
-
-
-def test_a_new_claim_during_keep_warm_reuses_the_set_without_launching() -> None:
-    v = view(
-        phase=c.PHASE_KEEP_WARM,
-        status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
-        live=LIVE,
-        ready=frozenset(IDS),
-    )
-    step = plan(v)
-    assert step.action is Action.TAG_KEEP_WARM and step.status.keep_warm_until is None
-    # The whole warm set is Ready: Satisfied in this one step, nothing to wait for.
-    assert step.status.phase == c.PHASE_SATISFIED and step.status.ready_nodes == len(IDS)
-    assert step.status.join_deadline is None and step.requeue_after is None
-    follow = plan(
-        view(phase=c.PHASE_SATISFIED, status=step.status.to_dict(), live=LIVE, ready=frozenset(IDS))
-    )
-    assert follow.action is Action.NONE and follow.status == step.status
-
-
-def test_a_warm_set_that_lost_a_node_is_reused_through_joining() -> None:
-    v = view(
-        phase=c.PHASE_KEEP_WARM,
-        status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
-        live=LIVE,
-        ready=frozenset(IDS[1:]),
-    )
-    step = plan(v)
-    assert step.action is Action.TAG_KEEP_WARM and step.status.phase == c.PHASE_JOINING
-    assert step.status.join_deadline == NOW + timedelta(minutes=10)
-    assert step.status.ready_nodes == len(IDS) - 1
-
-
-def test_keep_warm_waits_until_expiry_then_releases() -> None:
-    waiting = view(
-        phase=c.PHASE_KEEP_WARM,
-        claimed=False,
-        status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
-        live=LIVE,
-    )
-    step = plan(waiting)
-    assert step.action is Action.NONE and step.requeue_after == 300.0
-    expired = view(
-        phase=c.PHASE_KEEP_WARM,
-        claimed=False,
-        status=active(keepWarmUntil="2026-11-29T11:59:00Z"),
-        live=LIVE,
-    )
-    assert plan(expired).status.phase == c.PHASE_RELEASING
-
-
-def test_a_release_removes_the_set_and_keeps_the_prepared_stack() -> None:
-    v = view(phase=c.PHASE_RELEASING, claimed=False, status=active(), live=LIVE)
-    step = plan(v)
-    assert step.action is Action.RELEASE_SET and set(step.release_ids) == set(IDS)
-    status, _, _ = outcome(v, step, ActionResult(ok=True))
-    assert status.phase == c.PHASE_RELEASING and status.instance_ids == ()
-    done = plan(view(phase=c.PHASE_RELEASING, claimed=False, status=status.to_dict()))
-    assert done.action is Action.NONE
-    assert done.status.phase == c.PHASE_IDLE and done.status.idle_since == NOW
-    assert done.events[0].reason == c.EventReason.RELEASED
-    assert done.requeue_after == timedelta(days=7).total_seconds()
-
-
-def test_a_zero_idle_stack_ttl_destroys_the_stack_with_the_set() -> None:
-    v = view(
-        phase=c.PHASE_RELEASING,
-        claimed=False,
-        status=active(),
-        live=LIVE,
-        idle_stack_ttl=timedelta(0),
-    )
-    step = plan(v)
-    assert step.action is Action.DESTROY_STACK
-    status, _, _ = outcome(v, step, ActionResult(ok=True))
-    done = plan(
+ROWS = [
+    # --- Idle -----------------------------------------------------------------------------
+    Row(
+        "idle, unclaimed, no stack: nothing",
+        view(claimed=False, prepared=False),
+        Action.NONE,
+        Phase.IDLE,
+        requeue_after=None,
+        status={"idleSince": None},
+    ),
+    Row(
+        "idle with a kept stack but no stamp: its idle time starts now",
+        view(claimed=False),
+        Action.NONE,
+        Phase.IDLE,
+        requeue_after=KEPT_STACK_TTL,
+        status={"idleSince": "2026-11-29T12:00:00Z"},
+    ),
+    Row(
+        "idle stack kept until its TTL",
+        view(claimed=False, status={"idleSince": (NOW - timedelta(hours=1)).isoformat()}),
+        Action.NONE,
+        Phase.IDLE,
+        requeue_after=(TIMINGS.idle_stack_ttl - timedelta(hours=1)).total_seconds(),
+    ),
+    Row(
+        "idle stack past its TTL is destroyed",
         view(
-            phase=c.PHASE_RELEASING,
             claimed=False,
-            status=status.to_dict(),
-            prepared=False,
+            status={"idleSince": (NOW - TIMINGS.idle_stack_ttl - timedelta(seconds=1)).isoformat()},
+        ),
+        Action.DESTROY_STACK,
+        Phase.RELEASING,
+        events=("StackIdle",),
+        status={"idleSince": None},
+    ),
+    Row(
+        "a claim starts acquisition, shortfalls reset",
+        view(status={"consecutiveShortfalls": 7, "idleSince": NOW.isoformat()}),
+        Action.NONE,
+        Phase.ACQUIRING,
+        requeue_after=0.0,
+        events=("Acquiring",),
+        status={"consecutiveShortfalls": 0, "idleSince": None},
+    ),
+    # --- Acquiring ------------------------------------------------------------------------
+    Row(
+        "the stack is prepared before the first launch",
+        view(phase=Phase.ACQUIRING, prepared=False),
+        Action.PREPARE_STACK,
+        Phase.ACQUIRING,
+    ),
+    Row(
+        "a launch is marked before it is made, with the generation's group and token",
+        view(phase=Phase.ACQUIRING, status={"acquireGeneration": 3}),
+        Action.LAUNCH,
+        Phase.ACQUIRING,
+        status={"launchInProgress": MARKER.to_dict()},
+    ),
+    Row(
+        "a marker found after a crash is resumed, not replaced",
+        view(
+            phase=Phase.ACQUIRING,
+            status={
+                "acquireGeneration": 3,
+                "launchInProgress": {**MARKER.to_dict(), "startedAt": "2026-11-29T11:00:00Z"},
+            },
+        ),
+        Action.LAUNCH,
+        Phase.ACQUIRING,
+        status={"launchInProgress": {**MARKER.to_dict(), "startedAt": "2026-11-29T11:00:00Z"}},
+    ),
+    Row(
+        "instances of an in-flight launch are not strays",
+        view(
+            phase=Phase.ACQUIRING,
+            status={"acquireGeneration": 3, "launchInProgress": MARKER.to_dict()},
+            live=tuple(Instance(i, "gen-3") for i in IDS),
+        ),
+        Action.LAUNCH,
+        Phase.ACQUIRING,
+    ),
+    Row(
+        "a claim dropped while acquiring returns to idle",
+        view(phase=Phase.ACQUIRING, claimed=False, status={"consecutiveShortfalls": 2}),
+        Action.NONE,
+        Phase.IDLE,
+        status={"consecutiveShortfalls": 0},
+    ),
+    # --- Joining --------------------------------------------------------------------------
+    Row(
+        "a launched set is recorded in the stack while its nodes join",
+        view(phase=Phase.JOINING, status=active(recorded=False), live=LIVE),
+        Action.RECORD_SET,
+        Phase.JOINING,
+        status={"joinDeadline": "2026-11-29T12:10:00Z"},
+    ),
+    Row(
+        "joining counts Ready nodes and waits",
+        view(
+            phase=Phase.JOINING,
+            status=active(joinDeadline="2026-11-29T12:05:00Z"),
+            live=LIVE,
+            ready=frozenset(IDS[:3]),
+        ),
+        Action.NONE,
+        Phase.JOINING,
+        requeue_after=5.0,
+        status={"readyNodes": 3},
+    ),
+    Row(
+        "Ready nodes of another pool or group do not count",
+        view(phase=Phase.JOINING, status=active(), live=LIVE, ready=frozenset({"i-x", *IDS[:3]})),
+        Action.NONE,
+        Phase.JOINING,
+        status={"readyNodes": 3},
+    ),
+    Row(
+        "all N Ready is Satisfied",
+        view(phase=Phase.JOINING, status=active(), live=LIVE, ready=ALL),
+        Action.NONE,
+        Phase.SATISFIED,
+        requeue_after=None,
+        events=("Satisfied",),
+        status={"readyNodes": 4, "joinDeadline": None},
+    ),
+    Row(
+        "Ready is not gated on the record, which follows at once",
+        view(phase=Phase.JOINING, status=active(recorded=False), live=LIVE, ready=ALL),
+        Action.NONE,
+        Phase.SATISFIED,
+        requeue_after=0.0,
+    ),
+    Row(
+        "a Satisfied set not yet recorded is recorded",
+        view(phase=Phase.SATISFIED, status=active(recorded=False), live=LIVE, ready=ALL),
+        Action.RECORD_SET,
+        Phase.SATISFIED,
+    ),
+    Row(
+        "the join watchdog releases the whole set",
+        view(
+            phase=Phase.JOINING,
+            status=active(joinDeadline="2026-11-29T11:59:00Z"),
+            live=LIVE,
+            ready=frozenset(IDS[:3]),
+        ),
+        Action.RELEASE_SET,
+        Phase.JOINING,
+        events=("JoinDeadlineExceeded",),
+        release_ids=ALL,
+        purpose=ReleasePurpose.ACTIVE_SET,
+    ),
+    Row(
+        "a record that keeps failing cannot hold a set past its join deadline",
+        view(
+            phase=Phase.JOINING,
+            status=active(
+                recorded=False, joinDeadline="2026-11-29T11:59:00Z", consecutiveFailures=7
+            ),
+            live=LIVE,
+            ready=frozenset(IDS[:3]),
+        ),
+        Action.RELEASE_SET,
+        Phase.JOINING,
+        release_ids=ALL,
+    ),
+    # --- Satisfied ------------------------------------------------------------------------
+    Row(
+        "a whole, recorded set waits for an event",
+        view(phase=Phase.SATISFIED, status=active(), live=LIVE, ready=ALL),
+        Action.NONE,
+        Phase.SATISFIED,
+        requeue_after=None,
+        events=(),
+    ),
+    Row(
+        "an instance missing from a listing is not taken for gone",
+        view(phase=Phase.SATISFIED, status=active(), live=LIVE[1:], ready=ALL),
+        Action.NONE,
+        Phase.SATISFIED,
+    ),
+    Row(
+        "a node gone NotReady goes back to Joining under a fresh deadline",
+        view(phase=Phase.SATISFIED, status=active(), live=LIVE, ready=frozenset(IDS[1:])),
+        Action.NONE,
+        Phase.JOINING,
+        events=("NodeNotReady",),
+        status={"joinDeadline": "2026-11-29T12:10:00Z"},
+    ),
+    Row(
+        "a gang that loses an instance is released whole",
+        view(
+            phase=Phase.SATISFIED,
+            status=active(),
+            live=LIVE[1:],
+            gone=frozenset({IDS[0]}),
+            ready=frozenset(IDS[1:]),
+        ),
+        Action.RELEASE_SET,
+        Phase.SATISFIED,
+        events=("GangBroken",),
+        release_ids=ALL,
+        purpose=ReleasePurpose.ACTIVE_SET,
+    ),
+    Row(
+        "strays no set owns are terminated first, the set kept",
+        view(phase=Phase.SATISFIED, status=active(), live=(*LIVE, STRAY), ready=ALL),
+        Action.RELEASE_SET,
+        Phase.SATISFIED,
+        events=("StrayInstances",),
+        release_ids=frozenset({STRAY.instance_id}),
+        purpose=ReleasePurpose.STRAYS,
+    ),
+    Row(
+        "a claim dropped on a Satisfied pool keeps it warm and tags EC2",
+        view(phase=Phase.SATISFIED, claimed=False, status=active(), live=LIVE, ready=ALL),
+        Action.TAG_KEEP_WARM,
+        Phase.KEEP_WARM,
+        requeue_after=600.0,
+        events=("KeepWarm",),
+        status={"keepWarmUntil": "2026-11-29T12:10:00Z"},
+    ),
+    Row(
+        "zero keep-warm releases at once",
+        view(
+            phase=Phase.SATISFIED,
+            claimed=False,
+            status=active(),
+            live=LIVE,
+            ready=ALL,
+            keep_warm="0s",
+        ),
+        Action.NONE,
+        Phase.RELEASING,
+        requeue_after=0.0,
+    ),
+    # --- KeepWarm -------------------------------------------------------------------------
+    Row(
+        "a new claim reuses the whole warm set: Satisfied in one step, no launch",
+        view(
+            phase=Phase.KEEP_WARM,
+            status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
+            live=LIVE,
+            ready=ALL,
+        ),
+        Action.TAG_KEEP_WARM,
+        Phase.SATISFIED,
+        requeue_after=None,
+        events=(),
+        status={"keepWarmUntil": None, "readyNodes": 4, "joinDeadline": None},
+    ),
+    Row(
+        "a warm set that lost a node is reused through Joining",
+        view(
+            phase=Phase.KEEP_WARM,
+            status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
+            live=LIVE,
+            ready=frozenset(IDS[1:]),
+        ),
+        Action.TAG_KEEP_WARM,
+        Phase.JOINING,
+        requeue_after=0.0,
+        status={"joinDeadline": "2026-11-29T12:10:00Z", "readyNodes": 3},
+    ),
+    Row(
+        "keep-warm waits until its expiry",
+        view(
+            phase=Phase.KEEP_WARM,
+            claimed=False,
+            status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
+            live=LIVE,
+        ),
+        Action.NONE,
+        Phase.KEEP_WARM,
+        requeue_after=300.0,
+    ),
+    Row(
+        "keep-warm over: releasing",
+        view(
+            phase=Phase.KEEP_WARM,
+            claimed=False,
+            status=active(keepWarmUntil="2026-11-29T11:59:00Z"),
+            live=LIVE,
+        ),
+        Action.NONE,
+        Phase.RELEASING,
+        requeue_after=0.0,
+        events=("KeepWarmExpired",),
+    ),
+    Row(
+        "a warm set that lost an instance is released",
+        view(
+            phase=Phase.KEEP_WARM,
+            claimed=False,
+            status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
+            live=LIVE[1:],
+            gone=frozenset({IDS[0]}),
+        ),
+        Action.NONE,
+        Phase.RELEASING,
+        requeue_after=0.0,
+    ),
+    # --- Releasing ------------------------------------------------------------------------
+    Row(
+        "a release removes the set and keeps the prepared stack",
+        view(phase=Phase.RELEASING, claimed=False, status=active(), live=LIVE),
+        Action.RELEASE_SET,
+        Phase.RELEASING,
+        release_ids=ALL,
+        purpose=ReleasePurpose.ACTIVE_SET,
+    ),
+    Row(
+        "a released pool with its stack kept is Idle, its idle time started",
+        view(phase=Phase.RELEASING, claimed=False),
+        Action.NONE,
+        Phase.IDLE,
+        requeue_after=KEPT_STACK_TTL,
+        events=("Released",),
+        status={"idleSince": "2026-11-29T12:00:00Z"},
+    ),
+    Row(
+        "a zero idle-stack TTL destroys the stack with the set",
+        view(
+            phase=Phase.RELEASING,
+            claimed=False,
+            status=active(),
+            live=LIVE,
             idle_stack_ttl=timedelta(0),
-        )
-    )
-    assert done.status.phase == c.PHASE_IDLE and done.status.instance_ids == ()
-    assert done.status.idle_since is None
-
-
-def test_an_idle_stack_is_kept_until_its_ttl_then_destroyed() -> None:
-    since = NOW - timedelta(hours=1)
-    waiting = plan(view(claimed=False, status={"idleSince": since.isoformat()}))
-    assert waiting.action is Action.NONE
-    assert waiting.requeue_after == (timedelta(days=7) - timedelta(hours=1)).total_seconds()
-    expired = view(
-        claimed=False,
-        status={"idleSince": (NOW - timedelta(days=7, seconds=1)).isoformat()},
-    )
-    step = plan(expired)
-    assert step.action is Action.DESTROY_STACK
-    assert step.status.phase == c.PHASE_RELEASING and step.status.idle_since is None
-    assert step.events[0].reason == c.EventReason.STACK_IDLE
-    assert "stackOperations.idleStackTTL (168h0m0s)" in step.events[0].message
-
-
-def test_an_idle_pool_with_a_stack_but_no_stamp_starts_its_idle_time_now() -> None:
-    step = plan(view(claimed=False))
-    assert step.action is Action.NONE and step.status.idle_since == NOW
-    assert plan(view(claimed=False, prepared=False)).status.idle_since is None
-
-
-def test_a_claim_on_a_pool_with_a_kept_stack_launches_without_a_prepare() -> None:
-    claimed = plan(view(status={"idleSince": NOW.isoformat(), "acquireGeneration": 2}))
-    assert claimed.status.phase == c.PHASE_ACQUIRING and claimed.status.idle_since is None
-    acquiring = view(phase=c.PHASE_ACQUIRING, status=claimed.status.to_dict())
-    assert plan(acquiring).action is Action.LAUNCH
-
-
-def test_strays_no_set_owns_are_terminated_first() -> None:
-    stray = Instance("i-00000000000000099", "gen-7")
-    v = view(phase=c.PHASE_SATISFIED, status=active(), live=(*LIVE, stray), ready=frozenset(IDS))
-    step = plan(v)
-    assert step.action is Action.RELEASE_SET and step.release_ids == (stray.instance_id,)
-
-
-def test_instances_of_an_in_flight_launch_are_not_strays() -> None:
-    marker = LaunchInProgress(client_token="t", mode="runinstances", group="gen-3", started_at=NOW)
-    v = view(
-        phase=c.PHASE_ACQUIRING,
-        status={"acquireGeneration": 3, "launchInProgress": marker.to_dict()},
-        live=tuple(Instance(i, "gen-3") for i in IDS),
-    )
-    assert plan(v).action is Action.LAUNCH
-
-
-@pytest.mark.parametrize("phase", [c.PHASE_SATISFIED, c.PHASE_KEEP_WARM, c.PHASE_IDLE])
-def test_deletion_releases_everything_before_the_finalizer_comes_off(phase: str) -> None:
-    busy = view(
-        phase=phase,
-        status=active() if phase != c.PHASE_IDLE else {},
-        live=LIVE if phase != c.PHASE_IDLE else (),
-        deleting=True,
-        prepared=phase != c.PHASE_IDLE,
-    )
-    step = plan(busy)
-    if phase == c.PHASE_IDLE:
-        assert step.action is Action.REMOVE_FINALIZER
-    else:
-        assert step.action is Action.DESTROY_STACK
-
-
-# --- Capacity Blocks: a hold before the start, a release before the end -----------------
-
-BLOCK_END = NOW + timedelta(hours=2)
-MARGIN = timedelta(minutes=35)  # the default block release margin
-
-
-def test_a_block_not_yet_active_holds_at_zero_until_its_start() -> None:
-    v = view(phase=c.PHASE_ACQUIRING, status={"acquireGeneration": 3, "consecutiveShortfalls": 1})
-    step = plan(v)
-    starts = NOW + timedelta(minutes=20)
-    message = "Capacity Block cr-0fedcba9876543210 is scheduled and starts at 12:20"
-    status, delay, events = outcome(
-        v,
-        step,
-        ActionResult(
-            ok=False,
-            failure=FailureKind.NOT_ACTIVE,
-            reason="ReservationNotActive",
-            message=message,
-            starts_at=starts,
         ),
-    )
-    # Nothing reached EC2: no shortfall counted (Kueue keeps the quota), generation stays.
-    assert status.phase == c.PHASE_ACQUIRING and status.instance_ids == ()
-    assert status.consecutive_shortfalls == 1 and status.acquire_generation == 3
-    assert status.launch_in_progress is None
-    assert status.last_error is not None and status.last_error.message == message
-    assert delay == 20 * 60
-    assert [(e.type, e.reason) for e in events] == [("Normal", "ReservationNotActive")]
-
-
-def test_a_hold_without_a_known_start_looks_again_after_a_while() -> None:
-    v = view(phase=c.PHASE_ACQUIRING)
-    step = plan(v)
-    _, delay, _ = outcome(
-        v,
-        step,
-        ActionResult(ok=False, failure=FailureKind.NOT_ACTIVE, reason="ReservationNotActive"),
-    )
-    assert delay == 60.0
-
-
-def test_a_launch_on_a_block_records_its_end() -> None:
-    v = view(phase=c.PHASE_ACQUIRING)
-    step = plan(v)
-    result = ActionResult(ok=True, instance_ids=IDS, block_ends_at=BLOCK_END)
-    status, _, _ = outcome(v, step, result)
-    assert status.capacity_block_ends_at == BLOCK_END
-
-
-def test_a_satisfied_gang_on_a_block_wakes_up_at_its_release_time() -> None:
-    v = view(
-        phase=c.PHASE_SATISFIED,
-        status=active(capacityBlockEndsAt=BLOCK_END.isoformat(), readyNodes=4),
-        live=LIVE,
-        ready=frozenset(IDS),
-    )
-    step = plan(v)
-    assert step.action is Action.NONE
-    assert step.requeue_after == (BLOCK_END - MARGIN - NOW).total_seconds()
-
-
-@pytest.mark.parametrize("phase", [c.PHASE_JOINING, c.PHASE_SATISFIED])
-def test_a_gang_on_a_block_is_released_before_the_block_ends(phase: str) -> None:
-    ends = NOW + MARGIN - timedelta(seconds=1)
-    v = view(
-        phase=phase,
-        status=active(capacityBlockEndsAt=ends.isoformat(), readyNodes=4),
-        live=LIVE,
-        ready=frozenset(IDS),
-    )
-    step = plan(v)
-    assert step.action is Action.RELEASE_SET and set(step.release_ids) == set(IDS)
-    assert [e.reason for e in step.events] == ["CapacityBlockEnding"]
-    assert step.status.last_error is not None
-    assert step.status.last_error.reason == "CapacityBlockEnding"
-    assert "EC2 reclaims" in step.status.last_error.message
-    released, _, _ = outcome(v, step, ActionResult(ok=True))
-    assert released.instance_ids == () and released.capacity_block_ends_at is None
-    assert released.phase == c.PHASE_ACQUIRING
-
-
-def test_a_warm_set_on_an_ending_block_is_released() -> None:
-    ends = NOW + MARGIN
-    v = view(
-        phase=c.PHASE_KEEP_WARM,
-        claimed=False,
-        status=active(
-            capacityBlockEndsAt=ends.isoformat(),
-            keepWarmUntil=(NOW + timedelta(minutes=5)).isoformat(),
+        Action.DESTROY_STACK,
+        Phase.RELEASING,
+    ),
+    Row(
+        "with a zero idle-stack TTL, the destroyed pool is Idle with no idle time",
+        view(phase=Phase.RELEASING, claimed=False, prepared=False, idle_stack_ttl=timedelta(0)),
+        Action.NONE,
+        Phase.IDLE,
+        requeue_after=None,
+        status={"idleSince": None},
+    ),
+    # --- Deletion -------------------------------------------------------------------------
+    Row(
+        "a Satisfied pool being deleted destroys its stack first",
+        view(phase=Phase.SATISFIED, status=active(), live=LIVE, deleting=True),
+        Action.DESTROY_STACK,
+        Phase.RELEASING,
+    ),
+    Row(
+        "a warm pool being deleted destroys its stack first",
+        view(phase=Phase.KEEP_WARM, status=active(), live=LIVE, deleting=True),
+        Action.DESTROY_STACK,
+        Phase.RELEASING,
+    ),
+    Row(
+        "a released pool being deleted loses its finalizer",
+        view(deleting=True, prepared=False),
+        Action.REMOVE_FINALIZER,
+        Phase.IDLE,
+    ),
+    # --- Capacity Blocks ------------------------------------------------------------------
+    Row(
+        "a Satisfied gang on a block wakes up at its release time",
+        view(
+            phase=Phase.SATISFIED,
+            status=active(capacityBlockEndsAt=(NOW + timedelta(hours=2)).isoformat()),
+            live=LIVE,
+            ready=ALL,
         ),
-        live=LIVE,
-    )
-    step = plan(v)
-    assert step.status.phase == c.PHASE_RELEASING
-    assert [e.reason for e in step.events] == ["CapacityBlockEnding"]
-
-
-def test_a_warm_set_wakes_up_for_whichever_comes_first() -> None:
-    v = view(
-        phase=c.PHASE_KEEP_WARM,
-        claimed=False,
-        status=active(
-            capacityBlockEndsAt=(NOW + MARGIN + timedelta(minutes=2)).isoformat(),
-            keepWarmUntil=(NOW + timedelta(minutes=5)).isoformat(),
+        Action.NONE,
+        Phase.SATISFIED,
+        requeue_after=(timedelta(hours=2) - MARGIN).total_seconds(),
+    ),
+    Row(
+        "a Joining gang on a block is released before the block ends",
+        view(phase=Phase.JOINING, status=active(capacityBlockEndsAt=BLOCK_SOON), live=LIVE),
+        Action.RELEASE_SET,
+        Phase.JOINING,
+        events=("CapacityBlockEnding",),
+        release_ids=ALL,
+    ),
+    Row(
+        "a Satisfied gang on a block is released before the block ends",
+        view(
+            phase=Phase.SATISFIED,
+            status=active(capacityBlockEndsAt=BLOCK_SOON),
+            live=LIVE,
+            ready=ALL,
         ),
-        live=LIVE,
-    )
-    assert plan(v).requeue_after == 120.0
+        Action.RELEASE_SET,
+        Phase.SATISFIED,
+        events=("CapacityBlockEnding",),
+        release_ids=ALL,
+    ),
+    Row(
+        "a warm set on an ending block is released",
+        view(
+            phase=Phase.KEEP_WARM,
+            claimed=False,
+            status=active(
+                capacityBlockEndsAt=(NOW + MARGIN).isoformat(),
+                keepWarmUntil=(NOW + timedelta(minutes=5)).isoformat(),
+            ),
+            live=LIVE,
+        ),
+        Action.NONE,
+        Phase.RELEASING,
+        events=("CapacityBlockEnding",),
+    ),
+    Row(
+        "a warm set wakes up for whichever comes first",
+        view(
+            phase=Phase.KEEP_WARM,
+            claimed=False,
+            status=active(
+                capacityBlockEndsAt=(NOW + MARGIN + timedelta(minutes=2)).isoformat(),
+                keepWarmUntil=(NOW + timedelta(minutes=5)).isoformat(),
+            ),
+            live=LIVE,
+        ),
+        Action.NONE,
+        Phase.KEEP_WARM,
+        requeue_after=120.0,
+    ),
+    Row(
+        "entering keep-warm on a block wakes up for its release",
+        view(
+            phase=Phase.SATISFIED,
+            claimed=False,
+            status=active(capacityBlockEndsAt=(NOW + MARGIN + timedelta(minutes=3)).isoformat()),
+            live=LIVE,
+            ready=ALL,
+        ),
+        Action.TAG_KEEP_WARM,
+        Phase.KEEP_WARM,
+        requeue_after=180.0,
+    ),
+]
 
 
-def test_entering_keep_warm_on_a_block_wakes_up_for_its_release() -> None:
-    v = view(
-        phase=c.PHASE_SATISFIED,
-        claimed=False,
-        status=active(capacityBlockEndsAt=(NOW + MARGIN + timedelta(minutes=3)).isoformat()),
-        live=LIVE,
-        ready=frozenset(IDS),
-    )
-    step = plan(v)
-    assert step.status.phase == c.PHASE_KEEP_WARM and step.requeue_after == 180.0
+@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+def test_plan(row: Row) -> None:
+    step = plan(row.given)
+    assert (step.action, step.status.phase) == (row.action, row.phase), step.why
+    if row.requeue_after is not ANY:
+        assert step.requeue_after == row.requeue_after
+    if row.events is not ANY:
+        assert tuple(e.reason for e in step.events) == row.events
+    if row.release_ids is not ANY:
+        assert frozenset(step.release_ids) == row.release_ids
+    if row.purpose is not ANY:
+        assert step.release_purpose is row.purpose
+    written = step.status.model_dump(mode="json", by_alias=True)
+    for key, value in row.status.items():
+        assert written[key] == value, key
+
+
+def test_every_phase_and_action_has_a_row() -> None:
+    # A new phase or action without a row in this table fails here.
+    assert {r.phase for r in ROWS} == set(Phase)
+    assert {r.action for r in ROWS} == set(Action)
+
+
+_SETTLED = (Phase.JOINING, Phase.SATISFIED, Phase.KEEP_WARM)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [r.given for r in ROWS if r.given.status.phase in _SETTLED and not r.given.deleting],
+)
+def test_a_joining_settled_or_warm_pool_never_asks_about_its_stack(given: PoolView) -> None:
+    # Asking may run the Pulumi CLI on the reconcile worker (a backend that failed the last
+    # read is asked again): the pass gathers no answer for these, and the plan reads none.
+    assert given.stack_prepared is None
+    plan(given)
+
+
+def test_a_plan_that_reads_an_ungathered_stack_answer_fails_loudly() -> None:
+    # The guard the two tests above rely on: the view refuses to guess.
+    given = view(phase=Phase.ACQUIRING, prepared=False)
+    with pytest.raises(AssertionError, match="did not gather it"):
+        plan(replace(given, stack_prepared=None))
