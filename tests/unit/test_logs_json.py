@@ -26,6 +26,7 @@ from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 from tests.support.backends import UNREACHED_BACKEND
+from tests.support.pool_reconciler import pool_deps
 
 pytestmark = pytest.mark.unit
 
@@ -128,17 +129,19 @@ def test_a_reconciles_log_line_is_json_with_pool_and_generation(json_log: io.Str
     executor = StackExecutor(1, on_finished=lambda _pool: None, metrics=ControllerMetrics())
     engine, metrics = _Engine(), ControllerMetrics()
     reconciler = GangNodePoolReconciler(
-        _Kube(),  # type: ignore[arg-type]
-        _Informer([POOL]),  # type: ignore[arg-type]
-        _Informer([]),  # type: ignore[arg-type]
-        engine,  # type: ignore[arg-type]
-        InstanceIndex(engine, "c1", 10, FakeClock(), metrics),  # type: ignore[arg-type]
-        stacks,  # type: ignore[arg-type]
-        executor,
-        SETTINGS,
-        _Recorder(),  # type: ignore[arg-type]
-        lambda: NOW,
-        metrics,
+        pool_deps(
+            settings=SETTINGS,
+            kube=_Kube(),
+            pools=_Informer([POOL]),
+            nodes=_Informer([]),
+            engine=engine,
+            index=InstanceIndex(engine, "c1", 10, FakeClock(), metrics),
+            stacks=stacks,
+            executor=executor,
+            recorder=_Recorder(),
+            now=lambda: NOW,
+            metrics=metrics,
+        )
     )
     reconciler.reconcile(ObjectKey("", "pool-a"))
     assert executor.run_next(timeout=0)
