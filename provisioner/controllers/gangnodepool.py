@@ -1,21 +1,23 @@
-"""GangNodePool reconciler: acquires, watches and releases each pool's gang.
+"""GangNodePool reconciler's loop: observe, plan, persist, act (or submit), settle.
 
 Watches: GangNodePools, and Nodes carrying the pool label (mapped to their pool).
 Writes, alone: `GangNodePool.status`, all EC2 lifecycle of the pool's instances, the pool's
-Pulumi stack, the group label of its own Nodes, and the finalizer's removal.
+Pulumi stack, the group label of its own Nodes, and the finalizer's removal. The effects
+themselves are `pool_actions`'; this module decides when they run and saves what they left.
 
-Each pass observes (the pool, its live instances in EC2 found by tag, its Ready Nodes),
-asks `pool_transitions.plan` for ONE step, persists that step's status (for a launch: the
-marker with the generation) before acting, performs the action, and persists what
-`pool_transitions.outcome` makes of the result. The work queue runs one pass per pool at a
-time, so a pool can never launch twice concurrently; the launch marker and ClientToken make
-a crash at any point resume rather than repeat.
+Each pass observes (the pool, its live instances in EC2 found by tag, its Ready Nodes, and
+the facts its plan and action need: the stack's outputs, the cluster, AMI, instance type and
+reservation, each read once; see `_read_facts`), asks `pool_plan.plan` for ONE step,
+persists that step's status (for a launch: the marker with the generation) before acting,
+performs the action, and persists what `pool_outcomes.outcome` makes of the result. The work
+queue runs one pass per pool at a time, so a pool can never launch twice concurrently; the
+launch marker and ClientToken make a crash at any point resume rather than repeat.
 
 Stack steps (prepare, record, release a set, destroy) are handed to the `StackExecutor`
 instead of run here: the pass persists the step's status, submits, and returns. While the
 operation runs, passes of the pool still observe and write plain status changes, and plan
 nothing that touches the stack (`plan` makes such steps wait). When it ends, the executor
-queues the pool; that pass persists what `pool_transitions.settle` makes of the result on
+queues the pool; that pass persists what `pool_outcomes.settle` makes of the result on
 the status as it is then, and nothing else.
 
 What EC2 holds for the pool comes from the shared `InstanceIndex`: a pool about to act on
