@@ -30,8 +30,8 @@ from provisioner.cloud.state_access import (
     kms_key_of,
     s3_backend_of,
 )
-from provisioner.doctor import Failed, Result, Warned, run_checks
-from provisioner.installation import CHART_SELECTOR, INSTANCE, Installation, Reader
+from provisioner.commands.doctor import Failed, Result, Warned, run_checks
+from provisioner.commands.installation import CHART_SELECTOR, INSTANCE, Installation, Reader
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import (
     CONFIG_MAPS,

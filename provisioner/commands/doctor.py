@@ -10,7 +10,7 @@ access entry are valid; the AMI resolves; the cluster's subnets exist. `doctor_i
 adds the installation's links (Kueue's waitForPodsReady, cert-manager, the controller's AWS
 identity, the Pulumi state), placed before the AWS links. Every check runs even after a
 failure, so one run lists everything to fix. `connect` finds the cluster, the installation
-(`provisioner.installation`) and the AWS identity the checks run as; explain uses it too.
+(`provisioner.commands.installation`) and the AWS identity the checks run as; explain uses it too.
 It only reads, through `provisioner.kube` and `provisioner.cloud`.
 """
 
@@ -32,7 +32,7 @@ from provisioner.cloud.ec2api import CloudClients
 from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
 from provisioner.cloud.naming import instance_profile_name
 from provisioner.cloud.preflight import verify_access_entry, verify_instance_profile
-from provisioner.installation import Installation
+from provisioner.commands.installation import Installation
 from provisioner.kube.errors import KubeError, KubeNotFound
 from provisioner.kube.resources import ADMISSION_CHECKS, LEASES, WORKLOADS, ResourceRef
 
@@ -506,7 +506,11 @@ def connect(where: Where, *, aws: bool = True) -> Target:
     import json
 
     from provisioner.cloud.access import operator_access
-    from provisioner.installation import DiscoveryError, find_installation, from_settings_file
+    from provisioner.commands.installation import (
+        DiscoveryError,
+        find_installation,
+        from_settings_file,
+    )
     from provisioner.kube.client import KubeClient
 
     kubeconfig, config = where.kubeconfig, where.config
@@ -567,7 +571,7 @@ def main(where: Where, queue: str, check: str, kueue_config: str) -> int:
 
 
 def _run(target: Target, queue: str, check: str, kueue_config: str) -> int:
-    from provisioner.doctor_install import InstallChecks
+    from provisioner.commands.doctor_install import InstallChecks
 
     print(target.header())
     access = target.access

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from provisioner.cli_pools import PoolRow, build_rows, render_table
+from provisioner.commands.pools import PoolRow, build_rows, render_table
 from provisioner.pulumi_driver.driver import StackSummary
 from provisioner.pulumi_driver.oplog import StackOperation
 
