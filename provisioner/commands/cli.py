@@ -24,7 +24,7 @@ def _tools(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def _where(args: argparse.Namespace) -> Any:
-    from provisioner.commands.doctor import Where
+    from provisioner.commands.target import Where
 
     return Where(
         kubeconfig=args.kubeconfig,
