@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from provisioner.api.settings import (
-    Settings,
+from provisioner.api.settings import Settings
+from provisioner.api.settings_sources import (
     SettingsError,
     load_settings,
     overrides_from_argv,

@@ -30,7 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from provisioner.api.settings import Settings, SettingsError, settings_from_argv
+from provisioner.api.settings import Settings
+from provisioner.api.settings_sources import SettingsError, settings_from_argv
 
 __all__ = ["PoolRow", "build_rows", "main", "render_table"]
 
