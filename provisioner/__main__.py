@@ -1,3 +1,3 @@
-from provisioner.cli import main
+from provisioner.commands.cli import main
 
 raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Log set-up for `atomic-gang controller`: text for a terminal, JSON lines for a pipeline.
 
-Called once by `provisioner.controllers.main`. The format is `--log-format text|json`,
+Called once by `provisioner.commands.controller`. The format is `--log-format text|json`,
 defaulting to `$ATOMIC_GANG_LOG_FORMAT` (the image sets `json`), else `text`.
 
 A JSON line is one object per record: `time` (RFC 3339, UTC, milliseconds), `level`,

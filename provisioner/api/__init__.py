@@ -2,7 +2,7 @@
 
 - `constants`: every label, annotation, tag, phase, reason and name.
 - `durations`: Go-style durations ("10m", "1h30m") to and from timedelta.
-- `settings`: the controller's settings tree and its file/env/flag loader.
+- `settings`: the controller's settings tree; `settings_sources`: its file/env/flag loader.
 - `shape`: a Job's gang shape, its parser and the pool-reuse comparison; the per-key
   rules are in `shape_rules`, the one error (`GangShapeError`) in `problems`.
 - `gangnodepool`: the GangNodePool resource, its CRD and print columns.
@@ -46,8 +46,8 @@ if _TYPE_CHECKING:
         find_condition,
         set_condition,
     )
-    from provisioner.api.settings import (
-        Settings,
+    from provisioner.api.settings import Settings
+    from provisioner.api.settings_sources import (
         SettingsError,
         load_settings,
         settings_from_argv,
@@ -90,7 +90,7 @@ _HOMES = {
     "Problem": "provisioner.api.shape",
     "ReleaseInProgress": "provisioner.api.gangnodepool",
     "Settings": "provisioner.api.settings",
-    "SettingsError": "provisioner.api.settings",
+    "SettingsError": "provisioner.api.settings_sources",
     "Workload": "provisioner.api.workload",
     "check_state_patch": "provisioner.api.workload",
     "default_ami_variant": "provisioner.api.shape",
@@ -99,11 +99,11 @@ _HOMES = {
     "format_duration": "provisioner.api.durations",
     "gang_pod_set_updates": "provisioner.api.workload",
     "load_crd": "provisioner.api.gangnodepool",
-    "load_settings": "provisioner.api.settings",
+    "load_settings": "provisioner.api.settings_sources",
     "parse_duration": "provisioner.api.durations",
     "parse_gang_shape": "provisioner.api.shape",
     "set_condition": "provisioner.api.meta",
-    "settings_from_argv": "provisioner.api.settings",
+    "settings_from_argv": "provisioner.api.settings_sources",
     "shape_differences": "provisioner.api.shape",
 }
 

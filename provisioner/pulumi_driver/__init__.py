@@ -1,6 +1,9 @@
 """The stack driver: the only package that imports the Pulumi Automation API (DESIGN §5).
 
-- `driver`: `StackDriver`, one project per cluster and one stack per pool.
+- `driver`: `StackDriver`, one project per cluster and one stack per pool; what it hands
+  back (`StackResult`, `RecoveryReport`, `StackSummary`) is in `reports`.
+- `stack_backend`: which stacks the backend holds, each pool's stack handle and outputs.
+- `recovery`: stale locks and interrupted operations, repaired on becoming leader.
 - `errors`: `StackError` and its named reasons.
 - `oplog`: `StackOperation`, the marker-and-result record of each operation.
 - `pending`, `locks`, `statefile`: crash recovery of pending operations, lock staleness,
@@ -24,22 +27,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from provisioner.pulumi_driver.driver import (
-        RecoveryReport,
-        StackDriver,
-        StackResult,
-        StackSummary,
-    )
+    from provisioner.pulumi_driver.driver import StackDriver
     from provisioner.pulumi_driver.errors import StackError
     from provisioner.pulumi_driver.oplog import StackOperation
+    from provisioner.pulumi_driver.reports import RecoveryReport, StackResult, StackSummary
     from stacks.outputs import PoolOutputs
     from stacks.spec import InstanceSetRecord, PoolSpec, pool_spec_for
 
 _HOMES = {
-    "RecoveryReport": "provisioner.pulumi_driver.driver",
+    "RecoveryReport": "provisioner.pulumi_driver.reports",
     "StackDriver": "provisioner.pulumi_driver.driver",
-    "StackResult": "provisioner.pulumi_driver.driver",
-    "StackSummary": "provisioner.pulumi_driver.driver",
+    "StackResult": "provisioner.pulumi_driver.reports",
+    "StackSummary": "provisioner.pulumi_driver.reports",
     "StackError": "provisioner.pulumi_driver.errors",
     "StackOperation": "provisioner.pulumi_driver.oplog",
     "PoolOutputs": "stacks.outputs",

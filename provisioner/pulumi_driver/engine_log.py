@@ -52,6 +52,16 @@ class EngineLog:
         # The stack's outputs as the update registered them; None until it does.
         self.stack_outputs: dict[str, Any] | None = None
 
+    def reporting(self) -> dict[str, Any]:
+        """How every engine run reports: its events to this log, no colour, no progress."""
+        return {
+            "on_event": self.on_event,
+            "on_output": self.on_output,
+            "on_error": self.on_error,
+            "color": "never",
+            "suppress_progress": True,
+        }
+
     @property
     def diagnostics(self) -> list[str]:
         """Error diagnostics, in the program's resource order (independent resources fail

@@ -11,7 +11,7 @@ import argparse
 import logging
 import sys
 
-from provisioner.api.settings import SettingsError, load_settings
+from provisioner.api.settings_sources import SettingsError, load_settings
 from provisioner.webhook.server import WebhookServer
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.api.settings import Settings, StackOperations, settings_from_argv
+from provisioner.api.settings import Settings, StackOperations
+from provisioner.api.settings_sources import settings_from_argv
 from tests.chart.conftest import NAMESPACE, NODE_ROLE, STATE_BACKEND, STATE_SECRETS, Helm, Rendered
 
 

@@ -23,7 +23,8 @@ from devenv.environment import LocalEnvironment
 from provisioner.api import constants as c
 from provisioner.cloud.ec2api import build_clients
 from provisioner.cloud.naming import instance_profile_name
-from provisioner.doctor import Doctor, Result
+from provisioner.commands.checks import Result
+from provisioner.commands.doctor import Doctor
 from provisioner.kube.client import KubeClient
 from tests.e2e.conftest import eventually
 

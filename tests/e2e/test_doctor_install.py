@@ -25,9 +25,9 @@ from devenv.environment import CONTROLLER_NAMESPACE, LocalEnvironment
 from devenv.kueue_manager import CONFIG_KEY, CONFIG_MAP, KUEUE_NAMESPACE
 from devenv.state_backend import DEFAULT_ALIAS, DEFAULT_BUCKET
 from devenv.webhook import CONFIG_NAME as WEBHOOK_CONFIG
-from provisioner import cli
 from provisioner.api import constants as c
 from provisioner.cloud.iam_policy import pod_identity_trust_policy
+from provisioner.commands import cli
 from tests.e2e.conftest import eventually, phase, submit
 from tests.integration.test_stack_support import pulumi_root
 

@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 from provisioner.api import constants as c
-from provisioner.explain import explain
+from provisioner.commands.explain import explain
 from provisioner.kube.client import KubeClient
 from tests.e2e.conftest import conditions, eventually, pool, submit, workload_of
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from devenv.state_backend import StateBackend, seed_state_backend
-from provisioner import cli_pools
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
+from provisioner.commands import pools as pools_command
 from provisioner.pulumi_driver import StackDriver, StackError
 from stacks.outputs import INSTANCE_IDS
 from tests.integration.test_stack_support import (
@@ -137,7 +137,7 @@ def test_pool_stack_prepare_record_remove_destroy(
     assert driver._file.outputs("train-a")[INSTANCE_IDS] == gen1  # type: ignore[index]
 
     # The inventory: `atomic-gang pools` and the operator's `pulumi stack ls`.
-    assert cli_pools.main(_pools_argv(world, state, pulumi_tool)) == 0
+    assert pools_command.main(_pools_argv(world, state, pulumi_tool)) == 0
     table = capsys.readouterr().out
     row = next(line for line in table.splitlines() if line.startswith("train-a"))
     assert ",".join(gen1) in row and "ok, 6 resources" in row and "record succeeded" in row
@@ -471,7 +471,7 @@ def test_a_replica_restarted_without_its_local_state_loses_no_stack(
     argv += ["--pulumi.secrets-provider", backend.secrets_provider]
     argv += ["--aws.endpoint-url", world.endpoint]
     capsys.readouterr()
-    assert cli_pools.main(argv) == 0
+    assert pools_command.main(argv) == 0
     table = capsys.readouterr().out
     rows = {line.split()[0]: line for line in table.splitlines()[1:] if line.strip()}
     assert ",".join(alpha.instance_ids) in rows["alpha"] and "ok, 6 resources" in rows["alpha"]

@@ -28,7 +28,7 @@ from kubernetes.client.rest import ApiException  # type: ignore[import-untyped]
 
 from devenv.processes import Supervised, free_port
 from provisioner.api import constants as c
-from provisioner.api.settings import load_settings
+from provisioner.api.settings_sources import load_settings
 from provisioner.api.shape import GangShapeError, parse_gang_shape
 from provisioner.webhook.server import JOB_WEBHOOK_PATH
 from tests.chart.conftest import Helm

@@ -15,6 +15,8 @@ from provisioner.api.settings import (
     LeaderElection,
     PulumiSettings,
     Settings,
+)
+from provisioner.api.settings_sources import (
     SettingsError,
     build_arg_parser,
     load_settings,

@@ -30,6 +30,7 @@ def test_exported_members_exist_and_are_listed_once() -> None:
         "meta",
         "problems",
         "settings",
+        "settings_sources",
         "shape",
         "shape_rules",
         "workload",
@@ -44,7 +45,7 @@ def test_literals_match_constants() -> None:
 
 def test_api_imports_no_sdk() -> None:
     code = (
-        "import sys, provisioner.api, provisioner.api.settings, provisioner.api.workload;"
+        "import sys, provisioner.api, provisioner.api.settings_sources, provisioner.api.workload;"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('kubernetes', 'boto3', 'botocore', 'pulumi'));"
         "print(','.join(bad))"

@@ -25,6 +25,7 @@ HEAVY = (
     "pydantic",
     "pydantic_settings",
     "provisioner.api.settings",
+    "provisioner.api.settings_sources",
     "provisioner.api.shape",
     "provisioner.api.gangnodepool",
     "provisioner.api.workload",
@@ -53,8 +54,7 @@ def _imported(statement: str) -> set[str]:
         "import stacks.pool_program",
         # The shared host (stackOperations.providerHost: shared) loads the SDK's servicer
         # once, then the providers as the engines send them.
-        "import stacks.provider_server as s; s.load_sdk_servicer(); "
-        f"import {', '.join(PROVIDERS)}",
+        f"import stacks.provider_server as s; s.load_sdk_servicer(); import {', '.join(PROVIDERS)}",
     ],
     ids=["provider host", "program", "shared provider host"],
 )

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from provisioner.cloud.state_access import kms_key_of, s3_backend_of
-from provisioner.doctor_install import wait_for_pods_ready
-from provisioner.installation import (
+from provisioner.commands.doctor_install import wait_for_pods_ready
+from provisioner.commands.installation import (
     CHART_NAMESPACE,
     DiscoveryError,
     choose_settings_configmap,

@@ -2,7 +2,7 @@
 and runs it until SIGTERM or a lost Lease.
 
 Settings come from `--config FILE`, `ATOMIC_GANG_*` environment variables and one flag per
-setting (see `provisioner.api.settings`), flags winning. An integration mode other than
+setting (see `provisioner.api.settings_sources`), flags winning. An integration mode other than
 `admissioncheck` is refused before anything starts: watching Jobs directly cannot stop their
 pods from being created before the capacity exists.
 """
@@ -19,7 +19,8 @@ import threading
 from pathlib import Path
 
 from provisioner import logs
-from provisioner.api.settings import Settings, SettingsError, settings_from_argv
+from provisioner.api.settings import Settings
+from provisioner.api.settings_sources import SettingsError, settings_from_argv
 from provisioner.assembly import build_system
 from provisioner.kube.client import KubeClient
 from provisioner.kube.leader import default_identity

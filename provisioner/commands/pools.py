@@ -1,18 +1,19 @@
 """`atomic-gang pools`: every pool, with its phase, instances, stack state and last operation.
 
-Called by `provisioner.cli` (`main(argv)`). Reads two sources and joins them by pool name:
-the GangNodePools in the cluster (phase, and the instance ids the reconciler persisted) and
-the pools' Pulumi stacks through the stack driver (resources, lock, pending operations,
-recorded gang, the driver's last operation record). A stack without a GangNodePool is
-listed too: that is a pool whose custom resource is gone while its stack is not. Nothing
-here writes anything; on a `file://` backend the stack columns cost no CLI run at all.
+Called by `provisioner.commands.cli` (`main(argv)`). Reads two sources and joins them by
+pool name: the GangNodePools in the cluster (phase, and the instance ids the reconciler
+persisted) and the pools' Pulumi stacks through the stack driver (resources, lock, pending
+operations, recorded gang, the driver's last operation record). A stack without a
+GangNodePool is listed too: that is a pool whose custom resource is gone while its stack is
+not. Nothing here writes anything; on a `file://` backend the stack columns cost no CLI run
+at all.
 
 The footer prints the exact `pulumi stack ls` command for the same inventory.
 
 From a laptop, the cluster's kubeconfig is enough: without settings flags the installed
 controller's settings (its state backend, secrets provider, project) are read from the
-chart's settings ConfigMap, found as `doctor` finds it (`provisioner.installation`), and the
-stacks' work files go to a temporary directory instead of the pod's state directory.
+chart's settings ConfigMap, found as `doctor` finds it (`provisioner.commands.installation`),
+and the stacks' work files go to a temporary directory instead of the pod's state directory.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from provisioner.api.settings import Settings, SettingsError, settings_from_argv
+from provisioner.api.settings import Settings
+from provisioner.api.settings_sources import SettingsError, settings_from_argv
 
 __all__ = ["PoolRow", "build_rows", "main", "render_table"]
 
@@ -123,7 +125,7 @@ def _gang_node_pools(args: argparse.Namespace) -> list[dict[str, Any]]:
 def _installed_settings(args: argparse.Namespace) -> tuple[Settings, str]:
     """The installed controller's settings from its ConfigMap, and where they came from;
     a `DiscoveryError` names the flag to pass when there is none or more than one."""
-    from provisioner.installation import find_installation
+    from provisioner.commands.installation import find_installation
 
     client = _kube(args)
     try:
@@ -166,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args, rest = build_parser().parse_known_args(argv)
-    from provisioner.installation import DiscoveryError
+    from provisioner.commands.installation import DiscoveryError
 
     try:
         if rest or args.no_kube:

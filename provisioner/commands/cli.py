@@ -24,7 +24,7 @@ def _tools(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def _where(args: argparse.Namespace) -> Any:
-    from provisioner.doctor import Where
+    from provisioner.commands.target import Where
 
     return Where(
         kubeconfig=args.kubeconfig,
@@ -38,26 +38,26 @@ def _where(args: argparse.Namespace) -> Any:
 
 
 def _doctor(args: argparse.Namespace, rest: list[str]) -> int:
-    from provisioner import doctor
+    from provisioner.commands import doctor
 
     check = args.check or ko.CHECK_NAME
     return doctor.main(_where(args), args.queue, check, args.kueue_config)
 
 
 def _explain(args: argparse.Namespace, rest: list[str]) -> int:
-    from provisioner import explain
+    from provisioner.commands import explain
 
     return explain.main(args.job, _where(args), args.check)
 
 
 def _controller(args: argparse.Namespace, rest: list[str]) -> int:
-    from provisioner.controllers.main import main
+    from provisioner.commands.controller import main
 
     return main(rest)
 
 
 def _pools(args: argparse.Namespace, rest: list[str]) -> int:
-    from provisioner.cli_pools import main
+    from provisioner.commands.pools import main
 
     return main(rest)
 

@@ -16,7 +16,8 @@ import pytest
 from devenv import kueue_objects as ko
 from provisioner.api import constants as c
 from provisioner.api.settings import Settings
-from provisioner.doctor import Doctor, requested_resources
+from provisioner.commands.doctor import Doctor
+from provisioner.commands.doctor_kube import requested_resources
 from provisioner.kube.client import ObjectList
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import ResourceRef

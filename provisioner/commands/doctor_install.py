@@ -1,12 +1,13 @@
 """`atomic-gang doctor`'s checks of the installation around the controller.
 
-Called by `doctor.main` after the queue and AWS links. Each reads one thing and says pass,
-WARN or FAIL with the fix: Kueue's waitForPodsReady (from Kueue's config ConfigMap and its
-manager's flags); cert-manager, when the chart's webhook configuration asks cert-manager to
-inject its CA; the controller ServiceAccount's AWS identity (IRSA annotation or Pod
-Identity association, looked up with the operator's credentials); which identity the AWS
-checks ran as; the Pulumi state backend (S3 list/write/read/delete, or a file:// directory)
-and the secrets provider's KMS key (DescribeKey, Encrypt/Decrypt), both with that identity.
+Called by `doctor.main`: its identity checks go before the AWS links, its state checks
+last. Each reads one thing and says pass, WARN or FAIL with the fix: Kueue's
+waitForPodsReady (from Kueue's config ConfigMap and its manager's flags); cert-manager, when
+the chart's webhook configuration asks cert-manager to inject its CA; the controller
+ServiceAccount's AWS identity (IRSA annotation or Pod Identity association, looked up with
+the operator's credentials); which identity the AWS checks ran as; the Pulumi state backend
+(S3 list/write/read/delete, or a file:// directory) and the secrets provider's KMS key
+(DescribeKey, Encrypt/Decrypt), both with that identity.
 It only reads, apart from the one probe object it writes and deletes in the state bucket.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -30,8 +31,8 @@ from provisioner.cloud.state_access import (
     kms_key_of,
     s3_backend_of,
 )
-from provisioner.doctor import Failed, Result, Warned, run_checks
-from provisioner.installation import CHART_SELECTOR, INSTANCE, Installation, Reader
+from provisioner.commands.checks import Check, Failed, Result, Warned, run_checks
+from provisioner.commands.installation import CHART_SELECTOR, INSTANCE, Installation, Reader
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import (
     CONFIG_MAPS,
@@ -99,7 +100,7 @@ class InstallChecks:
     access: AwsAccess | CloudError  # the identity the AWS checks run as
     kueue_config: str = KUEUE_CONFIG
 
-    def checks(self) -> list[tuple[str, Callable[[], str]]]:
+    def checks(self) -> list[Check]:
         return [
             ("Kueue waitForPodsReady", self.kueue_wait_for_pods_ready),
             ("cert-manager", self.cert_manager),
@@ -107,7 +108,7 @@ class InstallChecks:
             ("AWS identity", self.aws_identity),
         ]
 
-    def state_checks(self) -> list[tuple[str, Callable[[], str]]]:
+    def state_checks(self) -> list[Check]:
         return [
             ("state backend", self.state_backend),
             ("secrets provider", self.secrets_provider),

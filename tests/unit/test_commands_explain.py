@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from provisioner.api import constants as c
-from provisioner.explain import explain
+from provisioner.commands.explain import explain
 from provisioner.kube.client import ObjectList
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import ResourceRef

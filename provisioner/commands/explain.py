@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 from provisioner.api import constants as c
 from provisioner.api import kueue_objects as ko
-from provisioner.doctor import Where, connect, requested_resources
+from provisioner.commands.doctor_kube import requested_resources
+from provisioner.commands.target import Where, connect
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import (
     ADMISSION_CHECKS,

@@ -1,7 +1,7 @@
 """Where the installed controller lives, found from the cluster: its settings, Lease and
 ServiceAccount.
 
-Called by `doctor.connect` for `atomic-gang doctor` and `explain`. The chart labels all it
+Called by `target.connect` for `atomic-gang doctor` and `explain`. The chart labels all it
 renders `app.kubernetes.io/part-of=atomic-gang-provisioner`; its settings ConfigMap is the
 one of those holding `settings.yaml` (the dashboard ConfigMap carries the same labels). It
 is looked for in `--namespace` (default: the chart's documented `atomic-gang-system`), and,
@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from provisioner.api.settings import (
-    Settings,
+from provisioner.api.settings import Settings
+from provisioner.api.settings_sources import (
     SettingsError,
     load_settings,
     overrides_from_argv,

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from provisioner.cli_pools import PoolRow, build_rows, render_table
-from provisioner.pulumi_driver.driver import StackSummary
+from provisioner.commands.pools import PoolRow, build_rows, render_table
 from provisioner.pulumi_driver.oplog import StackOperation
+from provisioner.pulumi_driver.reports import StackSummary
 
 pytestmark = pytest.mark.unit
 

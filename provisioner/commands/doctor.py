@@ -1,0 +1,80 @@
+"""`atomic-gang doctor`: preflight checks, in the order a Job's path depends on them.
+
+Called by the CLI. Each check reads one link and says pass or fail, and for a failure the
+fix. The Kubernetes links first (`doctor_kube`: the queues, our AdmissionCheck, the leader
+Lease), then the installation's (`doctor_install`: Kueue's waitForPodsReady,
+cert-manager, the controller's AWS identity and the one the checks run as), then the AWS
+links (`doctor_aws`: node role, instance profile, access entry, AMI, subnets), then the
+Pulumi state (`doctor_install`). Every check runs even after a failure, so one run lists
+everything to fix (`checks`). `target.connect` finds the cluster, the installation and the
+AWS identity the checks run as. It only reads, through `provisioner.kube` and
+`provisioner.cloud`, apart from the state backend's one probe object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from provisioner.api import kueue_objects as ko
+from provisioner.api.settings import Settings
+from provisioner.cloud.access import AwsAccess
+from provisioner.cloud.ec2api import CloudClients
+from provisioner.commands.checks import Result, report, run_checks
+from provisioner.commands.doctor_aws import DEFAULT_INSTANCE_TYPE, AwsLinks
+from provisioner.commands.doctor_install import InstallChecks
+from provisioner.commands.doctor_kube import KubeLinks, Reader
+from provisioner.commands.target import Target, Where, connect
+
+__all__ = ["Doctor", "main"]
+
+
+@dataclass
+class Doctor:
+    """The queue and AWS links (the installation's are `InstallChecks`)."""
+
+    kube: Reader
+    clouds: CloudClients | None
+    iam: Any
+    settings: Settings
+    queue: str = f"default/{ko.QUEUE_NAME}"
+    check: str = ko.CHECK_NAME
+    instance_type: str = DEFAULT_INSTANCE_TYPE
+    now: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+    def run(self) -> list[Result]:
+        kube = KubeLinks(self.kube, self.settings, self.queue, self.check, self.now)
+        aws = AwsLinks(self.clouds, self.iam, self.settings, self.instance_type)
+        return run_checks(kube.checks() + aws.checks())
+
+
+def main(where: Where, queue: str, check: str, kueue_config: str) -> int:
+    target = connect(where)
+    try:
+        return _run(target, queue, check, kueue_config)
+    finally:
+        target.kube.close()
+
+
+def _run(target: Target, queue: str, check: str, kueue_config: str) -> int:
+    print(target.header())
+    access = target.access
+    clouds = access.clients() if isinstance(access, AwsAccess) else None
+    iam = access.client("iam") if isinstance(access, AwsAccess) else None
+    doctor = Doctor(target.kube, clouds, iam, target.settings, queue=queue, check=check)
+    install = InstallChecks(
+        target.kube,
+        target.settings,
+        target.installation,
+        target.operator,
+        access,
+        kueue_config=kueue_config,
+    )
+    results = doctor.run()
+    # Kubernetes links, the installation and identities, then the AWS links, then the state.
+    aws_from = next(i for i, r in enumerate(results) if r.name == "node role")
+    results[aws_from:aws_from] = run_checks(install.checks())
+    results += run_checks(install.state_checks())
+    return report(results)
