@@ -7,13 +7,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
-# `make test` runs the suites on this many pytest-xdist workers, a whole file per worker in
+# `make test` runs its suites on this many pytest-xdist workers, a whole file per worker in
 # collection order (each worker starts its own control plane, Kueue and emulator; e2e files
 # come last on each, see tests/conftest.py). Most of a test's time is waiting on those
 # processes, so two workers fill two cores. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: all venv tools demo test test-unit test-integration test-e2e lint dev-up dev-down dev-status clean
+.PHONY: all venv tools demo test test-fast test-unit test-integration test-e2e lint dev-up dev-down dev-status clean
 .PHONY: image image-host test-image
 
 all: test
@@ -37,10 +37,17 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy provisioner stacks infra devenv bench
 
-# Every suite, then the image built with podman and run as the chart runs it (test-image).
-# The slowest tests are listed at the end, so a CI run says where its time went.
-test: tools lint
-	$(PY) -m pytest tests --ignore=tests/image --durations=25 \
+# The fast lane: lint, then the unit tests. Neither needs a Go-built tool, so a failure here
+# stops `make test` in minutes, before `tools` builds anything.
+test-fast: lint
+	$(PY) -m pytest tests/unit -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# The fast lane, then the slow suites (the real apiserver, Kueue, Pulumi, the emulator), then
+# the image built with podman and run as the chart runs it (test-image). The slowest tests
+# are listed at the end, so a CI run says where its time went.
+test: test-fast
+	$(MAKE) tools
+	$(PY) -m pytest tests --ignore=tests/unit --ignore=tests/image --durations=25 \
 		-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 	$(MAKE) test-image
 

@@ -24,6 +24,7 @@ from kubernetes import client as k8s  # type: ignore[import-untyped]
 
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import load_crd
+from tests.support.pools import pool, pool_spec
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_CHART = REPO / "charts" / "atomic-gang-provisioner-crd"
@@ -70,22 +71,16 @@ def _pool_with_status(custom: k8s.CustomObjectsApi, name: str) -> dict[str, Any]
         c.GROUP,
         c.VERSION,
         c.GNP_PLURAL,
-        {
-            "apiVersion": f"{c.GROUP}/{c.VERSION}",
-            "kind": "GangNodePool",
-            "metadata": {"name": name},
-            "spec": {
-                "pool": name,
-                "count": 2,
-                "instanceType": "m5.large",
-                "mode": "runinstances",
-                "region": "us-east-1",
-                "nodeRoleArn": "arn:aws:iam::123456789012:role/node",
-                "keepWarmTTL": "10m",
-                "maxLifetime": "4h",
-                "amiVariant": "standard",
-            },
-        },
+        pool(
+            name,
+            spec=pool_spec(
+                pool=name,
+                count=2,
+                instance_type="m5.large",
+                node_role_arn="arn:aws:iam::123456789012:role/node",
+                ami_variant="standard",
+            ),
+        ),
     )
     return dict(
         custom.patch_cluster_custom_object_status(

@@ -10,6 +10,7 @@ from kubernetes import client as k8s
 from kubernetes import watch
 
 from provisioner.api import constants as c
+from tests.support.pools import pool
 
 KUEUE_API = (c.KUEUE_GROUP, c.KUEUE_VERSION)
 
@@ -33,22 +34,7 @@ def test_gangnodepool_crd_is_served_with_short_name_and_columns(kube_api: Any) -
 def test_gangnodepool_round_trips_through_the_apiserver(kube_api: Any) -> None:
     custom = k8s.CustomObjectsApi(kube_api)
     name = f"pool-{uuid.uuid4().hex[:8]}"
-    body = {
-        "apiVersion": c.API_VERSION,
-        "kind": c.GNP_KIND,
-        "metadata": {"name": name},
-        "spec": {
-            "pool": name,
-            "count": 4,
-            "instanceType": "p4d.24xlarge",
-            "mode": "runinstances",
-            "region": "us-east-1",
-            "nodeRoleArn": "arn:aws:iam::123456789012:role/eks-gang-node-role",
-            "keepWarmTTL": "10m",
-            "maxLifetime": "4h",
-            "amiVariant": "nvidia",
-        },
-    }
+    body = pool(name)
     custom.create_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, body)
     try:
         read = custom.get_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, name)

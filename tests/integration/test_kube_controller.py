@@ -4,8 +4,6 @@ from the (possibly stale) cache through `write_status`; conflicts requeue and co
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 from provisioner.api.constants import FIELD_MANAGER
@@ -15,16 +13,9 @@ from provisioner.kube.informer import Informer
 from provisioner.kube.resources import ObjectKey, ResourceRef
 from provisioner.kube.status import write_status
 from provisioner.kube.workqueue import Controller, Result, WorkQueue
+from tests.support.waiting import eventually
 
 DEADLINE = 30.0
-
-
-def eventually(check: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def test_a_controller_converges_status_despite_conflicts(
@@ -71,6 +62,7 @@ def test_a_controller_converges_status_despite_conflicts(
             kube_client.create(
                 widgets, {"metadata": {"name": name, "namespace": namespace}, "spec": {"size": 1}}
             )
+
         # Keep changing spec while the controller writes status: its cached reads go stale.
         # This writer is preconditioned too, so a status write between its read and its
         # patch conflicts it as well: it reads again, as any client must.
@@ -100,7 +92,9 @@ def test_a_controller_converges_status_despite_conflicts(
                 (item.get("status") or {}).get("observedSize") == 5 for item in items
             )
 
-        eventually(converged, "every widget's status to reflect its final spec")
+        eventually(
+            converged, DEADLINE, "every widget's status to reflect its final spec", every=0.05
+        )
     finally:
         controller.stop(drain=False, timeout=10)
         informer.stop()

@@ -4,9 +4,8 @@ recovery from an expired resourceVersion, and reconnection after an apiserver ou
 from __future__ import annotations
 
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -15,20 +14,14 @@ from provisioner.kube.client import KubeClient, ObjectList, ResourceListWatch
 from provisioner.kube.errors import KubeGone
 from provisioner.kube.informer import Informer, WatchSource
 from provisioner.kube.resources import CONFIG_MAPS, NODES, ResourceRef
+from tests.support.waiting import eventually
 
 if TYPE_CHECKING:  # imported at runtime by pytest_plugins, which must come first
     from tests.integration.conftest_kube import FlakyClient
 
 
 DEADLINE = 20.0
-
-
-def eventually(check: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+POLL = 0.05
 
 
 class Seen:
@@ -88,7 +81,7 @@ def test_informer_follows_configmaps(
     assert seen.has("add", "before")
 
     created = kube_client.create(CONFIG_MAPS, configmap(namespace, "a"))
-    eventually(lambda: seen.has("add", "a"), "add of a")
+    eventually(lambda: seen.has("add", "a"), DEADLINE, "add of a", every=POLL)
     kube_client.patch(
         CONFIG_MAPS,
         "a",
@@ -96,10 +89,10 @@ def test_informer_follows_configmaps(
         namespace=namespace,
         resource_version=created["metadata"]["resourceVersion"],
     )
-    eventually(lambda: seen.has("update", "a"), "update of a")
+    eventually(lambda: seen.has("update", "a"), DEADLINE, "update of a", every=POLL)
     assert informer.get(namespace, "a")["data"] == {"v": "2"}  # type: ignore[index]
     kube_client.delete(CONFIG_MAPS, "a", namespace=namespace, resource_version=None)
-    eventually(lambda: seen.has("delete", "a"), "delete of a")
+    eventually(lambda: seen.has("delete", "a"), DEADLINE, "delete of a", every=POLL)
     assert informer.get(namespace, "a") is None
     assert [k.name for k in informer.list_keys()] == ["before"]
 
@@ -110,7 +103,7 @@ def test_informer_follows_a_custom_resource(
     informer, seen = start(informers, kube_client.list_watch(widgets, namespace=namespace), "w")
     body = {"metadata": {"name": "w1", "namespace": namespace}, "spec": {"size": 1}}
     created = kube_client.create(widgets, body)
-    eventually(lambda: seen.has("add", "w1"), "add of w1")
+    eventually(lambda: seen.has("add", "w1"), DEADLINE, "add of w1", every=POLL)
     kube_client.patch_status(
         widgets,
         "w1",
@@ -118,10 +111,10 @@ def test_informer_follows_a_custom_resource(
         namespace=namespace,
         resource_version=created["metadata"]["resourceVersion"],
     )
-    eventually(lambda: seen.has("update", "w1"), "status update of w1")
+    eventually(lambda: seen.has("update", "w1"), DEADLINE, "status update of w1", every=POLL)
     assert informer.get(namespace, "w1")["status"] == {"ready": True}  # type: ignore[index]
     kube_client.delete(widgets, "w1", namespace=namespace, resource_version=None)
-    eventually(lambda: seen.has("delete", "w1"), "delete of w1")
+    eventually(lambda: seen.has("delete", "w1"), DEADLINE, "delete of w1", every=POLL)
 
 
 def test_a_node_informer_with_a_label_selector_sees_nodes_enter_and_leave_it(
@@ -136,21 +129,26 @@ def test_a_node_informer_with_a_label_selector_sees_nodes_enter_and_leave_it(
             NODES, {"metadata": {"name": names[0], "labels": {"atomic-gang.k8s.aws/pool": pool}}}
         )
         other = kube_client.create(NODES, {"metadata": {"name": names[1]}})
-        eventually(lambda: seen.has("add", names[0]), "the labelled node")
+        eventually(lambda: seen.has("add", names[0]), DEADLINE, "the labelled node", every=POLL)
         labelled = kube_client.patch(
             NODES,
             names[1],
             {"metadata": {"labels": {"atomic-gang.k8s.aws/pool": pool}}},
             resource_version=other["metadata"]["resourceVersion"],
         )
-        eventually(lambda: seen.has("add", names[1]), "the relabelled node")
+        eventually(lambda: seen.has("add", names[1]), DEADLINE, "the relabelled node", every=POLL)
         kube_client.patch(
             NODES,
             names[1],
             {"metadata": {"labels": {"atomic-gang.k8s.aws/pool": None}}},
             resource_version=labelled["metadata"]["resourceVersion"],
         )
-        eventually(lambda: seen.has("delete", names[1]), "the node leaving the selector")
+        eventually(
+            lambda: seen.has("delete", names[1]),
+            DEADLINE,
+            "the node leaving the selector",
+            every=POLL,
+        )
         assert [k.name for k in informer.list_keys()] == [names[0]]
     finally:
         for name in names:
@@ -219,7 +217,7 @@ def test_a_410_relist_converges_the_cache(
     kube_client.create(CONFIG_MAPS, configmap(namespace, "new"))
 
     informer, seen = start(informers, ExpiredOnce(real, stale, raised), "expired")
-    eventually(lambda: informer.relists >= 2, "the re-list after 410")
+    eventually(lambda: informer.relists >= 2, DEADLINE, "the re-list after 410", every=POLL)
     assert seen.has("update", "change") and seen.has("delete", "remove") and seen.has("add", "new")
     assert not seen.has("update", "keep")
     truth = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in real.list().items}
@@ -227,7 +225,7 @@ def test_a_410_relist_converges_the_cache(
     assert cached == truth
     # And it follows the real watch after the recovery.
     kube_client.create(CONFIG_MAPS, configmap(namespace, "after"))
-    eventually(lambda: seen.has("add", "after"), "an add after the recovery")
+    eventually(lambda: seen.has("add", "after"), DEADLINE, "an add after the recovery", every=POLL)
 
 
 def test_an_informer_reconnects_after_an_apiserver_outage(
@@ -241,16 +239,30 @@ def test_an_informer_reconnects_after_an_apiserver_outage(
     source = flaky.client.list_watch(CONFIG_MAPS, namespace=namespace)
     informer, seen = start(informers, source, "outage")
     kube_client.create(CONFIG_MAPS, configmap(namespace, "before-outage"))
-    eventually(lambda: seen.has("add", "before-outage"), "the add before the outage")
+    eventually(
+        lambda: seen.has("add", "before-outage"), DEADLINE, "the add before the outage", every=POLL
+    )
 
     flaky.proxy.outage()
     # Written while the informer cannot reach the apiserver.
     kube_client.create(CONFIG_MAPS, configmap(namespace, "during-outage"))
     kube_client.delete(CONFIG_MAPS, "before-outage", namespace=namespace, resource_version=None)
-    eventually(lambda: "retrying" in caplog.text, "the informer noticing the outage")
+    eventually(
+        lambda: "retrying" in caplog.text, DEADLINE, "the informer noticing the outage", every=POLL
+    )
     assert not seen.has("add", "during-outage")
     flaky.proxy.restore()
 
-    eventually(lambda: seen.has("add", "during-outage"), "the add made during the outage")
-    eventually(lambda: seen.has("delete", "before-outage"), "the delete made during the outage")
+    eventually(
+        lambda: seen.has("add", "during-outage"),
+        DEADLINE,
+        "the add made during the outage",
+        every=POLL,
+    )
+    eventually(
+        lambda: seen.has("delete", "before-outage"),
+        DEADLINE,
+        "the delete made during the outage",
+        every=POLL,
+    )
     assert informer.relists == 1  # resumed from its resourceVersion, no re-list needed

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -13,6 +13,7 @@ import pytest
 from provisioner.kube.client import KubeClient
 from provisioner.kube.leader import LeaderElector, LeaseLock
 from provisioner.kube.resources import LEASES
+from tests.support.waiting import when
 
 if TYPE_CHECKING:  # imported at runtime by pytest_plugins, which must come first
     from tests.integration.conftest_kube import FlakyClient
@@ -20,16 +21,6 @@ if TYPE_CHECKING:  # imported at runtime by pytest_plugins, which must come firs
 
 LEASE, RENEW, RETRY = 3.0, 2.0, 0.25
 DEADLINE = 20.0
-
-
-def eventually(check: Callable[[], bool], what: str, timeout: float = DEADLINE) -> float:
-    """Poll until `check` holds; returns when (monotonic) it first did."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-    return time.monotonic()
 
 
 class Replica:
@@ -82,7 +73,7 @@ def test_two_electors_one_leader_and_release_hands_over_within_a_retry_period(
     a = Replica(kube_client, namespace, lease_name, "a")
     b = Replica(kube_client, namespace, lease_name, "b")
     start(running, a, b)
-    eventually(lambda: a.leads() or b.leads(), "a leader")
+    when(lambda: a.leads() or b.leads(), DEADLINE, "a leader")
     leader, standby = (a, b) if a.leads() else (b, a)
 
     # For several lease durations, exactly one leads and the Lease names it.
@@ -96,7 +87,7 @@ def test_two_electors_one_leader_and_release_hands_over_within_a_retry_period(
     released_at = time.monotonic()
     running.remove(leader)
     leader.elector.stop(release=True)
-    took_over_at = eventually(standby.leads, "the standby to lead")
+    took_over_at = when(standby.leads, DEADLINE, "the standby to lead")
     # One retry period, plus the requests of one attempt.
     assert took_over_at - released_at < RETRY + 1.0
     assert leader.stopped_at and leader.stopped_at[0] <= took_over_at
@@ -114,17 +105,17 @@ def test_a_leader_whose_renewals_fail_stops_before_the_other_takes_over(
 ) -> None:
     cut_off = Replica(flaky_kube_client.client, namespace, lease_name, "cut-off")
     start(running, cut_off)
-    eventually(cut_off.leads, "the first elector to lead")
+    when(cut_off.leads, DEADLINE, "the first elector to lead")
     standby = Replica(kube_client, namespace, lease_name, "standby")
     start(running, standby)
     # The standby has seen the Lease held, so after the cut it must wait the lease out.
-    eventually(lambda: standby.elector.leader == "cut-off", "the standby to see the leader")
+    when(lambda: standby.elector.leader == "cut-off", DEADLINE, "the standby to see the leader")
     assert not standby.leads()
 
     cut_at = time.monotonic()
     flaky_kube_client.proxy.outage()
-    stopped_at = eventually(lambda: not cut_off.leads(), "the cut-off leader to step down")
-    took_over_at = eventually(standby.leads, "the standby to take over")
+    stopped_at = when(lambda: not cut_off.leads(), DEADLINE, "the cut-off leader to step down")
+    took_over_at = when(standby.leads, DEADLINE, "the standby to take over")
 
     assert stopped_at - cut_at <= RENEW + RETRY + 1.0
     assert cut_off.stopped_at and cut_off.stopped_at[0] < standby.started_at[0]
@@ -137,13 +128,14 @@ def test_the_lease_record_is_well_formed(
 ) -> None:
     a = Replica(kube_client, namespace, lease_name, "a")
     start(running, a)
-    eventually(a.leads, "a to lead")
+    when(a.leads, DEADLINE, "a to lead")
     first = kube_client.get(LEASES, lease_name, namespace=namespace)["spec"]
-    eventually(
+    when(
         lambda: (
             kube_client.get(LEASES, lease_name, namespace=namespace)["spec"]["renewTime"]
             != first["renewTime"]
         ),
+        DEADLINE,
         "a renewal",
     )
     spec = kube_client.get(LEASES, lease_name, namespace=namespace)["spec"]

@@ -14,16 +14,9 @@ from kubernetes.client.rest import ApiException
 from devenv.nodesim import SIMULATED_LABEL, NodeSimulator
 from provisioner.api import constants as c
 from provisioner.cloud.nodeadm import render_user_data
+from tests.support.clocks import SecondsClock
 
 CLUSTER = "sim-cluster"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -34,10 +27,10 @@ def ec2(emulator: Any) -> Any:
 @pytest.fixture(params=["listing", "feed"])
 def simulator(
     request: pytest.FixtureRequest, kube_api: Any, ec2: Any, emulator: Any
-) -> Iterator[tuple[NodeSimulator, FakeClock]]:
+) -> Iterator[tuple[NodeSimulator, SecondsClock]]:
     """Every behaviour holds both ways: listing EC2 on each pass, and reading the
     emulator's instance event feed (what `devenv` runs)."""
-    clock = FakeClock()
+    clock = SecondsClock()
     core = k8s.CoreV1Api(kube_api)
     events = emulator.client if request.param == "feed" else None
     sim = NodeSimulator(
@@ -84,7 +77,7 @@ def _user_data(pool: str, group: str) -> str:
     )
 
 
-def _past_the_join_delay(sim: NodeSimulator, clock: FakeClock) -> None:
+def _past_the_join_delay(sim: NodeSimulator, clock: SecondsClock) -> None:
     """A pass that first sees the instances running, then one after the join delay."""
     sim.run_once()
     clock.now += 10
@@ -103,7 +96,7 @@ def _nodes(kube_api: Any) -> dict[str, Any]:
 
 
 def test_valid_user_data_joins_as_a_ready_node_after_the_join_delay(
-    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, FakeClock]
+    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, SecondsClock]
 ) -> None:
     sim, clock = simulator
     (iid,) = _launch(ec2, _user_data("pool-a", "g3"))
@@ -127,7 +120,7 @@ def test_valid_user_data_joins_as_a_ready_node_after_the_join_delay(
 
 
 def test_a_joined_node_carries_a_cni_eni_that_outlives_its_instance(
-    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, FakeClock]
+    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, SecondsClock]
 ) -> None:
     sim, clock = simulator
     (iid,) = _launch(ec2, _user_data("pool-a", "g4"))
@@ -160,7 +153,7 @@ class _TerminatedBeforeTheAttach:
 
 
 def test_a_cni_eni_whose_attach_ec2_refuses_is_deleted_not_left_behind(
-    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, FakeClock]
+    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, SecondsClock]
 ) -> None:
     sim, clock = simulator
     (iid,) = _launch(ec2, _user_data("pool-a", "g5"))
@@ -174,7 +167,7 @@ def test_a_cni_eni_whose_attach_ec2_refuses_is_deleted_not_left_behind(
 
 
 def test_broken_user_data_never_joins_and_says_why(
-    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, FakeClock]
+    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, SecondsClock]
 ) -> None:
     sim, clock = simulator
     (broken,) = _launch(ec2, "#!/bin/bash\necho this is not a NodeConfig\n")
@@ -187,7 +180,7 @@ def test_broken_user_data_never_joins_and_says_why(
 
 
 def test_an_instance_told_never_to_join_stays_out(
-    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, FakeClock]
+    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, SecondsClock]
 ) -> None:
     sim, clock = simulator
     first, second = _launch(ec2, _user_data("pool-b", "g1"), count=2)
@@ -198,7 +191,7 @@ def test_an_instance_told_never_to_join_stays_out(
 
 
 def test_termination_removes_the_node(
-    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, FakeClock]
+    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, SecondsClock]
 ) -> None:
     sim, clock = simulator
     (iid,) = _launch(ec2, _user_data("pool-c", "g1"))
@@ -210,7 +203,7 @@ def test_termination_removes_the_node(
 
 
 def test_a_restarted_simulator_removes_the_node_of_an_instance_gone_meanwhile(
-    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, FakeClock]
+    kube_api: Any, ec2: Any, simulator: tuple[NodeSimulator, SecondsClock]
 ) -> None:
     """Gone Nodes are deleted by the name their instance registered under, and a new
     simulator, which registered nothing, finds the ones before it by listing every Node."""
@@ -233,7 +226,7 @@ def test_a_restarted_simulator_removes_the_node_of_an_instance_gone_meanwhile(
 
 
 def test_a_gpu_instance_on_a_block_joins_with_its_gpus_efa_and_reservation_labels(
-    kube_api: Any, ec2: Any, emulator: Any, simulator: tuple[NodeSimulator, FakeClock]
+    kube_api: Any, ec2: Any, emulator: Any, simulator: tuple[NodeSimulator, SecondsClock]
 ) -> None:
     sim, clock = simulator
     block = emulator.client.add_capacity_reservation(
@@ -304,8 +297,8 @@ class DroppingFeed:
 @pytest.fixture
 def fed(
     kube_api: Any, ec2: Any, emulator: Any
-) -> Iterator[tuple[NodeSimulator, FakeClock, CountingEc2]]:
-    clock, counting = FakeClock(), CountingEc2(ec2)
+) -> Iterator[tuple[NodeSimulator, SecondsClock, CountingEc2]]:
+    clock, counting = SecondsClock(), CountingEc2(ec2)
     core = k8s.CoreV1Api(kube_api)
     sim = NodeSimulator(
         core=core,
@@ -321,7 +314,7 @@ def fed(
 
 
 def test_with_the_feed_a_settled_fleet_costs_ec2_nothing(
-    kube_api: Any, ec2: Any, fed: tuple[NodeSimulator, FakeClock, CountingEc2]
+    kube_api: Any, ec2: Any, fed: tuple[NodeSimulator, SecondsClock, CountingEc2]
 ) -> None:
     sim, clock, counting = fed
     sim.run_once()  # the first pass lists, to learn what was there before it
@@ -341,7 +334,7 @@ def test_with_the_feed_a_settled_fleet_costs_ec2_nothing(
 
 
 def test_with_the_feed_a_booting_instance_is_asked_about_until_seen_running(
-    kube_api: Any, ec2: Any, fed: tuple[NodeSimulator, FakeClock, CountingEc2]
+    kube_api: Any, ec2: Any, fed: tuple[NodeSimulator, SecondsClock, CountingEc2]
 ) -> None:
     sim, clock, counting = fed
     sim.run_once()
@@ -360,7 +353,7 @@ def test_with_the_feed_a_booting_instance_is_asked_about_until_seen_running(
 
 
 def test_with_the_feed_missed_events_make_the_next_pass_list_ec2(
-    kube_api: Any, ec2: Any, fed: tuple[NodeSimulator, FakeClock, CountingEc2]
+    kube_api: Any, ec2: Any, fed: tuple[NodeSimulator, SecondsClock, CountingEc2]
 ) -> None:
     sim, clock, counting = fed
     sim.run_once()
@@ -378,7 +371,7 @@ def test_with_the_feed_missed_events_make_the_next_pass_list_ec2(
 def test_with_the_feed_a_node_whose_delete_failed_is_deleted_on_the_next_pass(
     kube_api: Any,
     ec2: Any,
-    fed: tuple[NodeSimulator, FakeClock, CountingEc2],
+    fed: tuple[NodeSimulator, SecondsClock, CountingEc2],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A termination is read from the feed once; a failed Node delete must not lose it."""

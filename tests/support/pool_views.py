@@ -11,22 +11,13 @@ from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePoolSpec, GangNodePoolStatus
 from provisioner.controllers.pool_plan import needs_stack
 from provisioner.controllers.pool_steps import Instance, PoolTimings, PoolView
+from tests.support.pools import claim, pool_spec
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 IDS = tuple(f"i-{n:017x}" for n in range(4))
 LIVE = tuple(Instance(i, "gen-0") for i in IDS)
-SPEC_BASE: dict[str, Any] = {
-    "pool": "pool-a",
-    "count": 4,
-    "instanceType": "p4d.24xlarge",
-    "mode": "runinstances",
-    "region": "us-east-1",
-    "nodeRoleArn": "arn:aws:iam::123456789012:role/node",
-    "keepWarmTTL": "10m",
-    "maxLifetime": "4h",
-    "amiVariant": "nvidia",
-}
-CLAIM = {"namespace": "ml", "name": "wl", "uid": "wl-uid", "claimedAt": "2026-11-29T11:00:00Z"}
+ROLE = "arn:aws:iam::123456789012:role/node"
+CLAIM = claim(claimed_at="2026-11-29T11:00:00Z")
 # The chart's defaults, but for a ten-minute join deadline.
 TIMINGS = PoolTimings(
     join_deadline=timedelta(minutes=10),
@@ -53,7 +44,7 @@ def view(
     """The pool as a pass sees it. Whether the stack is prepared is given only where the
     reconciler would gather it (`needs_stack`): a plan that reads it elsewhere fails."""
     spec = GangNodePoolSpec.model_validate(
-        {**SPEC_BASE, "keepWarmTTL": keep_warm, **({"claim": CLAIM} if claimed else {})}
+        pool_spec(node_role_arn=ROLE, keep_warm_ttl=keep_warm, claim=CLAIM if claimed else None)
     )
     st = GangNodePoolStatus.model_validate({"phase": phase, **(status or {})})
     return PoolView(

@@ -25,3 +25,13 @@ def eventually(
         time.sleep(every)
     described = what() if callable(what) else what
     raise AssertionError(f"timed out after {timeout}s waiting for {described}; last={last!r}")
+
+
+def when(
+    check: Callable[[], bool],
+    timeout: float = 90,
+    what: str | Callable[[], str] = "",
+    every: float = 0.02,
+) -> float:
+    """Poll until `check` holds; the `time.monotonic()` at which it was first seen to."""
+    return eventually(lambda: time.monotonic() if check() else None, timeout, what, every)

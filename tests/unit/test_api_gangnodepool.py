@@ -18,6 +18,7 @@ from provisioner.api.gangnodepool import (
     load_crd,
 )
 from provisioner.api.meta import Condition, set_condition
+from tests.support.pools import claim, pool_spec
 
 pytestmark = pytest.mark.unit
 
@@ -34,28 +35,22 @@ BODY: dict[str, Any] = {
         "creationTimestamp": "2025-03-01T11:58:00Z",
         "finalizers": ["atomic-gang.k8s.aws/release"],
     },
-    "spec": {
-        "pool": "pretrain-p4d",
-        "count": 4,
-        "instanceType": "p4d.24xlarge",
-        "mode": "runinstances",
-        "region": "us-east-1",
-        "availabilityZones": ["us-east-1a", "us-east-1b"],
-        "subnets": [],
-        "nodeRoleArn": "arn:aws:iam::123456789012:role/eks-gang-node-role",
-        "keepWarmTTL": "15m0s",
-        "maxLifetime": "6h0m0s",
-        "amiVariant": "nvidia",
-        "capacityReservationId": "cr-0123456789abcdef0",
-        "efa": True,
-        "placementGroup": "cluster",
-        "claim": {
-            "namespace": "default",
-            "name": "job-allreduce-pretrain-3c1f2",
-            "uid": "0b6a2c86-1111-4a2b-9c0d-123456789abc",
-            "claimedAt": "2025-03-01T11:58:01Z",
-        },
-    },
+    "spec": pool_spec(
+        pool="pretrain-p4d",
+        availability_zones=["us-east-1a", "us-east-1b"],
+        subnets=[],
+        keep_warm_ttl="15m0s",
+        max_lifetime="6h0m0s",
+        capacity_reservation_id="cr-0123456789abcdef0",
+        efa=True,
+        placement_group="cluster",
+        claim=claim(
+            namespace="default",
+            name="job-allreduce-pretrain-3c1f2",
+            uid="0b6a2c86-1111-4a2b-9c0d-123456789abc",
+            claimed_at="2025-03-01T11:58:01Z",
+        ),
+    ),
     "status": {
         "phase": "Joining",
         "observedGeneration": 3,

@@ -28,6 +28,7 @@ from provisioner.cloud.types import (
     LaunchTemplateRef,
     SubnetRef,
 )
+from tests.support.clocks import RecordingClock
 from tests.support.ec2_listing import described_instances
 
 pytestmark = pytest.mark.unit
@@ -38,24 +39,6 @@ ROLE_NAME = "eks-gang-node-role"
 POOL = "pretrain"
 POOL_UID = "7c1f0e4a-1111-4222-8333-944455556666"
 GPU_TYPE = "p4d.24xlarge"
-
-
-class FakeClock:
-    """Virtual time: ``sleep`` advances it; the emulator's ENI detaches follow it too."""
-
-    def __init__(self) -> None:
-        self.t = 1_000.0
-        self.sleeps: list[float] = []
-
-    def now(self) -> datetime:
-        return datetime(2030, 1, 1, tzinfo=UTC) + timedelta(seconds=self.t)
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.t += seconds
-
-    def monotonic(self) -> float:
-        return self.t
 
 
 @dataclass
@@ -76,7 +59,7 @@ class World:
     emu: EmulatorState
     clients: CloudClients
     engine: Ec2Engine
-    clock: FakeClock
+    clock: RecordingClock
     captured: Captured
     subnets: dict[str, str]
     cluster: ClusterInfo
@@ -143,7 +126,8 @@ def emulated_aws() -> Iterator[World]:
     with mock_aws():
         emu = install()
         emu.reset()
-        clock = FakeClock()
+        # Virtual time: sleeps advance it; the emulator's ENI detaches follow it too.
+        clock = RecordingClock(wall=datetime(2030, 1, 1, tzinfo=UTC) + timedelta(seconds=1000))
         emu.clock = clock.monotonic
         session = _session()
         # One attempt per call: the tests see every fault the emulator injects.

@@ -95,7 +95,7 @@ def test_retry_recovers_a_detached_vpc_cni_eni_by_its_description(world: World) 
     first = world.engine.release(result.instance_ids, eni_wait_seconds=0)
     assert set(first.enis_pending) == {cni, plain}
 
-    world.clock.t += 2_000  # EC2 detaches them while the controller is down
+    world.clock.advance(2_000)  # EC2 detaches them while the controller is down
     second = world.engine.release(result.instance_ids, eni_wait_seconds=0)
 
     assert set(second.already_gone) == set(result.instance_ids) and second.terminated == ()

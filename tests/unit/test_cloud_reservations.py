@@ -27,6 +27,7 @@ from provisioner.cloud.types import (
     LaunchTemplateRef,
     SubnetRef,
 )
+from tests.support.clocks import RecordingClock
 
 pytestmark = pytest.mark.unit
 
@@ -145,17 +146,10 @@ class StubEc2:
         return {"TerminatingInstances": []}
 
 
-class Clock:
-    def now(self) -> datetime:
-        return NOW
-
-    def sleep(self, seconds: float) -> None:
-        raise AssertionError("an acquire never sleeps")
-
-
 def engine_for(ec2: StubEc2) -> Ec2Engine:
     unused: Any = object()
-    return Ec2Engine(CloudClients(ec2=ec2, ssm=unused, eks=unused, iam=unused), Clock())
+    clock = RecordingClock(wall=NOW, never_sleeps="an acquire never sleeps")
+    return Ec2Engine(CloudClients(ec2=ec2, ssm=unused, eks=unused, iam=unused), clock)
 
 
 def spec(mode: str, rid: str = ODCR, **overrides: Any) -> LaunchSpec:

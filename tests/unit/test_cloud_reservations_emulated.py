@@ -240,7 +240,7 @@ def test_scheduled_block_holds_with_its_start_and_acquires_once_it_starts(
     assert rid in err.message and f"{start:%Y-%m-%dT%H:%M:%SZ}" in err.message
     assert world.emu.launch_requests() == [] and world.live_instances() == []
 
-    world.clock.t += 20 * 60  # both clocks: the block is active now
+    world.clock.advance(20 * 60)  # both clocks: the block is active now
     assert reservation(world, rid)["State"] == "active"
     result = world.engine.acquire(spec(world, mode, rid, instance_type=P5))
     assert {i["CapacityReservationId"] for i in instances(world, result.instance_ids)} == {rid}

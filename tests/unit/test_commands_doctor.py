@@ -18,37 +18,11 @@ from provisioner.api import constants as c
 from provisioner.api.settings import Settings
 from provisioner.commands.doctor import Doctor
 from provisioner.commands.doctor_kube import requested_resources
-from provisioner.kube.client import ObjectList
-from provisioner.kube.errors import KubeNotFound
-from provisioner.kube.resources import ResourceRef
 from tests.support.backends import UNREACHED_BACKEND
+from tests.support.fake_kube import FakeKube
+from tests.support.workloads import condition, workload
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
-
-
-class FakeKube:
-    """Objects by (plural, namespace, name); a miss is KubeNotFound, like the apiserver."""
-
-    def __init__(self, objects: list[dict[str, Any]]) -> None:
-        self.objects = {}
-        for obj in objects:
-            plural = ko.PLURALS.get(obj["kind"], obj["kind"].lower() + "s")
-            meta = obj["metadata"]
-            self.objects[(plural, meta.get("namespace"), meta["name"])] = obj
-
-    def get(self, ref: ResourceRef, name: str, *, namespace: str | None = None) -> dict[str, Any]:
-        try:
-            return self.objects[(ref.plural, namespace, name)]
-        except KeyError:
-            raise KubeNotFound(f"{ref.plural} {name} not found", status=404) from None
-
-    def list(self, ref: ResourceRef, *, namespace: str | None = None) -> ObjectList:
-        items = [
-            obj
-            for (plural, ns, _), obj in self.objects.items()
-            if plural == ref.plural and (namespace is None or ns == namespace)
-        ]
-        return ObjectList(items, "1")
 
 
 def _lease(renewed: datetime, duration: int = 15) -> dict[str, Any]:
@@ -78,7 +52,7 @@ def _doctor(objects: list[dict[str, Any]]) -> Doctor:
             "pulumi": UNREACHED_BACKEND,
         }
     )
-    return Doctor(FakeKube(objects), None, None, settings, now=lambda: NOW)
+    return Doctor(FakeKube(*objects), None, None, settings, now=lambda: NOW)
 
 
 def _drop(kind: str) -> Callable[[list[dict[str, Any]]], None]:
@@ -180,27 +154,21 @@ def _gpu_workload(name: str = "job-train-1a2b3", quota: str = "False") -> dict[s
             "limits": {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"},
         },
     }
-    return {
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "queueName": "atomic-gang-queue",
-            "podSets": [
-                {"name": "main", "count": 2, "template": {"spec": {"containers": [container]}}}
-            ],
-        },
-        "status": {
-            "conditions": [
-                {
-                    "type": "QuotaReserved",
-                    "status": quota,
-                    "reason": "Pending",
-                    "message": "couldn't assign flavors to pod set main: resource "
-                    "nvidia.com/gpu unavailable in ClusterQueue",
-                }
-            ]
-        },
-    }
+    quota_reserved = condition(
+        "QuotaReserved",
+        quota,
+        reason="Pending",
+        message="couldn't assign flavors to pod set main: resource "
+        "nvidia.com/gpu unavailable in ClusterQueue",
+    )
+    return workload(
+        name,
+        namespace="default",
+        count=2,
+        queue="atomic-gang-queue",
+        template={"spec": {"containers": [container]}},
+        conditions=[quota_reserved],
+    )
 
 
 def _cover(*names: str) -> Callable[[dict[str, Any]], None]:

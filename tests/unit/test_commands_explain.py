@@ -6,61 +6,31 @@ from typing import Any
 
 from provisioner.api import constants as c
 from provisioner.commands.explain import explain
-from provisioner.kube.client import ObjectList
-from provisioner.kube.errors import KubeNotFound
-from provisioner.kube.resources import ResourceRef
+from tests.support.fake_kube import FakeKube
+from tests.support.jobs import job
+from tests.support.pools import pool, pool_spec
+from tests.support.workloads import check, condition, workload
 
 NS = "team"
 
 
-class FakeKube:
-    def __init__(self, *objects: dict[str, Any]) -> None:
-        self.objects = list(objects)
-
-    def _of(self, ref: ResourceRef) -> list[dict[str, Any]]:
-        return [o for o in self.objects if o["kind"] == ref.kind]
-
-    def get(self, ref: ResourceRef, name: str, *, namespace: str | None = None) -> dict[str, Any]:
-        for obj in self._of(ref):
-            if obj["metadata"]["name"] == name:
-                return obj
-        raise KubeNotFound(f"{name} not found", status=404)
-
-    def list(self, ref: ResourceRef, **_: Any) -> ObjectList:
-        return ObjectList(self._of(ref), "1")
-
-
 def _job(suspend: bool = True, **labels: str) -> dict[str, Any]:
-    return {
-        "kind": "Job",
-        "metadata": {"name": "train", "namespace": NS, "uid": "u1", "labels": labels},
-        "spec": {"suspend": suspend},
-        "status": {},
-    }
+    return job(namespace=NS, uid="u1", labels=labels, suspend=suspend)
 
 
 LABELS = {c.QUEUE_NAME_LABEL: "q", c.POOL_LABEL: "p"}
 
 
 def _workload(quota: bool, state: str | None = None, admitted: bool = False) -> dict[str, Any]:
-    conditions = [{"type": "QuotaReserved", "status": str(quota), "message": "no room in cq"}]
+    conditions = [condition("QuotaReserved", str(quota), message="no room in cq")]
     if admitted:
-        conditions.append({"type": "Admitted", "status": "True"})
-    checks = [{"name": "atomic-gang-check", "state": state, "message": "acquiring"}]
-    return {
-        "kind": "Workload",
-        "metadata": {"name": "job-train", "ownerReferences": [{"kind": "Job", "uid": "u1"}]},
-        "status": {"conditions": conditions, "admissionChecks": checks if state else []},
-    }
+        conditions.append(condition("Admitted"))
+    checks = [check("atomic-gang-check", state, "acquiring")] if state else []
+    return workload("job-train", namespace=NS, owner=_job(), conditions=conditions, checks=checks)
 
 
 def _pool(**status: Any) -> dict[str, Any]:
-    return {
-        "kind": c.GNP_KIND,
-        "metadata": {"name": "p"},
-        "spec": {"count": 4, "instanceType": "p5.48xlarge"},
-        "status": status,
-    }
+    return pool("p", spec=pool_spec(pool="p", instance_type="p5.48xlarge"), status=status)
 
 
 def test_missing_job() -> None:

@@ -15,9 +15,7 @@ from provisioner.commands.installation import (
     choose_settings_configmap,
     find_installation,
 )
-from provisioner.kube.client import ObjectList
-from provisioner.kube.errors import KubeNotFound
-from provisioner.kube.resources import ResourceRef
+from tests.support.fake_kube import FakeKube
 
 ROLE = "arn:aws:iam::123456789012:role/nodes"
 SETTINGS = (
@@ -42,37 +40,6 @@ def _settings_cm(namespace: str, name: str = "r-provisioner-settings", **kw: Any
 
 def _dashboard(namespace: str) -> dict[str, Any]:
     return _obj("ConfigMap", namespace, "r-provisioner-dashboard", data={"x.json": "{}"})
-
-
-class FakeKube:
-    """Objects by kind; label selectors of the form a=b,c=d; a miss is KubeNotFound."""
-
-    def __init__(self, *objects: dict[str, Any]) -> None:
-        self.objects = list(objects)
-
-    def _match(self, obj: dict[str, Any], selector: str | None) -> bool:
-        labels = obj["metadata"].get("labels") or {}
-        pairs = [p.split("=", 1) for p in (selector or "").split(",") if p]
-        return all(labels.get(k) == v for k, v in pairs)
-
-    def list(
-        self, ref: ResourceRef, *, namespace: str | None = None, label_selector: str | None = None
-    ) -> ObjectList:
-        items = [
-            o
-            for o in self.objects
-            if o["kind"] == ref.kind
-            and (namespace is None or o["metadata"]["namespace"] == namespace)
-            and self._match(o, label_selector)
-        ]
-        return ObjectList(items, "1")
-
-    def get(self, ref: ResourceRef, name: str, *, namespace: str | None = None) -> dict[str, Any]:
-        for o in self.objects:
-            meta = o["metadata"]
-            if o["kind"] == ref.kind and meta["name"] == name and meta["namespace"] == namespace:
-                return o
-        raise KubeNotFound(f"{ref.plural} {name} not found", status=404)
 
 
 def test_the_one_in_the_charts_namespace_is_used_and_named() -> None:

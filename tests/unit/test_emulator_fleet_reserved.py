@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from devenv.emulator import EmulatorState
+from tests.support.clocks import SecondsClock
 from tests.unit.test_emulator_reservations import (
     P5,
     T0,
-    WallClock,
     ami,
     clock,
     ec2,
@@ -102,7 +102,7 @@ def test_a_fleet_into_a_block_fulfils_what_it_can_and_reports_the_rest(
 
 
 def test_a_fleet_into_a_block_not_yet_started_answers_insufficient_capacity(
-    emulator: EmulatorState, clock: WallClock
+    emulator: EmulatorState, clock: SecondsClock
 ) -> None:
     block = emulator.add_capacity_reservation(
         P5, "us-east-1a", 2, reservation_type="capacity-block", start=T0 + 5

@@ -28,6 +28,7 @@ from devenv.emulator import (
     install,
     plan_fleet,
 )
+from tests.support.clocks import SecondsClock
 from tests.support.ec2_listing import described_instances
 from tests.support.emulated import emulator_in_process
 
@@ -40,14 +41,6 @@ NODE_ROLE = "arn:aws:iam::123456789012:role/gang/atomic-gang-node"
 # One session for the module: it keeps the loaded service models, which moto's mock would
 # otherwise make every test load again through a fresh default session.
 SESSION = boto3.session.Session(region_name=REGION)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -371,7 +364,7 @@ def test_switches_refuse_unusable_values(emulator: EmulatorState) -> None:
 
 # --- ENIs ------------------------------------------------------------------------------------
 def test_kept_eni_stays_attached_for_the_detach_delay(emulator: EmulatorState) -> None:
-    clock = FakeClock()
+    clock = SecondsClock()
     emulator.clock = clock
     emulator.set_eni_detach_delay(30)
     ec2 = client("ec2")
@@ -549,7 +542,7 @@ def test_tags_read_per_resource_answer_as_moto_did(emulator: EmulatorState) -> N
 
 
 def test_listing_lag_hides_fresh_launches_from_listings_only(emulator: EmulatorState) -> None:
-    clock = FakeClock()
+    clock = SecondsClock()
     emulator.clock = clock
     emulator.set_listing_lag(5)
     ids = [i["InstanceId"] for i in run(2)["Instances"]]

@@ -15,6 +15,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from devenv.emulator import EmulatorState, eks_ami_parameter_name
+from tests.support.clocks import SecondsClock
 from tests.support.ec2_listing import described_instances
 from tests.support.emulated import emulator_in_process
 
@@ -27,21 +28,13 @@ SESSION = boto3.session.Session(region_name=REGION)
 T0 = 1_900_000_000.0
 
 
-class WallClock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def clock() -> SecondsClock:
+    return SecondsClock(T0)
 
 
 @pytest.fixture
-def clock() -> WallClock:
-    return WallClock()
-
-
-@pytest.fixture
-def emulator(monkeypatch: pytest.MonkeyPatch, clock: WallClock) -> Iterator[EmulatorState]:
+def emulator(monkeypatch: pytest.MonkeyPatch, clock: SecondsClock) -> Iterator[EmulatorState]:
     with emulator_in_process(monkeypatch, wall_clock=clock) as state:
         yield state
 
@@ -105,7 +98,7 @@ def live_count() -> int:
 
 # --- DescribeCapacityReservations ------------------------------------------------------------
 def test_describe_answers_ec2s_fields_and_state_follows_the_clock(
-    emulator: EmulatorState, clock: WallClock
+    emulator: EmulatorState, clock: SecondsClock
 ) -> None:
     block = emulator.add_capacity_reservation(
         P5, "us-east-1b", 2, reservation_type="capacity-block", start=T0 + 60, end=T0 + 3600
@@ -207,7 +200,7 @@ def test_an_open_odcr_is_used_by_untargeted_launches_and_a_targeted_one_is_not(
 
 
 def test_a_block_not_yet_started_answers_insufficient_capacity_then_launches_once_active(
-    emulator: EmulatorState, clock: WallClock
+    emulator: EmulatorState, clock: SecondsClock
 ) -> None:
     block = emulator.add_capacity_reservation(
         P5, "us-east-1a", 2, reservation_type="capacity-block", start=T0 + 30
@@ -234,7 +227,7 @@ def test_a_block_launched_without_its_market_type_is_refused(emulator: EmulatorS
 
 
 def test_an_ended_block_refuses_launches_and_ec2_reclaims_its_instances(
-    emulator: EmulatorState, clock: WallClock
+    emulator: EmulatorState, clock: SecondsClock
 ) -> None:
     block = emulator.add_capacity_reservation(
         P5, "us-east-1a", 2, reservation_type="capacity-block", end=T0 + 600

@@ -33,6 +33,8 @@ from provisioner.controllers.workload_decision import (
 )
 from provisioner.webhook.review import ReviewError, is_gang_job, job_pod_count, review
 from tests.support.backends import UNREACHED_BACKEND
+from tests.support.jobs import job as job_body
+from tests.support.workloads import check, condition, workload
 
 pytestmark = pytest.mark.unit
 
@@ -143,13 +145,14 @@ counts = st.one_of(st.none(), st.just(4), st.just(4), st.just(4), st.integers(0,
 
 
 def job(labels: dict[str, str], annotations: dict[str, str], par: int | None, comp: int | None):
-    spec: dict[str, Any] = {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}
-    if par is not None:
-        spec["parallelism"] = par
-    if comp is not None:
-        spec["completions"] = comp
-    meta = {"name": "trainer", "namespace": "ml", "labels": labels, "annotations": annotations}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+    return job_body(
+        "trainer",
+        uid=None,
+        labels=labels,
+        annotations=annotations,
+        parallelism=par,
+        completions=comp,
+    )
 
 
 def webhook(obj: dict[str, Any], config: Settings) -> dict[str, Any]:
@@ -174,22 +177,13 @@ def workload_path(
     """The decision for the Workload Kueue creates for this Job, quota reserved, check
     Pending, no pool yet."""
     wl = Workload.model_validate(
-        {
-            "metadata": {"name": "job-trainer-1a2b3", "namespace": "ml", "uid": "wl-1"},
-            "spec": {"podSets": [{"name": "main", "count": pods}], "queueName": "q"},
-            "status": {
-                "conditions": [
-                    {
-                        "type": c.WL_QUOTA_RESERVED,
-                        "status": "True",
-                        "reason": "QuotaReserved",
-                        "message": "",
-                        "lastTransitionTime": "2026-11-29T11:00:00Z",
-                    }
-                ],
-                "admissionChecks": [{"name": CHECK, "state": c.CHECK_PENDING, "message": ""}],
-            },
-        }
+        workload(
+            "job-trainer-1a2b3",
+            uid="wl-1",
+            count=pods,
+            conditions=[condition(c.WL_QUOTA_RESERVED, reason="QuotaReserved")],
+            checks=[check(CHECK, c.CHECK_PENDING)],
+        )
     )
     assert wl.total_pod_count == pods
     return decide(

@@ -1,11 +1,12 @@
 """The instance index: one listing serves every settled pool; fresh reads, forgets and
 failures keep their order however the threads interleave.
 
-A fake engine answers `find_managed` from a fleet the test edits, as EC2 was when the call
-STARTED (so a held listing is an old one when it returns), counts the listings, can hold one
-on an event, and can fail the next. Time is a `FakeClock` that also says how often it was
-read: a reader looks at it to find the snapshot stale, which is how a test knows every reader
-is waiting on the listing before it lets the listing return.
+The shared fake engine answers `find_managed` from a fleet the test edits, as EC2 was when
+the call STARTED (so a held listing is an old one when it returns), counts the listings, can
+hold one on an event, and can fail the next; here it also checks that each listing is one
+the index may make. Time is a `FakeClock` that also says how often it was read: a reader
+looks at it to find the snapshot stale, which is how a test knows every reader is waiting on
+the listing before it lets the listing return.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import pytest
 from provisioner.api.clock import FakeClock
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.types import InstanceView
-from provisioner.cloud.views import LIVE_STATES
 from provisioner.controllers.instance_index import (
     CHANGED_STATES,
     FULL_SNAPSHOT_EVERY,
@@ -29,6 +29,7 @@ from provisioner.controllers.instance_index import (
     InstanceIndex,
 )
 from provisioner.controllers.metrics import ControllerMetrics
+from tests.support.fake_engine import FakeEngine, Listing
 from tests.support.instance_views import managed_instance
 
 pytestmark = pytest.mark.unit
@@ -42,64 +43,16 @@ def instance(iid: str, pool: str | None, state: str = "running") -> InstanceView
     return managed_instance(iid, cluster=CLUSTER, pool=pool, state=state)
 
 
-class FakeEngine:
-    """`find_managed` over `fleet`; `calls` lists each listing's pool (None: every pool)."""
+def index_reads_only(listing: Listing) -> None:
+    """What the index may ask EC2: the cluster's observed states, or between snapshots the
+    changes; a pool's read is whole."""
+    assert listing.cluster == CLUSTER and listing.group is None
+    assert listing.states in (OBSERVED_STATES, CHANGED_STATES)
+    assert listing.pool is None or listing.states == OBSERVED_STATES, "a pool's read is whole"
 
-    def __init__(self, fleet: Sequence[InstanceView] = ()) -> None:
-        self._lock = threading.Lock()
-        self.fleet = list(fleet)
-        self.calls: list[str | None] = []
-        self.listed_states: list[tuple[str, ...]] = []
-        self.fail_next: CloudError | None = None
-        self._holds: dict[str | None, tuple[threading.Event, threading.Event]] = {}
 
-    def reset(self) -> None:
-        with self._lock:
-            self.calls.clear()
-            self.listed_states.clear()
-            self.fail_next = None
-            self._holds.clear()
-
-    def hold(self, pool: str | None) -> tuple[threading.Event, threading.Event]:
-        """The next listing of `pool` waits for the second event; the first says it began."""
-        began, release = threading.Event(), threading.Event()
-        with self._lock:
-            self._holds[pool] = (began, release)
-        return began, release
-
-    def set_state(self, iid: str, state: str) -> None:
-        with self._lock:
-            self.fleet = [
-                instance(v.instance_id, v.managed.pool, state) if v.instance_id == iid else v
-                for v in self.fleet
-            ]
-
-    def find_managed(
-        self,
-        cluster: str,
-        pool: str | None = None,
-        group: str | None = None,
-        states: Sequence[str] = LIVE_STATES,
-    ) -> list[InstanceView]:
-        assert cluster == CLUSTER and group is None
-        assert tuple(states) in (OBSERVED_STATES, CHANGED_STATES)
-        assert pool is None or tuple(states) == OBSERVED_STATES, "a pool's read is whole"
-        with self._lock:
-            self.calls.append(pool)
-            self.listed_states.append(tuple(states))
-            answer = [
-                v
-                for v in self.fleet
-                if (pool is None or v.managed.pool == pool) and v.state in states
-            ]
-            failure, self.fail_next = self.fail_next, None
-            hold = self._holds.pop(pool, None)
-        if hold is not None:
-            hold[0].set()
-            assert hold[1].wait(WAIT), "the test never released the listing"
-        if failure is not None:
-            raise failure
-        return answer
+def index_engine(fleet: Sequence[InstanceView] = ()) -> FakeEngine:
+    return FakeEngine(fleet, check_listing=index_reads_only)
 
 
 class WatchedClock(FakeClock):
@@ -175,7 +128,7 @@ FLEET = (
 
 
 def test_one_listing_serves_every_pool_until_the_interval_is_over() -> None:
-    engine = FakeEngine(FLEET)
+    engine = index_engine(FLEET)
     index, clock, metrics = build(engine)
 
     assert ids(index.read("a")) == [("i-a1", "running"), ("i-a2", "running")]
@@ -195,7 +148,7 @@ def test_one_listing_serves_every_pool_until_the_interval_is_over() -> None:
 
 
 def test_a_stale_snapshot_is_listed_once_for_every_reader_waiting_on_it() -> None:
-    engine, clock = FakeEngine(FLEET), WatchedClock()
+    engine, clock = index_engine(FLEET), WatchedClock()
     index, _clock, metrics = build(engine, clock)
     index.read("a")
     clock.advance(INTERVAL)
@@ -215,7 +168,7 @@ def test_a_stale_snapshot_is_listed_once_for_every_reader_waiting_on_it() -> Non
 
 
 def test_forget_makes_the_next_read_of_that_pool_alone_fresh() -> None:
-    engine = FakeEngine(FLEET)
+    engine = index_engine(FLEET)
     index, _clock, metrics = build(engine)
     index.read("a")
     engine.set_state("i-a1", "shutting-down")  # our own release
@@ -229,7 +182,7 @@ def test_forget_makes_the_next_read_of_that_pool_alone_fresh() -> None:
 
 
 def test_a_fresh_read_made_during_a_refresh_outlives_the_older_snapshot() -> None:
-    engine = FakeEngine(FLEET)
+    engine = index_engine(FLEET)
     index, clock, _metrics = build(engine)
     index.read("a")
     clock.advance(INTERVAL)
@@ -251,7 +204,7 @@ def test_a_fresh_read_made_during_a_refresh_outlives_the_older_snapshot() -> Non
 
 
 def test_a_fresh_read_that_began_before_a_forget_does_not_clear_it() -> None:
-    engine = FakeEngine(FLEET)
+    engine = index_engine(FLEET)
     index, _clock, _metrics = build(engine)
     index.read("a")
     began, release = engine.hold("a")
@@ -268,7 +221,7 @@ def test_a_fresh_read_that_began_before_a_forget_does_not_clear_it() -> None:
 
 
 def test_a_newer_snapshot_replaces_an_older_fresh_read() -> None:
-    engine = FakeEngine(FLEET)
+    engine = index_engine(FLEET)
     index, clock, _metrics = build(engine)
     index.read_fresh("a")
     engine.set_state("i-a2", "terminated")
@@ -278,7 +231,7 @@ def test_a_newer_snapshot_replaces_an_older_fresh_read() -> None:
 
 
 def test_a_failed_listing_reaches_the_reader_and_the_next_read_lists_again() -> None:
-    engine = FakeEngine(FLEET)
+    engine = index_engine(FLEET)
     index, _clock, metrics = build(engine)
     engine.fail_next = throttled()
     with pytest.raises(CloudError) as failed:
@@ -291,7 +244,7 @@ def test_a_failed_listing_reaches_the_reader_and_the_next_read_lists_again() -> 
 
 
 def test_readers_waiting_on_a_listing_that_fails_share_its_failure() -> None:
-    engine, clock = FakeEngine(FLEET), WatchedClock()
+    engine, clock = index_engine(FLEET), WatchedClock()
     index, _clock, _metrics = build(engine, clock)
     index.read("a")
     clock.advance(INTERVAL)
@@ -315,7 +268,7 @@ def test_readers_waiting_on_a_listing_that_fails_share_its_failure() -> None:
 
 
 def test_a_failed_fresh_read_reaches_the_reader_and_keeps_the_pool_forgotten() -> None:
-    engine = FakeEngine(FLEET)
+    engine = index_engine(FLEET)
     index, _clock, _metrics = build(engine)
     index.read("a")
     index.forget("a")
@@ -327,7 +280,7 @@ def test_a_failed_fresh_read_reaches_the_reader_and_keeps_the_pool_forgotten() -
 
 
 def test_forget_all_lists_everything_again_at_once() -> None:
-    engine = FakeEngine(FLEET)
+    engine = index_engine(FLEET)
     index, _clock, _metrics = build(engine)
     index.read("a")
     index.forget_all()  # a new leadership term
@@ -336,7 +289,7 @@ def test_forget_all_lists_everything_again_at_once() -> None:
 
 
 def test_a_listing_begun_before_forget_all_is_not_kept() -> None:
-    engine = FakeEngine(FLEET)
+    engine = index_engine(FLEET)
     index, _clock, _metrics = build(engine)
     began, release = engine.hold(None)
     old_term = threading.Thread(target=index.read, args=("c",))
@@ -365,7 +318,7 @@ def until(condition: Callable[[], bool]) -> bool:
 
 
 def test_the_refresher_lists_ahead_of_the_interval_so_readers_never_do() -> None:
-    engine, clock = FakeEngine(FLEET), FakeClock()
+    engine, clock = index_engine(FLEET), FakeClock()
     index = InstanceIndex(engine, CLUSTER, SHORT, clock, ControllerMetrics())  # type: ignore[arg-type]
     index.start()
     try:
@@ -387,7 +340,7 @@ def test_the_refresher_lists_ahead_of_the_interval_so_readers_never_do() -> None
 
 
 def test_the_refresher_lists_again_after_a_failed_listing() -> None:
-    engine, clock = FakeEngine(FLEET), FakeClock()
+    engine, clock = index_engine(FLEET), FakeClock()
     engine.fail_next = throttled()
     index = InstanceIndex(engine, CLUSTER, SHORT, clock, ControllerMetrics())  # type: ignore[arg-type]
     index.start()
@@ -401,7 +354,7 @@ def test_the_refresher_lists_again_after_a_failed_listing() -> None:
 
 
 def test_the_fake_engine_resets() -> None:
-    engine = FakeEngine(FLEET)
+    engine = index_engine(FLEET)
     engine.find_managed(CLUSTER, "b", states=OBSERVED_STATES)
     engine.fail_next = throttled()
     engine.hold("a")
@@ -414,7 +367,7 @@ def test_the_fake_engine_resets() -> None:
 
 
 def test_a_full_snapshot_every_few_intervals_and_only_the_changes_between() -> None:
-    engine = FakeEngine(FLEET)
+    engine = index_engine(FLEET)
     index, clock, metrics = build(engine)
     for _ in range(2 * FULL_SNAPSHOT_EVERY + 1):
         index.read("a")
@@ -427,7 +380,7 @@ def test_a_full_snapshot_every_few_intervals_and_only_the_changes_between() -> N
 
 
 def test_the_changes_of_a_steady_fleet_list_nothing_and_keep_every_set() -> None:
-    engine = FakeEngine([instance("i-a1", "a"), instance("i-a2", "a"), instance("i-b1", "b")])
+    engine = index_engine([instance("i-a1", "a"), instance("i-a2", "a"), instance("i-b1", "b")])
     index, clock, _ = build(engine)
     before = {pool: ids(index.read(pool)) for pool in ("a", "b")}
     clock.advance(INTERVAL)
@@ -436,7 +389,7 @@ def test_the_changes_of_a_steady_fleet_list_nothing_and_keep_every_set() -> None
 
 
 def test_a_pending_instance_missing_from_the_changes_has_started_running() -> None:
-    engine = FakeEngine([instance("i-a1", "a", "pending"), instance("i-a2", "a")])
+    engine = index_engine([instance("i-a1", "a", "pending"), instance("i-a2", "a")])
     index, clock, _ = build(engine)
     assert ids(index.read("a")) == [("i-a1", "pending"), ("i-a2", "running")]
     engine.set_state("i-a1", "running")
@@ -445,7 +398,7 @@ def test_a_pending_instance_missing_from_the_changes_has_started_running() -> No
 
 
 def test_a_lost_instance_is_seen_by_the_changes_in_its_new_state() -> None:
-    engine = FakeEngine([instance("i-a1", "a"), instance("i-a2", "a")])
+    engine = index_engine([instance("i-a1", "a"), instance("i-a2", "a")])
     index, clock, _ = build(engine)
     index.read("a")
     engine.set_state("i-a2", "terminated")
@@ -460,20 +413,20 @@ def test_a_lost_instance_is_seen_by_the_changes_in_its_new_state() -> None:
 
 
 def test_a_terminated_instance_that_ages_out_of_ec2_is_left_out() -> None:
-    engine = FakeEngine([instance("i-a1", "a"), instance("i-a2", "a", "terminated")])
+    engine = index_engine([instance("i-a1", "a"), instance("i-a2", "a", "terminated")])
     index, clock, _ = build(engine)
     assert len(index.read("a")) == 2
-    engine.fleet = [v for v in engine.fleet if v.instance_id != "i-a2"]  # an hour later
+    del engine.fleet["i-a2"]  # an hour later
     clock.advance(INTERVAL)
     assert ids(index.read("a")) == [("i-a1", "running")]
 
 
 def test_a_launch_not_ours_is_seen_by_the_next_full_snapshot() -> None:
     """Running and unknown to the older answer, it is in no listing of changes."""
-    engine = FakeEngine([instance("i-a1", "a")])
+    engine = index_engine([instance("i-a1", "a")])
     index, clock, _ = build(engine)
     index.read("a")
-    engine.fleet.append(instance("i-a9", "a"))
+    engine.fleet["i-a9"] = instance("i-a9", "a")
     for _ in range(FULL_SNAPSHOT_EVERY - 1):
         clock.advance(INTERVAL)
         assert ids(index.read("a")) == [("i-a1", "running")]
@@ -483,24 +436,24 @@ def test_a_launch_not_ours_is_seen_by_the_next_full_snapshot() -> None:
 
 
 def test_a_forgotten_pool_is_read_fresh_whatever_changes_were_listed_since() -> None:
-    engine = FakeEngine([instance("i-a1", "a")])
+    engine = index_engine([instance("i-a1", "a")])
     index, clock, _ = build(engine)
     index.read("a")
     index.forget("a")
-    engine.fleet.append(instance("i-a2", "a"))  # our launch, running at once
+    engine.fleet["i-a2"] = instance("i-a2", "a")  # our launch, running at once
     clock.advance(INTERVAL)
     index.read("b")  # lists the changes: the new instance is running, so not among them
-    engine.reset()
+    engine.listings.clear()
     assert ids(index.read("a")) == [("i-a1", "running"), ("i-a2", "running")]
     assert engine.calls == ["a"], "asked EC2 for the pool"
 
 
 def test_changes_listed_after_a_fresh_read_apply_to_it_and_not_the_other_way() -> None:
-    engine = FakeEngine([instance("i-a1", "a")])
+    engine = index_engine([instance("i-a1", "a")])
     index, clock, _ = build(engine)
     index.read("a")
     index.forget("a")
-    engine.fleet.append(instance("i-a2", "a", "pending"))
+    engine.fleet["i-a2"] = instance("i-a2", "a", "pending")
     assert ids(index.read("a")) == [("i-a1", "running"), ("i-a2", "pending")]  # fresh
     engine.set_state("i-a1", "shutting-down")
     engine.set_state("i-a2", "running")

@@ -10,15 +10,13 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
 from provisioner import logs
 from provisioner.api.clock import FakeClock
-from provisioner.api.constants import POOL_LABEL
 from provisioner.api.settings import Settings
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.instance_index import InstanceIndex
@@ -26,7 +24,12 @@ from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 from tests.support.backends import UNREACHED_BACKEND
+from tests.support.events import RecordedEvents
+from tests.support.fake_engine import FakeEngine
+from tests.support.fake_stacks import FakeStacks
+from tests.support.informers import FakeInformer, FakePoolStore
 from tests.support.pool_reconciler import pool_deps
+from tests.support.pools import pool, pool_spec
 
 pytestmark = pytest.mark.unit
 
@@ -38,79 +41,19 @@ SETTINGS = Settings.model_validate(
         "defaults": {"region": "us-east-1", "nodeRoleArn": "arn:aws:iam::123456789012:role/node"},
     }
 )
-POOL: dict[str, Any] = {
-    "apiVersion": "atomic-gang.k8s.aws/v1alpha1",
-    "kind": "GangNodePool",
-    "metadata": {
-        "name": "pool-a",
-        "uid": "uid-a",
-        "resourceVersion": "7",
-        "finalizers": ["atomic-gang.k8s.aws/release"],
-        "deletionTimestamp": "2026-11-29T11:59:00Z",
-    },
-    "spec": {
-        "pool": "pool-a",
-        "count": 2,
-        "instanceType": "m5.large",
-        "mode": "runinstances",
-        "region": "us-east-1",
-        "nodeRoleArn": "arn:aws:iam::123456789012:role/node",
-        "keepWarmTTL": "10m",
-        "maxLifetime": "4h",
-        "amiVariant": "standard",
-    },
-    "status": {"phase": "Idle", "acquireGeneration": 3},
-}
-
-
-class _Informer:
-    def __init__(self, items: Sequence[dict[str, Any]]) -> None:
-        self._items = list(items)
-
-    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return next((i for i in self._items if i["metadata"]["name"] == name), None)
-
-    def list(self) -> list[dict[str, Any]]:
-        return list(self._items)
-
-    def list_labelled(self, pool: str) -> list[dict[str, Any]]:
-        return [
-            i for i in self._items if (i["metadata"].get("labels") or {}).get(POOL_LABEL) == pool
-        ]
-
-
-class _Kube:
-    def patch_status(self, ref: Any, name: str, body: dict[str, Any], **_: Any) -> dict[str, Any]:
-        return {**POOL, "status": {**POOL["status"], **body["status"]}}
-
-
-class _Engine:
-    def find_managed(self, cluster: str, pool: str, **_: Any) -> list[Any]:
-        return []
-
-    def describe(self, ids: Sequence[str]) -> list[Any]:
-        return []
-
-
-class _Stacks:
-    destroyed: list[str]
-
-    def __init__(self) -> None:
-        self.destroyed = []
-
-    def is_prepared(self, pool: str) -> bool:
-        return True
-
-    def outputs(self, pool: str) -> Any:
-        return object()  # prepared; this pool is past its launch, so nothing reads it
-
-    def destroy(self, pool: str) -> None:
-        self.destroyed.append(pool)
-
-
-class _Recorder:
-    def record(self, *_: Any) -> None:
-        pass
+POOL = pool(
+    uid="uid-a",
+    resource_version="7",
+    finalizers=["atomic-gang.k8s.aws/release"],
+    deletion_timestamp="2026-11-29T11:59:00Z",
+    spec=pool_spec(
+        count=2,
+        instance_type="m5.large",
+        node_role_arn="arn:aws:iam::123456789012:role/node",
+        ami_variant="standard",
+    ),
+    status={"phase": "Idle", "acquireGeneration": 3},
+)
 
 
 @pytest.fixture
@@ -125,20 +68,21 @@ def json_log() -> Iterator[io.StringIO]:
 
 
 def test_a_reconciles_log_line_is_json_with_pool_and_generation(json_log: io.StringIO) -> None:
-    stacks = _Stacks()
+    stacks = FakeStacks(["pool-a"])
     executor = StackExecutor(1, on_finished=lambda _pool: None, metrics=ControllerMetrics())
-    engine, metrics = _Engine(), ControllerMetrics()
+    engine, metrics = FakeEngine(), ControllerMetrics()
+    store = FakePoolStore(POOL)
     reconciler = GangNodePoolReconciler(
         pool_deps(
             settings=SETTINGS,
-            kube=_Kube(),
-            pools=_Informer([POOL]),
-            nodes=_Informer([]),
+            kube=store,
+            pools=store,
+            nodes=FakeInformer(),
             engine=engine,
             index=InstanceIndex(engine, "c1", 10, FakeClock(), metrics),
             stacks=stacks,
             executor=executor,
-            recorder=_Recorder(),
+            recorder=RecordedEvents(),
             now=lambda: NOW,
             metrics=metrics,
         )

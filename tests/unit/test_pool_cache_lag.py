@@ -9,7 +9,6 @@ on their way to the cache; that pass issued the launch again.)
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -17,28 +16,10 @@ import pytest
 from provisioner.api import constants as c
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS
 from provisioner.kube.resources import ObjectKey
+from tests.support.informers import LaggingCache
 from tests.unit.test_pool_instance_reads import JOINING, World
 
 pytestmark = pytest.mark.unit
-
-
-class LaggingCache:
-    """The informer: the object as the apiserver held it when `freeze` was called."""
-
-    def __init__(self, world: World) -> None:
-        self.world = world
-        self.frozen: dict[str, Any] | None = None
-
-    def freeze(self) -> None:
-        self.frozen = copy.deepcopy(self.world.store.obj)
-
-    def catch_up(self) -> None:
-        self.frozen = None
-
-    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        if self.frozen is None:
-            return self.world.store.get(namespace, name)
-        return copy.deepcopy(self.frozen)
 
 
 def count_observations(world: World) -> list[None]:
@@ -56,7 +37,7 @@ def count_observations(world: World) -> list[None]:
 
 def test_a_pass_waits_for_the_cache_to_hold_its_own_write() -> None:
     world = World(JOINING, ready=True)
-    cache = LaggingCache(world)
+    cache = LaggingCache(lambda: world.store.obj)
     world.reconciler._pools = cache  # type: ignore[assignment]
     observed = count_observations(world)
     cache.freeze()  # the cache holds Joining; the pass below writes Satisfied

@@ -11,8 +11,7 @@ instance EC2 lost within the refresh interval.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,8 +21,7 @@ from provisioner.api import constants as c
 from provisioner.api.clock import FakeClock
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
-from provisioner.cloud.types import InstanceView, ReleaseReport
-from provisioner.cloud.views import LIVE_STATES
+from provisioner.cloud.types import InstanceView
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler, reads_fresh
 from provisioner.controllers.instance_index import CHANGED_STATES, OBSERVED_STATES, InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
@@ -33,8 +31,14 @@ from provisioner.controllers.pool_steps import Action, ActionResult, Step
 from provisioner.controllers.stack_executor import Operation, StackExecutor
 from provisioner.kube.resources import ObjectKey
 from tests.support.backends import UNREACHED_BACKEND
+from tests.support.events import RecordedEvents
+from tests.support.fake_engine import FakeEngine
+from tests.support.fake_stacks import FakeStacks
+from tests.support.informers import FakeInformer, FakePoolStore
 from tests.support.instance_views import managed_instance
+from tests.support.nodes import node
 from tests.support.pool_reconciler import pool_deps
+from tests.support.pools import claim, pool, pool_spec
 
 pytestmark = pytest.mark.unit
 
@@ -49,18 +53,7 @@ SETTINGS = Settings(
     instance_index_refresh_seconds=INTERVAL,
 )
 IDS = ("i-00000000000000001", "i-00000000000000002")
-CLAIM = {"namespace": "ml", "name": "wl", "uid": "wl-uid", "claimedAt": "2026-11-30T11:59:00Z"}
-SPEC: dict[str, Any] = {
-    "pool": "pool-a",
-    "count": 2,
-    "instanceType": "m5.large",
-    "mode": "runinstances",
-    "region": "us-east-1",
-    "nodeRoleArn": ROLE,
-    "keepWarmTTL": "10m",
-    "maxLifetime": "4h",
-    "amiVariant": "standard",
-}
+CLAIM = claim()
 SET = {
     "acquireGeneration": 2,
     "activeGroup": "gen-1",
@@ -74,124 +67,34 @@ WARM = {**SET, "phase": c.PHASE_KEEP_WARM, "keepWarmUntil": "2026-11-30T12:10:00
 
 
 def pool_object(status: Mapping[str, Any], claim: bool = True) -> dict[str, Any]:
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.GNP_KIND,
-        "metadata": {
-            "name": "pool-a",
-            "uid": "pool-uid",
-            "resourceVersion": "1",
-            "finalizers": [c.FINALIZER],
-        },
-        "spec": {**SPEC, **({"claim": CLAIM} if claim else {})},
-        "status": dict(status),
-    }
-
-
-def node(iid: str, ready: bool) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": f"node-{iid}",
-            "labels": {c.POOL_LABEL: "pool-a", c.GROUP_LABEL: "gen-1"},
-        },
-        "spec": {"providerID": f"aws:///us-east-1a/{iid}"},
-        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
-    }
+    spec = pool_spec(
+        count=2,
+        instance_type="m5.large",
+        node_role_arn=ROLE,
+        ami_variant="standard",
+        claim=CLAIM if claim else None,
+    )
+    return pool(
+        uid="pool-uid", resource_version="1", finalizers=[c.FINALIZER], spec=spec, status=status
+    )
 
 
 def instance(iid: str, state: str = "running") -> InstanceView:
     return managed_instance(iid, cluster="demo", pool="pool-a", state=state)
 
 
-class Store:
-    """The pool object as the apiserver and the informer cache both hold it."""
-
-    def __init__(self, obj: Mapping[str, Any]) -> None:
-        self.obj = copy.deepcopy(dict(obj))
-
-    def get(self, _namespace: str, name: str) -> dict[str, Any] | None:
-        return copy.deepcopy(self.obj) if name == self.obj["metadata"]["name"] else None
-
-    def patch_status(self, _ref: Any, _name: str, patch: Mapping[str, Any], **_: Any) -> Any:
-        status = self.obj.setdefault("status", {})
-        for key, value in patch["status"].items():
-            if value is None:
-                status.pop(key, None)
-            else:
-                status[key] = value
-        meta = self.obj["metadata"]
-        meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
-        return copy.deepcopy(self.obj)
-
-
-class Nodes:
-    def __init__(self, ready: bool) -> None:
-        self.nodes = [node(iid, ready) for iid in IDS]
-
-    def list(self) -> list[dict[str, Any]]:
-        return copy.deepcopy(self.nodes)
-
-    def list_labelled(self, pool: str) -> list[dict[str, Any]]:
-        return [n for n in self.list() if n["metadata"]["labels"].get(c.POOL_LABEL) == pool]
-
-
-class Engine:
-    """EC2 as the pool's set: `listings` records each `find_managed` (pool, observed?)."""
-
-    def __init__(self) -> None:
-        self.fleet: dict[str, InstanceView] = {}
-        self.listings: list[tuple[str | None, bool]] = []
-        self.released: list[str] = []
-        self.reset()
-
-    def reset(self) -> None:
-        self.fleet = {iid: instance(iid) for iid in IDS}
-        self.listings.clear()
-        self.released.clear()
-
-    def find_managed(
-        self,
-        _cluster: str,
-        pool: str | None = None,
-        group: str | None = None,
-        states: Sequence[str] = LIVE_STATES,
-    ) -> list[InstanceView]:
-        # A listing of every observed state, or between snapshots only the changes.
-        self.listings.append((pool, tuple(states) in (OBSERVED_STATES, CHANGED_STATES)))
-        return [v for v in self.fleet.values() if v.state in states]
-
-    def release(self, instance_ids: Sequence[str]) -> ReleaseReport:
-        self.released.extend(instance_ids)
-        for iid in instance_ids:
-            self.fleet[iid] = instance(iid, "shutting-down")
-        ids = tuple(instance_ids)
-        return ReleaseReport(ids, ids, (), (), (), (), ())
-
-    def leftovers(self, _cluster: str, _pool: str) -> list[Any]:
-        return []
-
-
-class Stacks:
-    def is_prepared(self, _pool: str) -> bool:
-        return True
-
-    def outputs(self, _pool: str) -> Any:
-        return object()  # prepared; no pass here is about to launch, so nothing reads it
-
-    def remove_instance_set(self, _pool: str) -> None:
-        pass
-
-    def destroy(self, _pool: str) -> None:
-        pass
+def fake_engine() -> FakeEngine:
+    """EC2 holding the pool's set, running."""
+    return FakeEngine([instance(iid) for iid in IDS])
 
 
 class World:
     def __init__(self, status: Mapping[str, Any], ready: bool, claim: bool = True) -> None:
-        self.store = Store(pool_object(status, claim))
-        self.engine = Engine()
+        self.store = FakePoolStore(pool_object(status, claim))
+        self.engine = fake_engine()
         self.clock = FakeClock()
         self.metrics = ControllerMetrics()
-        self.recorder = Recorder()
+        self.recorder = RecordedEvents()
         self.executor = StackExecutor(1, on_finished=lambda _pool: None, metrics=self.metrics)
         engine: Any = self.engine
         self.index = index = InstanceIndex(engine, "demo", INTERVAL, self.clock, self.metrics)
@@ -200,10 +103,10 @@ class World:
                 settings=SETTINGS,
                 kube=self.store,
                 pools=self.store,
-                nodes=Nodes(ready),
+                nodes=FakeInformer(*(node(iid, ready=ready) for iid in IDS)),
                 engine=engine,
                 index=index,
-                stacks=Stacks(),
+                stacks=FakeStacks(["pool-a"]),
                 executor=self.executor,
                 recorder=self.recorder,
                 now=lambda: NOW,
@@ -213,18 +116,11 @@ class World:
 
     def observed(self) -> list[str | None]:
         """The pool each pass's listing asked for (None: the shared snapshot)."""
-        return [pool for pool, observed in self.engine.listings if observed]
+        observed = (OBSERVED_STATES, CHANGED_STATES)
+        return [x.pool for x in self.engine.listings if x.states in observed]
 
     def one_pass(self) -> None:
         self.reconciler.reconcile(ObjectKey("", "pool-a"))
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.reasons: list[str] = []
-
-    def record(self, _obj: Any, _type: str, reason: str, _message: str) -> None:
-        self.reasons.append(reason)
 
 
 def test_a_satisfied_pools_passes_share_one_snapshot() -> None:
@@ -355,7 +251,7 @@ def test_the_pass_that_saves_a_prepare_lists_nothing_of_its_own() -> None:
 
 
 def test_the_fake_engine_resets() -> None:
-    engine = Engine()
+    engine = fake_engine()
     engine.release(IDS)
     engine.reset()
     assert engine.released == [] and engine.find_managed("demo", "pool-a")[0].state == "running"

@@ -11,7 +11,7 @@ stack failure came back as retryable.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,14 +20,18 @@ import pytest
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
-from provisioner.cloud.types import AmiChoice, ClusterInfo, InstanceView
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
-from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec, StackError
+from provisioner.pulumi_driver.port import StackError
 from tests.support.backends import UNREACHED_BACKEND
+from tests.support.events import RecordedEvents
+from tests.support.fake_engine import FakeEngine
+from tests.support.fake_stacks import FakeStacks
+from tests.support.informers import FakeInformer, FakePoolStore
 from tests.support.pool_reconciler import pool_deps
+from tests.support.pools import claim, pool, pool_spec
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ROLE = "arn:aws:iam::123456789012:role/node"
@@ -37,127 +41,38 @@ SETTINGS = Settings(
     leader_election=LeaderElection(enabled=False),
     pulumi=PulumiSettings.model_validate(UNREACHED_BACKEND),
 )
-POOL: dict[str, Any] = {
-    "apiVersion": c.API_VERSION,
-    "kind": c.GNP_KIND,
-    "metadata": {
-        "name": "pool-a",
-        "uid": "pool-uid",
-        "resourceVersion": "1",
-        "finalizers": [c.FINALIZER],
-    },
-    "spec": {
-        "pool": "pool-a",
-        "count": 2,
-        "instanceType": "m5.large",
-        "mode": "runinstances",
-        "region": "us-east-1",
-        "nodeRoleArn": ROLE,
-        "keepWarmTTL": "10m",
-        "maxLifetime": "4h",
-        "amiVariant": "standard",
-        "claim": {
-            "namespace": "ml",
-            "name": "wl",
-            "uid": "wl-uid",
-            "claimedAt": "2026-11-30T11:59:00Z",
-        },
-    },
-    "status": {"phase": c.PHASE_ACQUIRING},
-}
-CLUSTER = ClusterInfo(
-    name="demo",
-    arn=None,
-    status="ACTIVE",
-    version="1.33",
-    endpoint="https://demo.example",
-    certificate_authority="Q0E=",
-    service_cidr="10.100.0.0/16",
-    vpc_id="vpc-1",
-    subnet_ids=("subnet-1",),
-    security_group_ids=("sg-1",),
+POOL = pool(
+    uid="pool-uid",
+    resource_version="1",
+    finalizers=[c.FINALIZER],
+    spec=pool_spec(
+        count=2,
+        instance_type="m5.large",
+        node_role_arn=ROLE,
+        ami_variant="standard",
+        claim=claim(),
+    ),
+    status={"phase": c.PHASE_ACQUIRING},
 )
 
 
-class Store:
-    """The pool object as the apiserver and the informer cache both hold it."""
-
-    def __init__(self, obj: Mapping[str, Any]) -> None:
-        self.obj = copy.deepcopy(dict(obj))
-
-    def get(self, _namespace: str, name: str) -> dict[str, Any] | None:
-        return copy.deepcopy(self.obj) if name == self.obj["metadata"]["name"] else None
-
-    def list(self) -> list[dict[str, Any]]:
-        return []
-
-    def list_labelled(self, _value: str) -> list[dict[str, Any]]:
-        return []
-
-    def patch_status(self, _ref: Any, _name: str, patch: Mapping[str, Any], **_: Any) -> Any:
-        status = self.obj.setdefault("status", {})
-        for key, value in patch["status"].items():
-            if value is None:
-                status.pop(key, None)
-            else:
-                status[key] = value
-        self.obj["metadata"]["resourceVersion"] = str(
-            int(self.obj["metadata"]["resourceVersion"]) + 1
-        )
-        return copy.deepcopy(self.obj)
-
-
-class Engine:
-    def find_managed(self, *_: Any, **__: Any) -> list[InstanceView]:
-        return []
-
-    def describe(self, _ids: Sequence[str]) -> list[InstanceView]:
-        return []
-
-    def cluster(self, _name: str) -> ClusterInfo:
-        return CLUSTER
-
-    def resolve_ami(self, **_: Any) -> AmiChoice:
-        return AmiChoice(ami_id="ami-1", source="explicit")
-
-
-class FailingStacks:
-    def __init__(self, kind: FailureKind) -> None:
-        self.kind = kind
-        self.prepared: list[PoolSpec] = []
-        self.asked = 0
-
-    def is_prepared(self, _pool: str) -> bool:
-        self.asked += 1
-        return False
-
-    def outputs(self, _pool: str) -> PoolOutputs | None:
-        return None
-
-    def prepare(self, spec: PoolSpec) -> PoolOutputs:
-        self.prepared.append(spec)
-        raise StackError(
-            "InstanceProfileNotFound" if self.kind is FailureKind.CONFIG else "AwsUnavailable",
-            "The node instance profile does not exist; create it.",
-            kind=self.kind,
-            pool=spec.pool,
-            operation="prepare",
-        )
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str]] = []
-
-    def record(self, _obj: Any, event_type: str, reason: str, message: str) -> None:
-        self.events.append((event_type, reason, message))
+def failing_stacks(kind: FailureKind) -> FakeStacks:
+    """Stacks not prepared yet, whose `prepare` fails with a `StackError` of `kind`."""
+    error = StackError(
+        "InstanceProfileNotFound" if kind is FailureKind.CONFIG else "AwsUnavailable",
+        "The node instance profile does not exist; create it.",
+        kind=kind,
+        pool="pool-a",
+        operation="prepare",
+    )
+    return FakeStacks(failing={"prepare": error})
 
 
 def reconciler(
-    store: Store,
-    stacks: FailingStacks,
+    store: FakePoolStore,
+    stacks: FakeStacks,
     executor: StackExecutor,
-    recorder: Recorder,
+    recorder: RecordedEvents,
     now: Callable[[], datetime] = lambda: NOW,
 ) -> GangNodePoolReconciler:
     return GangNodePoolReconciler(
@@ -165,8 +80,8 @@ def reconciler(
             settings=SETTINGS,
             kube=store,
             pools=store,
-            nodes=store,
-            engine=Engine(),
+            nodes=FakeInformer(),
+            engine=FakeEngine(),
             stacks=stacks,
             executor=executor,
             recorder=recorder,
@@ -176,8 +91,8 @@ def reconciler(
 
 
 def test_a_pass_while_the_prepare_runs_neither_asks_the_stack_nor_plans_on_it() -> None:
-    store, recorder = Store(POOL), Recorder()
-    stacks = FailingStacks(FailureKind.RETRYABLE)
+    store, recorder = FakePoolStore(POOL), RecordedEvents()
+    stacks = failing_stacks(FailureKind.RETRYABLE)
     executor = StackExecutor(1, on_finished=lambda _pool: None, metrics=ControllerMetrics())
     pools = reconciler(store, stacks, executor, recorder)
     pools.reconcile(ObjectKey("", "pool-a"))
@@ -191,9 +106,9 @@ def test_a_pass_while_the_prepare_runs_neither_asks_the_stack_nor_plans_on_it() 
     assert not executor.run_next(timeout=0), "one operation, not two"
 
 
-def one_pass(kind: FailureKind) -> tuple[float | None, dict[str, Any], Recorder]:
-    store, recorder = Store(POOL), Recorder()
-    stacks = FailingStacks(kind)
+def one_pass(kind: FailureKind) -> tuple[float | None, dict[str, Any], RecordedEvents]:
+    store, recorder = FakePoolStore(POOL), RecordedEvents()
+    stacks = failing_stacks(kind)
     requeued: list[str] = []
     executor = StackExecutor(1, on_finished=requeued.append, metrics=ControllerMetrics())
     pools = reconciler(store, stacks, executor, recorder)
@@ -234,8 +149,8 @@ def test_every_kind_reaches_the_status_as_itself(kind: FailureKind) -> None:
 def test_the_pass_the_failures_own_write_wakes_waits_out_the_backoff(kind: FailureKind) -> None:
     # Saving the failure changes the pool, so its watch event queues the pool again at once;
     # that pass must not submit the same step before the wait the failure asked for.
-    store, recorder = Store(POOL), Recorder()
-    stacks = FailingStacks(kind)
+    store, recorder = FakePoolStore(POOL), RecordedEvents()
+    stacks = failing_stacks(kind)
     executor = StackExecutor(1, on_finished=lambda _pool: None, metrics=ControllerMetrics())
     now = [NOW]
     pools = reconciler(store, stacks, executor, recorder, lambda: now[0])

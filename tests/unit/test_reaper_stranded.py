@@ -11,7 +11,6 @@ change, sweeps again and reads what the counters gained on the reaper's own regi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,10 +18,10 @@ import pytest
 
 from provisioner.api import constants as c
 from provisioner.cloud.billing import Bill, bill, instance_life
-from provisioner.cloud.types import InstanceView, ReleaseReport
-from provisioner.cloud.views import LIVE_STATES, instance_view_from
+from provisioner.cloud.views import instance_view_from
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.reaper import PoolFacts, Reaper
+from tests.support.fake_engine import FakeEngine
 
 pytestmark = pytest.mark.unit
 
@@ -53,45 +52,26 @@ def described(
     return raw
 
 
-class History:
-    """EC2's listing of the cluster's managed instances, as the engine answers it."""
-
-    def __init__(self) -> None:
-        self.raw: dict[str, dict[str, Any]] = {}
-
-    def add(self, *entries: dict[str, Any]) -> None:
-        self.raw.update((e["InstanceId"], e) for e in entries)
-
-    def find_managed(
-        self,
-        cluster: str,
-        pool: str | None = None,
-        group: str | None = None,
-        states: Sequence[str] = LIVE_STATES,
-    ) -> list[InstanceView]:
-        views = [instance_view_from(r) for r in self.raw.values()]
-        return [v for v in views if v.state in states]
-
-    def release(self, instance_ids: Sequence[str]) -> ReleaseReport:
-        raise AssertionError(f"nothing here is the reaper's to terminate: {instance_ids}")
-
-    def leftovers(self, cluster: str, pool: str | None = None) -> list[Any]:
-        return []
-
-
 class Sweeps:
     def __init__(self, pools: dict[str, PoolFacts]) -> None:
-        self.history = History()
+        # EC2's history of the cluster's managed instances, as DescribeInstances wrote it.
+        self.raw: dict[str, dict[str, Any]] = {}
+        self.ec2 = FakeEngine(failing={"release": AssertionError("nothing is the reaper's")})
         self.metrics = ControllerMetrics()
         self.at = T0
         self.reaper = Reaper(
-            self.history,  # type: ignore[arg-type]
+            self.ec2,
             CLUSTER,
             lambda: pools,
             30.0,
             lambda: self.at,
             self.metrics,
         )
+
+    def add(self, *entries: dict[str, Any]) -> None:
+        for raw in entries:
+            self.raw[raw["InstanceId"]] = raw
+            self.ec2.fleet[raw["InstanceId"]] = instance_view_from(raw)
 
     def gained(self, at: float) -> Bill:
         """Sweep at `at` seconds after T0; what billed and stranded gained since before."""
@@ -117,8 +97,8 @@ def test_a_partial_set_joining_past_its_deadline_is_stranded_and_a_ready_gang_is
             "whole": PoolFacts(c.PHASE_SATISFIED, claimed=True, gang_size=3),
         }
     )
-    sweeps.history.add(*(described(f"i-s{n}", "short", "gen-1", 0) for n in range(2)))
-    sweeps.history.add(*(described(f"i-w{n}", "whole", "gen-1", 0) for n in range(3)))
+    sweeps.add(*(described(f"i-s{n}", "short", "gen-1", 0) for n in range(2)))
+    sweeps.add(*(described(f"i-w{n}", "whole", "gen-1", 0) for n in range(3)))
 
     assert sweeps.gained(10) == Bill(0, 0), "the first sweep is the baseline"
     assert sweeps.gained(100) == Bill(5 * 90, 2 * 90)
@@ -128,7 +108,7 @@ def test_a_rolled_back_launch_between_two_sweeps_is_stranded_minimum_charge_and_
     sweeps = Sweeps({"pool": PoolFacts(c.PHASE_ACQUIRING, claimed=True, gang_size=4)})
     sweeps.gained(0)
     # A fleet answered 3 of 4 at 5 s; the product terminated the 3 two seconds later.
-    sweeps.history.add(*(described(f"i-r{n}", "pool", "gen-2", 5, 7) for n in range(3)))
+    sweeps.add(*(described(f"i-r{n}", "pool", "gen-2", 5, 7) for n in range(3)))
 
     assert sweeps.gained(30) == Bill(3 * 60, 3 * 60)
     assert sweeps.gained(60) == Bill(0, 0), "counted once, not at every sweep"
@@ -141,7 +121,7 @@ def test_two_pools_halves_with_the_same_group_name_are_not_a_whole_gang() -> Non
             "b": PoolFacts(c.PHASE_JOINING, claimed=True, gang_size=2),
         }
     )
-    sweeps.history.add(described("i-a", "a", "gen-1", 0), described("i-b", "b", "gen-1", 0))
+    sweeps.add(described("i-a", "a", "gen-1", 0), described("i-b", "b", "gen-1", 0))
     sweeps.gained(0)
 
     assert sweeps.gained(50) == Bill(100, 100)
@@ -150,13 +130,13 @@ def test_two_pools_halves_with_the_same_group_name_are_not_a_whole_gang() -> Non
 def test_the_counter_is_billing_over_the_same_history() -> None:
     # A gang whole from 0 to 200 s, then one member lost: the survivor strands from then.
     sweeps = Sweeps({"pool": PoolFacts(c.PHASE_SATISFIED, claimed=True, gang_size=2)})
-    sweeps.history.add(described("i-1", "pool", "gen-1", 0), described("i-2", "pool", "gen-1", 0))
+    sweeps.add(described("i-1", "pool", "gen-1", 0), described("i-2", "pool", "gen-1", 0))
     sweeps.gained(0)
     sweeps.gained(150)
-    sweeps.history.add(described("i-2", "pool", "gen-1", 0, 200))
+    sweeps.add(described("i-2", "pool", "gen-1", 0, 200))
     gained = sweeps.gained(300)
 
-    lives = [instance_life(r) for r in sweeps.history.raw.values()]
+    lives = [instance_life(r) for r in sweeps.raw.values()]
     billed = bill(lives, lambda _gang: 2, T0 + timedelta(seconds=300))
     assert sum(b.stranded for b in billed.values()) == pytest.approx(100)
     assert gained.stranded == pytest.approx(100)

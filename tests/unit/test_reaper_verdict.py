@@ -19,6 +19,7 @@ from provisioner.controllers.reaper import (
     Reaper,
     verdict,
 )
+from tests.support.fake_engine import FakeEngine
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=2)
@@ -81,26 +82,6 @@ def test_verdict(inst: InstanceView, expected: str | None) -> None:
     assert verdict(inst, POOLS, NOW, GRACE) == expected
 
 
-class Fleet:
-    """EC2 as the reaper reads it; `release` can fail after terminating, as EC2 can."""
-
-    def __init__(self, views: list[InstanceView], fail_release: bool = False) -> None:
-        self.views = views
-        self.fail_release = fail_release
-        self.released: list[str] = []
-
-    def find_managed(self, *_args: object, **_kwargs: object) -> list[InstanceView]:
-        return list(self.views)
-
-    def release(self, ids: list[str]) -> None:
-        self.released.extend(ids)
-        if self.fail_release:
-            raise CloudError(ErrorKind.RETRYABLE, None, "RequestLimitExceeded", "throttled")
-
-    def leftovers(self, *_args: object, **_kwargs: object) -> list[object]:
-        return []
-
-
 def _with_id(view: InstanceView, instance_id: str) -> InstanceView:
     return replace(view, instance_id=instance_id)
 
@@ -112,18 +93,19 @@ def test_a_sweep_tells_the_index_which_pools_it_terminated_instances_of(
     """The pool reconciler reads a settled pool from a shared listing; a termination of
     ours must make that pool's next read fresh, or a claim could be admitted on a set the
     reaper just ended. Only pools it terminated instances of are told, failure or not."""
-    fleet = Fleet(
+    throttled = CloudError(ErrorKind.RETRYABLE, None, "RequestLimitExceeded", "throttled")
+    fleet = FakeEngine(
         [
             _with_id(instance("busy", age=timedelta(hours=5)), "i-old"),  # max lifetime
             _with_id(instance("warm", keep_warm_until=NOW - timedelta(minutes=3)), "i-warm"),
             _with_id(instance("reused"), "i-fine"),
             _with_id(instance(None), "i-untagged"),  # orphaned, no pool to tell
         ],
-        fail_release=fail_release,
+        failing={"release": throttled} if fail_release else None,
     )
     forgotten: list[str] = []
     reaper = Reaper(
-        fleet,  # type: ignore[arg-type]
+        fleet,
         "prod",
         lambda: POOLS,
         GRACE.total_seconds(),

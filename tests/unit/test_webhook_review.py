@@ -13,6 +13,8 @@ from provisioner.api.shape import GangShapeError, parse_gang_shape
 from provisioner.api.workload import Workload
 from provisioner.webhook.review import ReviewError, is_gang_job, job_pod_count, review
 from tests.support.backends import UNREACHED_BACKEND
+from tests.support.jobs import job as job_body
+from tests.support.workloads import workload as kueue_workload
 
 pytestmark = pytest.mark.unit
 
@@ -34,17 +36,15 @@ def job(
     parallelism: int | None = 4,
     completions: int | None = 4,
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {"template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}
-    if parallelism is not None:
-        spec["parallelism"] = parallelism
-    if completions is not None:
-        spec["completions"] = completions
-    meta: dict[str, Any] = {"name": "trainer", "namespace": "default"}
-    if labels is not None:
-        meta["labels"] = labels
-    if annotations is not None:
-        meta["annotations"] = annotations
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+    return job_body(
+        "trainer",
+        namespace="default",
+        uid=None,
+        labels=labels,
+        annotations=annotations,
+        parallelism=parallelism,
+        completions=completions,
+    )
 
 
 def admission(obj: dict[str, Any], operation: str = "CREATE", old: Any = None) -> dict[str, Any]:
@@ -72,10 +72,7 @@ def answer(obj: dict[str, Any], operation: str = "CREATE", old: Any = None) -> d
 def workload_message(labels: dict[str, str], annotations: dict[str, str], pods: int) -> str:
     """What the Workload reconciler would put in the check: Kueue's Workload for the Job."""
     workload = Workload.from_dict(
-        {
-            "metadata": {"name": "job-trainer-1a2b3", "namespace": "default"},
-            "spec": {"podSets": [{"name": "main", "count": pods}]},
-        }
+        kueue_workload("job-trainer-1a2b3", namespace="default", count=pods, queue=None)
     )
     with pytest.raises(GangShapeError) as err:
         parse_gang_shape(labels, annotations, workload.total_pod_count, SETTINGS)

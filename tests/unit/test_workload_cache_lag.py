@@ -26,6 +26,11 @@ from provisioner.controllers.workload import WorkloadReconciler
 from provisioner.kube.errors import KubeConflict
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS
 from provisioner.kube.resources import GANG_NODE_POOLS, ObjectKey, ResourceRef
+from tests.support.events import RecordedEvents
+from tests.support.informers import FakeInformer, LaggingCache
+from tests.support.jobs import job as job_body
+from tests.support.workloads import check, condition
+from tests.support.workloads import workload as kueue_workload
 from tests.unit.test_workload_decision import ANNOTATIONS, CHECK, LABELS, NOW, SETTINGS, pool
 
 pytestmark = pytest.mark.unit
@@ -34,42 +39,21 @@ KEY = ObjectKey("ml", "job-train-abc")
 
 
 def job() -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": "train",
-            "namespace": "ml",
-            "uid": "job-uid",
-            "labels": LABELS,
-            "annotations": ANNOTATIONS,
-        }
-    }
+    return job_body(labels=LABELS, annotations=ANNOTATIONS)
 
 
 def workload() -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": KEY.name,
-            "namespace": KEY.namespace,
-            "uid": "wl-uid",
-            "resourceVersion": "1",
-            "ownerReferences": [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid"}
-            ],
-        },
-        "spec": {"podSets": [{"name": "main", "count": 4}], "queueName": "q"},
-        "status": {
-            "conditions": [
-                {
-                    "type": c.WL_QUOTA_RESERVED,
-                    "status": "True",
-                    "reason": "QuotaReserved",
-                    "message": "",
-                    "lastTransitionTime": "2026-12-02T11:59:00Z",
-                }
-            ],
-            "admissionChecks": [{"name": CHECK, "state": c.CHECK_PENDING, "message": ""}],
-        },
-    }
+    return kueue_workload(
+        KEY.name,
+        namespace=KEY.namespace,
+        uid="wl-uid",
+        resource_version="1",
+        owner=job(),
+        conditions=[
+            condition(c.WL_QUOTA_RESERVED, reason="QuotaReserved", at="2026-12-02T11:59:00Z")
+        ],
+        checks=[check(CHECK, c.CHECK_PENDING)],
+    )
 
 
 def warm_pool() -> dict[str, Any]:
@@ -147,51 +131,12 @@ class Apiserver:
         )
 
 
-class Cache:
-    """An informer of one object: the apiserver's, or a frozen copy until `catch_up`."""
-
-    def __init__(self, apiserver: Apiserver, plural: str) -> None:
-        self.apiserver, self.plural = apiserver, plural
-        self.frozen: dict[str, Any] | None = None
-
-    def freeze(self) -> None:
-        self.frozen = copy.deepcopy(self.apiserver.objects[self.plural])
-
-    def catch_up(self) -> None:
-        self.frozen = None
-
-    def get(self, _namespace: str, _name: str) -> dict[str, Any] | None:
-        obj = self.frozen or self.apiserver.objects.get(self.plural)
-        return copy.deepcopy(obj) if obj else None
-
-    def list(self) -> list[dict[str, Any]]:
-        found = self.get("", "")
-        return [found] if found else []
-
-
-class Static:
-    def __init__(self, *objects: dict[str, Any]) -> None:
-        self.objects = list(objects)
-
-    def get(self, _namespace: str, _name: str) -> dict[str, Any] | None:
-        return self.objects[0] if self.objects else None
-
-    def list(self) -> list[dict[str, Any]]:
-        return self.objects
-
-
-class Recorder:
-    def record(self, *_: Any) -> None: ...
-
-    def normal(self, *_: Any) -> None: ...
-
-
 class World:
     def __init__(self) -> None:
         self.apiserver = Apiserver()
-        self.workloads = Cache(self.apiserver, "workloads")
-        self.pools = Cache(self.apiserver, "gangnodepools")
-        checks = Static(
+        self.workloads = LaggingCache(lambda: self.apiserver.objects.get("workloads"))
+        self.pools = LaggingCache(lambda: self.apiserver.objects.get("gangnodepools"))
+        checks = FakeInformer(
             {"metadata": {"name": CHECK}, "spec": {"controllerName": SETTINGS.controller_name}}
         )
         self.reconciler = WorkloadReconciler(
@@ -199,9 +144,9 @@ class World:
             self.workloads,  # type: ignore[arg-type]
             self.pools,  # type: ignore[arg-type]
             checks,  # type: ignore[arg-type]
-            Static(job()),  # type: ignore[arg-type]
+            FakeInformer(job()),  # type: ignore[arg-type]
             SETTINGS,
-            Recorder(),  # type: ignore[arg-type]
+            RecordedEvents(),  # type: ignore[arg-type]
             lambda: NOW,
         )
 

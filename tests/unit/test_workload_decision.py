@@ -17,15 +17,18 @@ from provisioner.controllers.workload_decision import (
     decide,
 )
 from tests.support.backends import UNREACHED_BACKEND
+from tests.support.pools import NODE_ROLE, claim, pool_spec
+from tests.support.pools import pool as pool_body
+from tests.support.workloads import check, condition
+from tests.support.workloads import workload as wl_body
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 CHECK = "atomic-gang-check"
-ROLE = "arn:aws:iam::123456789012:role/eks-gang-node-role"
 SETTINGS = Settings.model_validate(
     {
         "clusterName": "prod",
         "pulumi": UNREACHED_BACKEND,
-        "defaults": {"region": "us-east-1", "nodeRoleArn": ROLE},
+        "defaults": {"region": "us-east-1", "nodeRoleArn": NODE_ROLE},
         "acquireAttemptsBeforeRetry": 3,
     }
 )
@@ -42,32 +45,14 @@ def workload(
     active: bool | None = None,
 ) -> Workload:
     conds = conditions if conditions is not None else {c.WL_QUOTA_RESERVED: "True"}
-    body: dict[str, Any] = {
-        "metadata": {
-            "name": "job-train-abc",
-            "namespace": "ml",
-            "uid": uid,
-            "resourceVersion": "7",
-        },
-        "spec": {"podSets": [{"name": "main", "count": count}], "queueName": "q"},
-        "status": {
-            "conditions": [
-                {
-                    "type": t,
-                    "status": s,
-                    "reason": "R",
-                    "message": "",
-                    "lastTransitionTime": "2026-11-29T11:00:00Z",
-                }
-                for t, s in conds.items()
-            ],
-            "admissionChecks": (
-                [{"name": CHECK, "state": check_state, "message": ""}] if check_state else []
-            ),
-        },
-    }
-    if active is not None:
-        body["spec"]["active"] = active
+    body = wl_body(
+        uid=uid,
+        resource_version="7",
+        count=count,
+        active=active,
+        conditions=[condition(t, s, reason="R") for t, s in conds.items()],
+        checks=[check(CHECK, check_state)] if check_state else [],
+    )
     return Workload.model_validate(body)
 
 
@@ -81,24 +66,11 @@ def pool(
     group: str | None = None,
     shortfalls: int = 0,
 ) -> GangNodePool:
-    spec: dict[str, Any] = {
-        "pool": "pool-a",
-        "count": 4,
-        "instanceType": instance_type,
-        "mode": "runinstances",
-        "region": "us-east-1",
-        "nodeRoleArn": ROLE,
-        "keepWarmTTL": "10m",
-        "maxLifetime": "4h",
-        "amiVariant": "nvidia",
-    }
-    if claim_uid:
-        spec["claim"] = {
-            "namespace": "ml",
-            "name": f"wl-{claim_uid}",
-            "uid": claim_uid,
-            "claimedAt": "2026-11-29T11:00:00Z",
-        }
+    claimed = (
+        claim(name=f"wl-{claim_uid}", uid=claim_uid, claimed_at="2026-11-29T11:00:00Z")
+        if claim_uid
+        else None
+    )
     ids = [f"i-{n:017x}" for n in range(instances)]
     status: dict[str, Any] = {
         "phase": phase,
@@ -108,9 +80,10 @@ def pool(
     }
     if group:
         status["activeGroup"] = group
-    return GangNodePool.model_validate(
-        {"metadata": {"name": "pool-a", "uid": "pool-uid"}, "spec": spec, "status": status}
+    body = pool_body(
+        uid="pool-uid", spec=pool_spec(instance_type=instance_type, claim=claimed), status=status
     )
+    return GangNodePool.model_validate(body)
 
 
 def inputs(wl: Workload | None, gnp: GangNodePool | None, **kw: Any) -> WorkloadInputs:

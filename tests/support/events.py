@@ -1,0 +1,31 @@
+"""The event recorder the reconcilers write to (`provisioner.kube.events`), in memory."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from provisioner.kube.events import NORMAL, WARNING
+
+
+class RecordedEvents:
+    """Each event as (type, reason, message), in the order recorded."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def reset(self) -> None:
+        self.events.clear()
+
+    @property
+    def reasons(self) -> list[str]:
+        return [reason for _, reason, _ in self.events]
+
+    def record(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
+        self.events.append((event_type, reason, message))
+
+    def normal(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
+        self.record(obj, NORMAL, reason, message)
+
+    def warning(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
+        self.record(obj, WARNING, reason, message)

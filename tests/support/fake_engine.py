@@ -1,0 +1,271 @@
+"""EC2 as the controllers reach it (`EngineOps`), in memory, for unit tests.
+
+A stateful fake in the manner of Karpenter's `pkg/fake`: a fleet the test edits, the
+cluster, instance-type, reservation and AMI answers it was built with, a record of every
+listing, launch and release, switches that make calls fail, and `reset()` back to the
+fleet it was built with. A launch joins the fleet as running; a release shuts its
+instances down.
+
+Listings answer as EC2 was when the call started, so a held listing (`hold`) is an old one
+when it returns. A call named in `failing` raises its error every time, after acting (EC2
+can terminate and still answer with an error), except a launch, which is N or nothing;
+`fail_next` makes only the next listing raise.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Final
+
+from provisioner.cloud.errors import CloudError, ErrorKind
+from provisioner.cloud.leftovers import Leftover
+from provisioner.cloud.types import (
+    AmiChoice,
+    ClusterInfo,
+    InstanceTypeInfo,
+    InstanceView,
+    LaunchResult,
+    LaunchSpec,
+    Mode,
+    ReleaseReport,
+    Reservation,
+    SubnetRef,
+)
+from provisioner.cloud.views import LIVE_STATES
+from tests.support.instance_views import managed_instance
+
+CLUSTER: Final = ClusterInfo(
+    name="demo",
+    arn=None,
+    status="ACTIVE",
+    version="1.33",
+    endpoint="https://demo.example",
+    certificate_authority="Q0E=",
+    service_cidr="10.100.0.0/16",
+    vpc_id="vpc-1",
+    subnet_ids=("subnet-1",),
+    security_group_ids=("sg-1",),
+)
+M5: Final = InstanceTypeInfo("m5.large", ("x86_64",), False, 0, (0,))
+AMI: Final = AmiChoice(ami_id="ami-1", source="explicit")
+SUBNETS: Final = (SubnetRef("subnet-1", "us-east-1a"),)
+# A held listing waits at most this long for the test to let it return.
+HOLD_SECONDS: Final = 10.0
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One `find_managed` call, as asked."""
+
+    cluster: str
+    pool: str | None
+    group: str | None
+    states: tuple[str, ...]
+
+
+class FakeEngine:
+    """`EngineOps` over an in-memory fleet; see the module docstring."""
+
+    def __init__(
+        self,
+        fleet: Iterable[InstanceView] = (),
+        *,
+        cluster: ClusterInfo = CLUSTER,
+        type_info: InstanceTypeInfo = M5,
+        reservations: Mapping[str, Reservation] | None = None,
+        ami: AmiChoice = AMI,
+        subnets: tuple[SubnetRef, ...] = SUBNETS,
+        adopts: bool = False,
+        block_ends_at: datetime | None = None,
+        failing: Mapping[str, Exception] | None = None,
+        check_listing: Callable[[Listing], None] | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._initial = tuple(fleet)
+        self.cluster_info = cluster
+        self.type_info = type_info
+        self.reservations = dict(reservations or {})
+        self.ami = ami
+        self.subnets = subnets
+        # A launch finds its set already in EC2 (a re-issued launch finds it by tag).
+        self.adopts = adopts
+        # The Capacity Block a launch lands on ends then (None: not on a block).
+        self.block_ends_at = block_ends_at
+        self.failing = dict(failing or {})
+        # Called with each listing before it is answered: the test's rules for the caller.
+        self.check_listing = check_listing
+        self.fleet: dict[str, InstanceView] = {}
+        self.listings: list[Listing] = []
+        self.launched: list[LaunchSpec] = []
+        self.released: list[str] = []
+        self.keep_warm_tags: list[tuple[tuple[str, ...], datetime | None]] = []
+        self.fail_next: Exception | None = None
+        self._holds: dict[str | None, tuple[threading.Event, threading.Event]] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        """The fleet as built; no records, holds or one-off failures."""
+        with self._lock:
+            self.fleet = {v.instance_id: v for v in self._initial}
+            self.listings.clear()
+            self.launched.clear()
+            self.released.clear()
+            self.keep_warm_tags.clear()
+            self.fail_next = None
+            self._holds.clear()
+
+    # --- what the test reads and edits -------------------------------------------------
+
+    @property
+    def calls(self) -> list[str | None]:
+        """The pool each listing asked for (None: every pool)."""
+        return [x.pool for x in self.listings]
+
+    @property
+    def listed_states(self) -> list[tuple[str, ...]]:
+        return [x.states for x in self.listings]
+
+    def set_state(self, instance_id: str, state: str) -> None:
+        with self._lock:
+            self.fleet[instance_id] = replace(self.fleet[instance_id], state=state)
+
+    def hold(self, pool: str | None) -> tuple[threading.Event, threading.Event]:
+        """The next listing of `pool` waits for the second event; the first says it began."""
+        began, release = threading.Event(), threading.Event()
+        with self._lock:
+            self._holds[pool] = (began, release)
+        return began, release
+
+    def _fail(self, call: str) -> None:
+        failure = self.failing.get(call)
+        if failure is not None:
+            raise failure
+
+    # --- EngineOps ---------------------------------------------------------------------
+
+    def find_managed(
+        self,
+        cluster: str,
+        pool: str | None = None,
+        group: str | None = None,
+        states: Sequence[str] = LIVE_STATES,
+    ) -> list[InstanceView]:
+        listing = Listing(cluster, pool, group, tuple(states))
+        if self.check_listing is not None:
+            self.check_listing(listing)
+        with self._lock:
+            self.listings.append(listing)
+            answer = [
+                v
+                for v in self.fleet.values()
+                if v.managed.cluster == cluster
+                and (pool is None or v.managed.pool == pool)
+                and (group is None or v.managed.group == group)
+                and v.state in states
+            ]
+            failure, self.fail_next = self.fail_next, None
+            hold = self._holds.pop(pool, None)
+        if hold is not None:
+            hold[0].set()
+            assert hold[1].wait(HOLD_SECONDS), "the test never released the listing"
+        if failure is not None:
+            raise failure
+        self._fail("find_managed")
+        return answer
+
+    def describe(self, instance_ids: Sequence[str]) -> list[InstanceView]:
+        with self._lock:
+            found = [self.fleet[i] for i in instance_ids if i in self.fleet]
+        self._fail("describe")
+        return found
+
+    def release(self, instance_ids: Sequence[str]) -> ReleaseReport:
+        ids = tuple(instance_ids)
+        with self._lock:
+            self.released.extend(ids)
+            for iid in ids:
+                if iid in self.fleet:
+                    self.fleet[iid] = replace(self.fleet[iid], state="shutting-down")
+        self._fail("release")
+        return ReleaseReport(ids, ids, (), (), (), (), ())
+
+    def set_keep_warm_tag(self, instance_ids: Sequence[str], until: datetime | None) -> None:
+        self.keep_warm_tags.append((tuple(instance_ids), until))
+        self._fail("set_keep_warm_tag")
+
+    def leftovers(self, cluster: str, pool: str | None = None) -> list[Leftover]:
+        self._fail("leftovers")
+        return []
+
+    def delete_leftovers(self, items: list[Leftover]) -> list[Leftover]:
+        self._fail("delete_leftovers")
+        return []
+
+    def cluster(self, name: str) -> ClusterInfo:
+        self._fail("cluster")
+        return self.cluster_info
+
+    def instance_type(self, instance_type: str) -> InstanceTypeInfo:
+        self._fail("instance_type")
+        return self.type_info
+
+    def reservation(self, reservation_id: str) -> Reservation:
+        self._fail("reservation")
+        try:
+            return self.reservations[reservation_id]
+        except KeyError:
+            raise CloudError(
+                ErrorKind.CONFIG, None, "ReservationNotFound", f"{reservation_id} does not exist"
+            ) from None
+
+    def resolve_ami(
+        self,
+        *,
+        k8s_version: str,
+        instance_type: str,
+        variant: str,
+        explicit_ami_id: str | None = None,
+        instance_type_info: InstanceTypeInfo | None = None,
+    ) -> AmiChoice:
+        self._fail("resolve_ami")
+        return self.ami
+
+    def plan_subnets(
+        self,
+        *,
+        mode: Mode,
+        cluster: ClusterInfo,
+        explicit_subnet_ids: Sequence[str] = (),
+        availability_zones: Sequence[str] = (),
+    ) -> tuple[SubnetRef, ...]:
+        self._fail("plan_subnets")
+        return self.subnets
+
+    def acquire(self, spec: LaunchSpec) -> LaunchResult:
+        self.launched.append(spec)
+        self._fail("acquire")  # before anything runs: N or nothing
+        ids = tuple(f"i-{n:017x}" for n in range(1, spec.count + 1))
+        subnet = spec.subnets[0]
+        with self._lock:
+            for iid in ids:
+                view = managed_instance(
+                    iid, cluster=spec.cluster_name, pool=spec.pool_name, group=spec.group
+                )
+                self.fleet[iid] = replace(
+                    view,
+                    instance_type=spec.instance_type,
+                    availability_zone=subnet.availability_zone,
+                    subnet_id=subnet.subnet_id,
+                )
+        return LaunchResult(
+            ids,
+            spec.mode,
+            spec.group,
+            "tok",
+            spec.subnets[:1],
+            adopted=self.adopts,
+            capacity_block_ends_at=self.block_ends_at,
+        )

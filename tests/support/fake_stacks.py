@@ -1,0 +1,93 @@
+"""The pool stacks (`StackOps`) in memory, for unit tests of the pool reconciler.
+
+Which pools' stacks are prepared, and what each call was asked: `prepared` (the specs
+handed to `prepare`), `destroyed`, `removed`, `recorded`; `asked` counts the reads
+(`is_prepared`, `outputs`), which wait on the stack's lock in production. A call named in
+`failing` raises its error every time, after it is recorded. `reset()` goes back to the
+stacks it was built with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from stacks.spec import PoolSpec
+
+
+def outputs_of(pool: str) -> Any:
+    """A prepared stack's outputs: the fields of `PoolOutputs` a launch reads."""
+    return SimpleNamespace(
+        launch_template_id="lt-0123456789abcdef0",
+        placement_group_name=f"pg-{pool}",
+        spec=SimpleNamespace(instance_profile_name=None),
+    )
+
+
+class FakeStacks:
+    """`StackOps` over a set of prepared pools; see the module docstring."""
+
+    def __init__(
+        self,
+        prepared_pools: Iterable[str] = (),
+        *,
+        failing: Mapping[str, Exception] | None = None,
+    ) -> None:
+        self._initial = frozenset(prepared_pools)
+        self.failing = dict(failing or {})
+        self.prepared_pools: set[str] = set()
+        self.prepared: list[PoolSpec] = []
+        self.destroyed: list[str] = []
+        self.removed: list[str] = []
+        self.recorded: list[tuple[str, str, tuple[str, ...]]] = []
+        self.asked = 0
+        self.reset()
+
+    def reset(self) -> None:
+        self.prepared_pools = set(self._initial)
+        self.prepared.clear()
+        self.destroyed.clear()
+        self.removed.clear()
+        self.recorded.clear()
+        self.asked = 0
+
+    def _fail(self, call: str) -> None:
+        failure = self.failing.get(call)
+        if failure is not None:
+            raise failure
+
+    def is_prepared(self, pool: str) -> bool:
+        self.asked += 1
+        self._fail("is_prepared")
+        return pool in self.prepared_pools
+
+    def outputs(self, pool: str) -> Any:
+        self.asked += 1
+        self._fail("outputs")
+        return outputs_of(pool) if pool in self.prepared_pools else None
+
+    def prepare(self, spec: PoolSpec) -> Any:
+        self.prepared.append(spec)
+        self._fail("prepare")
+        self.prepared_pools.add(spec.pool)
+        return outputs_of(spec.pool)
+
+    def record_instance_set(self, pool: str, group: str, instance_ids: Sequence[str]) -> None:
+        self.recorded.append((pool, group, tuple(instance_ids)))
+        self._fail("record_instance_set")
+
+    def remove_instance_set(self, pool: str) -> None:
+        self.removed.append(pool)
+        self._fail("remove_instance_set")
+
+    def destroy(self, pool: str) -> None:
+        self.destroyed.append(pool)
+        self._fail("destroy")
+        self.prepared_pools.discard(pool)
+
+    def recover(self) -> None:
+        pass
+
+    def step_down(self) -> None:
+        pass
