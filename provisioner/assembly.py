@@ -3,7 +3,7 @@
 `build_system` makes the EC2 engine (boto3 clients for the settings' region and endpoint),
 the stack driver and its port, and the `Manager` that runs the reconcilers on them and
 owns the metrics registry the port reports to. Called
-by `atomic-gang controller` (``controllers.main``), the local environment
+by `atomic-gang controller` (``commands.controller``), the local environment
 (``devenv.environment``) and the in-process test harnesses; what differs between them
 (credentials, retries, identity) is an argument, not a second copy of the wiring.
 """
