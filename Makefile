@@ -35,7 +35,8 @@ demo: tools
 lint: $(STAMP)
 	$(VENV)/bin/ruff check provisioner stacks infra devenv tests bench
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy provisioner stacks infra devenv bench
+	$(VENV)/bin/mypy --strict provisioner stacks
+	$(VENV)/bin/mypy infra devenv bench
 
 # The fast lane: lint, then the unit tests. Neither needs a Go-built tool, so a failure here
 # stops `make test` in minutes, before `tools` builds anything.

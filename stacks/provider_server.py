@@ -71,7 +71,7 @@ def load_sdk_servicer() -> type[Any]:
 def _attachable(servicer: type[Any]) -> type[Any]:
     from google.protobuf import empty_pb2
 
-    class AttachableServicer(servicer):  # type: ignore[misc, valid-type]
+    class AttachableServicer(servicer):  # type: ignore[misc]
         def Attach(self, request: Any, context: Any) -> Any:
             # The engine's address, for providers that call back into it; ours never do.
             return empty_pb2.Empty()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any, Final, cast
 
-import yaml  # type: ignore[import-untyped]  # no stubs in the pinned dev set
+import yaml
 from pydantic import Field, model_validator
 
 from provisioner.api import constants as c

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, cast, get_origin
 
-import yaml  # type: ignore[import-untyped]  # no stubs in the pinned dev set
+import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource
 

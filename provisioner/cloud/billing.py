@@ -235,4 +235,5 @@ def _overlap(a0: datetime, a1: datetime, b0: datetime, b1: datetime) -> float:
 def _aware(value: Any) -> datetime:
     if isinstance(value, str):
         value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    moment: datetime = value
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -186,7 +186,8 @@ def build_clients(
 def state_bucket_client(region: str, endpoint_url: str | None = None) -> S3Api:
     """The state bucket's client on the default credential chain: the credentials the
     Pulumi CLI inherits, so the controller reaches the bucket exactly as the CLI does."""
-    return make_client(default_session(), "s3", region, endpoint_url, client_config())
+    client: S3Api = make_client(default_session(), "s3", region, endpoint_url, client_config())
+    return client
 
 
 def default_clients(region: str, endpoint_url: str | None = None) -> CloudClients:

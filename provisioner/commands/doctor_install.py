@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import yaml  # type: ignore[import-untyped]  # no stubs in the pinned dev set
+import yaml
 
 from provisioner.api.settings import Settings
 from provisioner.cloud.access import AwsAccess, controller_role
