@@ -49,9 +49,29 @@ class GangNodePoolSpec(GangShape):
 
     claim: Claim | None = None
 
+    @classmethod
+    def of(cls, shape: GangShape, claim: Claim | None) -> GangNodePoolSpec:
+        """A new pool's spec: `shape`, held by `claim`. Both are validated models already, so
+        the spec is put together from their fields rather than parsed again."""
+        return cls.model_construct(**_shape_fields(shape), claim=claim)
+
     def shape(self) -> GangShape:
         """The shape alone, for comparing with a later claimant's."""
-        return GangShape.model_validate(self.model_dump(exclude={"claim"}))
+        return GangShape.model_construct(**_shape_fields(self))
+
+    def with_claim(self, claim: Claim | None, shape: GangShape | None = None) -> GangNodePoolSpec:
+        """This spec held by `claim` (None: released), with `shape`'s fields when given.
+
+        A field the new shape leaves unset (None) keeps this spec's value, as merging the
+        shape's body (unset fields left out) into the stored spec always has.
+        """
+        reshaped = {} if shape is None else _shape_fields(shape, skip_none=True)
+        return self.model_copy(update={**reshaped, "claim": claim})
+
+
+def _shape_fields(shape: GangShape, *, skip_none: bool = False) -> dict[str, Any]:
+    fields = {name: getattr(shape, name) for name in GangShape.model_fields}
+    return {k: v for k, v in fields.items() if v is not None} if skip_none else fields
 
 
 class LaunchInProgress(KubeModel):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final, Literal, Self
+from typing import Annotated, Any, Final, Literal, Protocol, Self
 
 from pydantic import (
     AfterValidator,
@@ -29,6 +29,7 @@ __all__ = [
     "Condition",
     "ConditionStatus",
     "KubeModel",
+    "KubeObject",
     "KubeTime",
     "ObjectMeta",
     "OmitEmptyModel",
@@ -72,6 +73,12 @@ class KubeModel(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """The Kubernetes JSON body: camelCase keys, unset optional fields left out."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def fields_read(self) -> dict[str, Any]:
+        """The body as it was read, as far as the model knows it: only the fields the body
+        held, defaults left out. A write helper diffs what it wants against this, so a
+        default the stored object lacks is written, as a diff of the raw body would."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_unset=True)
 
 
 def _to_utc_seconds(value: datetime) -> datetime:
@@ -128,6 +135,21 @@ class ObjectMeta(OmitEmptyModel):
     annotations: dict[str, str] = Field(default_factory=dict)
     finalizers: tuple[str, ...] = ()
     owner_references: tuple[OwnerReference, ...] = ()
+
+
+class KubeObject(Protocol):
+    """A typed view of a stored object: its metadata (whose resourceVersion preconditions a
+    write), parsed from and written back to a Kubernetes body (`KubeModel` provides those)."""
+
+    @property
+    def metadata(self) -> ObjectMeta: ...
+
+    @classmethod
+    def from_dict(cls, body: dict[str, Any]) -> Self: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    def fields_read(self) -> dict[str, Any]: ...
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]

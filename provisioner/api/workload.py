@@ -25,6 +25,7 @@ from provisioner.api.meta import (
     condition_is_true,
     format_kube_time,
 )
+from provisioner.api.owners import owner_of
 
 __all__ = [
     "Admission",
@@ -146,10 +147,8 @@ class Workload(KubeModel):
     @property
     def owner_job(self) -> tuple[str, str] | None:
         """(name, uid) of the batch/v1 Job that owns this Workload, if any."""
-        for ref in self.metadata.owner_references:
-            if ref.kind == "Job" and ref.api_version.startswith("batch/"):
-                return ref.name, ref.uid
-        return None
+        owner = owner_of(self.metadata.owner_references)
+        return (owner.name, owner.uid) if owner is not None else None
 
 
 class AdmissionCheckParameters(KubeModel):

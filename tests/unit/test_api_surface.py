@@ -28,6 +28,8 @@ def test_exported_members_exist_and_are_listed_once() -> None:
         "gangnodepool",
         "kueue_objects",
         "meta",
+        "nodes",
+        "owners",
         "problems",
         "settings",
         "settings_sources",
