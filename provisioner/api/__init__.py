@@ -6,7 +6,8 @@
 - `shape`: a Job's gang shape, its parser and the pool-reuse comparison; the per-key
   rules are in `shape_rules`, the one error (`GangShapeError`) in `problems`.
 - `gangnodepool`: the GangNodePool resource, its CRD and print columns.
-- `workload`: Kueue v1beta2 Workload and AdmissionCheck views, and our check's patch.
+- `workload`: Kueue v1beta2 Workload and AdmissionCheck views; `owners`: the job that
+  owns a gang's Workload; `nodes`: the Node view the pool reconciler reads.
 - `meta`, `fields`: shared Kubernetes metadata, conditions and field formats.
 
 The names below are the package's public surface; a unit test holds it in place.
@@ -66,7 +67,6 @@ if _TYPE_CHECKING:
         AdmissionCheckState,
         PodSetUpdate,
         Workload,
-        check_state_patch,
         gang_pod_set_updates,
     )
 
@@ -92,7 +92,6 @@ _HOMES = {
     "Settings": "provisioner.api.settings",
     "SettingsError": "provisioner.api.settings_sources",
     "Workload": "provisioner.api.workload",
-    "check_state_patch": "provisioner.api.workload",
     "default_ami_variant": "provisioner.api.shape",
     "describe_shape_conflict": "provisioner.api.shape",
     "find_condition": "provisioner.api.meta",
@@ -129,7 +128,6 @@ __all__ = [
     "Settings",
     "SettingsError",
     "Workload",
-    "check_state_patch",
     "default_ami_variant",
     "describe_shape_conflict",
     "find_condition",

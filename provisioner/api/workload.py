@@ -1,17 +1,15 @@
-"""Typed views of Kueue v1beta2 Workloads and AdmissionChecks, and our check's status patch.
+"""Typed views of Kueue v1beta2 Workloads and AdmissionChecks.
 
 Only the fields this controller reads or writes are modelled (names from Kueue v0.19's
 `apis/kueue/v1beta2`); anything else in the body is ignored, so a newer Kueue does not
-break parsing. The Workload reconciler reads `Workload` and sends `check_state_patch` for
-our one entry in `status.admissionChecks`; the AdmissionCheck reconciler reads
-`AdmissionCheck` to filter on our controllerName.
+break parsing. The Workload reconciler reads `Workload` and writes our one entry in
+`status.admissionChecks` (`provisioner.kube.check_state`); the AdmissionCheck reconciler
+reads `AdmissionCheck` to filter on our controllerName.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -23,7 +21,6 @@ from provisioner.api.meta import (
     ObjectMeta,
     OmitEmptyModel,
     condition_is_true,
-    format_kube_time,
 )
 from provisioner.api.owners import owner_of
 
@@ -44,7 +41,6 @@ __all__ = [
     "Workload",
     "WorkloadSpec",
     "WorkloadStatus",
-    "check_state_patch",
     "gang_pod_set_updates",
 ]
 
@@ -189,62 +185,3 @@ def gang_pod_set_updates(workload: Workload, pool: str, group: str) -> tuple[Pod
         )
         for ps in workload.spec.pod_sets
     )
-
-
-def check_state_patch(
-    workload: Workload,
-    check_name: str,
-    *,
-    state: CheckState,
-    message: str,
-    pod_set_updates: Sequence[PodSetUpdate] = (),
-    now: datetime,
-) -> list[dict[str, Any]] | None:
-    """A JSON patch (RFC 6902, content type `constants.JSON_PATCH_CONTENT_TYPE`) for the
-    status subresource that sets our check's state, message and podSetUpdates.
-
-    Returns None when the entry already says exactly this, so nothing is written. The
-    patch replaces metadata.resourceVersion with the one read, so the API server answers
-    409 Conflict if the Workload changed since; then re-read and rebuild, never retry
-    blindly. Only our entry's own fields are touched: Kueue's retryCount and the other
-    checks' entries stay as they are. Raises LookupError when Kueue has not added our
-    entry yet (the ClusterQueue does not list our check, or Kueue has not caught up).
-    """
-    meta = workload.metadata
-    if not meta.resource_version:
-        raise ValueError("the Workload was read without a resourceVersion; cannot precondition")
-    index = next(
-        (i for i, s in enumerate(workload.status.admission_checks) if s.name == check_name), None
-    )
-    if index is None:
-        raise LookupError(
-            f"Workload {meta.namespace}/{meta.name} has no admission check {check_name!r} yet"
-        )
-    current = workload.status.admission_checks[index]
-    message = message[: c.CHECK_MESSAGE_MAX_LENGTH]
-    updates = [u.to_dict() for u in pod_set_updates]
-    current_updates = [u.to_dict() for u in current.pod_set_updates]
-    if (current.state, current.message, current_updates) == (state, message, updates):
-        return None
-    base = f"/status/admissionChecks/{index}"
-    ops: list[dict[str, Any]] = [
-        {"op": "replace", "path": "/metadata/resourceVersion", "value": meta.resource_version},
-        # Guards the index: with the same resourceVersion it cannot have moved, but a
-        # wrong index must fail loudly rather than overwrite another controller's check.
-        {"op": "test", "path": f"{base}/name", "value": check_name},
-        {"op": "add", "path": f"{base}/state", "value": state},
-        {"op": "add", "path": f"{base}/message", "value": message},
-    ]
-    if state != current.state or current.last_transition_time is None:
-        ops.append(
-            {
-                "op": "add",
-                "path": f"{base}/lastTransitionTime",
-                "value": format_kube_time(now),
-            }
-        )
-    if updates:
-        ops.append({"op": "add", "path": f"{base}/podSetUpdates", "value": updates})
-    elif current_updates:
-        ops.append({"op": "remove", "path": f"{base}/podSetUpdates"})
-    return ops

@@ -17,10 +17,9 @@ from datetime import datetime
 from provisioner.api import constants as c
 from provisioner.api.meta import Condition, set_condition
 from provisioner.api.workload import AdmissionCheck
-from provisioner.kube.client import KubeClient
-from provisioner.kube.informer import Informer
+from provisioner.kube.cache import TypedCache
 from provisioner.kube.resources import ADMISSION_CHECKS, ObjectKey
-from provisioner.kube.status import write_status
+from provisioner.kube.status import ObjectWriter, update_status
 from provisioner.kube.workqueue import Result
 
 log = logging.getLogger(__name__)
@@ -42,8 +41,8 @@ def active_condition(now: datetime, generation: int | None) -> Condition:
 class AdmissionCheckReconciler:
     def __init__(
         self,
-        kube: KubeClient,
-        checks: Informer,
+        kube: ObjectWriter,
+        checks: TypedCache[AdmissionCheck],
         controller_name: str,
         now: Callable[[], datetime],
     ) -> None:
@@ -53,21 +52,14 @@ class AdmissionCheckReconciler:
         self._now = now
 
     def reconcile(self, key: ObjectKey) -> Result:
-        raw = self._checks.get(key.namespace or "", key.name)
-        if raw is None:
-            return Result()
-        check = AdmissionCheck.from_dict(raw)
-        if not check.is_ours(self._controller_name):
+        check = self._checks.get(key.namespace or "", key.name)
+        if check is None or not check.is_ours(self._controller_name):
             return Result()
         wanted = active_condition(self._now(), check.metadata.generation)
-
-        def mutate(status: dict[str, object]) -> bool:
-            current = AdmissionCheck.from_dict({**raw, "status": status}).status.conditions
-            updated = set_condition(current, wanted)
-            if updated == current:
-                return False
-            status["conditions"] = [cond.to_dict() for cond in updated]
-            return True
-
-        write_status(self._kube, ADMISSION_CHECKS, raw, mutate, c.FIELD_MANAGER)
+        current = check.status.conditions
+        updated = set_condition(current, wanted)
+        if updated == current:
+            return Result()
+        status = check.status.model_copy(update={"conditions": updated})
+        update_status(self._kube, ADMISSION_CHECKS, check, status, c.FIELD_MANAGER)
         return Result()

@@ -31,16 +31,20 @@ from starlette.routing import Mount, Route
 
 from provisioner.api import constants as c
 from provisioner.api.clock import SYSTEM_CLOCK
+from provisioner.api.gangnodepool import GangNodePool
+from provisioner.api.owners import GangOwner
 from provisioner.api.settings import Settings
+from provisioner.api.workload import AdmissionCheck, Workload
 from provisioner.controllers.admissioncheck import AdmissionCheckReconciler
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics, QueueMetrics
 from provisioner.controllers.pool_deps import PoolReconcilerDeps
 from provisioner.controllers.ports import EngineOps, StackOps
-from provisioner.controllers.reaper import PoolFacts, Reaper
+from provisioner.controllers.reaper import Reaper, pool_facts
 from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.controllers.workload import WorkloadReconciler
+from provisioner.kube.cache import TypedCache
 from provisioner.kube.client import KubeClient
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.informer import Informer
@@ -121,11 +125,20 @@ class Manager:
         recorder = EventRecorder(self.kube.with_timeout(5), instance=self.identity, background=True)
         self._recorder = recorder
 
+        typed_pools = TypedCache(pools, GangNodePool.from_dict)
+        typed_checks = TypedCache(checks, AdmissionCheck.from_dict)
         check_reconciler = AdmissionCheckReconciler(
-            self.kube, checks, self.settings.controller_name, self.now
+            self.kube, typed_checks, self.settings.controller_name, self.now
         )
         workload_reconciler = WorkloadReconciler(
-            self.kube, workloads, pools, checks, jobs, self.settings, recorder, self.now
+            self.kube,
+            TypedCache(workloads, Workload.from_dict),
+            typed_pools,
+            typed_checks,
+            TypedCache(jobs, GangOwner.from_dict),
+            self.settings,
+            recorder,
+            self.now,
         )
         # A finished stack operation queues its pool again (pool_ctl exists by then: the
         # executor starts with the reconcilers).
@@ -171,7 +184,7 @@ class Manager:
             observer=QueueMetrics(self.metrics, "workload"),
         )
         workload_ctl.watch(workloads)
-        workload_ctl.watch(pools, workload_reconciler.keys_for_pool)
+        workload_ctl.watch(pools, typed_pools.to_keys(workload_reconciler.keys_for_pool))
         pool_ctl = Controller(
             "gangnodepool",
             pool_reconciler.reconcile,
@@ -184,20 +197,10 @@ class Manager:
         workload_ctl.watch(checks, lambda _check: [ObjectKey(*k) for k in workloads.list_keys()])
         self._controllers = [check_ctl, workload_ctl, pool_ctl]
 
-        def facts() -> dict[str, PoolFacts]:
-            return {
-                p["metadata"]["name"]: PoolFacts(
-                    phase=(p.get("status") or {}).get("phase", c.PHASE_IDLE),
-                    claimed=bool((p.get("spec") or {}).get("claim")),
-                    gang_size=int((p.get("spec") or {}).get("count") or 0),
-                )
-                for p in pools.list()
-            }
-
         self._reaper = Reaper(
             self.engine,
             self.settings.cluster_name,
-            facts,
+            lambda: pool_facts(typed_pools.list()),
             self.settings.reap_interval_seconds,
             self.now,
             self.metrics,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from provisioner.api import constants as c
+from provisioner.api.gangnodepool import GangNodePool
 from provisioner.cloud.billing import Gang, InstanceLife, Meter, life_of
 from provisioner.cloud.errors import CloudError
 from provisioner.cloud.types import InstanceView
@@ -50,6 +51,19 @@ class PoolFacts:
     claimed: bool
     # The pool's N (spec.count): how many of a generation make its whole gang; 0 = unknown.
     gang_size: int = 0
+
+
+def pool_facts(pools: Iterable[GangNodePool]) -> dict[str, PoolFacts]:
+    """What the reaper reads of each pool, by name (the composition root hands it the
+    pools' cache)."""
+    return {
+        pool.name: PoolFacts(
+            phase=pool.status.phase,
+            claimed=pool.spec.claim is not None,
+            gang_size=pool.spec.count,
+        )
+        for pool in pools
+    }
 
 
 def verdict(

@@ -4,16 +4,22 @@
 - `resources`: `ResourceRef`, `ObjectKey` and the resources we use.
 - `client`: `KubeClient`, typed reads and preconditioned writes returning dicts.
 - `informer`: list+watch caches that call handlers as objects change.
+- `cache`: `TypedCache`, an informer's objects as models, each parsed once per version:
+  what the reconcilers read.
 - `workqueue`: the per-key serialized queue and the `Controller` worker pool.
-- `status`: `write_status` / `write_object`, the one way a reconciler writes.
+- `status`: `update_status` / `update_object` (and `write_status` / `write_object` on raw
+  bodies, until the pool reconciler reads typed views), the one way a reconciler writes.
+- `check_state`: our entry in a Workload's admission checks, as JSON-patch operations.
 - `leader`: Lease leader election.
 - `events`: the Event recorder.
 - time: `Clock` and its real and fake kinds come from `provisioner.api.clock` (re-exported).
 
-The controller manager builds one `KubeClient` and hands it to everything else.
+The composition root (`provisioner.assembly`) builds one `KubeClient`, the informers and
+their typed caches, and hands them to everything else. Reconcilers never see an API body.
 """
 
 from provisioner.api.clock import Clock, FakeClock, SystemClock
+from provisioner.kube.cache import TypedCache
 from provisioner.kube.client import KubeClient, ObjectList
 from provisioner.kube.errors import (
     KubeAlreadyExists,
@@ -29,7 +35,7 @@ from provisioner.kube.events import EventRecorder
 from provisioner.kube.informer import Informer
 from provisioner.kube.leader import LeaderElector, LeaseLock
 from provisioner.kube.resources import ObjectKey, ResourceRef, key_of
-from provisioner.kube.status import write_object, write_status
+from provisioner.kube.status import update_object, update_status, write_object, write_status
 from provisioner.kube.workqueue import Controller, Result, WorkQueue
 
 __all__ = [
@@ -54,8 +60,11 @@ __all__ = [
     "ResourceRef",
     "Result",
     "SystemClock",
+    "TypedCache",
     "WorkQueue",
     "key_of",
+    "update_object",
+    "update_status",
     "write_object",
     "write_status",
 ]

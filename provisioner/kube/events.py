@@ -1,7 +1,8 @@
 """`EventRecorder`: Kubernetes Events about our objects, for `kubectl describe`.
 
-Reconcilers call `normal`/`warning` with the object they act on (a dict as read) and a
-reason constant. Events are `core/v1` so they show under the object with `count` and
+Reconcilers call `normal`/`warning` with the object they act on (`InvolvedObject.of` its
+resource and the metadata of the model read) and a reason constant. Events are `core/v1`
+so they show under the object with `count` and
 `lastTimestamp`: the same (object, type, reason, message) within the aggregation window
 increments the existing Event instead of creating another, which keeps a retry loop from
 flooding etcd. Recording is best effort and never raises into the reconcile: a failure is
@@ -27,9 +28,10 @@ from typing import Any, Final, Protocol
 
 from provisioner.api.clock import SYSTEM_CLOCK, Clock
 from provisioner.api.constants import EVENT_NORMAL, EVENT_WARNING, FIELD_MANAGER
+from provisioner.api.meta import ObjectMeta
 from provisioner.kube.resources import CORE_EVENTS, ResourceRef
 
-__all__ = ["NORMAL", "WARNING", "EventRecorder", "EventWriter"]
+__all__ = ["NORMAL", "WARNING", "EventRecorder", "EventWriter", "InvolvedObject"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,40 @@ class EventWriter(Protocol):
         resource_version: str,
         field_manager: str | None = ...,
     ) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class InvolvedObject:
+    """The object an Event is about, as its `involvedObject` names it."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+
+    @classmethod
+    def of(cls, ref: ResourceRef, meta: ObjectMeta) -> InvolvedObject:
+        """The object of resource `ref` with that metadata (as read, or as sent)."""
+        return cls(
+            ref.api_version, ref.kind, meta.name, meta.namespace, meta.uid, meta.resource_version
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        fields = {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "namespace": self.namespace,
+            "uid": self.uid,
+            "resourceVersion": self.resource_version,
+        }
+        return {key: value for key, value in fields.items() if value}
+
+
+# An API body (the GangNodePool reconciler's, until it reads typed views) or a typed one.
+Involved = Mapping[str, Any] | InvolvedObject
 
 
 @dataclass(frozen=True)
@@ -103,13 +139,13 @@ class EventRecorder:
         # Apart from `_lock`, which a write holds over its API call.
         self._writer_lock = threading.Lock()
 
-    def normal(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
+    def normal(self, obj: Involved, reason: str, message: str) -> None:
         self.record(obj, NORMAL, reason, message)
 
-    def warning(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
+    def warning(self, obj: Involved, reason: str, message: str) -> None:
         self.record(obj, WARNING, reason, message)
 
-    def record(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
+    def record(self, obj: Involved, event_type: str, reason: str, message: str) -> None:
         try:
             # Taken now: the object as the reconcile saw it, whenever the Event is written.
             event = _Pending(_involved(obj), event_type, reason, message[:_MESSAGE_LIMIT])
@@ -224,19 +260,22 @@ class EventRecorder:
             self._seen.popitem(last=False)
 
 
-def _involved(obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata") or {}
-    if not obj.get("kind") or not meta.get("name"):
+def _involved(obj: Involved) -> dict[str, Any]:
+    if isinstance(obj, InvolvedObject):
+        typed = obj
+    else:
+        meta = obj.get("metadata") or {}
+        typed = InvolvedObject(
+            obj.get("apiVersion") or "",
+            obj.get("kind") or "",
+            meta.get("name") or "",
+            meta.get("namespace"),
+            meta.get("uid"),
+            meta.get("resourceVersion"),
+        )
+    if not typed.kind or not typed.name:
         raise ValueError("an event needs an object with kind and metadata.name")
-    fields = {
-        "apiVersion": obj.get("apiVersion"),
-        "kind": obj["kind"],
-        "name": meta["name"],
-        "namespace": meta.get("namespace"),
-        "uid": meta.get("uid"),
-        "resourceVersion": meta.get("resourceVersion"),
-    }
-    return {key: value for key, value in fields.items() if value}
+    return typed.to_dict()
 
 
 def _rv(obj: Mapping[str, Any]) -> str:

@@ -19,6 +19,8 @@ import threading
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from provisioner.api.meta import KubeObject
+
 __all__ = ["WAIT_FOR_OWN_WRITE_SECONDS", "OwnWrites"]
 
 # A pass that waits for its own write's watch event looks again after this long should the
@@ -26,8 +28,14 @@ __all__ = ["WAIT_FOR_OWN_WRITE_SECONDS", "OwnWrites"]
 WAIT_FOR_OWN_WRITE_SECONDS = 2.0
 
 
-def _version(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+# A model read, or an API body (the GangNodePool reconciler's, until it reads typed views).
+Read = KubeObject | Mapping[str, Any]
+
+
+def _version(obj: Read) -> str:
+    if isinstance(obj, Mapping):
+        return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return obj.metadata.resource_version or ""
 
 
 class OwnWrites:
@@ -38,14 +46,14 @@ class OwnWrites:
         self._replaced: dict[Hashable, set[str]] = {}
         self._lock = threading.Lock()
 
-    def wrote(self, key: Hashable, read: Mapping[str, Any], written: Mapping[str, Any]) -> None:
+    def wrote(self, key: Hashable, read: Read, written: Read) -> None:
         """`read` (the object as the cache held it) was replaced by `written`."""
         old, new = _version(read), _version(written)
         if old and old != new:
             with self._lock:
                 self._replaced.setdefault(key, set()).add(old)
 
-    def cache_behind(self, key: Hashable, cached: Mapping[str, Any] | None) -> bool:
+    def cache_behind(self, key: Hashable, cached: Read | None) -> bool:
         """Whether `cached` is a version of `key` this reconciler wrote over; None (the cache
         has no such object) forgets the key."""
         if cached is None:

@@ -1,4 +1,4 @@
-"""Kueue v1beta2 views: parsing a realistic Workload, and our admission-check patch."""
+"""Kueue v1beta2 views: parsing a realistic Workload, and our pod-set updates."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from provisioner.api.workload import (
     PodSetUpdate,
     Toleration,
     Workload,
-    check_state_patch,
     gang_pod_set_updates,
 )
 
@@ -149,27 +148,6 @@ WORKLOAD_JSON = """
 WORKLOAD: dict[str, Any] = json.loads(WORKLOAD_JSON)
 
 
-def apply_patch(body: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
-    """A small RFC 6902 applier (add/replace/remove/test), enough to check our patches."""
-    doc = copy.deepcopy(body)
-    for op in ops:
-        *parents, last = op["path"].strip("/").split("/")
-        node: Any = doc
-        for part in parents:
-            node = node[int(part)] if isinstance(node, list) else node[part]
-        key: Any = int(last) if isinstance(node, list) else last
-        if op["op"] == "test":
-            assert node[key] == op["value"], op
-        elif op["op"] == "replace":
-            assert key in node or isinstance(node, list), op
-            node[key] = op["value"]
-        elif op["op"] == "add":
-            node[key] = op["value"]
-        elif op["op"] == "remove":
-            del node[key]
-    return doc
-
-
 def test_parses_the_fields_the_controller_reads() -> None:
     wl = Workload.from_dict(WORKLOAD)
     assert wl.metadata.name == "job-allreduce-pretrain-3c1f2"
@@ -219,7 +197,7 @@ def test_check_states_match_kueue() -> None:
     assert get_args(CheckState) == c.CHECK_STATES
 
 
-# --- our check's patch -------------------------------------------------------------------
+# --- our check's pod-set updates -----------------------------------------------------------
 
 UPDATES = gang_pod_set_updates(Workload.from_dict(WORKLOAD), "pretrain-p4d", "g2")
 
@@ -239,87 +217,6 @@ def test_pod_set_updates_pin_to_pool_and_group() -> None:
             ],
         }
     ]
-
-
-def test_ready_patch_is_preconditioned_and_touches_only_our_entry() -> None:
-    wl = Workload.from_dict(WORKLOAD)
-    ops = check_state_patch(
-        wl, CHECK, state="Ready", message="4 of 4 nodes Ready", pod_set_updates=UPDATES, now=NOW
-    )
-    assert ops is not None
-    assert ops[0] == {"op": "replace", "path": "/metadata/resourceVersion", "value": "918273"}
-    assert ops[1] == {"op": "test", "path": "/status/admissionChecks/1/name", "value": CHECK}
-    assert {op["path"] for op in ops[2:]} == {
-        "/status/admissionChecks/1/state",
-        "/status/admissionChecks/1/message",
-        "/status/admissionChecks/1/lastTransitionTime",
-        "/status/admissionChecks/1/podSetUpdates",
-    }
-    patched = apply_patch(WORKLOAD, ops)
-    after = Workload.from_dict(patched)
-    ours = after.check(CHECK)
-    assert ours is not None
-    assert ours.state == "Ready"
-    assert ours.message == "4 of 4 nodes Ready"
-    assert ours.last_transition_time == NOW
-    assert ours.pod_set_updates == UPDATES
-    assert ours.retry_count == 1  # Kueue's field is left alone
-    assert patched["status"]["admissionChecks"][0] == WORKLOAD["status"]["admissionChecks"][0]
-    # Applying it again changes nothing, so nothing is sent.
-    assert (
-        check_state_patch(
-            after,
-            CHECK,
-            state="Ready",
-            message="4 of 4 nodes Ready",
-            pod_set_updates=UPDATES,
-            now=NOW,
-        )
-        is None
-    )
-
-
-def test_message_change_keeps_transition_time() -> None:
-    wl = Workload.from_dict(WORKLOAD)
-    ops = check_state_patch(wl, CHECK, state="Pending", message="acquiring 4 p4d", now=NOW)
-    assert ops is not None
-    assert not any(op["path"].endswith("lastTransitionTime") for op in ops)
-    assert Workload.from_dict(apply_patch(WORKLOAD, ops)).check(CHECK) == wl.check(
-        CHECK
-    ).model_copy(update={"message": "acquiring 4 p4d"})  # type: ignore[union-attr]
-
-
-def test_retry_after_ready_removes_pod_set_updates() -> None:
-    wl = Workload.from_dict(WORKLOAD)
-    ready = apply_patch(
-        WORKLOAD,
-        check_state_patch(wl, CHECK, state="Ready", message="", pod_set_updates=UPDATES, now=NOW)
-        or [],
-    )
-    ops = check_state_patch(
-        Workload.from_dict(ready), CHECK, state="Retry", message="nodes lost", now=NOW
-    )
-    assert ops is not None
-    assert {"op": "remove", "path": "/status/admissionChecks/1/podSetUpdates"} in ops
-    ours = Workload.from_dict(apply_patch(ready, ops)).check(CHECK)
-    assert ours is not None and ours.state == "Retry" and ours.pod_set_updates == ()
-
-
-def test_long_messages_are_cut_to_kueues_limit() -> None:
-    wl = Workload.from_dict(WORKLOAD)
-    ops = check_state_patch(wl, CHECK, state="Rejected", message="x" * 40000, now=NOW) or []
-    (message,) = [op["value"] for op in ops if op["path"].endswith("/message")]
-    assert len(message) == c.CHECK_MESSAGE_MAX_LENGTH
-
-
-def test_patch_needs_our_entry_and_a_resource_version() -> None:
-    wl = Workload.from_dict(WORKLOAD)
-    with pytest.raises(LookupError, match="no admission check 'not-ours'"):
-        check_state_patch(wl, "not-ours", state="Ready", message="", now=NOW)
-    body = copy.deepcopy(WORKLOAD)
-    del body["metadata"]["resourceVersion"]
-    with pytest.raises(ValueError, match="resourceVersion"):
-        check_state_patch(Workload.from_dict(body), CHECK, state="Ready", message="", now=NOW)
 
 
 def test_pod_set_update_round_trip() -> None:

@@ -9,9 +9,12 @@ from typing import Any
 import pytest
 
 from provisioner.api.clock import FakeClock
+from provisioner.api.gangnodepool import GangNodePool
+from provisioner.api.workload import Workload
 from provisioner.kube.errors import KubeNotFound, KubeUnavailable
-from provisioner.kube.events import EventRecorder
-from provisioner.kube.resources import CORE_EVENTS, ResourceRef
+from provisioner.kube.events import EventRecorder, InvolvedObject
+from provisioner.kube.resources import CORE_EVENTS, GANG_NODE_POOLS, WORKLOADS, ResourceRef
+from tests.unit.test_workload_decision import pool, workload
 
 POOL = {
     "apiVersion": "atomic-gang.k8s.aws/v1alpha1",
@@ -101,6 +104,33 @@ def test_an_event_names_the_object_and_lands_in_default_for_cluster_scope(
         1,
     )
     assert event["source"] == {"component": "atomic-gang-provisioner", "host": "replica-1"}
+
+
+def test_a_typed_object_is_named_as_its_body_would_be(
+    sink: FakeEvents, recorder: EventRecorder
+) -> None:
+    """`InvolvedObject.of` a model's metadata names what the body it was read from names."""
+    read_pool: GangNodePool = pool().model_copy(
+        update={"metadata": pool().metadata.model_copy(update={"resource_version": "7"})}
+    )
+    read_workload: Workload = workload()
+    for ref, model in ((GANG_NODE_POOLS, read_pool), (WORKLOADS, read_workload)):
+        recorder.normal(InvolvedObject.of(ref, model.metadata), "Seen", ref.kind)
+        body = {"apiVersion": ref.api_version, "kind": ref.kind, **model.to_dict()}
+        recorder.normal(body, "Seen", f"{ref.kind} body")
+    involved = [e["involvedObject"] for e in sink.events.values()]
+    assert (
+        involved[0]
+        == involved[1]
+        == {
+            "apiVersion": GANG_NODE_POOLS.api_version,
+            "kind": "GangNodePool",
+            "name": "pool-a",
+            "uid": "pool-uid",
+            "resourceVersion": "7",
+        }
+    )
+    assert involved[2] == involved[3] and involved[2]["namespace"] == "ml"
 
 
 def test_namespaced_objects_get_events_in_their_namespace(

@@ -10,11 +10,14 @@ import pytest
 import provisioner.kube as kube
 
 MODULES = [
+    "cache",
+    "check_state",
     "client",
     "errors",
     "events",
     "informer",
     "leader",
+    "own_writes",
     "resources",
     "status",
     "workqueue",
@@ -53,8 +56,11 @@ def test_the_package_surface() -> None:
         "ResourceRef",
         "Result",
         "SystemClock",
+        "TypedCache",
         "WorkQueue",
         "key_of",
+        "update_object",
+        "update_status",
         "write_object",
         "write_status",
     }

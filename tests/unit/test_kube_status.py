@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from provisioner.api.constants import FIELD_MANAGER, FINALIZER
+from provisioner.api.workload import Workload
 from provisioner.kube.errors import KubeConflict
 from provisioner.kube.resources import GANG_NODE_POOLS, WORKLOADS, ResourceRef
 from provisioner.kube.status import (
@@ -18,6 +19,7 @@ from provisioner.kube.status import (
     write_object,
     write_status,
 )
+from tests.support.stored_objects import StoredObjects
 
 
 class FakeWriter:
@@ -188,31 +190,47 @@ def test_merge_patch(before: dict[str, Any], after: dict[str, Any], patch: dict[
     assert merge_patch(before, after) == patch
 
 
+# -- typed writes ------------------------------------------------------------------------------
+
 WORKLOAD: dict[str, Any] = {
     "metadata": {"name": "wl", "namespace": "ml", "resourceVersion": "7"},
-    "status": {"admissionChecks": [{"name": "other"}, {"name": "ours", "state": "Pending"}]},
+    "spec": {"podSets": [{"count": 1}]},
+    "status": {
+        "admissionChecks": [
+            {"name": "other", "state": "Ready"},
+            {"name": "ours", "state": "Pending"},
+        ]
+    },
 }
 OPS = [{"op": "add", "path": "/status/admissionChecks/1/state", "value": "Ready"}]
 
 
 def test_a_shared_status_entry_is_written_as_operations_on_the_version_read() -> None:
-    writer = FakeWriter()
-    patch_status_entries(writer, WORKLOADS, WORKLOAD, OPS, FIELD_MANAGER)
-    (call,) = writer.calls
-    assert call["verb"] == "json_patch" and call["patch"] == {"ops": OPS}
+    store = StoredObjects()
+    store.put(WORKLOADS, WORKLOAD)
+    written = patch_status_entries(
+        store, WORKLOADS, Workload.from_dict(WORKLOAD), OPS, FIELD_MANAGER
+    )
+    (call,) = store.calls
+    assert call["verb"] == "json_patch" and call["patch"] == OPS
     assert (call["namespace"], call["resource_version"]) == ("ml", "7")
     assert (call["subresource"], call["field_manager"]) == ("status", FIELD_MANAGER)
+    ours = written.check("ours")
+    assert ours is not None and ours.state == "Ready"
+    assert written.metadata.resource_version == "8"
 
 
 def test_no_operations_write_nothing() -> None:
-    writer = FakeWriter()
-    assert patch_status_entries(writer, WORKLOADS, WORKLOAD, None, FIELD_MANAGER) == WORKLOAD
-    assert patch_status_entries(writer, WORKLOADS, WORKLOAD, [], FIELD_MANAGER) == WORKLOAD
-    assert writer.calls == []
+    store = StoredObjects()
+    workload = Workload.from_dict(WORKLOAD)
+    assert patch_status_entries(store, WORKLOADS, workload, None, FIELD_MANAGER) is workload
+    assert patch_status_entries(store, WORKLOADS, workload, [], FIELD_MANAGER) is workload
+    assert store.calls == []
 
 
 def test_a_stale_read_of_a_shared_entry_is_a_conflict() -> None:
-    writer = FakeWriter()
-    writer.conflict = True
+    store = StoredObjects()
+    store.put(WORKLOADS, WORKLOAD)
+    store.conflict_next = True
     with pytest.raises(KubeConflict):
-        patch_status_entries(writer, WORKLOADS, WORKLOAD, OPS, FIELD_MANAGER)
+        patch_status_entries(store, WORKLOADS, Workload.from_dict(WORKLOAD), OPS, FIELD_MANAGER)

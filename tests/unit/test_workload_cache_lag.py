@@ -22,6 +22,9 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.gangnodepool import GangNodePool
+from provisioner.api.owners import GangOwner
+from provisioner.api.workload import AdmissionCheck, Workload
 from provisioner.controllers.workload import WorkloadReconciler
 from provisioner.kube.errors import KubeConflict
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS
@@ -29,6 +32,7 @@ from provisioner.kube.resources import GANG_NODE_POOLS, ObjectKey, ResourceRef
 from tests.support.events import RecordedEvents
 from tests.support.informers import FakeInformer, LaggingCache
 from tests.support.jobs import job as job_body
+from tests.support.typed_caches import typed
 from tests.support.workloads import check, condition
 from tests.support.workloads import workload as kueue_workload
 from tests.unit.test_workload_decision import ANNOTATIONS, CHECK, LABELS, NOW, SETTINGS, pool
@@ -141,10 +145,10 @@ class World:
         )
         self.reconciler = WorkloadReconciler(
             self.apiserver,  # type: ignore[arg-type]
-            self.workloads,  # type: ignore[arg-type]
-            self.pools,  # type: ignore[arg-type]
-            checks,  # type: ignore[arg-type]
-            FakeInformer(job()),  # type: ignore[arg-type]
+            typed(self.workloads, Workload.from_dict),
+            typed(self.pools, GangNodePool.from_dict),
+            typed(checks, AdmissionCheck.from_dict),
+            typed(FakeInformer(job()), GangOwner.from_dict),
             SETTINGS,
             RecordedEvents(),  # type: ignore[arg-type]
             lambda: NOW,

@@ -1,0 +1,110 @@
+"""`TypedCache`: an informer's cache as the controllers read it, in typed models.
+
+The composition root (`provisioner.assembly`) builds one per informer a reconciler reads,
+with the model's parser (`Workload.from_dict`, `GangNodePool.from_dict`, ...); reconcilers
+get and list models and never see the API bodies. Each object is parsed once per
+resourceVersion: a model is kept with the version it was parsed from, and reused until the
+informer holds another version (a pass over 1,000 Workloads does not parse 1,000 bodies
+again). A deleted object's model is dropped with it.
+
+Called from the work queue's workers and, through `to_keys`, from the informer's thread
+(event mappings): thread-safe. A body that does not parse raises the parser's error to the
+caller, as parsing it in the reconciler did.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, Protocol, TypeVar
+
+from provisioner.api.meta import KubeObject
+from provisioner.kube.resources import ObjectKey, key_of
+
+__all__ = ["Parse", "RawCache", "TypedCache"]
+
+Obj = dict[str, Any]
+T = TypeVar("T", bound=KubeObject)
+Parse = Callable[[Obj], T]
+# Spelled once here: `list` methods shadow `list` inside the classes.
+Objs = list[Obj]
+Keys = list[ObjectKey]
+Models = list[T]
+
+
+class RawCache(Protocol):
+    """What a `TypedCache` reads of an `Informer` (tests hand a fake)."""
+
+    def get(self, namespace: str, name: str) -> Obj | None: ...
+
+    def list(self) -> Objs: ...
+
+    def list_labelled(self, value: str) -> Objs: ...
+
+    def list_keys(self) -> Keys: ...
+
+    def add_handlers(
+        self,
+        on_add: Callable[[Obj], None] | None = ...,
+        on_update: Callable[[Obj, Obj], None] | None = ...,
+        on_delete: Callable[[Obj], None] | None = ...,
+    ) -> None: ...
+
+
+def _version(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class TypedCache(Generic[T]):
+    """The objects of one informer as models of type T, each parsed once per version."""
+
+    def __init__(self, informer: RawCache, parse: Parse[T]) -> None:
+        self._informer = informer
+        self._parse = parse
+        self._lock = threading.Lock()
+        self._parsed: dict[ObjectKey, tuple[str, T]] = {}
+        informer.add_handlers(on_delete=self._drop)
+
+    def get(self, namespace: str, name: str) -> T | None:
+        raw = self._informer.get(namespace, name)
+        return None if raw is None else self._model(raw)
+
+    def list(self) -> Models[T]:
+        return [self._model(raw) for raw in self._informer.list()]
+
+    def list_labelled(self, value: str) -> Models[T]:
+        """The objects whose label (the informer's `index_label`) is `value`."""
+        return [self._model(raw) for raw in self._informer.list_labelled(value)]
+
+    def list_keys(self) -> Keys:
+        return self._informer.list_keys()
+
+    def to_keys(
+        self, mapping: Callable[[T], Iterable[ObjectKey]]
+    ) -> Callable[[Obj], Iterable[ObjectKey]]:
+        """`mapping` of models as `Controller.watch` takes it: of the informer's bodies."""
+        return lambda raw: mapping(self._model(raw))
+
+    def __len__(self) -> int:
+        """How many parsed models are kept (tests)."""
+        with self._lock:
+            return len(self._parsed)
+
+    def _model(self, raw: Obj) -> T:
+        key, version = key_of(raw), _version(raw)
+        with self._lock:
+            kept = self._parsed.get(key)
+        if kept is not None and version and kept[0] == version:
+            return kept[1]
+        model = self._parse(raw)
+        if version:  # a body without one (a test's) is parsed each time
+            with self._lock:
+                # Not kept for an object deleted since it was read: its deletion's `_drop`
+                # has run, or waits for this lock and drops it after.
+                if self._informer.get(key.namespace, key.name) is not None:
+                    self._parsed[key] = (version, model)
+        return model
+
+    def _drop(self, raw: Obj) -> None:
+        with self._lock:
+            self._parsed.pop(key_of(raw), None)

@@ -1,0 +1,56 @@
+"""The typed caches the reconcilers read (`provisioner.kube.cache.TypedCache`), over the
+raw fakes of `tests/support/informers.py`.
+
+`typed(fake, parse)` hands a reconciler models of what the fake holds, parsed as the
+composition root's caches parse them (once per resourceVersion). A fake delivers no
+events; what it no longer holds the cache answers None for, as the fake does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from provisioner.api.meta import KubeObject
+from provisioner.kube.cache import TypedCache
+from provisioner.kube.resources import ObjectKey, key_of
+
+__all__ = ["typed"]
+
+T = TypeVar("T", bound=KubeObject)
+Obj = dict[str, Any]
+
+
+class RawFake(Protocol):
+    def get(self, namespace: str, name: str) -> Obj | None: ...
+
+    def list(self) -> list[Obj]: ...
+
+
+class _AsInformer:
+    """A raw fake with the informer calls it lacks: keys from its listing, no handlers."""
+
+    def __init__(self, fake: RawFake) -> None:
+        self._fake = fake
+
+    def get(self, namespace: str, name: str) -> Obj | None:
+        return self._fake.get(namespace, name)
+
+    def list(self) -> list[Obj]:
+        return self._fake.list()
+
+    def list_labelled(self, value: str) -> list[Obj]:
+        labelled: Callable[[str], list[Obj]] | None = getattr(self._fake, "list_labelled", None)
+        if labelled is None:
+            raise RuntimeError(f"{type(self._fake).__name__} keeps no label index")
+        return labelled(value)
+
+    def list_keys(self) -> list[ObjectKey]:
+        return [key_of(obj) for obj in self._fake.list()]
+
+    def add_handlers(self, **_: Callable[..., None]) -> None:
+        """A fake changes under the test's hand: no events to deliver."""
+
+
+def typed(fake: RawFake, parse: Callable[[Obj], T]) -> TypedCache[T]:
+    return TypedCache(_AsInformer(fake), parse)

@@ -1,0 +1,153 @@
+"""The typed write helpers: the model read in, the model written out; no request when
+nothing changed, a merge patch of only the difference, on the resourceVersion read."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from provisioner.api import constants as c
+from provisioner.api.gangnodepool import Claim, GangNodePool, GangNodePoolStatus
+from provisioner.api.meta import ObjectMeta
+from provisioner.api.owners import GangOwner
+from provisioner.api.workload import AdmissionCheck
+from provisioner.kube.errors import KubeConflict, KubeNotFound
+from provisioner.kube.resources import ADMISSION_CHECKS, GANG_NODE_POOLS, JOBS
+from provisioner.kube.status import create_object, read_object, update_object, update_status
+from tests.support.stored_objects import StoredObjects
+
+pytestmark = pytest.mark.unit
+
+CLAIM = Claim(namespace="ml", name="wl", uid="wl-uid", claimed_at=datetime(2026, 1, 1, tzinfo=UTC))
+SPEC: dict[str, Any] = {
+    "pool": "p1",
+    "count": 4,
+    "instanceType": "p4d.24xlarge",
+    "mode": "runinstances",
+    "region": "us-east-1",
+    "availabilityZones": [],
+    "subnets": [],
+    "nodeRoleArn": "arn:aws:iam::123456789012:role/node",
+    "keepWarmTTL": "10m0s",  # as the model writes durations
+    "maxLifetime": "4h0m0s",
+    "amiVariant": "nvidia",
+    "efa": False,
+    "placementGroup": "none",
+}
+POOL: dict[str, Any] = {
+    "apiVersion": c.API_VERSION,
+    "kind": c.GNP_KIND,
+    "metadata": {"name": "p1", "uid": "p1-uid", "resourceVersion": "41"},
+    "spec": SPEC,
+    # As the pool reconciler writes it: every field the model knows.
+    "status": GangNodePoolStatus(phase="Acquiring").to_dict(),
+}
+
+
+def stored_pool(body: dict[str, Any] = POOL) -> tuple[StoredObjects, GangNodePool]:
+    store = StoredObjects()
+    return store, GangNodePool.from_dict(store.put(GANG_NODE_POOLS, body))
+
+
+def test_a_status_change_is_one_merge_patch_of_the_difference_on_the_version_read() -> None:
+    store, pool = stored_pool()
+    wanted = pool.status.model_copy(update={"phase": c.Phase.JOINING, "ready_nodes": 2})
+    written = update_status(store, GANG_NODE_POOLS, pool, wanted, c.FIELD_MANAGER)
+    (call,) = store.calls
+    assert call["verb"] == "patch_status" and call["resource_version"] == "41"
+    assert call["patch"] == {"status": {"phase": "Joining", "readyNodes": 2}}
+    assert call["field_manager"] == c.FIELD_MANAGER
+    assert written.status == wanted and written.metadata.resource_version == "42"
+
+
+def test_an_unchanged_status_or_object_writes_nothing() -> None:
+    store, pool = stored_pool()
+    assert update_status(store, GANG_NODE_POOLS, pool, pool.status, "m") is pool
+    assert update_object(store, GANG_NODE_POOLS, pool, pool, "m") is pool
+    assert store.calls == []
+
+
+def test_a_default_the_stored_status_lacks_is_written() -> None:
+    """As a diff of the stored body would: the PHASE column reads the stored phase."""
+    store, pool = stored_pool({**POOL, "status": {}})
+    wanted = pool.status.model_copy(update={"ready_nodes": 1})
+    update_status(store, GANG_NODE_POOLS, pool, wanted, "m")
+    assert store.calls[0]["patch"]["status"]["phase"] == "Idle"
+
+
+def test_an_object_change_patches_spec_and_metadata_only() -> None:
+    store, pool = stored_pool()
+    claimed = pool.model_copy(update={"spec": pool.spec.with_claim(CLAIM)})
+    written = update_object(store, GANG_NODE_POOLS, pool, claimed, c.FIELD_MANAGER)
+    (call,) = store.calls
+    assert call["verb"] == "patch" and call["resource_version"] == "41"
+    assert call["patch"] == {"spec": {"claim": CLAIM.to_dict()}}
+    assert written.spec.claim == CLAIM and written.status == pool.status
+    released = written.model_copy(update={"spec": written.spec.with_claim(None)})
+    update_object(store, GANG_NODE_POOLS, written, released, c.FIELD_MANAGER)
+    assert store.calls[1]["patch"] == {"spec": {"claim": None}}
+    assert store.calls[1]["resource_version"] == "42"
+
+
+def test_a_write_from_a_stale_read_is_a_conflict() -> None:
+    store, pool = stored_pool()
+    update_status(
+        store, GANG_NODE_POOLS, pool, pool.status.model_copy(update={"phase": c.Phase.IDLE}), "m"
+    )
+    with pytest.raises(KubeConflict):
+        update_object(
+            store,
+            GANG_NODE_POOLS,
+            pool,
+            pool.model_copy(update={"spec": pool.spec.with_claim(CLAIM)}),
+            "m",
+        )
+
+
+def test_a_write_needs_the_resource_version_read() -> None:
+    check = AdmissionCheck.from_dict({"metadata": {"name": "c"}, "spec": {"controllerName": "x"}})
+    with pytest.raises(ValueError, match="resourceVersion"):
+        update_status(
+            StoredObjects(),
+            ADMISSION_CHECKS,
+            check,
+            check.status.model_copy(update={"conditions": ()}),
+            "m",
+        )
+    labelled = check.metadata.model_copy(update={"labels": {"a": "b"}})
+    with pytest.raises(ValueError, match="resourceVersion"):
+        update_object(
+            StoredObjects(),
+            ADMISSION_CHECKS,
+            check,
+            check.model_copy(update={"metadata": labelled}),
+            "m",
+        )
+
+
+def test_a_created_object_is_sent_without_status_and_read_back() -> None:
+    store = StoredObjects()
+    new = GangNodePool(
+        metadata=ObjectMeta(name="p2", finalizers=(c.FINALIZER,)),
+        spec=GangNodePool.from_dict(POOL).spec.with_claim(CLAIM),
+    )
+    created = create_object(store, GANG_NODE_POOLS, new)
+    (call,) = store.calls
+    assert call["body"] == {
+        "apiVersion": c.API_VERSION,
+        "kind": c.GNP_KIND,
+        "metadata": {"name": "p2", "finalizers": [c.FINALIZER]},
+        "spec": {**SPEC, "claim": CLAIM.to_dict()},
+    }
+    assert created.metadata.uid == "uid-p2" and created.spec == new.spec
+
+
+def test_a_live_read_parses_or_says_not_found() -> None:
+    store = StoredObjects()
+    store.put(JOBS, {"metadata": {"name": "train", "namespace": "ml", "uid": "j1"}})
+    job = read_object(store, JOBS, "train", "ml", GangOwner.from_dict)
+    assert (job.name, job.uid) == ("train", "j1")
+    with pytest.raises(KubeNotFound):
+        read_object(store, JOBS, "gone", "ml", GangOwner.from_dict)
