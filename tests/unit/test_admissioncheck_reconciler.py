@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.kueue_objects import admission_check
 from provisioner.api.workload import AdmissionCheck
 from provisioner.controllers.admissioncheck import AdmissionCheckReconciler
 from provisioner.kube.cache import TypedCache
@@ -40,13 +41,17 @@ def reconciler() -> tuple[StoredObjects, AdmissionCheckReconciler]:
     return store, AdmissionCheckReconciler(store, checks, c.CONTROLLER_NAME, lambda: NOW)
 
 
-def check(name: str, controller: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "generation": 2}, "spec": {"controllerName": controller}}
+def check(name: str, controller: str = c.CONTROLLER_NAME) -> dict[str, Any]:
+    """The AdmissionCheck an install creates, at generation 2, for `controller`."""
+    body = admission_check(name)
+    body["metadata"]["generation"] = 2
+    body["spec"]["controllerName"] = controller
+    return body
 
 
 def test_our_check_is_made_active_once() -> None:
     store, checks = reconciler()
-    store.put(ADMISSION_CHECKS, check("ours", c.CONTROLLER_NAME))
+    store.put(ADMISSION_CHECKS, check("ours"))
     checks.reconcile(ObjectKey("", "ours"))
     checks.reconcile(ObjectKey("", "ours"))
     (call,) = [call for call in store.calls if call["verb"] == "patch_status"]

@@ -2,77 +2,61 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from provisioner.api import constants as c
 from provisioner.api.meta import OwnerReference
 from provisioner.api.nodes import Node
 from provisioner.api.owners import GangOwner, owner_of
+from tests.support.jobs import job as job_body
+from tests.support.nodes import node
 
 pytestmark = pytest.mark.unit
 
-NODE = {
-    "apiVersion": "v1",
-    "kind": "Node",
-    "metadata": {
-        "name": "ip-10-0-1-5.ec2.internal",
-        "resourceVersion": "12",
-        "labels": {c.POOL_LABEL: "p1", "kubernetes.io/os": "linux"},
-    },
-    "spec": {"providerID": "aws:///us-east-1a/i-0123456789abcdef0", "taints": []},
-    "status": {
-        "conditions": [
-            {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
-            {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:00Z"},
-        ],
-        "capacity": {"cpu": "96"},
-    },
-}
+INSTANCE = "i-0123456789abcdef0"
+
+
+def node_body() -> dict[str, Any]:
+    """A pool's Node as the kubelet writes it, with fields the view does not model."""
+    body = node(INSTANCE, pool="p1")
+    body["metadata"]["resourceVersion"] = "12"
+    body["spec"]["taints"] = []
+    body["status"]["conditions"].insert(
+        0, {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"}
+    )
+    body["status"]["capacity"] = {"cpu": "96"}
+    return body
 
 
 def test_a_node_reads_as_its_instance_labels_and_readiness() -> None:
-    node = Node.from_dict(NODE)
-    assert node.name == "ip-10-0-1-5.ec2.internal"
-    assert node.instance_id == "i-0123456789abcdef0"
+    node = Node.from_dict(node_body())
+    assert node.name == f"node-{INSTANCE}"
+    assert node.instance_id == INSTANCE
     assert node.labels[c.POOL_LABEL] == "p1"
     assert node.ready
     assert node.metadata.resource_version == "12"
 
 
 def test_a_node_without_a_provider_id_or_readiness() -> None:
-    node = Node.from_dict({"metadata": {"name": "n"}})
-    assert node.instance_id == "" and not node.ready
-    not_ready = Node.from_dict(
-        {
-            "metadata": {"name": "n"},
-            "status": {"conditions": [{"type": "Ready", "status": "False"}]},
-        }
-    )
+    bare = Node.from_dict({"metadata": {"name": "n"}})
+    assert bare.instance_id == "" and not bare.ready
+    not_ready = Node.from_dict(node(INSTANCE, ready=False))
     assert not not_ready.ready
 
 
 def test_labelling_a_node_changes_only_its_labels() -> None:
-    node = Node.from_dict(NODE)
-    labelled = node.with_label(c.GROUP_LABEL, "g1")
-    assert labelled.labels == {**node.labels, c.GROUP_LABEL: "g1"}
+    node = Node.from_dict(node_body())
+    labelled = node.with_label(c.GROUP_LABEL, "g2")
+    assert labelled.labels == {**node.labels, c.GROUP_LABEL: "g2"}
     assert labelled.spec == node.spec and labelled.status == node.status
-    assert node.labels.get(c.GROUP_LABEL) is None
+    assert node.labels[c.GROUP_LABEL] == "gen-1"
 
 
 def test_a_job_reads_as_a_gang_owner() -> None:
     job = GangOwner.from_dict(
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {
-                "name": "train",
-                "namespace": "ml",
-                "uid": "j1",
-                "labels": {c.POOL_LABEL: "p1"},
-                "annotations": {c.ANN_COUNT: "4"},
-            },
-            "spec": {"parallelism": 4},
-        }
+        job_body(uid="j1", labels={c.POOL_LABEL: "p1"}, annotations={c.ANN_COUNT: "4"})
     )
     assert (job.name, job.uid, job.kind) == ("train", "j1", "Job")
     assert job.labels == {c.POOL_LABEL: "p1"} and job.annotations == {c.ANN_COUNT: "4"}

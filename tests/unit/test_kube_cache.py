@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from provisioner.api import constants as c
 from provisioner.api.nodes import Node
 from provisioner.kube.cache import TypedCache
 from provisioner.kube.resources import ObjectKey, key_of
+from tests.support.nodes import node as node_body
 
 pytestmark = pytest.mark.unit
 
@@ -18,10 +20,11 @@ Obj = dict[str, Any]
 
 
 def node(name: str, rv: str, pool: str = "p1") -> Obj:
-    return {
-        "metadata": {"name": name, "resourceVersion": rv, "labels": {"pool": pool}},
-        "spec": {"providerID": f"aws:///us-east-1a/i-{name}"},
-    }
+    """Node `name` (of EC2 instance `name`) at resourceVersion `rv`."""
+    body = node_body(name, pool=pool)
+    body["metadata"]["name"] = name
+    body["metadata"]["resourceVersion"] = rv
+    return body
 
 
 class RawInformer:
@@ -52,7 +55,7 @@ class RawInformer:
         return list(self.objects.values()) if self.listed is None else self.listed
 
     def list_labelled(self, value: str) -> list[Obj]:
-        return [o for o in self.list() if o["metadata"]["labels"].get("pool") == value]
+        return [o for o in self.list() if o["metadata"]["labels"].get(c.POOL_LABEL) == value]
 
     def list_keys(self) -> list[ObjectKey]:
         return list(self.objects)
@@ -86,16 +89,16 @@ def test_each_version_is_parsed_once_whoever_reads_it() -> None:
     raw.put(node("a", "1"))
     raw.put(node("b", "2", pool="p2"))
     first = nodes.get("", "a")
-    assert first is not None and first.instance_id == "i-a"
+    assert first is not None and first.instance_id == "a"
     assert nodes.get("", "a") is first
     assert [n.name for n in nodes.list()] == ["a", "b"]
     assert [n.name for n in nodes.list_labelled("p2")] == ["b"]
-    mapped = nodes.to_keys(lambda n: [ObjectKey("", n.labels["pool"])])
+    mapped = nodes.to_keys(lambda n: [ObjectKey("", n.labels[c.POOL_LABEL])])
     assert list(mapped(node("a", "1"))) == [ObjectKey("", "p1")]
     assert parse.parsed == [("a", "1"), ("b", "2")]
     raw.put(node("a", "3", pool="p3"))
     again = nodes.get("", "a")
-    assert again is not None and again.labels == {"pool": "p3"}
+    assert again is not None and again.labels[c.POOL_LABEL] == "p3"
     assert parse.parsed[-1] == ("a", "3") and len(parse.parsed) == 3
     assert nodes.get("", "missing") is None
     assert nodes.list_keys() == [ObjectKey("", "a"), ObjectKey("", "b")]

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from provisioner.api import constants as c
 from provisioner.api.constants import FIELD_MANAGER, FINALIZER
 from provisioner.api.workload import Workload
 from provisioner.kube.errors import KubeConflict
@@ -20,6 +21,7 @@ from provisioner.kube.status import (
     write_status,
 )
 from tests.support.stored_objects import StoredObjects
+from tests.support.workloads import check, workload
 
 
 class FakeWriter:
@@ -192,16 +194,12 @@ def test_merge_patch(before: dict[str, Any], after: dict[str, Any], patch: dict[
 
 # -- typed writes ------------------------------------------------------------------------------
 
-WORKLOAD: dict[str, Any] = {
-    "metadata": {"name": "wl", "namespace": "ml", "resourceVersion": "7"},
-    "spec": {"podSets": [{"count": 1}]},
-    "status": {
-        "admissionChecks": [
-            {"name": "other", "state": "Ready"},
-            {"name": "ours", "state": "Pending"},
-        ]
-    },
-}
+WORKLOAD: dict[str, Any] = workload(
+    "wl",
+    count=1,
+    resource_version="7",
+    checks=[check("other", c.CHECK_READY), check("ours", c.CHECK_PENDING)],
+)
 OPS = [{"op": "add", "path": "/status/admissionChecks/1/state", "value": "Ready"}]
 
 

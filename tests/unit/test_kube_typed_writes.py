@@ -3,7 +3,6 @@ nothing changed, a merge patch of only the difference, on the resourceVersion re
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,34 +15,32 @@ from provisioner.api.workload import AdmissionCheck
 from provisioner.kube.errors import KubeConflict, KubeNotFound
 from provisioner.kube.resources import ADMISSION_CHECKS, GANG_NODE_POOLS, JOBS
 from provisioner.kube.status import create_object, read_object, update_object, update_status
+from tests.support.jobs import job
+from tests.support.pools import claim, pool_spec
+from tests.support.pools import pool as pool_body
 from tests.support.stored_objects import StoredObjects
 
 pytestmark = pytest.mark.unit
 
-CLAIM = Claim(namespace="ml", name="wl", uid="wl-uid", claimed_at=datetime(2026, 1, 1, tzinfo=UTC))
-SPEC: dict[str, Any] = {
-    "pool": "p1",
-    "count": 4,
-    "instanceType": "p4d.24xlarge",
-    "mode": "runinstances",
-    "region": "us-east-1",
-    "availabilityZones": [],
-    "subnets": [],
-    "nodeRoleArn": "arn:aws:iam::123456789012:role/node",
-    "keepWarmTTL": "10m0s",  # as the model writes durations
-    "maxLifetime": "4h0m0s",
-    "amiVariant": "nvidia",
-    "efa": False,
-    "placementGroup": "none",
-}
-POOL: dict[str, Any] = {
-    "apiVersion": c.API_VERSION,
-    "kind": c.GNP_KIND,
-    "metadata": {"name": "p1", "uid": "p1-uid", "resourceVersion": "41"},
-    "spec": SPEC,
-    # As the pool reconciler writes it: every field the model knows.
-    "status": GangNodePoolStatus(phase="Acquiring").to_dict(),
-}
+CLAIM = Claim.from_dict(claim(claimed_at="2026-01-01T00:00:00Z"))
+# As the Workload reconciler writes a spec: every field, durations as the model writes them.
+SPEC: dict[str, Any] = pool_spec(
+    pool="p1",
+    keep_warm_ttl="10m0s",
+    max_lifetime="4h0m0s",
+    availability_zones=[],
+    subnets=[],
+    efa=False,
+    placement_group="none",
+)
+# As the pool reconciler writes its status: every field the model knows.
+POOL: dict[str, Any] = pool_body(
+    "p1",
+    spec=SPEC,
+    status=GangNodePoolStatus(phase=c.Phase.ACQUIRING).to_dict(),
+    uid="p1-uid",
+    resource_version="41",
+)
 
 
 def stored_pool(body: dict[str, Any] = POOL) -> tuple[StoredObjects, GangNodePool]:
@@ -146,8 +143,8 @@ def test_a_created_object_is_sent_without_status_and_read_back() -> None:
 
 def test_a_live_read_parses_or_says_not_found() -> None:
     store = StoredObjects()
-    store.put(JOBS, {"metadata": {"name": "train", "namespace": "ml", "uid": "j1"}})
-    job = read_object(store, JOBS, "train", "ml", GangOwner.from_dict)
-    assert (job.name, job.uid) == ("train", "j1")
+    store.put(JOBS, job("train", uid="j1"))
+    read = read_object(store, JOBS, "train", "ml", GangOwner.from_dict)
+    assert (read.name, read.uid) == ("train", "j1")
     with pytest.raises(KubeNotFound):
         read_object(store, JOBS, "gone", "ml", GangOwner.from_dict)
