@@ -23,6 +23,7 @@ from typing import Any
 from provisioner.api import constants as c
 from provisioner.api.clock import SYSTEM_CLOCK, SystemClock
 from provisioner.api.gangnodepool import GangNodePool
+from provisioner.api.nodes import Node
 from provisioner.api.owners import GangOwner
 from provisioner.api.settings import Settings
 from provisioner.api.workload import AdmissionCheck, Workload
@@ -178,12 +179,12 @@ def build_manager(
         SYSTEM_CLOCK,
         metrics,
     )
-    # Reads the pool and Node informers' bodies until it reads typed views.
+    typed_nodes = TypedCache(nodes, Node.from_dict)
     pool_reconciler = GangNodePoolReconciler(
         PoolReconcilerDeps(
             kube=kube,
-            pools=pools,
-            nodes=nodes,
+            pools=typed_pools,
+            nodes=typed_nodes,
             engine=engine,
             index=index,
             stacks=stacks,
@@ -215,7 +216,7 @@ def build_manager(
         observer=QueueMetrics(metrics, "gangnodepool"),
     )
     pool_ctl.watch(pools)
-    pool_ctl.watch(nodes, pool_reconciler.keys_for_node)
+    pool_ctl.watch(nodes, typed_nodes.to_keys(pool_reconciler.keys_for_node))
     # A Workload whose check becomes ours (or Active) must be looked at again.
     workload_ctl.watch(checks, lambda _check: [ObjectKey(*k) for k in workloads.list_keys()])
 

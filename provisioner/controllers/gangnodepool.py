@@ -36,11 +36,11 @@ from __future__ import annotations
 import contextlib
 import logging
 from datetime import timedelta
-from typing import Any
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus
+from provisioner.api.nodes import Node
 from provisioner.cloud.errors import CloudError
 from provisioner.cloud.views import LIVE_STATES
 from provisioner.controllers.instance_index import GONE_STATES
@@ -61,6 +61,7 @@ from provisioner.controllers.pool_steps import (
     Action,
     ActionResult,
     Backoff,
+    Event,
     Instance,
     PoolTimings,
     PoolView,
@@ -68,9 +69,10 @@ from provisioner.controllers.pool_steps import (
 )
 from provisioner.controllers.stack_executor import Finished, Operation
 from provisioner.kube.errors import KubeConflict, KubeNotFound
+from provisioner.kube.events import InvolvedObject
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS, OwnWrites
 from provisioner.kube.resources import GANG_NODE_POOLS, NODES, ObjectKey
-from provisioner.kube.status import write_object, write_status
+from provisioner.kube.status import read_object, update_object, update_status
 from provisioner.kube.workqueue import Result
 from provisioner.pulumi_driver.port import StackError
 
@@ -135,23 +137,22 @@ class GangNodePoolReconciler:
         # Per pool, the versions this reconciler wrote over that the cache still may show.
         self._own_writes = OwnWrites()
 
-    def keys_for_node(self, node: dict[str, Any]) -> list[ObjectKey]:
-        pool = (node.get("metadata", {}).get("labels") or {}).get(c.POOL_LABEL)
+    def keys_for_node(self, node: Node) -> list[ObjectKey]:
+        pool = node.labels.get(c.POOL_LABEL)
         return [ObjectKey("", pool)] if pool else []
 
     # -- one pass -----------------------------------------------------------------------------
     def reconcile(self, key: ObjectKey) -> Result:
-        raw = self._pools.get("", key.name)
-        if raw is None:
+        pool = self._pools.get("", key.name)
+        if pool is None:
             self._executor.forget(key.name)
             self._backoffs.pop(key.name, None)
             self._own_writes.forget(key.name)
             return Result()
-        if self._cache_behind_own_write(raw):
+        if self._cache_behind_own_write(pool):
             # Our write's watch event wakes the pool when the cache has it; this is the
             # fallback should that event be lost.
             return Result(requeue_after=WAIT_FOR_OWN_WRITE_SECONDS)
-        pool = GangNodePool.from_dict(raw)
         held = self._executor.state(pool.name)
         view, facts = self._observe(
             pool,
@@ -159,7 +160,7 @@ class GangNodePoolReconciler:
             settling=held.finished is not None,
         )
         if held.finished is not None:
-            return self._settle(raw, pool, view, held.finished)
+            return self._settle(pool, view, held.finished)
         step = plan(view)
         if step.action is not Action.NONE or step.status.phase != view.status.phase:
             log.info(
@@ -175,25 +176,30 @@ class GangNodePoolReconciler:
                     "action": step.action.value,
                 },
             )
-        raw = self._persist(raw, view.status, step.status)
+        written = self._persist(pool, view.status, step.status)
         if step.action in STACK_ACTIONS:
-            return self._submit(step, pool, view, facts, raw)
-        result = self._actions.run(step, pool, facts, raw)
+            return self._submit(step, pool, view, facts, written)
+        result = self._actions.run(step, pool, facts, written)
         if result is None:
-            self._emit(raw, step.events)
+            self._emit(written, step.events)
             self._observe_metrics(pool, view.status, step.status)
             return Result(requeue_after=_next_pass(view.status, step.status, step.requeue_after))
         status, requeue, events = outcome(view, step, result)
         self._note_backoff(pool.name, step.action, result, requeue)
         if step.action is Action.REMOVE_FINALIZER:
             return Result()
-        raw = self._persist_result(raw, step.status, status)
-        self._emit(raw, (*step.events, *events))
+        written = self._persist_result(written, step.status, status)
+        self._emit(written, (*step.events, *events))
         self._observe_metrics(pool, step.status, status)
         return Result(requeue_after=_next_pass(view.status, status, requeue))
 
     def _submit(
-        self, step: Step, pool: GangNodePool, view: PoolView, facts: PassFacts, raw: dict[str, Any]
+        self,
+        step: Step,
+        pool: GangNodePool,
+        view: PoolView,
+        facts: PassFacts,
+        written: GangNodePool,
     ) -> Result:
         """Hand a stack step to the executor; it queues the pool again when it ends."""
         operation = Operation(pool.name, step, lambda: self._run_stack_step(step, pool, facts))
@@ -201,18 +207,16 @@ class GangNodePoolReconciler:
             # Only after step-down (the pool had nothing pending when this pass looked).
             log.info("pool %s: %s not submitted; not leading", pool.name, step.action.value)
             return Result()
-        self._emit(raw, step.events)
+        self._emit(written, step.events)
         self._observe_metrics(pool, view.status, step.status)
         return Result()
 
     def _run_stack_step(self, step: Step, pool: GangNodePool, facts: PassFacts) -> ActionResult:
-        result = self._actions.run(step, pool, facts, {})  # stack steps write no object
+        result = self._actions.run(step, pool, facts, pool)  # stack steps write no object
         assert result is not None
         return result
 
-    def _settle(
-        self, raw: dict[str, Any], pool: GangNodePool, view: PoolView, finished: Finished
-    ) -> Result:
+    def _settle(self, pool: GangNodePool, view: PoolView, finished: Finished) -> Result:
         """Persist a finished stack operation's result, then let the executor drop it."""
         step = finished.operation.step
         status, requeue, events = settle(view, step, finished.result)
@@ -224,9 +228,9 @@ class GangNodePoolReconciler:
             "succeeded" if finished.result.ok else f"failed: {finished.result.reason}",
             extra={"pool": pool.name, "phase": status.phase, "action": step.action.value},
         )
-        raw = self._persist_result(raw, view.status, status)
+        written = self._persist_result(pool, view.status, status)
         self._executor.consumed(finished)
-        self._emit(raw, events)
+        self._emit(written, events)
         self._observe_metrics(pool, view.status, status)
         return Result(requeue_after=_next_pass(view.status, status, requeue))
 
@@ -342,47 +346,35 @@ class GangNodePoolReconciler:
         wanted = set(status.instance_ids)
         ready: set[str] = set()
         for node in self._nodes.list_labelled(pool):
-            meta, spec = node.get("metadata", {}), node.get("spec", {})
-            instance_id = (spec.get("providerID") or "").rsplit("/", 1)[-1]
-            labels = meta.get("labels") or {}
+            instance_id = node.instance_id
             if instance_id not in wanted or instance_id not in live or group is None:
                 continue
-            if labels.get(c.POOL_LABEL) != pool:
+            if node.labels.get(c.POOL_LABEL) != pool:
                 continue
-            if labels.get(c.GROUP_LABEL) != group:
+            if node.labels.get(c.GROUP_LABEL) != group:
                 self._label_node(node, group)
                 continue  # counted on the pass the label change triggers
-            conditions = (node.get("status") or {}).get("conditions") or []
-            if any(x.get("type") == "Ready" and x.get("status") == "True" for x in conditions):
+            if node.ready:
                 ready.add(instance_id)
         return frozenset(ready)
 
-    def _label_node(self, node: dict[str, Any], group: str) -> None:
-        def mutate(obj: dict[str, Any]) -> bool:
-            obj.setdefault("metadata", {}).setdefault("labels", {})[c.GROUP_LABEL] = group
-            return True
-
+    def _label_node(self, node: Node, group: str) -> None:
         with contextlib.suppress(KubeNotFound):  # the node left meanwhile
-            write_object(self._kube, NODES, node, mutate, c.FIELD_MANAGER)
+            update_object(
+                self._kube, NODES, node, node.with_label(c.GROUP_LABEL, group), c.FIELD_MANAGER
+            )
 
     # -- writes ---------------------------------------------------------------------------------
     def _persist(
-        self, raw: dict[str, Any], before: GangNodePoolStatus, after: GangNodePoolStatus
-    ) -> dict[str, Any]:
+        self, pool: GangNodePool, before: GangNodePoolStatus, after: GangNodePoolStatus
+    ) -> GangNodePool:
         if after == before:
-            return raw
-        wanted = after.to_dict()
-
-        def mutate(status: dict[str, Any]) -> bool:
-            status.clear()
-            status.update(wanted)
-            return True
-
-        written = write_status(self._kube, GANG_NODE_POOLS, raw, mutate, c.FIELD_MANAGER)
-        self._own_writes.wrote(raw["metadata"]["name"], raw, written)
+            return pool
+        written = update_status(self._kube, GANG_NODE_POOLS, pool, after, c.FIELD_MANAGER)
+        self._own_writes.wrote(pool.name, pool, written)
         return written
 
-    def _cache_behind_own_write(self, raw: dict[str, Any]) -> bool:
+    def _cache_behind_own_write(self, pool: GangNodePool) -> bool:
         """Whether the informer still holds a version of the pool this reconciler wrote over.
 
         The watch event of one write (a launch marker) can queue the pool while the next
@@ -391,15 +383,14 @@ class GangNodePoolReconciler:
         instances, but it is a call, and a conflict, for nothing) or redo any other step.
         (See `OwnWrites`.)
         """
-        name = raw["metadata"]["name"]
-        if self._own_writes.cache_behind(name, raw):
-            log.debug("pool %s: cache behind our own write; waiting for it", name)
+        if self._own_writes.cache_behind(pool.name, pool):
+            log.debug("pool %s: cache behind our own write; waiting for it", pool.name)
             return True
         return False
 
     def _persist_result(
-        self, raw: dict[str, Any], before: GangNodePoolStatus, after: GangNodePoolStatus
-    ) -> dict[str, Any]:
+        self, pool: GangNodePool, before: GangNodePoolStatus, after: GangNodePoolStatus
+    ) -> GangNodePool:
         """Persist what an action left, even if the pool's spec or metadata moved meanwhile.
 
         The action has happened (a `pulumi up`, a launch); dropping its result on a conflict
@@ -410,11 +401,11 @@ class GangNodePoolReconciler:
         planned again.
         """
         try:
-            return self._persist(raw, before, after)
+            return self._persist(pool, before, after)
         except KubeConflict:
-            name = raw["metadata"]["name"]
-            fresh = self._kube.get(GANG_NODE_POOLS, name)
-            if GangNodePool.from_dict(fresh).status != before:
+            name = pool.name
+            fresh = read_object(self._kube, GANG_NODE_POOLS, name, None, GangNodePool.from_dict)
+            if fresh.status != before:
                 raise
             log.info(
                 "gangnodepool %s: conflict saving an action's result; re-applied on the fresh one",
@@ -422,12 +413,13 @@ class GangNodePoolReconciler:
             )
             # The version the action was planned from is written over as well.
             written = self._persist(fresh, before, after)
-            self._own_writes.wrote(name, raw, written)
+            self._own_writes.wrote(name, pool, written)
             return written
 
-    def _emit(self, raw: dict[str, Any], events: tuple[Any, ...]) -> None:
+    def _emit(self, pool: GangNodePool, events: tuple[Event, ...]) -> None:
+        involved = InvolvedObject.of(GANG_NODE_POOLS, pool.metadata)
         for event in events:
-            self._recorder.record(raw, event.type, event.reason, event.message)
+            self._recorder.record(involved, event.type, event.reason, event.message)
 
     def _observe_metrics(
         self, pool: GangNodePool, before: GangNodePoolStatus, after: GangNodePoolStatus

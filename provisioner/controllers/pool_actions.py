@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from datetime import timedelta
-from typing import Any
 
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind
@@ -38,7 +37,7 @@ from provisioner.controllers.pool_facts import (
 from provisioner.controllers.pool_steps import Action, ActionResult, Step
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import GANG_NODE_POOLS
-from provisioner.kube.status import write_object
+from provisioner.kube.status import update_object
 from provisioner.pulumi_driver.port import PoolOutputs, StackError
 
 log = logging.getLogger(__name__)
@@ -52,10 +51,11 @@ class PoolActions:
         self._deps = deps
 
     def run(
-        self, step: Step, pool: GangNodePool, facts: PassFacts, raw: dict[str, Any]
+        self, step: Step, pool: GangNodePool, facts: PassFacts, written: GangNodePool
     ) -> ActionResult | None:
         """Perform `step`'s action on what the pass read (`facts`); None for a step that
-        has none. Stack steps run on the executor and write no object (`raw` is unused)."""
+        has none. `written` is the pool as the pass last wrote it (the finalizer comes off
+        that version); stack steps write no object."""
         action = step.action
         if action is Action.NONE:
             return None
@@ -79,7 +79,7 @@ class PoolActions:
             elif action is Action.TAG_KEEP_WARM:
                 deps.engine.set_keep_warm_tag(step.status.instance_ids, step.status.keep_warm_until)
             elif action is Action.REMOVE_FINALIZER:
-                self._remove_finalizer(raw)
+                self._remove_finalizer(written)
         except CloudError as err:
             log.warning("pool %s: %s failed: %s", pool.name, action.value, err)
             return ActionResult(False, failure=err.failure, reason=err.reason, message=str(err))
@@ -239,14 +239,14 @@ class PoolActions:
             )
             deps.engine.delete_leftovers(orphans)
 
-    def _remove_finalizer(self, raw: dict[str, Any]) -> None:
-        def mutate(obj: dict[str, Any]) -> bool:
-            finalizers = obj.setdefault("metadata", {}).get("finalizers") or []
-            if c.FINALIZER not in finalizers:
-                return False
-            obj["metadata"]["finalizers"] = [f for f in finalizers if f != c.FINALIZER]
-            return True
-
+    def _remove_finalizer(self, pool: GangNodePool) -> None:
+        finalizers = pool.metadata.finalizers
+        if c.FINALIZER not in finalizers:
+            return
+        kept = tuple(f for f in finalizers if f != c.FINALIZER)
+        wanted = pool.model_copy(
+            update={"metadata": pool.metadata.model_copy(update={"finalizers": kept})}
+        )
         # Gone already: an earlier pass removed the finalizer and the cache had not caught up.
         with contextlib.suppress(KubeNotFound):
-            write_object(self._deps.kube, GANG_NODE_POOLS, raw, mutate, c.FIELD_MANAGER)
+            update_object(self._deps.kube, GANG_NODE_POOLS, pool, wanted, c.FIELD_MANAGER)

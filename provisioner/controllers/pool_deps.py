@@ -10,21 +10,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from provisioner.api.gangnodepool import GangNodePool
+from provisioner.api.nodes import Node
 from provisioner.api.settings import Settings
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.ports import EngineOps, StackOps
 from provisioner.controllers.stack_executor import StackExecutor
-from provisioner.kube.client import KubeClient
+from provisioner.kube.cache import TypedCache
 from provisioner.kube.events import EventRecorder
-from provisioner.kube.informer import Informer
+from provisioner.kube.status import ObjectStore
 
 
 @dataclass(frozen=True)
 class PoolReconcilerDeps:
-    kube: KubeClient
-    pools: Informer  # GangNodePools
-    nodes: Informer  # Nodes carrying the pool label, indexed by it
+    kube: ObjectStore  # the pool's status and finalizer, its Nodes' group label
+    pools: TypedCache[GangNodePool]
+    nodes: TypedCache[Node]  # Nodes carrying the pool label, indexed by it
     engine: EngineOps
     index: InstanceIndex  # what EC2 holds for each pool
     stacks: StackOps

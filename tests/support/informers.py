@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from provisioner.api import constants as c
+from tests.support.stored_objects import apply_merge_patch
 
 
 def _named(obj: Mapping[str, Any], namespace: str, name: str) -> bool:
@@ -72,15 +73,22 @@ class FakePoolStore:
     def list_labelled(self, value: str) -> list[dict[str, Any]]:
         return []  # a pool carries no pool label
 
-    def patch_status(self, _ref: Any, _name: str, patch: Mapping[str, Any], **_: Any) -> Any:
-        status = self.obj.setdefault("status", {})
-        for key, value in patch["status"].items():
-            if value is None:
-                status.pop(key, None)
-            else:
-                status[key] = value
+    def changed(self) -> None:
+        """The test changed `obj` as another writer would: it gets a new resourceVersion."""
         meta = self.obj["metadata"]
         meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+
+    def patch_status(self, _ref: Any, _name: str, patch: Mapping[str, Any], **_: Any) -> Any:
+        """A merge patch of the status (RFC 7386), as the apiserver applies one."""
+        return self._merged({"status": patch["status"]})
+
+    def patch(self, _ref: Any, _name: str, patch: Mapping[str, Any], **_: Any) -> Any:
+        """A merge patch of everything but the status (metadata, spec)."""
+        return self._merged({k: v for k, v in patch.items() if k != "status"})
+
+    def _merged(self, patch: Mapping[str, Any]) -> Any:
+        self.obj = apply_merge_patch(self.obj, patch)
+        self.changed()
         return copy.deepcopy(self.obj)
 
 

@@ -8,10 +8,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from provisioner.api.clock import FakeClock
+from provisioner.api.gangnodepool import GangNodePool
+from provisioner.api.nodes import Node
 from provisioner.api.settings import Settings
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool_deps import PoolReconcilerDeps
+from provisioner.kube.cache import TypedCache
+from tests.support.typed_caches import typed
 
 DEFAULT_NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -50,10 +54,17 @@ def pool_deps(
     def part(value: Any, name: str) -> Any:
         return Unused(name) if value is None else value
 
+    def cache(value: Any, name: str, parse: Any) -> Any:
+        # A raw fake (tests/support/informers.py) is read through a typed cache, as the
+        # composition root reads the informers.
+        if value is None or isinstance(value, TypedCache):
+            return part(value, name)
+        return typed(value, parse)
+
     return PoolReconcilerDeps(
         kube=part(kube, "kube"),
-        pools=part(pools, "pools"),
-        nodes=part(nodes, "nodes"),
+        pools=cache(pools, "pools", GangNodePool.from_dict),
+        nodes=cache(nodes, "nodes", Node.from_dict),
         engine=part(engine, "engine"),
         index=part(index, "index"),
         stacks=part(stacks, "stacks"),

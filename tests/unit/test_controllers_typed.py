@@ -17,9 +17,6 @@ import pytest
 pytestmark = pytest.mark.unit
 
 CONTROLLERS = Path(__file__).resolve().parents[2] / "provisioner" / "controllers"
-# Temporary: the pool reconciler and its actions read its informers' bodies until they read
-# typed views (`TypedCache[GangNodePool]`, `TypedCache[Node]`); remove them from here then.
-NOT_YET_TYPED = frozenset({"gangnodepool.py", "pool_actions.py"})
 # The keys of a Kubernetes body a reconciler must read through a model instead.
 BODY_KEYS = frozenset(
     {
@@ -76,7 +73,7 @@ def test_no_reconciler_walks_a_kubernetes_body() -> None:
     offenders = {
         path.name: uses
         for path in sorted(CONTROLLERS.glob("*.py"))
-        if path.name not in NOT_YET_TYPED and (uses := raw_body_uses(path.read_text()))
+        if (uses := raw_body_uses(path.read_text()))
     }
     assert offenders == {}, "read these through the typed views of provisioner.kube"
 

@@ -178,9 +178,10 @@ def test_our_own_release_makes_the_pools_next_read_fresh() -> None:
     # result leaves (the marker and the settle pass aside).
     pool = GangNodePool.from_dict(world.store.obj)
     release = Step(Action.RELEASE_SET, pool.status, release_ids=IDS)
-    result = PoolActions(world.reconciler._deps).run(release, pool, PassFacts(), {})
+    result = PoolActions(world.reconciler._deps).run(release, pool, PassFacts(), pool)
     assert result is not None and result.ok and world.engine.released == list(IDS)
     world.store.obj["status"] = {"phase": c.PHASE_IDLE, "idleSince": "2026-11-30T12:00:00Z"}
+    world.store.changed()
 
     world.one_pass()
     world.one_pass()
@@ -196,6 +197,7 @@ def test_a_claim_on_a_warm_set_is_satisfied_from_the_index() -> None:
     world = World(WARM, ready=True, claim=False)
     world.one_pass()  # the snapshot, taken by the pool's keep-warm pass
     world.store.obj["spec"]["claim"] = CLAIM
+    world.store.changed()
     world.one_pass()
     assert world.store.obj["status"]["phase"] == c.PHASE_SATISFIED
     assert world.observed() == [None]
@@ -210,6 +212,7 @@ def test_a_claim_on_a_warm_set_the_reaper_just_ended_is_not_satisfied() -> None:
         world.engine.fleet[iid] = instance(iid, "shutting-down")
     world.index.forget("pool-a")
     world.store.obj["spec"]["claim"] = CLAIM
+    world.store.changed()
     world.one_pass()
     assert world.store.obj["status"]["phase"] != c.PHASE_SATISFIED
     assert world.observed() == [None, "pool-a"]
@@ -221,6 +224,7 @@ def test_a_pool_waiting_on_its_destroy_lists_nothing_of_its_own() -> None:
     forgotten by the destroy, so it, like the pass after, meets EC2 as it is now."""
     world = World(SATISFIED, ready=True)
     world.store.obj["metadata"]["deletionTimestamp"] = "2026-11-30T12:00:00Z"
+    world.store.changed()
     world.one_pass()  # plans the destroy from a fresh listing; the executor holds it
     assert world.executor.state("pool-a").pending is not None
     assert world.observed() == ["pool-a"]

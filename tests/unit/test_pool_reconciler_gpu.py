@@ -107,7 +107,7 @@ def reconciler(engine: FakeEngine, stacks: FakeStacks) -> GangNodePoolReconciler
 def run(engine: FakeEngine, stacks: FakeStacks, action: Action, p: GangNodePool) -> ActionResult:
     marker = LaunchInProgress(client_token="uid-1/1", mode="fleet", group="gen-1", started_at=NOW)
     step = Step(action, GangNodePoolStatus(acquire_generation=1, launch_in_progress=marker))
-    result = PoolActions(reconciler(engine, stacks)._deps).run(step, p, PassFacts(), {})
+    result = PoolActions(reconciler(engine, stacks)._deps).run(step, p, PassFacts(), p)
     assert result is not None
     return result
 
@@ -155,7 +155,7 @@ def test_a_set_found_already_launched_is_counted_as_adopted_not_bought(
     pools = reconciler(engine, prepared_stacks())
     marker = LaunchInProgress(client_token="uid-1/1", mode="fleet", group="gen-1", started_at=NOW)
     step = Step(Action.LAUNCH, GangNodePoolStatus(acquire_generation=1, launch_in_progress=marker))
-    result = PoolActions(pools._deps).run(step, pool(), PassFacts(), {})
+    result = PoolActions(pools._deps).run(step, pool(), PassFacts(), pool())
     assert result is not None and result.ok
     families = {m.name: m for m in pools._metrics.registry.collect()}
     counts = {
