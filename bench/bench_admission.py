@@ -52,6 +52,7 @@ from bench.watching import Timeline, instances_tagged, wait_for
 from devenv import kueue_objects as ko
 from devenv.environment import LocalEnvironment
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.pulumi_driver.cli_env import StatePaths
 from provisioner.pulumi_driver.oplog import OperationLog
 
@@ -122,7 +123,7 @@ class Bench:
         if series == "warm":
             workload = self.timeline.workload_name(name)
             claimed = phases.get(f"claimed:{workload}", admitted)
-            satisfied = phases.get(f"{c.PHASE_SATISFIED}:{workload}", admitted)
+            satisfied = phases.get(f"{Phase.SATISFIED}:{workload}", admitted)
             check_ready = marks.get("checkReady", admitted)
             sample |= {
                 "quotaToClaimed": claimed - submitted - sample["quota"],
@@ -131,9 +132,9 @@ class Bench:
                 "checkReadyToAdmitted": admitted - check_ready,
             }
         else:
-            acquiring = phases.get(c.PHASE_ACQUIRING, submitted)
-            joining = phases.get(c.PHASE_JOINING, acquiring)
-            satisfied = phases.get(c.PHASE_SATISFIED, joining)
+            acquiring = phases.get(Phase.ACQUIRING, submitted)
+            joining = phases.get(Phase.JOINING, acquiring)
+            satisfied = phases.get(Phase.SATISFIED, joining)
             prepared = phases.get("stack:prepare:succeeded", acquiring)
             prepared = min(max(prepared, acquiring), joining)
             sample |= {
@@ -147,7 +148,7 @@ class Bench:
         self.samples.setdefault(series, []).append(sample)
         # The Job simulator finishes the Job; Kueue finishes its Workload; the pool goes warm.
         self.wait(f"{name} finished", lambda: self.timeline.workload(name).get("Finished"))
-        self.wait(f"{pool} KeepWarm", lambda: self._phase(pool) == c.PHASE_KEEP_WARM)
+        self.wait(f"{pool} KeepWarm", lambda: self._phase(pool) == Phase.KEEP_WARM)
 
     def _phase(self, pool: str) -> str | None:
         obj = self.custom.get_cluster_custom_object(*GNP, pool)

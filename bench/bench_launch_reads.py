@@ -52,6 +52,7 @@ from devenv.emulator import EmulatorClient, EmulatorProcess
 from devenv.pki import CertificateAuthority
 from provisioner.api import constants as c
 from provisioner.api.clock import FakeClock, SystemClock
+from provisioner.api.constants import Phase
 from provisioner.api.settings import Settings
 from provisioner.cloud import Ec2Engine
 from provisioner.cloud.ec2api import build_clients
@@ -378,7 +379,7 @@ def life(world: World, calls: ControllerCalls) -> dict[str, Counter[str]]:
     name = world.store.obj["metadata"]["name"]
     counted: dict[str, Counter[str]] = {}
     one_pass(world)
-    expect(world, "Acquiring", lambda s: s.get("phase") == c.PHASE_ACQUIRING)
+    expect(world, "Acquiring", lambda s: s.get("phase") == Phase.ACQUIRING)
 
     counted["prepare"] = calls.during(lambda: prepare(world))
     expect(world, "prepared", lambda s: s.get("lastStackOperation") == "prepare")
@@ -398,16 +399,16 @@ def life(world: World, calls: ControllerCalls) -> dict[str, Counter[str]]:
     expect(
         world,
         "Satisfied and recorded",
-        lambda s: s.get("phase") == c.PHASE_SATISFIED and s.get("recordedGroup") == group,
+        lambda s: s.get("phase") == Phase.SATISFIED and s.get("recordedGroup") == group,
     )
 
     world.store.set_claim(None)
     one_pass(world)
-    expect(world, "KeepWarm", lambda s: s.get("phase") == c.PHASE_KEEP_WARM)
+    expect(world, "KeepWarm", lambda s: s.get("phase") == Phase.KEEP_WARM)
 
     world.store.set_claim(claim_now())
     counted["warm claim"] = calls.during(lambda: one_pass(world))
-    expect(world, "Satisfied by the warm set", lambda s: s.get("phase") == c.PHASE_SATISFIED)
+    expect(world, "Satisfied by the warm set", lambda s: s.get("phase") == Phase.SATISFIED)
     return counted
 
 

@@ -35,6 +35,7 @@ from bench.stats import ratio, table
 from devenv.emulator import install
 from provisioner.api import constants as c
 from provisioner.api.clock import SystemClock
+from provisioner.api.constants import Phase
 from provisioner.cloud import Ec2Engine
 from provisioner.cloud.ec2api import build_clients
 from provisioner.cloud.types import InstanceView
@@ -120,7 +121,7 @@ def _fleet(
             if doomed is not None and kind != "healthy":
                 doomed += ids
             if exists:
-                pools[pool] = PoolFacts(phase=c.PHASE_SATISFIED, claimed=False)
+                pools[pool] = PoolFacts(phase=Phase.SATISFIED, claimed=False)
     return pools, planned
 
 

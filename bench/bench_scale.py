@@ -60,6 +60,7 @@ from devenv.controller_process import start_controller, write_settings
 from devenv.environment import LocalEnvironment
 from devenv.processes import Supervised, free_port
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.api.settings import Settings
 from provisioner.toolchain import installer as toolchain
 
@@ -332,7 +333,7 @@ class Run:
                 self.wait(f"wave {wave} finished", _all_finished(timeline, jobs), timeout=3600)
                 self.wait(
                     f"wave {wave}: every pool warm",
-                    lambda: _phases(custom) == {c.PHASE_KEEP_WARM: self.pools},
+                    lambda: _phases(custom) == {Phase.KEEP_WARM: self.pools},
                     timeout=600,
                 )
                 label = "cold" if wave == 0 else "warm"
@@ -546,14 +547,14 @@ def _stage_times(timeline: Timeline, job: str, pool: str) -> dict[str, float]:
     times = {
         "QuotaReserved": marks.get("QuotaReserved"),
         "Claimed": phases.get(f"claimed:{workload}"),
-        "Satisfied": phases.get(f"{c.PHASE_SATISFIED}:{workload}"),
+        "Satisfied": phases.get(f"{Phase.SATISFIED}:{workload}"),
         "CheckReady": marks.get("checkReady"),
         "Admitted": marks.get("Admitted"),
         "Finished": marks.get("Finished"),
     }
     finished = times["Finished"]
     if finished is not None:
-        times["KeepWarm"] = timeline.entered(pool, c.PHASE_KEEP_WARM, after=finished)
+        times["KeepWarm"] = timeline.entered(pool, Phase.KEEP_WARM, after=finished)
     return {stage: at for stage, at in times.items() if at is not None}
 
 

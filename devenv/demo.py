@@ -35,6 +35,7 @@ from kubernetes import client as k8s
 from devenv import kueue_objects as ko
 from devenv.environment import LocalEnvironment
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.cloud.billing import Bill, bill, instance_life
 
 NAMESPACE = "default"
@@ -295,7 +296,7 @@ def _scenario(env: LocalEnvironment, state: dict[str, Any]) -> int:
     obs.wait("train-a to complete", lambda: obs.jobs["train-a"].done_at is not None)
     obs.wait(
         "pool shared to be kept warm",
-        lambda: obs.pool_status(SHARED_POOL).get("phase") == c.PHASE_KEEP_WARM,
+        lambda: obs.pool_status(SHARED_POOL).get("phase") == Phase.KEEP_WARM,
     )
 
     print("\n== 2. warm reuse: train-b on the same pool", flush=True)

@@ -106,6 +106,7 @@ RESOURCE_EFA: Final = "vpc.amazonaws.com/efa"
 # (limits.maxGangSize) p5.48xlarge nodes, 8 GPUs and 32 EFA interfaces each.
 DEFAULT_ACCELERATOR_QUOTA: Final = {RESOURCE_GPU: "512", RESOURCE_EFA: "2048"}
 
+
 class Phase(StrEnum):
     """A GangNodePool's phase (`status.phase`), in the order of its life cycle."""
 
@@ -116,14 +117,6 @@ class Phase(StrEnum):
     KEEP_WARM = "KeepWarm"
     RELEASING = "Releasing"
 
-
-PHASE_IDLE: Final = Phase.IDLE
-PHASE_ACQUIRING: Final = Phase.ACQUIRING
-PHASE_JOINING: Final = Phase.JOINING
-PHASE_SATISFIED: Final = Phase.SATISFIED
-PHASE_KEEP_WARM: Final = Phase.KEEP_WARM
-PHASE_RELEASING: Final = Phase.RELEASING
-PHASES: Final = tuple(Phase)
 
 # --- Kueue admission-check states (kueue.x-k8s.io/v1beta2 CheckState) -------------------
 CHECK_PENDING: Final = "Pending"

@@ -424,7 +424,7 @@ class GangNodePoolReconciler:
     def _observe_metrics(
         self, pool: GangNodePool, before: GangNodePoolStatus, after: GangNodePoolStatus
     ) -> None:
-        if before.phase != after.phase and after.phase == c.PHASE_SATISFIED:
+        if before.phase != after.phase and after.phase == Phase.SATISFIED:
             claim = pool.spec.claim
             if claim is not None:
                 waited = (self._now() - claim.claimed_at).total_seconds()

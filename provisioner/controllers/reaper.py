@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.cloud.billing import Gang, InstanceLife, Meter, life_of
 from provisioner.cloud.errors import CloudError
@@ -174,7 +174,7 @@ class Reaper:
         history = list(history)
         live = [i for i in history if i.state in LIVE_STATES and i.instance_id not in terminated]
         self._metrics.instances_billed.set(len(live))
-        phases: dict[str, int] = {phase: 0 for phase in c.PHASES}
+        phases: dict[str, int] = {phase: 0 for phase in tuple(Phase)}
         for facts in pools.values():
             phases[facts.phase] = phases.get(facts.phase, 0) + 1
         for phase, count in phases.items():

@@ -30,6 +30,7 @@ from datetime import datetime
 from enum import Enum
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import Claim, GangNodePool
 from provisioner.api.settings import Settings
 from provisioner.api.shape import (
@@ -205,7 +206,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
 
 
 def _idle_and_empty(pool: GangNodePool) -> bool:
-    return pool.status.phase == c.PHASE_IDLE and not pool.status.instance_ids
+    return pool.status.phase == Phase.IDLE and not pool.status.instance_ids
 
 
 def _whole_set_in(pool: GangNodePool, phase: str) -> bool:
@@ -220,11 +221,11 @@ def _whole_set_in(pool: GangNodePool, phase: str) -> bool:
 
 
 def _warm_set_whole(pool: GangNodePool) -> bool:
-    return _whole_set_in(pool, c.PHASE_KEEP_WARM)
+    return _whole_set_in(pool, Phase.KEEP_WARM)
 
 
 def _satisfied(pool: GangNodePool) -> bool:
-    return _whole_set_in(pool, c.PHASE_SATISFIED)
+    return _whole_set_in(pool, Phase.SATISFIED)
 
 
 def _check_for_claimant(
@@ -271,20 +272,20 @@ def _check_for_claimant(
 def _progress(pool: GangNodePool) -> str:
     status, n = pool.status, pool.spec.count
     phase = status.phase
-    if phase == c.PHASE_IDLE:
+    if phase == Phase.IDLE:
         text = f"waiting to acquire {n}x {pool.spec.instance_type}."
-    elif phase == c.PHASE_ACQUIRING:
+    elif phase == Phase.ACQUIRING:
         text = f"acquiring {n}x {pool.spec.instance_type} all-or-nothing"
         if status.consecutive_shortfalls:
             text += (
                 f" (capacity shortfalls so far: {status.consecutive_shortfalls}; $0 while short)"
             )
         text += "."
-    elif phase == c.PHASE_JOINING:
+    elif phase == Phase.JOINING:
         text = f"{status.ready_nodes}/{n} nodes joined and Ready."
-    elif phase == c.PHASE_KEEP_WARM:
+    elif phase == Phase.KEEP_WARM:
         text = f"reusing {len(status.instance_ids)} warm nodes."
-    elif phase == c.PHASE_RELEASING:
+    elif phase == Phase.RELEASING:
         text = "the previous node set is being released; acquiring next."
     else:
         text = f"phase {phase}."

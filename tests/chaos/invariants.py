@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 
 LIVE_STATES = frozenset({"pending", "running"})
 
@@ -69,7 +70,7 @@ def problems(world: World, pools: Mapping[str, Expect], enis_before: set[str]) -
         ids = set(st.get("instanceIds") or ())
         owned |= ids
         want = expect.n if expect.satisfied else 0
-        phase_ok = st.get("phase") == c.PHASE_SATISFIED if expect.satisfied else True
+        phase_ok = st.get("phase") == Phase.SATISFIED if expect.satisfied else True
         if not phase_ok or len(ids) != want:
             found.append(f"pool {pool} is {st.get('phase')} with {len(ids)}/{want} instances")
         live = live_ids(world, pool)

@@ -42,6 +42,7 @@ import pytest
 
 from devenv.controller_process import EMULATOR_KEYS
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.cloud.billing import bill, instance_life
 from provisioner.pulumi_driver.cli_env import StatePaths
 from provisioner.pulumi_driver.oplog import OperationLog
@@ -154,13 +155,13 @@ class Chaos:
         if window == "pulumi":
             return bool(self.ctl.pulumi_operations() & {"up", "destroy"})
         if window == "joining":
-            return st.get("phase") == c.PHASE_JOINING
+            return st.get("phase") == Phase.JOINING
         if window == "satisfied-unrecorded":
             return self._satisfied_unrecorded(st)
         if window == "record-in-flight":
             return self._record_in_flight(st)
         if window == "releasing":
-            return st.get("phase") == c.PHASE_RELEASING or bool(st.get("releaseInProgress"))
+            return st.get("phase") == Phase.RELEASING or bool(st.get("releaseInProgress"))
         return time.monotonic() >= self.anytime_at
 
     def _launched_unrecorded(self, st: dict[str, Any]) -> bool:
@@ -177,7 +178,7 @@ class Chaos:
         recorded = st.get("activeGroup") is not None and st.get("recordedGroup") == st.get(
             "activeGroup"
         )
-        return st.get("phase") == c.PHASE_SATISFIED and not recorded
+        return st.get("phase") == Phase.SATISFIED and not recorded
 
     def _record_in_flight(self, st: dict[str, Any]) -> bool:
         """The Workload is admitted (our check Ready) while the record `up` runs: the
@@ -203,9 +204,9 @@ class Chaos:
         op = self.oplog.last(self.pool)
         if op is not None and op.in_progress:
             found.add("pulumi")
-        if st.get("phase") == c.PHASE_RELEASING or st.get("releaseInProgress"):
+        if st.get("phase") == Phase.RELEASING or st.get("releaseInProgress"):
             found.add("releasing")
-        if st.get("phase") == c.PHASE_JOINING:
+        if st.get("phase") == Phase.JOINING:
             found.add("joining")
         if self._satisfied_unrecorded(st):
             found.add("satisfied-unrecorded")
@@ -305,7 +306,7 @@ class Chaos:
         )
         self.recovery_seconds.append(time.monotonic() - t0)
         st = status(env, self.pool)
-        assert st["phase"] == c.PHASE_SATISFIED and len(st["instanceIds"]) == N, st
+        assert st["phase"] == Phase.SATISFIED and len(st["instanceIds"]) == N, st
         if self.pending in RECORD_WINDOWS:
             # Admitted; the record windows lie between here and the record written.
             self.wait(
@@ -317,7 +318,7 @@ class Chaos:
         env.kueue.finish(env.namespace, workload)
         self.wait(
             lambda: (
-                status(env, self.pool).get("phase") == c.PHASE_IDLE
+                status(env, self.pool).get("phase") == Phase.IDLE
                 and not status(env, self.pool).get("instanceIds")
                 and not live_ids(env, self.pool)
             ),

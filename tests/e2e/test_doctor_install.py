@@ -25,7 +25,7 @@ from devenv.environment import CONTROLLER_NAMESPACE, LocalEnvironment
 from devenv.kueue_manager import CONFIG_KEY, CONFIG_MAP, KUEUE_NAMESPACE
 from devenv.state_backend import DEFAULT_ALIAS, DEFAULT_BUCKET
 from devenv.webhook import CONFIG_NAME as WEBHOOK_CONFIG
-from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.cloud.iam_policy import pod_identity_trust_policy
 from provisioner.commands import cli
 from tests.e2e.conftest import eventually, phase, submit
@@ -240,7 +240,7 @@ def test_pools_from_a_laptop_needs_only_the_kubeconfig(
 ) -> None:
     pool = "inventory"
     submit(healthy, namespace, "inventory", pool)
-    eventually(lambda: phase(healthy, pool) == c.PHASE_SATISFIED, 120, "pool Satisfied")
+    eventually(lambda: phase(healthy, pool) == Phase.SATISFIED, 120, "pool Satisfied")
     argv = ["pools", "--kubeconfig", str(healthy.kubeconfig_path()), "--json"]
 
     code = cli.main([*argv, "--pulumi-root", str(pulumi_root(pulumi_tool))])
@@ -250,6 +250,6 @@ def test_pools_from_a_laptop_needs_only_the_kubeconfig(
     # The state backend came from the ConfigMap, not from a file on this machine.
     assert f"settings: ConfigMap {CONTROLLER_NAMESPACE}/{SETTINGS_CM}" in err
     rows = {row["pool"]: row for row in json.loads(out)}
-    assert rows[pool]["phase"] == c.PHASE_SATISFIED, rows
+    assert rows[pool]["phase"] == Phase.SATISFIED, rows
     assert rows[pool]["stack"].startswith("ok"), rows
     assert len(rows[pool]["instances"]) == 2, rows

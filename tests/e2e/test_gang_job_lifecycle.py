@@ -16,6 +16,7 @@ from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from tests.e2e.conftest import (
     check_state,
     conditions,
@@ -66,7 +67,7 @@ def test_job_is_held_then_admitted_onto_its_gang_and_the_warm_pool_is_reused(
     assert check_state(held) == c.CHECK_PENDING
     assert conditions(held).get("Admitted") != "True"
     assert batch.read_namespaced_job("first", namespace).spec.suspend is True
-    eventually(lambda: phase(env, pool_name) == c.PHASE_SATISFIED, 120, "pool Satisfied")
+    eventually(lambda: phase(env, pool_name) == Phase.SATISFIED, 120, "pool Satisfied")
     eventually(
         lambda: check_state(workload_of(env, namespace, "first")) == c.CHECK_READY,
         what="our check Ready",
@@ -93,7 +94,7 @@ def test_job_is_held_then_admitted_onto_its_gang_and_the_warm_pool_is_reused(
         lambda: conditions(workload_of(env, namespace, "first")).get("Finished") == "True",
         what="Workload finished",
     )
-    eventually(lambda: phase(env, pool_name) == c.PHASE_KEEP_WARM, 60, "pool KeepWarm")
+    eventually(lambda: phase(env, pool_name) == Phase.KEEP_WARM, 60, "pool KeepWarm")
 
     submit(env, namespace, "second", pool_name)
     eventually(

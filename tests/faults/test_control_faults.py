@@ -28,6 +28,7 @@ import pytest
 from kubernetes import client as k8s
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.assembly import build_system
 from provisioner.controllers.manager import Manager
 from provisioner.kube.client import KubeClient
@@ -109,7 +110,7 @@ def test_a_pulumi_lock_left_by_a_dead_process_is_cleared_and_release_completes(
     # The release removes the set from the stack (an `up`): it could not run while the lock
     # stood. The prepared stack itself stays for the next claim.
     env.kueue.finish(env.namespace, workload)
-    env.wait_phase("pool-locked", c.PHASE_IDLE, timeout=150)
+    env.wait_phase("pool-locked", Phase.IDLE, timeout=150)
     # A fresh driver: the harness's own caches what its stopped controller last saw.
     reader = StackDriver(env.settings, pulumi_tool.binary.parent.parent, logging.getLogger("t"))
 
@@ -172,7 +173,7 @@ def test_apiserver_conflicts_are_requeued_never_overwritten(
     # A burst of ten writes a second while the pool prepares its stack and launches.
     writer = CoWriter(env, "pool-conflict", 0.1)
     try:
-        env.wait_phase("pool-conflict", c.PHASE_JOINING, timeout=120)
+        env.wait_phase("pool-conflict", Phase.JOINING, timeout=120)
     finally:
         writer.stop()
     env.wait_check(workload, c.CHECK_READY, timeout=120)
@@ -208,7 +209,7 @@ def test_an_apiserver_restart_mid_acquisition_loses_nothing(
     workload = env.submit("restart", "pool-restart", count=N)
 
     eventually(
-        lambda: status(env, "pool-restart").get("phase") in (c.PHASE_ACQUIRING, c.PHASE_JOINING),
+        lambda: status(env, "pool-restart").get("phase") in (Phase.ACQUIRING, Phase.JOINING),
         120,
         "the pool to start acquiring",
         every=0.05,

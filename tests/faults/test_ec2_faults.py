@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from tests.chaos.harness import (
     assert_clean,
     detached_enis,
@@ -37,7 +38,7 @@ def zones(env: GangEnv) -> list[str]:
 def ready(env: GangEnv, workload: str, pool: str, timeout: float = 150) -> dict[str, Any]:
     env.wait_check(workload, c.CHECK_READY, timeout=timeout)
     st = status(env, pool)
-    assert st["phase"] == c.PHASE_SATISFIED and len(st["instanceIds"]) == N, st
+    assert st["phase"] == Phase.SATISFIED and len(st["instanceIds"]) == N, st
     return st
 
 
@@ -114,7 +115,7 @@ def test_instances_that_never_join_are_released_and_replaced(gang_env_factory: A
     env: GangEnv = gang_env_factory(join_delay=3600.0)
     enis = detached_enis(env)
     workload = env.submit("nojoin", "pool-nojoin", count=N)
-    joining = env.wait_phase("pool-nojoin", c.PHASE_JOINING, timeout=120)
+    joining = env.wait_phase("pool-nojoin", Phase.JOINING, timeout=120)
     first_set = set(joining["status"]["instanceIds"])
     assert len(first_set) == N
     env.nodes.refuse_join(*first_set)
@@ -146,7 +147,7 @@ def test_slow_eni_detach_is_waited_for_and_the_eni_deleted(gang_env_factory: Any
 
     started = time.monotonic()
     env.kueue.finish(env.namespace, workload)
-    env.wait_phase("pool-eni", c.PHASE_IDLE, timeout=150)
+    env.wait_phase("pool-eni", Phase.IDLE, timeout=150)
     assert env.live_instances("pool-eni") == []
     left = env.ec2.describe_network_interfaces(
         Filters=[{"Name": "network-interface-id", "Values": cni_enis}]

@@ -19,6 +19,7 @@ from kubernetes import client as k8s
 
 from devenv.controller_process import EMULATOR_KEYS
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.pulumi_driver.errors import BACKEND_UNAVAILABLE
 from tests.chaos.harness import (
     ControllerProcess,
@@ -60,7 +61,7 @@ def test_failing_checkpoint_writes_leave_one_template_and_n_instances(
     consumed = [x for x in emu.consumed() if x.get("action") == "PutObject"]
     assert len(consumed) == 12, f"the checkpoint faults were not all met: {consumed}"
     st = status(env, pool)
-    assert st["phase"] == c.PHASE_SATISFIED and len(st["instanceIds"]) == N, st
+    assert st["phase"] == Phase.SATISFIED and len(st["instanceIds"]) == N, st
     assert len(pool_launch_templates(env, pool)) == 1, pool_launch_templates(env, pool)
     assert_clean(env, {pool: N}, enis)
 
@@ -133,7 +134,7 @@ def test_s3_down_during_a_release_is_retried_reported_and_finished_once_it_is_ba
         return st if st.get("consecutiveFailures", 0) >= 2 else None
 
     st = eventually(failing_again, 180, lambda: f"the destroy retried (now {status(env, pool)})")
-    assert st["phase"] == c.PHASE_RELEASING and st.get("releaseInProgress"), st
+    assert st["phase"] == Phase.RELEASING and st.get("releaseInProgress"), st
     assert st["lastError"]["reason"] == BACKEND_UNAVAILABLE, st["lastError"]
     assert "state backend" in st["lastError"]["message"], st["lastError"]
     assert st["lastStackResult"] == f"failed: {BACKEND_UNAVAILABLE}", st
@@ -187,7 +188,7 @@ def test_s3_down_while_a_restarted_controller_recovers_is_retried_with_no_second
         assert ctl.alive(), ctl.log_tail()
 
         emu.clear_faults()  # S3 is back
-        joining = env.wait_phase(pool, c.PHASE_JOINING, timeout=180)
+        joining = env.wait_phase(pool, Phase.JOINING, timeout=180)
         launched = set(joining["status"]["instanceIds"])
         assert len(launched) == N and env.launches() == N, "a second set was launched"
         requests = emu.launch_requests("RunInstances")
@@ -223,7 +224,7 @@ def test_a_record_that_keeps_failing_while_joining_backs_off_and_ends_at_the_joi
     )
     s3_down(env, TEST_KEY)
     try:
-        joining = env.wait_phase(pool, c.PHASE_JOINING, timeout=120)
+        joining = env.wait_phase(pool, Phase.JOINING, timeout=120)
         first = set(joining["status"]["instanceIds"])
         group = joining["status"]["activeGroup"]
 

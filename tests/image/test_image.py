@@ -20,6 +20,7 @@ from kubernetes import client as k8s  # type: ignore[import-untyped]
 
 from devenv.environment import LocalEnvironment
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.webhook.server import JOB_WEBHOOK_PATH
 from tests.e2e.conftest import GNP, check_state, phase, submit, workload_of
 from tests.image.conftest import ImageInstall
@@ -80,7 +81,7 @@ def test_a_gang_job_goes_from_submit_to_ready_to_release_through_the_container(
     # and the set is released; deleting the pool destroys its stack through the finalizer.
     eventually(
         lambda: (
-            phase(env, POOL) == c.PHASE_IDLE
+            phase(env, POOL) == Phase.IDLE
             and not (custom.get_cluster_custom_object(*GNP, POOL).get("status") or {}).get(
                 "instanceIds"
             )

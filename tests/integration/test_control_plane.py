@@ -10,6 +10,7 @@ from kubernetes import client as k8s
 from kubernetes import watch
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from tests.support.pools import pool
 
 KUEUE_API = (c.KUEUE_GROUP, c.KUEUE_VERSION)
@@ -48,10 +49,10 @@ def test_gangnodepool_round_trips_through_the_apiserver(kube_api: Any) -> None:
             assert err.status == 422 and "spec.count" in err.body
         else:
             raise AssertionError("a GangNodePool with count 0 was accepted")
-        status = {"status": {"phase": c.PHASE_ACQUIRING}}
+        status = {"status": {"phase": Phase.ACQUIRING}}
         custom.patch_cluster_custom_object_status(c.GROUP, c.VERSION, c.GNP_PLURAL, name, status)
         read = custom.get_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, name)
-        assert read["status"]["phase"] == c.PHASE_ACQUIRING
+        assert read["status"]["phase"] == Phase.ACQUIRING
     finally:
         custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, name)
 

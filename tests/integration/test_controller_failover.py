@@ -19,6 +19,7 @@ from kubernetes import client as k8s
 from devenv.controller_process import EMULATOR_KEYS, start_controller, write_settings
 from devenv.processes import Supervised
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from tests.integration.controller_harness import CLUSTER, REGION, GangEnv, eventually
 
 LEASE = "atomic-gang-failover"
@@ -159,7 +160,7 @@ def test_leader_killed_mid_launch_and_again_while_joining_finishes_with_one_set(
     replicas.start(first)  # back, as the standby
 
     # Kill 2: the new leader, while the pool is Joining, once it has recorded the set.
-    joining = env.wait_phase(POOL, c.PHASE_JOINING, timeout=120)
+    joining = env.wait_phase(POOL, Phase.JOINING, timeout=120)
     launched = set(joining["status"]["instanceIds"])
     group = joining["status"]["activeGroup"]
     assert len(launched) == N
@@ -170,7 +171,7 @@ def test_leader_killed_mid_launch_and_again_while_joining_finishes_with_one_set(
     )
     replicas.children[second].kill()
     frozen = _status(env)
-    assert frozen["phase"] == c.PHASE_JOINING, f"the second kill missed Joining: {frozen}"
+    assert frozen["phase"] == Phase.JOINING, f"the second kill missed Joining: {frozen}"
     assert set(frozen["instanceIds"]) == launched
     # The stack in S3 is the dead leader's: it names the set it launched.
     written = env.driver.read_outputs(POOL)
@@ -181,7 +182,7 @@ def test_leader_killed_mid_launch_and_again_while_joining_finishes_with_one_set(
     env.nodes.join_delay = 0.2  # the set now joins
     env.wait_check(workload, c.CHECK_READY, timeout=120)
     st = _status(env)
-    assert st["phase"] == c.PHASE_SATISFIED and set(st["instanceIds"]) == launched, st
+    assert st["phase"] == Phase.SATISFIED and set(st["instanceIds"]) == launched, st
     assert st.get("recordedGroup") == group, "the last replica recorded again"
     # One launched set per generation: every launch request (the dead leader's and the
     # resumed one) carried the one token of the generation the first leader marked

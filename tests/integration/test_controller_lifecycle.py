@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from tests.integration.controller_harness import GangEnv, eventually
 
 
@@ -24,7 +25,7 @@ def test_full_life_of_a_pool(gang_env_factory: Any, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(env.driver, "prepare", counted_prepare)
     first = env.submit("train-1", "pool-life", count=2, **{c.ANN_KEEP_WARM_TTL: "6s"})
 
-    pool = env.wait_phase("pool-life", c.PHASE_SATISFIED, timeout=180)
+    pool = env.wait_phase("pool-life", Phase.SATISFIED, timeout=180)
     ids = pool["status"]["instanceIds"]
     group = pool["status"]["activeGroup"]
     assert len(ids) == 2 and len(env.live_instances("pool-life")) == 2
@@ -41,7 +42,7 @@ def test_full_life_of_a_pool(gang_env_factory: Any, monkeypatch: pytest.MonkeyPa
     eventually(lambda: set(env.driver.outputs("pool-life").instance_ids) == set(ids), 60, "record")  # type: ignore[union-attr]
 
     env.kueue.finish(env.namespace, first)
-    pool = env.wait_phase("pool-life", c.PHASE_KEEP_WARM)
+    pool = env.wait_phase("pool-life", Phase.KEEP_WARM)
     until = pool["status"]["keepWarmUntil"]
     tags = {
         t["Key"]: t["Value"] for i in env.live_instances("pool-life") for t in i.get("Tags", [])
@@ -55,8 +56,8 @@ def test_full_life_of_a_pool(gang_env_factory: Any, monkeypatch: pytest.MonkeyPa
     assert env.pool("pool-life")["status"]["instanceIds"] == ids  # type: ignore[index]
 
     env.kueue.finish(env.namespace, second)
-    env.wait_phase("pool-life", c.PHASE_KEEP_WARM)
-    idle = env.wait_phase("pool-life", c.PHASE_IDLE, timeout=120)
+    env.wait_phase("pool-life", Phase.KEEP_WARM)
+    idle = env.wait_phase("pool-life", Phase.IDLE, timeout=120)
     assert env.live_instances("pool-life") == []
     assert idle["status"].get("idleSince"), idle["status"]
     # Keep-warm over: the set is released and the prepared stack kept for the next claim.

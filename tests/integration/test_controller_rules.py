@@ -12,6 +12,7 @@ import boto3
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from tests.integration.controller_harness import CLUSTER, REGION, GangEnv, eventually
 
 
@@ -71,7 +72,7 @@ def test_instances_that_never_join_are_released_and_a_new_set_acquired(
 ) -> None:
     env: GangEnv = gang_env_factory(join_delay=3600.0, joinDeadlineSeconds=4)
     workload = env.submit("stuck", "pool-stuck", count=2)
-    first = env.wait_phase("pool-stuck", c.PHASE_JOINING, timeout=120)
+    first = env.wait_phase("pool-stuck", Phase.JOINING, timeout=120)
     first_ids = set(first["status"]["instanceIds"])
 
     def next_generation() -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from tests.integration.controller_harness import GangEnv, eventually
 
 # Below the stack program's EC2 read timeout (30s), so the held call is answered, not retried.
@@ -68,7 +69,7 @@ def test_a_pools_node_events_are_reconciled_while_another_pools_up_is_held(
     # A Node event of the other pool while the up is held: it goes NotReady, then Ready.
     name = nodes[0].metadata.name
     core.patch_node_status(name, {"status": {"conditions": [ready_condition("False")]}})
-    joining = env.wait_phase("pool-steady", c.PHASE_JOINING, timeout=HOLD)
+    joining = env.wait_phase("pool-steady", Phase.JOINING, timeout=HOLD)
     assert joining["status"]["readyNodes"] == 1
     core.patch_node_status(name, {"status": {"conditions": [ready_condition("True")]}})
     # Back to Satisfied with both nodes; or, when the Workload reconciler saw the broken gang
@@ -77,7 +78,7 @@ def test_a_pools_node_events_are_reconciled_while_another_pools_up_is_held(
     moved_on = eventually(
         lambda: (
             (p := env.pool("pool-steady") or {}).get("status", {}).get("phase")
-            in (c.PHASE_SATISFIED, c.PHASE_KEEP_WARM)
+            in (Phase.SATISFIED, Phase.KEEP_WARM)
             and p["status"].get("readyNodes") == 2
             and p
         ),
@@ -94,6 +95,6 @@ def test_a_pools_node_events_are_reconciled_while_another_pools_up_is_held(
     assert seconds < HOLD, f"the other pool moved only after {seconds:.1f}s"
 
     # Once the hold ends, the held pool goes on to a Ready gang of its own.
-    pool = env.wait_phase("pool-held", c.PHASE_SATISFIED, timeout=180)
+    pool = env.wait_phase("pool-held", Phase.SATISFIED, timeout=180)
     assert pool["status"]["lastStackOperation"] in ("prepare", "record")
     assert len(env.live_instances("pool-held")) == 2

@@ -15,6 +15,7 @@ import pytest
 from devenv.emulator import eks_ami_id, eks_ami_parameter_name
 from devenv.emulator.model import DEFAULT_CLUSTER_VERSION
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from tests.integration.controller_harness import REGION, GangEnv
 
 pytestmark = pytest.mark.integration
@@ -50,7 +51,7 @@ def relaunch(env: GangEnv, pool: str, rotate_to: str | None) -> tuple[list[str],
     first and the second set's instance ids once the second is Satisfied."""
     env.nodes.join_delay = 3600.0
     workload = env.submit(pool, pool, count=N)
-    joining = env.wait_phase(pool, c.PHASE_JOINING, timeout=120)
+    joining = env.wait_phase(pool, Phase.JOINING, timeout=120)
     first = list(joining["status"]["instanceIds"])
     if rotate_to is not None:
         env.emulator.client.publish_eks_ami(PARAMETER, rotate_to)

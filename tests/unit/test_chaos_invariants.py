@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from tests.chaos.invariants import Expect, World, problems
 
 POOLS = {"p": Expect(2), "q": Expect(2, satisfied=False)}
@@ -29,8 +30,8 @@ def _instance(iid: str, pool: str, group: str, state: str = "running") -> dict[s
 def _healthy() -> World:
     return World(
         statuses={
-            "p": {"phase": c.PHASE_SATISFIED, "instanceIds": ["i-1", "i-2"]},
-            "q": {"phase": c.PHASE_IDLE, "instanceIds": []},
+            "p": {"phase": Phase.SATISFIED, "instanceIds": ["i-1", "i-2"]},
+            "q": {"phase": Phase.IDLE, "instanceIds": []},
         },
         instances=[
             _instance("i-1", "p", "p-g1"),
@@ -83,9 +84,9 @@ def test_a_stray_instance_no_pool_owns_is_found() -> None:
 @pytest.mark.parametrize(
     ("pool", "status", "expected"),
     [
-        ("p", {"phase": c.PHASE_JOINING, "instanceIds": ["i-1", "i-2"]}, "is Joining with 2/2"),
-        ("p", {"phase": c.PHASE_SATISFIED, "instanceIds": ["i-1"]}, "is Satisfied with 1/2"),
-        ("q", {"phase": c.PHASE_IDLE, "instanceIds": ["i-8"]}, "is Idle with 1/0"),
+        ("p", {"phase": Phase.JOINING, "instanceIds": ["i-1", "i-2"]}, "is Joining with 2/2"),
+        ("p", {"phase": Phase.SATISFIED, "instanceIds": ["i-1"]}, "is Satisfied with 1/2"),
+        ("q", {"phase": Phase.IDLE, "instanceIds": ["i-8"]}, "is Idle with 1/0"),
     ],
 )
 def test_a_pool_not_in_its_expected_state_is_found(

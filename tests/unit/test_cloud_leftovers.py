@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.reaper import PoolFacts, Reaper
 from tests.unit.test_cloud_helpers import CLUSTER, World, emulated_aws
@@ -76,7 +77,7 @@ def test_a_pools_leftovers_are_found_by_tag_and_deleted(world: World) -> None:
 def test_the_reaper_deletes_the_infrastructure_of_gone_pools_only(world: World) -> None:
     _pool_infrastructure(world, "gone")
     _pool_infrastructure(world, "alive")
-    facts: dict[str, Any] = {"alive": PoolFacts(phase=c.PHASE_IDLE, claimed=False)}
+    facts: dict[str, Any] = {"alive": PoolFacts(phase=Phase.IDLE, claimed=False)}
     reaper = Reaper(
         world.engine, CLUSTER, lambda: facts, 3.0, lambda: datetime.now(UTC), ControllerMetrics()
     )

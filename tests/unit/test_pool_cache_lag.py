@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS
 from provisioner.kube.resources import ObjectKey
 from tests.support.informers import LaggingCache
@@ -42,7 +42,7 @@ def test_a_pass_waits_for_the_cache_to_hold_its_own_write() -> None:
     observed = count_observations(world)
     cache.freeze()  # the cache holds Joining; the pass below writes Satisfied
     world.one_pass()
-    assert world.store.obj["status"]["phase"] == c.PHASE_SATISFIED
+    assert world.store.obj["status"]["phase"] == Phase.SATISFIED
     written = world.store.obj["metadata"]["resourceVersion"]
     assert len(observed) == 1
 
@@ -54,7 +54,7 @@ def test_a_pass_waits_for_the_cache_to_hold_its_own_write() -> None:
     cache.catch_up()
     world.one_pass()
     assert len(observed) == 2, "planned again once the cache caught up"
-    assert world.store.obj["status"]["phase"] == c.PHASE_SATISFIED
+    assert world.store.obj["status"]["phase"] == Phase.SATISFIED
 
 
 def test_a_cache_that_moved_past_our_write_is_planned_from_at_once() -> None:

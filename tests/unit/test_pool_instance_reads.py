@@ -19,6 +19,7 @@ import pytest
 
 from provisioner.api import constants as c
 from provisioner.api.clock import FakeClock
+from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
 from provisioner.cloud.types import InstanceView
@@ -61,9 +62,9 @@ SET = {
     "lastStackOperation": "record",
     "recordedGroup": "gen-1",
 }
-SATISFIED = {**SET, "phase": c.PHASE_SATISFIED, "readyNodes": 2}
-JOINING = {**SET, "phase": c.PHASE_JOINING, "joinDeadline": "2026-11-30T12:05:00Z"}
-WARM = {**SET, "phase": c.PHASE_KEEP_WARM, "keepWarmUntil": "2026-11-30T12:10:00Z"}
+SATISFIED = {**SET, "phase": Phase.SATISFIED, "readyNodes": 2}
+JOINING = {**SET, "phase": Phase.JOINING, "joinDeadline": "2026-11-30T12:05:00Z"}
+WARM = {**SET, "phase": Phase.KEEP_WARM, "keepWarmUntil": "2026-11-30T12:10:00Z"}
 
 
 def pool_object(status: Mapping[str, Any], claim: bool = True) -> dict[str, Any]:
@@ -128,7 +129,7 @@ def test_a_satisfied_pools_passes_share_one_snapshot() -> None:
     for _ in range(3):
         world.one_pass()
     assert world.observed() == [None]
-    assert world.store.obj["status"]["phase"] == c.PHASE_SATISFIED
+    assert world.store.obj["status"]["phase"] == Phase.SATISFIED
 
 
 def test_a_joining_pools_node_events_share_the_index() -> None:
@@ -137,7 +138,7 @@ def test_a_joining_pools_node_events_share_the_index() -> None:
     for _ in range(3):
         world.one_pass()
     assert world.observed() == [None]
-    assert world.store.obj["status"]["phase"] == c.PHASE_JOINING
+    assert world.store.obj["status"]["phase"] == Phase.JOINING
 
 
 def test_a_joining_pool_asks_ec2_when_the_index_misses_part_of_its_set() -> None:
@@ -147,12 +148,12 @@ def test_a_joining_pool_asks_ec2_when_the_index_misses_part_of_its_set() -> None
     late = world.engine.fleet.pop(IDS[1])  # EC2 does not list it yet
     world.one_pass()
     assert world.observed() == [None, "pool-a"]
-    assert world.store.obj["status"]["phase"] == c.PHASE_JOINING, "one member is not live"
+    assert world.store.obj["status"]["phase"] == Phase.JOINING, "one member is not live"
 
     world.engine.fleet[IDS[1]] = late
     world.one_pass()
     assert world.observed() == [None, "pool-a", "pool-a"], "the snapshot is not stale yet"
-    assert world.store.obj["status"]["phase"] == c.PHASE_SATISFIED
+    assert world.store.obj["status"]["phase"] == Phase.SATISFIED
 
     world.one_pass()
     assert world.observed() == [None, "pool-a", "pool-a"], "the pool's entry holds the set"
@@ -180,7 +181,7 @@ def test_our_own_release_makes_the_pools_next_read_fresh() -> None:
     release = Step(Action.RELEASE_SET, pool.status, release_ids=IDS)
     result = PoolActions(world.reconciler._deps).run(release, pool, PassFacts(), pool)
     assert result is not None and result.ok and world.engine.released == list(IDS)
-    world.store.obj["status"] = {"phase": c.PHASE_IDLE, "idleSince": "2026-11-30T12:00:00Z"}
+    world.store.obj["status"] = {"phase": Phase.IDLE, "idleSince": "2026-11-30T12:00:00Z"}
     world.store.changed()
 
     world.one_pass()
@@ -199,7 +200,7 @@ def test_a_claim_on_a_warm_set_is_satisfied_from_the_index() -> None:
     world.store.obj["spec"]["claim"] = CLAIM
     world.store.changed()
     world.one_pass()
-    assert world.store.obj["status"]["phase"] == c.PHASE_SATISFIED
+    assert world.store.obj["status"]["phase"] == Phase.SATISFIED
     assert world.observed() == [None]
 
 
@@ -214,7 +215,7 @@ def test_a_claim_on_a_warm_set_the_reaper_just_ended_is_not_satisfied() -> None:
     world.store.obj["spec"]["claim"] = CLAIM
     world.store.changed()
     world.one_pass()
-    assert world.store.obj["status"]["phase"] != c.PHASE_SATISFIED
+    assert world.store.obj["status"]["phase"] != Phase.SATISFIED
     assert world.observed() == [None, "pool-a"]
 
 
@@ -242,7 +243,7 @@ def test_a_pool_waiting_on_its_destroy_lists_nothing_of_its_own() -> None:
 def test_the_pass_that_saves_a_prepare_lists_nothing_of_its_own() -> None:
     """An acquiring pool's prepare ended: saving its result acts on no instance (the
     launch, on the pass after, lists EC2 first)."""
-    world = World({"phase": c.PHASE_ACQUIRING, "acquireGeneration": 1}, ready=False)
+    world = World({"phase": Phase.ACQUIRING, "acquireGeneration": 1}, ready=False)
     pool = GangNodePool.from_dict(world.store.obj)
     prepare = Step(Action.PREPARE_STACK, pool.status)
     assert world.executor.submit(Operation("pool-a", prepare, lambda: ActionResult(True)))
@@ -275,22 +276,22 @@ MARKER_RELEASE = {"releaseInProgress": {"startedAt": "2026-11-30T12:00:00Z", "re
 @pytest.mark.parametrize(
     ("phase", "claimed", "extra", "fresh"),
     [
-        (c.PHASE_IDLE, False, {}, False),
-        (c.PHASE_SATISFIED, True, {}, False),
-        (c.PHASE_KEEP_WARM, False, {}, False),
-        (c.PHASE_ACQUIRING, True, {}, True),
-        (c.PHASE_JOINING, True, {}, False),
-        (c.PHASE_JOINING, False, {}, False),
-        (c.PHASE_RELEASING, False, {}, True),
+        (Phase.IDLE, False, {}, False),
+        (Phase.SATISFIED, True, {}, False),
+        (Phase.KEEP_WARM, False, {}, False),
+        (Phase.ACQUIRING, True, {}, True),
+        (Phase.JOINING, True, {}, False),
+        (Phase.JOINING, False, {}, False),
+        (Phase.RELEASING, False, {}, True),
         # A settled phase whose claim just changed: the claim acts on no instance.
-        (c.PHASE_IDLE, True, {}, False),
-        (c.PHASE_SATISFIED, False, {}, False),
-        (c.PHASE_KEEP_WARM, True, {}, False),
+        (Phase.IDLE, True, {}, False),
+        (Phase.SATISFIED, False, {}, False),
+        (Phase.KEEP_WARM, True, {}, False),
         # Markers of an action under way, whatever the phase says.
-        (c.PHASE_ACQUIRING, True, MARKER_LAUNCH, True),
-        (c.PHASE_SATISFIED, True, MARKER_RELEASE, True),
-        (c.PHASE_IDLE, False, MARKER_RELEASE, True),
-        (c.PHASE_SATISFIED, True, {"deletionTimestamp": "2026-11-30T12:00:00Z"}, True),
+        (Phase.ACQUIRING, True, MARKER_LAUNCH, True),
+        (Phase.SATISFIED, True, MARKER_RELEASE, True),
+        (Phase.IDLE, False, MARKER_RELEASE, True),
+        (Phase.SATISFIED, True, {"deletionTimestamp": "2026-11-30T12:00:00Z"}, True),
     ],
 )
 def test_which_pools_read_fresh(

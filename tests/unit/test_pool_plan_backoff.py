@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.controllers.pool_plan import plan
 from provisioner.controllers.pool_steps import Action, Backoff, PoolView
 from tests.support.pool_views import IDS, LIVE, NOW, active, view
@@ -19,7 +20,7 @@ from tests.support.pool_views import IDS, LIVE, NOW, active, view
 LATER = NOW + timedelta(seconds=8)
 
 JOINING_UNRECORDED = view(
-    phase=c.PHASE_JOINING,
+    phase=Phase.JOINING,
     status=active(
         recorded=False,
         joinDeadline=(NOW + timedelta(minutes=5)).isoformat(),
@@ -28,17 +29,17 @@ JOINING_UNRECORDED = view(
     live=LIVE,
 )
 PAST_THE_DEADLINE = view(
-    phase=c.PHASE_JOINING,
+    phase=Phase.JOINING,
     status=active(recorded=False, joinDeadline=(NOW - timedelta(seconds=1)).isoformat()),
     live=LIVE,
 )
 ALL_READY = view(
-    phase=c.PHASE_JOINING,
+    phase=Phase.JOINING,
     status=active(recorded=False, joinDeadline=(NOW + timedelta(minutes=5)).isoformat()),
     live=LIVE,
     ready=frozenset(IDS),
 )
-SHORT_LAST_TIME = view(phase=c.PHASE_ACQUIRING, status={"acquireGeneration": 4})
+SHORT_LAST_TIME = view(phase=Phase.ACQUIRING, status={"acquireGeneration": 4})
 
 
 def backing_off(v: PoolView, action: Action, until: object = LATER) -> PoolView:
@@ -106,5 +107,5 @@ def test_the_step_runs_once_its_backoff_is_over() -> None:
 
 def test_a_set_becomes_satisfied_while_its_record_backs_off() -> None:
     step = plan(backing_off(ALL_READY, Action.RECORD_SET))
-    assert step.action is Action.NONE and step.status.phase == c.PHASE_SATISFIED
+    assert step.action is Action.NONE and step.status.phase == Phase.SATISFIED
     assert [e.reason for e in step.events] == [c.EventReason.SATISFIED]

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from provisioner.api import constants as c
-from provisioner.api.constants import FailureKind
+from provisioner.api.constants import FailureKind, Phase
 from provisioner.controllers.pool_outcomes import settle
 from provisioner.controllers.pool_plan import plan
 from provisioner.controllers.pool_steps import (
@@ -32,23 +32,23 @@ def busy(v: PoolView, running: Action) -> PoolView:
 WAITS: list[tuple[str, PoolView, Action]] = [
     (
         "no launch while its prepare runs (template being changed)",
-        view(phase=c.PHASE_ACQUIRING, prepared=True),
+        view(phase=Phase.ACQUIRING, prepared=True),
         Action.PREPARE_STACK,
     ),
     (
         "no second prepare",
-        view(phase=c.PHASE_ACQUIRING, prepared=False),
+        view(phase=Phase.ACQUIRING, prepared=False),
         Action.PREPARE_STACK,
     ),
     (
         "no second record",
-        view(phase=c.PHASE_JOINING, status=active(recorded=False), live=LIVE),
+        view(phase=Phase.JOINING, status=active(recorded=False), live=LIVE),
         Action.RECORD_SET,
     ),
     (
         "no release while a record runs, even past the join deadline",
         view(
-            phase=c.PHASE_JOINING,
+            phase=Phase.JOINING,
             status=active(joinDeadline=(NOW - timedelta(seconds=1)).isoformat()),
             live=LIVE,
         ),
@@ -57,7 +57,7 @@ WAITS: list[tuple[str, PoolView, Action]] = [
     (
         "no keep-warm tag while a record runs",
         view(
-            phase=c.PHASE_SATISFIED,
+            phase=Phase.SATISFIED,
             claimed=False,
             status=active(readyNodes=4),
             live=LIVE,
@@ -67,17 +67,17 @@ WAITS: list[tuple[str, PoolView, Action]] = [
     ),
     (
         "a destroy's pool is not called released before the destroy ends",
-        view(phase=c.PHASE_RELEASING, claimed=False, prepared=False),
+        view(phase=Phase.RELEASING, claimed=False, prepared=False),
         Action.DESTROY_STACK,
     ),
     (
         "the finalizer stays on while the destroy runs",
-        view(phase=c.PHASE_RELEASING, claimed=False, prepared=False, deleting=True),
+        view(phase=Phase.RELEASING, claimed=False, prepared=False, deleting=True),
         Action.DESTROY_STACK,
     ),
     (
         "no strays release beside another operation",
-        view(phase=c.PHASE_IDLE, claimed=False, live=LIVE),
+        view(phase=Phase.IDLE, claimed=False, live=LIVE),
         Action.PREPARE_STACK,
     ),
 ]
@@ -101,45 +101,45 @@ def test_a_step_that_touches_the_stack_waits_for_its_operation(
 
 def test_a_set_becomes_satisfied_while_its_record_runs() -> None:
     v = view(
-        phase=c.PHASE_JOINING,
+        phase=Phase.JOINING,
         status=active(recorded=False),
         live=LIVE,
         ready=frozenset(IDS),
     )
     step = plan(busy(v, Action.RECORD_SET))
     assert step.action is Action.NONE
-    assert step.status.phase == c.PHASE_SATISFIED and step.status.ready_nodes == 4
+    assert step.status.phase == Phase.SATISFIED and step.status.ready_nodes == 4
     assert [e.reason for e in step.events] == [c.EventReason.SATISFIED]
 
 
 def test_a_node_leaving_is_seen_while_a_record_runs() -> None:
-    v = view(phase=c.PHASE_SATISFIED, status=active(), live=LIVE, ready=frozenset(IDS[:3]))
+    v = view(phase=Phase.SATISFIED, status=active(), live=LIVE, ready=frozenset(IDS[:3]))
     step = plan(busy(v, Action.RECORD_SET))
-    assert step.action is Action.NONE and step.status.phase == c.PHASE_JOINING
+    assert step.action is Action.NONE and step.status.phase == Phase.JOINING
     assert step.status.ready_nodes == 3
 
 
 def test_the_ready_count_is_kept_when_the_step_waits() -> None:
     v = view(
-        phase=c.PHASE_JOINING,
+        phase=Phase.JOINING,
         status=active(recorded=False, readyNodes=1),
         live=LIVE,
         ready=frozenset(IDS[:3]),
     )
     step = plan(busy(v, Action.RECORD_SET))
     assert step.action is Action.NONE and step.status.ready_nodes == 3
-    assert step.status.phase == c.PHASE_JOINING
+    assert step.status.phase == Phase.JOINING
 
 
 def record_step(group: str = "gen-0") -> Step:
-    started = view(phase=c.PHASE_JOINING, status=active(group, recorded=False))
+    started = view(phase=Phase.JOINING, status=active(group, recorded=False))
     return Step(Action.RECORD_SET, started.status)
 
 
 def test_a_record_lands_on_the_status_the_pool_reached_meanwhile() -> None:
-    now = view(phase=c.PHASE_SATISFIED, status=active(recorded=False, readyNodes=4), live=LIVE)
+    now = view(phase=Phase.SATISFIED, status=active(recorded=False, readyNodes=4), live=LIVE)
     status, requeue, events = settle(now, record_step(), ActionResult(True))
-    assert status.phase == c.PHASE_SATISFIED and status.ready_nodes == 4
+    assert status.phase == Phase.SATISFIED and status.ready_nodes == 4
     assert status.last_stack_operation == "record" and status.recorded_group == "gen-0"
     assert status.last_stack_result == "succeeded"
     assert requeue == 0.0 and events == ()
@@ -147,7 +147,7 @@ def test_a_record_lands_on_the_status_the_pool_reached_meanwhile() -> None:
 
 def test_a_failed_record_counts_on_top_of_the_failures_now() -> None:
     now = view(
-        phase=c.PHASE_SATISFIED,
+        phase=Phase.SATISFIED,
         status=active(recorded=False, consecutiveFailures=2),
         live=LIVE,
     )
@@ -155,7 +155,7 @@ def test_a_failed_record_counts_on_top_of_the_failures_now() -> None:
         False, failure=FailureKind.RETRYABLE, reason="AwsUnavailable", message="503"
     )
     status, requeue, events = settle(now, record_step(), failed)
-    assert status.phase == c.PHASE_SATISFIED
+    assert status.phase == Phase.SATISFIED
     assert status.consecutive_failures == 3
     assert status.last_stack_result == "failed: AwsUnavailable"
     assert status.last_error is not None and status.last_error.reason == "AwsUnavailable"
@@ -164,15 +164,15 @@ def test_a_failed_record_counts_on_top_of_the_failures_now() -> None:
 
 
 def test_a_record_of_a_set_no_longer_active_is_dropped() -> None:
-    now = view(phase=c.PHASE_JOINING, status=active("gen-1", recorded=False), live=LIVE)
+    now = view(phase=Phase.JOINING, status=active("gen-1", recorded=False), live=LIVE)
     status, requeue, events = settle(now, record_step("gen-0"), ActionResult(True))
     assert status == now.status and requeue == 0.0 and events == ()
 
 
 def test_a_destroy_lands_on_the_releasing_status() -> None:
-    started = view(phase=c.PHASE_RELEASING, claimed=False, status=active())
+    started = view(phase=Phase.RELEASING, claimed=False, status=active())
     status, _, _ = settle(started, Step(Action.DESTROY_STACK, started.status), ActionResult(True))
-    assert status.phase == c.PHASE_RELEASING and status.instance_ids == ()
+    assert status.phase == Phase.RELEASING and status.instance_ids == ()
     assert status.last_stack_operation == "destroy"
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
-from provisioner.api.constants import FailureKind
+from provisioner.api.constants import FailureKind, Phase
 from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.metrics import ControllerMetrics
@@ -52,7 +52,7 @@ POOL = pool(
         ami_variant="standard",
         claim=claim(),
     ),
-    status={"phase": c.PHASE_ACQUIRING},
+    status={"phase": Phase.ACQUIRING},
 )
 
 

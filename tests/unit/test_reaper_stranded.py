@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.cloud.billing import Bill, bill, instance_life
 from provisioner.cloud.views import instance_view_from
 from provisioner.controllers.metrics import ControllerMetrics
@@ -93,8 +94,8 @@ def test_a_partial_set_joining_past_its_deadline_is_stranded_and_a_ready_gang_is
     # `whole` has all 3 Ready.
     sweeps = Sweeps(
         {
-            "short": PoolFacts(c.PHASE_JOINING, claimed=True, gang_size=3),
-            "whole": PoolFacts(c.PHASE_SATISFIED, claimed=True, gang_size=3),
+            "short": PoolFacts(Phase.JOINING, claimed=True, gang_size=3),
+            "whole": PoolFacts(Phase.SATISFIED, claimed=True, gang_size=3),
         }
     )
     sweeps.add(*(described(f"i-s{n}", "short", "gen-1", 0) for n in range(2)))
@@ -105,7 +106,7 @@ def test_a_partial_set_joining_past_its_deadline_is_stranded_and_a_ready_gang_is
 
 
 def test_a_rolled_back_launch_between_two_sweeps_is_stranded_minimum_charge_and_all() -> None:
-    sweeps = Sweeps({"pool": PoolFacts(c.PHASE_ACQUIRING, claimed=True, gang_size=4)})
+    sweeps = Sweeps({"pool": PoolFacts(Phase.ACQUIRING, claimed=True, gang_size=4)})
     sweeps.gained(0)
     # A fleet answered 3 of 4 at 5 s; the product terminated the 3 two seconds later.
     sweeps.add(*(described(f"i-r{n}", "pool", "gen-2", 5, 7) for n in range(3)))
@@ -117,8 +118,8 @@ def test_a_rolled_back_launch_between_two_sweeps_is_stranded_minimum_charge_and_
 def test_two_pools_halves_with_the_same_group_name_are_not_a_whole_gang() -> None:
     sweeps = Sweeps(
         {
-            "a": PoolFacts(c.PHASE_JOINING, claimed=True, gang_size=2),
-            "b": PoolFacts(c.PHASE_JOINING, claimed=True, gang_size=2),
+            "a": PoolFacts(Phase.JOINING, claimed=True, gang_size=2),
+            "b": PoolFacts(Phase.JOINING, claimed=True, gang_size=2),
         }
     )
     sweeps.add(described("i-a", "a", "gen-1", 0), described("i-b", "b", "gen-1", 0))
@@ -129,7 +130,7 @@ def test_two_pools_halves_with_the_same_group_name_are_not_a_whole_gang() -> Non
 
 def test_the_counter_is_billing_over_the_same_history() -> None:
     # A gang whole from 0 to 200 s, then one member lost: the survivor strands from then.
-    sweeps = Sweeps({"pool": PoolFacts(c.PHASE_SATISFIED, claimed=True, gang_size=2)})
+    sweeps = Sweeps({"pool": PoolFacts(Phase.SATISFIED, claimed=True, gang_size=2)})
     sweeps.add(described("i-1", "pool", "gen-1", 0), described("i-2", "pool", "gen-1", 0))
     sweeps.gained(0)
     sweeps.gained(150)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.types import InstanceView, ManagedTags
 from provisioner.controllers.metrics import ControllerMetrics
@@ -24,9 +24,9 @@ from tests.support.fake_engine import FakeEngine
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=2)
 POOLS = {
-    "warm": PoolFacts(c.PHASE_KEEP_WARM, claimed=False),
-    "reused": PoolFacts(c.PHASE_KEEP_WARM, claimed=True),
-    "busy": PoolFacts(c.PHASE_SATISFIED, claimed=True),
+    "warm": PoolFacts(Phase.KEEP_WARM, claimed=False),
+    "reused": PoolFacts(Phase.KEEP_WARM, claimed=True),
+    "busy": PoolFacts(Phase.SATISFIED, claimed=True),
 }
 
 

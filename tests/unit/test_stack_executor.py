@@ -12,8 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from provisioner.api import constants as c
-from provisioner.api.constants import FailureKind
+from provisioner.api.constants import FailureKind, Phase
 from provisioner.api.gangnodepool import GangNodePoolStatus
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool_steps import Action, ActionResult, Step
@@ -26,7 +25,7 @@ WAIT = 10.0  # seconds a held operation may take to be seen; never reached when 
 
 
 def op(pool: str, action: Action, run: Callable[[], ActionResult] = lambda: OK) -> Operation:
-    return Operation(pool, Step(action, GangNodePoolStatus(phase=c.PHASE_ACQUIRING)), run)
+    return Operation(pool, Step(action, GangNodePoolStatus(phase=Phase.ACQUIRING)), run)
 
 
 class Harness:

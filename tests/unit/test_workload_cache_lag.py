@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.owners import GangOwner
 from provisioner.api.workload import AdmissionCheck, Workload
@@ -62,7 +63,7 @@ def workload() -> dict[str, Any]:
 
 def warm_pool() -> dict[str, Any]:
     """A pool kept warm with its whole set: 4 instances, 4 Ready Nodes."""
-    body = pool(phase=c.PHASE_KEEP_WARM, instances=4, ready=4, group="gen-0").to_dict()
+    body = pool(phase=Phase.KEEP_WARM, instances=4, ready=4, group="gen-0").to_dict()
     body["metadata"]["resourceVersion"] = "1"
     return body
 
@@ -163,7 +164,7 @@ class World:
 
     def claimed_and_satisfied(self) -> None:
         """Our claim on the pool, and the pool's Satisfied answer to it."""
-        self.apiserver.pool_answers(c.PHASE_SATISFIED)
+        self.apiserver.pool_answers(Phase.SATISFIED)
         self.apiserver.objects["gangnodepools"]["spec"]["claim"] = {
             "namespace": KEY.namespace,
             "name": KEY.name,
@@ -192,7 +193,7 @@ def test_a_warm_claim_writes_its_pool_once_and_its_workload_once_through_lagging
     assert world.apiserver.writes == ["gangnodepools:spec"], "no 'reusing warm nodes' write"
 
     # The pool answers Satisfied: one Ready write.
-    world.apiserver.pool_answers(c.PHASE_SATISFIED)
+    world.apiserver.pool_answers(Phase.SATISFIED)
     world.one_pass()
     assert world.check() == c.CHECK_READY
     assert world.apiserver.writes == ["gangnodepools:spec", "workloads:check Ready"]

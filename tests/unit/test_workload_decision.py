@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool, LastError
 from provisioner.api.settings import Settings
 from provisioner.api.workload import Workload
@@ -59,7 +60,7 @@ def workload(
 def pool(
     *,
     claim_uid: str | None = None,
-    phase: str = c.PHASE_IDLE,
+    phase: str = Phase.IDLE,
     instance_type: str = "p4d.24xlarge",
     instances: int = 0,
     ready: int = 0,
@@ -112,7 +113,7 @@ def inputs(wl: Workload | None, gnp: GangNodePool | None, **kw: Any) -> Workload
     ],
 )
 def test_workloads_that_may_not_hold_a_claim_release_theirs(wl: Workload | None, why: str) -> None:
-    held = pool(claim_uid="uid-1", phase=c.PHASE_SATISFIED)
+    held = pool(claim_uid="uid-1", phase=Phase.SATISFIED)
     decision = decide(inputs(wl, held))
     if wl is None:
         # A deleted Workload is matched to its claim by the reconciler, not by decide().
@@ -166,7 +167,7 @@ def test_a_stale_claim_whose_workload_is_gone_is_replaced() -> None:
 
 
 def test_a_different_shape_on_a_live_pool_is_rejected_naming_the_fields() -> None:
-    busy = pool(phase=c.PHASE_KEEP_WARM, instance_type="p5.48xlarge", instances=4, ready=4)
+    busy = pool(phase=Phase.KEEP_WARM, instance_type="p5.48xlarge", instances=4, ready=4)
     decision = decide(inputs(workload(), busy))
     assert decision.check is not None and decision.check.state == c.CHECK_REJECTED
     assert "instance-type" in decision.check.message
@@ -180,7 +181,7 @@ def test_a_different_shape_on_an_idle_empty_pool_reshapes_it() -> None:
 
 
 def test_the_same_shape_claims_a_warm_pool() -> None:
-    warm = pool(phase=c.PHASE_KEEP_WARM, instances=4, ready=4, group="g2")
+    warm = pool(phase=Phase.KEEP_WARM, instances=4, ready=4, group="g2")
     decision = decide(
         inputs(workload(), warm, annotations={**ANNOTATIONS, c.ANN_KEEP_WARM_TTL: "1h"})
     )
@@ -190,7 +191,7 @@ def test_the_same_shape_claims_a_warm_pool() -> None:
 def test_a_claim_on_a_whole_warm_set_writes_no_progress_message() -> None:
     # The pool's Satisfied follows in one pass and brings the Ready write; a Pending
     # message first would hold that write behind a Workload write of its own.
-    warm = pool(phase=c.PHASE_KEEP_WARM, instances=4, ready=4, group="g2")
+    warm = pool(phase=Phase.KEEP_WARM, instances=4, ready=4, group="g2")
     decision = decide(inputs(workload(), warm))
     assert decision.pool_change is PoolChange.CLAIM
     assert decision.check is None
@@ -203,7 +204,7 @@ def test_a_claim_on_a_whole_warm_set_writes_no_progress_message() -> None:
     ids=["a node not Ready", "an instance short"],
 )
 def test_a_claim_on_a_warm_set_that_is_not_whole_says_so(instances: int, ready: int) -> None:
-    warm = pool(phase=c.PHASE_KEEP_WARM, instances=instances, ready=ready, group="g2")
+    warm = pool(phase=Phase.KEEP_WARM, instances=instances, ready=ready, group="g2")
     decision = decide(inputs(workload(), warm))
     assert decision.pool_change is PoolChange.CLAIM
     assert decision.check is not None and decision.check.state == c.CHECK_PENDING
@@ -212,7 +213,7 @@ def test_a_claim_on_a_warm_set_that_is_not_whole_says_so(instances: int, ready: 
 
 
 def test_ready_only_when_satisfied_with_exactly_n_ready_nodes() -> None:
-    ok = pool(claim_uid="uid-1", phase=c.PHASE_SATISFIED, instances=4, ready=4, group="g2")
+    ok = pool(claim_uid="uid-1", phase=Phase.SATISFIED, instances=4, ready=4, group="g2")
     decision = decide(inputs(workload(), ok))
     assert decision.check is not None and decision.check.state == c.CHECK_READY
     (update,) = decision.check.pod_set_updates
@@ -224,10 +225,10 @@ def test_ready_only_when_satisfied_with_exactly_n_ready_nodes() -> None:
 @pytest.mark.parametrize(
     ("phase", "instances", "ready"),
     [
-        (c.PHASE_SATISFIED, 4, 3),
-        (c.PHASE_SATISFIED, 3, 4),
-        (c.PHASE_JOINING, 4, 4),
-        (c.PHASE_ACQUIRING, 0, 0),
+        (Phase.SATISFIED, 4, 3),
+        (Phase.SATISFIED, 3, 4),
+        (Phase.JOINING, 4, 4),
+        (Phase.ACQUIRING, 0, 0),
     ],
 )
 def test_anything_short_of_the_whole_gang_stays_pending(
@@ -239,16 +240,16 @@ def test_anything_short_of_the_whole_gang_stays_pending(
 
 
 def test_retry_after_the_configured_number_of_shortfalls() -> None:
-    short = pool(claim_uid="uid-1", phase=c.PHASE_ACQUIRING, shortfalls=2)
+    short = pool(claim_uid="uid-1", phase=Phase.ACQUIRING, shortfalls=2)
     assert decide(inputs(workload(), short)).check.state == c.CHECK_PENDING  # type: ignore[union-attr]
-    short = pool(claim_uid="uid-1", phase=c.PHASE_ACQUIRING, shortfalls=3)
+    short = pool(claim_uid="uid-1", phase=Phase.ACQUIRING, shortfalls=3)
     decision = decide(inputs(workload(), short))
     assert decision.check is not None and decision.check.state == c.CHECK_RETRY
     assert "nothing was left running" in decision.check.message
 
 
 def test_an_admitted_gang_that_loses_nodes_is_requeued() -> None:
-    lost = pool(claim_uid="uid-1", phase=c.PHASE_JOINING, instances=4, ready=3, group="g2")
+    lost = pool(claim_uid="uid-1", phase=Phase.JOINING, instances=4, ready=3, group="g2")
     decision = decide(inputs(workload(check_state=c.CHECK_READY), lost))
     assert decision.check is not None and decision.check.state == c.CHECK_RETRY
     assert "3/4" in decision.check.message
@@ -262,7 +263,7 @@ def test_the_owner_job_not_yet_visible_changes_nothing() -> None:
 def test_a_different_shape_on_a_busy_pool_is_rejected_not_retried() -> None:
     busy = pool(
         claim_uid="uid-1",
-        phase=c.PHASE_SATISFIED,
+        phase=Phase.SATISFIED,
         instance_type="p5.48xlarge",
         instances=4,
         ready=4,
@@ -272,7 +273,7 @@ def test_a_different_shape_on_a_busy_pool_is_rejected_not_retried() -> None:
 
 
 def test_a_gang_released_for_its_ending_capacity_block_tells_the_workload_why() -> None:
-    released = pool(claim_uid="uid-1", phase=c.PHASE_ACQUIRING)
+    released = pool(claim_uid="uid-1", phase=Phase.ACQUIRING)
     why = "Capacity Block cr-0fedcba9876543210 (group g2) ends at 2026-11-29T14:00:00Z"
     released = released.model_copy(
         update={
@@ -287,7 +288,7 @@ def test_a_gang_released_for_its_ending_capacity_block_tells_the_workload_why() 
 
 
 def test_a_gang_held_for_a_block_not_yet_active_stays_pending_with_the_start() -> None:
-    held = pool(claim_uid="uid-1", phase=c.PHASE_ACQUIRING)
+    held = pool(claim_uid="uid-1", phase=Phase.ACQUIRING)
     why = "Capacity Block cr-0fedcba9876543210 is scheduled and starts at 2026-11-29T12:20:00Z"
     held = held.model_copy(
         update={
@@ -305,7 +306,7 @@ def test_our_claim_on_a_whole_warm_set_waits_for_the_pool_without_a_message() ->
     # The pass our claim's own write brings sees the claim held and the pool not yet
     # answered: a "reusing warm nodes" message would be a Workload write of its own, ahead
     # of the Ready one the pool's Satisfied brings.
-    claimed = pool(claim_uid="uid-1", phase=c.PHASE_KEEP_WARM, instances=4, ready=4, group="g2")
+    claimed = pool(claim_uid="uid-1", phase=Phase.KEEP_WARM, instances=4, ready=4, group="g2")
     decision = decide(inputs(workload(), claimed))
     assert decision.pool_change is PoolChange.NONE
     assert decision.check is None
@@ -320,7 +321,7 @@ def test_our_claim_on_a_warm_set_that_is_not_whole_reports_progress(
     instances: int, ready: int
 ) -> None:
     claimed = pool(
-        claim_uid="uid-1", phase=c.PHASE_KEEP_WARM, instances=instances, ready=ready, group="g2"
+        claim_uid="uid-1", phase=Phase.KEEP_WARM, instances=instances, ready=ready, group="g2"
     )
     decision = decide(inputs(workload(), claimed))
     assert decision.check is not None and decision.check.state == c.CHECK_PENDING
