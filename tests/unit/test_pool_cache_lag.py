@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 
 from provisioner.api.constants import Phase
+from provisioner.api.gangnodepool import GangNodePool
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS
 from provisioner.kube.resources import ObjectKey
 from tests.support.informers import LaggingCache
+from tests.support.typed_caches import typed
 from tests.unit.test_pool_instance_reads import JOINING, World
 
 pytestmark = pytest.mark.unit
@@ -38,7 +40,7 @@ def count_observations(world: World) -> list[None]:
 def test_a_pass_waits_for_the_cache_to_hold_its_own_write() -> None:
     world = World(JOINING, ready=True)
     cache = LaggingCache(lambda: world.store.obj)
-    world.reconciler._pools = cache  # type: ignore[assignment]
+    world.reconciler._pools = typed(cache, GangNodePool.from_dict)
     observed = count_observations(world)
     cache.freeze()  # the cache holds Joining; the pass below writes Satisfied
     world.one_pass()
