@@ -7,8 +7,8 @@
 - `cache`: `TypedCache`, an informer's objects as models, each parsed once per version:
   what the reconcilers read.
 - `workqueue`: the per-key serialized queue and the `Controller` worker pool.
-- `status`: `update_status` / `update_object` (and `write_status` / `write_object` on raw
-  bodies, until the pool reconciler reads typed views), the one way a reconciler writes.
+- `status`: `update_status` / `update_object` (and `patch_status_entries`, `create_object`,
+  `read_object`) on models, the one way a reconciler writes.
 - `check_state`: our entry in a Workload's admission checks, as JSON-patch operations.
 - `leader`: Lease leader election.
 - `events`: the Event recorder.
@@ -35,7 +35,7 @@ from provisioner.kube.events import EventRecorder
 from provisioner.kube.informer import Informer
 from provisioner.kube.leader import LeaderElector, LeaseLock
 from provisioner.kube.resources import ObjectKey, ResourceRef, key_of
-from provisioner.kube.status import update_object, update_status, write_object, write_status
+from provisioner.kube.status import update_object, update_status
 from provisioner.kube.workqueue import Controller, Result, WorkQueue
 
 __all__ = [
@@ -65,6 +65,4 @@ __all__ = [
     "key_of",
     "update_object",
     "update_status",
-    "write_object",
-    "write_status",
 ]

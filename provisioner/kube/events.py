@@ -88,10 +88,6 @@ class InvolvedObject:
         return {key: value for key, value in fields.items() if value}
 
 
-# An API body (the GangNodePool reconciler's, until it reads typed views) or a typed one.
-Involved = Mapping[str, Any] | InvolvedObject
-
-
 @dataclass(frozen=True)
 class _Pending:
     involved: dict[str, Any]
@@ -139,13 +135,13 @@ class EventRecorder:
         # Apart from `_lock`, which a write holds over its API call.
         self._writer_lock = threading.Lock()
 
-    def normal(self, obj: Involved, reason: str, message: str) -> None:
+    def normal(self, obj: InvolvedObject, reason: str, message: str) -> None:
         self.record(obj, NORMAL, reason, message)
 
-    def warning(self, obj: Involved, reason: str, message: str) -> None:
+    def warning(self, obj: InvolvedObject, reason: str, message: str) -> None:
         self.record(obj, WARNING, reason, message)
 
-    def record(self, obj: Involved, event_type: str, reason: str, message: str) -> None:
+    def record(self, obj: InvolvedObject, event_type: str, reason: str, message: str) -> None:
         try:
             # Taken now: the object as the reconcile saw it, whenever the Event is written.
             event = _Pending(_involved(obj), event_type, reason, message[:_MESSAGE_LIMIT])
@@ -260,22 +256,10 @@ class EventRecorder:
             self._seen.popitem(last=False)
 
 
-def _involved(obj: Involved) -> dict[str, Any]:
-    if isinstance(obj, InvolvedObject):
-        typed = obj
-    else:
-        meta = obj.get("metadata") or {}
-        typed = InvolvedObject(
-            obj.get("apiVersion") or "",
-            obj.get("kind") or "",
-            meta.get("name") or "",
-            meta.get("namespace"),
-            meta.get("uid"),
-            meta.get("resourceVersion"),
-        )
-    if not typed.kind or not typed.name:
+def _involved(obj: InvolvedObject) -> dict[str, Any]:
+    if not obj.kind or not obj.name:
         raise ValueError("an event needs an object with kind and metadata.name")
-    return typed.to_dict()
+    return obj.to_dict()
 
 
 def _rv(obj: Mapping[str, Any]) -> str:

@@ -16,8 +16,7 @@ whoever wrote since.
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Mapping
-from typing import Any
+from collections.abc import Hashable
 
 from provisioner.api.meta import KubeObject
 
@@ -28,13 +27,7 @@ __all__ = ["WAIT_FOR_OWN_WRITE_SECONDS", "OwnWrites"]
 WAIT_FOR_OWN_WRITE_SECONDS = 2.0
 
 
-# A model read, or an API body (the GangNodePool reconciler's, until it reads typed views).
-Read = KubeObject | Mapping[str, Any]
-
-
-def _version(obj: Read) -> str:
-    if isinstance(obj, Mapping):
-        return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+def _version(obj: KubeObject) -> str:
     return obj.metadata.resource_version or ""
 
 
@@ -46,14 +39,14 @@ class OwnWrites:
         self._replaced: dict[Hashable, set[str]] = {}
         self._lock = threading.Lock()
 
-    def wrote(self, key: Hashable, read: Read, written: Read) -> None:
+    def wrote(self, key: Hashable, read: KubeObject, written: KubeObject) -> None:
         """`read` (the object as the cache held it) was replaced by `written`."""
         old, new = _version(read), _version(written)
         if old and old != new:
             with self._lock:
                 self._replaced.setdefault(key, set()).add(old)
 
-    def cache_behind(self, key: Hashable, cached: Read | None) -> bool:
+    def cache_behind(self, key: Hashable, cached: KubeObject | None) -> bool:
         """Whether `cached` is a version of `key` this reconciler wrote over; None (the cache
         has no such object) forgets the key."""
         if cached is None:

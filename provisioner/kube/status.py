@@ -13,8 +13,7 @@ model of the same type.
 - `update_status` / `update_object`: the status subresource / everything but status.
 - `patch_status_entries`: our entry of a shared status list (a Workload's admission checks).
 - `create_object`, `read_object`: a new object, and a live read of one a cache lacks.
-- `write_status` / `write_object`: the same on API bodies with a `mutate` closure; kept
-  only for the GangNodePool reconciler until it reads typed views (then removed).
+- `merge_patch`: the RFC 7386 difference the update helpers send.
 """
 
 from __future__ import annotations
@@ -36,12 +35,9 @@ __all__ = [
     "read_version",
     "update_object",
     "update_status",
-    "write_object",
-    "write_status",
 ]
 
 Obj = dict[str, Any]
-Mutate = Callable[[Obj], bool]
 M = TypeVar("M", bound=KubeObject)
 # Fields a merge patch of the main resource leaves out: the kind is the ref's, and the
 # status is written through its own subresource.
@@ -94,7 +90,6 @@ class ObjectStore(ObjectWriter, Protocol):
     def create(self, ref: ResourceRef, body: Mapping[str, Any]) -> Obj: ...
 
 
-# -- typed: the model read in, the model written out ------------------------------------------
 def update_status(
     client: ObjectWriter, ref: ResourceRef, read: M, status: KubeModel, field_manager: str
 ) -> M:
@@ -196,59 +191,6 @@ def _without(body: Obj, keys: Sequence[str]) -> Obj:
     return {key: value for key, value in body.items() if key not in keys}
 
 
-# -- raw: the GangNodePool reconciler's, until it reads typed views ----------------------------
-
-
-def write_status(
-    client: ObjectWriter,
-    ref: ResourceRef,
-    obj: Mapping[str, Any],
-    mutate: Mutate,
-    field_manager: str,
-) -> Obj:
-    """Apply `mutate` to a copy of `obj["status"]`; patch the status subresource if it
-    changed. Returns the object the apiserver returned (or `obj` when nothing was written);
-    raises `KubeConflict` when the object moved on since it was read."""
-    before = obj.get("status") or {}
-    after = copy.deepcopy(before)
-    if not mutate(after):
-        return dict(obj)
-    diff = merge_patch(before, after)
-    if not diff:
-        return dict(obj)
-    name, namespace, version = _identity(obj)
-    return client.patch_status(
-        ref,
-        name,
-        {"status": diff},
-        namespace=namespace,
-        resource_version=version,
-        field_manager=field_manager,
-    )
-
-
-def write_object(
-    client: ObjectWriter,
-    ref: ResourceRef,
-    obj: Mapping[str, Any],
-    mutate: Mutate,
-    field_manager: str,
-) -> Obj:
-    """Like `write_status`, for everything but status (spec, labels, finalizers)."""
-    before = {key: value for key, value in obj.items() if key != "status"}
-    after = copy.deepcopy(before)
-    if not mutate(after):
-        return dict(obj)
-    after.pop("status", None)  # the main resource ignores status; don't pretend to write it
-    diff = merge_patch(before, after)
-    if not diff:
-        return dict(obj)
-    name, namespace, version = _identity(obj)
-    return client.patch(
-        ref, name, diff, namespace=namespace, resource_version=version, field_manager=field_manager
-    )
-
-
 def merge_patch(before: Mapping[str, Any], after: Mapping[str, Any]) -> Obj:
     """The RFC 7386 merge patch turning `before` into `after` (removed keys become null,
     lists are replaced whole); empty when they are equal."""
@@ -263,11 +205,3 @@ def merge_patch(before: Mapping[str, Any], after: Mapping[str, Any]) -> Obj:
         elif value != before[key]:
             patch[key] = copy.deepcopy(value)
     return patch
-
-
-def _identity(obj: Mapping[str, Any]) -> tuple[str, str | None, str]:
-    meta = obj.get("metadata") or {}
-    version = meta.get("resourceVersion")
-    if not version:
-        raise ValueError(f"{meta.get('name')!r}: a write needs the resourceVersion that was read")
-    return meta["name"], meta.get("namespace") or None, str(version)

@@ -3,7 +3,8 @@
 Loaded by the tests that need them through `pytest_plugins`:
 - `kube_client`: a `KubeClient` for the admin kubeconfig (one per session);
 - `widgets`: a tiny namespaced CRD with a status subresource in a test-only group, so the
-  runtime is exercised on a custom resource without depending on our product CRD's schema;
+  runtime is exercised on a custom resource without depending on our product CRD's schema
+  (its typed view is `tests.support.widgets.Widget`);
 - `flaky_kube_client`: a `KubeClient` that reaches the same apiserver through a TCP proxy
   the test can cut (`.proxy.outage()`) and restore (`.proxy.restore()`). To the client that
   looks like an apiserver restart: open connections reset, new ones refused, then back.
@@ -26,8 +27,7 @@ from kubernetes import config as k8s_config
 
 from provisioner.kube.client import KubeClient
 from provisioner.kube.resources import ResourceRef
-
-WIDGETS = ResourceRef("test.atomic-gang.k8s.aws", "v1", "widgets", True, "Widget")
+from tests.support.widgets import WIDGETS
 
 
 def widget_crd() -> dict[str, Any]:

@@ -1,19 +1,21 @@
 """The runtime end to end: an informer feeds a Controller whose reconcile writes status
-from the (possibly stale) cache through `write_status`; conflicts requeue and converge."""
+from the (possibly stale) typed cache through `update_status`; conflicts requeue and
+converge."""
 
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from provisioner.api.constants import FIELD_MANAGER
+from provisioner.kube.cache import TypedCache
 from provisioner.kube.client import KubeClient
 from provisioner.kube.errors import KubeConflict
 from provisioner.kube.informer import Informer
 from provisioner.kube.resources import ObjectKey, ResourceRef
-from provisioner.kube.status import write_status
+from provisioner.kube.status import create_object, update_status
 from provisioner.kube.workqueue import Controller, Result, WorkQueue
 from tests.support.waiting import eventually
+from tests.support.widgets import Widget, new_widget
 
 DEADLINE = 30.0
 
@@ -22,6 +24,7 @@ def test_a_controller_converges_status_despite_conflicts(
     kube_client: KubeClient, widgets: ResourceRef, namespace: str
 ) -> None:
     informer = Informer(kube_client.list_watch(widgets, namespace=namespace), name="widgets")
+    cache = TypedCache(informer, Widget.from_dict)
     lock = threading.Lock()
     in_flight: set[ObjectKey] = set()
     overlaps: list[ObjectKey] = []
@@ -32,18 +35,12 @@ def test_a_controller_converges_status_despite_conflicts(
                 overlaps.append(key)
             in_flight.add(key)
         try:
-            obj = informer.get(key.namespace, key.name)
-            if obj is None:
+            widget = cache.get(key.namespace, key.name)
+            if widget is None:
                 return None
-
-            def observe(status: dict[str, Any]) -> bool:
-                size = obj["spec"]["size"]
-                changed: bool = status.get("observedSize") != size
-                status["observedSize"] = size
-                return changed
-
+            observed = widget.status.model_copy(update={"observed_size": widget.spec.size})
             # A stale cache read surfaces here as KubeConflict; the Controller requeues.
-            write_status(kube_client, widgets, obj, observe, FIELD_MANAGER)
+            update_status(kube_client, widgets, widget, observed, FIELD_MANAGER)
             return Result()
         finally:
             with lock:
@@ -59,9 +56,7 @@ def test_a_controller_converges_status_despite_conflicts(
     try:
         names = [f"w{i}" for i in range(6)]
         for name in names:
-            kube_client.create(
-                widgets, {"metadata": {"name": name, "namespace": namespace}, "spec": {"size": 1}}
-            )
+            create_object(kube_client, widgets, new_widget(name, namespace, size=1))
 
         # Keep changing spec while the controller writes status: its cached reads go stale.
         # This writer is preconditioned too, so a status write between its read and its

@@ -1,42 +1,41 @@
 """Preconditioned writes against the real apiserver: a stale resourceVersion is refused
-with KubeConflict, a fresh one goes through, unchanged writes send nothing."""
+with KubeConflict, a fresh one goes through, unchanged writes send nothing. The typed
+helpers of `kube.status` write a test-only custom resource (`Widget`) and Nodes."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.meta import KubeObject, ObjectMeta
+from provisioner.api.nodes import Node, NodeCondition, NodeStatus
 from provisioner.kube.client import KubeClient
 from provisioner.kube.errors import KubeAlreadyExists, KubeConflict, KubeNotFound
-from provisioner.kube.events import EventRecorder
+from provisioner.kube.events import EventRecorder, InvolvedObject
 from provisioner.kube.resources import CONFIG_MAPS, CORE_EVENTS, NODES, ResourceRef
-from provisioner.kube.status import write_object, write_status
-
-
-def set_status(**fields: Any) -> Callable[[dict[str, Any]], bool]:
-    def mutate(status: dict[str, Any]) -> bool:
-        changed = any(status.get(key) != value for key, value in fields.items())
-        status.update(fields)
-        return changed
-
-    return mutate
+from provisioner.kube.status import create_object, read_object, update_object, update_status
+from tests.support.widgets import Widget, WidgetSpec, WidgetStatus, new_widget
 
 
 @pytest.fixture
-def widget(kube_client: KubeClient, widgets: ResourceRef, namespace: str) -> dict[str, Any]:
-    body = {"metadata": {"name": "w1", "namespace": namespace}, "spec": {"size": 3}}
-    return kube_client.create(widgets, body)
+def widget(kube_client: KubeClient, widgets: ResourceRef, namespace: str) -> Widget:
+    return create_object(kube_client, widgets, new_widget("w1", namespace, size=3))
 
 
 @pytest.fixture
-def node(kube_client: KubeClient) -> Iterator[dict[str, Any]]:
+def node(kube_client: KubeClient) -> Iterator[Node]:
     name = f"node-{uuid.uuid4().hex[:8]}"
-    yield kube_client.create(NODES, {"metadata": {"name": name}})
+    yield create_object(kube_client, NODES, Node(metadata=ObjectMeta(name=name)))
     kube_client.delete(NODES, name, resource_version=None)
+
+
+def stored(kube_client: KubeClient, ref: ResourceRef, obj: KubeObject) -> dict[str, Any]:
+    """The object's body as the apiserver holds it now, with what no model keeps."""
+    return kube_client.get(ref, obj.metadata.name, namespace=obj.metadata.namespace)
 
 
 def managers(obj: dict[str, Any]) -> set[tuple[str, str]]:
@@ -44,82 +43,79 @@ def managers(obj: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def test_a_stale_status_write_conflicts_and_a_fresh_one_succeeds(
-    kube_client: KubeClient, widgets: ResourceRef, widget: dict[str, Any]
+    kube_client: KubeClient, widgets: ResourceRef, widget: Widget
 ) -> None:
-    first = write_status(
-        kube_client, widgets, widget, set_status(phase="Acquiring"), c.FIELD_MANAGER
+    first = update_status(
+        kube_client, widgets, widget, WidgetStatus(phase="Acquiring"), c.FIELD_MANAGER
     )
-    assert first["status"] == {"phase": "Acquiring"}
-    assert first["metadata"]["resourceVersion"] != widget["metadata"]["resourceVersion"]
-    assert (c.FIELD_MANAGER, "status") in managers(first)
+    assert first.fields_read()["status"] == {"phase": "Acquiring"}
+    assert first.metadata.resource_version != widget.metadata.resource_version
+    assert (c.FIELD_MANAGER, "status") in managers(stored(kube_client, widgets, first))
 
     with pytest.raises(KubeConflict):  # `widget` is what we read before our own write
-        write_status(kube_client, widgets, widget, set_status(phase="Joining"), c.FIELD_MANAGER)
+        update_status(kube_client, widgets, widget, WidgetStatus(phase="Joining"), c.FIELD_MANAGER)
 
-    fresh = kube_client.get(widgets, "w1", namespace=widget["metadata"]["namespace"])
-    second = write_status(kube_client, widgets, fresh, set_status(phase="Joining"), c.FIELD_MANAGER)
-    assert second["status"] == {"phase": "Joining"}
-    assert second["spec"] == {"size": 3}  # the status subresource never touches spec
+    fresh = read_object(kube_client, widgets, "w1", widget.metadata.namespace, Widget.from_dict)
+    second = update_status(
+        kube_client, widgets, fresh, WidgetStatus(phase="Joining"), c.FIELD_MANAGER
+    )
+    assert second.fields_read()["status"] == {"phase": "Joining"}
+    assert second.spec == WidgetSpec(size=3)  # the status subresource never touches spec
 
 
 def test_an_unchanged_status_write_sends_nothing(
-    kube_client: KubeClient, widgets: ResourceRef, widget: dict[str, Any]
+    kube_client: KubeClient, widgets: ResourceRef, widget: Widget
 ) -> None:
-    written = write_status(kube_client, widgets, widget, set_status(phase="Idle"), c.FIELD_MANAGER)
-    again = write_status(kube_client, widgets, written, set_status(phase="Idle"), c.FIELD_MANAGER)
-    assert again["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
-    # Even a stale object is fine when nothing would change: no request, no conflict.
-    write_status(kube_client, widgets, widget, lambda status: False, c.FIELD_MANAGER)
-
-
-def test_status_fields_removed_by_mutate_are_removed(
-    kube_client: KubeClient, widgets: ResourceRef, widget: dict[str, Any]
-) -> None:
-    written = write_status(
-        kube_client, widgets, widget, set_status(phase="Idle", ids=["i-1"]), c.FIELD_MANAGER
+    written = update_status(
+        kube_client, widgets, widget, WidgetStatus(phase="Idle"), c.FIELD_MANAGER
     )
+    again = update_status(
+        kube_client, widgets, written, WidgetStatus(phase="Idle"), c.FIELD_MANAGER
+    )
+    assert again.metadata.resource_version == written.metadata.resource_version
+    # Even a stale object is fine when nothing would change: no request, no conflict.
+    update_status(kube_client, widgets, widget, widget.status, c.FIELD_MANAGER)
 
-    def drop_ids(status: dict[str, Any]) -> bool:
-        return status.pop("ids", None) is not None
 
-    cleared = write_status(kube_client, widgets, written, drop_ids, c.FIELD_MANAGER)
-    assert cleared["status"] == {"phase": "Idle"}
+def test_status_fields_cleared_are_removed(
+    kube_client: KubeClient, widgets: ResourceRef, widget: Widget
+) -> None:
+    written = update_status(
+        kube_client, widgets, widget, WidgetStatus(phase="Idle", ids=("i-1",)), c.FIELD_MANAGER
+    )
+    without_ids = written.status.model_copy(update={"ids": None})
+    cleared = update_status(kube_client, widgets, written, without_ids, c.FIELD_MANAGER)
+    assert cleared.fields_read()["status"] == {"phase": "Idle"}
 
 
 def test_finalizer_writes_are_preconditioned_too(
-    kube_client: KubeClient, widgets: ResourceRef, widget: dict[str, Any]
+    kube_client: KubeClient, widgets: ResourceRef, widget: Widget
 ) -> None:
-    def add_finalizer(obj: dict[str, Any]) -> bool:
-        finalizers = obj["metadata"].setdefault("finalizers", [])
-        if c.FINALIZER in finalizers:
-            return False
-        finalizers.append(c.FINALIZER)
-        return True
+    guarded = update_object(
+        kube_client, widgets, widget, widget.with_finalizers(c.FINALIZER), c.FIELD_MANAGER
+    )
+    assert guarded.metadata.finalizers == (c.FINALIZER,)
 
-    guarded = write_object(kube_client, widgets, widget, add_finalizer, c.FIELD_MANAGER)
-    assert guarded["metadata"]["finalizers"] == [c.FINALIZER]
-
-    def drop_finalizer(obj: dict[str, Any]) -> bool:
-        obj["metadata"]["finalizers"] = []
-        return True
-
-    with pytest.raises(KubeConflict):
-        write_object(kube_client, widgets, widget, drop_finalizer, c.FIELD_MANAGER)
-    released = write_object(kube_client, widgets, guarded, drop_finalizer, c.FIELD_MANAGER)
-    assert "finalizers" not in released["metadata"]
+    with pytest.raises(KubeConflict):  # a pass on the stale read adds it again
+        update_object(
+            kube_client, widgets, widget, widget.with_finalizers(c.FINALIZER), c.FIELD_MANAGER
+        )
+    released = update_object(
+        kube_client, widgets, guarded, guarded.with_finalizers(), c.FIELD_MANAGER
+    )
+    assert released.metadata.finalizers == ()
+    assert "finalizers" not in stored(kube_client, widgets, released)["metadata"]
 
 
 def test_cluster_scoped_status_is_written_through_the_subresource(
-    kube_client: KubeClient, node: dict[str, Any]
+    kube_client: KubeClient, node: Node
 ) -> None:
-    def ready(status: dict[str, Any]) -> bool:
-        status["conditions"] = [{"type": "Ready", "status": "True", "reason": "Test"}]
-        return True
-
-    written = write_status(kube_client, NODES, node, ready, c.FIELD_MANAGER)
-    assert written["status"]["conditions"][0]["status"] == "True"
+    ready = NodeStatus(conditions=(NodeCondition(type="Ready", status="True"),))
+    written = update_status(kube_client, NODES, node, ready, c.FIELD_MANAGER)
+    assert written.status.conditions[0].status == "True"
+    not_ready = NodeStatus(conditions=(NodeCondition(type="Ready", status="False"),))
     with pytest.raises(KubeConflict):
-        write_status(kube_client, NODES, node, set_status(phase="Running"), c.FIELD_MANAGER)
+        update_status(kube_client, NODES, node, not_ready, c.FIELD_MANAGER)
 
 
 def test_every_write_verb_refuses_a_stale_version(kube_client: KubeClient, namespace: str) -> None:
@@ -179,17 +175,17 @@ def test_server_side_apply_conflicts_unless_forced(kube_client: KubeClient, name
 
 
 def test_events_are_recorded_and_aggregated(
-    kube_client: KubeClient, widgets: ResourceRef, widget: dict[str, Any]
+    kube_client: KubeClient, widgets: ResourceRef, widget: Widget
 ) -> None:
     recorder = EventRecorder(kube_client.with_timeout(5))
+    involved = InvolvedObject.of(widgets, widget.metadata)
     for _ in range(3):
-        recorder.warning(widget, "InsufficientCapacity", "no capacity in us-east-1a")
-    recorder.normal(widget, "Acquired", "2 instances")
-    namespace = widget["metadata"]["namespace"]
+        recorder.warning(involved, "InsufficientCapacity", "no capacity in us-east-1a")
+    recorder.normal(involved, "Acquired", "2 instances")
     events = kube_client.list(
         CORE_EVENTS,
-        namespace=namespace,
-        field_selector=f"involvedObject.uid={widget['metadata']['uid']}",
+        namespace=widget.metadata.namespace,
+        field_selector=f"involvedObject.uid={widget.metadata.uid}",
     ).items
     by_reason = {event["reason"]: event for event in events}
     assert set(by_reason) == {"InsufficientCapacity", "Acquired"}

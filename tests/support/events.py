@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from provisioner.kube.events import NORMAL, WARNING
+from provisioner.kube.events import NORMAL, WARNING, InvolvedObject
 
 
 class RecordedEvents:
@@ -21,11 +18,11 @@ class RecordedEvents:
     def reasons(self) -> list[str]:
         return [reason for _, reason, _ in self.events]
 
-    def record(self, obj: Mapping[str, Any], event_type: str, reason: str, message: str) -> None:
+    def record(self, obj: InvolvedObject, event_type: str, reason: str, message: str) -> None:
         self.events.append((event_type, reason, message))
 
-    def normal(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
+    def normal(self, obj: InvolvedObject, reason: str, message: str) -> None:
         self.record(obj, NORMAL, reason, message)
 
-    def warning(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
+    def warning(self, obj: InvolvedObject, reason: str, message: str) -> None:
         self.record(obj, WARNING, reason, message)

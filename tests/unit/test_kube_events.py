@@ -16,16 +16,12 @@ from provisioner.kube.events import EventRecorder, InvolvedObject
 from provisioner.kube.resources import CORE_EVENTS, GANG_NODE_POOLS, WORKLOADS, ResourceRef
 from tests.unit.test_workload_decision import pool, workload
 
-POOL = {
-    "apiVersion": "atomic-gang.k8s.aws/v1alpha1",
-    "kind": "GangNodePool",
-    "metadata": {"name": "p1", "uid": "u-1", "resourceVersion": "7"},
-}
-JOB_WORKLOAD = {
-    "apiVersion": "kueue.x-k8s.io/v1beta2",
-    "kind": "Workload",
-    "metadata": {"name": "w", "namespace": "team", "uid": "u-2"},
-}
+POOL = InvolvedObject(
+    "atomic-gang.k8s.aws/v1alpha1", "GangNodePool", "p1", uid="u-1", resource_version="7"
+)
+JOB_WORKLOAD = InvolvedObject(
+    "kueue.x-k8s.io/v1beta2", "Workload", "w", namespace="team", uid="u-2"
+)
 
 
 class FakeEvents:
@@ -114,23 +110,28 @@ def test_a_typed_object_is_named_as_its_body_would_be(
         update={"metadata": pool().metadata.model_copy(update={"resource_version": "7"})}
     )
     read_workload: Workload = workload()
+    named = []
     for ref, model in ((GANG_NODE_POOLS, read_pool), (WORKLOADS, read_workload)):
         recorder.normal(InvolvedObject.of(ref, model.metadata), "Seen", ref.kind)
-        body = {"apiVersion": ref.api_version, "kind": ref.kind, **model.to_dict()}
-        recorder.normal(body, "Seen", f"{ref.kind} body")
+        meta = model.to_dict()["metadata"]
+        identity = ("name", "namespace", "uid", "resourceVersion")
+        named.append(
+            {
+                "apiVersion": ref.api_version,
+                "kind": ref.kind,
+                **{key: meta[key] for key in identity if key in meta},
+            }
+        )
     involved = [e["involvedObject"] for e in sink.events.values()]
-    assert (
-        involved[0]
-        == involved[1]
-        == {
-            "apiVersion": GANG_NODE_POOLS.api_version,
-            "kind": "GangNodePool",
-            "name": "pool-a",
-            "uid": "pool-uid",
-            "resourceVersion": "7",
-        }
-    )
-    assert involved[2] == involved[3] and involved[2]["namespace"] == "ml"
+    assert involved == named
+    assert involved[0] == {
+        "apiVersion": GANG_NODE_POOLS.api_version,
+        "kind": "GangNodePool",
+        "name": "pool-a",
+        "uid": "pool-uid",
+        "resourceVersion": "7",
+    }
+    assert involved[1]["namespace"] == "ml"
 
 
 def test_namespaced_objects_get_events_in_their_namespace(
@@ -176,7 +177,8 @@ def test_failures_are_logged_never_raised(
 ) -> None:
     sink.next_error = KubeUnavailable("apiserver unreachable")
     recorder.warning(POOL, "Released", "done")
-    recorder.warning({"kind": "GangNodePool"}, "Released", "no name")  # malformed object
+    nameless = InvolvedObject(POOL.api_version, POOL.kind, "")
+    recorder.warning(nameless, "Released", "no name")  # malformed object
     assert sink.events == {}
     assert caplog.text.count("not recorded") == 2
 

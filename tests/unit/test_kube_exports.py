@@ -61,8 +61,6 @@ def test_the_package_surface() -> None:
         "key_of",
         "update_object",
         "update_status",
-        "write_object",
-        "write_status",
     }
     for symbol in kube.__all__:
         assert getattr(kube, symbol) is not None

@@ -9,6 +9,7 @@ from provisioner.api import constants as c
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.kube.errors import KubeNotFound
+from provisioner.kube.events import InvolvedObject
 from provisioner.kube.resources import CORE_EVENTS, GANG_NODE_POOLS, JOBS, WORKLOADS
 from tests.support.clocks import RecordingClock, SecondsClock
 from tests.support.events import RecordedEvents
@@ -89,7 +90,7 @@ def test_informers_copy_their_answers_and_the_lagging_one_lags() -> None:
 
 def test_events_and_clocks_record_and_reset() -> None:
     events = RecordedEvents()
-    events.warning({}, "Short", "m")
+    events.warning(InvolvedObject(c.API_VERSION, c.GNP_KIND, "pool-a"), "Short", "m")
     assert events.reasons == ["Short"]
     events.reset()
     clock = RecordingClock()
