@@ -53,6 +53,8 @@ from devenv.pki import CertificateAuthority
 from provisioner.api import constants as c
 from provisioner.api.clock import FakeClock, SystemClock
 from provisioner.api.constants import Phase
+from provisioner.api.gangnodepool import GangNodePool
+from provisioner.api.nodes import Node
 from provisioner.api.settings import Settings
 from provisioner.cloud import Ec2Engine
 from provisioner.cloud.ec2api import build_clients
@@ -61,6 +63,7 @@ from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool_deps import PoolReconcilerDeps
 from provisioner.controllers.stack_executor import StackExecutor
+from provisioner.kube.cache import TypedCache
 from provisioner.kube.resources import ObjectKey
 from stacks.launch_template import launch_template_request
 from stacks.outputs import PoolOutputs
@@ -127,13 +130,15 @@ class PoolStore:
     def get(self, _namespace: str, name: str) -> dict[str, Any] | None:
         return copy.deepcopy(self.obj) if name == self.obj["metadata"]["name"] else None
 
+    def list(self) -> list[dict[str, Any]]:
+        return [copy.deepcopy(self.obj)]
+
+    def add_handlers(self, **_: Any) -> None:
+        """The bench changes the pool by hand: no events to deliver."""
+
     def patch_status(self, _ref: Any, _name: str, patch: Mapping[str, Any], **_: Any) -> Any:
-        status = self.obj.setdefault("status", {})
-        for key, value in patch["status"].items():
-            if value is None:
-                status.pop(key, None)
-            else:
-                status[key] = value
+        """A merge patch of the status (RFC 7386), as the apiserver applies one."""
+        self.obj["status"] = _merged(self.obj.get("status") or {}, patch["status"])
         self._bump()
         return copy.deepcopy(self.obj)
 
@@ -153,6 +158,22 @@ class PoolStore:
         meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
 
 
+# Spelled once here: the stand-ins' `list` methods shadow `list` inside their classes.
+Bodies = list[dict[str, Any]]
+
+
+def _merged(target: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(dict(target))
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
 class Nodes:
     """The Node informer: the set's nodes, Ready and labelled as they join."""
 
@@ -164,6 +185,7 @@ class Nodes:
             {
                 "metadata": {
                     "name": f"node-{iid}",
+                    "resourceVersion": "1",
                     "labels": {c.POOL_LABEL: pool, c.GROUP_LABEL: group},
                 },
                 "spec": {"providerID": f"aws:///{REGION}a/{iid}"},
@@ -172,10 +194,19 @@ class Nodes:
             for iid in instance_ids
         ]
 
-    def list_labelled(self, pool: str) -> list[dict[str, Any]]:
+    def get(self, _namespace: str, name: str) -> dict[str, Any] | None:
+        return next((copy.deepcopy(n) for n in self.nodes if n["metadata"]["name"] == name), None)
+
+    def list(self) -> list[dict[str, Any]]:
+        return copy.deepcopy(self.nodes)
+
+    def list_labelled(self, pool: str) -> Bodies:
         return [
             copy.deepcopy(n) for n in self.nodes if n["metadata"]["labels"][c.POOL_LABEL] == pool
         ]
+
+    def add_handlers(self, **_: Any) -> None:
+        """The bench joins the nodes by hand: no events to deliver."""
 
 
 class Events:
@@ -277,8 +308,8 @@ def build_reconciler(
     index = InstanceIndex(engine, settings.cluster_name, refresh, FakeClock(), metrics)
     deps = PoolReconcilerDeps(
         kube=store,  # type: ignore[arg-type]
-        pools=store,  # type: ignore[arg-type]
-        nodes=nodes,  # type: ignore[arg-type]
+        pools=TypedCache(store, GangNodePool.from_dict),  # type: ignore[arg-type]
+        nodes=TypedCache(nodes, Node.from_dict),  # type: ignore[arg-type]
         engine=engine,
         index=index,
         stacks=stacks,
