@@ -14,6 +14,7 @@ from __future__ import annotations
 import getpass
 import json
 import logging
+import os
 import socket
 import subprocess
 import threading
@@ -167,6 +168,12 @@ def test_apiserver_conflicts_are_requeued_never_overwritten(
     caplog.set_level(logging.INFO, logger="provisioner.controllers.gangnodepool")
     env: GangEnv = gang_env_factory(join_delay=2.0)
     enis = detached_enis(env)
+    # The launch is held 1.5 s inside EC2, so the co-writer below certainly moves the pool
+    # between the launch marker's write and the write of the launch's result: the race this
+    # test is about does not depend on how fast this machine runs a pass.
+    # The in-process controller signs with the process's default credentials.
+    controller_key = os.environ["AWS_ACCESS_KEY_ID"]
+    env.emulator.client.delay_calls("RunInstances", 1.5, client=controller_key)
     workload = env.submit("conflict", "pool-conflict", count=N)
     eventually(lambda: env.pool("pool-conflict"), 60, "the pool to exist")
 
@@ -177,6 +184,8 @@ def test_apiserver_conflicts_are_requeued_never_overwritten(
     finally:
         writer.stop()
     env.wait_check(workload, c.CHECK_READY, timeout=120)
+    held = [x for x in env.emulator.client.consumed() if x.get("action") == "RunInstances"]
+    assert [x.get("by") for x in held] == [controller_key], held
     assert conflicts(caplog, "pool-conflict"), f"{writer.bumps} writes caused no conflict"
     pool = env.pool("pool-conflict")
     assert pool is not None
