@@ -62,10 +62,23 @@ def _instant(backend: Any, params: dict[str, Any]) -> dict[str, Any]:
             return dict(copy.deepcopy(earlier))
     request = FleetRequest.from_params(params)
     fleet = _empty_fleet(backend, params, request)
+    _refuse_duplicate_pools(backend, fleet)
     answer = _fill_fleet(backend, fleet, request, params)
     if token:
         EMULATOR.remember(backend, ACTION, token, fingerprint, copy.deepcopy(answer))
     return answer
+
+
+def _refuse_duplicate_pools(backend: Any, fleet: Any) -> None:
+    """EC2 refuses a fleet whose overrides name one instance pool (instance type and zone)
+    twice, whatever else differs, and creates no fleet. AWS's error-code list does not
+    name the code; users' reports of CreateFleet answers agree on it and its message."""
+    pools = [(str(spec.instance_type), _where(backend, spec)) for spec in fleet.launch_specs]
+    if len(set(pools)) < len(pools):
+        backend.fleets.pop(fleet.id, None)
+        raise EC2ClientError(
+            "InvalidFleetConfig", "The fleet configuration contains duplicate instance pools."
+        )
 
 
 def _empty_fleet(backend: Any, params: Mapping[str, Any], request: FleetRequest) -> Any:

@@ -144,6 +144,9 @@ CONFIG_CODES: Final = frozenset(
         "Blocked",
         "PendingVerification",
         "IdempotentParameterMismatch",
+        # CreateFleet: two overrides name one instance pool (type and zone); the request can
+        # never succeed as written, so the same ClientToken is not replayed.
+        "InvalidFleetConfig",
         "ParameterNotFound",
         "NoSuchEntity",
         "ResourceNotFoundException",
@@ -295,6 +298,11 @@ _CAPACITY_FIX: Final = (
 )
 
 _EXACT: Final[dict[str, tuple[str, str]]] = {
+    "InvalidFleetConfig": (
+        "InvalidFleetConfig",
+        "EC2 refused the fleet's overrides (two name one instance type in one zone); name at "
+        f"most one subnet per zone in {c.ANN_SUBNETS}, or use mode runinstances.",
+    ),
     "ReservationCapacityExceeded": (
         "ReservationFull",
         "The capacity reservation has fewer free slots than the gang needs; free instances "

@@ -1,4 +1,5 @@
-"""``fleet`` mode: one instant CreateFleet with MinTargetCapacity = N over many subnets.
+"""``fleet`` mode: one instant CreateFleet with MinTargetCapacity = N over many subnets,
+one per zone.
 
 Called by ``Ec2Engine.acquire``. EC2 picks the zone (all N in one zone and of one type,
 which MinTargetCapacity requires and a tightly coupled gang wants) from the subnets given as
@@ -50,11 +51,18 @@ def request_params(spec: LaunchSpec, token: str) -> dict[str, Any]:
             "mode runinstances.",
         )
     overrides: list[dict[str, Any]] = []
-    for priority, subnet in enumerate(spec.subnets):
+    zones: set[str] = set()
+    for subnet in spec.subnets:
+        # EC2 refuses two overrides of one instance type in one zone ("duplicate instance
+        # pools", InvalidFleetConfig), and EKS clusters commonly have a public and a private
+        # subnet per zone: the zone's first subnet in the plan's order stands for it.
+        if subnet.availability_zone in zones:
+            continue
+        zones.add(subnet.availability_zone)
         override: dict[str, Any] = {
             "InstanceType": spec.instance_type,
             "SubnetId": subnet.subnet_id,
-            "Priority": float(priority),
+            "Priority": float(len(overrides)),
         }
         if spec.ami_id:
             override["ImageId"] = spec.ami_id

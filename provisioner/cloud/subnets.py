@@ -7,7 +7,9 @@ availability zones, or by zone name when none were requested.
 
 For ``runinstances`` the answer is a sweep list with one subnet per zone (capacity is a
 property of the zone, so a second subnet in a zone that just said "no" would only repeat the
-answer); for ``fleet`` it is every candidate subnet, in priority order, as overrides.
+answer); for ``fleet`` it is every candidate subnet, in priority order, of which the fleet
+request sends the first of each zone (EC2 refuses two overrides of one instance type in one
+zone, see ``fleet.request_params``).
 Within a zone private subnets come first (nodes need no public address), then the subnet
 with the most free addresses.
 """

@@ -7,13 +7,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from provisioner.api import constants as c
 from provisioner.cloud import naming
-from provisioner.cloud.errors import CloudError, ErrorKind
+from provisioner.cloud.errors import CloudError, ErrorKind, classify_code, describe_code
 from provisioner.cloud.fleet import launch_fleet
 from provisioner.cloud.nodeadm import parse_user_data
-from provisioner.cloud.types import LaunchSpec
+from provisioner.cloud.types import LaunchSpec, SubnetRef
 from tests.unit.test_cloud_helpers import CLUSTER, GPU_TYPE, POOL, POOL_UID, World, emulated_aws
 
 pytestmark = pytest.mark.unit
@@ -150,3 +151,72 @@ def test_release_of_a_fleet_gang_deletes_its_leftover_eni(world: World) -> None:
 
     assert report.enis_deleted == (eni["NetworkInterfaceId"],) and report.complete
     assert world.live_instances() == []
+
+
+def extra_subnet(world: World, zone: str, cidr: str) -> str:
+    made = world.ec2.create_subnet(
+        VpcId=world.cluster.vpc_id, CidrBlock=cidr, AvailabilityZone=zone
+    )
+    subnet_id: str = made["Subnet"]["SubnetId"]
+    return subnet_id
+
+
+def test_a_zone_with_two_subnets_gets_one_override_and_the_gang_launches(world: World) -> None:
+    # eksctl registers a public and a private subnet in every zone; both reach the plan.
+    private = extra_subnet(world, "us-east-1a", "172.31.250.0/24")
+    subnets = (
+        SubnetRef(private, "us-east-1a"),
+        *world.subnet_refs("us-east-1a", "us-east-1b", "us-east-1c"),
+    )
+    result = world.engine.acquire(fleet_spec(world, subnets=subnets))
+
+    assert len(result.instance_ids) == 4
+    (sent,) = world.captured.of("CreateFleet")
+    overrides = sent["LaunchTemplateConfigs"][0]["Overrides"]
+    # The zone's first subnet in the plan's order stands for it.
+    assert [o["SubnetId"] for o in overrides] == [
+        private,
+        world.subnets["us-east-1b"],
+        world.subnets["us-east-1c"],
+    ]
+    assert [o["Priority"] for o in overrides] == [0.0, 1.0, 2.0]
+
+
+def test_ec2_refuses_two_overrides_of_one_instance_pool_and_creates_no_fleet(
+    world: World,
+) -> None:
+    # The emulator follows EC2 here: a request the product never sends, sent by hand.
+    second = extra_subnet(world, "us-east-1a", "172.31.251.0/24")
+    spec = fleet_spec(world)
+    assert spec.launch_template is not None
+    fleets_before = world.ec2.describe_fleets()["Fleets"]
+    with pytest.raises(ClientError) as caught:
+        world.ec2.create_fleet(
+            Type="instant",
+            TargetCapacitySpecification={
+                "TotalTargetCapacity": 1,
+                "DefaultTargetCapacityType": "on-demand",
+            },
+            LaunchTemplateConfigs=[
+                {
+                    "LaunchTemplateSpecification": {
+                        "LaunchTemplateId": spec.launch_template.template_id,
+                        "Version": "$Latest",
+                    },
+                    "Overrides": [
+                        {"InstanceType": spec.instance_type, "SubnetId": subnet}
+                        for subnet in (world.subnets["us-east-1a"], second)
+                    ],
+                }
+            ],
+        )
+    assert caught.value.response["Error"]["Code"] == "InvalidFleetConfig"
+    assert "duplicate instance pools" in caught.value.response["Error"]["Message"]
+    assert world.ec2.describe_fleets()["Fleets"] == fleets_before
+    assert world.live_instances() == []
+
+
+def test_invalid_fleet_config_is_a_configuration_error_naming_the_fix() -> None:
+    assert classify_code("InvalidFleetConfig") is ErrorKind.CONFIG
+    reason, fix = describe_code("InvalidFleetConfig", ErrorKind.CONFIG)
+    assert reason == "InvalidFleetConfig" and c.ANN_SUBNETS in fix
