@@ -291,7 +291,7 @@ def _overlaps(
         defaultdict(list)
     )
     for gang, members in by_gang.items():
-        if gang in idle:
+        if gang in idle or gang.pool is None:  # no pool tag: no pool to need one set
             continue
         intervals = _raw_whole_intervals(members, gang_size(gang), now)
         if intervals:

@@ -236,3 +236,12 @@ def test_whole_gangs_of_two_pools_at_once_are_no_overlap() -> None:
     assert (
         sum(b.stranded for b in bill(lives, lambda _: 2, T0 + timedelta(seconds=60)).values()) == 0
     )
+
+
+def test_gangs_without_a_pool_tag_never_overlap() -> None:
+    # Instances launched by something else (a bench's baseline launcher) carry no pool tag.
+    lives = [_life("a", 0, None, "g1"), _life("b", 0, None, "g1")]
+    lives += [_life("c", 0, None, "g2"), _life("d", 0, None, "g2")]
+    now = T0 + timedelta(seconds=60)
+    assert overlaps(lives, lambda _: 2, now) == []
+    assert sum(b.stranded for b in bill(lives, lambda _: 2, now).values()) == 0
