@@ -5,11 +5,22 @@ the demo and the benchmarks' launchers alike:
 
     **stranded** node-seconds are the share of an instance's billed node-seconds that
     falls outside the time its whole gang (every one of the N instances of its
-    generation, in its pool) ran.
+    generation, in its pool) ran and was the pool's only whole gang, and all of them
+    when its gang ended without ever serving a Workload.
 
 So a partial set (3 of 4 running) and an instance rolled back after a short fleet answer
 are stranded, minimum charge and all; a whole set booting, joining, running the job or held
-warm is not. EC2 bills Linux instances per second with a 60-second minimum; the minimum is
+warm is not, unless:
+- it ended without ever serving a Workload (launched, whole, released: nothing ran on it).
+  EC2 cannot say what ran on an instance, so this rule needs the caller to say which gangs
+  served (`served`, from Kubernetes: the Workloads admitted onto them); without it, only
+  EC2's history is judged. A gang still running is not judged by it yet: it may serve.
+- another whole gang of the same pool ran at the same time: a pool needs one set, so while
+  two generations run whole at once, the younger one (whole later) is stranded for the
+  overlap. The overlap is taken on the unwidened whole intervals (see `TOGETHER`), so a set
+  released a second before its successor launched overlaps nothing.
+
+EC2 bills Linux instances per second with a 60-second minimum; the minimum is
 charged here too, and split between stranded and useful as the instance's life was.
 EC2 reports times to the second and launches or terminates a set one instance at a time,
 so members that start (or end) within `TOGETHER` of the moment the gang became whole (or
@@ -40,9 +51,13 @@ __all__ = [
     "Gang",
     "InstanceLife",
     "Meter",
+    "Overlap",
+    "Served",
     "bill",
     "instance_life",
     "life_of",
+    "never_served",
+    "overlaps",
     "whole_intervals",
 ]
 
@@ -124,17 +139,41 @@ def _life(
     return InstanceLife(instance_id, tags.get(c.TAG_GROUP), launched, ended, tags.get(c.TAG_POOL))
 
 
+# Whether a gang ever served a Workload (the caller's record; EC2 has none).
+Served = Callable[[Gang], bool]
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Two whole gangs of one pool at once: `younger` is stranded from `start` to `end`."""
+
+    older: Gang
+    younger: Gang
+    start: datetime
+    end: datetime
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+
 def bill(
-    lives: Iterable[InstanceLife], gang_size: Callable[[Gang], int], now: datetime
+    lives: Iterable[InstanceLife],
+    gang_size: Callable[[Gang], int],
+    now: datetime,
+    served: Served | None = None,
 ) -> dict[str, Bill]:
     """Each instance's billed and stranded node-seconds up to `now`.
 
     `gang_size(gang)` is the N the generation was launched for (0 when unknown: nothing
-    of that gang counts as whole, so all of it is stranded).
+    of that gang counts as whole, so all of it is stranded). `served(gang)`: whether the
+    gang ever served a Workload; None when the caller cannot say.
     """
+    by_gang = _by_gang(lives)
+    useful_by_gang = _useful(by_gang, gang_size, now, served)
     bills: dict[str, Bill] = {}
-    for gang, members in _by_gang(lives).items():
-        whole = _whole_intervals(members, gang_size(gang), now)
+    for gang, members in by_gang.items():
+        whole = useful_by_gang[gang]
         for life in members:
             end = life.ended or now
             ran = max((end - life.launched).total_seconds(), 0.0)
@@ -146,11 +185,36 @@ def bill(
 
 
 def whole_intervals(
-    lives: Iterable[InstanceLife], gang_size: Callable[[Gang], int], now: datetime
+    lives: Iterable[InstanceLife],
+    gang_size: Callable[[Gang], int],
+    now: datetime,
+    served: Served | None = None,
 ) -> dict[Gang, list[tuple[datetime, datetime]]]:
-    """Per gang, the intervals up to `now` in which it ran whole: the time `bill` counts
-    as useful, for whoever draws what was stranded when."""
-    return {g: _whole_intervals(m, gang_size(g), now) for g, m in _by_gang(lives).items()}
+    """Per gang, the intervals up to `now` in which it ran whole, alone in its pool and
+    (when `served` is given) not idle for good: the time `bill` counts as useful, for
+    whoever draws what was stranded when."""
+    return _useful(_by_gang(lives), gang_size, now, served)
+
+
+def never_served(lives: Iterable[InstanceLife], served: Served, now: datetime) -> list[Gang]:
+    """The gangs that ended (every member) without ever serving a Workload."""
+    return [
+        gang
+        for gang, members in _by_gang(lives).items()
+        if _ended(members, now) and not served(gang)
+    ]
+
+
+def overlaps(
+    lives: Iterable[InstanceLife],
+    gang_size: Callable[[Gang], int],
+    now: datetime,
+    served: Served | None = None,
+) -> list[Overlap]:
+    """Every stretch in which two whole gangs of one pool ran at once."""
+    by_gang = _by_gang(lives)
+    idle = _idle_for_good(by_gang, now, served)
+    return _overlaps(by_gang, gang_size, now, idle)
 
 
 class Meter:
@@ -185,6 +249,82 @@ class Meter:
         return added
 
 
+def _useful(
+    by_gang: Mapping[Gang, list[InstanceLife]],
+    gang_size: Callable[[Gang], int],
+    now: datetime,
+    served: Served | None,
+) -> dict[Gang, list[tuple[datetime, datetime]]]:
+    """Per gang, its whole intervals less what the rules strand (see the module's doc)."""
+    idle = _idle_for_good(by_gang, now, served)
+    stranded: dict[Gang, list[tuple[datetime, datetime]]] = defaultdict(list)
+    for overlap in _overlaps(by_gang, gang_size, now, idle):
+        stranded[overlap.younger].append((overlap.start, overlap.end))
+    useful: dict[Gang, list[tuple[datetime, datetime]]] = {}
+    for gang, members in by_gang.items():
+        whole = [] if gang in idle else _whole_intervals(members, gang_size(gang), now)
+        useful[gang] = _minus(whole, stranded.get(gang, []))
+    return useful
+
+
+def _idle_for_good(
+    by_gang: Mapping[Gang, list[InstanceLife]], now: datetime, served: Served | None
+) -> set[Gang]:
+    if served is None:
+        return set()
+    return {g for g, members in by_gang.items() if _ended(members, now) and not served(g)}
+
+
+def _ended(members: list[InstanceLife], now: datetime) -> bool:
+    return all(m.ended is not None and m.ended <= now for m in members)
+
+
+def _overlaps(
+    by_gang: Mapping[Gang, list[InstanceLife]],
+    gang_size: Callable[[Gang], int],
+    now: datetime,
+    idle: set[Gang],
+) -> list[Overlap]:
+    """Per pool, the stretches in which a gang ran whole while an older whole gang (one
+    whole earlier) of the same pool did too; gangs idle for good are stranded already."""
+    raw: dict[str | None, list[tuple[datetime, Gang, list[tuple[datetime, datetime]]]]] = (
+        defaultdict(list)
+    )
+    for gang, members in by_gang.items():
+        if gang in idle or gang.pool is None:  # no pool tag: no pool to need one set
+            continue
+        intervals = _raw_whole_intervals(members, gang_size(gang), now)
+        if intervals:
+            raw[gang.pool].append((intervals[0][0], gang, intervals))
+    found: list[Overlap] = []
+    for gangs in raw.values():
+        gangs.sort(key=lambda entry: (entry[0], entry[1].group or ""))
+        for i, (_, younger, mine) in enumerate(gangs):
+            for _, older, theirs in gangs[:i]:
+                for a0, a1 in mine:
+                    for b0, b1 in theirs:
+                        start, end = max(a0, b0), min(a1, b1)
+                        if end > start:
+                            found.append(Overlap(older, younger, start, end))
+    return found
+
+
+def _minus(
+    intervals: list[tuple[datetime, datetime]], cut: list[tuple[datetime, datetime]]
+) -> list[tuple[datetime, datetime]]:
+    """`intervals` without any time in `cut`."""
+    left = list(intervals)
+    for c0, c1 in cut:
+        kept: list[tuple[datetime, datetime]] = []
+        for a0, a1 in left:
+            if a0 < c0:
+                kept.append((a0, min(a1, c0)))
+            if a1 > c1:
+                kept.append((max(a0, c1), a1))
+        left = [(a, b) for a, b in kept if b > a]
+    return left
+
+
 def _by_gang(lives: Iterable[InstanceLife]) -> dict[Gang, list[InstanceLife]]:
     by_gang: dict[Gang, list[InstanceLife]] = defaultdict(list)
     for life in lives:
@@ -193,6 +333,15 @@ def _by_gang(lives: Iterable[InstanceLife]) -> dict[Gang, list[InstanceLife]]:
 
 
 def _whole_intervals(
+    members: list[InstanceLife], n: int, now: datetime
+) -> list[tuple[datetime, datetime]]:
+    """The intervals in which at least `n` members of one generation ran at once, widened
+    to the members that started or ended with the gang (`_with_stragglers`)."""
+    whole = _raw_whole_intervals(members, n, now)
+    return [_with_stragglers(members, a, b, now) for a, b in whole]
+
+
+def _raw_whole_intervals(
     members: list[InstanceLife], n: int, now: datetime
 ) -> list[tuple[datetime, datetime]]:
     """The intervals in which at least `n` members of one generation ran at once."""
@@ -216,7 +365,7 @@ def _whole_intervals(
             if at > since:
                 whole.append((since, at))
             since = None
-    return [_with_stragglers(members, a, b, now) for a, b in whole]
+    return whole
 
 
 def _with_stragglers(

@@ -12,17 +12,31 @@ The invariants (DESIGN §4):
 - no live managed instance outside every pool's status;
 - no (pool, generation) ever launched more than N instances (terminated ones included);
 - no ENI left detached that was not detached before the run.
+
+And, from EC2's history of every instance (launch and terminate times, generation tags) by
+billing's one definition (`provisioner/cloud/billing.py`), `cost_problems`:
+- no whole set ended without serving a Workload (all of it is stranded);
+- no two whole generations of one pool ran at once (the younger's overlap is stranded).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
+from provisioner.cloud.billing import (
+    Gang,
+    bill,
+    instance_life,
+    never_served,
+    overlaps,
+    whole_intervals,
+)
 
 LIVE_STATES = frozenset({"pending", "running"})
 
@@ -91,4 +105,45 @@ def problems(world: World, pools: Mapping[str, Expect], enis_before: set[str]) -
     leaked = world.detached_enis - enis_before
     if leaked:
         found.append(f"detached ENIs left behind: {sorted(leaked)}")
+    return found
+
+
+def cost_problems(
+    instances: list[dict[str, Any]],
+    gang_sizes: Mapping[str, int],
+    served: Collection[Gang],
+    now: datetime,
+) -> list[str]:
+    """Stranded node-seconds no run may have, as sentences. `instances` is EC2's history
+    (DescribeInstances, terminated ones included), `gang_sizes` each pool's N, `served` the
+    gangs a Workload was admitted onto. A partial set (a short answer rolled back) is
+    stranded too, but it is EC2's doing: only whole sets are judged here."""
+    lives = [instance_life(raw) for raw in instances]
+
+    def size(gang: Gang) -> int:
+        return gang_sizes.get(gang.pool or "", 0)
+
+    bills = bill(lives, size, now, served.__contains__)
+
+    def was_whole(gang: Gang) -> bool:
+        # Judged alone: a gang whole only beside an older one of its pool was whole too.
+        return any(whole_intervals([x for x in lives if x.gang == gang], size, now)[gang])
+
+    def stranded(gang: Gang) -> float:
+        return sum(bills[x.instance_id].stranded for x in lives if x.gang == gang)
+
+    found: list[str] = []
+    for gang in never_served(lives, served.__contains__, now):
+        if was_whole(gang):
+            found.append(
+                f"pool {gang.pool} group {gang.group}: a whole set ended without serving a "
+                f"Workload ({stranded(gang):.0f} node-seconds stranded)"
+            )
+    for overlap in overlaps(lives, size, now, served.__contains__):
+        younger = overlap.younger
+        found.append(
+            f"pool {younger.pool}: groups {overlap.older.group} and {younger.group} ran whole "
+            f"at once for {overlap.seconds:.0f} s ({stranded(younger):.0f} node-seconds of "
+            f"{younger.group} stranded)"
+        )
     return found

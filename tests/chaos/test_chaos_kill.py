@@ -1,6 +1,6 @@
 """Chaos: the controller is SIGKILLed at chosen moments of a pool's life and started again.
 
-Each kill aims at a window: during a launch (marker persisted, call in flight), after EC2
+Each kill aims at a window: during a launch (marker persisted, the call held in EC2), after EC2
 launched but before the IDs were persisted, during a Pulumi `up` or `destroy`, while nodes
 join, once the pool is Satisfied but the stack's record of its set is not yet written
 ("satisfied-unrecorded"), while that record's `up` runs after the Workload was admitted
@@ -13,7 +13,9 @@ and SIGKILLs the controller's whole process tree (the Pulumi provider host, whic
 process group of its own, included). Then, with the controller dead and its state frozen,
 it reads the pool status, EC2 and the stack operation marker again and records the window
 the kill actually *landed* in; a kill that landed elsewhere is counted as a miss and the
-same window is aimed at again.
+same window is aimed at again. A kill counts as landed in "launch" only by EC2's own record
+(tests/chaos/landing.py): the emulator took the controller's launch call into its hold and
+had not run it, so a kill after the marker was saved and before the call was sent is a miss.
 
 After every Workload life the whole invariant check runs (tests/chaos/invariants.py): the
 released pool holds 0 instances, EC2 and the stack agree, no stray instance, no generation
@@ -43,7 +45,7 @@ import pytest
 from devenv.controller_process import EMULATOR_KEYS
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
-from provisioner.cloud.billing import bill, instance_life
+from provisioner.cloud.billing import Gang, bill, instance_life
 from provisioner.pulumi_driver.cli_env import StatePaths
 from provisioner.pulumi_driver.oplog import OperationLog
 from tests.chaos.harness import (
@@ -55,7 +57,8 @@ from tests.chaos.harness import (
     settings_file,
     status,
 )
-from tests.chaos.invariants import Expect, tag
+from tests.chaos.invariants import Expect, cost_problems, tag
+from tests.chaos.landing import IN_FLIGHT, launch_record, launch_window
 from tests.integration.controller_harness import GangEnv, eventually
 from tests.support.ec2_listing import described_instances
 
@@ -87,7 +90,9 @@ MIN_LANDED_FULL = 4
 # A launch call and the gap between EC2's answer and the status write last milliseconds; to
 # land kills there, the emulator holds the controller's launch call that long, before EC2
 # runs it ("launch") or after it ran and before the answer leaves ("ec2-returned"), as a
-# slow EC2 answer would. Where the kill landed is still read from the frozen state.
+# slow EC2 answer would. The hold is scoped to the controller's access key; the "launch"
+# kill waits until the emulator has taken the call into it. Where the kill landed is still
+# read from the frozen state and the emulator's logs.
 SLOW_LAUNCH_SECONDS = 1.5
 LAUNCH_ACTION = {c.MODE_RUNINSTANCES: "RunInstances", c.MODE_FLEET: "CreateFleet"}
 # The record `up` and the join race: a quick record is written before the nodes are Ready,
@@ -135,10 +140,18 @@ class Chaos:
         self.pending: str | None = None
         self.workload: str | None = None
         self.record_slowed = False
+        # Lengths of the emulator's consumed-call and launch logs when this life began.
+        self.consumed_mark = 0
+        self.launches_mark = 0
         self.aims = 0
+        # Workload lives begun with the pending window armed: a window never entered (a
+        # launch hold that never reached EC2) fails the run instead of looping on.
+        self.lives_aimed = 0
         self.round = 0
         self.anytime_at = 0.0
         self.landed: Counter[str] = Counter()
+        # The gangs a Workload was admitted onto (the active group when its check went Ready).
+        self.served: set[Gang] = set()
         self.misses: Counter[str] = Counter()
         self.anytime_landed_in: Counter[str] = Counter()
         self.recovery_seconds: list[float] = []
@@ -149,7 +162,12 @@ class Chaos:
         """Whether the live controller is in `window` now (worth killing)."""
         st = first(lambda: status(self.env, self.pool)) or {}
         if window == "launch":
-            return st.get("launchInProgress") is not None and not st.get("instanceIds")
+            # Killed only while EC2 holds the call: a saved marker alone may precede it.
+            return (
+                st.get("launchInProgress") is not None
+                and not st.get("instanceIds")
+                and first(lambda: self._launch_landing(st)) == IN_FLIGHT
+            )
         if window == "ec2-returned":
             return self._launched_unrecorded(st)
         if window == "pulumi":
@@ -171,6 +189,21 @@ class Chaos:
             return False
         live = first(lambda: self.env.live_instances(self.pool)) or []
         return any(tag(i, c.TAG_GROUP) == marker.get("group") for i in live)
+
+    def _launch_landing(self, st: dict[str, Any]) -> str:
+        """Where a launch with its marker saved stands, by EC2's own record of this life
+        (tests/chaos/landing.py): in flight only when the emulator took the controller's
+        call into its hold and has not run it yet."""
+        client = self.env.emulator.client
+        action = LAUNCH_ACTION[self.mode]
+        record = launch_record(
+            client.consumed()[self.consumed_mark :],
+            len(client.launch_requests(action)) - self.launches_mark,
+            action,
+            EMULATOR_KEYS["AWS_ACCESS_KEY_ID"],
+            group_live=self._launched_unrecorded(st),
+        )
+        return launch_window(record)
 
     def _satisfied_unrecorded(self, st: dict[str, Any]) -> bool:
         """The pool is Satisfied (its check goes Ready on it) and its stack has no record of
@@ -200,7 +233,7 @@ class Chaos:
         st = first(lambda: status(self.env, self.pool)) or {}
         found: set[str] = set()
         if st.get("launchInProgress") is not None and not st.get("instanceIds"):
-            found.add("ec2-returned" if self._launched_unrecorded(st) else "launch")
+            found.add(first(lambda: self._launch_landing(st)) or "launch-unread")
         op = self.oplog.last(self.pool)
         if op is not None and op.in_progress:
             found.add("pulumi")
@@ -217,6 +250,7 @@ class Chaos:
     def arm(self) -> None:
         self.pending = self.plan.pop(0)
         self.aims = 0
+        self.lives_aimed = 0
         self.anytime_at = time.monotonic() + self.rng.uniform(0.0, 8.0)
 
     def _slow_the_record(self) -> None:
@@ -284,6 +318,8 @@ class Chaos:
         client = self.env.emulator.client
         client.clear_faults()
         self.record_slowed = False
+        self.consumed_mark = len(client.consumed())
+        self.launches_mark = len(client.launch_requests(LAUNCH_ACTION[self.mode]))
         if self.pending in ("launch", "ec2-returned"):
             client.delay_calls(
                 LAUNCH_ACTION[self.mode],
@@ -294,6 +330,13 @@ class Chaos:
 
     def one_life(self, finish: bool = True) -> str:
         self.round += 1
+        if self.pending is not None:
+            self.lives_aimed += 1
+            if self.lives_aimed > MAX_AIMS_PER_WINDOW:
+                raise AssertionError(
+                    f"[{self.mode}] {self.pending} was not entered in {MAX_AIMS_PER_WINDOW} "
+                    f"Workload lives ({self.aims} kills, misses {dict(self.misses)})"
+                )
         env = self.env
         self._slow_the_launch()
         annotations = {c.ANN_MODE: self.mode, c.ANN_KEEP_WARM_TTL: "1s"}
@@ -307,6 +350,7 @@ class Chaos:
         self.recovery_seconds.append(time.monotonic() - t0)
         st = status(env, self.pool)
         assert st["phase"] == Phase.SATISFIED and len(st["instanceIds"]) == N, st
+        self.served.add(Gang(self.pool, st.get("activeGroup")))
         if self.pending in RECORD_WINDOWS:
             # Admitted; the record windows lie between here and the record written.
             self.wait(
@@ -399,22 +443,30 @@ def test_sigkill_anywhere_leaves_no_stray_or_double_launch(
             sorted(chaos.recovery_seconds)[len(chaos.recovery_seconds) // 2], 1
         ),
         "invariants": f"all held after each of {chaos.round} lives",
-        **_billed(env, chaos.pool),
+        **_billed(env, chaos.pool, chaos.served),
     }
+    # Stranded by a whole set that never served, or by two generations at once: none.
+    history = described_instances(env.ec2, [{"Name": f"tag:{c.TAG_POOL}", "Values": [chaos.pool]}])
+    tally["cost_problems"] = cost_problems(
+        history, {chaos.pool: N}, chaos.served, datetime.now(UTC)
+    )
     print(f"\nchaos tally: {json.dumps(tally)}")
     if REPORT:
         with open(REPORT, "a", encoding="utf-8") as out:
             out.write(json.dumps(tally) + "\n")
     assert not short, f"[{mode}] windows with fewer than {floor} landed kills: {short}"
+    assert not tally["cost_problems"], f"[{mode}] {tally['cost_problems']}"
 
 
-def _billed(env: GangEnv, pool: str) -> dict[str, float]:
+def _billed(env: GangEnv, pool: str, served: set[Gang]) -> dict[str, float]:
     """The mode's pool billed by the product's one definition (provisioner/cloud/billing.py),
-    from EC2's history of every instance it launched, rolled-back and terminated included.
-    Stranded time here is a partial set's: a set that a kill caught mid-launch, or one the
-    join watchdog or a broken gang released."""
+    from EC2's history of every instance it launched, rolled-back and terminated included,
+    and the gangs the run admitted Workloads onto. Stranded time here is a partial set's (a
+    set that a kill caught mid-launch, or one the join watchdog or a broken gang released),
+    a whole set's that never served, or two generations' at once."""
     raw = described_instances(env.ec2, [{"Name": f"tag:{c.TAG_POOL}", "Values": [pool]}])
-    bills = bill((instance_life(i) for i in raw), lambda _: N, datetime.now(UTC)).values()
+    lives = (instance_life(i) for i in raw)
+    bills = bill(lives, lambda _: N, datetime.now(UTC), served.__contains__).values()
     return {
         "billed_node_seconds": round(sum(b.billed for b in bills)),
         "stranded_node_seconds": round(sum(b.stranded for b in bills)),

@@ -9,7 +9,9 @@ N, and no detached ENI is left. Run with the integration tests (`pytest tests/fa
 
 from __future__ import annotations
 
+import os
 import time
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -83,13 +85,29 @@ def test_throttling_is_retried_without_a_second_launch(gang_env_factory: Any) ->
     env: GangEnv = gang_env_factory()
     emu = env.emulator.client
     enis = detached_enis(env)
-    emu.inject_fault("RunInstances", "RequestLimitExceeded", count=3)
-    emu.inject_fault("DescribeInstances", "RequestLimitExceeded", count=3)
-    emu.inject_fault("CreateTags", "Throttling", count=2)
+    # Every throttle is the controller's alone: the test's own reads and the node
+    # simulator's polling sign with keys of their own (controller_harness), so none of
+    # them can take a fault meant for the controller and leave its path untested.
+    controller = os.environ["AWS_ACCESS_KEY_ID"]
+    emu.inject_fault("RunInstances", "RequestLimitExceeded", count=3, client=controller)
+    emu.inject_fault("DescribeInstances", "RequestLimitExceeded", count=3, client=controller)
+    # The test's own baseline read, after arming: scoped, the throttles wait for the
+    # controller (an unscoped one would be spent here, or on the node simulator's polling).
+    assert env.launches() == 0 and not env.live_instances("pool-throttled")
     workload = env.submit("throttled", "pool-throttled", count=N)
     ready(env, workload, "pool-throttled")
     assert env.launches() == N, "throttling led to a second launch"
     assert_clean(env, {"pool-throttled": N}, enis)
+
+    # The acquire path never calls CreateTags: the launch tags ride on the launch call's
+    # TagSpecifications, and CreateTags only mirrors keep-warm once a claim drops. So no
+    # CreateTags throttle is armed here: it would never be met (nor prove anything).
+    throttles = [x for x in emu.consumed() if x.get("switch") == "fault"]
+    assert Counter(x["action"] for x in throttles) == {
+        "RunInstances": 3,
+        "DescribeInstances": 3,
+    }, f"an armed throttle was not met: {throttles}"
+    assert {x.get("by") for x in throttles} == {controller}, throttles
 
 
 def test_a_partial_instant_fleet_is_terminated_and_the_gang_relaunched(

@@ -23,6 +23,7 @@ import pytest
 from kubernetes import client as k8s
 
 from devenv.bootstrap import register_cluster_and_identity
+from devenv.environment import NODE_SIMULATOR_KEY
 from devenv.nodesim import SIMULATED_LABEL, NodeSimulator
 from devenv.processes import free_port
 from devenv.state_backend import seed_state_backend
@@ -42,6 +43,11 @@ CLUSTER = "gang-it"
 REGION = "us-east-1"
 ROLE_NAME = "eks-gang-node-role"
 CHECK = "atomic-gang-check"
+# The test's own EC2 reads sign with a key of their own, and so does the node simulator's
+# polling: the in-process controller signs with the process's default credentials
+# (`os.environ["AWS_ACCESS_KEY_ID"]`), so a fault or delay scoped to that key reaches the
+# controller alone, and the emulator's consumed-call log says who took each one.
+TEST_CLIENT_KEY = "gang-env-test"
 
 
 @dataclass
@@ -182,8 +188,13 @@ def gang_env_factory(
                 **overrides,
             }
         )
-        ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=emulator.endpoint_url)
-        sim = NodeSimulator(core=core, ec2=ec2, cluster_name=CLUSTER, join_delay=join_delay)
+        ec2 = _ec2_client(emulator.endpoint_url, TEST_CLIENT_KEY)
+        sim = NodeSimulator(
+            core=core,
+            ec2=_ec2_client(emulator.endpoint_url, NODE_SIMULATOR_KEY),
+            cluster_name=CLUSTER,
+            join_delay=join_delay,
+        )
         sim.start()
         system = build_system(
             settings,
@@ -257,3 +268,13 @@ def failed_updates() -> Iterator[None]:
     finally:
         grpc_log.setLevel(level)
         gc.collect()
+
+
+def _ec2_client(endpoint_url: str, access_key: str) -> Any:
+    return boto3.client(
+        "ec2",
+        region_name=REGION,
+        endpoint_url=endpoint_url,
+        aws_access_key_id=access_key,
+        aws_secret_access_key="testing",
+    )

@@ -8,13 +8,15 @@ thing and expects the sentence that names it.
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
-from tests.chaos.invariants import Expect, World, problems
+from provisioner.cloud.billing import Gang
+from tests.chaos.invariants import Expect, World, cost_problems, problems
 
 POOLS = {"p": Expect(2), "q": Expect(2, satisfied=False)}
 
@@ -101,3 +103,77 @@ def test_a_live_instance_its_pool_does_not_own_is_found() -> None:
     world = replace(_healthy(), instances=[*_healthy().instances, _instance("i-10", "q", "q-g2")])
     found = problems(world, POOLS, {"eni-before"})
     assert "pool q: EC2 runs ['i-10'], status owns []" in found
+
+
+# --- cost: EC2's history of every instance, judged by billing's one definition ----------------
+
+T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+NOW = T0 + timedelta(seconds=900)
+
+
+def _history(
+    iid: str, pool: str, group: str, launched: float, ended: float | None = None
+) -> dict[str, Any]:
+    """One DescribeInstances entry as EC2 writes it, `launched`/`ended` seconds after T0."""
+    raw = _instance(iid, pool, group, "running" if ended is None else "terminated")
+    raw["LaunchTime"] = T0 + timedelta(seconds=launched)
+    if ended is not None:
+        at = T0 + timedelta(seconds=ended)
+        raw["StateTransitionReason"] = f"User initiated ({at:%Y-%m-%d %H:%M:%S} GMT)"
+    return raw
+
+
+def _served_history() -> list[dict[str, Any]]:
+    # Two lives of pool p, each a whole set that served its Workload, one after the other.
+    return [
+        _history("i-1", "p", "gen-1", 0, 300),
+        _history("i-2", "p", "gen-1", 0, 300),
+        _history("i-3", "p", "gen-2", 400),
+        _history("i-4", "p", "gen-2", 400),
+    ]
+
+
+SERVED = {Gang("p", "gen-1"), Gang("p", "gen-2")}
+
+
+def test_whole_sets_that_served_one_after_the_other_cost_nothing_stranded() -> None:
+    assert cost_problems(_served_history(), {"p": 2}, SERVED, NOW) == []
+
+
+def test_a_whole_set_that_never_served_its_workload_is_found() -> None:
+    # gen-1 ran whole for 300 s and was released; no Workload was ever admitted onto it.
+    found = cost_problems(_served_history(), {"p": 2}, {Gang("p", "gen-2")}, NOW)
+    assert found == [
+        "pool p group gen-1: a whole set ended without serving a Workload "
+        "(600 node-seconds stranded)"
+    ]
+
+
+def test_two_whole_generations_of_one_pool_at_once_are_found() -> None:
+    history = [
+        _history("i-1", "p", "gen-1", 0, 300),
+        _history("i-2", "p", "gen-1", 0, 300),
+        _history("i-3", "p", "gen-2", 200),
+        _history("i-4", "p", "gen-2", 200),
+    ]
+    assert cost_problems(history, {"p": 2}, SERVED, NOW) == [
+        "pool p: groups gen-1 and gen-2 ran whole at once for 100 s "
+        "(200 node-seconds of gen-2 stranded)"
+    ]
+
+
+def test_a_partial_set_rolled_back_is_not_a_cost_problem() -> None:
+    # A short answer (1 of 2) terminated at once: stranded, and EC2's doing, not the run's.
+    history = [*_served_history(), _history("i-9", "p", "gen-3", 500, 502)]
+    assert cost_problems(history, {"p": 2}, SERVED, NOW) == []
+
+
+def test_a_second_whole_set_that_never_served_beside_the_first_is_found() -> None:
+    # A double launch: gen-2 ran whole beside the serving gen-1 and was released unused.
+    history = [*_served_history()[:2], _history("i-5", "p", "gen-2", 100, 200)]
+    history.append(_history("i-6", "p", "gen-2", 100, 200))
+    found = cost_problems(history, {"p": 2}, {Gang("p", "gen-1")}, NOW)
+    assert found == [
+        "pool p group gen-2: a whole set ended without serving a Workload "
+        "(200 node-seconds stranded)"
+    ]

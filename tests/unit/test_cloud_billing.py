@@ -12,9 +12,12 @@ from provisioner.cloud.billing import (
     Bill,
     Gang,
     InstanceLife,
+    Overlap,
     bill,
     instance_life,
     life_of,
+    never_served,
+    overlaps,
     whole_intervals,
 )
 from provisioner.cloud.views import instance_view_from
@@ -140,3 +143,105 @@ def test_the_engines_view_and_the_raw_entry_are_the_same_life() -> None:
 def test_the_same_group_name_in_two_pools_is_two_gangs() -> None:
     lives = [_life("a", 0, None), InstanceLife("b", "g1", T0, None, pool="other")]
     assert sum(b.stranded for b in _bills(lives, n=2, now=100).values()) == 200
+
+
+# --- a whole set that never served, and two whole generations at once ----------------------
+
+
+def _pool_life(
+    iid: str, group: str, start: float, end: float | None, pool: str = "p"
+) -> InstanceLife:
+    return InstanceLife(
+        iid,
+        group,
+        T0 + timedelta(seconds=start),
+        None if end is None else T0 + timedelta(seconds=end),
+        pool=pool,
+    )
+
+
+def test_a_whole_set_that_ended_without_serving_a_workload_is_all_stranded() -> None:
+    # gen-1 ran whole for 300 s and was released: nothing was ever admitted onto it (its
+    # Workload vanished while it joined). gen-2 served.
+    lives = [
+        _pool_life("a", "gen-1", 0, 300),
+        _pool_life("b", "gen-1", 0, 300),
+        _pool_life("c", "gen-2", 400, None),
+        _pool_life("d", "gen-2", 400, None),
+    ]
+    served = {Gang("p", "gen-2")}
+    bills = bill(lives, lambda _: 2, T0 + timedelta(seconds=600), served.__contains__)
+    assert bills["a"] == Bill(300, 300) and bills["b"] == Bill(300, 300)
+    assert bills["c"] == Bill(200, 0) and bills["d"] == Bill(200, 0)
+    assert never_served(lives, served.__contains__, T0 + timedelta(seconds=600)) == [
+        Gang("p", "gen-1")
+    ]
+
+
+def test_a_set_not_served_yet_is_not_judged_while_it_runs() -> None:
+    lives = [_pool_life("a", "gen-1", 0, None), _pool_life("b", "gen-1", 0, 300)]
+    bills = bill(lives, lambda _: 2, T0 + timedelta(seconds=600), lambda _: False)
+    assert bills["b"] == Bill(300, 0), "a member ended, the gang still runs: it may serve"
+
+
+def test_without_a_record_of_serving_only_ec2s_history_is_judged() -> None:
+    lives = [_pool_life("a", "gen-1", 0, 300), _pool_life("b", "gen-1", 0, 300)]
+    assert (
+        sum(b.stranded for b in bill(lives, lambda _: 2, T0 + timedelta(seconds=600)).values()) == 0
+    )
+
+
+def test_two_whole_generations_of_one_pool_at_once_strand_the_younger_for_the_overlap() -> None:
+    # gen-2 was launched whole at 200 s while gen-1 still ran whole until 300 s.
+    lives = [
+        _pool_life("a", "gen-1", 0, 300),
+        _pool_life("b", "gen-1", 0, 300),
+        _pool_life("c", "gen-2", 200, None),
+        _pool_life("d", "gen-2", 200, None),
+    ]
+    now = T0 + timedelta(seconds=600)
+    bills = bill(lives, lambda _: 2, now)
+    assert bills["a"] == Bill(300, 0) and bills["b"] == Bill(300, 0)
+    assert bills["c"] == Bill(400, 100) and bills["d"] == Bill(400, 100)
+    assert overlaps(lives, lambda _: 2, now) == [
+        Overlap(
+            Gang("p", "gen-1"),
+            Gang("p", "gen-2"),
+            T0 + timedelta(seconds=200),
+            T0 + timedelta(seconds=300),
+        )
+    ]
+
+
+def test_a_set_released_a_second_before_its_successor_launched_overlaps_nothing() -> None:
+    # Terminated one by one (300 s, 301 s); the next generation launched at 301 s.
+    lives = [
+        _pool_life("a", "gen-1", 0, 300),
+        _pool_life("b", "gen-1", 0, 301),
+        _pool_life("c", "gen-2", 301, None),
+        _pool_life("d", "gen-2", 301, None),
+    ]
+    now = T0 + timedelta(seconds=600)
+    assert overlaps(lives, lambda _: 2, now) == []
+    assert sum(b.stranded for b in bill(lives, lambda _: 2, now).values()) == 0
+
+
+def test_whole_gangs_of_two_pools_at_once_are_no_overlap() -> None:
+    lives = [
+        _pool_life("a", "gen-1", 0, None),
+        _pool_life("b", "gen-1", 0, None),
+        _pool_life("c", "gen-1", 0, None, pool="q"),
+        _pool_life("d", "gen-1", 0, None, pool="q"),
+    ]
+    assert (
+        sum(b.stranded for b in bill(lives, lambda _: 2, T0 + timedelta(seconds=60)).values()) == 0
+    )
+
+
+def test_gangs_without_a_pool_tag_never_overlap() -> None:
+    # Instances launched by something else (a bench's baseline launcher) carry no pool tag.
+    lives = [_life("a", 0, None, "g1"), _life("b", 0, None, "g1")]
+    lives += [_life("c", 0, None, "g2"), _life("d", 0, None, "g2")]
+    now = T0 + timedelta(seconds=60)
+    assert overlaps(lives, lambda _: 2, now) == []
+    assert sum(b.stranded for b in bill(lives, lambda _: 2, now).values()) == 0

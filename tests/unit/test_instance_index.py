@@ -203,6 +203,33 @@ def test_a_fresh_read_made_during_a_refresh_outlives_the_older_snapshot() -> Non
     assert engine.calls[calls:] == ["b"], "a forget after the listing began stands"
 
 
+def test_a_full_snapshot_keeps_fresh_reads_and_forgets_newer_than_it() -> None:
+    # As above, but the held listing is a full snapshot (its install replaces the entries it
+    # answers), not a listing of the changes: it began before the fresh read of `a` and the
+    # forget of `b`, so both stand over it.
+    engine = index_engine(FLEET)
+    index, clock, metrics = build(engine)
+    index.read("a")
+    clock.advance(INTERVAL * FULL_SNAPSHOT_EVERY)
+    began, release = engine.hold(None)
+    refresher = threading.Thread(target=index.read, args=("c",))
+    refresher.start()
+    assert began.wait(WAIT)  # the snapshot was listed with i-a1 running
+    assert engine.listed_states[-1] == OBSERVED_STATES, "a full snapshot, not the changes"
+
+    engine.set_state("i-a1", "terminated")
+    assert ids(index.read_fresh("a"))[0] == ("i-a1", "terminated")
+    index.forget("b")
+    release.set()
+    refresher.join(WAIT)
+    assert describes(metrics, "snapshot") == 2
+
+    assert ids(index.read("a"))[0] == ("i-a1", "terminated"), "the snapshot began earlier"
+    calls = len(engine.calls)
+    index.read("b")
+    assert engine.calls[calls:] == ["b"], "a forget after the snapshot began stands"
+
+
 def test_a_fresh_read_that_began_before_a_forget_does_not_clear_it() -> None:
     engine = index_engine(FLEET)
     index, _clock, _metrics = build(engine)
