@@ -109,7 +109,8 @@ def launch_template_data(props: Mapping[str, Any]) -> dict[str, Any]:
         props.get("capacity_reservation_kind") == "capacity-block"
     ):
         # A capacity-block fleet reads the block and its market type only from the launch
-        # template ("Use Capacity Blocks with EC2 Fleet"); RunInstances sends both itself.
+        # template ("Tutorial: Configure your EC2 Fleet to launch instances into Capacity
+        # Blocks"); RunInstances sends both itself.
         # An ODCR is not targeted here: a reserved-capacity fleet names it in
         # ReservedCapacityOptions and RunInstances in its request, and a fleet does not
         # draw on a reservation its template targets by id ("Use Capacity Reservations in

@@ -162,9 +162,9 @@ def _fill_fleet(
         free=free,
     )
     placed = sum(allocation.values())
-    # A block fleet keeps what it could place ("Use Capacity Blocks with EC2 Fleet"); a
-    # reserved-capacity one as `fleet_answers.reserved_shortfall` says; an On-Demand one
-    # honours MinTargetCapacity.
+    # A block fleet keeps what it could place ("Tutorial: Configure your EC2 Fleet to
+    # launch instances into Capacity Blocks"); a reserved-capacity one as
+    # `fleet_answers.reserved_shortfall` says; an On-Demand one honours MinTargetCapacity.
     needed = request.min_target
     if block:
         needed = 0

@@ -1,14 +1,14 @@
 """Where each slot of an instant fleet draws capacity from: reservations or ordinary capacity.
 
 As EC2's fleet documentation states it:
-- `DefaultTargetCapacityType=capacity-block` ("Use Capacity Blocks with EC2 Fleet"): every
-  launch template carries `InstanceMarketOptions.MarketType=capacity-block` and targets one
-  Capacity Block; several blocks in one request, `OnDemandTargetCapacity`/
-  `SpotTargetCapacity`, or `OnDemandOptions.CapacityReservationOptions` are refused. The
-  fleet fulfils what the block can hold and returns those instances with an
-  InsufficientInstanceCapacity error for the rest (MinTargetCapacity does not turn that into
-  none); a block that has not started answers insufficient capacity. It never falls back to
-  On-Demand.
+- `DefaultTargetCapacityType=capacity-block` ("Tutorial: Configure your EC2 Fleet to
+  launch instances into Capacity Blocks"): every launch template carries
+  `InstanceMarketOptions.MarketType=capacity-block` and targets one Capacity Block;
+  several blocks in one request, `OnDemandTargetCapacity`/`SpotTargetCapacity`, or
+  `OnDemandOptions.CapacityReservationOptions` are refused. The fleet fulfils what the
+  block can hold and returns those instances with an InsufficientInstanceCapacity error
+  for the rest (MinTargetCapacity does not turn that into none); a block that has not
+  started answers insufficient capacity. It never falls back to On-Demand.
 - `DefaultTargetCapacityType=reserved-capacity` (CreateFleet's API reference,
   ReservedCapacityOptionsRequest): `ReservedCapacityOptions` names the reservations
   (`CapacityReservationTarget.CapacityReservationIds`, not together with resource-group

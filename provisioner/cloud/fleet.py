@@ -17,8 +17,8 @@ zone, so one override):
   reservation groups ("Use Capacity Reservations in EC2 Fleet"), and the pool's template
   does not target the ODCR.
 * a Capacity Block needs ``DefaultTargetCapacityType=capacity-block`` with the block and
-  its ``MarketType`` in the template ("Use Capacity Blocks with EC2 Fleet"); no
-  ``OnDemandTargetCapacity`` and no ``OnDemandOptions``.
+  its ``MarketType`` in the template ("Tutorial: Configure your EC2 Fleet to launch
+  instances into Capacity Blocks"), no ``OnDemandTargetCapacity`` and no ``OnDemandOptions``.
 
 MinTargetCapacity lives in ``OnDemandOptions`` only, so neither reserved request can ask
 EC2 for all-or-nothing: EC2 fills what the reservation holds and returns the partial set,
