@@ -28,8 +28,9 @@ are kept apart because the sweep must treat them differently:
 
 * ``Unsupported`` (the type is not offered in that AZ) moves the sweep on like a shortfall,
   but if *every* subnet says so no wait will help: the sweep reports CONFIG.
-* ``InstanceLimitExceeded`` / ``VcpuLimitExceeded`` are regional quotas: the next subnet gets
-  the same answer, so the sweep stops at once. They are reported as CAPACITY (nothing runs,
+* ``InstanceLimitExceeded`` / ``VcpuLimitExceeded`` (and ``MaxFleetCountExceeded``, the EBS and
+  network-interface quotas) are regional quotas: the next subnet gets the same answer, so the
+  sweep stops at once. They are reported as CAPACITY (nothing runs,
   the gang waits, quota frees when other instances stop) with reason ``QuotaExceeded`` so the
   message can name the real fix, a Service Quotas increase.
 
@@ -160,6 +161,8 @@ CONFIG_CODES: Final = frozenset(
         "OptInRequired",
         "Blocked",
         "PendingVerification",
+        # As a code, the request can never succeed with this token; ``Ec2Engine.acquire``
+        # turns it into a generation move (MALFORMED) once no instance of the token lives.
         "IdempotentParameterMismatch",
         # CreateFleet: two overrides name one instance pool (type and zone); the request can
         # never succeed as written, so the same ClientToken is not replayed.
