@@ -4,8 +4,8 @@ Declared by ``stacks.pool_program``; its provider runs in the Pulumi provider ho
 launches the gang from this template (DESIGN §5), so the template carries what every gang
 node needs: the AMI, the nodeadm user data, the instance profile, IMDSv2 required, the
 pool's tags on everything launched, and — when the shape asks — one EFA interface per
-network card, the cluster placement group, and the capacity reservation target (with
-``MarketType=capacity-block`` for a Capacity Block: fleet mode can target one only so).
+network card, the cluster placement group, and a Capacity Block's target with
+``MarketType=capacity-block`` (a capacity-block fleet can target one only so).
 
 Create is idempotent by name: the name is derived from cluster and pool, so a template that
 already exists (an earlier create whose result was lost in a crash) is adopted and brought
@@ -105,14 +105,20 @@ def launch_template_data(props: Mapping[str, Any]) -> dict[str, Any]:
         data["SecurityGroupIds"] = security_groups
     if props.get("placement_group_name"):
         data["Placement"] = {"GroupName": props["placement_group_name"]}
-    if props.get("capacity_reservation_id"):
-        # CreateFleet reads the reservation target (and a Capacity Block's market type) only
-        # from the launch template; RunInstances sends both itself as well.
+    if props.get("capacity_reservation_id") and (
+        props.get("capacity_reservation_kind") == "capacity-block"
+    ):
+        # A capacity-block fleet reads the block and its market type only from the launch
+        # template ("Tutorial: Configure your EC2 Fleet to launch instances into Capacity
+        # Blocks"); RunInstances sends both itself.
+        # An ODCR is not targeted here: a reserved-capacity fleet names it in
+        # ReservedCapacityOptions and RunInstances in its request, and a fleet does not
+        # draw on a reservation its template targets by id ("Use Capacity Reservations in
+        # EC2 Fleet": Open or Target by group only).
         data["CapacityReservationSpecification"] = {
             "CapacityReservationTarget": {"CapacityReservationId": props["capacity_reservation_id"]}
         }
-        if props.get("capacity_reservation_kind") == "capacity-block":
-            data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+        data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
     if tags:
         data["TagSpecifications"] = [
             {"ResourceType": rt, "Tags": _tag_list(tags)} for rt in TAGGED_RESOURCE_TYPES

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from moto.core.responses import ActionResult
@@ -21,10 +22,14 @@ from moto.ec2.responses import EC2Response
 
 from devenv.emulator.fleet_plan import FleetRequest, FleetSlot, plan_fleet
 from devenv.emulator.fleet_reserved import (
+    RESERVED_LIFECYCLE,
     SlotSource,
     check_block_fleet,
+    effective_options,
     is_block_fleet,
     reservations_first,
+    reserved_slot_source,
+    reserved_target,
     slot_source,
 )
 from devenv.emulator.instances import request_az, template_data
@@ -123,15 +128,21 @@ def _empty_fleet(backend: Any, params: Mapping[str, Any], request: FleetRequest)
 def _fill_fleet(
     backend: Any, fleet: Any, request: FleetRequest, params: Mapping[str, Any]
 ) -> dict[str, Any]:
-    options = [_options(backend, spec) for spec in fleet.launch_specs]
     block = is_block_fleet(params)
+    reserved = reserved_target(backend, params)
+    options = [effective_options(_options(backend, spec), block) for spec in fleet.launch_specs]
     if block:
         check_block_fleet(params, options)
+    if reserved is not None:
+        request = replace(request, lifecycle=RESERVED_LIFECYCLE)
     first = reservations_first(params)
     slots, sources = [], {}
     for index, spec in enumerate(fleet.launch_specs):
         az, instance_type = _where(backend, spec), str(spec.instance_type)
-        source = slot_source(backend, az, instance_type, options[index])
+        if reserved is not None:
+            source = reserved_slot_source(backend, az, instance_type, reserved)
+        else:
+            source = slot_source(backend, az, instance_type, options[index])
         slot = FleetSlot(
             index=index,
             az=az,
@@ -151,11 +162,15 @@ def _fill_fleet(
         free=free,
     )
     placed = sum(allocation.values())
-    # A block fleet keeps what it could place; an On-Demand fleet with a targeted
-    # reservation fails whole if the reservation cannot hold the target (EC2's fleet docs).
-    needed = 0 if block else request.min_target
-    if any(s.source for s in slots) and not block:
-        needed = request.total
+    # A block fleet keeps what it could place ("Tutorial: Configure your EC2 Fleet to
+    # launch instances into Capacity Blocks"); a reserved-capacity one as
+    # `fleet_answers.reserved_shortfall` says; an On-Demand one honours MinTargetCapacity.
+    needed = request.min_target
+    if block:
+        needed = 0
+    elif reserved is not None:
+        partial = EMULATOR.fleet_answers.reserved_shortfall == "partial"
+        needed = 0 if partial else request.total
     if placed == 0 or placed < needed:
         errors = [
             _fleet_error(fleet, slot, request, placed, needed, sources, block) for slot in slots
@@ -174,7 +189,9 @@ def _fill_fleet(
             slot = slots[index]
             ids, queues[slot.pool] = queues[slot.pool][:count], queues[slot.pool][count:]
             instances.append(
-                _launch_slot(backend, fleet, slot, ids, request.lifecycle, options[index])
+                _launch_slot(
+                    backend, fleet, slot, ids, request.lifecycle, _shown(options[index], ids)
+                )
             )
     return {"FleetId": fleet.id, "Instances": instances, "Errors": errors}
 
@@ -210,6 +227,15 @@ def _withhold(allocation: dict[int, int], missing: int) -> None:
         taken = min(missing, allocation[index])
         allocation[index] -= taken
         missing -= taken
+
+
+def _shown(options: LaunchOptions, reservation_ids: Sequence[str | None]) -> LaunchOptions:
+    """What an instance shows of its reservation: one a reserved-capacity fleet named is
+    as targeted as a template's would be."""
+    named = {rid for rid in reservation_ids if rid}
+    if options.reservation_id or len(named) != 1 or None in reservation_ids:
+        return options
+    return replace(options, reservation_id=named.pop(), preference="capacity-reservations-only")
 
 
 def _launch_slot(
@@ -270,7 +296,7 @@ def _fleet_error(
     elif slot.source and not block:
         code = "ReservationCapacityExceeded"
         message = (
-            f"The targeted Capacity Reservation {slot.source} does not have enough available "
+            f"The targeted Capacity Reservations ({slot.source}) do not have enough available "
             f"instance capacity: {len(source.ids)} available for a target of {request.total}."
         )
     else:

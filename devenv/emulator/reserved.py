@@ -19,6 +19,7 @@ from typing import Any, Final
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.ec2.models import ec2_backends
 
+from devenv.emulator.fleet_answers import FleetAnswers
 from devenv.emulator.model import (
     EmulatorInputError,
     RegionSeed,
@@ -49,6 +50,8 @@ class ReservedCapacity:
         self.reservations = ReservationBook(self.now)
         self.placement_groups = PlacementBook()
         self._launches: deque[dict[str, Any]] = deque(maxlen=LAUNCH_LOG_SIZE)
+        # What the fleet pages leave open, answered one way or the other (`fleet_answers`).
+        self.fleet_answers = FleetAnswers()
 
     # --- the clock reservations are judged by ---------------------------------------------
     def now(self) -> float:

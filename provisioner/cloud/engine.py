@@ -45,6 +45,10 @@ from provisioner.cloud.types import (
 )
 from provisioner.cloud.views import LIVE_STATES, describe_instances, find_managed
 
+TOKEN_MISMATCH = "IdempotentParameterMismatch"
+# What a replayed set may show that it can no longer join as.
+ENDED_STATES = frozenset({"shutting-down", "terminated"})
+
 
 def _block_end(reservation: Reservation | None) -> datetime | None:
     if reservation is None or reservation.kind != "capacity-block":
@@ -104,11 +108,64 @@ class Ec2Engine:
                 # Capacity reserved inside a placement group is reachable only from there.
                 placement_group_name=reservation.placement_group_name or spec.placement_group_name,
             )
-        if spec.mode == c.MODE_FLEET:
-            result = launch_fleet(self._ec2, spec)
-        else:
-            result = launch_runinstances(self._ec2, spec, info)
+        try:
+            if spec.mode == c.MODE_FLEET:
+                result = launch_fleet(self._ec2, spec)
+            else:
+                result = launch_runinstances(self._ec2, spec, info)
+        except CloudError as err:
+            if err.code == TOKEN_MISMATCH:
+                raise self._token_reused(spec, err) from err
+            raise
+        self._refuse_ended_replay(spec, result)
         return replace(result, capacity_block_ends_at=_block_end(reservation))
+
+    def _token_reused(self, spec: LaunchSpec, err: CloudError) -> CloudError:
+        """EC2 answered ``IdempotentParameterMismatch``: this generation's token was used
+        with other parameters (a lost answer, then a new AMI or template version). Replaying
+        it can never succeed, so the generation moves, but only once no instance of the
+        earlier launch is alive: those carry this generation's group tag (written at
+        launch), and while one lives the next pass adopts the set or rolls the part back.
+        """
+        alive = find_managed(self._ec2, spec.cluster_name, spec.pool_name, spec.group)
+        if alive:
+            return CloudError(
+                ErrorKind.RETRYABLE,
+                err.code,
+                "EarlierLaunchAlive",
+                f"{err.message} {len(alive)} instances of that launch are still alive; the "
+                "next pass adopts them or terminates the partial set before moving on.",
+            )
+        return CloudError(
+            ErrorKind.MALFORMED,
+            err.code,
+            err.reason,
+            f"{err.message} No instance of the earlier launch is alive; the next attempt "
+            "is a new generation.",
+        )
+
+    def _refuse_ended_replay(self, spec: LaunchSpec, result: LaunchResult) -> None:
+        """A ClientToken replay returns the original instances whatever their state now
+        ("Ensuring idempotency in Amazon EC2 API requests"). A set that has since begun to
+        terminate can never join: end the generation at once (terminating what still
+        lives) instead of waiting out the join deadline. Ids the listing does not show
+        yet (eventual consistency after a fresh launch) count as alive.
+        """
+        views = describe_instances(self._ec2, result.instance_ids)
+        ended = [v.instance_id for v in views if v.state in ENDED_STATES]
+        if not ended:
+            return
+        alive = [i for i in result.instance_ids if i not in set(ended)]
+        raise roll_back(
+            self._ec2,
+            alive,
+            kind=ErrorKind.MALFORMED,
+            code=None,
+            reason="ReplayedEndedSet",
+            message=f"EC2 answered launch token {result.client_token} of group {spec.group} "
+            f"with its earlier set, of which {', '.join(ended)} are shutting down or "
+            "terminated; the next attempt is a new generation.",
+        )
 
     def reservation(self, reservation_id: str) -> Reservation:
         """The reservation as EC2 reports it now (its kind shapes the launch template)."""
@@ -237,6 +294,7 @@ class Ec2Engine:
         cluster: ClusterInfo,
         explicit_subnet_ids: Sequence[str] = (),
         availability_zones: Sequence[str] = (),
+        addresses_needed: int = 0,
     ) -> tuple[SubnetRef, ...]:
         return plan_subnets(
             self._ec2,
@@ -245,6 +303,7 @@ class Ec2Engine:
             explicit_subnet_ids=explicit_subnet_ids,
             availability_zones=availability_zones,
             vpc_id=cluster.vpc_id,
+            addresses_needed=addresses_needed,
         )
 
     @staticmethod

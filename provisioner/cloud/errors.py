@@ -28,8 +28,9 @@ are kept apart because the sweep must treat them differently:
 
 * ``Unsupported`` (the type is not offered in that AZ) moves the sweep on like a shortfall,
   but if *every* subnet says so no wait will help: the sweep reports CONFIG.
-* ``InstanceLimitExceeded`` / ``VcpuLimitExceeded`` are regional quotas: the next subnet gets
-  the same answer, so the sweep stops at once. They are reported as CAPACITY (nothing runs,
+* ``InstanceLimitExceeded`` / ``VcpuLimitExceeded`` (and ``MaxFleetCountExceeded``, the EBS and
+  network-interface quotas) are regional quotas: the next subnet gets the same answer, so the
+  sweep stops at once. They are reported as CAPACITY (nothing runs,
   the gang waits, quota frees when other instances stop) with reason ``QuotaExceeded`` so the
   message can name the real fix, a Service Quotas increase.
 
@@ -74,12 +75,25 @@ CAPACITY_CODES: Final = frozenset(
         "InsufficientCapacity",
         "ReservationCapacityExceeded",
         "InsufficientFreeAddressesInSubnet",
+        # CreateFleet: no spare capacity for the request as written (EC2's error-code list).
+        "UnfulfillableCapacity",
     }
 )
 # The instance type is not offered where we asked; see the module docstring.
 UNOFFERED_CODES: Final = frozenset({"Unsupported"})
 # Regional account quotas: every subnet answers the same, so a sweep stops at the first.
-QUOTA_CODES: Final = frozenset({"InstanceLimitExceeded", "VcpuLimitExceeded"})
+QUOTA_CODES: Final = frozenset(
+    {
+        "InstanceLimitExceeded",
+        "VcpuLimitExceeded",
+        # CreateFleet: the account's count of fleets (instant ones included) is at its quota.
+        "MaxFleetCountExceeded",
+        # EBS and ENI quotas a launch can meet: every subnet answers the same.
+        "VolumeLimitExceeded",
+        "MaxIOPSLimitExceeded",
+        "NetworkInterfaceLimitExceeded",
+    }
+)
 
 RETRYABLE_CODES: Final = frozenset(
     {
@@ -133,6 +147,10 @@ CONFIG_CODES: Final = frozenset(
         "InvalidInstanceType",
         "InvalidBlockDeviceMapping",
         "InvalidUserData.Malformed",
+        "EbsOptimizedNotSupported",
+        "InvalidInterface.IpAddressLimitExceeded",
+        "TagLimitExceeded",
+        "InvalidTagKey.Malformed",
         "UnsupportedOperation",
         "UnauthorizedOperation",
         "AccessDenied",
@@ -143,6 +161,8 @@ CONFIG_CODES: Final = frozenset(
         "OptInRequired",
         "Blocked",
         "PendingVerification",
+        # As a code, the request can never succeed with this token; ``Ec2Engine.acquire``
+        # turns it into a generation move (MALFORMED) once no instance of the token lives.
         "IdempotentParameterMismatch",
         # CreateFleet: two overrides name one instance pool (type and zone); the request can
         # never succeed as written, so the same ClientToken is not replayed.
@@ -310,8 +330,57 @@ _EXACT: Final[dict[str, tuple[str, str]]] = {
     ),
     "InsufficientFreeAddressesInSubnet": (
         "SubnetFull",
-        f"The subnet has too few free IP addresses; add subnets to {c.ANN_SUBNETS} or free "
-        "addresses in it.",
+        "The subnet has too few free IP addresses for the gang (one per network interface); "
+        "the next attempt takes the zone's subnet with the most free addresses. Add subnets "
+        f"to {c.ANN_SUBNETS} or free addresses in it.",
+    ),
+    "UnfulfillableCapacity": (
+        "InsufficientCapacity",
+        "EC2 has no spare capacity for the fleet as asked. " + _CAPACITY_FIX,
+    ),
+    "InsufficientCapacityOnHost": (
+        "InsufficientCapacity",
+        "The Dedicated Host has no room for the instance type; the gang is retried whole. "
+        "Launch on default tenancy or free the host.",
+    ),
+    "MaxFleetCountExceeded": (
+        "QuotaExceeded",
+        "The account is at its quota of EC2 Fleets; delete unused fleets "
+        "(aws ec2 delete-fleets) or request a Service Quotas increase, or use mode "
+        "runinstances.",
+    ),
+    "VolumeLimitExceeded": (
+        "QuotaExceeded",
+        "The account's EBS storage quota is reached; request a Service Quotas increase for "
+        "EBS in this region or delete unused volumes.",
+    ),
+    "MaxIOPSLimitExceeded": (
+        "QuotaExceeded",
+        "The account's EBS IOPS quota is reached; request a Service Quotas increase for "
+        "EBS IOPS in this region.",
+    ),
+    "NetworkInterfaceLimitExceeded": (
+        "QuotaExceeded",
+        "The account's network-interface quota is reached (EFA nodes use one per card); "
+        "request a Service Quotas increase for VPC network interfaces.",
+    ),
+    "InvalidInterface.IpAddressLimitExceeded": (
+        "InvalidNetworkInterfaces",
+        "A network interface asks for more addresses than the instance type allows; launch "
+        "without extra addresses or choose another type.",
+    ),
+    "EbsOptimizedNotSupported": (
+        "InvalidRequest",
+        "The instance type does not support EBS optimization as the launch template asks; "
+        "choose another instance type.",
+    ),
+    "TagLimitExceeded": (
+        "InvalidTags",
+        "The launch carries more than 50 tags; remove tags from the pool's settings.",
+    ),
+    "InvalidTagKey.Malformed": (
+        "InvalidTags",
+        "A tag key is not valid (aws: is reserved, at most 128 characters); fix the pool's tags.",
     ),
     "Unsupported": (
         "InstanceTypeNotOffered",
@@ -331,7 +400,9 @@ _EXACT: Final[dict[str, tuple[str, str]]] = {
     "IdempotentParameterMismatch": (
         "ClientTokenReused",
         "A launch with this pool and acquire generation was already made with different "
-        "parameters; the acquire generation must move before the launch shape changes.",
+        "parameters (a new AMI, template version or subnet since); the controller moves the "
+        "acquire generation once no instance of the earlier launch is alive, and launches "
+        "with a fresh token.",
     ),
     "ParameterNotFound": (
         "AmiParameterNotFound",

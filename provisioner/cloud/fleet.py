@@ -8,11 +8,21 @@ and the capacity-reservation target only from one. Whatever comes back, a count 
 N is terminated before anything else.
 
 With a reservation (already looked up by ``Ec2Engine.acquire``, subnets narrowed to its
-zone), the pool's launch template targets its id. An ODCR is drawn on with
-``UsageStrategy=use-capacity-reservations-first``. A Capacity Block needs
-``DefaultTargetCapacityType=capacity-block`` (and its ``MarketType`` in the template);
-EC2 then refuses ``OnDemandTargetCapacity`` and ``CapacityReservationOptions``, and fills
-what it can from the block and returns the partial set: the rollback below keeps N-or-0.
+zone, so one override):
+
+* an ODCR is named by id in ``ReservedCapacityOptions.CapacityReservationTarget`` with
+  ``DefaultTargetCapacityType=reserved-capacity`` (CreateFleet's API reference,
+  ReservedCapacityOptionsRequest), no fallback market and no On-Demand target or options.
+  ``UsageStrategy=use-capacity-reservations-first`` is for open reservations and
+  reservation groups ("Use Capacity Reservations in EC2 Fleet"), and the pool's template
+  does not target the ODCR.
+* a Capacity Block needs ``DefaultTargetCapacityType=capacity-block`` with the block and
+  its ``MarketType`` in the template ("Tutorial: Configure your EC2 Fleet to launch
+  instances into Capacity Blocks"), no ``OnDemandTargetCapacity`` and no ``OnDemandOptions``.
+
+MinTargetCapacity lives in ``OnDemandOptions`` only, so neither reserved request can ask
+EC2 for all-or-nothing: EC2 fills what the reservation holds and returns the partial set,
+and the rollback below keeps N-or-0.
 
 An instant fleet's answer is final for its ClientToken: replaying the token returns the same
 answer. So every outcome without N instances ends the generation (CAPACITY, MALFORMED or
@@ -69,33 +79,36 @@ def request_params(spec: LaunchSpec, token: str) -> dict[str, Any]:
         if spec.placement_group_name:
             override["Placement"] = {"GroupName": spec.placement_group_name}
         overrides.append(override)
+    target: dict[str, Any] = {"TotalTargetCapacity": spec.count}
+    params: dict[str, Any] = {}
     cr = spec.capacity_reservation
-    capacity_type = (
-        "capacity-block" if cr is not None and cr.kind == "capacity-block" else "on-demand"
-    )
-    target: dict[str, Any] = {
-        "TotalTargetCapacity": spec.count,
-        "DefaultTargetCapacityType": capacity_type,
-    }
-    on_demand: dict[str, Any] = {
-        "MinTargetCapacity": spec.count,
-        "SingleInstanceType": True,
-        "SingleAvailabilityZone": True,
-        "AllocationStrategy": "prioritized",
-    }
-    if capacity_type == "on-demand":
+    if cr is not None and cr.kind == "capacity-block":
+        # The block and its market type come from the launch template; a capacity-block
+        # fleet takes no On-Demand target or options.
+        target["DefaultTargetCapacityType"] = "capacity-block"
+    elif cr is not None:
+        # An ODCR by id: reserved capacity, named here (UsageStrategy is for open
+        # reservations and groups, and a fleet does not use a template's id target).
+        # No fallback market: the gang runs in the reservation or not at all.
+        target["DefaultTargetCapacityType"] = "reserved-capacity"
+        params["ReservedCapacityOptions"] = {
+            "ReservationTypes": ["on-demand-capacity-reservation"],
+            "CapacityReservationTarget": {"CapacityReservationIds": [cr.reservation_id]},
+        }
+    else:
+        target["DefaultTargetCapacityType"] = "on-demand"
         target["OnDemandTargetCapacity"] = spec.count
-        if cr is not None:
-            # The reservation id is targeted by the pool's launch template; this tells the
-            # fleet to draw from reservations before plain on-demand capacity.
-            on_demand["CapacityReservationOptions"] = {
-                "UsageStrategy": "use-capacity-reservations-first"
-            }
+        params["OnDemandOptions"] = {
+            "MinTargetCapacity": spec.count,
+            "SingleInstanceType": True,
+            "SingleAvailabilityZone": True,
+            "AllocationStrategy": "prioritized",
+        }
     return {
         "Type": "instant",
         "ClientToken": token,
         "TargetCapacitySpecification": target,
-        "OnDemandOptions": on_demand,
+        **params,
         "LaunchTemplateConfigs": [
             {
                 "LaunchTemplateSpecification": {

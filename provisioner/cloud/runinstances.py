@@ -2,10 +2,11 @@
 
 Called by ``Ec2Engine.acquire``, which has already narrowed the subnets to a reservation's
 zone and filled in its kind. EC2 admits or refuses the whole request, so each try
-launches N or nothing. The sweep walks the spec's ordered subnets: a capacity shortfall
-moves to the next zone; a quota, configuration, throttling or unknown error stops it at once
-(the next subnet would answer the same, or the reconciler's backoff should decide). Each
-try carries its own ClientToken (see ``naming``).
+launches N or nothing. The sweep walks the spec's ordered subnets (every candidate of each
+zone, in the order ``subnets`` states): a capacity shortfall moves to the next zone; a
+subnet out of addresses to the zone's next subnet; a quota, configuration, throttling or
+unknown error stops it at once (the next subnet would answer the same, or the reconciler's
+backoff should decide). Each try carries its own ClientToken (see ``naming``).
 """
 
 from __future__ import annotations

@@ -5,13 +5,19 @@ launch spec. Precedence follows the Job annotations: explicit subnets win and ke
 user's order; else the EKS cluster's own subnets, filtered and ordered by the requested
 availability zones, or by zone name when none were requested.
 
-For ``runinstances`` the answer is a sweep list with one subnet per zone (capacity is a
-property of the zone, so a second subnet in a zone that just said "no" would only repeat the
-answer); for ``fleet`` it is every candidate subnet, in priority order, of which the fleet
-request sends the first of each zone (EC2 refuses two overrides of one instance type in one
-zone, see ``fleet.request_params``).
-Within a zone private subnets come first (nodes need no public address), then the subnet
-with the most free addresses.
+The rule, per zone (the same in both modes): a subnet with fewer free addresses
+(DescribeSubnets ``AvailableIpAddressCount``) than the gang needs (``addresses_needed``: one
+per network interface of every node) ranks last; then private subnets (nodes need no public
+address); then the most free addresses; then the subnet id, so equal subnets keep one order.
+The answer lists every candidate subnet of each zone in that order:
+
+* ``runinstances`` sweeps it: a capacity shortfall moves to the next zone (a second subnet
+  of a zone that just said "no capacity" would only repeat the answer), a subnet-only
+  failure (``InsufficientFreeAddressesInSubnet``) to the zone's next subnet.
+* ``fleet`` sends the zone's first subnet as its override (EC2 refuses two overrides of one
+  instance type in one zone, see ``fleet.request_params``). Its fallbacks are used on a later
+  attempt: the plan is made again for each launch, and a subnet that ran out of addresses
+  now shows it and ranks behind the zone's other subnets.
 """
 
 from __future__ import annotations
@@ -37,10 +43,12 @@ def _describe(ec2: Ec2Api, subnet_ids: Sequence[str]) -> list[dict[str, Any]]:
     return found
 
 
-def _rank(subnet: dict[str, Any]) -> tuple[bool, int, str]:
+def _rank(subnet: dict[str, Any], addresses_needed: int) -> tuple[bool, bool, int, str]:
+    free = int(subnet.get("AvailableIpAddressCount", 0))
     return (
+        free < addresses_needed,
         bool(subnet.get("MapPublicIpOnLaunch")),
-        -int(subnet.get("AvailableIpAddressCount", 0)),
+        -free,
         str(subnet["SubnetId"]),
     )
 
@@ -53,6 +61,7 @@ def plan_subnets(
     explicit_subnet_ids: Sequence[str] = (),
     availability_zones: Sequence[str] = (),
     vpc_id: str | None = None,
+    addresses_needed: int = 0,
 ) -> tuple[SubnetRef, ...]:
     if explicit_subnet_ids and availability_zones:
         raise _config(
@@ -79,9 +88,11 @@ def plan_subnets(
         )
     plan: list[SubnetRef] = []
     for zone in zones:
-        ranked = sorted((s for s in found if s["AvailabilityZone"] == zone), key=_rank)
-        chosen = ranked[:1] if mode == c.MODE_RUNINSTANCES else ranked
-        plan.extend(SubnetRef(str(s["SubnetId"]), zone) for s in chosen)
+        ranked = sorted(
+            (s for s in found if s["AvailabilityZone"] == zone),
+            key=lambda s: _rank(s, addresses_needed),
+        )
+        plan.extend(SubnetRef(str(s["SubnetId"]), zone) for s in ranked)
     return tuple(plan)
 
 

@@ -21,6 +21,7 @@ from provisioner.api.constants import FailureKind
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.errors import CloudError, ReservationNotActive
+from provisioner.cloud.instancetypes import efa_cards
 from provisioner.cloud.types import (
     CapacityReservationRef,
     InstanceProfileRef,
@@ -127,11 +128,16 @@ class PoolActions:
         shape = pool.spec.shape()
         known = self._launch_facts(pool, facts)
         cluster = known.cluster
+        # One address per network interface of every node: a subnet with fewer free ranks
+        # behind the zone's others (``subnets`` states the rule).
+        info = known.instance_type
+        per_node = len(efa_cards(info)) if shape.efa and info is not None else 1
         subnets = deps.engine.plan_subnets(
             mode=shape.mode,
             cluster=cluster,
             explicit_subnet_ids=shape.subnets,
             availability_zones=shape.availability_zones,
+            addresses_needed=shape.count * max(per_node, 1),
         )
         outputs = self._outputs(pool, facts)
         template_id = outputs.launch_template_id if outputs else None

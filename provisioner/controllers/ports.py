@@ -74,6 +74,7 @@ class EngineOps(Protocol):
         cluster: ClusterInfo,
         explicit_subnet_ids: Sequence[str] = (),
         availability_zones: Sequence[str] = (),
+        addresses_needed: int = 0,
     ) -> tuple[SubnetRef, ...]: ...
 
 

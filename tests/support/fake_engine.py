@@ -240,6 +240,7 @@ class FakeEngine:
         cluster: ClusterInfo,
         explicit_subnet_ids: Sequence[str] = (),
         availability_zones: Sequence[str] = (),
+        addresses_needed: int = 0,
     ) -> tuple[SubnetRef, ...]:
         self._fail("plan_subnets")
         return self.subnets

@@ -200,11 +200,17 @@ def test_active_odcr_is_targeted_in_its_zone_only(mode: str) -> None:
         assert [o["SubnetId"] for o in sent["LaunchTemplateConfigs"][0]["Overrides"]] == [
             "subnet-bbbbbbbb"
         ]
-        assert sent["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "on-demand"
-        assert sent["OnDemandOptions"]["CapacityReservationOptions"] == {
-            "UsageStrategy": "use-capacity-reservations-first"
+        # CreateFleet's API reference: an ODCR by id is reserved capacity named in
+        # ReservedCapacityOptions, with no On-Demand target, options or UsageStrategy.
+        assert sent["TargetCapacitySpecification"] == {
+            "TotalTargetCapacity": 4,
+            "DefaultTargetCapacityType": "reserved-capacity",
         }
-        assert sent["OnDemandOptions"]["MinTargetCapacity"] == 4
+        assert sent["ReservedCapacityOptions"] == {
+            "ReservationTypes": ["on-demand-capacity-reservation"],
+            "CapacityReservationTarget": {"CapacityReservationIds": [ODCR]},
+        }
+        assert "OnDemandOptions" not in sent
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -225,8 +231,8 @@ def test_active_capacity_block_is_launched_as_a_block(mode: str) -> None:
         (sent,) = ec2.of("CreateFleet")
         target = sent["TargetCapacitySpecification"]
         assert target == {"TotalTargetCapacity": 4, "DefaultTargetCapacityType": "capacity-block"}
-        # EC2 refuses CapacityReservationOptions with a capacity-block target type.
-        assert "CapacityReservationOptions" not in sent["OnDemandOptions"]
+        # A capacity-block fleet carries no On-Demand options at all (nor reserved ones).
+        assert "OnDemandOptions" not in sent and "ReservedCapacityOptions" not in sent
         assert [o["SubnetId"] for o in sent["LaunchTemplateConfigs"][0]["Overrides"]] == [
             "subnet-bbbbbbbb"
         ]

@@ -174,10 +174,11 @@ def test_active_odcr_launches_n_inside_it_in_its_zone_and_gives_them_back(
     else:
         assert sent["action"] == "CreateFleet"
         target = params["TargetCapacitySpecification"]
-        assert target["DefaultTargetCapacityType"] == "on-demand"
-        assert params["OnDemandOptions"]["CapacityReservationOptions"] == {
-            "UsageStrategy": "use-capacity-reservations-first"
+        assert target["DefaultTargetCapacityType"] == "reserved-capacity"
+        assert params["ReservedCapacityOptions"]["CapacityReservationTarget"] == {
+            "CapacityReservationIds": [rid]
         }
+        assert "OnDemandOptions" not in params
         overrides = [o for cfg in params["LaunchTemplateConfigs"] for o in cfg["Overrides"]]
         assert [o["SubnetId"] for o in overrides] == [world.subnets[ZONE]]
 
@@ -213,7 +214,7 @@ def test_active_capacity_block_is_launched_as_a_block_and_gives_its_slots_back(
         target = params["TargetCapacitySpecification"]
         assert target["DefaultTargetCapacityType"] == "capacity-block"
         assert "OnDemandTargetCapacity" not in target
-        assert "CapacityReservationOptions" not in params.get("OnDemandOptions", {})
+        assert "OnDemandOptions" not in params
         overrides = [o for cfg in params["LaunchTemplateConfigs"] for o in cfg["Overrides"]]
         assert [o["SubnetId"] for o in overrides] == [world.subnets[ZONE]]
 
@@ -401,3 +402,50 @@ def test_odcr_runinstances_after_a_race_is_refused_whole_by_ec2(world: World) ->
     ours = world.emu.launch_requests()[-1]
     assert ours["error"] == "ReservationCapacityExceeded" and ours["instance_ids"] == []
     assert [i["InstanceId"] for i in world.live_instances()] == taken
+
+
+@pytest.mark.parametrize("answer", ["partial", "none"])
+def test_odcr_fleet_after_a_race_leaves_no_partial_set_whichever_way_ec2_answers(
+    world: World, answer: str
+) -> None:
+    """A reserved-capacity fleet short of its target: the docs do not say whether EC2
+    launches the part the ODCR holds; with either answer the product keeps N-or-0."""
+    world.emu.fleet_answers.set(reserved_shortfall=answer)
+    rid = odcr(world, count=N)
+    taken = race_after_lookup(world, rid, GPU_TYPE, block=False)
+
+    with pytest.raises(CloudError) as caught:
+        world.engine.acquire(spec(world, "fleet", rid))
+
+    err = caught.value
+    (sent,) = world.emu.launch_requests("CreateFleet")
+    assert sent["params"]["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == (
+        "reserved-capacity"
+    )
+    if answer == "partial":
+        assert err.kind is ErrorKind.MALFORMED and err.reason == "PartialFleet"
+        assert len(sent["instance_ids"]) == N - 1
+    else:
+        assert err.kind is ErrorKind.CAPACITY and err.code == "ReservationCapacityExceeded"
+        assert sent["instance_ids"] == []
+    assert err.ends_generation
+    assert [i["InstanceId"] for i in world.live_instances()] == taken
+    assert available(world, rid) == N - 1
+
+
+@pytest.mark.parametrize("answer", ["ignored", "refused"])
+def test_odcr_fleet_lands_in_the_reservation_whether_template_targets_are_ignored_or_refused(
+    world: World, answer: str
+) -> None:
+    """Whether a fleet ignores or refuses a template that targets an ODCR by id is not
+    settled; the product's template does not target one, so both answers launch N into
+    the reservation."""
+    world.emu.fleet_answers.set(template_reservation_target=answer)
+    rid = odcr(world)
+
+    result = world.engine.acquire(spec(world, "fleet", rid))
+
+    launched = instances(world, result.instance_ids)
+    assert len(launched) == N
+    assert {i["CapacityReservationId"] for i in launched} == {rid}
+    assert available(world, rid) == 6 - N

@@ -1,4 +1,4 @@
-"""Subnet planning: explicit wins, zones filter and order, one per zone for runinstances."""
+"""Subnet planning: explicit wins, zones filter and order, and the per-zone ranking rule."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def extra_subnet(world: World, zone: str, cidr: str) -> str:
     return subnet_id
 
 
-def test_cluster_subnets_one_per_zone_in_zone_order(world: World) -> None:
+def test_cluster_subnets_in_zone_order(world: World) -> None:
     plan = world.engine.plan_subnets(mode="runinstances", cluster=world.cluster)
     assert [s.availability_zone for s in plan] == sorted(world.subnets)
     assert plan[0] == SubnetRef(world.subnets["us-east-1a"], "us-east-1a")
@@ -40,20 +40,43 @@ def test_requested_zones_filter_and_order(world: World) -> None:
     assert plan == world.subnet_refs("us-east-1c", "us-east-1a")
 
 
-def test_fleet_gets_every_subnet_of_a_zone_runinstances_the_first(world: World) -> None:
+def with_subnets(world: World, *extra: str) -> object:
+    return type(world.cluster)(
+        **{**world.cluster.__dict__, "subnet_ids": (*world.cluster.subnet_ids, *extra)}
+    )
+
+
+@pytest.mark.parametrize("mode", ["runinstances", "fleet"])
+def test_every_subnet_of_a_zone_in_rank_order_private_first(world: World, mode: str) -> None:
     small = extra_subnet(world, "us-east-1b", "172.31.250.0/28")
-    cluster = type(world.cluster)(
-        **{**world.cluster.__dict__, "subnet_ids": (*world.cluster.subnet_ids, small)}
+    plan = world.engine.plan_subnets(
+        mode=mode, cluster=with_subnets(world, small), availability_zones=["us-east-1b"]
     )
-    sweep = world.engine.plan_subnets(
-        mode="runinstances", cluster=cluster, availability_zones=["us-east-1b"]
+    # Default subnets map public addresses; the private /28 ranks first despite its size,
+    # and the zone's public subnet follows as its fallback.
+    assert plan == (SubnetRef(small, "us-east-1b"), *world.subnet_refs("us-east-1b"))
+
+
+@pytest.mark.parametrize("mode", ["runinstances", "fleet"])
+def test_a_subnet_without_room_for_the_gang_ranks_behind_the_zones_others(
+    world: World, mode: str
+) -> None:
+    """eksctl's layout: a public and a private subnet per zone. The private /28 has 11 free
+    addresses: enough for a gang of 8 single-interface nodes, not for 4 nodes of 4 EFA
+    interfaces, whose launch there would fail InsufficientFreeAddressesInSubnet."""
+    small = extra_subnet(world, "us-east-1b", "172.31.250.0/28")
+    cluster = with_subnets(world, small)
+    public = world.subnet_refs("us-east-1b")
+
+    fits = world.engine.plan_subnets(
+        mode=mode, cluster=cluster, availability_zones=["us-east-1b"], addresses_needed=8
     )
-    overrides = world.engine.plan_subnets(
-        mode="fleet", cluster=cluster, availability_zones=["us-east-1b"]
+    full = world.engine.plan_subnets(
+        mode=mode, cluster=cluster, availability_zones=["us-east-1b"], addresses_needed=16
     )
-    # Default subnets map public addresses; the private /28 ranks first despite its size.
-    assert sweep == (SubnetRef(small, "us-east-1b"),)
-    assert overrides == (SubnetRef(small, "us-east-1b"), *world.subnet_refs("us-east-1b"))
+
+    assert fits == (SubnetRef(small, "us-east-1b"), *public)
+    assert full == (*public, SubnetRef(small, "us-east-1b"))
 
 
 def test_explicit_subnets_win_and_keep_their_order(world: World) -> None:
@@ -91,3 +114,24 @@ def test_subnet_outside_the_cluster_vpc_is_refused(world: World) -> None:
             mode="runinstances", cluster=world.cluster, explicit_subnet_ids=[foreign]
         )
     assert caught.value.reason == "SubnetOutsideClusterVpc"
+
+
+def test_runinstances_falls_back_to_the_zones_next_subnet_when_one_is_out_of_addresses(
+    world: World,
+) -> None:
+    """The sweep's rule for a subnet-only answer: the zone's next subnet, in the same pass."""
+    small = extra_subnet(world, "us-east-1b", "172.31.250.0/28")
+    plan = world.engine.plan_subnets(
+        mode="runinstances", cluster=with_subnets(world, small), availability_zones=["us-east-1b"]
+    )
+    world.emu.inject_fault("RunInstances", "InsufficientFreeAddressesInSubnet")
+
+    result = world.engine.acquire(world.spec(count=2, subnets=plan))
+
+    (public,) = world.subnet_refs("us-east-1b")
+    assert result.subnets == (public,)
+    assert [(a.subnet, a.error_code) for a in result.attempts] == [
+        (SubnetRef(small, "us-east-1b"), "InsufficientFreeAddressesInSubnet"),
+        (public, None),
+    ]
+    assert len(world.live_instances()) == 2

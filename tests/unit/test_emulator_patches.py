@@ -235,6 +235,49 @@ def test_fleet_with_a_seen_client_token_returns_the_same_answer(emulator: Emulat
     assert len(live_instances()) == 3
 
 
+def test_a_replayed_token_returns_the_original_instances_even_once_terminated(
+    emulator: EmulatorState,
+) -> None:
+    """ "Ensuring idempotency in Amazon EC2 API requests": the same response for each
+    repeated request; only the instances' state may differ."""
+    first = run(2, ClientToken="gone-since")
+    ids = [i["InstanceId"] for i in first["Instances"]]
+    client("ec2").terminate_instances(InstanceIds=ids)
+
+    again = run(2, ClientToken="gone-since")
+
+    assert again["ReservationId"] == first["ReservationId"]
+    assert [i["InstanceId"] for i in again["Instances"]] == ids
+    # The page says only that the state "might" differ: the product reads the state with
+    # DescribeInstances, never from the replay's answer.
+    assert live_instances() == []
+
+
+def test_a_replayed_fleet_token_returns_the_original_instances_even_once_terminated(
+    emulator: EmulatorState,
+) -> None:
+    request = fleet_request(launch_template(), [emulator.subnets()["us-east-1a"]], 2)
+    first = client("ec2").create_fleet(ClientToken="fleet-gone-since", **request)
+    client("ec2").terminate_instances(InstanceIds=fleet_ids(first))
+
+    again = client("ec2").create_fleet(ClientToken="fleet-gone-since", **request)
+
+    assert again["FleetId"] == first["FleetId"] and fleet_ids(again) == fleet_ids(first)
+    assert live_instances() == []
+
+
+def test_a_fleet_token_with_other_parameters_is_refused(emulator: EmulatorState) -> None:
+    subnet = emulator.subnets()["us-east-1a"]
+    lt = launch_template()
+    client("ec2").create_fleet(ClientToken="fleet-tok", **fleet_request(lt, [subnet], 2))
+
+    with pytest.raises(ClientError) as refused:
+        client("ec2").create_fleet(ClientToken="fleet-tok", **fleet_request(lt, [subnet], 3))
+
+    assert refused.value.response["Error"]["Code"] == "IdempotentParameterMismatch"
+    assert len(live_instances()) == 2
+
+
 def test_fleet_without_min_target_takes_what_fits_and_reports_the_rest(
     emulator: EmulatorState,
 ) -> None:

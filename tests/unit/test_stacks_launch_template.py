@@ -84,18 +84,27 @@ def test_efa_shape_gets_one_interface_per_card_and_the_placement_group() -> None
     assert data["Placement"] == {"GroupName": "atomic-gang-demo-p1"}
 
 
-@pytest.mark.parametrize(
-    ("kind", "market"),
-    [("odcr", None), ("capacity-block", {"MarketType": "capacity-block"})],
-)
-def test_a_reservation_is_targeted_by_the_template(kind: str, market: Any) -> None:
+def test_a_capacity_block_is_targeted_by_the_template_with_its_market_type() -> None:
     data = launch_template_data(
-        props(capacity_reservation_id="cr-0123456789abcdef0", capacity_reservation_kind=kind)
+        props(
+            capacity_reservation_id="cr-0123456789abcdef0",
+            capacity_reservation_kind="capacity-block",
+        )
     )
     assert data["CapacityReservationSpecification"] == {
         "CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}
     }
-    assert data.get("InstanceMarketOptions") == market
+    assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+
+
+def test_an_odcr_is_not_targeted_by_the_template() -> None:
+    """A fleet names an ODCR in ReservedCapacityOptions and does not draw on one its
+    template targets by id; RunInstances names it in its own request."""
+    data = launch_template_data(
+        props(capacity_reservation_id="cr-0123456789abcdef0", capacity_reservation_kind="odcr")
+    )
+    assert "CapacityReservationSpecification" not in data
+    assert "InstanceMarketOptions" not in data
 
 
 def test_no_reservation_leaves_the_template_untargeted() -> None:
