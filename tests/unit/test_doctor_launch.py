@@ -247,3 +247,52 @@ def test_the_emulators_unauthorized_answer_decodes_to_the_action(
         EncodedMessage=encoded
     )
     assert json.loads(decoded["DecodedMessage"])["context"]["action"] == "ec2:RunInstances"
+
+
+def test_a_valid_fleet_on_the_pools_template_would_launch(emulator: EmulatorState) -> None:
+    check = _check(LaunchShape("m5.large", 2, mode=c.MODE_FLEET))
+    ec2 = _session().client("ec2", config=NO_RETRIES)
+    ami = ec2.describe_images()["Images"][0]["ImageId"]
+    ec2.create_launch_template(
+        LaunchTemplateName=f"atomic-gang-demo-{check.shape.pool}",
+        LaunchTemplateData={"ImageId": ami, "InstanceType": "m5.large"},
+    )
+    line = check.run()
+    assert line.startswith("would launch") and "CreateFleet of 2 x m5.large" in line
+    assert "CreateLaunchTemplate" not in line  # the template exists: only the fleet is sent
+    sent = _launches(emulator)
+    assert [(r["action"], r["error"]) for r in sent] == [("CreateFleet", "DryRunOperation")]
+    assert ec2.describe_fleets()["Fleets"] == [] and _live_instances() == 0
+
+
+# --- the command line -----------------------------------------------------------------------
+def test_the_launch_flags_make_the_shape_and_a_job_file_is_read_as_a_path() -> None:
+    from pathlib import Path
+
+    from provisioner.commands import cli
+
+    args = cli.build_parser().parse_args(
+        [
+            "doctor",
+            "--launch-type",
+            "p5.48xlarge",
+            "--launch-count",
+            "4",
+            "--launch-mode",
+            "fleet",
+            "--launch-zones",
+            "us-east-1a,us-east-1b",
+            "--launch-reservation",
+            "cr-0123456789abcdef0",
+        ]
+    )
+    assert cli._launch(args) == LaunchShape(
+        "p5.48xlarge",
+        4,
+        mode="fleet",
+        zones=("us-east-1a", "us-east-1b"),
+        reservation="cr-0123456789abcdef0",
+    )
+    job = cli.build_parser().parse_args(["doctor", "--launch-job", "job.yaml"])
+    assert cli._launch(job) == Path("job.yaml")
+    assert cli._launch(cli.build_parser().parse_args(["doctor"])) is None
