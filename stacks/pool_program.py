@@ -71,20 +71,7 @@ def pool_program(spec: PoolSpec, record: InstanceSetRecord | None) -> Callable[[
             )
         template = LaunchTemplate(
             RESOURCE_NAMES["launch_template"],
-            {
-                **conn,
-                "name": spec.launch_template_name,
-                "image_id": spec.image_id,
-                "instance_type": spec.instance_type,
-                "user_data": spec.user_data,
-                "instance_profile_arn": profile.arn,
-                "security_group_ids": sorted(spec.security_group_ids),
-                "efa_network_cards": list(spec.efa_network_cards),
-                "placement_group_name": group_name or "",
-                "capacity_reservation_id": spec.capacity_reservation_id,
-                "capacity_reservation_kind": spec.capacity_reservation_kind,
-                "tags": dict(spec.tags),
-            },
+            {**conn, **spec.launch_template_props(profile.arn)},
             pulumi.ResourceOptions(depends_on=depends),
         )
         pulumi.export(keys.POOL, spec.pool)

@@ -120,6 +120,26 @@ class PoolSpec:
     def placement_group_name(self) -> str | None:
         return placement_group_name(self.cluster, self.pool) if self.placement_group else None
 
+    def launch_template_props(self, instance_profile_arn: Any) -> dict[str, Any]:
+        """The launch template's inputs (``stacks.launch_template``) for this spec.
+
+        ``instance_profile_arn`` is the profile resource's output in the pool program, and
+        the profile's ARN where a caller builds the request itself (``atomic-gang
+        doctor``'s launch check dry-runs exactly what the stack would create)."""
+        return {
+            "name": self.launch_template_name,
+            "image_id": self.image_id,
+            "instance_type": self.instance_type,
+            "user_data": self.user_data,
+            "instance_profile_arn": instance_profile_arn,
+            "security_group_ids": sorted(self.security_group_ids),
+            "efa_network_cards": list(self.efa_network_cards),
+            "placement_group_name": self.placement_group_name or "",
+            "capacity_reservation_id": self.capacity_reservation_id,
+            "capacity_reservation_kind": self.capacity_reservation_kind,
+            "tags": dict(self.tags),
+        }
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["security_group_ids"] = list(self.security_group_ids)

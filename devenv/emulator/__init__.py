@@ -60,6 +60,13 @@ P11-P13 (see `hot_paths`): moto's answers at less cost. S3 listings under a pref
    at the keys under it, not at every key of the bucket; each response class's handlers
    are listed once, not on every call; an answer works out once per field, not once per
    object, which attribute holds the field.
+P14 the caller's IAM policy and DryRun for the launch calls (see `authorization`): moto
+   answers any caller, and DryRun before reading the request with HTTP 400. RunInstances,
+   instant CreateFleet and CreateLaunchTemplate are refused with UnauthorizedOperation
+   (403, an encoded message STS DecodeAuthorizationMessage decodes) unless the caller's
+   identity policy allows them (actions only: no resources or conditions), and with DryRun
+   answer DryRunOperation (412) after their own validation, launching nothing. A launch
+   with a security group of another VPC than its subnet is refused with InvalidParameter.
 Seeding (no patch): per region, the EKS-optimized AL2023 AMIs (one per Kubernetes version,
 architecture and variant, with the matching architecture) and their SSM parameters under
 `/aws/service/eks/optimized-ami/...`, plus one default subnet in every AZ.

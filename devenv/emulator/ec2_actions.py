@@ -1,4 +1,5 @@
-"""EC2 actions moto lacks: DescribeCapacityReservations and the placement-group calls.
+"""EC2 actions moto lacks: DescribeCapacityReservations and the placement-group calls;
+and CreateLaunchTemplate's permission and DryRun answer (`authorization`).
 
 They are added to moto's `EC2Response` by `install()` and answer from the records in
 `EMULATOR.reservations` and `EMULATOR.placement_groups`.
@@ -9,7 +10,11 @@ from __future__ import annotations
 from typing import Any, Final
 
 from moto.core.responses import ActionResult, EmptyResult
+from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.responses import EC2Response
 
+from devenv.emulator.authorization import StatusAnswer, as_answer, authorize, dry_run_answer
+from devenv.emulator.patching import original
 from devenv.emulator.state import EMULATOR
 
 _RESERVATION_FILTERS: Final = {
@@ -26,6 +31,25 @@ _PLACEMENT_FILTERS: Final = {
     "strategy": "Strategy",
     "state": "State",
 }
+
+
+def create_launch_template(self: Any) -> Any:
+    """The caller's permission first; a dry run then answers after EC2's refusal of a name
+    already taken ("Error codes for the Amazon EC2 API":
+    InvalidLaunchTemplateName.AlreadyExistsException), without creating anything."""
+    try:
+        authorize(self, "ec2:CreateLaunchTemplate")
+        if str(self._get_param("DryRun", False)).lower() == "true":
+            name = str(self._get_param("LaunchTemplateName") or "")
+            if name in self.ec2_backend.launch_template_name_to_ids:
+                raise EC2ClientError(
+                    "InvalidLaunchTemplateName.AlreadyExistsException",
+                    f"Launch template name already in use: {name}.",
+                )
+            dry_run_answer(self)
+    except StatusAnswer as answer:
+        return as_answer(answer)
+    return original(EC2Response, "create_launch_template")(self)
 
 
 def describe_capacity_reservations(self: Any) -> ActionResult:

@@ -20,6 +20,7 @@ from moto.core.responses import ActionResult
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses import EC2Response
 
+from devenv.emulator.authorization import StatusAnswer, as_answer, authorize, dry_run_answer
 from devenv.emulator.fleet_plan import FleetRequest, FleetSlot, plan_fleet
 from devenv.emulator.fleet_reserved import (
     RESERVED_LIFECYCLE,
@@ -41,33 +42,43 @@ from devenv.emulator.state import EMULATOR
 ACTION = "CreateFleet"
 
 
-def create_fleet_handler(self: Any) -> ActionResult:
+def create_fleet_handler(self: Any) -> Any:
     params: dict[str, Any] = self.params
     if params.get("Type") != "instant":
         result: ActionResult = original(EC2Response, "create_fleet")(self)
         return result
-    self.error_on_dryrun()
     received = copy.deepcopy(params)
     try:
-        answer = _instant(self.ec2_backend, params)
+        authorize(self, "ec2:CreateFleet")
+        answer = _instant(self, self.ec2_backend, params)
     except EC2ClientError as error:
         EMULATOR.record_launch(ACTION, received, [], str(error.code))
         raise
+    except StatusAnswer as status:  # UnauthorizedOperation, or a dry run's DryRunOperation
+        EMULATOR.record_launch(ACTION, received, [], status.code)
+        return as_answer(status)
     ids = [i for group in answer["Instances"] for i in group["InstanceIds"]]
     EMULATOR.record_launch(ACTION, received, ids, None)
     return ActionResult(answer)
 
 
-def _instant(backend: Any, params: dict[str, Any]) -> dict[str, Any]:
+def _instant(response: Any, backend: Any, params: dict[str, Any]) -> dict[str, Any]:
     token = params.get("ClientToken")
     fingerprint = request_fingerprint(params)
-    if token:
+    dry_run = str(params.get("DryRun", "")).lower() == "true"
+    if token and not dry_run:
         earlier = EMULATOR.recall(backend, ACTION, token, fingerprint)
         if earlier is not None:
             return dict(copy.deepcopy(earlier))
     request = FleetRequest.from_params(params)
     fleet = _empty_fleet(backend, params, request)
     _refuse_duplicate_pools(backend, fleet)
+    if dry_run:
+        # Refusals from the request itself, then EC2's DryRun answer; no fleet is kept.
+        backend.fleets.pop(fleet.id, None)
+        if is_block_fleet(params):
+            check_block_fleet(params, [_options(backend, spec) for spec in fleet.launch_specs])
+        dry_run_answer(response)
     answer = _fill_fleet(backend, fleet, request, params)
     if token:
         EMULATOR.remember(backend, ACTION, token, fingerprint, copy.deepcopy(answer))

@@ -13,7 +13,9 @@ from moto.ec2.models.elastic_network_interfaces import Attachment
 from moto.ec2.responses import EC2Response
 from moto.s3.responses import S3Response
 
+from devenv.emulator.authorization import install_authorization
 from devenv.emulator.ec2_actions import (
+    create_launch_template,
     create_placement_group,
     delete_placement_group,
     describe_capacity_reservations,
@@ -55,10 +57,12 @@ def install() -> EmulatorState:
             patch(EC2Backend, "attach_network_interface", backend_attach_network_interface)
             patch(EC2Response, "describe_capacity_reservations", describe_capacity_reservations)
             patch(EC2Response, "create_placement_group", create_placement_group)
+            patch(EC2Response, "create_launch_template", create_launch_template)
             patch(EC2Response, "describe_placement_groups", describe_placement_groups)
             patch(EC2Response, "delete_placement_group", delete_placement_group)
             install_eks()
             install_identity()
+            install_authorization()
             install_hot_paths()
     return EMULATOR
 

@@ -109,3 +109,33 @@ def _first(layers: Sequence[Mapping[str, Any]], key: str) -> dict[str, Any]:
 
 def _opt(value: Any) -> str | None:
     return str(value) if value else None
+
+
+def check_networks(backend: Any, params: Mapping[str, Any], template: Mapping[str, Any]) -> None:
+    """EC2's refusals of a launch's subnets and security groups, request over template.
+
+    "Error codes for the Amazon EC2 API": InvalidSubnetID.NotFound, and InvalidParameter for
+    a parameter that cannot be used, which is EC2's answer to a security group of another
+    VPC than the subnet the instance launches into (a security group belongs to one VPC:
+    "Security groups for your VPC", Amazon VPC User Guide). moto checks neither before
+    launching, and a dry run never reaches moto's launch.
+    """
+    interfaces = params.get("NetworkInterfaces") or template.get("NetworkInterfaces") or []
+    pairs: list[tuple[str | None, list[str]]] = [
+        (spec.get("SubnetId"), [str(g) for g in spec.get("Groups") or []]) for spec in interfaces
+    ]
+    if not interfaces:
+        groups = params.get("SecurityGroupIds") or template.get("SecurityGroupIds") or []
+        pairs = [(params.get("SubnetId") or template.get("SubnetId"), [str(g) for g in groups])]
+    for subnet_id, group_ids in pairs:
+        subnet = backend.get_subnet(str(subnet_id)) if subnet_id else None
+        for group_id in group_ids:
+            group = backend.get_security_group_from_id(group_id)
+            # An unknown group is left to moto (which launches with it): EC2 would refuse it
+            # with InvalidGroup.NotFound, but the emulator's own callers pass made-up ids.
+            if group is not None and subnet is not None and group.vpc_id != subnet.vpc_id:
+                raise EC2ClientError(
+                    "InvalidParameter",
+                    f"Security group {group_id} and subnet {subnet.id} belong to different "
+                    "networks.",
+                )

@@ -23,9 +23,10 @@ from moto.core.responses import ActionResult
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses import EC2Response
 
+from devenv.emulator.authorization import StatusAnswer, as_answer, authorize, dry_run_answer
 from devenv.emulator.instances import request_az, spec_subnet, template_data
 from devenv.emulator.interfaces import first_card_only
-from devenv.emulator.launch import LaunchOptions, decorate
+from devenv.emulator.launch import LaunchOptions, check_networks, decorate
 from devenv.emulator.model import request_fingerprint
 from devenv.emulator.patching import original
 from devenv.emulator.state import EMULATOR
@@ -33,14 +34,17 @@ from devenv.emulator.state import EMULATOR
 ACTION = "RunInstances"
 
 
-def run_instances_handler(self: Any) -> ActionResult:
-    self.error_on_dryrun()
+def run_instances_handler(self: Any) -> Any:
     received = copy.deepcopy(self.params)
     try:
+        authorize(self, "ec2:RunInstances")
         result = _run(self, self.ec2_backend, self.params)
     except EC2ClientError as error:
         EMULATOR.record_launch(ACTION, received, [], str(error.code))
         raise
+    except StatusAnswer as answer:  # UnauthorizedOperation, or a dry run's DryRunOperation
+        EMULATOR.record_launch(ACTION, received, [], answer.code)
+        return as_answer(answer)
     ids = [instance.id for instance in _launched(result)]
     EMULATOR.record_launch(ACTION, received, ids, None)
     return result
@@ -49,7 +53,8 @@ def run_instances_handler(self: Any) -> ActionResult:
 def _run(response: Any, backend: Any, params: dict[str, Any]) -> ActionResult:
     token = params.get("ClientToken")
     fingerprint = request_fingerprint(params)
-    if token:
+    dry_run = str(params.get("DryRun", "")).lower() == "true"
+    if token and not dry_run:
         earlier = EMULATOR.recall(backend, ACTION, token, fingerprint)
         if earlier is not None:
             return ActionResult(earlier)
@@ -60,11 +65,15 @@ def _run(response: Any, backend: Any, params: dict[str, Any]) -> ActionResult:
     group = options.placement_group(backend, EMULATOR.placement_groups)
     instance_type = str(params.get("InstanceType") or template.get("InstanceType") or "m1.small")
     az = _apply_run_target(backend, params, template)
+    check_networks(backend, params, template)
     if options.reservation_id:
         reservation = EMULATOR.reservations.find(backend, options.reservation_id)
         EMULATOR.reservations.check_target(
             reservation, instance_type=instance_type, az=az, market_type=options.market_type
         )
+    # Every refusal EC2 makes from the request itself is above; capacity is not checked.
+    dry_run_answer(response)
+    if options.reservation_id:
         if az is None:
             # EC2 launches a targeted request without an AZ in the reservation's.
             params["Placement"] = {

@@ -56,6 +56,28 @@ def _block_end(reservation: Reservation | None) -> datetime | None:
     return reservation.end
 
 
+def targeted_spec(spec: LaunchSpec, reservation: Reservation, now: datetime) -> LaunchSpec:
+    """``spec`` as launched into ``reservation`` (pure: `atomic-gang doctor`'s launch check
+    builds the same request): every launch of the gang targets the reservation, in its zone
+    only; raises what ``reservations.decide`` raises for a reservation that cannot take it."""
+    subnets = decide(
+        reservation,
+        instance_type=spec.instance_type,
+        count=spec.count,
+        subnets=spec.subnets,
+        explicit_placement=spec.explicit_placement,
+        now=now,
+        block_release_margin=spec.block_release_margin,
+    )
+    return replace(
+        spec,
+        subnets=subnets,
+        capacity_reservation=reservation.ref(),
+        # Capacity reserved inside a placement group is reachable only from there.
+        placement_group_name=reservation.placement_group_name or spec.placement_group_name,
+    )
+
+
 class Ec2Engine:
     def __init__(self, clients: CloudClients, clock: Clock) -> None:
         self._clients = clients
@@ -91,23 +113,7 @@ class Ec2Engine:
             )
         info = self._efa_info(spec) if spec.efa else None
         if reservation is not None:
-            # Every launch of the gang targets the reservation, in its zone only.
-            subnets = decide(
-                reservation,
-                instance_type=spec.instance_type,
-                count=spec.count,
-                subnets=spec.subnets,
-                explicit_placement=spec.explicit_placement,
-                now=self._clock.now(),
-                block_release_margin=spec.block_release_margin,
-            )
-            spec = replace(
-                spec,
-                subnets=subnets,
-                capacity_reservation=reservation.ref(),
-                # Capacity reserved inside a placement group is reachable only from there.
-                placement_group_name=reservation.placement_group_name or spec.placement_group_name,
-            )
+            spec = targeted_spec(spec, reservation, self._clock.now())
         try:
             if spec.mode == c.MODE_FLEET:
                 result = launch_fleet(self._ec2, spec)

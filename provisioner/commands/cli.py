@@ -41,7 +41,27 @@ def _doctor(args: argparse.Namespace, rest: list[str]) -> int:
     from provisioner.commands import doctor
 
     check = args.check or ko.CHECK_NAME
-    return doctor.main(_where(args), args.queue, check, args.kueue_config)
+    return doctor.main(_where(args), args.queue, check, args.kueue_config, _launch(args))
+
+
+def _launch(args: argparse.Namespace) -> Any:
+    """The launch check's shape: --launch-job FILE, or the --launch-* flags, or None."""
+    from pathlib import Path
+
+    from provisioner.commands.doctor_launch import LaunchShape
+
+    if args.launch_job:
+        return Path(args.launch_job)
+    if not args.launch_type:
+        return None
+    return LaunchShape(
+        instance_type=args.launch_type,
+        count=args.launch_count,
+        mode=args.launch_mode,
+        zones=tuple(z for z in (args.launch_zones or "").split(",") if z),
+        subnets=tuple(s for s in (args.launch_subnets or "").split(",") if s),
+        reservation=args.launch_reservation,
+    )
 
 
 def _explain(args: argparse.Namespace, rest: list[str]) -> int:
@@ -95,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
             "doctor",
             _doctor,
             "preflight checks of the queue, check, Lease, Kueue, cert-manager, AWS identity "
-            "and Pulumi state",
+            "and Pulumi state; with --launch-job or --launch-type, a dry run of the launch",
         ),
         ("explain", _explain, "why a Job is not running yet: explain NAMESPACE/JOB"),
     ):
@@ -142,6 +162,30 @@ def build_parser() -> argparse.ArgumentParser:
                 default="kueue-system/kueue-manager-config",
                 metavar="NAMESPACE/NAME",
                 help="the ConfigMap Kueue's manager reads its configuration from",
+            )
+            launch = cmd.add_argument_group(
+                "launch check",
+                "Send the launch the controller would send for a Job or a pool shape to EC2 "
+                "with DryRun=True (the pool's CreateLaunchTemplate if it does not exist yet, "
+                "then RunInstances per subnet or the one CreateFleet) and report EC2's "
+                "answer: DryRunOperation (it would launch), UnauthorizedOperation naming the "
+                "missing action, or the parameter error, each with its fix. Nothing is "
+                "launched or created.",
+            )
+            launch.add_argument(
+                "--launch-job", metavar="FILE", help="a Job manifest: check its gang's launch"
+            )
+            launch.add_argument(
+                "--launch-type", metavar="TYPE", help="or a pool shape: its instance type"
+            )
+            launch.add_argument("--launch-count", type=int, default=1, help="gang size N")
+            launch.add_argument(
+                "--launch-mode", choices=["runinstances", "fleet"], default="runinstances"
+            )
+            launch.add_argument("--launch-zones", metavar="AZ,AZ", help="availability zones")
+            launch.add_argument("--launch-subnets", metavar="SUBNET,SUBNET", help="subnets")
+            launch.add_argument(
+                "--launch-reservation", metavar="CR_ID", help="a capacity reservation to target"
             )
         cmd.set_defaults(handler=handler)
     return parser

@@ -5,10 +5,13 @@ fix. The Kubernetes links first (`doctor_kube`: the queues, our AdmissionCheck, 
 Lease), then the installation's (`doctor_install`: Kueue's waitForPodsReady,
 cert-manager, the controller's AWS identity and the one the checks run as), then the AWS
 links (`doctor_aws`: node role, instance profile, access entry, AMI, subnets), then the
-Pulumi state (`doctor_install`). Every check runs even after a failure, so one run lists
+Pulumi state (`doctor_install`), and, for a Job or pool shape given on the command line, the
+launch check (`doctor_launch`: the launch the controller would send, dry-run on EC2). Every
+check runs even after a failure, so one run lists
 everything to fix (`checks`). `target.connect` finds the cluster, the installation and the
 AWS identity the checks run as. It only reads, through `provisioner.kube` and
-`provisioner.cloud`, apart from the state backend's one probe object.
+`provisioner.cloud`, apart from the state backend's one probe object and the launch
+check's dry-run calls (which EC2 answers without acting).
 """
 
 from __future__ import annotations
@@ -16,19 +19,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from provisioner.api import kueue_objects as ko
 from provisioner.api.settings import Settings
 from provisioner.cloud.access import AwsAccess
 from provisioner.cloud.ec2api import CloudClients
-from provisioner.commands.checks import Result, report, run_checks
-from provisioner.commands.doctor_aws import DEFAULT_INSTANCE_TYPE, AwsLinks
+from provisioner.commands.checks import Check, Failed, Result, report, run_checks
+from provisioner.commands.doctor_aws import DEFAULT_INSTANCE_TYPE, NO_CLIENTS, AwsLinks
 from provisioner.commands.doctor_install import InstallChecks
 from provisioner.commands.doctor_kube import KubeLinks, Reader
+from provisioner.commands.doctor_launch import LaunchCheck, LaunchShape, shape_of_job
 from provisioner.commands.target import Target, Where, connect
 
-__all__ = ["Doctor", "main"]
+__all__ = ["LAUNCH_CHECK", "Doctor", "main"]
+
+LAUNCH_CHECK = "launch (dry run)"
 
 
 @dataclass
@@ -43,27 +50,73 @@ class Doctor:
     check: str = ko.CHECK_NAME
     instance_type: str = DEFAULT_INSTANCE_TYPE
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
+    # The launch check's shape: a Job manifest, or the --launch-* flags (None: no check).
+    launch: Path | LaunchShape | None = None
+    sts: Any = None  # decodes an UnauthorizedOperation's message for the launch check
 
     def run(self) -> list[Result]:
         kube = KubeLinks(self.kube, self.settings, self.queue, self.check, self.now)
         aws = AwsLinks(self.clouds, self.iam, self.settings, self.instance_type)
-        return run_checks(kube.checks() + aws.checks())
+        return run_checks(kube.checks() + aws.checks() + self._launch_checks())
+
+    def _launch_checks(self) -> list[Check]:
+        launch = self.launch
+        if launch is None:
+            return []
+        clouds = self.clouds
+
+        def check() -> str:
+            if clouds is None:
+                raise Failed("no AWS clients", NO_CLIENTS)
+            try:
+                shape = (
+                    shape_of_job(launch, self.settings)
+                    if isinstance(launch, Path)
+                    else launch.shape(self.settings)
+                )
+            except (ValueError, OSError) as err:  # a GangShapeError names every bad key
+                raise Failed(f"the shape is not valid: {err}", "fix the Job or the flags") from err
+            return LaunchCheck(clouds, self.sts, self.settings, shape).run()
+
+        return [(LAUNCH_CHECK, check)]
 
 
-def main(where: Where, queue: str, check: str, kueue_config: str) -> int:
+def main(
+    where: Where,
+    queue: str,
+    check: str,
+    kueue_config: str,
+    launch: Path | LaunchShape | None = None,
+) -> int:
     target = connect(where)
     try:
-        return _run(target, queue, check, kueue_config)
+        return _run(target, queue, check, kueue_config, launch)
     finally:
         target.kube.close()
 
 
-def _run(target: Target, queue: str, check: str, kueue_config: str) -> int:
+def _run(
+    target: Target,
+    queue: str,
+    check: str,
+    kueue_config: str,
+    launch: Path | LaunchShape | None = None,
+) -> int:
     print(target.header())
     access = target.access
     clouds = access.clients() if isinstance(access, AwsAccess) else None
     iam = access.client("iam") if isinstance(access, AwsAccess) else None
-    doctor = Doctor(target.kube, clouds, iam, target.settings, queue=queue, check=check)
+    sts = access.client("sts") if isinstance(access, AwsAccess) else None
+    doctor = Doctor(
+        target.kube,
+        clouds,
+        iam,
+        target.settings,
+        queue=queue,
+        check=check,
+        launch=launch,
+        sts=sts,
+    )
     install = InstallChecks(
         target.kube,
         target.settings,

@@ -22,10 +22,10 @@ from provisioner.cloud.naming import instance_profile_name
 from provisioner.cloud.preflight import verify_access_entry, verify_instance_profile
 from provisioner.commands.checks import Check, Failed
 
-__all__ = ["DEFAULT_INSTANCE_TYPE", "AwsLinks"]
+__all__ = ["DEFAULT_INSTANCE_TYPE", "NO_CLIENTS", "AwsLinks"]
 
 DEFAULT_INSTANCE_TYPE = "m5.large"
-_NO_CLIENTS = "see the 'AWS identity' line: the identity to run the AWS checks as was not had"
+NO_CLIENTS = "see the 'AWS identity' line: the identity to run the AWS checks as was not had"
 
 
 @dataclass
@@ -57,13 +57,13 @@ class AwsLinks:
 
     def _clouds(self) -> CloudClients:
         if self.clouds is None:
-            raise Failed("no AWS clients", _NO_CLIENTS)
+            raise Failed("no AWS clients", NO_CLIENTS)
         return self.clouds
 
     def node_role(self) -> str:
         arn, name = self._role()
         if self.iam is None:
-            raise Failed("no AWS clients", _NO_CLIENTS)
+            raise Failed("no AWS clients", NO_CLIENTS)
         try:
             self.iam.get_role(RoleName=name)
         except Exception as exc:

@@ -14,26 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from datetime import timedelta
 
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind
 from provisioner.api.gangnodepool import GangNodePool
-from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.errors import CloudError, ReservationNotActive
-from provisioner.cloud.instancetypes import efa_cards
-from provisioner.cloud.types import (
-    CapacityReservationRef,
-    InstanceProfileRef,
-    LaunchSpec,
-    LaunchTemplateRef,
-)
 from provisioner.controllers.pool_deps import PoolReconcilerDeps
 from provisioner.controllers.pool_facts import (
     LaunchFacts,
     PassFacts,
+    addresses_needed,
     desired_spec,
     gather_launch_facts,
+    launch_spec,
 )
 from provisioner.controllers.pool_steps import Action, ActionResult, Step
 from provisioner.kube.errors import KubeNotFound
@@ -128,49 +121,26 @@ class PoolActions:
         shape = pool.spec.shape()
         known = self._launch_facts(pool, facts)
         cluster = known.cluster
-        # One address per network interface of every node: a subnet with fewer free ranks
-        # behind the zone's others (``subnets`` states the rule).
-        info = known.instance_type
-        per_node = len(efa_cards(info)) if shape.efa and info is not None else 1
         subnets = deps.engine.plan_subnets(
             mode=shape.mode,
             cluster=cluster,
             explicit_subnet_ids=shape.subnets,
             availability_zones=shape.availability_zones,
-            addresses_needed=shape.count * max(per_node, 1),
+            addresses_needed=addresses_needed(shape, known.instance_type),
         )
         outputs = self._outputs(pool, facts)
-        template_id = outputs.launch_template_id if outputs else None
-        profile = outputs.spec.instance_profile_name if outputs else None
-        block_release_margin = timedelta(seconds=deps.settings.capacity_block_release_seconds)
-        spec = LaunchSpec(
-            pool_name=pool.name,
-            pool_uid=pool.metadata.uid or pool.name,
-            acquire_generation=step.status.acquire_generation,
-            cluster_name=deps.settings.cluster_name,
-            count=shape.count,
-            instance_type=shape.instance_type,
-            mode=shape.mode,
-            subnets=subnets,
-            ami_id=known.ami.ami_id,
-            instance_profile=InstanceProfileRef(name=profile) if profile else None,
-            security_group_ids=cluster.security_group_ids,
-            user_data=Ec2Engine.render_user_data(cluster, pool.name, marker.group),
-            max_lifetime=shape.max_lifetime,
-            # The engine launches by EC2's record of the reservation (kind, zone), read
-            # this pass.
-            capacity_reservation=(
-                CapacityReservationRef(shape.capacity_reservation_id)
-                if shape.capacity_reservation_id
-                else None
-            ),
-            efa=shape.efa,
+        spec = launch_spec(
+            deps.settings,
+            pool.name,
+            pool.metadata.uid or pool.name,
+            step.status.acquire_generation,
+            marker.group,
+            shape,
+            known,
+            subnets,
+            template_id=outputs.launch_template_id if outputs else None,
+            instance_profile_name=outputs.spec.instance_profile_name if outputs else None,
             placement_group_name=outputs.placement_group_name if outputs else None,
-            launch_template=LaunchTemplateRef(template_id) if template_id else None,
-            explicit_placement=shape.availability_zones or shape.subnets,
-            block_release_margin=block_release_margin,
-            reservation=known.reservation,
-            instance_type_info=known.instance_type,
         )
         metrics = deps.metrics
         metrics.launch_attempts.labels(mode=shape.mode).inc()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
@@ -22,7 +23,17 @@ from provisioner.api.shape import GangShape
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.instancetypes import efa_cards
-from provisioner.cloud.types import AmiChoice, ClusterInfo, InstanceTypeInfo, Reservation
+from provisioner.cloud.types import (
+    AmiChoice,
+    CapacityReservationRef,
+    ClusterInfo,
+    InstanceProfileRef,
+    InstanceTypeInfo,
+    LaunchSpec,
+    LaunchTemplateRef,
+    Reservation,
+    SubnetRef,
+)
 from provisioner.controllers.ports import EngineOps
 from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec, StackError, pool_spec_for
 
@@ -59,6 +70,14 @@ def gather_launch_facts(engine: EngineOps, settings: Settings, shape: GangShape)
     return LaunchFacts(cluster=cluster, ami=ami, instance_type=info, reservation=reservation)
 
 
+def addresses_needed(shape: GangShape, info: InstanceTypeInfo | None) -> int:
+    """Private addresses the gang takes from its subnet: one per network interface of every
+    node. A subnet with fewer free ranks behind its zone's others (``cloud.subnets`` states
+    the rule)."""
+    per_node = len(efa_cards(info)) if shape.efa and info is not None else 1
+    return shape.count * max(per_node, 1)
+
+
 def _efa_cards(shape: GangShape, info: InstanceTypeInfo | None) -> tuple[int, ...]:
     """One EFA interface per network card, from EC2's DescribeInstanceTypes answer; a
     configuration error for a type without EFA (the launch itself is refused by the engine)."""
@@ -92,6 +111,57 @@ def desired_spec(
         # The template targets the reservation as EC2 describes it (fleet mode reads the
         # target and a Capacity Block's market type only from the template).
         capacity_reservation_kind=facts.reservation.kind if facts.reservation else "",
+    )
+
+
+def launch_spec(
+    settings: Settings,
+    pool_name: str,
+    pool_uid: str,
+    generation: int,
+    group: str,
+    shape: GangShape,
+    facts: LaunchFacts,
+    subnets: tuple[SubnetRef, ...],
+    *,
+    template_id: str | None,
+    instance_profile_name: str | None,
+    placement_group_name: str | None,
+) -> LaunchSpec:
+    """The launch the engine makes for ``shape``'s gang (pure: `atomic-gang doctor`'s
+    launch check dry-runs the same one). The stack's outputs name the template, the
+    instance profile and the placement group."""
+    cluster = facts.cluster
+    return LaunchSpec(
+        pool_name=pool_name,
+        pool_uid=pool_uid,
+        acquire_generation=generation,
+        cluster_name=settings.cluster_name,
+        count=shape.count,
+        instance_type=shape.instance_type,
+        mode=shape.mode,
+        subnets=subnets,
+        ami_id=facts.ami.ami_id,
+        instance_profile=(
+            InstanceProfileRef(name=instance_profile_name) if instance_profile_name else None
+        ),
+        security_group_ids=cluster.security_group_ids,
+        user_data=Ec2Engine.render_user_data(cluster, pool_name, group),
+        max_lifetime=shape.max_lifetime,
+        # The engine launches by EC2's record of the reservation (kind, zone), read
+        # this pass.
+        capacity_reservation=(
+            CapacityReservationRef(shape.capacity_reservation_id)
+            if shape.capacity_reservation_id
+            else None
+        ),
+        efa=shape.efa,
+        placement_group_name=placement_group_name,
+        launch_template=LaunchTemplateRef(template_id) if template_id else None,
+        explicit_placement=shape.availability_zones or shape.subnets,
+        block_release_margin=timedelta(seconds=settings.capacity_block_release_seconds),
+        reservation=facts.reservation,
+        instance_type_info=facts.instance_type,
     )
 
 

@@ -24,6 +24,7 @@ from typing import Protocol, TypeVar
 from provisioner.api.constants import FailureKind
 from provisioner.pulumi_driver.driver import StackDriver
 from provisioner.pulumi_driver.errors import StackError, classify
+from stacks.launch_template import launch_template_request
 from stacks.outputs import PoolOutputs
 from stacks.spec import PoolSpec, pool_spec_for
 
@@ -35,6 +36,7 @@ __all__ = [
     "PoolStacks",
     "StackError",
     "StackObserver",
+    "launch_template_request",
     "pool_spec_for",
 ]
 

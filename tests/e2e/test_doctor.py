@@ -8,11 +8,14 @@ passes every line.
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
+import yaml
 from kubernetes import client as k8s
 
 from devenv import kueue_objects as ko
@@ -24,7 +27,8 @@ from provisioner.api import constants as c
 from provisioner.cloud.ec2api import build_clients
 from provisioner.cloud.naming import instance_profile_name
 from provisioner.commands.checks import Result
-from provisioner.commands.doctor import Doctor
+from provisioner.commands.doctor import LAUNCH_CHECK, Doctor
+from provisioner.commands.doctor_launch import LaunchShape
 from provisioner.kube.client import KubeClient
 from tests.e2e.conftest import eventually
 
@@ -254,3 +258,108 @@ def test_gpu_job_on_a_queue_without_gpu_coverage(healthy: LocalEnvironment, name
     results = _results(_doctor(healthy, namespace, queue=queue))
     _only_failure(results, "ClusterQueue covers pending requests", c.RESOURCE_GPU, f"gpu-{suffix}")
     assert results["ClusterQueue lists our check"].ok
+
+
+# --- the launch check: EC2's answer to the launch the controller would send ---------------
+def _launch_doctor(
+    env: LocalEnvironment, namespace: str, launch: Any, keys: tuple[str, str] | None = None
+) -> Doctor:
+    """A doctor with the launch check, its AWS calls made with `keys` (None: the
+    environment's own, the account's root)."""
+    assert env.emulator is not None
+    doctor = _doctor(env, namespace, launch=launch)
+    if keys is not None:
+        session = boto3.session.Session(aws_access_key_id=keys[0], aws_secret_access_key=keys[1])
+        doctor.clouds = build_clients(
+            session, env.region, env.emulator.endpoint_url, max_attempts=1
+        )
+        doctor.sts = session.client(
+            "sts", region_name=env.region, endpoint_url=env.emulator.endpoint_url
+        )
+    return doctor
+
+
+def _dry_runs(env: LocalEnvironment, pool: str) -> list[dict[str, Any]]:
+    """The launch calls of `pool`'s check as EC2 received them."""
+    assert env.emulator is not None
+    return [
+        r
+        for r in EmulatorClient(env.emulator.endpoint_url).launch_requests()
+        if pool in json.dumps(r["params"]) and str(r["params"].get("DryRun")).lower() == "true"
+    ]
+
+
+def _user_without(env: LocalEnvironment, action: str) -> tuple[str, str]:
+    """An IAM user allowed every call of the launch check but `action`."""
+    iam = _iam(env)
+    name = f"platform-{uuid.uuid4().hex[:6]}"
+    iam.create_user(UserName=name)
+    allowed = [
+        "ec2:Describe*",
+        "ec2:RunInstances",
+        "ec2:CreateFleet",
+        "ec2:CreateLaunchTemplate",
+        "ec2:CreateTags",
+        "ssm:GetParameter",
+        "eks:DescribeCluster",
+        "sts:DecodeAuthorizationMessage",
+    ]
+    statement = {"Effect": "Allow", "Action": [a for a in allowed if a != action], "Resource": "*"}
+    iam.put_user_policy(
+        UserName=name,
+        PolicyName="launch",
+        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [statement]}),
+    )
+    made = iam.create_access_key(UserName=name)["AccessKey"]
+    return str(made["AccessKeyId"]), str(made["SecretAccessKey"])
+
+
+def test_launch_check_of_a_valid_job_would_launch_and_launches_nothing(
+    healthy: LocalEnvironment, namespace: str, tmp_path: Path
+) -> None:
+    pool = f"dry-{uuid.uuid4().hex[:6]}"
+    job = ko.gang_job(namespace, pool, ko.QUEUE_NAME, pool, 2)
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(job))
+    before = len(healthy.ec2_client().describe_instances()["Reservations"])
+    results = _results(_launch_doctor(healthy, namespace, manifest))
+    line = results[LAUNCH_CHECK]
+    assert line.ok and not line.warn, line.render()
+    assert line.detail.startswith("would launch") and "DryRunOperation" in line.detail
+    sent = _dry_runs(healthy, pool)
+    assert sent and all(r["error"] == "DryRunOperation" for r in sent), sent
+    assert all(r["instance_ids"] == [] for r in sent)
+    assert len(healthy.ec2_client().describe_instances()["Reservations"]) == before
+
+
+def test_launch_check_with_a_policy_without_create_fleet(
+    healthy: LocalEnvironment, namespace: str
+) -> None:
+    pool = f"dry-{uuid.uuid4().hex[:6]}"
+    ec2 = healthy.ec2_client()
+    # The pool's template as its stack made it, so CreateFleet is checked whole.
+    ami = ec2.describe_images()["Images"][0]["ImageId"]
+    ec2.create_launch_template(
+        LaunchTemplateName=f"atomic-gang-{healthy.cluster_name}-{pool}",
+        LaunchTemplateData={"ImageId": ami, "InstanceType": "m5.large"},
+    )
+    shape = LaunchShape("m5.large", 2, mode=c.MODE_FLEET, pool=pool)
+    keys = _user_without(healthy, "ec2:CreateFleet")
+    results = _results(_launch_doctor(healthy, namespace, shape, keys))
+    _only_failure(results, LAUNCH_CHECK, "UnauthorizedOperation", "ec2:CreateFleet", "allow")
+    assert [r["error"] for r in _dry_runs(healthy, pool)] == ["UnauthorizedOperation"]
+
+
+def test_launch_check_with_a_subnet_of_another_vpc(
+    healthy: LocalEnvironment, namespace: str
+) -> None:
+    pool = f"dry-{uuid.uuid4().hex[:6]}"
+    ec2 = healthy.ec2_client()
+    vpc = ec2.create_vpc(CidrBlock="10.77.0.0/16")["Vpc"]["VpcId"]
+    zone = ec2.describe_subnets()["Subnets"][0]["AvailabilityZone"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.77.1.0/24", AvailabilityZone=zone)
+    subnet_id = subnet["Subnet"]["SubnetId"]
+    shape = LaunchShape("m5.large", 2, subnets=(subnet_id,), pool=pool)
+    results = _results(_launch_doctor(healthy, namespace, shape))
+    _only_failure(results, LAUNCH_CHECK, "InvalidParameter", "belong to different networks", "VPC")
+    assert [r["error"] for r in _dry_runs(healthy, pool)] == ["InvalidParameter"]
