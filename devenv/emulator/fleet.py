@@ -28,6 +28,7 @@ from devenv.emulator.fleet_reserved import (
     slot_source,
 )
 from devenv.emulator.instances import request_az, template_data
+from devenv.emulator.interfaces import check_fleet_layouts
 from devenv.emulator.launch import LaunchOptions, decorate
 from devenv.emulator.model import FLEET_ID_TAG, insufficient_capacity_message, request_fingerprint
 from devenv.emulator.patching import original
@@ -63,6 +64,7 @@ def _instant(backend: Any, params: dict[str, Any]) -> dict[str, Any]:
     request = FleetRequest.from_params(params)
     fleet = _empty_fleet(backend, params, request)
     _refuse_duplicate_pools(backend, fleet)
+    check_fleet_layouts(backend, fleet)
     answer = _fill_fleet(backend, fleet, request, params)
     if token:
         EMULATOR.remember(backend, ACTION, token, fingerprint, copy.deepcopy(answer))

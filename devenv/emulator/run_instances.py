@@ -24,7 +24,7 @@ from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses import EC2Response
 
 from devenv.emulator.instances import request_az, spec_subnet, template_data
-from devenv.emulator.interfaces import first_card_only
+from devenv.emulator.interfaces import check_layout, first_card_only
 from devenv.emulator.launch import LaunchOptions, decorate
 from devenv.emulator.model import request_fingerprint
 from devenv.emulator.patching import original
@@ -59,6 +59,7 @@ def _run(response: Any, backend: Any, params: dict[str, Any]) -> ActionResult:
     options.check()
     group = options.placement_group(backend, EMULATOR.placement_groups)
     instance_type = str(params.get("InstanceType") or template.get("InstanceType") or "m1.small")
+    check_layout(instance_type, params, template)
     az = _apply_run_target(backend, params, template)
     if options.reservation_id:
         reservation = EMULATOR.reservations.find(backend, options.reservation_id)
