@@ -80,6 +80,7 @@ def pool_program(spec: PoolSpec, record: InstanceSetRecord | None) -> Callable[[
                 "instance_profile_arn": profile.arn,
                 "security_group_ids": sorted(spec.security_group_ids),
                 "efa_network_cards": list(spec.efa_network_cards),
+                "efa_only": spec.efa_only,
                 "placement_group_name": group_name or "",
                 "capacity_reservation_id": spec.capacity_reservation_id,
                 "capacity_reservation_kind": spec.capacity_reservation_kind,

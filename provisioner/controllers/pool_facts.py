@@ -21,7 +21,7 @@ from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.errors import CloudError, ErrorKind
-from provisioner.cloud.instancetypes import efa_cards
+from provisioner.cloud.instancetypes import efa_cards, uses_efa_only
 from provisioner.cloud.types import AmiChoice, ClusterInfo, InstanceTypeInfo, Reservation
 from provisioner.controllers.ports import EngineOps
 from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec, StackError, pool_spec_for
@@ -88,6 +88,7 @@ def desired_spec(
         user_data=Ec2Engine.render_user_data(facts.cluster, pool_name, None),
         security_group_ids=facts.cluster.security_group_ids,
         efa_network_cards=_efa_cards(shape, facts.instance_type),
+        efa_only=facts.instance_type is not None and uses_efa_only(facts.instance_type),
         placement_group=shape.placement_group == c.PLACEMENT_CLUSTER,
         # The template targets the reservation as EC2 describes it (fleet mode reads the
         # target and a Capacity Block's market type only from the template).
