@@ -134,6 +134,7 @@ def _fill_fleet(
     for index, spec in enumerate(fleet.launch_specs):
         az, instance_type = _where(backend, spec), str(spec.instance_type)
         source = slot_source(backend, az, instance_type, options[index])
+        source = EMULATOR.placement_groups.fleet_slot(backend, az, options[index], source)
         slot = FleetSlot(
             index=index,
             az=az,

@@ -72,6 +72,7 @@ def _run(response: Any, backend: Any, params: dict[str, Any]) -> ActionResult:
                 **(params.get("Placement") or {}),
                 "AvailabilityZone": reservation.availability_zone,
             }
+        EMULATOR.placement_groups.check_zone(backend, group, reservation.availability_zone)
         free = EMULATOR.reservations.available(backend, reservation)
         if free < min_count:
             raise EMULATOR.reservations.full_error(backend, reservation, min_count)
@@ -79,6 +80,7 @@ def _run(response: Any, backend: Any, params: dict[str, Any]) -> ActionResult:
         reservation_ids: list[str | None] = [reservation.reservation_id] * count
     else:
         az = az or f"{backend.region_name}a"
+        EMULATOR.placement_groups.check_zone(backend, group, az)
         reservation_ids = _untargeted_slots(backend, options, az, instance_type, max_count)
         if len(reservation_ids) < min_count:
             raise EMULATOR.capacity_error(backend, instance_type, az, min_count)
