@@ -35,7 +35,6 @@ __all__ = [
     "load_crd",
 ]
 
-
 class Claim(KubeModel):
     """The one Workload a pool serves; its UID tells a recreated Workload from the old one."""
 
