@@ -12,7 +12,10 @@ patch reads the interface's own card.
 P8b `EC2Backend.attach_network_interface`: moto attaches an interface to an instance in any
 state, terminated included, where it then stays in use forever. EC2 attaches only to a
 running or stopped instance and refuses the rest with IncorrectInstanceState; a release
-relies on that to know no new ENI can reach a gang once it is shutting down.
+relies on that to know no new ENI can reach a gang once it is shutting down. moto also
+silently replaces an interface already at the device index asked for (the first card's);
+EC2 refuses the attach (InvalidParameterValue, "already has an interface attached at
+device index"), so an EFA-only interface at device 1 is never lost to a later attach.
 
 `check_layout` refuses, before anything launches, the interface layouts EC2 refuses. Both
 RunInstances (request and launch template) and instant fleets (each launch template) call
@@ -178,10 +181,16 @@ def attachment_init(self: Any, eni: Any) -> None:
 def backend_attach_network_interface(
     self: Any, eni_id: str, instance_id: str, device_index: int
 ) -> Any:
-    state = self.get_instance(instance_id).state
-    if state not in _ATTACHABLE_STATES:
+    instance = self.get_instance(instance_id)
+    if instance.state not in _ATTACHABLE_STATES:
         raise EC2ClientError(
             "IncorrectInstanceState",
             f"The instance '{instance_id}' is not in a valid state for this operation.",
+        )
+    if int(device_index) in instance.nics:
+        raise EC2ClientError(
+            "InvalidParameterValue",
+            f"Instance '{instance_id}' already has an interface attached at device index "
+            f"'{device_index}'.",
         )
     return original(EC2Backend, "attach_network_interface")(self, eni_id, instance_id, device_index)

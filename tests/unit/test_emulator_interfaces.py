@@ -134,3 +134,23 @@ def test_an_instant_fleets_launch_template_is_held_to_the_same_rules(
     code, message = refusal(lambda: ec2().create_fleet(**request))
     assert code == "InvalidParameterCombination" and "primary" in message
     assert live_count() == 0 and ec2().describe_fleets()["Fleets"] == []
+
+
+def test_an_attach_at_a_device_index_already_taken_is_refused_not_swapped(
+    emulator: EmulatorState,
+) -> None:
+    (launched,) = run(1, az=None, NetworkInterfaces=p5_layout())["Instances"]
+    eni = ec2().create_network_interface(SubnetId=subnet())["NetworkInterface"]
+    code, message = refusal(
+        lambda: ec2().attach_network_interface(
+            NetworkInterfaceId=eni["NetworkInterfaceId"],
+            InstanceId=launched["InstanceId"],
+            DeviceIndex=1,
+        )
+    )
+    assert code == "InvalidParameterValue" and "device index" in message
+    ec2().attach_network_interface(
+        NetworkInterfaceId=eni["NetworkInterfaceId"],
+        InstanceId=launched["InstanceId"],
+        DeviceIndex=2,
+    )
