@@ -159,10 +159,16 @@ def test_gpu_gangs_on_capacity_blocks_and_an_odcr_with_efa_in_a_placement_group(
         assert {i["Placement"]["AvailabilityZone"] for i in instances} == {ZONE}
         for instance in instances:
             # p5 and p4d cards take efa-only: an ENA primary, one EFA-only interface per card.
-            kinds = [n.get("InterfaceType") for n in instance["NetworkInterfaces"]]
-            efa = kinds.count("efa-only")
+            # (The CNI's own ENI joins card 0 as a plain interface.)
+            kinds = {
+                (n["Attachment"]["NetworkCardIndex"], n["Attachment"]["DeviceIndex"]): n.get(
+                    "InterfaceType"
+                )
+                for n in instance["NetworkInterfaces"]
+            }
+            efa = list(kinds.values()).count("efa-only")
             assert efa == gang.cards, f"{instance['InstanceId']}: {efa} EFA-only interfaces"
-            assert kinds.count("interface") == 1 and "efa" not in kinds
+            assert kinds[(0, 0)] == "interface" and "efa" not in kinds.values()
         (group_name,) = {i["Placement"].get("GroupName") for i in instances}
         assert group_name, "instances outside any placement group"
         (group,) = ec2.describe_placement_groups(GroupNames=[group_name])["PlacementGroups"]
