@@ -492,7 +492,10 @@ def _gpu_scene(env: LocalEnvironment, obs: Observer) -> None:
     instances = [i for r in pages for i in r["Instances"]]
     outside = [i["InstanceId"] for i in instances if i.get("CapacityReservationId") != rid]
     efa = sorted(
-        {sum(n.get("InterfaceType") == "efa" for n in i["NetworkInterfaces"]) for i in instances}
+        {
+            sum(n.get("InterfaceType") in ("efa", "efa-only") for n in i["NetworkInterfaces"])
+            for i in instances
+        }
     )
     groups = {i["Placement"].get("GroupName") for i in instances}
     if len(instances) != GANG or outside or len(groups) != 1 or None in groups:

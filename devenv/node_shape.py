@@ -58,8 +58,12 @@ def accelerators(
     efa_max = int(
         ((info.get("NetworkInfo") or {}).get("EfaInfo") or {}).get("MaximumEfaInterfaces") or 0
     )
+    # Each `efa` (EFA with ENA) and `efa-only` interface is one EFA device to the device
+    # plugin; a plain ENA primary is not.
     attached = sum(
-        1 for n in instance.get("NetworkInterfaces") or [] if n.get("InterfaceType") == "efa"
+        1
+        for n in instance.get("NetworkInterfaces") or []
+        if n.get("InterfaceType") in ("efa", "efa-only")
     )
     if min(attached, efa_max):
         found[EFA] = min(attached, efa_max)

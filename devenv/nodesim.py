@@ -317,9 +317,18 @@ class NodeSimulator:
         eni = self.ec2.create_network_interface(SubnetId=inst["SubnetId"], Description=description)[
             "NetworkInterface"
         ]["NetworkInterfaceId"]
-        # Attached without DeleteOnTermination, which EC2 then takes as false.
+        # The CNI attaches at the first free device index of card 0 (an EFA-only interface
+        # may hold index 1); without DeleteOnTermination, which EC2 then takes as false.
+        taken = {
+            int((n.get("Attachment") or {}).get("DeviceIndex") or 0)
+            for n in inst.get("NetworkInterfaces") or ()
+            if int((n.get("Attachment") or {}).get("NetworkCardIndex") or 0) == 0
+        }
+        device = next(i for i in range(1, len(taken) + 2) if i not in taken)
         try:
-            self.ec2.attach_network_interface(NetworkInterfaceId=eni, InstanceId=iid, DeviceIndex=1)
+            self.ec2.attach_network_interface(
+                NetworkInterfaceId=eni, InstanceId=iid, DeviceIndex=device
+            )
         except ClientError:
             # As the CNI does when EC2 refuses the attach (the instance is shutting down):
             # it deletes the ENI it just made, so only a crash between the two leaks one.

@@ -55,6 +55,7 @@ DATA_KEYS: Final = (
     "instance_profile_arn",
     "security_group_ids",
     "efa_network_cards",
+    "efa_only",
     "placement_group_name",
     "capacity_reservation_id",
     "capacity_reservation_kind",
@@ -100,7 +101,9 @@ def launch_template_data(props: Mapping[str, Any]) -> dict[str, Any]:
     security_groups = list(props.get("security_group_ids") or ())
     cards = list(props.get("efa_network_cards") or ())
     if cards:
-        data["NetworkInterfaces"] = efa_interfaces(cards, security_groups)
+        data["NetworkInterfaces"] = efa_interfaces(
+            cards, security_groups, efa_only=bool(props.get("efa_only"))
+        )
     elif security_groups:
         data["SecurityGroupIds"] = security_groups
     if props.get("placement_group_name"):

@@ -70,7 +70,9 @@ class PoolSpec:
     ``endpoint_url`` points every AWS call at one endpoint (the local EC2 emulator); it is
     empty in production. ``tags`` go on the launch template and everything launched from it.
     ``efa_network_cards`` lists the network-card indexes that get an EFA interface (empty:
-    no EFA). The two ``manage_*`` switches choose between verifying and creating.
+    no EFA); ``efa_only`` makes them EFA-only behind an ENA primary (see
+    ``provisioner.cloud.instancetypes``). The two ``manage_*`` switches choose between
+    verifying and creating.
     """
 
     cluster: str
@@ -86,6 +88,7 @@ class PoolSpec:
     manage_access_entry: bool = False
     security_group_ids: tuple[str, ...] = ()
     efa_network_cards: tuple[int, ...] = ()
+    efa_only: bool = False
     placement_group: bool = False
     # The reservation every launch targets ("" for none) and its kind (odcr|capacity-block),
     # as DescribeCapacityReservations reported it when the pool was prepared.
@@ -134,6 +137,7 @@ class PoolSpec:
             "instance_profile_arn": instance_profile_arn,
             "security_group_ids": sorted(self.security_group_ids),
             "efa_network_cards": list(self.efa_network_cards),
+            "efa_only": self.efa_only,
             "placement_group_name": self.placement_group_name or "",
             "capacity_reservation_id": self.capacity_reservation_id,
             "capacity_reservation_kind": self.capacity_reservation_kind,
@@ -196,6 +200,7 @@ def pool_spec_for(
     user_data: str,
     security_group_ids: Sequence[str] = (),
     efa_network_cards: Sequence[int] = (),
+    efa_only: bool = False,
     placement_group: bool = False,
     capacity_reservation_kind: str = "",
 ) -> PoolSpec:
@@ -221,6 +226,7 @@ def pool_spec_for(
         user_data=user_data,
         security_group_ids=tuple(sorted(security_group_ids)),
         efa_network_cards=tuple(efa_network_cards),
+        efa_only=efa_only and bool(efa_network_cards),
         placement_group=placement_group,
         capacity_reservation_id=shape.capacity_reservation_id or "",
         capacity_reservation_kind=(

@@ -257,6 +257,23 @@ class EmulatorClient:
         }
         return str(self._call("POST", "capacity-reservations", body)["capacity_reservation_id"])
 
+    def force_reservation_state(
+        self, reservation_id: str, state: str | None, launch_error: str | None = None
+    ) -> None:
+        """Show the reservation in a documented state EC2 moves it to on its own
+        (`unavailable`, `payment-pending`, ...); None returns it to the clock's state.
+        `launch_error` is the code a launch into it answers (EC2 does not document one)."""
+        self._call(
+            "POST",
+            "capacity-reservation-state",
+            {"reservation_id": reservation_id, "state": state, "launch_error": launch_error},
+        )
+
+    def set_fleet_placement_answer(self, answer: str) -> None:
+        """How an instant fleet answers an override in another zone than its cluster
+        placement group's instances: `per-override` (default) or `refuse-call`."""
+        self._call("POST", "fleet-placement-answer", {"answer": answer})
+
     def capacity_reservations(self) -> list[dict[str, Any]]:
         """Every reservation as DescribeCapacityReservations shows it (dates as strings)."""
         return list(self._call("GET", "capacity-reservations")["capacity_reservations"])

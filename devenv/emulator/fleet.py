@@ -34,6 +34,7 @@ from devenv.emulator.fleet_reserved import (
     slot_source,
 )
 from devenv.emulator.instances import request_az, template_data
+from devenv.emulator.interfaces import check_fleet_layouts
 from devenv.emulator.launch import LaunchOptions, decorate
 from devenv.emulator.model import FLEET_ID_TAG, insufficient_capacity_message, request_fingerprint
 from devenv.emulator.patching import original
@@ -73,6 +74,7 @@ def _instant(response: Any, backend: Any, params: dict[str, Any]) -> dict[str, A
     request = FleetRequest.from_params(params)
     fleet = _empty_fleet(backend, params, request)
     _refuse_duplicate_pools(backend, fleet)
+    check_fleet_layouts(backend, fleet)
     if dry_run:
         # Refusals from the request itself, then EC2's DryRun answer; no fleet is kept.
         backend.fleets.pop(fleet.id, None)
@@ -154,6 +156,7 @@ def _fill_fleet(
             source = reserved_slot_source(backend, az, instance_type, reserved)
         else:
             source = slot_source(backend, az, instance_type, options[index])
+        source = EMULATOR.placement_groups.fleet_slot(backend, az, options[index], source)
         slot = FleetSlot(
             index=index,
             az=az,

@@ -7,12 +7,21 @@ is modelled as its documentation states:
 - The state is derived from the emulator's wall clock at every read: `scheduled` before the
   start, `active` until the end, `expired` after it. A scheduled reservation's slots are
   still all its own (it just cannot launch yet); an expired one has none.
-- The available count is the total less the live instances that carry the reservation's
-  id, so a terminated instance gives its slot back with no bookkeeping to get wrong.
+- The available count is the total less the instances that carry the reservation's id
+  and still hold their slot, so a terminated instance gives its slot back with no
+  bookkeeping to get wrong. "Launch instances using Capacity Blocks": an instance that is
+  `stopping` or `shutting-down` still holds it; the capacity shows the slot free only
+  once the instance is `stopped` or `terminated`.
+- Any documented state can be forced on a reservation (`force_state`): EC2 moves a
+  reservation to `unavailable`, `payment-pending`, `delayed` and the rest on its own, and
+  the product must read each. What a launch into a forced state answers is not written
+  down, so the switch carries the answer (default InsufficientInstanceCapacity, the
+  answer documented for a block that cannot take a launch yet).
 - Capacity Blocks are always `targeted`; an `open` ODCR is consumed by any launch whose
   type and AZ match and that does not opt out, as EC2 does.
-- When a Capacity Block ends, EC2 terminates the instances still running in it
-  (`reclaim_expired`, called before every EC2 call).
+- "Work with Capacity Blocks": thirty minutes before a block expires, EC2 begins to
+  terminate the instances still running in it (`reclaim_expired`, called before every EC2
+  call, terminates them from `end - 30 min`); the block stays `active` until its end.
 """
 
 from __future__ import annotations
@@ -33,6 +42,14 @@ MATCH_CRITERIA: Final = ("open", "targeted")
 CAPACITY_BLOCK_MARKET: Final = "capacity-block"
 # Capacity Blocks are sold in whole days; one is the shortest a test would ask for.
 DEFAULT_BLOCK_SECONDS: Final = 24 * 3600.0
+BLOCK_RECLAIM_SECONDS: Final = 30 * 60.0
+# botocore's CapacityReservationState, every value.
+DOCUMENTED_STATES: Final = (
+    "active", "expired", "cancelled", "pending", "failed", "scheduled", "payment-pending",
+    "payment-failed", "assessing", "delayed", "unsupported", "cancelling", "unavailable",
+)  # fmt: skip
+# Instance states that still hold a reservation slot (see the module docstring).
+SLOT_HOLDING_STATES: Final = LIVE_STATES | {"stopping", "shutting-down"}
 _ID_RE: Final = re.compile(r"^cr-[0-9a-f]{8}([0-9a-f]{9})?$")
 
 
@@ -72,6 +89,21 @@ class ReservationBook:
     def __init__(self, now: Callable[[], float]) -> None:
         self._now = now
         self._by_id: dict[str, CapacityReservation] = {}
+        # reservation id -> (forced state, error code a launch into it answers)
+        self._forced: dict[str, tuple[str, str]] = {}
+
+    def force_state(
+        self, reservation_id: str, state: str | None, launch_error: str | None = None
+    ) -> None:
+        """Show `reservation_id` in `state` (None: back to the clock's state)."""
+        if reservation_id not in self._by_id:
+            raise EmulatorInputError("reservation_id", f"no reservation {reservation_id}")
+        if state is None:
+            self._forced.pop(reservation_id, None)
+            return
+        if state not in DOCUMENTED_STATES:
+            raise EmulatorInputError("state", f"state must be one of {DOCUMENTED_STATES}")
+        self._forced[reservation_id] = (state, launch_error or "InsufficientInstanceCapacity")
 
     def add(
         self,
@@ -136,13 +168,14 @@ class ReservationBook:
         return [r for r in self._by_id.values() if (r.account_id, r.region) == where]
 
     def state(self, reservation: CapacityReservation) -> str:
-        return reservation.state(self._now())
+        forced = self._forced.get(reservation.reservation_id)
+        return forced[0] if forced else reservation.state(self._now())
 
     def used(self, backend: Any, reservation: CapacityReservation) -> int:
-        return len(_live_in(backend, reservation.reservation_id))
+        return len(_in(backend, reservation.reservation_id, SLOT_HOLDING_STATES))
 
     def available(self, backend: Any, reservation: CapacityReservation) -> int:
-        if self.state(reservation) == "expired":
+        if self.state(reservation) in _GONE_STATES:
             return 0
         return max(0, reservation.total - self.used(backend, reservation))
 
@@ -209,6 +242,12 @@ class ReservationBook:
                 f"Insufficient capacity: Capacity Reservation {rid} is scheduled and becomes "
                 f"active at {_iso(reservation.start)}.",
             )
+        forced = self._forced.get(rid)
+        if forced is not None and state not in _GONE_STATES and state != "active":
+            raise EC2ClientError(
+                forced[1],
+                f"Capacity Reservation {rid} is {state}; no instance can launch into it now.",
+            )
         if state != "active":
             raise EC2ClientError(
                 "InvalidParameterValue",
@@ -225,12 +264,16 @@ class ReservationBook:
         )
 
     def reclaim_expired(self, backend: Any) -> None:
-        """Terminate the instances still running in Capacity Blocks that have ended."""
+        """Terminate the instances still running in Capacity Blocks within 30 minutes of
+        their end (or past it)."""
+        now = self._now()
         doomed = [
             instance.id
             for reservation in self.in_region(backend)
-            if reservation.is_block and self.state(reservation) == "expired"
-            for instance in _live_in(backend, reservation.reservation_id)
+            if reservation.is_block
+            and reservation.end is not None
+            and now >= reservation.end - BLOCK_RECLAIM_SECONDS
+            for instance in _in(backend, reservation.reservation_id, LIVE_STATES)
         ]
         if doomed:
             backend.terminate_instances(doomed)
@@ -270,11 +313,16 @@ def _where(backend: Any) -> tuple[str, str]:
     return (str(backend.account_id), str(backend.region_name))
 
 
-def _live_in(backend: Any, reservation_id: str) -> list[Any]:
+_GONE_STATES: Final = frozenset(
+    {"expired", "cancelled", "cancelling", "failed", "payment-failed", "unsupported"}
+)
+
+
+def _in(backend: Any, reservation_id: str, states: frozenset[str]) -> list[Any]:
     return [
         i
         for i in backend.all_instances()
-        if i.state in LIVE_STATES and reservation_of(i) == reservation_id
+        if i.state in states and reservation_of(i) == reservation_id
     ]
 
 

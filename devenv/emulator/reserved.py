@@ -102,6 +102,20 @@ class ReservedCapacity:
             )
             return made.reservation_id
 
+    def force_reservation_state(
+        self, reservation_id: str, state: str | None, launch_error: str | None = None
+    ) -> None:
+        """Show a reservation in one of EC2's documented states (`unavailable`, ...) until
+        called again with None; `launch_error` is the code a launch into it answers."""
+        with self.lock:
+            self.reservations.force_state(reservation_id, state, launch_error)
+
+    def set_fleet_placement_answer(self, answer: str) -> None:
+        """How an instant fleet answers an override in another zone than its cluster
+        placement group's instances: `per-override` (default) or `refuse-call`."""
+        with self.lock:
+            self.placement_groups.set_fleet_answer(answer)
+
     def capacity_reservation_views(self) -> list[dict[str, Any]]:
         """What DescribeCapacityReservations answers, for every seeded region."""
         with self.lock:

@@ -25,7 +25,7 @@ from moto.ec2.responses import EC2Response
 
 from devenv.emulator.authorization import StatusAnswer, as_answer, authorize, dry_run_answer
 from devenv.emulator.instances import request_az, spec_subnet, template_data
-from devenv.emulator.interfaces import first_card_only
+from devenv.emulator.interfaces import check_layout, first_card_only
 from devenv.emulator.launch import LaunchOptions, check_networks, decorate
 from devenv.emulator.model import request_fingerprint
 from devenv.emulator.patching import original
@@ -64,6 +64,7 @@ def _run(response: Any, backend: Any, params: dict[str, Any]) -> ActionResult:
     options.check()
     group = options.placement_group(backend, EMULATOR.placement_groups)
     instance_type = str(params.get("InstanceType") or template.get("InstanceType") or "m1.small")
+    check_layout(instance_type, params, template)
     az = _apply_run_target(backend, params, template)
     check_networks(backend, params, template)
     if options.reservation_id:
@@ -80,6 +81,7 @@ def _run(response: Any, backend: Any, params: dict[str, Any]) -> ActionResult:
                 **(params.get("Placement") or {}),
                 "AvailabilityZone": reservation.availability_zone,
             }
+        EMULATOR.placement_groups.check_zone(backend, group, reservation.availability_zone)
         free = EMULATOR.reservations.available(backend, reservation)
         if free < min_count:
             raise EMULATOR.reservations.full_error(backend, reservation, min_count)
@@ -87,6 +89,7 @@ def _run(response: Any, backend: Any, params: dict[str, Any]) -> ActionResult:
         reservation_ids: list[str | None] = [reservation.reservation_id] * count
     else:
         az = az or f"{backend.region_name}a"
+        EMULATOR.placement_groups.check_zone(backend, group, az)
         reservation_ids = _untargeted_slots(backend, options, az, instance_type, max_count)
         if len(reservation_ids) < min_count:
             raise EMULATOR.capacity_error(backend, instance_type, az, min_count)

@@ -34,6 +34,9 @@ of threads (`SERVER_THREADS`).
                                        start?, end? (epoch seconds), match? (open|targeted)}
                                        -> {capacity_reservation_id}
     GET  /_emulator/capacity-reservations  what DescribeCapacityReservations answers
+    POST /_emulator/capacity-reservation-state {reservation_id, state (a documented state,
+                                       or null for the clock's), launch_error?}
+    POST /_emulator/fleet-placement-answer {answer: per-override|refuse-call}
     GET  /_emulator/launch-requests?action=RunInstances|CreateFleet&last=N
                                        requests as received, with instance_ids and error
     GET  /_emulator/instance-events?after=N&wait=S
@@ -114,6 +117,16 @@ class ControlApp:
                     "/_emulator/capacity-reservations", methods=["POST"], endpoint="add_reservation"
                 ),
                 Rule("/_emulator/capacity-reservations", methods=["GET"], endpoint="reservations"),
+                Rule(
+                    "/_emulator/capacity-reservation-state",
+                    methods=["POST"],
+                    endpoint="reservation_state",
+                ),
+                Rule(
+                    "/_emulator/fleet-placement-answer",
+                    methods=["POST"],
+                    endpoint="fleet_placement_answer",
+                ),
                 Rule("/_emulator/launch-requests", methods=["GET"], endpoint="launch_requests"),
                 Rule("/_emulator/instance-events", methods=["GET"], endpoint="instance_events"),
                 Rule("/_emulator/requests", methods=["GET"], endpoint="requests"),
@@ -137,6 +150,8 @@ class ControlApp:
             "eks_cluster": self._eks_cluster,
             "eks_ami": self._eks_ami,
             "add_reservation": self._add_reservation,
+            "reservation_state": self._reservation_state,
+            "fleet_placement_answer": self._fleet_placement_answer,
             "reservations": lambda _: {"capacity_reservations": state.capacity_reservation_views()},
             "launch_requests": self._launch_requests,
             "instance_events": self._instance_events,
@@ -263,6 +278,16 @@ class ControlApp:
             match=_opt_str(body, "match") or "targeted",
         )
         return {"capacity_reservation_id": made}
+
+    def _reservation_state(self, body: dict[str, Any]) -> Any:
+        self._state.force_reservation_state(
+            _str(body, "reservation_id"), _opt_str(body, "state"), _opt_str(body, "launch_error")
+        )
+        return {"ok": True}
+
+    def _fleet_placement_answer(self, body: dict[str, Any]) -> Any:
+        self._state.set_fleet_placement_answer(_str(body, "answer"))
+        return {"ok": True}
 
     def _launch_requests(self, query: dict[str, Any]) -> Any:
         last = query.get("last")

@@ -172,6 +172,14 @@ CONFIG_CODES: Final = frozenset(
         "ResourceNotFoundException",
     }
 )
+# --- a cluster placement group in use in another zone -----------------------------------
+# "Placement groups for your Amazon EC2 instances": a cluster group lives in one zone, so a
+# launch elsewhere is refused while it holds instances there (users' reports agree on the
+# code). A pool's own group holds only its own sets, so this is the last set still
+# shutting down, or a stray: a per-zone refusal (the sweep moves on, and the group's zone
+# can take the gang), and a wait at $0 when no zone can, never a config error.
+PLACEMENT_ZONE_CODES: Final = frozenset({"InvalidPlacementGroup.InUse"})
+
 # Families of codes whose suffix varies (.NotFound, .Malformed, .Unknown, ...).
 CONFIG_PREFIXES: Final = (
     "InvalidAMIID.",
@@ -191,6 +199,8 @@ CONFIG_PREFIXES: Final = (
 def classify_code(code: str, http_status: int | None = None) -> ErrorKind:
     """Sort one AWS error code (also the ``ErrorCode`` of a CreateFleet ``Errors`` entry)."""
     if code in CAPACITY_CODES or code in UNOFFERED_CODES or code in QUOTA_CODES:
+        return ErrorKind.CAPACITY
+    if code in PLACEMENT_ZONE_CODES:
         return ErrorKind.CAPACITY
     if code in RETRYABLE_CODES:
         return ErrorKind.RETRYABLE
@@ -318,6 +328,14 @@ _CAPACITY_FIX: Final = (
 )
 
 _EXACT: Final[dict[str, tuple[str, str]]] = {
+    "InvalidPlacementGroup.InUse": (
+        "PlacementGroupInAnotherZone",
+        "The pool's cluster placement group holds instances in another zone, and EC2 keeps "
+        "a cluster group in one zone; the gang is launched in that zone, or retried whole at "
+        "$0 once they have terminated. If none of the pool's sets is shutting down, "
+        "terminate what else runs in the group (aws ec2 describe-instances --filters "
+        "Name=placement-group-name,Values=<group>).",
+    ),
     "InvalidFleetConfig": (
         "InvalidFleetConfig",
         "EC2 refused the fleet's overrides (two name one instance type in one zone); name at "

@@ -3,6 +3,16 @@
 Called by ``ami.resolve_ami``, by the runinstances launcher when a gang asks for EFA, and
 (through the engine) by the pool reconciler, whose launch template carries the same EFA
 interfaces: ``efa_interfaces`` is the one builder of them, used by both.
+
+The layout follows "Maximize network bandwidth on Amazon EC2 instances with multiple
+network cards" and the EFA-only interface type, decided by ``uses_efa_only``: on a type
+with several EFA cards, each of which lists ``efa-only`` in DescribeInstanceTypes'
+``NetworkCards[].InterfaceTypes``, the primary interface (card 0, device 0) is a plain ENA
+interface, card 0 also gets an EFA-only interface at device 1, and every other card an
+EFA-only interface at device 0. EFA-only interfaces take no IP address, so a p5.48xlarge
+node uses one private IP instead of 32 (one per ``efa`` interface). A type with one EFA
+card, or whose cards do not list ``efa-only``, keeps one ``efa`` (EFA with ENA) interface
+per card, the first as the primary: EC2 never takes an EFA-only primary.
 """
 
 from __future__ import annotations
@@ -43,7 +53,13 @@ def describe_instance_type(ec2: Ec2Api, instance_type: str) -> InstanceTypeInfo:
 def instance_type_info_from(raw: dict[str, Any]) -> InstanceTypeInfo:
     net = raw.get("NetworkInfo") or {}
     efa = bool(net.get("EfaSupported"))
-    cards = sorted(int(card.get("NetworkCardIndex", 0)) for card in net.get("NetworkCards") or ())
+    listed = net.get("NetworkCards") or ()
+    cards = sorted(int(card.get("NetworkCardIndex", 0)) for card in listed)
+    efa_only = sorted(
+        int(card.get("NetworkCardIndex", 0))
+        for card in listed
+        if "efa-only" in (card.get("InterfaceTypes") or ())
+    )
     return InstanceTypeInfo(
         instance_type=str(raw["InstanceType"]),
         architectures=tuple((raw.get("ProcessorInfo") or {}).get("SupportedArchitectures") or ()),
@@ -52,6 +68,7 @@ def instance_type_info_from(raw: dict[str, Any]) -> InstanceTypeInfo:
         if efa
         else 0,
         network_card_indexes=tuple(cards) or (0,),
+        efa_only_cards=tuple(efa_only) if efa else (),
     )
 
 
@@ -63,18 +80,39 @@ def efa_cards(info: InstanceTypeInfo) -> tuple[int, ...]:
     return info.network_card_indexes[: max(info.max_efa_interfaces, 1)]
 
 
+def uses_efa_only(info: InstanceTypeInfo) -> bool:
+    """Whether the gang's EFA cards get EFA-only interfaces behind an ENA primary (the rule
+    in the module docstring)."""
+    cards = efa_cards(info)
+    return len(cards) > 1 and set(cards) <= set(info.efa_only_cards)
+
+
 def efa_interfaces(
-    cards: Sequence[int], security_group_ids: Sequence[str], subnet_id: str | None = None
+    cards: Sequence[int],
+    security_group_ids: Sequence[str],
+    subnet_id: str | None = None,
+    *,
+    efa_only: bool = False,
 ) -> list[dict[str, Any]]:
-    """One EFA interface per network card. The first is the primary (device index 0); the
-    others take device index 1 on their own card, as EC2 expects on multi-card types.
-    Without ``subnet_id`` the subnet is left to each launch (the launch template's case)."""
+    """The interfaces of an EFA gang's instance, one EFA device per card in ``cards``.
+
+    With ``efa_only``: an ENA primary on card 0, an EFA-only interface at device 1 of card
+    0 and at device 0 of each other card. Without: one ``efa`` interface per card, the
+    first the primary (device 0), the others at device 1 of their own card. Without
+    ``subnet_id`` the subnet is left to each launch (the launch template's case)."""
+    layout: list[tuple[int, int, str]]
+    if efa_only and cards:
+        layout = [(0, 0, "interface")] + [
+            (int(card), 1 if int(card) == 0 else 0, "efa-only") for card in cards
+        ]
+    else:
+        layout = [(int(card), 0 if n == 0 else 1, "efa") for n, card in enumerate(cards)]
     interfaces = []
-    for n, card in enumerate(cards):
+    for card, device, kind in layout:
         ni: dict[str, Any] = {
-            "DeviceIndex": 0 if n == 0 else 1,
-            "NetworkCardIndex": int(card),
-            "InterfaceType": "efa",
+            "DeviceIndex": device,
+            "NetworkCardIndex": card,
+            "InterfaceType": kind,
             "DeleteOnTermination": True,
         }
         if subnet_id:

@@ -10,7 +10,12 @@ pool's launch template needs the kind). DescribeCapacityReservations becomes a t
   Job's zones or subnets (or that none of the cluster's subnets is in);
 * :class:`ReservationNotActive` carrying the start: a Capacity Block not started yet (EC2
   would answer InsufficientCapacity); the pool holds at $0 and acquires when it starts;
-* CAPACITY: fewer free slots than N. Nothing is launched, so nothing bills.
+* CAPACITY: fewer free slots than N, or a reservation EC2 shows as ``unavailable``.
+  Nothing is launched, so nothing bills.
+
+Every state DescribeCapacityReservations documents (botocore's CapacityReservationState,
+the "View the state of a Capacity Reservation" and "View Capacity Blocks" pages) has one
+outcome below; a state this table does not know is never launched into.
 
 Each of these is decided before a single instance is asked for, so a reservation that
 cannot take the whole gang never leaves part of one running.
@@ -29,10 +34,25 @@ from provisioner.cloud.types import MatchCriteria, Reservation, ReservationKind,
 
 __all__ = ["decide", "describe_reservation", "reservation_from"]
 
-# States in which nothing will ever launch into the reservation again.
-_FINISHED: Final = frozenset({"expired", "cancelled", "failed", "payment-failed", "unsupported"})
+# States in which nothing will ever launch into the reservation again. `cancelling`: the
+# capacity "has been released" and only the charges wind down.
+_FINISHED: Final = frozenset(
+    {"expired", "cancelled", "cancelling", "failed", "payment-failed", "unsupported"}
+)
 # States of a reservation that may still become active.
 _NOT_YET: Final = frozenset({"scheduled", "pending", "payment-pending", "assessing", "delayed"})
+# `unavailable` is listed among a Capacity Block's states (CapacityBlock in the API
+# reference) without a sentence of its own; the same reference counts a block's
+# "unavailable capacity" as capacity unusable because of a failed system status check.
+# The reservation is still the user's and its window still runs, so a launch into it is a
+# CAPACITY wait (nothing launched, retried whole, Retry to Kueue after the usual number of
+# shortfalls), not a CONFIG error: the annotation is right and may work again unchanged.
+_UNAVAILABLE: Final = "unavailable"
+_ACTIVE: Final = "active"
+_KNOWN: Final = _FINISHED | _NOT_YET | {_UNAVAILABLE, _ACTIVE}
+# EC2 starts terminating a block's instances this long before its end ("Work with Capacity
+# Blocks": thirty minutes before the reservation expires), whatever the installer's margin.
+EC2_BLOCK_RECLAIM: Final = timedelta(minutes=30)
 
 
 def _fix() -> str:
@@ -155,14 +175,15 @@ def decide(
             f"subnet in {r.availability_zone} to the cluster, or point "
             f"{c.ANN_CAPACITY_RESERVATION_ID} at a reservation in the gang's zones.",
         )
-    if r.kind == "capacity-block" and r.end is not None and now >= r.end - block_release_margin:
+    margin = max(block_release_margin, EC2_BLOCK_RECLAIM)
+    if r.kind == "capacity-block" and r.end is not None and now >= r.end - margin:
         raise CloudError(
             ErrorKind.CONFIG,
             None,
             "CapacityBlockEnding",
-            f"{name} ends at {_at(r.end)}; gangs on a block are released "
-            f"{block_release_margin} before its end (EC2 reclaims its instances then), so it "
-            f"has no time left for this gang. {_fix()}: name a later block.",
+            f"{name} ends at {_at(r.end)}; gangs on a block are released {margin} before "
+            "its end (EC2 starts terminating a block's instances 30 minutes before it), so "
+            f"it has no time left for this gang. {_fix()}: name a later block.",
         )
     not_started = r.start is not None and now < r.start
     if r.state in _NOT_YET or not_started:
@@ -172,6 +193,21 @@ def decide(
             f"{name} is {r.state or 'not active'} and starts {when}; the gang is held at $0 "
             "(nothing is launched) and is acquired as soon as it starts.",
             r.start,
+        )
+    if r.state == _UNAVAILABLE or r.state not in _KNOWN:
+        raise CloudError(
+            ErrorKind.CAPACITY,
+            None,
+            "ReservationUnavailable",
+            f"EC2 shows {name} as {r.state or 'without a state'}"
+            + (
+                " (its capacity cannot be used now, e.g. after a failed status check)"
+                if r.state == _UNAVAILABLE
+                else " (a state this controller does not know)"
+            )
+            + "; nothing was launched (the gang stays pending at $0 and is retried whole "
+            "when EC2 shows it active). If it stays so, ask AWS Support about the "
+            f"reservation or point {c.ANN_CAPACITY_RESERVATION_ID} at another one.",
         )
     if r.available < count:
         raise CloudError(

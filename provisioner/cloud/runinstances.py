@@ -24,7 +24,7 @@ from provisioner.cloud.errors import (
     is_unoffered,
     to_cloud_error,
 )
-from provisioner.cloud.instancetypes import efa_cards, efa_interfaces
+from provisioner.cloud.instancetypes import efa_cards, efa_interfaces, uses_efa_only
 from provisioner.cloud.rollback import roll_back
 from provisioner.cloud.tags import RUNINSTANCES_RESOURCE_TYPES, launch_tags, tag_specifications
 from provisioner.cloud.types import (
@@ -66,7 +66,7 @@ def request_params(
         params["IamInstanceProfile"] = {"Arn": ref.arn} if ref.arn else {"Name": ref.name}
     if spec.efa and info is not None:
         params["NetworkInterfaces"] = efa_interfaces(
-            efa_cards(info), spec.security_group_ids, subnet.subnet_id
+            efa_cards(info), spec.security_group_ids, subnet.subnet_id, efa_only=uses_efa_only(info)
         )
     else:
         params["SubnetId"] = subnet.subnet_id

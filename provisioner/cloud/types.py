@@ -273,6 +273,8 @@ class InstanceTypeInfo:
     efa_supported: bool
     max_efa_interfaces: int
     network_card_indexes: tuple[int, ...]
+    # The cards whose InterfaceTypes (DescribeInstanceTypes) include `efa-only`.
+    efa_only_cards: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.errors import CloudError, ErrorKind
-from provisioner.cloud.instancetypes import efa_cards
+from provisioner.cloud.instancetypes import efa_cards, uses_efa_only
 from provisioner.cloud.types import (
     AmiChoice,
     CapacityReservationRef,
@@ -71,11 +71,13 @@ def gather_launch_facts(engine: EngineOps, settings: Settings, shape: GangShape)
 
 
 def addresses_needed(shape: GangShape, info: InstanceTypeInfo | None) -> int:
-    """Private addresses the gang takes from its subnet: one per network interface of every
-    node. A subnet with fewer free ranks behind its zone's others (``cloud.subnets`` states
+    """Private addresses the gang takes from its subnet: one per interface that has one on
+    every node (an EFA-only interface has none, so an ENA primary with EFA-only cards takes
+    one). A subnet with fewer free ranks behind its zone's others (``cloud.subnets`` states
     the rule)."""
-    per_node = len(efa_cards(info)) if shape.efa and info is not None else 1
-    return shape.count * max(per_node, 1)
+    if not shape.efa or info is None or uses_efa_only(info):
+        return shape.count
+    return shape.count * max(len(efa_cards(info)), 1)
 
 
 def _efa_cards(shape: GangShape, info: InstanceTypeInfo | None) -> tuple[int, ...]:
@@ -107,6 +109,7 @@ def desired_spec(
         user_data=Ec2Engine.render_user_data(facts.cluster, pool_name, None),
         security_group_ids=facts.cluster.security_group_ids,
         efa_network_cards=_efa_cards(shape, facts.instance_type),
+        efa_only=facts.instance_type is not None and uses_efa_only(facts.instance_type),
         placement_group=shape.placement_group == c.PLACEMENT_CLUSTER,
         # The template targets the reservation as EC2 describes it (fleet mode reads the
         # target and a Capacity Block's market type only from the template).

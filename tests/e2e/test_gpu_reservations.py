@@ -158,8 +158,17 @@ def test_gpu_gangs_on_capacity_blocks_and_an_odcr_with_efa_in_a_placement_group(
         assert {i["CapacityReservationId"] for i in instances} == {gang.reservation}
         assert {i["Placement"]["AvailabilityZone"] for i in instances} == {ZONE}
         for instance in instances:
-            efa = [n for n in instance["NetworkInterfaces"] if n.get("InterfaceType") == "efa"]
-            assert len(efa) == gang.cards, f"{instance['InstanceId']}: {len(efa)} EFA interfaces"
+            # p5 and p4d cards take efa-only: an ENA primary, one EFA-only interface per card.
+            # (The CNI's own ENI joins card 0 as a plain interface.)
+            kinds = {
+                (n["Attachment"]["NetworkCardIndex"], n["Attachment"]["DeviceIndex"]): n.get(
+                    "InterfaceType"
+                )
+                for n in instance["NetworkInterfaces"]
+            }
+            efa = list(kinds.values()).count("efa-only")
+            assert efa == gang.cards, f"{instance['InstanceId']}: {efa} EFA-only interfaces"
+            assert kinds[(0, 0)] == "interface" and "efa" not in kinds.values()
         (group_name,) = {i["Placement"].get("GroupName") for i in instances}
         assert group_name, "instances outside any placement group"
         (group,) = ec2.describe_placement_groups(GroupNames=[group_name])["PlacementGroups"]

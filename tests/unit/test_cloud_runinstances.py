@@ -144,7 +144,11 @@ def test_a_partial_set_of_the_generation_is_terminated_and_reported(world: World
     assert world.live_instances() == []
 
 
-def test_efa_asks_for_one_efa_interface_per_card_and_the_placement_group(world: World) -> None:
+def test_efa_asks_for_an_ena_primary_and_efa_only_on_every_card_and_the_placement_group(
+    world: World,
+) -> None:
+    # Every card of the type lists efa-only (DescribeInstanceTypes), so the primary is
+    # plain ENA and each card's EFA device is EFA-only ("Maximize network bandwidth ...").
     world.ec2.create_placement_group(GroupName="pg-pretrain", Strategy="cluster")
     world.engine.acquire(
         world.spec(efa=True, placement_group_name="pg-pretrain", security_group_ids=("sg-1",))
@@ -152,13 +156,14 @@ def test_efa_asks_for_one_efa_interface_per_card_and_the_placement_group(world: 
 
     (sent,) = world.captured.of("RunInstances")
     interfaces = sent["NetworkInterfaces"]
-    assert [(n["NetworkCardIndex"], n["DeviceIndex"]) for n in interfaces] == [
-        (0, 0),
-        (1, 1),
-        (2, 1),
-        (3, 1),
+    layout = [(n["NetworkCardIndex"], n["DeviceIndex"], n["InterfaceType"]) for n in interfaces]
+    assert layout == [
+        (0, 0, "interface"),
+        (0, 1, "efa-only"),
+        (1, 0, "efa-only"),
+        (2, 0, "efa-only"),
+        (3, 0, "efa-only"),
     ]
-    assert {n["InterfaceType"] for n in interfaces} == {"efa"}
     assert all(n["SubnetId"] == world.subnets["us-east-1a"] for n in interfaces)
     assert all(n["Groups"] == ["sg-1"] for n in interfaces)
     assert "SubnetId" not in sent and "SecurityGroupIds" not in sent

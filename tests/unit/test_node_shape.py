@@ -82,3 +82,22 @@ def test_trainium_advertises_neuron_devices_and_cores_and_plain_types_nothing_ex
     capacity, allocatable = node_resources(plain, type_info("m5.large"))
     assert set(allocatable) == {"cpu", "memory", "pods"} and set(capacity) == set(allocatable)
     assert reserved_capacity_labels(plain) == {EKS_CAPACITY_TYPE: "ON_DEMAND"}
+
+
+def test_a_p5_with_an_ena_primary_and_efa_only_interfaces_advertises_32_efa_devices(
+    emulator: EmulatorState,
+) -> None:
+    subnet = subnets()["us-east-1a"]
+    layout = [{"NetworkCardIndex": 0, "DeviceIndex": 0, "InterfaceType": "interface"}] + [
+        {
+            "NetworkCardIndex": card,
+            "DeviceIndex": 1 if card == 0 else 0,
+            "InterfaceType": "efa-only",
+        }
+        for card in range(32)
+    ]
+    launched = run(1, az=None, NetworkInterfaces=[{**n, "SubnetId": subnet} for n in layout])[
+        "Instances"
+    ][0]
+    _, allocatable = node_resources(instance(launched["InstanceId"]), type_info("p5.48xlarge"))
+    assert allocatable[EFA] == "32"
