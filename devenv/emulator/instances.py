@@ -6,7 +6,6 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models import EC2Backend
 from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
 
@@ -41,16 +40,11 @@ def template_data(backend: Any, launch_template: Mapping[str, Any] | None) -> di
     A template that does not exist (deleted, or never made) fails the request with
     ``InvalidLaunchTemplateId.NotFound`` (by id) or
     ``InvalidLaunchTemplateName.NotFoundException`` (by name), as the page "Error codes for
-    the Amazon EC2 API" lists them; moto indexes an empty answer and fails with a 500 instead.
+    the Amazon EC2 API" lists them (moto alone indexed an empty answer and failed with a 500).
     """
     if not launch_template:
         return {}
-    template_id = launch_template.get("LaunchTemplateId")
-    if template_id and not backend.describe_launch_templates(template_ids=[template_id]):
-        raise EC2ClientError(
-            "InvalidLaunchTemplateId.NotFound",
-            f"The specified launch template, with template ID {template_id}, does not exist.",
-        )
+    # Raises InvalidLaunchTemplateId.NotFound for a missing id (``launch_templates``).
     data: dict[str, Any] = backend._get_template_from_args(launch_template).data
     return data
 
