@@ -14,6 +14,9 @@ Hierarchy::
      │                     terminated first. Terminal for the generation, like CAPACITY.
      │     kind=RETRYABLE  throttling, 5xx, a dropped connection: same generation, same tokens.
      │     kind=CONFIG     the request can never succeed as written; ``message`` names the fix.
+     │                     Except a resource of the pool's stack gone from EC2 (its launch
+     │                     template, its placement group: ``STACK_RESOURCE_GONE_CODES``),
+     │                     whose ``failure`` is NOT_PREPARED: the pool re-prepares its stack.
      │     kind=NOT_FOUND  the thing asked about does not exist (release treats it as done).
      │     kind=NOT_ACTIVE a reservation that has not started: nothing was asked of EC2;
      │                     hold at $0 until ``starts_at`` (ReservationNotActive carries it).
