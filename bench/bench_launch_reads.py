@@ -65,6 +65,7 @@ from provisioner.controllers.pool_deps import PoolReconcilerDeps
 from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.cache import TypedCache
 from provisioner.kube.resources import ObjectKey
+from provisioner.pulumi_driver.port import PreparedStack
 from stacks.launch_template import launch_template_request
 from stacks.outputs import PoolOutputs
 from stacks.placement_group import placement_group_request
@@ -229,7 +230,7 @@ class StandInStacks:
     def outputs(self, pool: str) -> PoolOutputs | None:
         return self._outputs.get(pool)
 
-    def prepare(self, spec: PoolSpec) -> PoolOutputs:
+    def prepare(self, spec: PoolSpec, *, refresh_first: bool = False) -> PreparedStack:
         group = spec.placement_group_name
         if group:
             self._ec2.create_placement_group(
@@ -262,7 +263,7 @@ class StandInStacks:
             record=None,
         )
         self._outputs[spec.pool] = outputs
-        return outputs
+        return PreparedStack(outputs)
 
     def record_instance_set(self, pool: str, group: str, instance_ids: Sequence[str]) -> None:
         record = InstanceSetRecord(group, tuple(instance_ids))

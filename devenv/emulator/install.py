@@ -33,6 +33,10 @@ from devenv.emulator.instances import (
     get_tags,
 )
 from devenv.emulator.interfaces import attachment_init, backend_attach_network_interface
+from devenv.emulator.launch_templates import (
+    backend_delete_launch_template,
+    backend_describe_launch_templates,
+)
 from devenv.emulator.patching import ORIGINALS, original, patch
 from devenv.emulator.run_instances import run_instances_handler
 from devenv.emulator.state import EMULATOR, EmulatorState
@@ -52,6 +56,8 @@ def install() -> EmulatorState:
             patch(EC2Backend, "run_instances", backend_run_instances)
             patch(EC2Backend, "describe_instances", backend_describe_instances)
             patch(EC2Backend, "terminate_instances", backend_terminate_instances)
+            patch(EC2Backend, "describe_launch_templates", backend_describe_launch_templates)
+            patch(EC2Backend, "delete_launch_template", backend_delete_launch_template)
             patch(TaggedEC2Resource, "get_tags", get_tags)
             patch(Attachment, "__init__", attachment_init)
             patch(EC2Backend, "attach_network_interface", backend_attach_network_interface)

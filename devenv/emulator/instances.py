@@ -35,8 +35,16 @@ def spec_subnet(spec: Mapping[str, Any]) -> str | None:
 
 
 def template_data(backend: Any, launch_template: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The data of the launch template a RunInstances or CreateFleet request names.
+
+    A template that does not exist (deleted, or never made) fails the request with
+    ``InvalidLaunchTemplateId.NotFound`` (by id) or
+    ``InvalidLaunchTemplateName.NotFoundException`` (by name), as the page "Error codes for
+    the Amazon EC2 API" lists them (moto alone indexed an empty answer and failed with a 500).
+    """
     if not launch_template:
         return {}
+    # Raises InvalidLaunchTemplateId.NotFound for a missing id (``launch_templates``).
     data: dict[str, Any] = backend._get_template_from_args(launch_template).data
     return data
 

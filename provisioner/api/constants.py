@@ -186,6 +186,8 @@ class EventReason(StrEnum):
     RELEASED = "Released"
     STACK_IDLE = "StackIdle"
     CAPACITY_BLOCK_ENDING = "CapacityBlockEnding"
+    STACK_DRIFT = "StackDrift"  # a launch met a resource of the stack deleted outside it
+    STACK_REPAIRED = "StackRepaired"  # the stack made it again
     # Workload admission check (workload_decision)
     POOL_CREATED = "PoolCreated"
     SHAPE_CONFLICT = "ShapeConflict"

@@ -35,6 +35,7 @@ __all__ = [
     "load_crd",
 ]
 
+
 class Claim(KubeModel):
     """The one Workload a pool serves; its UID tells a recreated Workload from the old one."""
 
@@ -99,6 +100,8 @@ STACK_OPERATION_PREPARE: Final = "prepare"
 STACK_OPERATION_RECORD: Final = "record"
 STACK_OPERATION_REMOVE_SET: Final = "remove-set"
 STACK_OPERATION_DESTROY: Final = "destroy"
+# A prepare that refreshed the stack because a launch met a resource of it gone from AWS.
+STACK_OPERATION_REPAIR: Final = "repair"
 _LEGACY_RECORD: Final = "record:"
 
 
@@ -137,6 +140,10 @@ class GangNodePoolStatus(KubeModel):
     # recorded once this equals `active_group`.
     recorded_group: str | None = None
     last_stack_result: str | None = None
+    # What a launch found gone of the pool's stack (its launch template or placement group,
+    # deleted outside the stack): the next prepare refreshes the stack first and makes it
+    # again. Cleared when that prepare succeeds.
+    stack_drift: str | None = None
     last_error: LastError | None = None
     conditions: tuple[Condition, ...] = ()
 

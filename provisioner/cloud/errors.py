@@ -14,6 +14,9 @@ Hierarchy::
      │                     terminated first. Terminal for the generation, like CAPACITY.
      │     kind=RETRYABLE  throttling, 5xx, a dropped connection: same generation, same tokens.
      │     kind=CONFIG     the request can never succeed as written; ``message`` names the fix.
+     │                     Except a resource of the pool's stack gone from EC2 (its launch
+     │                     template, its placement group: ``STACK_RESOURCE_GONE_CODES``),
+     │                     whose ``failure`` is NOT_PREPARED: the pool re-prepares its stack.
      │     kind=NOT_FOUND  the thing asked about does not exist (release treats it as done).
      │     kind=NOT_ACTIVE a reservation that has not started: nothing was asked of EC2;
      │                     hold at $0 until ``starts_at`` (ReservationNotActive carries it).
@@ -180,6 +183,19 @@ CONFIG_CODES: Final = frozenset(
 # can take the gang), and a wait at $0 when no zone can, never a config error.
 PLACEMENT_ZONE_CODES: Final = frozenset({"InvalidPlacementGroup.InUse"})
 
+# A resource the pool's stack made is gone (deleted outside the stack): the launch named it
+# and EC2 does not have it. No wait fixes it and nothing is wrong with the user's shape; the
+# pool goes back to its stack's prepare, which refreshes the stack and makes it again
+# (``FailureKind.NOT_PREPARED``).
+STACK_RESOURCE_GONE_CODES: Final = frozenset(
+    {
+        "InvalidLaunchTemplateId.NotFound",
+        "InvalidLaunchTemplateId.NotFoundException",
+        "InvalidLaunchTemplateName.NotFoundException",
+        "InvalidLaunchTemplateId.VersionNotFound",
+        "InvalidPlacementGroup.Unknown",
+    }
+)
 # Families of codes whose suffix varies (.NotFound, .Malformed, .Unknown, ...).
 CONFIG_PREFIXES: Final = (
     "InvalidAMIID.",
@@ -306,6 +322,8 @@ class CloudError(Exception):
     @property
     def failure(self) -> c.FailureKind:
         """This failure as the pool's state machine acts on it."""
+        if self.code in STACK_RESOURCE_GONE_CODES:
+            return c.FailureKind.NOT_PREPARED
         return _FAILURE_OF_KIND.get(self.kind, c.FailureKind.RETRYABLE)
 
     @property
@@ -461,7 +479,8 @@ _PREFIXED: Final[tuple[tuple[str, str, str], ...]] = (
     (
         "InvalidLaunchTemplate",
         "LaunchTemplateNotFound",
-        "The pool's launch template is gone; the pool's stack recreates it on its next update.",
+        "The pool's launch template is gone (deleted outside the pool's stack); the pool goes "
+        "back to its stack's prepare, which refreshes the stack and makes the template again.",
     ),
     (
         "InvalidGroup.",
@@ -476,7 +495,9 @@ _PREFIXED: Final[tuple[tuple[str, str, str], ...]] = (
     (
         "InvalidPlacementGroup.",
         "InvalidPlacementGroup",
-        "The cluster placement group is missing or in another zone; the pool's stack recreates it.",
+        "The cluster placement group is missing or in another zone; a missing one (deleted "
+        "outside the pool's stack) is made again by the stack's prepare, which refreshes the "
+        "stack first.",
     ),
 )
 _ACCESS: Final = frozenset(

@@ -57,9 +57,11 @@ class PoolActions:
         try:
             if action is Action.PREPARE_STACK:
                 known = self._launch_facts(pool, facts)
-                deps.stacks.prepare(
-                    desired_spec(deps.settings, pool.name, pool.spec.shape(), known)
+                prepared = deps.stacks.prepare(
+                    desired_spec(deps.settings, pool.name, pool.spec.shape(), known),
+                    refresh_first=step.refresh_stack,
                 )
+                return ActionResult(True, repairs=prepared.repairs)
             elif action is Action.LAUNCH:
                 return self._launch(pool, step, facts)
             elif action is Action.RECORD_SET:

@@ -22,6 +22,7 @@ from provisioner.api.gangnodepool import (
     STACK_OPERATION_PREPARE,
     STACK_OPERATION_RECORD,
     STACK_OPERATION_REMOVE_SET,
+    STACK_OPERATION_REPAIR,
     GangNodePoolStatus,
     LastError,
 )
@@ -74,16 +75,7 @@ def outcome(view: PoolView, step: Step, result: ActionResult) -> Outcome:
         )
     status = changed(status, consecutive_failures=0)
     if action is Action.PREPARE_STACK:
-        return (
-            changed(
-                status,
-                last_stack_operation=STACK_OPERATION_PREPARE,
-                recorded_group=None,
-                last_stack_result="succeeded",
-            ),
-            0.0,
-            (),
-        )
+        return _after_prepare(status, step, result)
     if action is Action.RECORD_SET:
         return (
             changed(
@@ -110,6 +102,37 @@ def outcome(view: PoolView, step: Step, result: ActionResult) -> Outcome:
             (),
         )
     return status, step.requeue_after, ()
+
+
+def _after_prepare(status: GangNodePoolStatus, step: Step, result: ActionResult) -> Outcome:
+    """A prepare that made again what was deleted outside the stack says so, once."""
+    repaired = step.refresh_stack or bool(result.repairs)
+    events: tuple[Event, ...] = ()
+    if result.repairs:
+        said = "; ".join(result.repairs)
+        events = (
+            Event(c.EVENT_NORMAL, c.EventReason.STACK_REPAIRED, f"{said[0].upper()}{said[1:]}."),
+        )
+    elif step.refresh_stack:
+        events = (
+            Event(
+                c.EVENT_NORMAL,
+                c.EventReason.STACK_REPAIRED,
+                "The stack was refreshed and every resource of it still exists in EC2; "
+                "launching from it again.",
+            ),
+        )
+    return (
+        changed(
+            status,
+            last_stack_operation=STACK_OPERATION_REPAIR if repaired else STACK_OPERATION_PREPARE,
+            recorded_group=None,
+            last_stack_result="succeeded",
+            stack_drift=None,
+        ),
+        0.0,
+        events,
+    )
 
 
 def settle(view: PoolView, step: Step, result: ActionResult) -> Outcome:
@@ -217,6 +240,22 @@ def _launch_outcome(view: PoolView, status: GangNodePoolStatus, result: ActionRe
             wait,
             (Event(c.EVENT_NORMAL, err.reason, err.message),),
         )
+    if kind is FailureKind.NOT_PREPARED and status.last_stack_operation != STACK_OPERATION_REPAIR:
+        # A resource of the pool's stack (its launch template, its placement group) was
+        # deleted outside it. Nothing was launched, so the generation stays; the next pass
+        # prepares with a refresh, which makes it again. Once: a launch that still meets it
+        # gone right after that repair is reported as a configuration failure below.
+        return (
+            changed(status, launch_in_progress=None, stack_drift=err.message, last_error=err),
+            0.0,
+            (
+                Event(
+                    c.EVENT_WARNING,
+                    c.EventReason.STACK_DRIFT,
+                    f"{err.message} Refreshing the pool's stack before the next launch.",
+                ),
+            ),
+        )
     if kind is FailureKind.RETRYABLE:
         # Keep the marker: the same ClientToken is replayed, so a launch that did happen
         # is returned rather than repeated.
@@ -228,6 +267,14 @@ def _launch_outcome(view: PoolView, status: GangNodePoolStatus, result: ActionRe
         )
     # Configuration: nothing was launched; the user must fix something. The generation
     # stays (no request reached a terminal result) and the marker is cleared.
+    if kind is FailureKind.NOT_PREPARED:
+        err = LastError(
+            reason=err.reason,
+            message=f"{err.message} The pool's stack was refreshed and the resource made "
+            "again just before this launch, and EC2 still finds it missing: something "
+            "deletes the pool's resources as they are made, or the controller's role cannot "
+            "see them. Fix that; the launch is tried again after the configuration delay.",
+        )
     return (
         changed(status, launch_in_progress=None, last_error=err),
         view.timings.config_delay,

@@ -251,6 +251,10 @@ def _plan_acquiring(view: PoolView) -> Step:
     marker = status.launch_in_progress
     if spec.claim is None and marker is None:
         return Step(Action.NONE, idle(changed(status, consecutive_shortfalls=0)), why="claim gone")
+    if marker is None and status.stack_drift:
+        # The last launch met a resource of the stack gone from EC2: the prepare refreshes
+        # the stack, which forgets it, and makes it again. The launch comes after.
+        return Step(Action.PREPARE_STACK, status, refresh_stack=True, why="stack drifted")
     if not view.prepared:
         return Step(Action.PREPARE_STACK, status, why="stack not prepared")
     if marker is None:

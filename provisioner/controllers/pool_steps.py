@@ -177,6 +177,8 @@ class Step:
     events: tuple[Event, ...] = ()
     release_ids: tuple[str, ...] = ()  # for RELEASE_SET
     release_purpose: ReleasePurpose | None = None  # for RELEASE_SET
+    # For PREPARE_STACK: refresh the stack first (a launch met a resource of it gone).
+    refresh_stack: bool = False
     why: str = ""  # for the log only; decisions read the fields above
 
 
@@ -193,3 +195,5 @@ class ActionResult:
     starts_at: datetime | None = None
     # The Capacity Block a launched set runs on: when it ends.
     block_ends_at: datetime | None = None
+    # What a prepare made again after it was deleted outside the stack, one sentence each.
+    repairs: tuple[str, ...] = ()

@@ -27,7 +27,7 @@ from provisioner.cloud.types import (
     SubnetRef,
 )
 from provisioner.cloud.views import LIVE_STATES
-from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec
+from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec, PreparedStack
 
 
 class EngineOps(Protocol):
@@ -88,7 +88,10 @@ class StackOps(Protocol):
 
     def outputs(self, pool: str) -> PoolOutputs | None: ...
 
-    def prepare(self, spec: PoolSpec) -> PoolOutputs: ...
+    def prepare(self, spec: PoolSpec, *, refresh_first: bool = False) -> PreparedStack:
+        """``refresh_first``: a launch met a resource of the stack gone from AWS; the
+        stack is refreshed and the resource made again (said in `PreparedStack.repairs`)."""
+        ...
 
     def record_instance_set(self, pool: str, group: str, instance_ids: Sequence[str]) -> None: ...
 

@@ -19,6 +19,10 @@ Rules it keeps:
   pending operations (adopting what a crashed create made, ``pending``), through
   ``recovery``. It never re-runs the interrupted operation: the reconciler asks again from
   its own state.
+- Drift is repaired (``drift``): an `up` that meets a resource of the stack gone from AWS
+  (deleted by hand) refreshes the stack once and runs again, and `prepare(refresh_first=True)`
+  refreshes before its `up` (the launch met the missing resource); never more than one refresh
+  per operation. What was remade comes back in `StackResult.repairs`.
 - Engine events stream into the controller's log (``engine_log``); failures become `StackError`
   with a named reason (``errors``).
 - The warm path does not start the CLI: `outputs` answers from memory, then from the state
@@ -49,7 +53,8 @@ from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
 from provisioner.pulumi_driver import oplog
 from provisioner.pulumi_driver.cli_env import StatePaths, aws_environment, cli_environment
-from provisioner.pulumi_driver.engine_log import EngineLog
+from provisioner.pulumi_driver.drift import DroppedResource, up_repairing
+from provisioner.pulumi_driver.engine_log import REFRESH, EngineLog
 from provisioner.pulumi_driver.errors import (
     CLI_UNAVAILABLE,
     POOL_NOT_PREPARED,
@@ -171,11 +176,16 @@ class StackDriver:
         return f"{assigns} pulumi stack ls --project {shlex.quote(self.project)}"
 
     # --- operations ------------------------------------------------------------------------
-    def prepare(self, spec: PoolSpec) -> StackResult:
-        """Create or update the pool's infrastructure; a recorded gang stays recorded."""
+    def prepare(self, spec: PoolSpec, *, refresh_first: bool = False) -> StackResult:
+        """Create or update the pool's infrastructure; a recorded gang stays recorded.
+        ``refresh_first``: a launch met a resource of the stack gone from AWS; the stack is
+        refreshed before the `up`, which makes it again (``drift``)."""
         with self._lock(spec.pool):
             current = self._backend.current(spec.pool)
-            return self._up(spec, current.record if current else None, "prepare")
+            record = current.record if current else None
+            return self._up_repairing(
+                spec, record, "prepare", held=current is not None, refresh_first=refresh_first
+            )
 
     def record_instance_set(
         self, pool: str, group: str, instance_ids: Sequence[str]
@@ -183,12 +193,14 @@ class StackDriver:
         """Record the gang the engine launched; its ids become the `instanceIds` output."""
         record = InstanceSetRecord(group, tuple(instance_ids))
         with self._lock(pool):
-            return self._up(self._prepared(pool, "record").spec, record, "record")
+            spec = self._prepared(pool, "record").spec
+            return self._up_repairing(spec, record, "record", held=True)
 
     def remove_instance_set(self, pool: str) -> StackResult:
         """Release the recorded gang (terminate, clean ENIs) and keep the pool's template."""
         with self._lock(pool):
-            return self._up(self._prepared(pool, "remove").spec, None, "remove")
+            spec = self._prepared(pool, "remove").spec
+            return self._up_repairing(spec, None, "remove", held=True)
 
     def destroy(self, pool: str) -> oplog.StackOperation:
         """Release everything the pool owns, then remove its stack (gone from `stack ls`)."""
@@ -262,6 +274,44 @@ class StackDriver:
                 operation=operation,
             )
         return current
+
+    def _up_repairing(
+        self,
+        spec: PoolSpec,
+        record: InstanceSetRecord | None,
+        operation: str,
+        *,
+        held: bool,
+        refresh_first: bool = False,
+    ) -> StackResult:
+        """`_up`, with at most one refresh when the stack has drifted (``drift``)."""
+        return up_repairing(
+            lambda: self._up(spec, record, operation),
+            lambda: self._refresh(spec.pool),
+            refresh_first=refresh_first,
+            held_anything=held,
+        )
+
+    def _refresh(self, pool: str) -> list[DroppedResource]:
+        """`pulumi refresh`: each provider reads its resource, and the ones AWS no longer
+        has are dropped from the state. Returns those."""
+
+        def body(events: EngineLog) -> list[DroppedResource]:
+            stack = self._backend.stack(pool)
+            with stack.answering_from(events):
+                stack.refresh(program=noop_program, **events.reporting())
+            return [DroppedResource(name, rid) for name, rid in events.dropped]
+
+        self._backend.drop_outputs(pool)
+        dropped, _ = self._run(pool, REFRESH, body)
+        self._log.warning(
+            "stack %s refreshed: %s",
+            pool,
+            ", ".join(f"{d.name} {d.resource_id} gone from AWS" for d in dropped)
+            or "every resource still exists",
+            extra={"pool": pool, "stack_operation": "refresh"},
+        )
+        return dropped
 
     def _up(self, spec: PoolSpec, record: InstanceSetRecord | None, operation: str) -> StackResult:
         pool = spec.pool

@@ -18,9 +18,11 @@ from typing import Any
 
 from pulumi.automation import EngineEvent
 
-__all__ = ["EngineLog"]
+__all__ = ["REFRESH", "EngineLog"]
 
 _ROOT_TYPE = "pulumi:pulumi:Stack"
+# The operation name under which the driver runs `pulumi refresh` (``drift``).
+REFRESH = "refresh"
 
 _SEVERITY = {
     "error": logging.ERROR,
@@ -49,6 +51,8 @@ class EngineLog:
         self._errors: list[tuple[int, int, str]] = []
         self.failed_urns: list[str] = []
         self.changes: dict[str, int] = {}
+        # Resources a refresh found gone from AWS and dropped from the state: (name, old id).
+        self.dropped: list[tuple[str, str]] = []
         # The stack's outputs as the update registered them; None until it does.
         self.stack_outputs: dict[str, Any] | None = None
 
@@ -88,6 +92,16 @@ class EngineLog:
             self._log(level, "%s %s done", op, _short(meta.urn))
             if meta.type == _ROOT_TYPE and meta.new is not None:
                 self.stack_outputs = dict(meta.new.outputs or {})
+            # (The root stack resource has no id, before or after: it is never "gone".)
+            if (
+                self.operation == REFRESH
+                and meta.old is not None
+                and meta.old.id
+                and _gone(meta.new)
+            ):
+                # The provider's read found nothing: the engine drops it from the state and
+                # reports the step's outcome as a "delete" with no new state.
+                self.dropped.append((meta.urn.rsplit("::", 1)[-1], str(meta.old.id or "")))
         elif event.res_op_failed_event is not None:
             urn = event.res_op_failed_event.metadata.urn
             self.failed_urns.append(urn)
@@ -118,6 +132,11 @@ class EngineLog:
         if line.strip():
             self._error(line, None)
             self._log(logging.WARNING, "%s", line)
+
+
+def _gone(new: Any) -> bool:
+    """A refreshed resource's new state says it no longer exists (none, or no id)."""
+    return new is None or not getattr(new, "id", None)
 
 
 def _short(urn: str | None) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from provisioner.api.constants import FailureKind
@@ -34,6 +35,7 @@ __all__ = [
     "PoolOutputs",
     "PoolSpec",
     "PoolStacks",
+    "PreparedStack",
     "StackError",
     "StackObserver",
     "launch_template_request",
@@ -43,6 +45,15 @@ __all__ = [
 T = TypeVar("T")
 
 SUCCEEDED = "succeeded"
+
+
+@dataclass(frozen=True)
+class PreparedStack:
+    """What a prepare left: the stack's outputs, and what it remade of the pool's resources
+    after they were deleted outside the stack (one sentence each; empty when nothing was)."""
+
+    outputs: PoolOutputs
+    repairs: tuple[str, ...] = ()
 
 
 class StackObserver(Protocol):
@@ -68,17 +79,25 @@ class PoolStacks:
         """What the pool's stack holds, or None while it is not prepared."""
         return self._call(pool, "read", lambda: self.driver.outputs(pool))
 
-    def prepare(self, spec: PoolSpec) -> PoolOutputs:
-        """The pool's infrastructure as ``spec`` says; no `up` when it already is."""
+    def prepare(self, spec: PoolSpec, *, refresh_first: bool = False) -> PreparedStack:
+        """The pool's infrastructure as ``spec`` says; no `up` when it already is, unless
+        ``refresh_first``: a launch met a resource of the stack that AWS no longer has, so
+        the stack is refreshed and the resource made again."""
 
         def unchanged() -> PoolOutputs | None:
             return None if self.driver.needs_prepare(spec) else self.driver.outputs(spec.pool)
 
-        # Timed as a read when nothing changes, so `prepare` times only real updates.
-        current = self._call(spec.pool, "read", unchanged)
-        if current is not None:
-            return current
-        return self._call(spec.pool, "prepare", lambda: self.driver.prepare(spec).outputs)
+        if not refresh_first:
+            # Timed as a read when nothing changes, so `prepare` times only real updates.
+            current = self._call(spec.pool, "read", unchanged)
+            if current is not None:
+                return PreparedStack(current)
+
+        def prepare() -> PreparedStack:
+            result = self.driver.prepare(spec, refresh_first=refresh_first)
+            return PreparedStack(result.outputs, result.repairs)
+
+        return self._call(spec.pool, "prepare", prepare)
 
     def record_instance_set(self, pool: str, group: str, instance_ids: Sequence[str]) -> None:
         self._call(

@@ -24,6 +24,9 @@ class StackResult:
     operation: oplog.StackOperation
     outputs: PoolOutputs
     changes: dict[str, int] = field(default_factory=dict)
+    # What the operation repaired: one sentence per resource deleted outside the stack and
+    # made again (``drift``); empty when nothing had drifted.
+    repairs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

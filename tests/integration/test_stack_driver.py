@@ -486,3 +486,28 @@ def test_a_replica_restarted_without_its_local_state_loses_no_stack(
     assert restarted.list_stacks() == []
     assert world.launch_templates() == []
     assert stack_ls(command, Path(pulumi_tool.binary), home) == []
+
+
+def test_an_update_that_meets_its_template_deleted_by_hand_refreshes_once_and_remakes_it(
+    world: AwsWorld, tmp_path: Path, pulumi_tool: Any
+) -> None:
+    # As an operator found it: the template deleted outside the stack, then a changed spec
+    # (a rotated AMI) makes every prepare try to add a version to the missing template.
+    world.ready()
+    driver = _driver(world, tmp_path / "state", pulumi_tool)
+    spec = world.spec("drifted")
+    old = driver.prepare(spec).outputs.launch_template_id
+    world.ec2.delete_launch_template(LaunchTemplateId=old)
+
+    rotated = replace(spec, image_id="ami-0bbbbbbbbbbbbbbbb")
+    result = driver.prepare(rotated)
+
+    new = result.outputs.launch_template_id
+    assert new != old
+    assert result.repairs == (
+        f"launch template {old} was deleted outside the stack; recreated as {new}",
+    )
+    assert _default_version(world, new)["ImageId"] == "ami-0bbbbbbbbbbbbbbbb"
+    assert [op.operation for op in [driver.last_operation("drifted")] if op] == ["prepare"]
+    # The repaired stack is an ordinary one: the next prepare of the same spec changes nothing.
+    assert driver.prepare(rotated).repairs == ()

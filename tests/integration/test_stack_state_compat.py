@@ -112,7 +112,7 @@ def test_a_stack_written_by_the_old_code_is_updated_and_destroyed_by_the_new(
     # The gang the old controller launched and recorded, from a template made for it here
     # (the old code makes its own in the child; this one only gives EC2 something to launch).
     scratch = world.spec("scratch")
-    template = new.prepare(scratch).launch_template_id
+    template = new.prepare(scratch).outputs.launch_template_id
     first = world.launch(POOL, template, 2)
     new.destroy("scratch")
 
@@ -145,7 +145,7 @@ def test_a_stack_written_by_the_old_code_is_updated_and_destroyed_by_the_new(
     )
     outputs = fresh.outputs(POOL)
     assert outputs is not None and outputs.instance_ids == tuple(first)
-    assert fresh.prepare(spec).launch_template_id == outputs.launch_template_id
+    assert fresh.prepare(spec).outputs.launch_template_id == outputs.launch_template_id
 
     # ...updates it: a new gang replaces the old record, whose delete (run by the old
     # pickled InstanceSet provider) terminates the first gang.

@@ -38,6 +38,10 @@ class FakeStacks:
         self.failing = dict(failing or {})
         self.prepared_pools: set[str] = set()
         self.prepared: list[PoolSpec] = []
+        # Whether each prepare was asked to refresh the stack first, and what a prepare
+        # reports it remade (a test sets it).
+        self.refreshed_first: list[bool] = []
+        self.repairs: tuple[str, ...] = ()
         self.destroyed: list[str] = []
         self.removed: list[str] = []
         self.recorded: list[tuple[str, str, tuple[str, ...]]] = []
@@ -47,6 +51,7 @@ class FakeStacks:
     def reset(self) -> None:
         self.prepared_pools = set(self._initial)
         self.prepared.clear()
+        self.refreshed_first.clear()
         self.destroyed.clear()
         self.removed.clear()
         self.recorded.clear()
@@ -67,11 +72,12 @@ class FakeStacks:
         self._fail("outputs")
         return outputs_of(pool) if pool in self.prepared_pools else None
 
-    def prepare(self, spec: PoolSpec) -> Any:
+    def prepare(self, spec: PoolSpec, *, refresh_first: bool = False) -> Any:
         self.prepared.append(spec)
+        self.refreshed_first.append(refresh_first)
         self._fail("prepare")
         self.prepared_pools.add(spec.pool)
-        return outputs_of(spec.pool)
+        return SimpleNamespace(outputs=outputs_of(spec.pool), repairs=self.repairs)
 
     def record_instance_set(self, pool: str, group: str, instance_ids: Sequence[str]) -> None:
         self.recorded.append((pool, group, tuple(instance_ids)))

@@ -24,6 +24,7 @@ METRIC = "atomic_gang_stack_operation_seconds"
 @dataclass
 class Done:
     outputs: Any
+    repairs: tuple[str, ...] = ()
 
 
 class FakeDriver:
@@ -39,7 +40,7 @@ class FakeDriver:
     def needs_prepare(self, spec: Any) -> bool:
         return spec.pool not in self.prepared
 
-    def prepare(self, spec: Any) -> Done:
+    def prepare(self, spec: Any, *, refresh_first: bool = False) -> Done:
         self.prepared.add(spec.pool)
         return Done(self.outputs(spec.pool))
 
