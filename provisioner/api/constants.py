@@ -185,7 +185,8 @@ class EventReason(StrEnum):
     POOL_DELETED = "PoolDeleted"
     RELEASED = "Released"
     STACK_IDLE = "StackIdle"
-    CAPACITY_BLOCK_ENDING = "CapacityBlockEnding"
+    CAPACITY_BLOCK_ENDING = "CapacityBlockEnding"  # a set released before its block's end
+    CAPACITY_BLOCK_ENDED = "CapacityBlockEnded"  # the block has no time left for a new gang
     # Workload admission check (workload_decision)
     POOL_CREATED = "PoolCreated"
     SHAPE_CONFLICT = "ShapeConflict"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
-from provisioner.api.gangnodepool import GangNodePool
+from provisioner.api.gangnodepool import CapacityBlock, GangNodePool
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape
 from provisioner.cloud.engine import Ec2Engine
@@ -57,6 +57,16 @@ def gather_launch_facts(engine: EngineOps, settings: Settings, shape: GangShape)
         engine.reservation(shape.capacity_reservation_id) if shape.capacity_reservation_id else None
     )
     return LaunchFacts(cluster=cluster, ami=ami, instance_type=info, reservation=reservation)
+
+
+def capacity_block_of(launch: LaunchFacts | CloudError | None) -> CapacityBlock | None:
+    """The Capacity Block the gang targets and its end, from this pass's read of EC2."""
+    if not isinstance(launch, LaunchFacts):
+        return None
+    r = launch.reservation
+    if r is None or r.kind != "capacity-block" or r.end is None:
+        return None
+    return CapacityBlock(reservation_id=r.reservation_id, ends_at=r.end)
 
 
 def _efa_cards(shape: GangShape, info: InstanceTypeInfo | None) -> tuple[int, ...]:
