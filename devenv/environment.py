@@ -72,6 +72,9 @@ class LocalEnvironment:
     # Short by default (a local run must see a stuck join fail); the admission bench's slow
     # series simulates a 60 s boot and needs longer.
     join_deadline_seconds: int = 60
+    # The product's default; a test of a block's end sets it short, as the controller's
+    # clock is real.
+    capacity_block_release_seconds: int = 2100
     control_plane: ControlPlane | None = None
     kueue: KueueManager | None = None
     emulator: EmulatorProcess | None = None
@@ -166,6 +169,7 @@ class LocalEnvironment:
                 },
                 "acquireAttemptsBeforeRetry": self.acquire_attempts_before_retry,
                 "joinDeadlineSeconds": self.join_deadline_seconds,
+                "capacityBlockReleaseSeconds": self.capacity_block_release_seconds,
                 "reapIntervalSeconds": 5,
                 # Short waits: a test must see a retry within seconds, not minutes.
                 "retryBackoff": {"initial": "500ms", "max": "4s"},

@@ -4,9 +4,10 @@ Started by `LocalEnvironment` (the embedded default, the demo, e2e tests). Nothi
 local environment creates pods, so a Job Kueue has unsuspended would never finish and its
 Workload would hold its quota and its pool forever. Once a Job is unsuspended and its
 pool's nodes (labelled with the Job's pool, as many Ready as the Job's parallelism) exist,
-this marks it started; `run_seconds` later it writes the status the Job controller writes
-for a successful Job, which the apiserver validates: startTime, succeeded and
-completedIndexes, SuccessCriteriaMet then Complete, completionTime. Kueue then finishes the
+this marks it started (and stopped again when Kueue suspends it, evicting its Workload);
+`run_seconds` later it writes the status the Job controller writes for a successful Job,
+which the apiserver validates: startTime, succeeded and completedIndexes,
+SuccessCriteriaMet then Complete, completionTime. Kueue then finishes the
 Workload, which drops our claim on the pool.
 """
 
@@ -106,7 +107,14 @@ class JobSimulator:
                 meta, spec = job["metadata"], job.get("spec") or {}
                 key = f"{meta['namespace']}/{meta['name']}/{meta['uid']}"
                 live.add(key)
-                if key in self._completed or spec.get("suspend"):
+                if key in self._completed:
+                    continue
+                if spec.get("suspend"):
+                    # Kueue suspends a Job whose Workload it evicts, and frees the quota once
+                    # the Job has no active pods: stop it, as the Job controller does.
+                    self._started.pop(key, None)
+                    if (job.get("status") or {}).get("active"):
+                        starting[key] = writes.submit(self._mark_suspended, batch, job)
                     continue
                 if _true(job, ("Complete", "Failed")):
                     continue
@@ -150,6 +158,16 @@ class JobSimulator:
             job["metadata"]["namespace"],
             {"status": {"startTime": _now(), "active": width}},
             _preload_content=False,  # the answer is not read: no model decoding
+        )
+
+    def _mark_suspended(self, batch: k8s.BatchV1Api, job: dict[str, Any]) -> None:
+        # The Job controller deletes a suspended Job's pods and resets its startTime (the
+        # Job documentation: "its .status.startTime field will be reset" on resume).
+        batch.patch_namespaced_job_status(
+            job["metadata"]["name"],
+            job["metadata"]["namespace"],
+            {"status": {"active": 0, "startTime": None}},
+            _preload_content=False,
         )
 
     def _complete(self, batch: k8s.BatchV1Api, job: dict[str, Any], width: int) -> None:

@@ -185,7 +185,8 @@ class EventReason(StrEnum):
     POOL_DELETED = "PoolDeleted"
     RELEASED = "Released"
     STACK_IDLE = "StackIdle"
-    CAPACITY_BLOCK_ENDING = "CapacityBlockEnding"
+    CAPACITY_BLOCK_ENDING = "CapacityBlockEnding"  # a set released before its block's end
+    CAPACITY_BLOCK_ENDED = "CapacityBlockEnded"  # the block has no time left for a new gang
     STACK_DRIFT = "StackDrift"  # a launch met a resource of the stack deleted outside it
     STACK_REPAIRED = "StackRepaired"  # the stack made it again
     # Workload admission check (workload_decision)

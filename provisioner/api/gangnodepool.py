@@ -24,6 +24,7 @@ from provisioner.api.shape import GangShape
 
 __all__ = [
     "PRINTER_COLUMNS",
+    "CapacityBlock",
     "Claim",
     "GangNodePool",
     "GangNodePoolSpec",
@@ -95,6 +96,13 @@ class ReleaseInProgress(KubeModel):
     network_interface_ids: tuple[str, ...] = ()
 
 
+class CapacityBlock(KubeModel):
+    """EC2's record of the Capacity Block a pool's gangs run on, as the pool last read it."""
+
+    reservation_id: str = Field(min_length=1)
+    ends_at: KubeTime
+
+
 # `status.lastStackOperation` values.
 STACK_OPERATION_PREPARE: Final = "prepare"
 STACK_OPERATION_RECORD: Final = "record"
@@ -126,6 +134,10 @@ class GangNodePoolStatus(KubeModel):
     # The end of the Capacity Block the active set runs on (EC2 reclaims it then); the set
     # is released before it. None when the gang is not on a block.
     capacity_block_ends_at: KubeTime | None = None
+    # The Capacity Block the spec names and its end, as EC2 last reported it. Unlike
+    # `capacity_block_ends_at` it outlives the set: a Workload that comes back after its
+    # block's set was released is refused from it, with nothing asked of EC2.
+    capacity_block: CapacityBlock | None = None
     consecutive_shortfalls: int = Field(default=0, ge=0)
     # Failed actions in a row of any kind (a stack step, a release, a retryable launch):
     # the retry backoff escalates with it, so no failing step retries at full speed forever.

@@ -50,6 +50,7 @@ from provisioner.controllers.pool_facts import (
     LaunchFacts,
     PassFacts,
     StackAnswer,
+    capacity_block_of,
     gather_launch_facts,
     may_launch,
     stack_holds_what_launch_needs,
@@ -287,6 +288,7 @@ class GangNodePoolReconciler:
             backoff=self._backoffs.get(pool.name),
             now=self._now(),
             timings=self._timings,
+            capacity_block=capacity_block_of(facts.launch),
         )
         return view, facts
 

@@ -17,7 +17,7 @@ from datetime import timedelta
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
-from provisioner.api.gangnodepool import GangNodePool
+from provisioner.api.gangnodepool import CapacityBlock, GangNodePool
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape
 from provisioner.cloud.engine import Ec2Engine
@@ -78,6 +78,16 @@ def addresses_needed(shape: GangShape, info: InstanceTypeInfo | None) -> int:
     if not shape.efa or info is None or uses_efa_only(info):
         return shape.count
     return shape.count * max(len(efa_cards(info)), 1)
+
+
+def capacity_block_of(launch: LaunchFacts | CloudError | None) -> CapacityBlock | None:
+    """The Capacity Block the gang targets and its end, from this pass's read of EC2."""
+    if not isinstance(launch, LaunchFacts):
+        return None
+    r = launch.reservation
+    if r is None or r.kind != "capacity-block" or r.end is None:
+        return None
+    return CapacityBlock(reservation_id=r.reservation_id, ends_at=r.end)
 
 
 def _efa_cards(shape: GangShape, info: InstanceTypeInfo | None) -> tuple[int, ...]:

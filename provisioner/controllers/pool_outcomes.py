@@ -23,6 +23,7 @@ from provisioner.api.gangnodepool import (
     STACK_OPERATION_RECORD,
     STACK_OPERATION_REMOVE_SET,
     STACK_OPERATION_REPAIR,
+    CapacityBlock,
     GangNodePoolStatus,
     LastError,
 )
@@ -177,6 +178,14 @@ def _after_release_set(
     )
 
 
+def _block_of(view: PoolView, result: ActionResult) -> CapacityBlock | None:
+    """The block a launched set runs on, kept past the set's release (see `block_window`)."""
+    reservation_id = view.spec.capacity_reservation_id
+    if result.block_ends_at is None or not reservation_id:
+        return None
+    return CapacityBlock(reservation_id=reservation_id, ends_at=result.block_ends_at)
+
+
 def _launch_outcome(view: PoolView, status: GangNodePoolStatus, result: ActionResult) -> Outcome:
     marker = status.launch_in_progress
     assert marker is not None
@@ -194,6 +203,7 @@ def _launch_outcome(view: PoolView, status: GangNodePoolStatus, result: ActionRe
                 consecutive_shortfalls=0,
                 consecutive_failures=0,
                 capacity_block_ends_at=result.block_ends_at,
+                capacity_block=_block_of(view, result) or status.capacity_block,
                 join_deadline=view.now + view.timings.join_deadline,
                 last_error=None,
             ),

@@ -18,11 +18,17 @@ KeepWarm → Satisfied on a new claim (the warm set is reused, no launch). N-or-
 throughout: a set that loses any instance, or misses the join deadline, is released whole
 before the next generation is acquired.
 
-Reserved capacity adds two timed transitions. A Capacity Block that has not started holds
+Reserved capacity adds three timed transitions. A Capacity Block that has not started holds
 the pool in Acquiring at $0 (no launch, no shortfall counted, the generation stays) until
 its start, with a message giving it. A set on a block is released
 `PoolTimings.block_release_margin` before the block's end — EC2 reclaims the instances
-then — with a message saying so.
+then — with a message saying this release was planned. And no gang is launched on a block
+too close to that release for its nodes to join (`block_window`): the pool records the
+block's end in its status and launches nothing, and the Workload decision rejects the
+claimant from that record.
+
+A claim that drops while the set is still joining puts the set in keep-warm (or releases
+it, with no keep-warm) at once: nobody waits for those nodes any more.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from provisioner.api import constants as c
 from provisioner.api.constants import Phase
 from provisioner.api.durations import format_duration
 from provisioner.api.gangnodepool import (
+    CapacityBlock,
     GangNodePoolSpec,
     GangNodePoolStatus,
     LastError,
@@ -42,6 +49,7 @@ from provisioner.api.gangnodepool import (
     ReleaseInProgress,
 )
 from provisioner.cloud.naming import group_name
+from provisioner.controllers.block_window import BlockWindow
 from provisioner.controllers.pool_status import changed, idle, seconds_until
 from provisioner.controllers.pool_steps import (
     Action,
@@ -251,6 +259,14 @@ def _plan_acquiring(view: PoolView) -> Step:
     marker = status.launch_in_progress
     if spec.claim is None and marker is None:
         return Step(Action.NONE, idle(changed(status, consecutive_shortfalls=0)), why="claim gone")
+    if marker is None:
+        # A marked launch is resumed whatever the block (it may have reached EC2: the same
+        # token adopts its set); a new one is not made on a block that cannot take it.
+        block = _known_block(view)
+        if block is not None:
+            if view.now >= _window(view, block).last_start:
+                return _block_too_late(view, block)
+            status = changed(status, capacity_block=block)
     if marker is None and status.stack_drift:
         # The last launch met a resource of the stack gone from EC2: the prepare refreshes
         # the stack, which forgets it, and makes it again. The launch comes after.
@@ -266,6 +282,37 @@ def _plan_acquiring(view: PoolView) -> Step:
             started_at=view.now,
         )
     return Step(Action.LAUNCH, changed(status, launch_in_progress=marker), why="launch")
+
+
+def _known_block(view: PoolView) -> CapacityBlock | None:
+    """The Capacity Block the spec names, as EC2 reported it this pass or, unread this
+    pass, as the status last recorded it."""
+    wanted = view.spec.capacity_reservation_id
+    if view.capacity_block is not None and view.capacity_block.reservation_id == wanted:
+        return view.capacity_block
+    recorded = view.status.capacity_block
+    return recorded if recorded is not None and recorded.reservation_id == wanted else None
+
+
+def _window(view: PoolView, block: CapacityBlock) -> BlockWindow:
+    timings = view.timings
+    return BlockWindow(block, timings.block_release_margin, timings.join_deadline)
+
+
+def _block_too_late(view: PoolView, block: CapacityBlock) -> Step:
+    """No launch: the block's end is recorded and said once; the Workload decision rejects
+    the claimant from the record, and the claim's drop brings the pool back to Idle. It is
+    read again after the config delay, in case the block was extended meanwhile."""
+    message = _window(view, block).refusal(view.now, view.spec.count)
+    err = LastError(reason=c.EventReason.CAPACITY_BLOCK_ENDED, message=message)
+    said = view.status.last_error == err
+    return Step(
+        Action.NONE,
+        changed(view.status, capacity_block=block, last_error=err),
+        requeue_after=view.timings.config_delay,
+        events=() if said else (Event(c.EVENT_WARNING, err.reason, message),),
+        why="capacity block too late",
+    )
 
 
 def _plan_active(view: PoolView) -> Step:
@@ -288,7 +335,9 @@ def _plan_active(view: PoolView) -> Step:
     recorded = status.active_group is not None and status.recorded_group == status.active_group
     ready = len(view.ready_instance_ids & set(status.instance_ids))
     status = changed(status, ready_nodes=ready)
-    if status.phase == Phase.SATISFIED and spec.claim is None:
+    if spec.claim is None:
+        # Nobody waits for this set any more, joined or not: keep it warm (or release it)
+        # now, rather than bill it until its nodes are Ready.
         return _enter_keep_warm(view, status)
     if ready == n:
         if status.phase != Phase.SATISFIED:
@@ -349,11 +398,11 @@ def _block_ending_message(view: PoolView) -> str:
     ends = view.status.capacity_block_ends_at
     assert ends is not None
     return (
-        f"Capacity Block {view.spec.capacity_reservation_id} (group "
+        f"Planned release: Capacity Block {view.spec.capacity_reservation_id} (group "
         f"{view.status.active_group}) ends at {ends:%Y-%m-%dT%H:%M:%SZ} and EC2 reclaims its "
         f"instances then; releasing the {view.spec.count} nodes "
-        f"{view.timings.block_release_margin} before its end. Buy or extend a block to run "
-        "longer."
+        f"{format_duration(view.timings.block_release_margin)} before its end, as planned. "
+        "Buy or extend a block to run longer."
     )
 
 
@@ -361,7 +410,9 @@ def _release_for_block_end(view: PoolView) -> Step:
     message = _block_ending_message(view)
     step = _release_for_retry(view, c.EventReason.CAPACITY_BLOCK_ENDING, message)
     err = LastError(reason=c.EventReason.CAPACITY_BLOCK_ENDING, message=message)
-    return replace(step, status=changed(step.status, last_error=err))
+    # Planned, not a failure: a Normal event.
+    planned = Event(c.EVENT_NORMAL, err.reason, message)
+    return replace(step, status=changed(step.status, last_error=err), events=(planned,))
 
 
 def _enter_keep_warm(view: PoolView, status: GangNodePoolStatus) -> Step:
@@ -371,16 +422,17 @@ def _enter_keep_warm(view: PoolView, status: GangNodePoolStatus) -> Step:
     until = view.now + ttl
     block_wait = seconds_until(view.now, _block_release_at(view))
     wait = ttl.total_seconds() if block_wait is None else min(ttl.total_seconds(), block_wait)
+    n = view.spec.count
+    joining = f" ({status.ready_nodes}/{n} Ready so far)" if status.ready_nodes < n else ""
     return Step(
         Action.TAG_KEEP_WARM,
-        changed(status, phase=Phase.KEEP_WARM, keep_warm_until=until),
+        changed(status, phase=Phase.KEEP_WARM, keep_warm_until=until, join_deadline=None),
         requeue_after=wait,
         events=(
             Event(
                 c.EVENT_NORMAL,
                 c.EventReason.KEEP_WARM,
-                f"Claim dropped; keeping {view.spec.count} nodes "
-                f"warm until {until:%Y-%m-%dT%H:%M:%SZ}.",
+                f"Claim dropped; keeping {n} nodes{joining} warm until {until:%Y-%m-%dT%H:%M:%SZ}.",
             ),
         ),
     )

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from enum import Enum, IntEnum
 
 from provisioner.api.constants import FailureKind
-from provisioner.api.gangnodepool import GangNodePoolSpec, GangNodePoolStatus
+from provisioner.api.gangnodepool import CapacityBlock, GangNodePoolSpec, GangNodePoolStatus
 from provisioner.api.settings import Settings
 
 
@@ -151,6 +151,9 @@ class PoolView:
     stack_operation: Action | None = None
     # The last failed step and when it may run again (the reconciler remembers it).
     backoff: Backoff | None = None
+    # EC2's record of the Capacity Block the spec names, read by a pass that may launch
+    # (None: not a block, or not read this pass).
+    capacity_block: CapacityBlock | None = None
 
     @property
     def prepared(self) -> bool:

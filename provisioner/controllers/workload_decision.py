@@ -11,12 +11,17 @@ The rules, in order:
    whose check we set to Retry holds no claim.
 2. A Job whose gang shape does not parse is Rejected with the parser's sentences.
 3. No pool yet: create it with this shape and this claim.
-4. Different shape: Rejected naming the fields — unless the pool is Idle with no
+4. A Capacity Block (as the pool last read it from EC2) with no time left for the
+   Workload's gang: Rejected, naming the block's end and id, so Kueue frees the quota
+   instead of holding it for a block that is over; an admitted gang released before its
+   block's end is told the release was planned (`block_window` says when a block is over).
+   A set already on the block, or warm and whole, runs on until the planned release.
+5. Different shape: Rejected naming the fields — unless the pool is Idle with no
    instances, where nothing can be disturbed and the new shape simply replaces the old.
    Checked before the busy rule: a Retry could only end in this Rejected later.
-5. Claimed by another live Workload: Retry (Kueue releases our quota and requeues us).
+6. Claimed by another live Workload: Retry (Kueue releases our quota and requeues us).
    A claim whose Workload no longer exists is stale and is replaced.
-6. Our claim: Ready only when the pool reports Satisfied with exactly N Ready nodes; Retry
+7. Our claim: Ready only when the pool reports Satisfied with exactly N Ready nodes; Retry
    after `acquireAttemptsBeforeRetry` consecutive shortfalls, or when an admitted gang loses
    its nodes; Pending with the pool's progress otherwise. A claim on a whole warm set gets no
    progress message, when made or before the pool answers it: Satisfied comes in one pass.
@@ -26,12 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
-from provisioner.api.gangnodepool import Claim, GangNodePool
+from provisioner.api.gangnodepool import CapacityBlock, Claim, GangNodePool
 from provisioner.api.settings import Settings
 from provisioner.api.shape import (
     GangShape,
@@ -41,6 +46,7 @@ from provisioner.api.shape import (
     shape_differences,
 )
 from provisioner.api.workload import PodSetUpdate, Workload, gang_pod_set_updates
+from provisioner.controllers.block_window import BlockWindow
 
 
 class PoolChange(Enum):
@@ -154,6 +160,14 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             ),
         )
 
+    refused = _block_refusal(workload, pool, shape, inputs)
+    if refused is not None:
+        if _holds(pool, workload):
+            return WorkloadDecision(
+                PoolChange.RELEASE, pool.name, check=refused, notes=("its Capacity Block is over",)
+            )
+        return WorkloadDecision(check=refused)
+
     claim = pool.spec.claim
     if (
         not _holds(pool, workload)
@@ -205,6 +219,54 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
     return WorkloadDecision(check=_check_for_claimant(workload, pool, inputs))
 
 
+def _block_window(pool: GangNodePool, shape: GangShape, settings: Settings) -> BlockWindow | None:
+    """The Capacity Block the Workload names, as the pool last read it from EC2 (its record,
+    or the end of the block its active set runs on, for a status written before the record
+    existed); None when the Workload names no block the pool knows."""
+    rid = shape.capacity_reservation_id
+    if not rid:
+        return None
+    status = pool.status
+    block = status.capacity_block
+    ends_at = status.capacity_block_ends_at
+    if block is None and ends_at is not None and pool.spec.capacity_reservation_id == rid:
+        block = CapacityBlock(reservation_id=rid, ends_at=ends_at)
+    if block is None or block.reservation_id != rid:
+        return None
+    return BlockWindow(
+        block,
+        release_margin=timedelta(seconds=settings.capacity_block_release_seconds),
+        start_time=timedelta(seconds=settings.join_deadline_seconds),
+    )
+
+
+def _block_refusal(
+    workload: Workload, pool: GangNodePool, shape: GangShape, inputs: WorkloadInputs
+) -> CheckUpdate | None:
+    """Rejected when the Workload's block can no longer serve it; None otherwise.
+
+    Until the block's planned release, a set already on it (launched, or on its way, for
+    this Workload; or warm and whole, reused without a launch) runs on: only a gang that
+    would have to be launched is refused. From the release on, nothing runs on the block.
+    """
+    window = _block_window(pool, shape, inputs.settings)
+    now = inputs.now
+    if window is None or not window.too_late_to_start(now):
+        return None
+    status = pool.status
+    holds = _holds(pool, workload)
+    if not window.over(now):
+        on_its_way = bool(status.instance_ids) or status.launch_in_progress is not None
+        if (holds and on_its_way) or _warm_set_whole(pool):
+            return None
+    current = workload.check(inputs.check_name or "")
+    if holds and current is not None and current.state == c.CHECK_READY:
+        message = window.planned_release(pool.name)
+    else:
+        message = window.refusal(now, shape.count)
+    return CheckUpdate(c.CHECK_REJECTED, message, reason=c.EventReason.CAPACITY_BLOCK_ENDED)
+
+
 def _idle_and_empty(pool: GangNodePool) -> bool:
     return pool.status.phase == Phase.IDLE and not pool.status.instance_ids
 
@@ -249,7 +311,17 @@ def _check_for_claimant(
         )
     if current is not None and current.state == c.CHECK_READY:
         # Say why when the pool knows (a Capacity Block ending, a node lost).
-        why = f" {status.last_error.message}" if status.last_error is not None else ""
+        error = status.last_error
+        why = f" {error.message}" if error is not None else ""
+        if error is not None and error.reason == c.EventReason.CAPACITY_BLOCK_ENDING:
+            # Planned, and not lost; a block the pool has no record of (a status from before
+            # the record) is refused once the Workload comes back.
+            return CheckUpdate(
+                c.CHECK_RETRY,
+                f"Pool {pool.name} released the gang as planned before its Capacity Block's "
+                f"end; the Workload is requeued.{why}",
+                reason=c.EventReason.CAPACITY_BLOCK_ENDING,
+            )
         return CheckUpdate(
             c.CHECK_RETRY,
             f"Pool {pool.name} lost its gang ({status.ready_nodes}/{pool.spec.count} Ready, "

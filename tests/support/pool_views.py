@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from provisioner.api.constants import Phase
-from provisioner.api.gangnodepool import GangNodePoolSpec, GangNodePoolStatus
+from provisioner.api.gangnodepool import CapacityBlock, GangNodePoolSpec, GangNodePoolStatus
 from provisioner.controllers.pool_plan import needs_stack
 from provisioner.controllers.pool_steps import Instance, PoolTimings, PoolView
 from tests.support.pools import claim, pool_spec
@@ -40,11 +40,18 @@ def view(
     deleting: bool = False,
     keep_warm: str = "10m",
     idle_stack_ttl: timedelta = TIMINGS.idle_stack_ttl,
+    capacity_reservation_id: str | None = None,
+    capacity_block: CapacityBlock | None = None,
 ) -> PoolView:
     """The pool as a pass sees it. Whether the stack is prepared is given only where the
     reconciler would gather it (`needs_stack`): a plan that reads it elsewhere fails."""
     spec = GangNodePoolSpec.model_validate(
-        pool_spec(node_role_arn=ROLE, keep_warm_ttl=keep_warm, claim=CLAIM if claimed else None)
+        pool_spec(
+            node_role_arn=ROLE,
+            keep_warm_ttl=keep_warm,
+            claim=CLAIM if claimed else None,
+            capacity_reservation_id=capacity_reservation_id,
+        )
     )
     st = GangNodePoolStatus.model_validate({"phase": phase, **(status or {})})
     return PoolView(
@@ -60,6 +67,7 @@ def view(
         stack_prepared=prepared if needs_stack(spec, st, deleting=deleting) else None,
         now=NOW,
         timings=replace(TIMINGS, idle_stack_ttl=idle_stack_ttl),
+        capacity_block=capacity_block,
     )
 
 

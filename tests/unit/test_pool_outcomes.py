@@ -19,6 +19,11 @@ ALL = frozenset(IDS)
 ANY: Any = object()
 STARTS = NOW + timedelta(minutes=20)
 BLOCK_END = NOW + timedelta(hours=2)
+BLOCK_ID = "cr-0fedcba9876543210"
+BLOCK_RECORD = {
+    "reservationId": BLOCK_ID,
+    "endsAt": (NOW + TIMINGS.block_release_margin).strftime("%Y-%m-%dT%H:%M:%SZ"),
+}
 ACQUIRING_GEN_3 = view(
     phase=Phase.ACQUIRING, status={"acquireGeneration": 3, "consecutiveShortfalls": 1}
 )
@@ -154,6 +159,35 @@ ROWS = [
         ActionResult(True),
         Phase.ACQUIRING,
         status={"instanceIds": [], "activeGroup": None, "recordedGroup": None},
+    ),
+    Row(
+        "a launch on a Capacity Block keeps the block's record, to outlive the set",
+        view(
+            phase=Phase.ACQUIRING,
+            status={"acquireGeneration": 3},
+            capacity_reservation_id=BLOCK_ID,
+        ),
+        Action.LAUNCH,
+        ActionResult(True, instance_ids=IDS, block_ends_at=BLOCK_END),
+        Phase.JOINING,
+        status={"capacityBlock": {"reservationId": BLOCK_ID, "endsAt": "2026-11-29T14:00:00Z"}},
+    ),
+    Row(
+        "a block's release keeps the block's record: a returning Workload is refused from it",
+        view(
+            phase=Phase.SATISFIED,
+            status=active(
+                capacityBlockEndsAt=(NOW + TIMINGS.block_release_margin).isoformat(),
+                capacityBlock=BLOCK_RECORD,
+            ),
+            live=LIVE,
+            ready=ALL,
+            capacity_reservation_id=BLOCK_ID,
+        ),
+        Action.RELEASE_SET,
+        ActionResult(True),
+        Phase.ACQUIRING,
+        status={"instanceIds": [], "capacityBlockEndsAt": None, "capacityBlock": BLOCK_RECORD},
     ),
     Row(
         "a block's release before its end acquires again, the block's end forgotten",

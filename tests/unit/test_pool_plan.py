@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from provisioner.api.constants import Phase
-from provisioner.api.gangnodepool import LaunchInProgress
+from provisioner.api.gangnodepool import CapacityBlock, LaunchInProgress
 from provisioner.controllers.pool_plan import plan
 from provisioner.controllers.pool_steps import Action, Instance, PoolView, ReleasePurpose
 from tests.support.pool_views import IDS, LIVE, NOW, TIMINGS, active, view
@@ -26,6 +26,13 @@ STRAY = Instance("i-00000000000000099", "gen-7")
 MARGIN = TIMINGS.block_release_margin
 BLOCK_SOON = (NOW + MARGIN - timedelta(seconds=1)).isoformat()  # inside the release margin
 ALL = frozenset(IDS)
+BLOCK_ID = "cr-0fedcba9876543210"
+
+
+def block_ending_in(*, minutes: int) -> CapacityBlock:
+    return CapacityBlock(reservation_id=BLOCK_ID, ends_at=NOW + timedelta(minutes=minutes))
+
+
 KEPT_STACK_TTL = TIMINGS.idle_stack_ttl.total_seconds()
 ANY: Any = object()  # a field the row does not pin
 
@@ -210,6 +217,33 @@ ROWS = [
         Action.RELEASE_SET,
         Phase.JOINING,
         release_ids=ALL,
+    ),
+    Row(
+        "a claim gone while joining keeps the set warm at once, not once its nodes are Ready",
+        view(
+            phase=Phase.JOINING,
+            claimed=False,
+            status=active(joinDeadline="2026-11-29T12:05:00Z"),
+            live=LIVE,
+            ready=frozenset(IDS[:1]),
+        ),
+        Action.TAG_KEEP_WARM,
+        Phase.KEEP_WARM,
+        events=("KeepWarm",),
+        status={"keepWarmUntil": "2026-11-29T12:10:00Z", "joinDeadline": None, "readyNodes": 1},
+    ),
+    Row(
+        "a claim gone while joining, with no keep-warm, releases the set at once",
+        view(
+            phase=Phase.JOINING,
+            claimed=False,
+            keep_warm="0s",
+            status=active(joinDeadline="2026-11-29T12:05:00Z"),
+            live=LIVE,
+        ),
+        Action.NONE,
+        Phase.RELEASING,
+        requeue_after=0.0,
     ),
     # --- Satisfied ------------------------------------------------------------------------
     Row(
@@ -469,6 +503,71 @@ ROWS = [
         requeue_after=120.0,
     ),
     Row(
+        "a block too close to its end for a gang to join: no launch, its end recorded and said",
+        view(
+            phase=Phase.ACQUIRING,
+            capacity_reservation_id=BLOCK_ID,
+            capacity_block=block_ending_in(minutes=44),
+        ),
+        Action.NONE,
+        Phase.ACQUIRING,
+        requeue_after=TIMINGS.config_delay,
+        events=("CapacityBlockEnded",),
+        status={
+            "capacityBlock": {"reservationId": BLOCK_ID, "endsAt": "2026-11-29T12:44:00Z"},
+            "launchInProgress": None,
+        },
+    ),
+    Row(
+        "a block that ended, from the status's record when EC2 was not read this pass",
+        view(
+            phase=Phase.ACQUIRING,
+            capacity_reservation_id=BLOCK_ID,
+            status={"capacityBlock": {"reservationId": BLOCK_ID, "endsAt": "2026-11-29T11:00:00Z"}},
+        ),
+        Action.NONE,
+        Phase.ACQUIRING,
+        events=("CapacityBlockEnded",),
+        status={"launchInProgress": None},
+    ),
+    Row(
+        "a block with time for a gang to join: the launch is marked, the block recorded",
+        view(
+            phase=Phase.ACQUIRING,
+            capacity_reservation_id=BLOCK_ID,
+            capacity_block=block_ending_in(minutes=46),
+        ),
+        Action.LAUNCH,
+        Phase.ACQUIRING,
+        status={"capacityBlock": {"reservationId": BLOCK_ID, "endsAt": "2026-11-29T12:46:00Z"}},
+    ),
+    Row(
+        "a launch marked before the block ran short is resumed (its set may exist)",
+        view(
+            phase=Phase.ACQUIRING,
+            capacity_reservation_id=BLOCK_ID,
+            capacity_block=block_ending_in(minutes=10),
+            status={"acquireGeneration": 3, "launchInProgress": MARKER.to_dict()},
+        ),
+        Action.LAUNCH,
+        Phase.ACQUIRING,
+    ),
+    Row(
+        "a record of another block does not hold this one",
+        view(
+            phase=Phase.ACQUIRING,
+            capacity_reservation_id=BLOCK_ID,
+            status={
+                "capacityBlock": {
+                    "reservationId": "cr-0123456789abcdef0",
+                    "endsAt": "2026-11-29T11:00:00Z",
+                }
+            },
+        ),
+        Action.LAUNCH,
+        Phase.ACQUIRING,
+    ),
+    Row(
         "entering keep-warm on a block wakes up for its release",
         view(
             phase=Phase.SATISFIED,
@@ -526,3 +625,40 @@ def test_a_plan_that_reads_an_ungathered_stack_answer_fails_loudly() -> None:
     given = view(phase=Phase.ACQUIRING, prepared=False)
     with pytest.raises(AssertionError, match="did not gather it"):
         plan(replace(given, stack_prepared=None))
+
+
+def test_a_planned_release_before_a_blocks_end_says_it_was_planned() -> None:
+    ending = view(
+        phase=Phase.SATISFIED,
+        status=active(capacityBlockEndsAt=BLOCK_SOON),
+        live=LIVE,
+        ready=ALL,
+        capacity_reservation_id=BLOCK_ID,
+    )
+    step = plan(ending)
+    (event,) = step.events
+    assert (event.type, event.reason) == ("Normal", "CapacityBlockEnding")
+    assert "as planned" in event.message and "lost" not in event.message
+    assert step.status.last_error is not None and "as planned" in step.status.last_error.message
+
+
+def test_a_block_too_late_is_said_once() -> None:
+    first = plan(
+        view(
+            phase=Phase.ACQUIRING,
+            capacity_reservation_id=BLOCK_ID,
+            capacity_block=block_ending_in(minutes=44),
+        )
+    )
+    again = plan(
+        view(
+            phase=Phase.ACQUIRING,
+            capacity_reservation_id=BLOCK_ID,
+            capacity_block=block_ending_in(minutes=44),
+            status=first.status.model_dump(mode="json", by_alias=True, exclude_none=True),
+        )
+    )
+    assert (again.action, again.events) == (Action.NONE, ())
+    assert first.status.last_error is not None
+    message = first.status.last_error.message
+    assert BLOCK_ID in message and "2026-11-29T12:44:00Z" in message

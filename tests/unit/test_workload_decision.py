@@ -285,6 +285,10 @@ def test_a_gang_released_for_its_ending_capacity_block_tells_the_workload_why() 
     decision = decide(inputs(workload(check_state=c.CHECK_READY), released))
     assert decision.check is not None and decision.check.state == c.CHECK_RETRY
     assert why in decision.check.message
+    # Planned, not lost (the pool knew no record of the block to refuse it from).
+    assert "released the gang as planned" in decision.check.message
+    assert "lost its gang" not in decision.check.message
+    assert decision.check.reason == c.EventReason.CAPACITY_BLOCK_ENDING
 
 
 def test_a_gang_held_for_a_block_not_yet_active_stays_pending_with_the_start() -> None:
