@@ -193,3 +193,6 @@ class ActionResult:
     starts_at: datetime | None = None
     # The Capacity Block a launched set runs on: when it ends.
     block_ends_at: datetime | None = None
+    # A failed launch's instances EC2 has not yet shown terminating (a rollback it could
+    # not confirm): kept in the status and released by the next pass, never forgotten.
+    unreleased_ids: tuple[str, ...] = ()
