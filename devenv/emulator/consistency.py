@@ -74,6 +74,7 @@ class ConsistencySwitches:
     lock: threading.RLock
     clock: Callable[[], float]
     now: Callable[[], float]
+    _consumed: list[dict[str, Any]]
 
     def _clear_consistency_state(self) -> None:
         self._lags: dict[str, Lag] = {}
@@ -170,6 +171,11 @@ class ConsistencySwitches:
             hidden = math.ceil(lag.share * launch.size)
             if launch.index >= launch.size - hidden:
                 unseen.add(instance_id)
+        if unseen:
+            # Recorded like every consumed switch, so a test can show the lag bit.
+            self._consumed.append(
+                {"switch": "consistency-lag", "kind": kind, "ids": sorted(unseen), "by": client}
+            )
         return unseen
 
     def aged_out(self, instance_ids: set[str] | None = None) -> set[str]:

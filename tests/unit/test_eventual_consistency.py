@@ -33,7 +33,7 @@ from provisioner.controllers.pool_outcomes import outcome
 from provisioner.controllers.pool_plan import plan
 from provisioner.controllers.pool_steps import Action, ActionResult, ReleasePurpose
 from tests.support.ec2_listing import described_instances
-from tests.support.pool_views import NOW, view
+from tests.support.pool_views import IDS, LIVE, NOW, active, view
 from tests.unit.test_cloud_helpers import World, emulated_aws
 
 pytestmark = pytest.mark.unit
@@ -126,19 +126,17 @@ def test_a_terminated_instance_is_gone_from_answers_after_an_hour_but_not_from_h
 
 # --- the release ---------------------------------------------------------------------------
 def test_release_does_not_count_a_terminate_answering_not_found(world: World) -> None:
-    world.emu.set_lag(TERMINATE, WINDOW)
+    lag = 120.0  # longer than the release's own wait (60 s): it ends before EC2 catches up
+    world.emu.set_lag(TERMINATE, lag)
     ids = gang(world).instance_ids
 
-    # A wait shorter than EC2's lag: the release ends before EC2 has caught up.
-    report = release(
-        world.ec2, world.clock, ids, eni_wait_seconds=0, poll_seconds=5, confirm_wait_seconds=10
-    )
+    report = world.engine.release(ids, eni_wait_seconds=0, poll_seconds=5)
 
     counted = set(report.terminated) | set(report.already_gone)
     assert not counted & alive(world), f"counted gone while running: {counted & alive(world)}"
-    assert set(report.unconfirmed) == alive(world) == set(ids)
+    assert alive(world) == set(ids) and set(report.unconfirmed) == set(ids)
     # The same release, once EC2 has caught up, terminates and confirms them.
-    world.clock.advance(WINDOW)
+    world.clock.advance(lag)
     again = world.engine.release(ids, eni_wait_seconds=0)
     assert again.all_gone and alive(world) == set()
 
@@ -147,8 +145,8 @@ def test_release_retries_a_not_found_terminate_within_its_wait(world: World) -> 
     world.emu.set_lag(TERMINATE, 12)
     ids = gang(world).instance_ids
     report = world.engine.release(ids, eni_wait_seconds=0, poll_seconds=5)
+    assert alive(world) == set(), "the release gave up on a terminate that answered NotFound"
     assert report.all_gone and set(report.terminated) == set(ids)
-    assert alive(world) == set()
     assert world.clock.sleeps[:3] == [5, 5, 5]
 
 
@@ -160,7 +158,7 @@ def test_release_of_a_fresh_set_neither_listed_nor_found_by_id_terminates_it(
     ids = gang(world).instance_ids
     assert described_instances(world.ec2) == []
 
-    report = world.engine.release(ids, eni_wait_seconds=0, known_since=world.clock.now())
+    report = world.engine.release(ids, eni_wait_seconds=0)
 
     counted = set(report.terminated) | set(report.already_gone)
     assert not counted & alive(world), f"counted gone while running: {counted & alive(world)}"
@@ -251,25 +249,26 @@ def test_a_launch_whose_rollback_is_unconfirmed_leaves_the_ids_for_the_next_pass
     assert nxt.status.release_in_progress.started_at == NOW
 
 
-def test_a_release_that_is_not_confirmed_keeps_the_ids_and_its_start() -> None:
+def test_a_release_planned_again_keeps_its_ids_and_its_first_start() -> None:
+    # A join-deadline release EC2 has not confirmed: the next pass plans the release again
+    # (the deadline is still past). The marker's start must not move, or NotFound by id for
+    # an instance terminated long ago could never be judged against it.
     started = NOW - timedelta(minutes=3)
-    status = {
-        "instanceIds": list(ROLLED),
-        "activeGroup": "gen-0",
-        "acquireGeneration": 1,
-        "releaseInProgress": {
+    status = active(
+        joinDeadline=(NOW - timedelta(minutes=4)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        releaseInProgress={
             "startedAt": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "reason": "JoinDeadlineExceeded",
-            "instanceIds": list(ROLLED),
+            "instanceIds": list(IDS),
         },
-    }
-    releasing = view(phase=Phase.RELEASING, claimed=False, status=status)
-    step = plan(releasing)
-    assert step.action is Action.RELEASE_SET
+    )
+    joining = view(phase=Phase.JOINING, status=status, live=LIVE)
+    step = plan(joining)
+    assert step.action is Action.RELEASE_SET and set(step.release_ids) == set(IDS)
     assert step.status.release_in_progress is not None
     assert step.status.release_in_progress.started_at == started
     failed = ActionResult(
         False, failure=FailureKind.RETRYABLE, reason="TerminationUnconfirmed", message="no"
     )
-    left, _, _ = outcome(releasing, step, failed)
-    assert left.instance_ids == ROLLED and left.release_in_progress is not None
+    left, _, _ = outcome(joining, step, failed)
+    assert left.instance_ids == IDS and left.release_in_progress is not None
