@@ -16,7 +16,7 @@ definition (`provisioner/cloud/billing.py`).
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -66,6 +66,22 @@ def billed(env: GangEnv, pool: str) -> tuple[float, float]:
     return sum(b.billed for b in bills), sum(b.stranded for b in bills)
 
 
+def most_alive_at_once(env: GangEnv, pool: str) -> int:
+    """The most instances of `pool` EC2 ran at one moment, from its history (EC2 reports
+    times to the second, so lives that touch within a second do not count as overlapping)."""
+    now = datetime.now(UTC)
+    lives = [instance_life(i) for i in history(env, pool)]
+    spans = [(life.launched, life.ended or now) for life in lives]
+    tolerance = timedelta(seconds=1)
+    return max(
+        (
+            sum(1 for start, end in spans if start <= moment < end - tolerance)
+            for moment, _ in spans
+        ),
+        default=0,
+    )
+
+
 def lag_consumed(env: GangEnv) -> set[str]:
     """Which of EC2's NotFound answers the controller met (the lags actually bit)."""
     return {
@@ -96,6 +112,9 @@ def test_a_rollback_right_after_launch_leaves_nothing_running(gang_env_factory: 
     env.wait_check(workload, c.CHECK_READY, timeout=180)
     st = status(env, "pool-ecroll")
     assert alive(env, "pool-ecroll") == set(st["instanceIds"]), "the rolled-back set still runs"
+    # N-or-0 in EC2's own record: the rolled-back instances were gone before the next set
+    # was launched, never alive beside it.
+    assert most_alive_at_once(env, "pool-ecroll") <= N, "a rolled-back set ran beside the next"
     per_group = launches_per_group(env)
     assert len({g for (p, g) in per_group if p == "pool-ecroll"}) >= 2, per_group
     assert {TERMINATE, DESCRIBE_BY_ID} <= lag_consumed(env), emu.consumed()
