@@ -193,6 +193,21 @@ class EmulatorClient:
         `seconds` (EC2's eventually consistent reads); 0 disarms."""
         return self._call("POST", "listing-lag", {"seconds": seconds})
 
+    def set_consistency_lag(
+        self, kind: str, seconds: float, client: str | None = None, share: float = 1.0
+    ) -> dict[str, Any]:
+        """EC2's eventual consistency for `client` (its access key id; None: everyone), for
+        `seconds` after each launch: kind "listing" (listings miss the last `share` of each
+        fresh set), "describe-by-id" (NotFound by id), "terminate" (TerminateInstances
+        answers NotFound and terminates nothing). 0 disarms."""
+        body = {"kind": kind, "seconds": seconds, "client": client, "share": share}
+        return self._call("POST", "consistency-lag", body)
+
+    def instance_history(self) -> list[dict[str, Any]]:
+        """Every instance EC2 ran, in DescribeInstances' shape, terminated ones included even
+        after they are gone from its answers (EC2's usage record)."""
+        return list(self._call("GET", "instance-history")["instances"])
+
     def set_eni_detach_delay(self, seconds: float) -> dict[str, Any]:
         return self._call("POST", "eni-detach-delay", {"seconds": seconds})
 

@@ -4,9 +4,8 @@ A failure is answered either before moto sees the call (EC2 refused it) or, with
 once moto has run it (EC2 did it, and the answer was lost: a 5xx after the side effect). A
 delay holds a call for some seconds before EC2 runs it, or after it ran and before the
 answer leaves: the windows a crash or a timeout can fall into. A short answer launches fewer
-instances than asked and says success; a listing lag keeps freshly launched instances out of
-filtered DescribeInstances for a while, as EC2's eventually consistent reads do. Every
-fault and delay can be scoped to
+instances than asked and says success. (EC2's eventual consistency, a listing lag among it,
+is `consistency.py`'s.) Every fault and delay can be scoped to
 one client by its access key id, so a fault meant for the controller is not absorbed by the
 node simulator's polling; each consumed switch is recorded with the client that took it.
 
@@ -111,8 +110,6 @@ class FaultSwitches:
     clock: Callable[[], float]
 
     def _clear_faults_state(self) -> None:
-        self.listing_lag = 0.0
-        self._launched_at: dict[str, float] = {}
         self._faults: dict[str, list[Fault]] = {}
         self._delays: dict[str, list[Delay]] = {}
         self._short: dict[str, ShortAnswer] = {}
@@ -240,31 +237,6 @@ class FaultSwitches:
                 del self._short[action]
             self._consumed.append({"switch": "short-answer", **asdict(short)})
             return short.missing
-
-    def set_listing_lag(self, seconds: float) -> None:
-        """Instances launched from now on stay out of DescribeInstances listings (calls
-        without instance ids) for `seconds`: a crash-retry that looks for the set its lost
-        answer launched finds nothing, as it may on EC2. 0 disarms."""
-        if not 0 <= seconds <= 300:
-            raise EmulatorInputError("seconds", f"seconds {seconds} is not in [0, 300]")
-        with self.lock:
-            self.listing_lag = float(seconds)
-            if not seconds:
-                self._launched_at.clear()
-
-    def note_launched(self, instance_ids: list[str]) -> None:
-        with self.lock:
-            if self.listing_lag:
-                now = self.clock()
-                self._launched_at.update(dict.fromkeys(instance_ids, now))
-
-    def hidden_from_listings(self) -> set[str]:
-        """The instances a listing does not show yet (see `set_listing_lag`)."""
-        with self.lock:
-            if not self._launched_at:
-                return set()
-            cutoff = self.clock() - self.listing_lag
-            return {i for i, at in self._launched_at.items() if at > cutoff}
 
     def short_answers(self) -> list[dict[str, Any]]:
         with self.lock:

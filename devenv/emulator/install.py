@@ -28,6 +28,7 @@ from devenv.emulator.hot_paths import install_hot_paths
 from devenv.emulator.identity import install_identity
 from devenv.emulator.instances import (
     backend_describe_instances,
+    backend_get_reservations_by_instance_ids,
     backend_run_instances,
     backend_terminate_instances,
     get_tags,
@@ -55,6 +56,11 @@ def install() -> EmulatorState:
             patch(EC2Response, "create_fleet", create_fleet_handler)
             patch(EC2Backend, "run_instances", backend_run_instances)
             patch(EC2Backend, "describe_instances", backend_describe_instances)
+            patch(
+                EC2Backend,
+                "get_reservations_by_instance_ids",
+                backend_get_reservations_by_instance_ids,
+            )
             patch(EC2Backend, "terminate_instances", backend_terminate_instances)
             patch(EC2Backend, "describe_launch_templates", backend_describe_launch_templates)
             patch(EC2Backend, "delete_launch_template", backend_delete_launch_template)
@@ -89,7 +95,8 @@ def call_action(self: Any) -> Any:
         fault = EMULATOR.take_fault(action, client) if EMULATOR.has_faults() else None
         if fault is not None and not fault.after:
             return fault_response(self, fault)
-        answer = original(BaseResponse, "call_action")(self)
+        with EMULATOR.calling(action, client):
+            answer = original(BaseResponse, "call_action")(self)
     if delay is not None and delay.after:
         time.sleep(delay.seconds)
     if fault is not None:  # EC2 ran the call; its answer is lost

@@ -6,6 +6,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from moto.ec2.exceptions import InvalidInstanceIdError
 from moto.ec2.models import EC2Backend
 from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
 
@@ -74,7 +75,9 @@ def backend_run_instances(
 
 
 def backend_describe_instances(self: Any, filters: Any = None) -> list[Any]:
-    """A listing (DescribeInstances without ids) leaves out what the listing lag hides."""
+    """A listing (DescribeInstances without ids) leaves out what the listing lag hides and
+    what terminated about an hour ago ("Eventual consistency in the Amazon EC2 API";
+    "TerminateInstances"; see `consistency.py`)."""
     reservations: list[Any] = original(EC2Backend, "describe_instances")(self, filters)
     hidden = EMULATOR.hidden_from_listings()
     if not hidden:
@@ -87,7 +90,29 @@ def backend_describe_instances(self: Any, filters: Any = None) -> list[Any]:
     return shown
 
 
+def backend_get_reservations_by_instance_ids(
+    self: Any, instance_ids: list[str], filters: Any = None
+) -> list[Any]:
+    """DescribeInstances BY ID: an id not yet propagated to the caller (the describe lag) or
+    terminated about an hour ago fails the whole call with InvalidInstanceID.NotFound, as an
+    unknown id does ("Eventual consistency in the Amazon EC2 API"; "TerminateInstances")."""
+    unknown = EMULATOR.not_found_by_id(list(instance_ids))
+    if unknown:
+        raise InvalidInstanceIdError(unknown)
+    found: list[Any] = original(EC2Backend, "get_reservations_by_instance_ids")(
+        self, instance_ids, filters
+    )
+    return found
+
+
 def backend_terminate_instances(self: Any, instance_ids: list[str]) -> Any:
+    # "Eventual consistency in the Amazon EC2 API": TerminateInstances may answer NotFound
+    # for an id just launched, and then terminates nothing ("TerminateInstances": a request
+    # that fails terminates none of its instances); an instance terminated about an hour ago
+    # is unknown to it too (see `consistency.py`).
+    unknown = EMULATOR.not_found_to_terminate(list(instance_ids))
+    if unknown:
+        raise InvalidInstanceIdError(unknown)
     # AWS answers a repeated terminate with terminated -> terminated; moto would tear the
     # instance down again and fail on the ENI it already deleted. Releases are retried, so
     # the repeat must succeed.
@@ -97,6 +122,7 @@ def backend_terminate_instances(self: Any, instance_ids: list[str]) -> Any:
     terminated = original(EC2Backend, "terminate_instances")(self, todo) if todo else []
     newly = [instance for instance, previous in terminated if previous.name != "terminated"]
     EMULATOR.schedule_detaches(self, newly)
+    EMULATOR.note_terminated([instance.id for instance in newly])
     EMULATOR.instance_events.add(TERMINATED, [instance.id for instance in newly])
     return [*terminated, *((i, copy.copy(i._state)) for i in done)]
 

@@ -110,6 +110,8 @@ class ControlApp:
                 Rule("/_emulator/consumed", methods=["GET"], endpoint="consumed"),
                 Rule("/_emulator/short-answer", methods=["POST"], endpoint="short_answer"),
                 Rule("/_emulator/listing-lag", methods=["POST"], endpoint="listing_lag"),
+                Rule("/_emulator/consistency-lag", methods=["POST"], endpoint="consistency_lag"),
+                Rule("/_emulator/instance-history", methods=["GET"], endpoint="instance_history"),
                 Rule("/_emulator/eni-detach-delay", methods=["POST"], endpoint="eni_detach_delay"),
                 Rule("/_emulator/eks/cluster", methods=["POST"], endpoint="eks_cluster"),
                 Rule("/_emulator/eks/ami", methods=["POST"], endpoint="eks_ami"),
@@ -146,6 +148,8 @@ class ControlApp:
             "consumed": self._consumed,
             "short_answer": self._short_answer,
             "listing_lag": self._listing_lag,
+            "consistency_lag": self._consistency_lag,
+            "instance_history": lambda _: {"instances": state.instance_history()},
             "eni_detach_delay": self._eni_detach_delay,
             "eks_cluster": self._eks_cluster,
             "eks_ami": self._eks_ami,
@@ -241,6 +245,19 @@ class ControlApp:
             raise _BadField("seconds", "seconds must be a number")
         self._state.set_listing_lag(float(seconds))
         return {"seconds": float(seconds)}
+
+    def _consistency_lag(self, body: dict[str, Any]) -> Any:
+        seconds = _number(body, "seconds")
+        if seconds is None:
+            raise _BadField("seconds", "seconds is required (0 disarms)")
+        share = _number(body, "share")
+        lag = self._state.set_lag(
+            _str(body, "kind"),
+            seconds,
+            _opt_str(body, "client"),
+            1.0 if share is None else share,
+        )
+        return {"lag": None if lag is None else lag.as_dict()}
 
     def _eni_detach_delay(self, body: dict[str, Any]) -> Any:
         seconds = body.get("seconds")

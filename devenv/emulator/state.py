@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any, Final
 
 from moto.core.base_backend import BackendDict
@@ -15,6 +16,7 @@ from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models import ec2_backends
 from moto.eks.models import eks_backends
 
+from devenv.emulator.consistency import ConsistencySwitches
 from devenv.emulator.eks_cluster import register_cluster
 from devenv.emulator.faults import FaultSwitches
 from devenv.emulator.instance_events import InstanceEventFeed
@@ -55,7 +57,7 @@ class _Record:
     result: Any
 
 
-class EmulatorState(FaultSwitches, ReservedCapacity):
+class EmulatorState(FaultSwitches, ConsistencySwitches, ReservedCapacity):
     """Everything the emulator knows that moto does not; `reset()` returns it to defaults.
 
     Methods are safe to call from the control API's threads: they take `lock`, which the
@@ -80,6 +82,7 @@ class EmulatorState(FaultSwitches, ReservedCapacity):
         self.eni_detach_delay = 0.0
         self._totals: dict[tuple[str, str], int] = {}
         self._clear_faults_state()
+        self._clear_consistency_state()
         self._clear_reserved_state()
         self._detaches: list[_Detach] = []
         self._records: dict[tuple[str, str, str, str], _Record] = {}
@@ -249,6 +252,7 @@ class EmulatorState(FaultSwitches, ReservedCapacity):
                 "delays": [d.as_dict() for queue in self._delays.values() for d in queue],
                 "short_answers": self.short_answers(),
                 "listing_lag_seconds": self.listing_lag,
+                "consistency_lags": self.lag_views(),
                 "eni_detach_delay_seconds": self.eni_detach_delay,
                 "pending_eni_detaches": len(self._detaches),
                 "instances": self._instance_counts(),
@@ -293,6 +297,13 @@ class EmulatorState(FaultSwitches, ReservedCapacity):
             )
         return rows
 
+    def instance_history(self) -> list[dict[str, Any]]:
+        """Every instance EC2 ever ran here, in DescribeInstances' shape, including those
+        terminated long enough ago to be gone from its answers: EC2's own record of what it
+        ran and billed (its usage records outlive the hour a terminated instance is listed)."""
+        with self.lock:
+            return [_history_entry(i) for b in self._backends() for i in b.all_instances()]
+
     def _instance_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for backend in self._backends():
@@ -317,3 +328,16 @@ def _detach_if_still_attached(detach: _Detach) -> None:
     eni = backend.enis.get(detach.eni_id)
     if eni is not None and eni.instance is not None and eni.instance.id == detach.instance_id:
         detach_interface(eni.instance, eni)
+
+
+def _history_entry(instance: Any) -> dict[str, Any]:
+    return {
+        "InstanceId": instance.id,
+        "InstanceType": instance.instance_type,
+        # moto's times are naive UTC.
+        "LaunchTime": instance.launch_time.replace(tzinfo=UTC).isoformat(),
+        "State": {"Name": instance.state},
+        "StateTransitionReason": instance.state_transition_reason or "",
+        "Placement": {"AvailabilityZone": instance.placement.zone},
+        "Tags": [{"Key": t["key"], "Value": t["value"]} for t in instance.get_tags()],
+    }

@@ -182,6 +182,8 @@ class EventReason(StrEnum):
     KEEP_WARM = "KeepWarm"
     KEEP_WARM_EXPIRED = "KeepWarmExpired"
     STRAY_INSTANCES = "StrayInstances"
+    # A launch's rollback EC2 has not yet shown terminating: the pool releases those ids.
+    ROLLBACK_UNCONFIRMED = "RollbackUnconfirmed"
     POOL_DELETED = "PoolDeleted"
     RELEASED = "Released"
     STACK_IDLE = "StackIdle"
@@ -208,7 +210,8 @@ class FailureKind(StrEnum):
     delay (a person has to fix something first)."""
 
     CAPACITY = "capacity"  # EC2 has no room for N now; nothing is left running
-    MALFORMED = "malformed"  # EC2 answered with a count other than N (all terminated)
+    MALFORMED = "malformed"  # EC2 answered with a count other than N (rolled back; what is
+    # not yet confirmed terminating rides on the result and the pool releases it)
     RETRYABLE = "retryable"  # transient: throttling, outages, a lock, a release still going
     CONFIG = "config"  # can never succeed as written; the message names the fix
     NOT_PREPARED = "not-prepared"  # the pool's stack is not there yet (prepare comes first)

@@ -236,6 +236,7 @@ class Ec2Engine:
         self,
         instance_ids: Sequence[str],
         *,
+        known_since: datetime | None = None,
         eni_wait_seconds: float = 300.0,
         poll_seconds: float = 5.0,
     ) -> ReleaseReport:
@@ -243,6 +244,7 @@ class Ec2Engine:
             self._ec2,
             self._clock,
             instance_ids,
+            known_since=known_since,
             eni_wait_seconds=eni_wait_seconds,
             poll_seconds=poll_seconds,
         )

@@ -16,22 +16,41 @@ and be detached (status ``available``) when deleted.
 
 Every step is idempotent: already-terminated instances are skipped, already-deleted ENIs
 count as deleted, so a release can be repeated until its report is complete.
+
+An instance counts as gone only when EC2, asked BY ID, lists it shutting-down or terminated
+(DESIGN §10). "Eventual consistency in the Amazon EC2 API": NotFound right after a launch
+does not mean the instance does not exist, TerminateInstances answering NotFound does not
+mean it was or will be terminated, and a filtered listing may miss a fresh launch. So a
+terminate that answers NotFound is retried, never counted, and after terminating the ids
+are described by id (bounded, on the injected clock) until each shows shutting-down or
+terminated. What is not confirmed is reported in ``unconfirmed``: the caller keeps the ids
+and releases them again. NotFound by id does become proof in one case: EC2 drops an
+instance from its answers about an hour after it terminated ("TerminateInstances": terminated
+instances remain visible for approximately one hour), so an id the caller has known for
+longer than ``NOT_FOUND_IS_GONE_AFTER`` (``known_since``) and that EC2 still does not know is
+one that terminated long ago, not one still propagating: that page tells callers to back off
+"up to a few minutes", and the bound is well past it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
 from typing import Final
 
 from provisioner.api import constants as c
 from provisioner.api.clock import Clock
 from provisioner.cloud.ec2api import Ec2Api
 from provisioner.cloud.errors import ErrorKind, to_cloud_error
-from provisioner.cloud.types import NetworkInterfaceView, ReleaseReport
-from provisioner.cloud.views import describe_enis, describe_instances
+from provisioner.cloud.types import InstanceView, NetworkInterfaceView, ReleaseReport
+from provisioner.cloud.views import describe_by_id, describe_enis
 
 _CHUNK: Final = 100
 _GONE_STATES: Final = ("shutting-down", "terminated")
+# How long an id must have been known before NotFound by id is read as "terminated long ago"
+# (see the module docstring): past EC2's propagation ("a few minutes"), far under the hour
+# a terminated instance stays listed.
+NOT_FOUND_IS_GONE_AFTER: Final = timedelta(minutes=10)
 
 
 def _chunks(items: Sequence[str]) -> Iterator[list[str]]:
@@ -102,15 +121,71 @@ def leftover_enis(ec2: Ec2Api, instance_ids: Sequence[str]) -> list[NetworkInter
     return recorded + recovered
 
 
-def _terminate(ec2: Ec2Api, ids: Sequence[str]) -> None:
+def terminate(ec2: Ec2Api, ids: Sequence[str]) -> None:
+    """Ask EC2 to terminate every id. NotFound counts for nothing (the caller confirms by
+    describing); EC2 terminates none of a request that names one id it does not know
+    ("TerminateInstances"), so such a chunk is asked again one id at a time."""
     for chunk in _chunks(ids):
-        try:
-            ec2.terminate_instances(InstanceIds=chunk)
-        except Exception as exc:
-            err = to_cloud_error(exc, "TerminateInstances")
-            # Gone between our describe and this call: nothing left to terminate.
-            if err.kind is not ErrorKind.NOT_FOUND:
-                raise err from exc
+        if not _terminate_call(ec2, chunk) and len(chunk) > 1:
+            for instance_id in chunk:
+                _terminate_call(ec2, [instance_id])
+
+
+def _terminate_call(ec2: Ec2Api, ids: list[str]) -> bool:
+    """False when EC2 answered NotFound (nothing terminated; maybe not yet propagated)."""
+    try:
+        ec2.terminate_instances(InstanceIds=ids)
+    except Exception as exc:
+        err = to_cloud_error(exc, "TerminateInstances")
+        if err.kind is not ErrorKind.NOT_FOUND:
+            raise err from exc
+        return False
+    return True
+
+
+def is_gone(
+    view: InstanceView | None, *, known_since: datetime | None, now: datetime | None = None
+) -> bool:
+    """Whether EC2's answer BY ID proves the instance is gone (see the module docstring)."""
+    if view is None:
+        if known_since is None or now is None:
+            return False
+        return now - known_since >= NOT_FOUND_IS_GONE_AFTER
+    return view.state in _GONE_STATES
+
+
+def unconfirmed(
+    ec2: Ec2Api,
+    ids: Sequence[str],
+    *,
+    known_since: datetime | None = None,
+    now: datetime | None = None,
+) -> list[str]:
+    """The ids EC2, asked by id now, does not show shutting-down or terminated."""
+    seen = describe_by_id(ec2, ids)
+    return [i for i in ids if not is_gone(seen[i], known_since=known_since, now=now)]
+
+
+def _confirm(
+    ec2: Ec2Api,
+    clock: Clock,
+    ids: Sequence[str],
+    *,
+    known_since: datetime | None,
+    wait_seconds: float,
+    poll_seconds: float,
+) -> list[str]:
+    """Describe by id until every id shows shutting-down or terminated, terminating again
+    what does not, for at most ``wait_seconds``; what is still not confirmed."""
+    pending = list(ids)
+    deadline = clock.now().timestamp() + wait_seconds
+    while pending:
+        pending = unconfirmed(ec2, pending, known_since=known_since, now=clock.now())
+        if not pending or clock.now().timestamp() >= deadline:
+            break
+        clock.sleep(poll_seconds)
+        terminate(ec2, pending)
+    return pending
 
 
 def _delete(ec2: Ec2Api, eni_id: str) -> bool:
@@ -132,21 +207,38 @@ def release(
     clock: Clock,
     instance_ids: Sequence[str],
     *,
+    known_since: datetime | None = None,
     eni_wait_seconds: float = 300.0,
     poll_seconds: float = 5.0,
+    confirm_wait_seconds: float = 60.0,
 ) -> ReleaseReport:
+    """Terminate ``instance_ids`` and delete the ENIs they leave; ``known_since``: when the
+    caller last knew them all to exist (a release's start; None: just now)."""
     ids = list(dict.fromkeys(instance_ids))
     if not ids:
         return ReleaseReport((), (), (), (), (), (), ())
     try:
-        states = {v.instance_id: v.state for v in describe_instances(ec2, ids)}
+        seen = describe_by_id(ec2, ids)
         recorded, recovered = _scan(ec2, ids)
     except Exception as exc:
         raise to_cloud_error(exc, "Describing the gang before release") from exc
     recorded_ids = {e.eni_id for e in recorded}
-    to_terminate = [i for i in ids if i in states and states[i] not in _GONE_STATES]
-    already_gone = [i for i in ids if i not in to_terminate]
-    _terminate(ec2, to_terminate)
+    now = clock.now()
+    already_gone = [i for i in ids if is_gone(seen[i], known_since=known_since, now=now)]
+    # An id EC2 does not know yet is terminated too: the terminate path may know it.
+    to_terminate = [i for i in ids if i not in already_gone]
+    terminate(ec2, to_terminate)
+    try:
+        left = _confirm(
+            ec2,
+            clock,
+            to_terminate,
+            known_since=known_since,
+            wait_seconds=confirm_wait_seconds,
+            poll_seconds=poll_seconds,
+        )
+    except Exception as exc:
+        raise to_cloud_error(exc, "Confirming the gang's termination") from exc
     # The VPC CNI may have attached an ENI between the scan above and our terminate. Once
     # the instances are shutting down EC2 refuses any new attachment, so one more scan by
     # description, after the terminate, finds every ENI the gang can ever leave behind.
@@ -192,10 +284,11 @@ def release(
         clock.sleep(poll_seconds)
     return ReleaseReport(
         requested=tuple(ids),
-        terminated=tuple(to_terminate),
+        terminated=tuple(i for i in to_terminate if i not in left),
         already_gone=tuple(already_gone),
         enis_recorded=tuple(sorted(recorded_ids)),
         enis_recovered=tuple(e.eni_id for e in recovered),
         enis_deleted=tuple(deleted),
         enis_pending=tuple(pending),
+        unconfirmed=tuple(left),
     )

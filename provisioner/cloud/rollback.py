@@ -2,7 +2,14 @@
 
 Called by both launchers on EC2's answer, and by the engine when it finds a partial set of
 the current generation already running. Termination comes before anything else (no tag,
-no describe, no persist), because every second a partial set lives, it bills.
+no persist), because every second a partial set lives, it bills.
+
+A rollback is done only when EC2, asked by id, shows every instance shutting-down or
+terminated ("Eventual consistency in the Amazon EC2 API": right after a launch, NotFound by
+id, or from TerminateInstances, proves nothing; the instance may still run). The ids are
+fresh from a launch answer, so NotFound is never taken as gone here. What is not confirmed
+after a second terminate rides on the error (``CloudError.instance_ids``); the pool keeps
+those ids in its status and its next pass releases them, with the release's bounded wait.
 """
 
 from __future__ import annotations
@@ -11,21 +18,27 @@ from collections.abc import Sequence
 
 from provisioner.cloud.ec2api import Ec2Api
 from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
+from provisioner.cloud.release import terminate, unconfirmed
 
-_CHUNK = 500
+# Terminate, then describe by id: once, and once more for what is not yet shown going. No
+# sleep: the launch path holds no clock, and every second here bills; a longer wait is the
+# pool's release's, which runs on its own clock.
+_TRIES = 2
 
 
-def terminate_all(ec2: Ec2Api, instance_ids: Sequence[str]) -> str | None:
-    """Terminate every id; None on success, else what went wrong (the ids may still live)."""
-    ids = list(dict.fromkeys(instance_ids))
-    for i in range(0, len(ids), _CHUNK):
+def terminate_all(ec2: Ec2Api, instance_ids: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
+    """Terminate every id; the ids EC2 does not yet show going, and what went wrong."""
+    pending = list(dict.fromkeys(instance_ids))
+    failure: str | None = None
+    for _ in range(_TRIES):
         try:
-            ec2.terminate_instances(InstanceIds=ids[i : i + _CHUNK])
+            terminate(ec2, pending)
+            pending = unconfirmed(ec2, pending)
         except Exception as exc:
-            err = to_cloud_error(exc, "TerminateInstances")
-            if err.kind is not ErrorKind.NOT_FOUND:
-                return err.message
-    return None
+            failure = to_cloud_error(exc, "TerminateInstances").message
+        if not pending:
+            return (), None
+    return tuple(pending), failure
 
 
 def roll_back(
@@ -37,18 +50,25 @@ def roll_back(
     reason: str,
     message: str,
 ) -> CloudError:
-    """Terminate ``instance_ids`` and return the error to raise; a failed termination is
-    named in the message and the ids ride on the error so the caller can release them."""
+    """Terminate ``instance_ids`` and return the error to raise; instances not confirmed
+    terminating are named in the message and ride on the error, for the pool to release."""
     ids = tuple(dict.fromkeys(instance_ids))
     if not ids:
         return CloudError(kind, code, reason, message)
-    failure = terminate_all(ec2, ids)
-    if failure is None:
-        return CloudError(kind, code, reason, f"{message} All {len(ids)} were terminated.")
+    left, failure = terminate_all(ec2, ids)
+    if not left:
+        return CloudError(
+            kind,
+            code,
+            reason,
+            f"{message} All {len(ids)} were terminated (EC2 shows each shutting down).",
+        )
+    why = failure or "EC2 does not yet show them shutting down"
     return CloudError(
         kind,
         code,
         reason,
-        f"{message} Terminating them failed and must be retried by a release: {failure}",
-        instance_ids=ids,
+        f"{message} Termination of {', '.join(left)} is not confirmed ({why}); they may "
+        "still run, so the pool keeps their ids and releases them.",
+        instance_ids=left,
     )

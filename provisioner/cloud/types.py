@@ -235,7 +235,8 @@ class InstanceView:
 
 @dataclass(frozen=True)
 class ReleaseReport:
-    """What a release did. ``complete`` is False while an ENI is still waiting to detach."""
+    """What a release did. ``complete`` is False while an ENI is still waiting to detach;
+    ``all_gone`` is False while an instance is not yet confirmed terminating."""
 
     requested: tuple[str, ...]
     terminated: tuple[str, ...]
@@ -244,10 +245,18 @@ class ReleaseReport:
     enis_recovered: tuple[str, ...]
     enis_deleted: tuple[str, ...]
     enis_pending: tuple[str, ...]
+    # Instances EC2 has not yet shown, asked by id, shutting-down or terminated: they may
+    # still run, so whoever released them keeps their ids and releases them again.
+    unconfirmed: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
         return not self.enis_pending
+
+    @property
+    def all_gone(self) -> bool:
+        """EC2 listed every requested instance by id as shutting-down or terminated."""
+        return not self.unconfirmed
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from provisioner.api import constants as c
 from provisioner.cloud.ec2api import Ec2Api
-from provisioner.cloud.errors import to_cloud_error
+from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
 from provisioner.cloud.tags import parse_tags, tags_to_dict
 from provisioner.cloud.types import EniAttachment, InstanceView, NetworkInterfaceView
 
@@ -106,6 +106,46 @@ def describe_instances(ec2: Ec2Api, instance_ids: Sequence[str]) -> list[Instanc
         raise to_cloud_error(exc, "DescribeInstances") from exc
     order = {iid: n for n, iid in enumerate(ids)}
     return sorted(views, key=lambda v: order.get(v.instance_id, len(order)))
+
+
+def describe_by_id(ec2: Ec2Api, instance_ids: Sequence[str]) -> dict[str, InstanceView | None]:
+    """What EC2 says of each id when asked BY ID; None for an id it answers NotFound.
+
+    "Eventual consistency in the Amazon EC2 API": a filtered listing may miss an instance
+    just launched, and NotFound by id right after a launch does not mean it does not exist,
+    so only this answer can show an instance shutting-down or terminated. EC2 fails a whole
+    call when one id is unknown ("TerminateInstances"/"DescribeInstances" API reference), so
+    a chunk answering NotFound is asked again one id at a time.
+    """
+    ids = list(dict.fromkeys(instance_ids))
+    found: dict[str, InstanceView | None] = {}
+    for chunk in _chunks(ids):
+        try:
+            found.update((v.instance_id, v) for v in _by_ids(ec2, chunk))
+        except CloudError as err:
+            if err.kind is not ErrorKind.NOT_FOUND:
+                raise
+            for instance_id in chunk:
+                try:
+                    views = _by_ids(ec2, [instance_id])
+                except CloudError as one:
+                    if one.kind is not ErrorKind.NOT_FOUND:
+                        raise
+                    views = []
+                found.update((v.instance_id, v) for v in views)
+    return {i: found.get(i) for i in ids}
+
+
+def _by_ids(ec2: Ec2Api, ids: list[str]) -> list[InstanceView]:
+    try:
+        page = ec2.describe_instances(InstanceIds=ids)
+    except Exception as exc:
+        raise to_cloud_error(exc, "DescribeInstances by id") from exc
+    return [
+        instance_view_from(i)
+        for reservation in page.get("Reservations") or ()
+        for i in reservation.get("Instances") or ()
+    ]
 
 
 def find_managed(

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Sequence
+from datetime import datetime
 
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind
 from provisioner.api.gangnodepool import GangNodePool
-from provisioner.cloud.errors import CloudError, ReservationNotActive
+from provisioner.cloud.errors import CloudError, ErrorKind, ReservationNotActive
 from provisioner.controllers.pool_deps import PoolReconcilerDeps
 from provisioner.controllers.pool_facts import (
     LaunchFacts,
@@ -164,7 +166,13 @@ class PoolActions:
             metrics.acquisitions.labels(mode=shape.mode, result=result).inc()
             if shortfall:
                 metrics.shortfalls.labels(mode=shape.mode).inc()
-            return ActionResult(False, failure=failure, reason=err.reason, message=str(err))
+            return ActionResult(
+                False,
+                failure=failure,
+                reason=err.reason,
+                message=str(err),
+                unreleased_ids=err.instance_ids,
+            )
         if launched.adopted:
             # The generation's set was already in EC2 (a crash, a lost answer, or a pass
             # that re-issued the launch): counted apart, so `launched` counts sets bought.
@@ -189,13 +197,27 @@ class PoolActions:
         if active and active <= set(step.release_ids) and deps.stacks.is_prepared(pool.name):
             # The stack's instance-set delete terminates the set and cleans its ENIs.
             deps.stacks.remove_instance_set(pool.name)
-        leftover = [
-            v.instance_id
-            for v in deps.engine.find_managed(deps.settings.cluster_name, pool.name)
-            if v.instance_id in set(step.release_ids)
-        ]
-        if leftover:
-            deps.engine.release(leftover)
+        # Then every id, BY ID, whatever a listing shows: a fresh instance may be missing
+        # from the listing and from the stack's record and still run. The step succeeds
+        # only once EC2 shows each one shutting-down or terminated; until then the status
+        # keeps the ids (the failure leaves it as it was) and a later pass goes on.
+        marker = step.status.release_in_progress
+        self._release_by_id(step.release_ids, None if marker is None else marker.started_at)
+
+    def _release_by_id(self, ids: Sequence[str], known_since: datetime | None) -> None:
+        if not ids:
+            return
+        report = self._deps.engine.release(ids, known_since=known_since)
+        if not report.all_gone:
+            raise CloudError(
+                ErrorKind.RETRYABLE,
+                None,
+                "TerminationUnconfirmed",
+                f"EC2 does not yet show {', '.join(report.unconfirmed)} shutting down or "
+                "terminated (a fresh instance can answer NotFound and still run); the ids "
+                "stay in the pool's status and the release is repeated.",
+                instance_ids=report.unconfirmed,
+            )
 
     def _destroy(self, pool: GangNodePool) -> None:
         deps = self._deps
@@ -208,6 +230,12 @@ class PoolActions:
         leftover = deps.engine.find_managed(cluster, pool.name)
         if leftover:
             deps.engine.release([v.instance_id for v in leftover])
+        # And what the status holds, by id: a listing may not show a fresh launch yet.
+        marker = pool.status.release_in_progress
+        held = [*pool.status.instance_ids, *(marker.instance_ids if marker else ())]
+        self._release_by_id(
+            list(dict.fromkeys(held)), None if marker is None else marker.started_at
+        )
         orphans = deps.engine.leftovers(cluster, pool.name)
         if orphans:
             log.warning(

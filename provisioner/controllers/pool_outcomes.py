@@ -26,6 +26,7 @@ from provisioner.api.gangnodepool import (
     CapacityBlock,
     GangNodePoolStatus,
     LastError,
+    ReleaseInProgress,
 )
 from provisioner.controllers.pool_status import changed, idle, seconds_until
 from provisioner.controllers.pool_steps import (
@@ -219,6 +220,7 @@ def _launch_outcome(view: PoolView, status: GangNodePoolStatus, result: ActionRe
         )
     kind = result.failure
     err = LastError(reason=result.reason or c.EventReason.LAUNCH_FAILED, message=result.message)
+    status = _keep_unreleased(view, status, result.unreleased_ids)
     if kind in _SHORTFALLS:
         shortfalls = status.consecutive_shortfalls + 1
         return (
@@ -290,3 +292,24 @@ def _launch_outcome(view: PoolView, status: GangNodePoolStatus, result: ActionRe
         view.timings.config_delay,
         (Event(c.EVENT_WARNING, err.reason, err.message),),
     )
+
+
+def _keep_unreleased(
+    view: PoolView, status: GangNodePoolStatus, ids: tuple[str, ...]
+) -> GangNodePoolStatus:
+    """A rollback EC2 has not shown terminating leaves its ids in `releaseInProgress`: the
+    next pass releases them (as strays, by id), and a crash before that loses nothing."""
+    if not ids:
+        return status
+    held = status.release_in_progress
+    if held is None:
+        return changed(
+            status,
+            release_in_progress=ReleaseInProgress(
+                started_at=view.now,
+                reason=c.EventReason.ROLLBACK_UNCONFIRMED,
+                instance_ids=ids,
+            ),
+        )
+    merged = tuple(dict.fromkeys([*held.instance_ids, *ids]))
+    return changed(status, release_in_progress=held.model_copy(update={"instance_ids": merged}))

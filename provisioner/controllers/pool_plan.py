@@ -81,14 +81,19 @@ def _held_ids(view: PoolView) -> tuple[str, ...]:
 
 
 def _strays(view: PoolView) -> tuple[str, ...]:
-    """Live instances of this pool that neither the active set nor an in-flight launch owns."""
+    """Live instances of this pool that neither the active set nor an in-flight launch owns,
+    and the ids a release (or a launch's rollback) has not yet seen go, which the set does
+    not own either: EC2's listing may not show those, so they are released by id."""
     owned = set(view.status.instance_ids)
     marker = view.status.launch_in_progress
-    return tuple(
+    listed = [
         i.instance_id
         for i in view.live
         if i.instance_id not in owned and (marker is None or i.group != marker.group)
-    )
+    ]
+    held = view.status.release_in_progress
+    pending = [i for i in (held.instance_ids if held else ()) if i not in owned]
+    return tuple(dict.fromkeys([*listed, *pending]))
 
 
 def plan(view: PoolView) -> Step:
@@ -168,12 +173,18 @@ def _plan(view: PoolView) -> Step:
 
 
 def _releasing(view: PoolView, reason: str, ids: Sequence[str]) -> ReleaseInProgress:
-    return ReleaseInProgress(started_at=view.now, reason=reason, instance_ids=tuple(ids))
+    """The release marker. A release already in progress keeps its start: it bounds how
+    long the ids have been known, which is what lets NotFound by id count as gone (EC2
+    forgets an instance about an hour after it terminated; see `cloud/release.py`)."""
+    held = view.status.release_in_progress
+    started = view.now if held is None else min(held.started_at, view.now)
+    return ReleaseInProgress(started_at=started, reason=reason, instance_ids=tuple(ids))
 
 
 def _plan_delete(view: PoolView) -> Step:
     status = view.status
-    if view.live or status.instance_ids or view.prepared:
+    pending = status.release_in_progress is not None and status.release_in_progress.instance_ids
+    if view.live or status.instance_ids or view.prepared or pending:
         return Step(
             Action.DESTROY_STACK,
             changed(

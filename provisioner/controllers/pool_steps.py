@@ -200,3 +200,6 @@ class ActionResult:
     block_ends_at: datetime | None = None
     # What a prepare made again after it was deleted outside the stack, one sentence each.
     repairs: tuple[str, ...] = ()
+    # A failed launch's instances EC2 has not yet shown terminating (a rollback it could
+    # not confirm): kept in the status and released by the next pass, never forgotten.
+    unreleased_ids: tuple[str, ...] = ()

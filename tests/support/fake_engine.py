@@ -182,7 +182,9 @@ class FakeEngine:
         self._fail("describe")
         return found
 
-    def release(self, instance_ids: Sequence[str]) -> ReleaseReport:
+    def release(
+        self, instance_ids: Sequence[str], *, known_since: datetime | None = None
+    ) -> ReleaseReport:
         ids = tuple(instance_ids)
         with self._lock:
             self.released.extend(ids)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from provisioner.cloud.release import release
+from provisioner.cloud.release import NOT_FOUND_IS_GONE_AFTER, release
 from provisioner.cloud.types import LaunchResult
 from tests.unit.test_cloud_helpers import World, emulated_aws
 
@@ -105,15 +105,25 @@ def test_retry_recovers_a_detached_vpc_cni_eni_by_its_description(world: World) 
     assert eni_exists(world, plain)
 
 
-def test_release_is_idempotent_and_tolerates_unknown_ids(world: World) -> None:
+def test_release_is_idempotent_and_an_unknown_id_is_gone_only_once_long_known(
+    world: World,
+) -> None:
     result = gang(world)
     first = world.engine.release(result.instance_ids)
-    again = world.engine.release([*result.instance_ids, "i-0123456789abcdef0"])
+    unknown = "i-0123456789abcdef0"
+    known_since = world.clock.now()
+    again = world.engine.release([*result.instance_ids, unknown], known_since=known_since)
 
-    assert set(first.terminated) == set(result.instance_ids)
+    assert set(first.terminated) == set(result.instance_ids) and first.all_gone
     assert again.terminated == ()
-    assert set(again.already_gone) == {*result.instance_ids, "i-0123456789abcdef0"}
+    # NotFound by id proves nothing about an id known for minutes: it may be propagating.
+    assert set(again.already_gone) == set(result.instance_ids)
+    assert again.unconfirmed == (unknown,) and not again.all_gone
     assert again.complete
+    # Known for longer than EC2 takes to propagate an id: NotFound means long terminated.
+    world.clock.advance(NOT_FOUND_IS_GONE_AFTER.total_seconds())
+    late = world.engine.release([unknown], known_since=known_since)
+    assert late.already_gone == (unknown,) and late.all_gone
     assert world.engine.release([]).requested == ()
 
 

@@ -273,8 +273,12 @@ def test_a_partial_fleet_answer_from_a_block_is_rolled_back() -> None:
         engine_for(ec2).acquire(spec("fleet", BLOCK))
 
     assert caught.value.kind is ErrorKind.MALFORMED and caught.value.ends_generation
-    (terminated,) = ec2.of("TerminateInstances")
-    assert sorted(terminated["InstanceIds"]) == [f"i-{k:017x}" for k in range(1, 4)]
+    # The stub never shows them shutting down, so the rollback terminates again and hands
+    # them over (see test_eventual_consistency): every call names the partial set.
+    calls = ec2.of("TerminateInstances")
+    assert calls and all(
+        sorted(call["InstanceIds"]) == [f"i-{k:017x}" for k in range(1, 4)] for call in calls
+    )
 
 
 # --- refused before any launch ------------------------------------------------------------
