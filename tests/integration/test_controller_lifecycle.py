@@ -18,9 +18,9 @@ def test_full_life_of_a_pool(gang_env_factory: Any, monkeypatch: pytest.MonkeyPa
     prepares: list[str] = []
     real_prepare = env.driver.prepare
 
-    def counted_prepare(spec: Any) -> Any:
+    def counted_prepare(spec: Any, **options: Any) -> Any:
         prepares.append(spec.pool)
-        return real_prepare(spec)
+        return real_prepare(spec, **options)
 
     monkeypatch.setattr(env.driver, "prepare", counted_prepare)
     first = env.submit("train-1", "pool-life", count=2, **{c.ANN_KEEP_WARM_TTL: "6s"})
