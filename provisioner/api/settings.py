@@ -322,9 +322,11 @@ class Settings(_Section):
     join_deadline_seconds: int = Field(default=600, ge=1)
     capacity_block_release_seconds: int = Field(
         default=2100,
-        ge=0,
-        description="Release a gang this long before its Capacity Block ends (EC2 warns 40 "
-        "minutes before the end and starts terminating 10 minutes later).",
+        # EC2 starts terminating a block's instances 30 minutes before its end ("Work with
+        # Capacity Blocks"): a planned release any later would race EC2's own reclaim.
+        ge=1800,
+        description="Release a gang this long before its Capacity Block ends; at least 1800 "
+        "(EC2 starts terminating a block's instances 30 minutes before the end).",
     )
     reap_interval_seconds: int = Field(default=120, ge=1)
     instance_index_refresh_seconds: int = Field(

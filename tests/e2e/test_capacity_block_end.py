@@ -1,7 +1,8 @@
 """With the real Kueue manager: a gang whose Capacity Block ends (issue 29).
 
-A 2 x p5.48xlarge gang runs on a block that ends a minute and a half into the test. Its set
-is released as planned `capacityBlockReleaseSeconds` before the block's end; its Workload
+A 2 x p5.48xlarge gang runs on a block whose last 30 minutes (EC2 reclaims a block's
+instances then) begin a minute and a half into the test. Its set is released as planned
+`capacityBlockReleaseSeconds` (30 minutes and 5 s) before the block's end; its Workload
 is then Rejected at our check, with the block's id and end named and the release called
 planned (not "lost its gang"), so Kueue deactivates it and frees its quota instead of
 holding it, Pending, for a block that is over. A second Job on the same block, queued
@@ -9,8 +10,8 @@ after the release, is Rejected the same way, with nothing asked of EC2. What is 
 comes from Kueue (the check, the Workloads' conditions, the ClusterQueue's usage) and from
 the emulator's log of launch requests as EC2 received them.
 
-The controller's clock is real, so the block is made to end in real time, and the release
-margin and join deadline are set short for it; once the set is released, the emulator's
+The controller's clock is real, so the block is made to end in real time, the release
+margin is the least the settings allow and the join deadline is short; once the set is released, the emulator's
 clock is moved past the block's end, so EC2 too reports the block over.
 """
 
@@ -37,11 +38,13 @@ from tests.support.ec2_listing import described_instances
 
 P5 = "p5.48xlarge"
 ZONE = "us-east-1b"
-RELEASE_SECONDS = 5  # capacityBlockReleaseSeconds
-JOIN_DEADLINE_SECONDS = 20  # joinDeadlineSeconds: no gang starts later than 25 s before the end
-# Long enough for the pool's stack (10-25 s on a loaded machine) and the launch before the
-# last start, 75 s in.
-BLOCK_SECONDS = 100.0
+# capacityBlockReleaseSeconds: the least the settings take (EC2 reclaims 30 minutes before
+# the end), and 5 s for the planned release to come before EC2's.
+RELEASE_SECONDS = 1805
+JOIN_DEADLINE_SECONDS = 20  # joinDeadlineSeconds: no gang starts later than 25 s before that
+# 100 s before EC2's reclaim: long enough for the pool's stack (10-25 s on a loaded machine)
+# and the launch before the last start, 75 s in.
+BLOCK_SECONDS = 1800.0 + 100.0
 
 
 def our_check(env: Any, namespace: str, job: str) -> dict[str, Any] | None:
@@ -116,7 +119,7 @@ def test_a_gang_requeued_after_its_blocks_set_was_released_is_rejected_naming_th
     # The planned release, then the Workload is refused: the block has no time for a gang.
     rejected = eventually(
         lambda: (s := our_check(env, namespace, first)) and s["state"] == c.CHECK_REJECTED and s,
-        BLOCK_SECONDS + 60,
+        BLOCK_SECONDS - RELEASE_SECONDS + 60,
         lambda: (
             f"{first} Rejected after its block's release (check {our_check(env, namespace, first)})"
         ),

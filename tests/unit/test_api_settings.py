@@ -154,6 +154,8 @@ def test_integration_mode_refusal_says_why(mode: str) -> None:
         ({"retryBackoff": {"initial": "0s"}}, "0 < initial <= max"),
         ({"retryBackoff": {"max": "soon"}}, "retry_backoff"),
         ({"acquire_attempts_before_retry": 0}, "greater than or equal to 1"),
+        # EC2 starts terminating a Capacity Block's instances 30 minutes before its end.
+        ({"capacityBlockReleaseSeconds": 600}, "greater than or equal to 1800"),
         ({"cluster_name": ""}, "cluster_name"),
         ({"clusterNmae": "typo"}, "cluster_nmae"),
         ({"aws": {"endpoint_url": "localhost:5000"}}, "endpoint_url"),
