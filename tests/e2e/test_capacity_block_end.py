@@ -11,8 +11,9 @@ comes from Kueue (the check, the Workloads' conditions, the ClusterQueue's usage
 the emulator's log of launch requests as EC2 received them.
 
 The controller's clock is real, so the block is made to end in real time, the release
-margin is the least the settings allow and the join deadline is short; once the set is released, the emulator's
-clock is moved past the block's end, so EC2 too reports the block over.
+margin is the least the settings allow and the join deadline is short; once the set is
+released, the emulator's clock is moved past the block's end, so EC2 too reports the block
+over.
 """
 
 from __future__ import annotations
