@@ -499,9 +499,13 @@ def _plan_keep_warm(view: PoolView) -> Step:
         )
     wait = (until - view.now).total_seconds()
     block_wait = seconds_until(view.now, release_at)
-    return Step(
-        Action.NONE, status, requeue_after=wait if block_wait is None else min(wait, block_wait)
-    )
+    requeue = wait if block_wait is None else min(wait, block_wait)
+    if status.consecutive_failures:
+        # Copying keepWarmUntil onto the instances' tag is the only step a warm pool runs,
+        # and it failed (the phase and the window were saved with it): try it again, or the
+        # reaper's EC2-side backstop for this set never learns the window.
+        return Step(Action.TAG_KEEP_WARM, status, requeue_after=requeue, why="keep-warm tag")
+    return Step(Action.NONE, status, requeue_after=requeue)
 
 
 def _plan_releasing(view: PoolView) -> Step:

@@ -356,6 +356,23 @@ ROWS = [
         requeue_after=300.0,
     ),
     Row(
+        "keep-warm whose tag copy failed tries the tag again, the window unchanged",
+        view(
+            phase=Phase.KEEP_WARM,
+            claimed=False,
+            status=active(
+                keepWarmUntil="2026-11-29T12:05:00Z",
+                consecutiveFailures=1,
+                lastError={"reason": "AwsUnavailable", "message": "CreateTags throttled"},
+            ),
+            live=LIVE,
+        ),
+        Action.TAG_KEEP_WARM,
+        Phase.KEEP_WARM,
+        requeue_after=300.0,
+        status={"keepWarmUntil": "2026-11-29T12:05:00Z"},
+    ),
+    Row(
         "keep-warm over: releasing",
         view(
             phase=Phase.KEEP_WARM,
