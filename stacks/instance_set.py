@@ -35,6 +35,7 @@ from pulumi.dynamic import (
 
 from provisioner.api import constants as c
 from provisioner.api.clock import SystemClock
+from provisioner.api.constants import FailureKind
 from provisioner.cloud.release import leftover_enis, release
 from provisioner.cloud.types import InstanceView
 from provisioner.cloud.views import describe_instances
@@ -142,12 +143,25 @@ class InstanceSetProvider(PoolProvider):
                 "pool's own gang, because destroying the stack terminates what it records.",
             )
         live = set(_live_ours(views, props))
-        missing = sorted(set(ids) - live)
-        if missing:
+        listed = {v.instance_id for v in views}
+        ended = sorted(set(ids) & listed - live)
+        if ended:
             raise PoolResourceError(
                 "InstanceSetNotLive",
-                f"Instances {missing} of pool {props['pool']} group {props['group']} do not "
-                "exist or are terminating; release the rest of the gang and acquire it again.",
+                f"Instances {ended} of pool {props['pool']} group {props['group']} are "
+                "terminating; release the rest of the gang and acquire it again.",
+            )
+        unseen = sorted(set(ids) - listed)
+        if unseen:
+            # "Eventual consistency in the Amazon EC2 API": an instance a launch returned
+            # may be missing from a listing for a while; that does not mean it is gone.
+            # Only EC2 listing it as ended does, so the record is tried again later.
+            raise PoolResourceError(
+                "InstanceSetNotVisible",
+                f"EC2 does not list instances {unseen} of pool {props['pool']} group "
+                f"{props['group']} yet ({VISIBLE_WAIT_SECONDS:.0f} s after asking); their "
+                "record is tried again.",
+                kind=FailureKind.RETRYABLE,
             )
         return CreateResult(set_id(props), dict(props))
 

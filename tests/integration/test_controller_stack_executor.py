@@ -69,8 +69,20 @@ def test_a_pools_node_events_are_reconciled_while_another_pools_up_is_held(
     # A Node event of the other pool while the up is held: it goes NotReady, then Ready.
     name = nodes[0].metadata.name
     core.patch_node_status(name, {"status": {"conditions": [ready_condition("False")]}})
-    joining = env.wait_phase("pool-steady", Phase.JOINING, timeout=HOLD)
-    assert joining["status"]["readyNodes"] == 1
+    # Joining with one node Ready; or, when the Workload reconciler saw the broken gang first
+    # and handed the claim back, KeepWarm at once (a set whose claim drops while Joining is
+    # kept warm without waiting for its nodes). Either is this pool reconciled during the hold.
+    broken = eventually(
+        lambda: (
+            (p := env.pool("pool-steady") or {}).get("status", {}).get("phase")
+            in (Phase.JOINING, Phase.KEEP_WARM)
+            and p
+        ),
+        HOLD,
+        lambda: f"the steady pool past Satisfied, a node NotReady (now {env.phase('pool-steady')})",
+    )
+    if broken["status"]["phase"] == Phase.JOINING:
+        assert broken["status"]["readyNodes"] == 1
     core.patch_node_status(name, {"status": {"conditions": [ready_condition("True")]}})
     # Back to Satisfied with both nodes; or, when the Workload reconciler saw the broken gang
     # first and handed the claim back, KeepWarm with both. Either is this pool reconciled

@@ -13,6 +13,7 @@ from moto import mock_aws
 
 from devenv.emulator import ClusterSpec, install
 from provisioner.api import constants as c
+from provisioner.api.constants import FailureKind
 from stacks import access_entry, instance_profile, instance_set
 from stacks.access_entry import AccessEntryProvider
 from stacks.failures import PoolResourceError
@@ -216,6 +217,21 @@ def test_instance_set_records_only_the_pools_live_gang(aws: Aws) -> None:
     with pytest.raises(PoolResourceError) as gone:
         provider.create(set_props(instance_ids=ids))
     assert gone.value.reason == "InstanceSetNotLive"
+
+
+def test_an_instance_ec2_does_not_list_yet_is_not_recorded_as_gone(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """"Eventual consistency in the Amazon EC2 API": a just-launched id missing from a
+    listing is not gone. Recording it as gone would have the pool release a whole gang."""
+    monkeypatch.setattr(instance_set, "VISIBLE_WAIT_SECONDS", 0.0)
+    ids = aws.gang()
+    unlisted = "i-0123456789abcdef0"  # as EC2 answers for an id it does not list yet
+    with pytest.raises(PoolResourceError) as unseen:
+        InstanceSetProvider().create(set_props(instance_ids=[*ids, unlisted]))
+    assert unseen.value.reason == "InstanceSetNotVisible"
+    assert unseen.value.kind is FailureKind.RETRYABLE
+    assert unlisted in unseen.value.message
 
 
 def test_instance_set_read_reports_the_live_part_and_adopt_finds_it(aws: Aws) -> None:
