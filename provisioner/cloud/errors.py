@@ -214,9 +214,12 @@ CONFIG_PREFIXES: Final = (
 
 def classify_code(code: str, http_status: int | None = None) -> ErrorKind:
     """Sort one AWS error code (also the ``ErrorCode`` of a CreateFleet ``Errors`` entry)."""
-    if code in CAPACITY_CODES or code in UNOFFERED_CODES or code in QUOTA_CODES:
-        return ErrorKind.CAPACITY
-    if code in PLACEMENT_ZONE_CODES:
+    if (
+        code in CAPACITY_CODES
+        or code in UNOFFERED_CODES
+        or code in QUOTA_CODES
+        or code in PLACEMENT_ZONE_CODES
+    ):
         return ErrorKind.CAPACITY
     if code in RETRYABLE_CODES:
         return ErrorKind.RETRYABLE
