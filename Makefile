@@ -7,14 +7,17 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
-# `make test` runs its suites on this many pytest-xdist workers, a whole file per worker in
-# collection order (each worker starts its own control plane, Kueue and emulator; e2e files
-# come last on each, see tests/conftest.py). Most of a test's time is waiting on those
-# processes, so two workers fill two cores. TEST_WORKERS=0 runs in one process.
-TEST_WORKERS ?= 2
+# `make test` runs its slow suites on this many pytest-xdist workers, a whole file per worker
+# in collection order (each worker starts its own control plane, Kueue and emulator; e2e
+# files come last on each, see tests/conftest.py). Much of a slow test's time is waiting
+# (a join delay, a keep-warm TTL, a Capacity Block's end): two workers kept two cores about
+# half busy, so three. The unit tests only compute: UNIT_WORKERS, one per core.
+# TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 3
+UNIT_WORKERS ?= 2
 
 .PHONY: all venv tools demo test test-fast test-unit test-integration test-e2e lint dev-up dev-down dev-status clean
-.PHONY: image image-host test-image
+.PHONY: image image-host test-image release test-release
 
 all: test
 
@@ -26,31 +29,37 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
+# kubectl (the apiserver's release) is not one of the tools the product's own set-up needs
+# (`python -m provisioner.toolchain` alone); the test command's `kubectl wait` test does, so
+# `make tools` builds it too.
 tools: $(STAMP)
 	$(PY) -m provisioner.toolchain
+	$(PY) -m provisioner.toolchain --only kubectl
 
 demo: tools
 	$(PY) -m devenv demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check provisioner stacks infra devenv tests bench
+	$(VENV)/bin/ruff check provisioner stacks infra devenv tests bench release
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy --strict provisioner stacks
+	$(VENV)/bin/mypy --strict provisioner stacks release
 	$(VENV)/bin/mypy infra devenv bench
 
 # The fast lane: lint, then the unit tests. Neither needs a Go-built tool, so a failure here
 # stops `make test` in minutes, before `tools` builds anything.
 test-fast: lint
-	$(PY) -m pytest tests/unit -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit -n $(UNIT_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The fast lane, then the slow suites (the real apiserver, Kueue, Pulumi, the emulator), then
-# the image built with podman and run as the chart runs it (test-image). The slowest tests
-# are listed at the end, so a CI run says where its time went.
+# the image built with podman and run as the chart runs it (test-image), then the release
+# served from a local OCI registry (test-release). The slowest tests are listed at the end,
+# so a CI run says where its time went.
 test: test-fast
 	$(MAKE) tools
-	$(PY) -m pytest tests --ignore=tests/unit --ignore=tests/image --durations=25 \
-		-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest tests --ignore=tests/unit --ignore=tests/image --ignore=tests/release \
+		--durations=25 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 	$(MAKE) test-image
+	$(MAKE) test-release
 
 test-unit: $(STAMP)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
@@ -73,6 +82,17 @@ image: $(STAMP) image-host
 # The image as the chart runs it, against the embedded default (see tests/image).
 test-image: tools image
 	$(PY) -m pytest tests/image $(PYTEST_ARGS)
+
+# The release (dist/): the chart packaged at pyproject's version, the image as an OCI archive
+# with OCI labels, and its CycloneDX SBOM (see release/). `podman load -i` reads the archive.
+release: image
+	$(PY) -m release --out dist
+
+# The release pushed to, pulled from and installed from a local OCI registry (the
+# Distribution registry, built from Go modules on request like kubectl; see tests/release).
+test-release: tools image
+	$(PY) -m provisioner.toolchain --only registry
+	$(PY) -m pytest tests/release $(PYTEST_ARGS)
 
 dev-up: tools
 	$(PY) -m devenv up

@@ -316,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
         join_delay=args.join_delay,
         keep_warm_ttl="30m",
         job_run_seconds=0.3,
+        # Hundreds of Jobs: their status only, no Pod writes, no training controllers.
+        simulate_pods=False,
+        training_controllers=False,
         # The slow series' boot must not trip the join deadline.
         join_deadline_seconds=max(60, int(args.slow_join * 2) + 60),
     )

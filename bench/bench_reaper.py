@@ -24,6 +24,7 @@ import argparse
 import logging
 import sys
 import time
+import zlib
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -36,8 +37,9 @@ from devenv.emulator import install
 from provisioner.api import constants as c
 from provisioner.api.clock import SystemClock
 from provisioner.api.constants import Phase
-from provisioner.cloud import Ec2Engine
+from provisioner.cloud import Ec2Engine, naming
 from provisioner.cloud.ec2api import build_clients
+from provisioner.cloud.ownership import prove
 from provisioner.cloud.types import InstanceView
 from provisioner.cloud.views import instance_view_from
 from provisioner.controllers.metrics import ControllerMetrics
@@ -64,6 +66,14 @@ class _NoWait(SystemClock):
         pass
 
 
+# Launch tokens are signed as the controller signs them, so the sweep proves them ours.
+KEY = naming.OwnershipKey(b"bench-ownership-key-of-32-bytes!")
+
+
+def _uid(pool: str) -> str:
+    return f"uid-{pool}"
+
+
 def _launch(ec2: object, ami: str, count: int, kind: str, pool: str) -> list[str]:
     _, lifetime, keep_warm, _ = KINDS[kind]
     tags = {
@@ -75,12 +85,23 @@ def _launch(ec2: object, ami: str, count: int, kind: str, pool: str) -> list[str
         c.TAG_KEEP_WARM_UNTIL: keep_warm,
     }
     spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+    # One pool per subnet in turn: a 10,000-instance fleet needs more addresses than one
+    # default subnet (a /20, 4,091) has, and EC2, like moto, refuses a launch past them.
+    subnets = sorted(s["SubnetId"] for s in ec2.describe_subnets()["Subnets"])  # type: ignore[attr-defined]
+    subnet = subnets[zlib.crc32(pool.encode()) % len(subnets)]
     left = count
     ids: list[str] = []
     while left:
         n = min(BATCH, left)
+        token = naming.client_token(_uid(pool), 1, subnet, key=KEY, cluster=CLUSTER, pool=pool)
         out = ec2.run_instances(  # type: ignore[attr-defined]
-            ImageId=ami, InstanceType=INSTANCE_TYPE, MinCount=n, MaxCount=n, TagSpecifications=spec
+            ImageId=ami,
+            InstanceType=INSTANCE_TYPE,
+            MinCount=n,
+            MaxCount=n,
+            TagSpecifications=spec,
+            SubnetId=subnet,
+            ClientToken=token,
         )
         ids += [i["InstanceId"] for i in out["Instances"]]
         left -= n
@@ -121,14 +142,22 @@ def _fleet(
             if doomed is not None and kind != "healthy":
                 doomed += ids
             if exists:
-                pools[pool] = PoolFacts(phase=Phase.SATISFIED, claimed=False)
+                pools[pool] = PoolFacts(phase=Phase.SATISFIED, claimed=False, uid=_uid(pool))
     return pools, planned
 
 
 def _judge(instances: Sequence[InstanceView], pools: dict[str, PoolFacts], now: datetime):
     doomed: dict[str, list[str]] = {}
     for inst in instances:
-        reason = verdict(inst, pools, now, timedelta(seconds=120))
+        facts = pools.get(inst.managed.pool or "")
+        proof = prove(
+            inst,
+            cluster=CLUSTER,
+            pool_uid=facts.uid if facts else None,
+            key=KEY,
+            fleet_tokens={},
+        )
+        reason = verdict(inst, proof.standing, pools, now, timedelta(seconds=120))
         if reason is not None:
             doomed.setdefault(reason, []).append(inst.instance_id)
     return doomed
@@ -143,8 +172,9 @@ def _sweep_at(size: int) -> dict[str, float]:
         t0 = time.perf_counter()
         pools, _ = _fleet(ec2, ami, size)
         figures["setup"] = time.perf_counter() - t0
-        # Just past the 1 s max-lifetime of the instances launched to expire.
-        now = datetime.now(UTC) + timedelta(seconds=10)
+        # Past the 1 s max-lifetime of the instances launched to expire, and past the one
+        # sweep interval (120 s) a just-launched instance gets before it can be an orphan.
+        now = datetime.now(UTC) + timedelta(minutes=10)
         t0 = time.perf_counter()
         listed = engine.find_managed(CLUSTER)
         figures["list"] = time.perf_counter() - t0
@@ -161,7 +191,16 @@ def _sweep_at(size: int) -> dict[str, float]:
         for answer in answers:
             instance_view_from(answer)
         figures["views"] = time.perf_counter() - t0
-        reaper = Reaper(engine, CLUSTER, lambda: pools, 120.0, lambda: now, ControllerMetrics())
+        reaper = Reaper(
+            engine,
+            CLUSTER,
+            lambda: pools,
+            120.0,
+            lambda: now,
+            ControllerMetrics(),
+            cache_problem=lambda: None,
+            ownership_key=KEY,
+        )
         t0 = time.perf_counter()
         first = reaper.sweep()
         figures["sweep"] = time.perf_counter() - t0

@@ -294,6 +294,9 @@ class Run:
             join_delay=1.0,
             keep_warm_ttl="30m",
             job_run_seconds=1.0,
+            # Hundreds of Jobs: their status only, no Pod writes, no training controllers.
+            simulate_pods=False,
+            training_controllers=False,
         )
         child: Supervised | None = None
         try:

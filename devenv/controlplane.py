@@ -15,6 +15,7 @@ import shutil
 import ssl
 import time
 import urllib.request
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,7 +182,14 @@ class ControlPlane:
 
 
 def api_client(kubeconfig: Path) -> k8s.ApiClient:
-    return k8s_config.new_client_from_config(config_file=str(kubeconfig))
+    """A new client; its pooled connections are closed when it is collected.
+
+    The kubernetes client never closes its urllib3 pool, so each dropped client left its
+    TLS sockets to the garbage collector, which reported them (a ResourceWarning) in
+    whichever test happened to collect them."""
+    client = k8s_config.new_client_from_config(config_file=str(kubeconfig))
+    weakref.finalize(client, client.rest_client.pool_manager.clear)
+    return client
 
 
 def install_crds(api: k8s.ApiClient, documents: Iterable[dict[str, Any]]) -> list[str]:
@@ -211,6 +219,15 @@ def install_crds(api: k8s.ApiClient, documents: Iterable[dict[str, Any]]) -> lis
                 raise TimeoutError(f"CRD {name} was not Established within 60s: {conditions}")
             time.sleep(0.1)
     return names
+
+
+def ensure_namespace(api: k8s.ApiClient, name: str) -> None:
+    """Create the namespace unless it is there (a restart over the same etcd keeps it)."""
+    try:
+        k8s.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+    except ApiException as err:
+        if err.status != 409:
+            raise
 
 
 def load_yaml_documents(paths: Iterable[Path]) -> list[dict[str, Any]]:

@@ -7,7 +7,10 @@ Called by the CLI's `demo` subcommand (and `make demo`, and CI). It starts a
 2. Job `train-b` on the same pool once `train-a` is done (warm: admitted with no launch);
 3. Job `train-scarce` asking for an instance type the emulator has no room for: it is held
    at $0 (quota reserved, our check Pending, no instance running) until the script frees
-   capacity, then admitted.
+   capacity, then admitted;
+4. a GPU Job on a Capacity Block that starts during the run: held at $0 until it starts;
+5. the same for a JobSet (a leader and a worker replicated job, run by the real JobSet
+   controller), the gang labelled on the JobSet itself.
 
 While it runs it prints each change of a Job's state, its check, its pool's phase and
 counts. At the end it releases every pool, prints a table per Job (time to Ready, instances
@@ -60,6 +63,12 @@ class JobRecord:
     ready_at: float | None = None
     done_at: float | None = None
     launched: set[str] = field(default_factory=set)
+    kind: str = "Job"  # or "JobSet": what the user submitted and the Workload is owned by
+
+
+JOBSETS = ("jobset.x-k8s.io", "v1alpha2", NAMESPACE, "jobsets")
+# The condition each kind reports when it has finished well.
+_DONE_CONDITION = {"Job": "Complete", "JobSet": "Completed"}
 
 
 @dataclass
@@ -111,9 +120,8 @@ class Observer:
         workloads: list[dict[str, Any]],
         live: dict[str, str],
     ) -> None:
-        job = self.batch.read_namespaced_job(record.name, NAMESPACE)
-        done = any(x.type == "Complete" and x.status == "True" for x in job.status.conditions or [])
-        if not job.spec.suspend and record.ready_at is None:
+        suspended, done = self._job_state(record)
+        if not suspended and record.ready_at is None:
             record.ready_at = now
         if done and record.done_at is None:
             record.done_at = now
@@ -128,15 +136,16 @@ class Observer:
                 w
                 for w in workloads
                 if any(
-                    o.get("name") == record.name for o in w["metadata"].get("ownerReferences") or []
+                    o.get("name") == record.name and o.get("kind") == record.kind
+                    for o in w["metadata"].get("ownerReferences") or []
                 )
             ),
             None,
         )
         status = (pools.get(record.pool) or {}).get("status") or {}
-        state = "Complete" if done else ("Running" if not job.spec.suspend else "Suspended")
+        state = "Complete" if done else ("Running" if not suspended else "Suspended")
         line = (
-            f"job {record.name:<13} {state:<9} check={_check(wl):<8} "
+            f"{record.kind.lower()} {record.name:<13} {state:<9} check={_check(wl):<8} "
             f"pool {record.pool}: {status.get('phase', '-'):<9} "
             f"instances={len(status.get('instanceIds') or [])} ready={status.get('readyNodes', 0)} "
             f"shortfalls={status.get('consecutiveShortfalls', 0)} "
@@ -145,6 +154,19 @@ class Observer:
         if self._last_line.get(record.name) != line:
             self._last_line[record.name] = line
             print(f"[{now - self.started:6.1f}s] {line}", flush=True)
+
+    def _job_state(self, record: JobRecord) -> tuple[bool, bool]:
+        """(suspended, finished well) of what the user submitted, read as its kind."""
+        if record.kind == "Job":
+            body = self.batch.read_namespaced_job(record.name, NAMESPACE).to_dict()
+        else:
+            body = self.custom.get_namespaced_custom_object(*JOBSETS, record.name)
+        conditions = (body.get("status") or {}).get("conditions") or []
+        done = any(
+            x.get("type") == _DONE_CONDITION[record.kind] and x.get("status") == "True"
+            for x in conditions
+        )
+        return bool((body.get("spec") or {}).get("suspend")), done
 
     def live_instances(self) -> dict[str, str]:
         pages = self.ec2.describe_instances(
@@ -323,6 +345,7 @@ def _scenario(env: LocalEnvironment, state: dict[str, Any]) -> int:
     env.emulator_client.set_capacity(zones[0], SCARCE_TYPE, GANG)
     obs.wait("train-scarce to complete", lambda: obs.jobs["train-scarce"].done_at is not None)
     _gpu_scene(env, obs)
+    _jobset_scene(env, obs)
 
     gnp_before = kubectl_get_gnp(str(state["kubeconfig"]))
     stacks_before = _pulumi_stack_ls(env)
@@ -410,17 +433,90 @@ def _pulumi_stack_ls(env: LocalEnvironment) -> str:
 
 GPU_JOB = "gpu-p5"
 GPU_POOL = "gpu-block"
+GPU_JOBSET = "gpu-jobset"
+GPU_JOBSET_POOL = "gpu-jobset-block"
 GPU_TYPE = "p5.48xlarge"
 # The pool's stack takes ~10-25 s before its first launch: the block must still be scheduled
 # then, so the hold is seen.
 GPU_BLOCK_LEAD_SECONDS = 40.0
+GPU_LIMITS = {c.RESOURCE_GPU: "8", c.RESOURCE_EFA: "32"}
+
+
+def _gpu_annotations(rid: str) -> dict[str, str]:
+    return {
+        c.ANN_INSTANCE_TYPE: GPU_TYPE,
+        c.ANN_MODE: c.MODE_FLEET,
+        c.ANN_CAPACITY_RESERVATION_ID: rid,
+        c.ANN_EFA: "true",
+        c.ANN_PLACEMENT_GROUP: c.PLACEMENT_CLUSTER,
+    }
+
+
+def _gpu_job(rid: str) -> dict[str, Any]:
+    job = ko.gang_job(NAMESPACE, GPU_JOB, ko.QUEUE_NAME, GPU_POOL, GANG, _gpu_annotations(rid))
+    job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = dict(GPU_LIMITS)
+    return job
+
+
+def _gpu_jobset(rid: str) -> dict[str, Any]:
+    """A JobSet of a leader and a worker replicated job of one pod each: the gang (count 2,
+    Kueue's pod count over both) is labelled on the JobSet, not on its Jobs."""
+
+    def replicated(name: str) -> dict[str, Any]:
+        container = {
+            "name": name,
+            "image": "trainer",
+            "resources": {"requests": {"cpu": "1"}, "limits": dict(GPU_LIMITS)},
+        }
+        pod = {"restartPolicy": "Never", "containers": [container]}
+        job_spec = {
+            "parallelism": 1,
+            "completions": 1,
+            "backoffLimit": 0,
+            "template": {"spec": pod},
+        }
+        return {"name": name, "replicas": 1, "template": {"spec": job_spec}}
+
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": GPU_JOBSET,
+            "namespace": NAMESPACE,
+            "labels": {c.QUEUE_NAME_LABEL: ko.QUEUE_NAME, c.POOL_LABEL: GPU_JOBSET_POOL},
+            "annotations": {c.ANN_COUNT: str(GANG), **_gpu_annotations(rid)},
+        },
+        "spec": {"suspend": True, "replicatedJobs": [replicated("leader"), replicated("workers")]},
+    }
+
+
+@dataclass(frozen=True)
+class _GpuGang:
+    """One gang of the GPU scenes: what is submitted, as which kind, on which pool."""
+
+    title: str
+    kind: str
+    name: str
+    pool: str
+    body: Callable[[str], dict[str, Any]]  # the manifest, given the block's id
 
 
 def _gpu_scene(env: LocalEnvironment, obs: Observer) -> None:
-    """A 2 x p5.48xlarge gang on a Capacity Block that starts a few seconds from now: held at
-    $0 (nothing launched) until the start, then admitted with one EFA interface per network
-    card, all in the pool's cluster placement group; its pool is then released and the block
-    has every slot free again."""
+    """A 2 x p5.48xlarge Job gang on a Capacity Block that starts a few seconds from now."""
+    _block_scene(env, obs, _GpuGang("4. GPU gang", "Job", GPU_JOB, GPU_POOL, _gpu_job))
+
+
+def _jobset_scene(env: LocalEnvironment, obs: Observer) -> None:
+    """The same with a JobSet the real JobSet controller runs."""
+    gang = _GpuGang("5. JobSet GPU gang", "JobSet", GPU_JOBSET, GPU_JOBSET_POOL, _gpu_jobset)
+    _block_scene(env, obs, gang)
+
+
+def _block_scene(env: LocalEnvironment, obs: Observer, gang: _GpuGang) -> None:
+    """A gang on a Capacity Block that starts a few seconds from now: held at $0 (nothing
+    launched) until the start, then admitted with one EFA interface per network card, all
+    in the pool's cluster placement group; its pool is then released and the block has
+    every slot free again."""
     assert env.control_plane is not None
     emu = env.emulator_client
     ec2 = env.ec2_client()
@@ -432,60 +528,47 @@ def _gpu_scene(env: LocalEnvironment, obs: Observer) -> None:
         GPU_TYPE, zone, GANG, "capacity-block", start=starts, end=now + 2 * 3600
     )
     print(
-        f"\n== 4. GPU gang on a Capacity Block: {GANG} x {GPU_TYPE}, EFA, cluster placement "
+        f"\n== {gang.title} on a Capacity Block: {GANG} x {GPU_TYPE}, EFA, cluster placement "
         f"group; block {rid} in {zone} starts at {time.strftime('%H:%M:%S', time.gmtime(starts))}"
         f" UTC (in {GPU_BLOCK_LEAD_SECONDS:.0f}s)",
         flush=True,
     )
-    job = ko.gang_job(
-        NAMESPACE,
-        GPU_JOB,
-        ko.QUEUE_NAME,
-        GPU_POOL,
-        GANG,
-        {
-            c.ANN_INSTANCE_TYPE: GPU_TYPE,
-            c.ANN_MODE: c.MODE_FLEET,
-            c.ANN_CAPACITY_RESERVATION_ID: rid,
-            c.ANN_EFA: "true",
-            c.ANN_PLACEMENT_GROUP: c.PLACEMENT_CLUSTER,
-        },
-    )
-    job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {
-        c.RESOURCE_GPU: "8",
-        c.RESOURCE_EFA: "32",
-    }
-    obs.jobs[GPU_JOB] = JobRecord(GPU_JOB, GPU_POOL, time.monotonic())
-    obs.batch.create_namespaced_job(NAMESPACE, job)
-    obs.say(f"submitted {GPU_JOB} (pool {GPU_POOL}, {GANG} x {GPU_TYPE} on {rid})")
+    obs.jobs[gang.name] = JobRecord(gang.name, gang.pool, time.monotonic(), kind=gang.kind)
+    body = gang.body(rid)
+    if gang.kind == "Job":
+        obs.batch.create_namespaced_job(NAMESPACE, body)
+    else:
+        custom.create_namespaced_custom_object(*JOBSETS, body)
+    obs.say(f"submitted {gang.kind} {gang.name} (pool {gang.pool}, {GANG} x {GPU_TYPE} on {rid})")
 
     def before_start(done: Callable[[], bool]) -> Callable[[], bool]:
         def probe() -> bool:
-            if emu.now() < starts and obs.live_in(GPU_POOL):
-                raise DemoFailed(f"instances of {GPU_POOL} running before {rid} started")
+            if emu.now() < starts and obs.live_in(gang.pool):
+                raise DemoFailed(f"instances of {gang.pool} running before {rid} started")
             return done()
 
         return probe
 
     def reason() -> str | None:
-        return (obs.pool_status(GPU_POOL).get("lastError") or {}).get("reason")
+        return (obs.pool_status(gang.pool).get("lastError") or {}).get("reason")
 
     obs.wait(
-        f"{GPU_JOB} held until its block starts",
+        f"{gang.name} held until its block starts",
         before_start(lambda: emu.now() >= starts or reason() == "ReservationNotActive"),
     )
     if emu.now() < starts:
-        message = (obs.pool_status(GPU_POOL).get("lastError") or {}).get("message", "")
+        message = (obs.pool_status(gang.pool).get("lastError") or {}).get("message", "")
         obs.say(
-            f"held at $0 until the block starts: check {obs.workload_check(GPU_JOB)}, "
-            f"{obs.live_in(GPU_POOL)} instances running; the pool says: {message}"
+            f"{gang.kind} {gang.name} held at $0 until the block starts: check "
+            f"{obs.workload_check(gang.name)}, {obs.live_in(gang.pool)} instances running; "
+            f"the pool says: {message}"
         )
     obs.wait(f"{rid} to start", before_start(lambda: emu.now() >= starts))
     obs.say(f"{rid} is active")
-    obs.wait(f"{GPU_JOB} to be admitted", lambda: obs.jobs[GPU_JOB].ready_at is not None)
+    obs.wait(f"{gang.name} to be admitted", lambda: obs.jobs[gang.name].ready_at is not None)
     pages = ec2.describe_instances(
         Filters=[
-            {"Name": f"tag:{c.TAG_POOL}", "Values": [GPU_POOL]},
+            {"Name": f"tag:{c.TAG_POOL}", "Values": [gang.pool]},
             {"Name": "instance-state-name", "Values": ["pending", "running"]},
         ]
     )["Reservations"]
@@ -500,18 +583,18 @@ def _gpu_scene(env: LocalEnvironment, obs: Observer) -> None:
     groups = {i["Placement"].get("GroupName") for i in instances}
     if len(instances) != GANG or outside or len(groups) != 1 or None in groups:
         raise DemoFailed(
-            f"{GPU_JOB} admitted on {len(instances)} instances, {outside} outside {rid}, "
+            f"{gang.name} admitted on {len(instances)} instances, {outside} outside {rid}, "
             f"placement groups {groups}"
         )
     obs.say(
-        f"admitted: {GANG} x {GPU_TYPE} in {rid}, {'/'.join(map(str, efa))} EFA interfaces "
-        f"each, all in placement group {groups.pop()}"
+        f"{gang.kind} {gang.name} admitted: {GANG} x {GPU_TYPE} in {rid}, "
+        f"{'/'.join(map(str, efa))} EFA interfaces each, all in placement group {groups.pop()}"
     )
-    obs.wait(f"{GPU_JOB} to complete", lambda: obs.jobs[GPU_JOB].done_at is not None)
-    custom.delete_cluster_custom_object(*GNP, GPU_POOL)
+    obs.wait(f"{gang.name} to complete", lambda: obs.jobs[gang.name].done_at is not None)
+    custom.delete_cluster_custom_object(*GNP, gang.pool)
     obs.wait(
-        f"pool {GPU_POOL} released",
-        lambda: not obs.live_in(GPU_POOL) and not obs.pool_status(GPU_POOL),
+        f"pool {gang.pool} released",
+        lambda: not obs.live_in(gang.pool) and not obs.pool_status(gang.pool),
     )
     (block,) = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])[
         "CapacityReservations"

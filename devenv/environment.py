@@ -1,14 +1,18 @@
 """The embedded default: a whole local installation in one object.
 
 Used by `atomic-gang dev up` (through `daemon.py`), the demo and the e2e fixtures. It starts,
-in order: the tools (built if missing), etcd + kube-apiserver, our CRD and Kueue's, the Kueue
-manager, the EC2 emulator with an EKS cluster record pointing at the local apiserver and the
-node role, instance profile and access entry the bootstrap would create, the node
+in order: the tools (built if missing), etcd + kube-apiserver, our CRD, the training
+controllers' CRDs (JobSet, PyTorchJob, Trainer's: always, so Kueue's integrations for them find
+their APIs), Kueue's CRDs and manager, the training controllers themselves
+(`training_controllers`: the JobSet controller, the training operator, Trainer and its
+ClusterTrainingRuntime), the EC2 emulator with an EKS cluster record pointing at the local
+apiserver and the node role, instance profile and access entry the bootstrap would create, the node
 simulator, the chart's settings ConfigMap and ServiceAccount with the controller's role and
 its Pod Identity association, the controller (the production Manager with the real engine
 and Pulumi driver, in this process, with a short retryBackoff), the bootstrap's Kueue
-objects, and the Job simulator; `stop()` ends all of them, last started first. `state()`
-is what `dev status` prints.
+objects, and the Job simulator (which, standing in for the scheduler, kubelet and Job
+controller, runs admitted gangs of every kind to completion, with the pod simulator);
+`stop()` ends all of them, last started first. `state()` is what `dev status` prints.
 """
 
 from __future__ import annotations
@@ -31,17 +35,19 @@ from devenv.bootstrap import (
     register_cluster_and_identity,
     register_controller_identity,
 )
-from devenv.controlplane import ControlPlane
+from devenv.controlplane import ControlPlane, ensure_namespace
 from devenv.emulator import EmulatorClient, EmulatorProcess
 from devenv.jobsim import JobSimulator
 from devenv.kueue_manager import KueueManager
 from devenv.nodesim import NodeSimulator
+from devenv.podsim import PodSimulator
 from devenv.processes import free_port
 from devenv.state_backend import seed_state_backend
+from devenv.training_controllers import TrainingControllers
 from devenv.webhook import LocalWebhook
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import load_crd
-from provisioner.api.settings import Settings
+from provisioner.api.settings import OwnershipSettings, Settings
 from provisioner.cloud.ec2api import new_session
 from provisioner.cloud.iam_policy import StackState
 from provisioner.toolchain import installer as toolchain
@@ -75,16 +81,41 @@ class LocalEnvironment:
     # The product's default; a test of a block's end sets it short, as the controller's
     # clock is real.
     capacity_block_release_seconds: int = 2100
+    # The controller (its own calls and its stacks' Pulumi CLI) signs with its role's
+    # credentials, assumed as its pods do, so the emulator evaluates the product's policy
+    # (`iam_policy.controller_policy`) on every call it makes. Off: the fixed "local" keys,
+    # which the emulator takes as the account's root.
+    enforce_controller_policy: bool = True
+    # The controller's `tenancy` settings (e.g. {"sharedPools": [...]}); empty: the default.
+    tenancy: dict[str, Any] = field(default_factory=dict)
+    # The controller's `instances` settings (company rules: {"extraTags": {...},
+    # "rootVolume": {...}}); empty: the default.
+    instances: dict[str, Any] = field(default_factory=dict)
+    # Run the JobSet controller, the training operator and Trainer (their CRDs are installed
+    # either way), so JobSet, PyTorchJob and TrainJob gangs run. The e2e fixture sets the
+    # session's shared ones instead (`training`).
+    training_controllers: bool = True
+    # The Job simulator creates each running Job's Pods, as the Job controller would, and
+    # places and runs them (`jobsim`); off, it only writes Job status, which keeps benches of
+    # hundreds of Jobs cheap.
+    simulate_pods: bool = True
+    training: TrainingControllers | None = None
     control_plane: ControlPlane | None = None
     kueue: KueueManager | None = None
     emulator: EmulatorProcess | None = None
     nodes: NodeSimulator | None = None
     identity: NodeIdentity | None = None
     controller_identity: ControllerIdentity | None = None
+    # The keys the controller signs with (`_controller_keys`), for tests that act as it.
+    controller_keys: dict[str, str] | None = None
     settings: Settings | None = None
     manager: Any = None
     _stack_driver: Any = None
+    # The controller's Kubernetes client: closed on stop, so its TLS connections to the API
+    # server are not left for the garbage collector to report in a later test.
+    _kube: Any = None
     jobs: JobSimulator | None = None
+    pods: PodSimulator | None = None
     webhook: LocalWebhook | None = None
     queue_namespaces: tuple[str, ...] = ("default",)
     owns_base: bool = False
@@ -99,10 +130,17 @@ class LocalEnvironment:
         )
         self._timed("control plane", self.control_plane.start)
         self._timed("CRDs", lambda: self.control_plane.install_crds([load_crd()]))  # type: ignore[union-attr]
+        training = TrainingControllers(self.control_plane, resolved)
+        self._timed("training controllers' CRDs", training.install_crds)
         if self.with_kueue:
             self.kueue = KueueManager(self.control_plane, resolved["kueue"])
             self._timed("Kueue CRDs", self.kueue.install_crds)
             self._timed("Kueue manager", self.kueue.start)
+        if self.training_controllers:
+            self.training = training
+            self._timed("training controllers", training.start)
+            for name, seconds in training.start_seconds.items():
+                self.timings[name] = seconds
         self.emulator = EmulatorProcess(log_dir=self.work_dir / "logs")
         self._timed("EC2 emulator", self.emulator.start)
         return self.start_gang_parts(resolved["pulumi"])
@@ -132,8 +170,12 @@ class LocalEnvironment:
             self._timed("controller", lambda: self._start_controller(pulumi))
         if self.with_kueue:
             self._timed("Kueue objects", self._apply_kueue_objects)
-            self.jobs = JobSimulator(self.control_plane.api_client(), self.job_run_seconds)
+            self.jobs = JobSimulator(
+                self.control_plane.api_client(), self.job_run_seconds, pods=self.simulate_pods
+            )
             self.jobs.start()
+            self.pods = PodSimulator(self.control_plane.api_client(), self.job_run_seconds)
+            self.pods.start()
         return self.state()
 
     @property
@@ -187,6 +229,8 @@ class LocalEnvironment:
                 # The manager serves no webhook itself; `LocalWebhook` serves it and
                 # registers it as the chart does.
                 "webhook": {"enabled": False},
+                "tenancy": self.tenancy,
+                **({"instances": self.instances} if self.instances else {}),
             }
         )
 
@@ -195,6 +239,7 @@ class LocalEnvironment:
         # want Kueue must not pay for the controller's imports.
         from provisioner.assembly import build_system
         from provisioner.kube.client import KubeClient
+        from provisioner.kube.pool_reads import pool_lookup
 
         assert self.control_plane is not None and self.emulator is not None
         # The stack driver hands this process's environment to the Pulumi CLI, whose dynamic
@@ -202,29 +247,40 @@ class LocalEnvironment:
         # real profile is never used against the emulator (nor the emulator's keys elsewhere).
         os.environ.setdefault("PULUMI_CONFIG_PASSPHRASE", PASSPHRASE)
         os.environ.pop("AWS_PROFILE", None)
-        os.environ["AWS_ACCESS_KEY_ID"] = "local"
-        os.environ["AWS_SECRET_ACCESS_KEY"] = "local"
         os.environ["AWS_DEFAULT_REGION"] = self.region
-        _ensure_namespace(self.control_plane.api_client(), CONTROLLER_NAMESPACE)
-        self.settings = self.controller_settings()
+        ensure_namespace(self.control_plane.api_client(), CONTROLLER_NAMESPACE)
+        settings = self.controller_settings()
+        # What they read without it, from the cluster: the chart's settings ConfigMap and
+        # ServiceAccount, and the controller's role with its Pod Identity association.
+        helm = toolchain.ensure_all(["helm"])["helm"].binary
+        rendered = chart_install.install(
+            self.control_plane.api_client(), helm, settings, CONTROLLER_NAMESPACE
+        )
+        # The chart's default ownership key: self-managed in the Secret it rendered.
+        self.settings = settings.model_copy(
+            update={"ownership": OwnershipSettings.model_validate(rendered["ownership"])}
+        )
         # What `atomic-gang doctor --work-dir` and `explain` read to find this installation.
         self.settings_path.write_text(
             yaml.safe_dump(self.settings.model_dump(mode="json", exclude_defaults=True))
         )
-        # What they read without it, from the cluster: the chart's settings ConfigMap and
-        # ServiceAccount, and the controller's role with its Pod Identity association.
-        helm = toolchain.ensure_all(["helm"])["helm"].binary
-        chart_install.install(
-            self.control_plane.api_client(), helm, self.settings, CONTROLLER_NAMESPACE
-        )
         self.controller_identity = self._register_controller_identity()
+        keys = self.controller_keys = self._controller_keys()
+        for name, value in (
+            ("AWS_ACCESS_KEY_ID", keys["aws_access_key_id"]),
+            ("AWS_SECRET_ACCESS_KEY", keys["aws_secret_access_key"]),
+            ("AWS_SESSION_TOKEN", keys.get("aws_session_token", "")),
+        ):
+            if value:
+                os.environ[name] = value
+            else:
+                os.environ.pop(name, None)
         # The controller's session, made as the product makes it (`ec2api.new_session`).
-        session = new_session(
-            aws_access_key_id="local", aws_secret_access_key="local", region_name=self.region
-        )
+        session = new_session(**keys, region_name=self.region)
+        kube = self._kube = KubeClient.from_kubeconfig(self.kubeconfig_path())
         system = build_system(
             self.settings,
-            KubeClient.from_kubeconfig(self.kubeconfig_path()),
+            kube,
             pulumi.binary.parent.parent,
             identity=f"devenv-{uuid.uuid4().hex[:6]}",
             session=session,
@@ -235,11 +291,33 @@ class LocalEnvironment:
         if self.with_webhook:
             self.webhook = LocalWebhook(
                 self.control_plane.api_client(),
-                self.control_plane.ca,
                 helm,
                 self.work_dir / "webhook",
+                CONTROLLER_NAMESPACE,
             )
-            self.webhook.start(self.settings)
+            self.webhook.start(self.settings, pool_lookup(kube.with_timeout(5.0)))
+
+    def _controller_keys(self) -> dict[str, str]:
+        """The controller's credentials: its role's, through STS AssumeRole (the role's
+        trust lets the account's principals assume it, as `doctor --as-controller` needs),
+        or the fixed "local" keys when `enforce_controller_policy` is off."""
+        local = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
+        if not self.enforce_controller_policy:
+            return local
+        assert self.emulator is not None and self.controller_identity is not None
+        sts = new_session(**local).client(
+            "sts", region_name=self.region, endpoint_url=self.emulator.endpoint_url
+        )
+        creds = sts.assume_role(
+            RoleArn=self.controller_identity.role_arn,
+            RoleSessionName="atomic-gang-controller",
+            DurationSeconds=43200,
+        )["Credentials"]
+        return {
+            "aws_access_key_id": str(creds["AccessKeyId"]),
+            "aws_secret_access_key": str(creds["SecretAccessKey"]),
+            "aws_session_token": str(creds["SessionToken"]),
+        }
 
     def _register_controller_identity(self) -> ControllerIdentity:
         assert self.emulator is not None and self.identity is not None
@@ -289,15 +367,20 @@ class LocalEnvironment:
             self.webhook.stop()
         if self.jobs is not None:
             self.jobs.stop()
+        if self.pods is not None:
+            self.pods.stop()
         if self.manager is not None:
             self.manager.stop()
         if self._stack_driver is not None:
             self._stack_driver.close()
+        if self._kube is not None:
+            self._kube.close()
+            self._kube = None
         if self.nodes is not None:
             self.nodes.stop()
         if not self.owns_base:
             return
-        for part in (self.emulator, self.kueue, self.control_plane):
+        for part in (self.emulator, self.training, self.kueue, self.control_plane):
             if part is not None:
                 part.stop()
 
@@ -318,6 +401,11 @@ class LocalEnvironment:
             "pulumiBackend": self.settings.pulumi.backend_url if self.settings else None,
             "pulumiProject": f"atomic-gang-{self.cluster_name}",
             "localQueue": f"default/{ko.QUEUE_NAME}",
+            "trainingControllers": (
+                {name: proc.pid for name, proc in self.training.processes().items()}
+                if self.training
+                else None
+            ),
             "settings": str(self.settings_path) if self.settings else None,
             "controllerHealth": (
                 f"http://127.0.0.1:{self.settings.health_port}/healthz" if self.settings else None
@@ -331,11 +419,3 @@ class LocalEnvironment:
         result = step()
         self.timings[what] = time.monotonic() - started
         return result
-
-
-def _ensure_namespace(api: k8s.ApiClient, name: str) -> None:
-    try:
-        k8s.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
-    except k8s.ApiException as err:
-        if err.status != 409:
-            raise

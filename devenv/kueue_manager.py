@@ -24,7 +24,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from devenv.controlplane import ControlPlane, http_ok, load_yaml_documents
+from devenv.controlplane import ControlPlane, ensure_namespace, http_ok, load_yaml_documents
 from devenv.processes import Supervised, free_port
 from provisioner.toolchain.installer import ResolvedTool
 
@@ -33,9 +33,38 @@ KUEUE_NAMESPACE = "kueue-system"
 # mounted into the manager's pod); published here too so tools read it as from an install.
 CONFIG_MAP = "kueue-manager-config"
 CONFIG_KEY = "controller_manager_config.yaml"
-# Only Job integration is enabled; webhooks for other kinds would answer 404 and, being
-# fail-closed, would block unrelated creates.
-_WEBHOOK_GROUPS = {"kueue.x-k8s.io", "batch"}
+# The job frameworks Kueue's integrations manage here, as its configuration names them: the
+# kinds gang jobs are submitted as. Each needs its API served before Kueue can set up its
+# controller (Kueue defers one whose CRD is missing and polls for it), so the environment
+# installs the training controllers' CRDs before Kueue starts. From Kueue 0.19.2's source:
+# the TrainJob integration also watches the JobSets a TrainJob owns and reads Trainer's
+# (Cluster)TrainingRuntimes to compute its pod sets, so it needs JobSet's and Trainer's
+# CRDs; none of the four names another framework as a dependency.
+FRAMEWORKS = (
+    "batch/job",
+    "jobset.x-k8s.io/jobset",
+    "kubeflow.org/pytorchjob",
+    "trainer.kubeflow.org/trainjob",
+)
+# Kueue's webhooks registered here: its own objects' and the four frameworks' kinds. Every
+# other hook in its manifests is left out: fail-closed, in front of kinds nothing here runs.
+_WEBHOOK_RESOURCES = {
+    ("batch", "jobs"),
+    ("jobset.x-k8s.io", "jobsets"),
+    ("kubeflow.org", "pytorchjobs"),
+    ("trainer.kubeflow.org", "trainjobs"),
+}
+_KUEUE_GROUP = "kueue.x-k8s.io"
+
+
+def _hook_wanted(hook: dict[str, Any]) -> bool:
+    for rule in hook.get("rules", []):
+        for group in rule.get("apiGroups", []):
+            if group == _KUEUE_GROUP:
+                return True
+            if any((group, r) in _WEBHOOK_RESOURCES for r in rule.get("resources", [])):
+                return True
+    return False
 
 
 def kueue_crds(kueue: ResolvedTool) -> list[dict[str, Any]]:
@@ -59,8 +88,7 @@ def _webhook_configs(kueue: ResolvedTool, port: int, ca_pem: bytes) -> list[dict
         doc["metadata"] = {"name": f"kueue-{doc['metadata']['name']}"}
         kept = []
         for hook in doc.get("webhooks", []):
-            groups = {g for rule in hook.get("rules", []) for g in rule.get("apiGroups", [])}
-            if not groups & _WEBHOOK_GROUPS:
+            if not _hook_wanted(hook):
                 continue
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = {
@@ -97,7 +125,7 @@ def _manager_config(webhook_port: int, health_port: int, cert_dir: Path) -> dict
         # Gang semantics: Kueue holds a workload until all its pods are ready, as the
         # reference requires of production installs.
         "waitForPodsReady": {"timeout": "10m", "blockAdmission": False},
-        "integrations": {"frameworks": ["batch/job"]},
+        "integrations": {"frameworks": list(FRAMEWORKS)},
         "clientConnection": {"qps": 100, "burst": 200},
     }
 
@@ -118,7 +146,7 @@ class KueueManager:
         info = self._cp.info
         assert info is not None, "start the control plane first"
         api = self._cp.api_client()
-        _ensure_namespace(api, KUEUE_NAMESPACE)
+        ensure_namespace(api, KUEUE_NAMESPACE)
         work = info.work_dir / "kueue"
         cert_dir = work / "certs"
         self._cp.ca.serving("127.0.0.1", "localhost").write(cert_dir, "tls.crt", "tls.key")
@@ -232,14 +260,6 @@ def _publish_config(api: k8s.ApiClient, text: str) -> None:
         if err.status != 409:
             raise
         core.replace_namespaced_config_map(CONFIG_MAP, KUEUE_NAMESPACE, body)
-
-
-def _ensure_namespace(api: k8s.ApiClient, name: str) -> None:
-    try:
-        k8s.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
-    except ApiException as err:
-        if err.status != 409:
-            raise
 
 
 def _tls_answers(port: int, context: ssl.SSLContext) -> bool:

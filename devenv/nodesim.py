@@ -31,6 +31,7 @@ from kubernetes.client.rest import ApiException
 
 from devenv.node_shape import node_resources, reserved_capacity_labels
 from provisioner.api import constants as c
+from provisioner.cloud.iam_policy import VPC_CNI_CLUSTER_TAG
 from provisioner.cloud.nodeadm import parse_user_data
 
 log = logging.getLogger(__name__)
@@ -314,9 +315,17 @@ class NodeSimulator:
         description = f"aws-K8S-{iid}"
         if any(n.get("Description") == description for n in inst.get("NetworkInterfaces") or ()):
             return  # attached by a pass that failed later
-        eni = self.ec2.create_network_interface(SubnetId=inst["SubnetId"], Description=description)[
-            "NetworkInterface"
-        ]["NetworkInterfaceId"]
+        # Tagged as the VPC CNI tags the ENIs it creates (its CLUSTER_NAME, which the EKS
+        # add-on sets, and the instance): what the controller's policy deletes by.
+        cni_tags = [
+            {"Key": VPC_CNI_CLUSTER_TAG, "Value": self.cluster_name},
+            {"Key": "node.k8s.amazonaws.com/instance_id", "Value": iid},
+        ]
+        eni = self.ec2.create_network_interface(
+            SubnetId=inst["SubnetId"],
+            Description=description,
+            TagSpecifications=[{"ResourceType": "network-interface", "Tags": cni_tags}],
+        )["NetworkInterface"]["NetworkInterfaceId"]
         # The CNI attaches at the first free device index of card 0 (an EFA-only interface
         # may hold index 1); without DeleteOnTermination, which EC2 then takes as false.
         taken = {
@@ -333,6 +342,13 @@ class NodeSimulator:
             # As the CNI does when EC2 refuses the attach (the instance is shutting down):
             # it deletes the ENI it just made, so only a crash between the two leaks one.
             self.ec2.delete_network_interface(NetworkInterfaceId=eni)
+            # The pass's listing may predate this simulator's own attach in an earlier pass
+            # (which then failed later): EC2 refuses its device index every pass after. Asked
+            # fresh, that ENI is there, and the node is attached.
+            fresh = self.ec2.describe_instances(InstanceIds=[iid])["Reservations"]
+            now = fresh[0]["Instances"][0] if fresh and fresh[0]["Instances"] else {}
+            if any(n.get("Description") == description for n in now.get("NetworkInterfaces") or ()):
+                return
             raise
 
     def _register(

@@ -181,7 +181,9 @@ class Supervised:
         self._forget()
 
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM the process group, then SIGKILL what is left after `grace` seconds."""
+        """SIGTERM the process group, then SIGKILL what is left after `grace` seconds, the
+        descendants that run in groups of their own (the Pulumi CLIs) included."""
+        tree = descendants(self.proc.pid)
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
@@ -191,9 +193,13 @@ class Supervised:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=10)
-        # Grandchildren that ignored SIGTERM still share the group.
+        # Grandchildren that ignored SIGTERM still share the group; those in groups of their
+        # own were read before the stop (a dead parent's children are reparented).
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         self._forget()
 
     def _forget(self) -> None:

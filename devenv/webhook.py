@@ -1,18 +1,20 @@
-"""The Job webhook in the embedded default, registered exactly as the chart registers it.
+"""The Job webhook in the embedded default, installed exactly as the chart installs it.
 
-Used by `LocalEnvironment` (dev up, the demo, the e2e fixtures). Serves the product's
-`WebhookServer` on 127.0.0.1 with a certificate from the control plane's CA, renders the
-chart's ValidatingWebhookConfiguration with the pinned helm (rules, matchConditions,
-namespaceSelector, failurePolicy, timeout as an install gets them) and changes one thing:
-the apiserver reaches the server by URL with our CA, as there is no Service network here.
-`stop()` removes the registration first, so a stopped environment blocks no Job.
+Used by `LocalEnvironment` (dev up, the demo, the e2e fixtures). Renders the chart's
+webhook objects with the pinned helm in its default certificate mode (selfSigned): the
+empty certificate Secret, created in the controller's namespace, and the
+ValidatingWebhookConfiguration (rules, matchConditions, namespaceSelector, failurePolicy,
+timeout as an install gets them, and no caBundle). The webhook is built by the product's
+composition root (`build_webhook`) from the settings the chart renders for the controller,
+so its own rotator fills the Secret and sets the caBundle. One thing differs: the apiserver
+reaches the server by URL on 127.0.0.1, as there is no Service network here, so the
+certificate names that address. `stop()` removes the registration first, so a stopped
+environment blocks no Job.
 """
 
 from __future__ import annotations
 
-import base64
-import subprocess
-import threading
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -20,91 +22,100 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
+from devenv.chart_install import run_template, template_argv
 from devenv.processes import free_port
 from provisioner.api import constants as c
-from provisioner.api.settings import Settings
-from provisioner.toolchain.versions import KUBE_APISERVER
-from provisioner.webhook.server import JOB_WEBHOOK_PATH, WebhookServer
+from provisioner.api.settings import SelfManagedCerts, Settings, WebhookSettings
+from provisioner.assembly import ServedWebhook, build_webhook
+from provisioner.kube.client import KubeClient
+from provisioner.webhook.review import PoolLookup
+from provisioner.webhook.server import GANG_JOB_WEBHOOK_PATH
 
-CHART = Path(__file__).resolve().parents[1] / "charts" / "atomic-gang-provisioner"
 CONFIG_NAME = "atomic-gang-devenv"
+_TEMPLATES = ("templates/webhook.yaml", "templates/configmap.yaml")
+# The embedded default checks the Secret and caBundle often: a reset is undone at once.
+_CHECK_INTERVAL = "1s"
 
 
-def chart_webhook_configuration(
-    helm: Path, settings: Settings, ca_pem: bytes, url: str
-) -> dict[str, Any]:
-    """The chart's ValidatingWebhookConfiguration for these settings, reached at `url`."""
-    ca = base64.b64encode(ca_pem).decode()
-    values = {
-        "image.repository": "localhost/atomic-gang-provisioner",
-        "clusterName": settings.cluster_name,
-        "defaults.region": settings.defaults.region,
-        "defaults.nodeRoleArn": settings.defaults.node_role_arn,
-        # The chart refuses to render without a durable backend and its secrets; the webhook
-        # uses neither, but the embedded default's own are the honest values to give.
-        "pulumi.backendUrl": settings.pulumi.backend_url,
-        "pulumi.secretsProvider": settings.pulumi.secrets_provider,
-        "pulumi.passphraseSecret.name": "local",
-        "kueue.clusterQueue.nominalQuota.cpu": "1",
-        "kueue.clusterQueue.nominalQuota.memory": "1Gi",
-        "webhook.certMode": "provided",
-        "webhook.tls.secretName": "local",
-        "webhook.caBundle": ca,
-    }
-    argv = [
-        str(helm),
-        "template",
-        "atomic-gang",
-        str(CHART),
-        "--show-only",
-        "templates/webhook.yaml",
-    ]
-    argv += ["--kube-version", KUBE_APISERVER.version]
-    for key, value in values.items():
-        argv += ["--set-string", f"{key}={value}"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"helm could not render the chart's webhook: {done.stderr.strip()}")
-    (config,) = [d for d in yaml.safe_load_all(done.stdout) if d]
+def render_chart_webhook(
+    helm: Path, settings: Settings, namespace: str
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The chart's certificate Secret, webhook configuration and the controller's settings
+    file (as a mapping) for these settings, in the chart's default certificate mode."""
+    argv = template_argv(helm, settings, namespace, _TEMPLATES)
+    docs = run_template(argv, "the chart's webhook")
+    (secret,) = [d for d in docs if d["kind"] == "Secret"]
+    (config,) = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    (settings_map,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    return secret, config, yaml.safe_load(settings_map["data"]["settings.yaml"])
+
+
+def chart_webhook_configuration(config: dict[str, Any], url: str) -> dict[str, Any]:
+    """The chart's configuration, renamed for the embedded default and reached at `url`."""
+    config = dict(config)
     config["metadata"] = {"name": CONFIG_NAME, "labels": config["metadata"].get("labels", {})}
     for hook in config["webhooks"]:
-        hook["clientConfig"] = {"url": url, "caBundle": ca}
-    return dict(config)
+        hook["clientConfig"] = {"url": url}  # the caBundle is the controller's to set
+    return config
 
 
 class LocalWebhook:
-    def __init__(self, api: k8s.ApiClient, ca: Any, helm: Path, work_dir: Path) -> None:
-        self._api, self._ca, self._helm, self._work_dir = api, ca, helm, work_dir
-        self._server: WebhookServer | None = None
+    def __init__(self, api: k8s.ApiClient, helm: Path, work_dir: Path, namespace: str) -> None:
+        self._api, self._helm, self._work_dir, self._namespace = api, helm, work_dir, namespace
+        self._served: ServedWebhook | None = None
         self.config: dict[str, Any] | None = None
 
-    def start(self, settings: Settings) -> None:
+    def start(self, settings: Settings, pools: PoolLookup) -> None:
         self._work_dir.mkdir(parents=True, exist_ok=True)
-        cert, key = self._ca.serving("127.0.0.1").write(self._work_dir, "tls.crt", "tls.key")
+        secret, config, rendered = render_chart_webhook(self._helm, settings, self._namespace)
         port = free_port()
-        self._server = WebhookServer(settings, cert, key, host="127.0.0.1", port=port)
-        threading.Thread(target=self._server.run, name="webhook", daemon=True).start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if time.monotonic() > deadline:
-                raise TimeoutError("the local webhook server did not start within 30 s")
-            time.sleep(0.05)
-        url = f"https://127.0.0.1:{port}{JOB_WEBHOOK_PATH}"
-        self.config = chart_webhook_configuration(self._helm, settings, self._ca.cert_pem, url)
+        managed = {
+            **rendered["webhook"]["selfManaged"],
+            "webhookConfiguration": CONFIG_NAME,
+            "hosts": ["127.0.0.1"],
+            "checkInterval": _CHECK_INTERVAL,
+        }
+        webhook = WebhookSettings(
+            cert_dir=self._work_dir / "serving",
+            self_managed=SelfManagedCerts.model_validate(managed),
+        )
+        self._create_secret(secret)
+        url = f"https://127.0.0.1:{port}{GANG_JOB_WEBHOOK_PATH}"
+        self.config = chart_webhook_configuration(config, url)
+        self._register(self.config)
+        self._served = build_webhook(
+            settings.model_copy(update={"webhook": webhook}),
+            KubeClient(self._api),
+            pools=pools,
+            host="127.0.0.1",
+            port=port,
+        )
+        self._served.start()
+        self._wait_effective()
+
+    def _create_secret(self, secret: dict[str, Any]) -> None:
+        try:
+            k8s.CoreV1Api(self._api).create_namespaced_secret(self._namespace, secret)
+        except k8s.ApiException as err:
+            if err.status != 409:  # a restart over the same etcd keeps the certificates
+                raise
+
+    def _register(self, config: dict[str, Any]) -> None:
         admission = k8s.AdmissionregistrationV1Api(self._api)
         try:
-            admission.create_validating_webhook_configuration(self.config)
+            admission.create_validating_webhook_configuration(config)
         except k8s.ApiException as err:
             if err.status != 409:  # a restart over the same etcd finds the old one
                 raise
             current = admission.read_validating_webhook_configuration(CONFIG_NAME)
-            self.config["metadata"]["resourceVersion"] = current.metadata.resource_version
-            admission.replace_validating_webhook_configuration(CONFIG_NAME, self.config)
-        self._wait_effective()
+            config["metadata"]["resourceVersion"] = current.metadata.resource_version
+            admission.replace_validating_webhook_configuration(CONFIG_NAME, config)
+            config["metadata"].pop("resourceVersion")
 
-    def _wait_effective(self, timeout: float = 30) -> None:
-        """The apiserver loads a new configuration asynchronously: wait until a dry-run
-        create of a broken gang Job is refused by it."""
+    def _wait_effective(self, timeout: float = 60) -> None:
+        """The controller sets the caBundle, and the apiserver loads a changed configuration
+        asynchronously: wait until a dry-run create of a broken gang Job is refused by the
+        webhook itself (not by a failed call, which names the webhook too)."""
         hook = self.config["webhooks"][0]["name"] if self.config else ""
         probe = {
             "apiVersion": "batch/v1",
@@ -122,14 +133,21 @@ class LocalWebhook:
         }
         batch = k8s.BatchV1Api(self._api)
         deadline = time.monotonic() + timeout
+        last = "the probe Job was created"
         while True:
             try:
                 batch.create_namespaced_job("default", probe, dry_run="All")
             except k8s.ApiException as err:
-                if hook in str(err.body):
+                try:
+                    last = str(json.loads(err.body).get("message", err.body))
+                except (TypeError, ValueError):
+                    last = str(err.body)
+                if last.startswith(f'admission webhook "{hook}" denied the request'):
                     return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the apiserver never called webhook {hook} within {timeout} s")
+                raise TimeoutError(
+                    f"webhook {hook} did not answer within {timeout} s; the apiserver said: {last}"
+                )
             time.sleep(0.2)
 
     def stop(self) -> None:
@@ -142,6 +160,6 @@ class LocalWebhook:
                 if err.status != 404:
                     raise
             self.config = None
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+        if self._served is not None:
+            self._served.stop()
+            self._served = None

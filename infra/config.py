@@ -68,7 +68,7 @@ class BootstrapConfig:
     # default would only install a release that sits in ImagePullBackOff.
     image_repository: str = ""
     image_tag: str = ""
-    webhook_cert_mode: str = "certManager"
+    webhook_cert_mode: str = "selfSigned"
     self_manage_instance_profile: bool = False
     manage_access_entry: bool = False
     state_bucket_name: str = ""  # empty: atomic-gang-state-<cluster>-<account>-<region>

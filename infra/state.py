@@ -70,21 +70,24 @@ def tls_only_policy(bucket_arn: str) -> dict[str, Any]:
 def state_store(
     cfg: BootstrapConfig, account_id: pulumi.Input[str], opts: pulumi.ResourceOptions
 ) -> StackStateStore:
+    # The stacks are the record of what each pool owns: never removed by a `pulumi destroy`
+    # of the bootstrap while they may still describe live instances. The key goes with the
+    # bucket: its checkpoints are encrypted under it and their secrets name its alias, so a
+    # key scheduled for deletion would leave the kept stacks unreadable. All three are
+    # left in the account by a destroy and removed by hand together (docs/UPGRADING.md).
+    keep = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
     key = aws.kms.Key(
         "stack-state-key",
         description=f"Pulumi stack state and secrets of atomic-gang pools on {cfg.cluster_name}",
         enable_key_rotation=True,
         deletion_window_in_days=30,
         tags=_TAGS,
-        opts=opts,
+        opts=keep,
     )
     alias = aws.kms.Alias(
-        "stack-state-key-alias", name=cfg.state_key_alias, target_key_id=key.key_id, opts=opts
+        "stack-state-key-alias", name=cfg.state_key_alias, target_key_id=key.key_id, opts=keep
     )
     name = pulumi.Output.from_input(account_id).apply(lambda account: bucket_name(cfg, account))
-    # The stacks are the record of what each pool owns: never removed by a `pulumi destroy`
-    # of the bootstrap while they may still describe live instances.
-    keep = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
     bucket = aws.s3.Bucket("stack-state", bucket=name, tags=_TAGS, opts=keep)
     on_bucket = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=bucket))
     aws.s3.BucketVersioning(

@@ -14,6 +14,7 @@ not a second copy of the wiring.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,16 +25,23 @@ from provisioner.api import constants as c
 from provisioner.api.clock import SYSTEM_CLOCK, SystemClock
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.nodes import Node
-from provisioner.api.owners import GangOwner
+from provisioner.api.owners import OWNER_KINDS, GangOwner, OwnerKind
 from provisioner.api.settings import Settings
 from provisioner.api.workload import AdmissionCheck, Workload
+from provisioner.cloud import naming
 from provisioner.cloud.ec2api import build_clients, default_session
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.controllers.admissioncheck import AdmissionCheckReconciler
 from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.manager import WORKLOAD_WORKERS, ControllerParts, Manager
-from provisioner.controllers.metrics import ControllerMetrics, QueueMetrics, StackMetrics
+from provisioner.controllers.metrics import (
+    AwsCallMetrics,
+    ControllerMetrics,
+    QueueMetrics,
+    StackMetrics,
+    WebhookMetrics,
+)
 from provisioner.controllers.pool_deps import PoolReconcilerDeps
 from provisioner.controllers.ports import EngineOps, StackOps
 from provisioner.controllers.reaper import Reaper, pool_facts
@@ -41,9 +49,12 @@ from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.controllers.workload import WorkloadReconciler
 from provisioner.kube.cache import TypedCache
 from provisioner.kube.client import KubeClient
+from provisioner.kube.errors import KubeError
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.informer import Informer
-from provisioner.kube.leader import LeaderElector, LeaseLock, default_identity
+from provisioner.kube.leader import LeaderElector, LeaseLock, LeaseTerm, default_identity
+from provisioner.kube.ownership_key import KubeOwnershipKeyStore, ensure_ownership_key
+from provisioner.kube.pool_reads import pool_lookup
 from provisioner.kube.resources import (
     ADMISSION_CHECKS,
     GANG_NODE_POOLS,
@@ -52,12 +63,21 @@ from provisioner.kube.resources import (
     WORKLOADS,
     ObjectKey,
     ResourceRef,
+    owner_resource,
 )
+from provisioner.kube.webhook_certs import KubeCertStore
 from provisioner.kube.workqueue import Controller
 from provisioner.pulumi_driver.driver import StackDriver
+from provisioner.pulumi_driver.fence import Fence, FencingToken
 from provisioner.pulumi_driver.port import PoolStacks
+from provisioner.webhook.certs import CertPolicy
+from provisioner.webhook.review import PoolLookup
+from provisioner.webhook.rotator import CertRotator
+from provisioner.webhook.server import WebhookServer
 
-__all__ = ["System", "build_manager", "build_system"]
+__all__ = ["ServedWebhook", "System", "build_manager", "build_system", "build_webhook"]
+
+log = logging.getLogger(__name__)
 
 # botocore's standard retry mode absorbs short bursts; what survives is the reconciler's.
 DEFAULT_AWS_ATTEMPTS = 5
@@ -87,15 +107,20 @@ def build_system(
     ``pulumi_root``. ``session`` is a boto3 session (default: the default credential
     chain: Pod Identity, IRSA, env, instance role)."""
     region = settings.defaults.region
+    metrics = ControllerMetrics()
     clients = build_clients(
         session or default_session(),
         region,
         settings.aws.endpoint_url,
         max_attempts=aws_max_attempts,
+        # Every EC2, SSM, EKS and IAM call the engine makes, by action and error code.
+        observer=AwsCallMetrics(metrics),
     )
-    engine = Ec2Engine(clients, SystemClock())
-    driver = StackDriver(settings, pulumi_root, logging.getLogger("pulumi"))
-    metrics = ControllerMetrics()
+    ownership_key = read_ownership_key(settings, kube)
+    engine = Ec2Engine(clients, SystemClock(), ownership_key)
+    # Enforced when replicas elect a leader: each renewal extends it (`build_manager`).
+    fence = Fence(enforced=settings.leader_election.enabled)
+    driver = StackDriver(settings, pulumi_root, logging.getLogger("pulumi"), fence=fence)
     stacks = PoolStacks(driver, StackMetrics(metrics))
     manager = build_manager(
         settings,
@@ -105,12 +130,73 @@ def build_system(
         metrics,
         identity=identity or default_identity(),
         on_lost_leadership=on_lost_leadership,
+        # Each renewal extends the stack driver's fence (``pulumi_driver.fence``).
+        on_renewed=lambda term: fence.extend(
+            FencingToken(
+                term.holder, term.lease_transitions, term.valid_until, term.others_fenced_since
+            )
+        ),
+        ownership_key=ownership_key,
     )
     return System(manager=manager, engine=engine, stacks=stacks, driver=driver)
 
 
+# Startup fails after this rather than wait on an unreachable API server: the Pod restarts.
+_OWNERSHIP_KEY_READ_SECONDS = 10.0
+
+
+def read_ownership_key(settings: Settings, kube: KubeClient) -> naming.OwnershipKey | None:
+    """The cluster's ownership key, read once before anything launches: from
+    `ownership.keyFile`, or from the Secret of `ownership.selfManaged` (generated there on
+    first start). Raises, rather than run without it, when the configured key cannot be
+    had: a replica signing launch tokens differently from its predecessor would send a
+    different token on a crash-retry of the same launch, and every instance it launched
+    unsigned would stay unprovable once its pool is gone."""
+    managed = settings.ownership.self_managed
+    if managed is None:
+        return naming.read_ownership_key(settings.ownership.key_file)
+    store = KubeOwnershipKeyStore(
+        kube.with_timeout(_OWNERSHIP_KEY_READ_SECONDS),
+        namespace=managed.namespace,
+        secret_name=managed.secret_name,
+    )
+    return naming.OwnershipKey(
+        ensure_ownership_key(store, min_bytes=naming.OWNERSHIP_KEY_MIN_BYTES)
+    )
+
+
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+# Discovery answers at once or the apiserver is not there; start-up does not wait on it.
+_DISCOVERY_SECONDS = 5.0
+
+
+def served_owner_kinds(kube: KubeClient) -> tuple[OwnerKind, ...]:
+    """The kinds a gang can be submitted as whose resource the apiserver serves now: each
+    gets an informer. A kind whose CRD is not installed (no JobSet controller, say) gets
+    none, so its informer cannot keep the controller from syncing; a Workload of that
+    kind, should one appear later, has its owner read by a live GET. Jobs are always
+    served. Discovery that fails (the apiserver unreachable) leaves the kind to the GET."""
+    served: list[OwnerKind] = []
+    quick = kube.with_timeout(_DISCOVERY_SECONDS)
+    for kind in OWNER_KINDS:
+        ref = owner_resource(kind)
+        if ref == JOBS:
+            served.append(kind)
+            continue
+        try:
+            if quick.serves(ref):
+                served.append(kind)
+                continue
+            why = "its CustomResourceDefinition is not installed"
+        except KubeError as err:
+            why = f"discovery failed: {err}"
+        log.info(
+            "%s owners are read by a live GET, without an informer (%s).", kind.display_name, why
+        )
+    return tuple(served)
 
 
 def build_manager(
@@ -123,6 +209,8 @@ def build_manager(
     identity: str,
     on_lost_leadership: Callable[[], None] | None = None,
     now: Callable[[], datetime] = utc_now,
+    on_renewed: Callable[[LeaseTerm], None] | None = None,
+    ownership_key: naming.OwnershipKey | None = None,
 ) -> Manager:
     """Everything the controller runs on ``kube``, ``engine`` and ``stacks``, handed to a
     Manager (built, not started)."""
@@ -145,8 +233,15 @@ def build_manager(
     checks = informer("admissionchecks", ADMISSION_CHECKS)
     # Indexed by pool: each pool pass reads its own Nodes, not every pool's.
     nodes = informer("nodes", NODES, label_selector=c.POOL_LABEL, index_label=c.POOL_LABEL)
-    # Only the Jobs of gang pools: the warm path reads owner Jobs from here, not by GET.
-    jobs = informer("jobs", JOBS, label_selector=c.POOL_LABEL)
+    # Only the owners of gang pools (Jobs, and the JobSets, PyTorchJobs and TrainJobs the
+    # apiserver serves): the warm path reads owners from here, not by GET.
+    owners = {
+        kind: TypedCache(
+            informer(kind.plural, owner_resource(kind), label_selector=c.POOL_LABEL),
+            GangOwner.from_dict,
+        )
+        for kind in served_owner_kinds(kube)
+    }
     typed_workloads = TypedCache(workloads, Workload.from_dict)
     typed_pools = TypedCache(pools, GangNodePool.from_dict)
     typed_checks = TypedCache(checks, AdmissionCheck.from_dict)
@@ -159,7 +254,7 @@ def build_manager(
         typed_workloads,
         typed_pools,
         typed_checks,
-        TypedCache(jobs, GangOwner.from_dict),
+        owners,
         settings,
         recorder,
         now,
@@ -228,6 +323,9 @@ def build_manager(
         now,
         metrics,
         forget=index.forget,
+        # The reaper reads the pool cache: it acts only while that cache can be trusted.
+        cache_problem=pools.problem,
+        ownership_key=ownership_key,
     )
     parts = ControllerParts(
         informers=tuple(informers),
@@ -251,8 +349,108 @@ def build_manager(
         lease_duration=election.lease_duration.total_seconds(),
         renew_deadline=election.renew_deadline.total_seconds(),
         retry_period=election.retry_period.total_seconds(),
+        on_renewed=on_renewed,
     )
     manager = Manager(
         settings, parts, identity, metrics, elector=elector, on_lost_leadership=on_lost_leadership
     )
     return manager
+
+
+# -- the Job webhook and its certificate (issue #30, certs) ------------------------------------
+# A self-managed certificate is polled every couple of seconds on disk: the rotator writes a
+# new pair only after the caBundle trusts it, and the switch should follow promptly.
+_SELF_MANAGED_RELOAD_SECONDS = 2.0
+# The webhook's live read of a Job's pool: well inside the API server's 10 s webhook timeout.
+_POOL_READ_SECONDS = 5.0
+
+
+class ServedWebhook:
+    """The webhook server and, with `webhook.selfManaged`, the rotator feeding it.
+
+    `start` serves at once from mounted files; a self-managed server starts once the rotator
+    has written its first trusted pair. `ready` is the readiness gate: the server listens
+    (a Service sends a Ready pod admission reviews at once, and a fail-closed webhook refuses
+    every gang Job while its endpoint refuses connections), and the served certificate's CA
+    is in every webhook's caBundle (for mounted files, cert-manager or the installer
+    arranges that trust).
+    """
+
+    def __init__(
+        self, server: WebhookServer, rotator: CertRotator | None, stop: threading.Event
+    ) -> None:
+        self.server, self.rotator, self._stop = server, rotator, stop
+        self._started = threading.Event()
+        if rotator is not None:
+            rotator.on_new_pair = self._serve
+
+    def _serve(self) -> None:
+        if not self._started.is_set():
+            self._started.set()
+            threading.Thread(target=self.server.run, name="webhook", daemon=True).start()
+
+    def start(self) -> None:
+        if self.rotator is None:
+            self._serve()
+            return
+        threading.Thread(
+            target=self.rotator.run, args=(self._stop,), name="webhook-certs", daemon=True
+        ).start()
+
+    def ready(self) -> bool:
+        if not self.server.started:
+            return False
+        return self.rotator is None or self.rotator.trusts(self.server.serving_cert_pem)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.server.stop()
+
+
+def build_webhook(
+    settings: Settings,
+    kube: KubeClient,
+    *,
+    pools: PoolLookup | None = None,
+    host: str = "0.0.0.0",
+    port: int | None = None,
+    metrics: ControllerMetrics | None = None,
+) -> ServedWebhook:
+    """The webhook as `settings.webhook` asks: mounted certificate files, or self-managed.
+    It reads the pools a Job names live (`pools`; by default a GET through `kube`, short
+    enough to answer within the API server's webhook timeout), and counts its answers on
+    `metrics` (the controller's) when given."""
+    if pools is None:
+        pools = pool_lookup(kube.with_timeout(_POOL_READ_SECONDS))
+    observer = WebhookMetrics(metrics) if metrics is not None else None
+    managed = settings.webhook.self_managed
+    cert_dir = settings.webhook.cert_dir
+    if managed is None:
+        server = WebhookServer.from_cert_dir(
+            settings, cert_dir, pools=pools, host=host, port=port, observer=observer
+        )
+        return ServedWebhook(server, None, threading.Event())
+    server = WebhookServer.from_cert_dir(
+        settings,
+        cert_dir,
+        pools=pools,
+        host=host,
+        port=port,
+        reload_interval=_SELF_MANAGED_RELOAD_SECONDS,
+        observer=observer,
+    )
+    store = KubeCertStore(
+        kube,
+        namespace=managed.namespace,
+        secret_name=managed.secret_name,
+        webhook_configuration=managed.webhook_configuration,
+    )
+    rotator = CertRotator(
+        store,
+        hosts=managed.hosts,
+        policy=CertPolicy(managed.ca_validity, managed.cert_validity, managed.renew_fraction),
+        serve_dir=cert_dir,
+        ca_name=f"{managed.webhook_configuration}-webhook-ca",
+        check_interval=managed.check_interval.total_seconds(),
+    )
+    return ServedWebhook(server, rotator, threading.Event())

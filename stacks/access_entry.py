@@ -54,7 +54,11 @@ def _ensure(eks: Any, props: Mapping[str, Any]) -> None:
             clusterName=str(props["cluster"]),
             principalArn=str(props["role_arn"]),
             type=ENTRY_TYPE,
-            tags={c.TAG_MANAGED: "true", c.TAG_CLUSTER: str(props["cluster"])},
+            tags={
+                **dict(props.get("extra_tags") or {}),
+                c.TAG_MANAGED: "true",
+                c.TAG_CLUSTER: str(props["cluster"]),
+            },
         )
     except Exception as exc:
         # In use: it exists already (ours from an earlier pass, or the bootstrap's).

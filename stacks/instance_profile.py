@@ -55,9 +55,14 @@ def _ensure(iam: Any, props: Mapping[str, Any]) -> None:
     try:
         iam.create_instance_profile(
             InstanceProfileName=name,
+            # The installer's extra tags first, so the controller's own keys win.
             Tags=[
-                {"Key": c.TAG_MANAGED, "Value": "true"},
-                {"Key": c.TAG_CLUSTER, "Value": str(props["cluster"])},
+                {"Key": str(k), "Value": str(v)}
+                for k, v in {
+                    **dict(props.get("extra_tags") or {}),
+                    c.TAG_MANAGED: "true",
+                    c.TAG_CLUSTER: str(props["cluster"]),
+                }.items()
             ],
         )
     except Exception as exc:

@@ -45,6 +45,7 @@ __all__ = [
     "efa_interfaces",
     "launch_template_data",
     "launch_template_request",
+    "root_volume_mapping",
 ]
 
 REPLACE_KEYS: Final = ("name", "region")
@@ -61,6 +62,7 @@ DATA_KEYS: Final = (
     "capacity_reservation_kind",
     "tags",
     "metadata_hop_limit",
+    "root_volume",
 )
 # Launched resources that carry the pool's tags from the template.
 TAGGED_RESOURCE_TYPES: Final = ("instance", "volume", "network-interface")
@@ -126,7 +128,27 @@ def launch_template_data(props: Mapping[str, Any]) -> dict[str, Any]:
         data["TagSpecifications"] = [
             {"ResourceType": rt, "Tags": _tag_list(tags)} for rt in TAGGED_RESOURCE_TYPES
         ]
+    volume = props.get("root_volume")
+    if volume:
+        data["BlockDeviceMappings"] = [root_volume_mapping(volume)]
     return data
+
+
+def root_volume_mapping(volume: Mapping[str, Any]) -> dict[str, Any]:
+    """The root device's mapping ("Block device mappings for volumes on Amazon EC2
+    instances"): named by the AMI's RootDeviceName, so it replaces the AMI's root volume
+    instead of adding a second disk, and deleted with the instance, so a terminated gang
+    leaves no volume billing."""
+    ebs: dict[str, Any] = {
+        "VolumeSize": int(volume["size"]),
+        "VolumeType": str(volume["type"]),
+        "DeleteOnTermination": True,
+    }
+    if volume.get("iops"):
+        ebs["Iops"] = int(volume["iops"])
+    if volume.get("throughput"):
+        ebs["Throughput"] = int(volume["throughput"])
+    return {"DeviceName": str(volume["device_name"]), "Ebs": ebs}
 
 
 def client_token(props: Mapping[str, Any]) -> str:

@@ -49,6 +49,7 @@ def pool_program(spec: PoolSpec, record: InstanceSetRecord | None) -> Callable[[
                 "role_arn": spec.node_role_arn,
                 "cluster": spec.cluster,
                 "manage": spec.manage_instance_profile,
+                "extra_tags": dict(spec.extra_tags),
             },
         )
         entry = AccessEntry(
@@ -58,6 +59,7 @@ def pool_program(spec: PoolSpec, record: InstanceSetRecord | None) -> Callable[[
                 "cluster": spec.cluster,
                 "role_arn": spec.node_role_arn,
                 "manage": spec.manage_access_entry,
+                "extra_tags": dict(spec.extra_tags),
             },
         )
         depends: list[pulumi.Resource] = [profile, entry]

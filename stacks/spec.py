@@ -95,6 +95,16 @@ class PoolSpec:
     capacity_reservation_id: str = ""
     capacity_reservation_kind: str = ""
     tags: Mapping[str, str] = field(default_factory=dict)
+    # The installer's extra tags alone (`instances.extraTags`), for what is tagged without
+    # the pool's own tags (the instance profile and access entry, shared by pools).
+    extra_tags: Mapping[str, str] = field(default_factory=dict)
+    # The nodes' root volume (`instances.rootVolume`) on the AMI's root device, as
+    # DescribeImages names it; "" / 0: the AMI's own mapping is left alone.
+    root_device_name: str = ""
+    root_volume_size: int = 0
+    root_volume_type: str = ""
+    root_volume_iops: int = 0
+    root_volume_throughput: int = 0
     # How long the instance set's delete waits for termination and ENI detach, and how often
     # it looks. Real EC2 takes minutes; the emulator takes none.
     release_wait_seconds: float = 600.0
@@ -142,13 +152,28 @@ class PoolSpec:
             "capacity_reservation_id": self.capacity_reservation_id,
             "capacity_reservation_kind": self.capacity_reservation_kind,
             "tags": dict(self.tags),
+            **({"root_volume": self.root_volume()} if self.root_device_name else {}),
         }
+
+    def root_volume(self) -> dict[str, Any]:
+        """The root volume's settings for the launch template (`stacks.launch_template`)."""
+        volume: dict[str, Any] = {
+            "device_name": self.root_device_name,
+            "size": self.root_volume_size,
+            "type": self.root_volume_type,
+        }
+        if self.root_volume_iops:
+            volume["iops"] = self.root_volume_iops
+        if self.root_volume_throughput:
+            volume["throughput"] = self.root_volume_throughput
+        return volume
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["security_group_ids"] = list(self.security_group_ids)
         data["efa_network_cards"] = list(self.efa_network_cards)
         data["tags"] = dict(self.tags)
+        data["extra_tags"] = dict(self.extra_tags)
         return data
 
     @classmethod
@@ -157,6 +182,7 @@ class PoolSpec:
         known["security_group_ids"] = tuple(known.get("security_group_ids") or ())
         known["efa_network_cards"] = tuple(int(n) for n in known.get("efa_network_cards") or ())
         known["tags"] = dict(known.get("tags") or {})
+        known["extra_tags"] = dict(known.get("extra_tags") or {})
         return cls(**known)
 
 
@@ -181,9 +207,13 @@ class InstanceSetRecord:
         object.__setattr__(self, "instance_ids", tuple(sorted(self.instance_ids)))
 
 
-def pool_tags(cluster: str, pool: str, max_lifetime: timedelta) -> dict[str, str]:
-    """The tags every resource of a pool carries (the group tag is added per launch)."""
+def pool_tags(
+    cluster: str, pool: str, max_lifetime: timedelta, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The tags every resource of a pool carries (the group tag is added per launch): the
+    installer's extra tags, then the pool's own, which the settings keep apart."""
     return {
+        **(extra or {}),
         c.TAG_MANAGED: "true",
         c.TAG_CLUSTER: cluster,
         c.TAG_POOL: pool,
@@ -203,14 +233,20 @@ def pool_spec_for(
     efa_only: bool = False,
     placement_group: bool = False,
     capacity_reservation_kind: str = "",
+    root_device_name: str = "",
 ) -> PoolSpec:
     """The spec of ``shape``'s pool under ``settings``.
 
     The AMI, the user data (``Ec2Engine.render_user_data``), the security groups (from the
     cluster), the EFA cards (from ``Ec2Engine.instance_type``) and the reservation's kind
     (from ``Ec2Engine.reservation``) are looked up by the reconciler first; everything else
-    follows from the settings and the shape.
+    follows from the settings and the shape. ``root_device_name`` is the AMI's root device
+    (DescribeImages' RootDeviceName), read only when `instances.rootVolume` is set.
     """
+    volume = settings.instances.root_volume
+    if volume is not None and not root_device_name:
+        raise ValueError("instances.rootVolume needs the AMI's root device name")
+    extra = dict(settings.instances.extra_tags)
     profile = instance_profile_name(settings.cluster_name, role_name_from_arn(shape.node_role_arn))
     return PoolSpec(
         cluster=settings.cluster_name,
@@ -232,5 +268,11 @@ def pool_spec_for(
         capacity_reservation_kind=(
             capacity_reservation_kind if shape.capacity_reservation_id else ""
         ),
-        tags=pool_tags(settings.cluster_name, shape.pool, shape.max_lifetime),
+        tags=pool_tags(settings.cluster_name, shape.pool, shape.max_lifetime, extra),
+        extra_tags=extra,
+        root_device_name=root_device_name if volume is not None else "",
+        root_volume_size=volume.volume_size if volume is not None else 0,
+        root_volume_type=volume.volume_type if volume is not None else "",
+        root_volume_iops=(volume.iops or 0) if volume is not None else 0,
+        root_volume_throughput=(volume.throughput or 0) if volume is not None else 0,
     )

@@ -89,12 +89,30 @@ def kube_api(control_plane: object) -> object:
 @pytest.fixture(scope="session")
 def kueue(control_plane: object, tools: _Tools) -> Iterator[object]:
     from devenv.kueue_manager import KueueManager
+    from devenv.training_controllers import training_crds
 
+    # As the embedded default: the training controllers' CRDs before Kueue, whose
+    # integrations for JobSet, PyTorchJob and TrainJob then find their APIs at start.
+    names = ("jobset", "training-operator", "trainer")
+    control_plane.install_crds(training_crds({n: tools[n] for n in names}))  # type: ignore[attr-defined,misc]
     manager = KueueManager(control_plane, tools["kueue"])  # type: ignore[arg-type]
     manager.install_crds()
     manager.start()
     yield manager
     manager.stop()
+
+
+@pytest.fixture(scope="session")
+def training_controllers(control_plane: object, kueue: object, tools: _Tools) -> Iterator[object]:
+    """The JobSet controller, the training operator and Trainer (with the ClusterTrainingRuntime
+    `devenv.training_controllers.TORCH_RUNTIME`), started once a test first asks for them."""
+    from devenv.training_controllers import TrainingControllers
+
+    names = ("jobset", "training-operator", "trainer")
+    controllers = TrainingControllers(control_plane, {n: tools[n] for n in names})  # type: ignore[arg-type,misc]
+    controllers.start()
+    yield controllers
+    controllers.stop()
 
 
 @pytest.fixture(scope="session")

@@ -78,7 +78,7 @@ class _Cost:
 def call_name(environ: dict[str, Any]) -> str:
     """`service:Action` for the request, read without consuming its body."""
     target = environ.get("HTTP_X_AMZ_TARGET")
-    service = _signing_service(environ.get("HTTP_AUTHORIZATION", ""))
+    service = signing_service(environ.get("HTTP_AUTHORIZATION", ""))
     if target:  # JSON protocols (KMS, SSM, STS's JSON form): Service_Version.Action
         return f"{service or 'json'}:{target.rsplit('.', 1)[-1]}"
     method = str(environ.get("REQUEST_METHOD", ""))
@@ -99,7 +99,7 @@ def _credential_scope(authorization: str) -> list[str]:
     return authorization.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
 
 
-def _signing_service(authorization: str) -> str | None:
+def signing_service(authorization: str) -> str | None:
     scope = _credential_scope(authorization)
     return scope[3] if len(scope) >= 5 else None
 

@@ -16,19 +16,40 @@ request, with HTTP 400. EC2 does neither:
   checked too (a dry run with a subnet that does not exist is refused for it), so the
   launch handlers answer `DryRunOperation` only after their own validation (`dry_run_answer`).
 
-What is evaluated, for the actions in `ENFORCED_ACTIONS` only: the identity policies of the
-caller (an IAM user's inline and attached policies and its groups'; an assumed role's inline
-and attached policies), `Allow`/`Deny` statements on `Action` with `*`/`?` wildcards, an
-explicit Deny winning. Resource ARNs, `NotAction`, conditions, permission boundaries, SCPs
-and session policies are NOT modelled: a statement applies whatever its Resource and
-Condition say. A caller moto knows as neither an IAM user nor an assumed role (the
-environment's fixed "local" keys) is the account's root, which no identity policy limits.
+What is evaluated: the identity policies of the caller (an IAM user's inline and attached
+policies and its groups'; an assumed role's inline and attached policies), with Action,
+Resource and Condition read as IAM documents them (`policy_evaluation`, after "Policy
+evaluation logic"), for the calls in `ENFORCED_ACTIONS`. Each call is authorized per
+resource, with the condition keys the page "Actions, resources, and condition keys for
+Amazon EC2" lists for it:
+- a launch (RunInstances, CreateFleet): each resource type it creates
+  (`instance/*`, `volume/*`, `network-interface/*`, and `fleet/*` for a fleet) with
+  `aws:RequestTag/<key>` and `aws:TagKeys` from the request's TagSpecifications for that
+  type, and the launch template's for that type beneath them; each resource it references
+  (image, subnet, security groups, launch template) with that resource's `aws:ResourceTag`.
+  Tags applied at creation are also authorized as `ec2:CreateTags` with `ec2:CreateAction`
+  ("Grant permission to tag Amazon EC2 resources during creation"), once per tagged type.
+  Whether a launch template's tags count as the request's tags is not settled by the
+  pages: `set_template_tags_are_request_tags` gives each answer (default: they count).
+- CreateLaunchTemplate, CreatePlacementGroup: the new resource with its request tags (and
+  CreateTags with `ec2:CreateAction` when tagged).
+- calls on existing resources (CreateTags, DeleteTags, TerminateInstances, DeleteFleets,
+  DeleteNetworkInterface, the launch template version/modify/delete calls,
+  DeletePlacementGroup): each named resource's ARN with its `aws:ResourceTag/<key>`, and
+  for the tag calls `aws:RequestTag/<key>` and `aws:TagKeys`.
+- ssm:GetParameter: the parameter's ARN (AWS's public parameters have no account).
+Every key is also given as its `ec2:` alias (`ec2:ResourceTag/<key>`), which EC2 accepts.
+A refusal names the first resource not allowed. The organization's SCPs are evaluated first,
+on every caller (`organization`: one switch, an SCP requiring launch tags). NotPrincipal,
+permission boundaries, session policies and policy variables are NOT modelled. A caller
+moto knows as neither an IAM user nor an assumed role (the environment's fixed "local"
+keys, the node simulator's and the tests' own keys) is the account's root, which no
+identity policy limits (an SCP does).
 """
 
 from __future__ import annotations
 
 import base64
-import fnmatch
 import json
 import secrets
 import threading
@@ -44,15 +65,32 @@ from moto.sts.responses import TokenResponse
 
 from devenv.emulator.accounting import access_key
 from devenv.emulator.patching import patch
+from devenv.emulator.policy_evaluation import Decision, RequestContext, evaluate
+from devenv.emulator.state import EMULATOR
 
-# The launch calls a platform team's launch check sends with DryRun, and STS's decoder.
-ENFORCED_ACTIONS: Final = frozenset(
+# The launch calls authorize in their own handlers (their DryRun answer comes after it);
+# `refusal` authorizes the others before moto runs them.
+_LAUNCH_ACTIONS: Final = frozenset(
+    {"ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"}
+)
+_CHECKED_BEFORE_MOTO: Final = frozenset(
     {
-        "ec2:RunInstances",
-        "ec2:CreateFleet",
-        "ec2:CreateLaunchTemplate",
-        "sts:DecodeAuthorizationMessage",
+        "ec2:CreateTags",
+        "ec2:DeleteTags",
+        "ec2:TerminateInstances",
+        "ec2:DeleteFleets",
+        "ec2:DeleteNetworkInterface",
+        "ec2:CreateLaunchTemplateVersion",
+        "ec2:ModifyLaunchTemplate",
+        "ec2:DeleteLaunchTemplate",
+        "ec2:DeleteLaunchTemplateVersions",
+        "ec2:CreatePlacementGroup",
+        "ec2:DeletePlacementGroup",
+        "ssm:GetParameter",
     }
+)
+ENFORCED_ACTIONS: Final = (
+    _LAUNCH_ACTIONS | _CHECKED_BEFORE_MOTO | {"sts:DecodeAuthorizationMessage"}
 )
 DRY_RUN_CODE: Final = "DryRunOperation"
 DRY_RUN_MESSAGE: Final = "Request would have succeeded, but DryRun flag is set."
@@ -94,40 +132,324 @@ def as_answer(error: StatusAnswer) -> tuple[str, dict[str, Any]]:
     return body, {"status": error.status, "Content-Type": "text/xml"}
 
 
-def authorize(response: Any, action: str, resource: str = "*") -> None:
-    """Refuse `action` with EC2's UnauthorizedOperation unless the caller's policy allows it."""
+def authorize(response: Any, action: str) -> None:
+    """Refuse `action` with EC2's UnauthorizedOperation unless the account's organization
+    (its SCPs, `organization`) and the caller's policy allow it on every resource the
+    request touches, under the request's condition keys. SCPs bind every principal of a
+    member account, its root user included; an explicit deny in one wins."""
     caller, arn, account, documents = _caller(response)
-    if documents is None or _allowed(documents, action):
+    organization = EMULATOR.organization_documents()
+    if documents is None and organization is None:
         return
+    for ctx in request_contexts(response, action):
+        if organization is not None:
+            bounded = evaluate(organization, ctx)
+            if bounded is not Decision.ALLOW:
+                _refuse(caller, arn, account, ctx, bounded, "service control")
+        if documents is None:
+            continue
+        decision = evaluate(documents, ctx)
+        if decision is not Decision.ALLOW:
+            _refuse(caller, arn, account, ctx, decision, "identity-based")
+
+
+def _refuse(
+    caller: str, arn: str, account: str, ctx: RequestContext, decision: Decision, kind: str
+) -> None:
+    """Raise UnauthorizedOperation for `ctx`, worded as "Troubleshoot access denied error
+    messages" (IAM User Guide) words a deny by a `kind` policy, with its encoded message."""
     decoded = {
         "allowed": False,
-        "explicitDeny": _denied(documents, action),
+        "explicitDeny": decision is Decision.EXPLICIT_DENY,
         "matchedStatements": {"items": []},
         "failures": {"items": []},
         "context": {
             "principal": {"id": caller, "arn": arn},
-            "action": action,
-            "resource": resource,
-            "conditions": {"items": []},
+            "action": ctx.action,
+            "resource": ctx.resource,
+            "conditions": {
+                "items": [
+                    {"key": k, "values": {"items": [{"value": v} for v in _as_list(val)]}}
+                    for k, val in sorted(ctx.keys.items())
+                    if not k.startswith("ec2:") or k == "ec2:CreateAction"
+                ]
+            },
         },
     }
     token = secrets.token_urlsafe(24)
     with _messages_lock:
         _messages[token] = decoded
     encoded = base64.urlsafe_b64encode(f"{account}:{token}".encode()).decode("ascii")
+    why = (
+        f"with an explicit deny in {'an' if kind[0] in 'aeiou' else 'a'} {kind} policy"
+        if decoded["explicitDeny"]
+        else f"because no {kind} policy allows the {ctx.action} action"
+    )
     raise StatusAnswer(
         UNAUTHORIZED_CODE,
         "You are not authorized to perform this operation. User: "
-        f"{arn} is not authorized to perform: {action} on resource: {resource} because no "
-        f"identity-based policy allows the {action} action. Encoded authorization failure "
-        f"message: {encoded}",
+        f"{arn} is not authorized to perform: {ctx.action} on resource: {ctx.resource} "
+        f"{why}. Encoded authorization failure message: {encoded}",
         403,
     )
 
 
+def refusal(response: Any, action: str) -> Any | None:
+    """The answer refusing a call in `_CHECKED_BEFORE_MOTO` the caller may not make, else
+    None. Called for every call, before moto runs it."""
+    qualified = f"{response.service_name}:{action}"
+    if qualified not in _CHECKED_BEFORE_MOTO:
+        return None
+    try:
+        authorize(response, qualified)
+    except StatusAnswer as answer:
+        if response.service_name == "ssm":  # SSM answers in JSON ("AccessDeniedException")
+            body = json.dumps({"__type": "AccessDeniedException", "message": answer.message})
+            return 400, {"Content-Type": "application/x-amz-json-1.1"}, body
+        body, headers = as_answer(answer)
+        return headers["status"], {"Content-Type": "text/xml"}, body
+    return None
+
+
+# --- the request contexts ----------------------------------------------------------------
+_TYPES_BY_PREFIX: Final = {
+    "i": "instance",
+    "vol": "volume",
+    "eni": "network-interface",
+    "lt": "launch-template",
+    "fleet": "fleet",
+    "pg": "placement-group",
+    "ami": "image",
+    "sg": "security-group",
+    "subnet": "subnet",
+    "snap": "snapshot",
+}
+_CREATED_BY_LAUNCH: Final = {
+    "ec2:RunInstances": ("instance", "volume", "network-interface"),
+    "ec2:CreateFleet": ("fleet", "instance", "volume", "network-interface"),
+}
+
+
+_template_tags_are_request_tags = True
+
+
+def set_template_tags_are_request_tags(counted: bool) -> None:
+    """Whether a launch template's TagSpecifications count as a launch's request tags
+    (`aws:RequestTag`) for the types they tag: the pages do not say; each answer here."""
+    global _template_tags_are_request_tags
+    _template_tags_are_request_tags = counted
+
+
+def _as_list(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+def _arn(response: Any, kind: str, name: str, *, service: str = "ec2") -> str:
+    account = "" if kind == "image" else response.current_account
+    return f"arn:{response.partition}:{service}:{response.region}:{account}:{kind}/{name}"
+
+
+def _tag_keys(prefix: str, tags: dict[str, str]) -> dict[str, Any]:
+    keys: dict[str, Any] = {}
+    for key, value in tags.items():
+        keys[f"aws:{prefix}/{key}"] = value
+        keys[f"ec2:{prefix}/{key}"] = value
+    return keys
+
+
+def _request_keys(tags: dict[str, str]) -> dict[str, Any]:
+    keys = _tag_keys("RequestTag", tags)
+    if tags:
+        keys["aws:TagKeys"] = sorted(tags)
+    return keys
+
+
+def _tag_specs(specs: Any) -> dict[str, dict[str, str]]:
+    """TagSpecifications (of a request or a launch template's data) by resource type."""
+    by_type: dict[str, dict[str, str]] = {}
+    for spec in specs or ():
+        tags = spec.get("Tags") or spec.get("Tag") or []
+        by_type.setdefault(str(spec.get("ResourceType") or ""), {}).update(
+            {str(t["Key"]): str(t.get("Value") or "") for t in tags}
+        )
+    return by_type
+
+
+def _resource_tags(response: Any, resource_id: str) -> dict[str, str]:
+    backend = response.ec2_backend
+    if resource_id.startswith("pg-") or _kind(resource_id) == "placement-group":
+        try:
+            group = EMULATOR.placement_groups.find(backend, group_id=resource_id)
+        except Exception:
+            return {}
+        return dict(group.tags)
+    return dict(backend.tags.get(resource_id) or {})
+
+
+def _kind(resource_id: str) -> str:
+    return _TYPES_BY_PREFIX.get(resource_id.split("-", 1)[0], "unknown")
+
+
+def _existing(
+    response: Any, action: str, resource_id: str, kind: str | None = None
+) -> RequestContext:
+    kind = kind or _kind(resource_id)
+    return RequestContext(
+        action,
+        _arn(response, kind, resource_id),
+        _tag_keys("ResourceTag", _resource_tags(response, resource_id)),
+    )
+
+
+def _template_id(response: Any, spec: Any) -> str | None:
+    backend = response.ec2_backend
+    spec = spec or {}
+    tid = spec.get("LaunchTemplateId")
+    if tid:
+        return str(tid)
+    name = spec.get("LaunchTemplateName")
+    found = backend.launch_template_name_to_ids.get(str(name)) if name else None
+    return str(found) if found else None
+
+
+def _template_tag_specs(response: Any, spec: Any) -> dict[str, dict[str, str]]:
+    tid = _template_id(response, spec)
+    template = response.ec2_backend.launch_templates.get(tid) if tid else None
+    if template is None:
+        return {}
+    wanted = str((spec or {}).get("Version") or "$Default")
+    versions = list(template.versions)
+    version = (
+        versions[-1]
+        if wanted == "$Latest"
+        else next((v for v in versions if str(v.number) == wanted), template.default_version())
+    )
+    return _tag_specs((version.data or {}).get("TagSpecifications"))
+
+
+def _launch_contexts(response: Any, action: str) -> list[RequestContext]:
+    params = response.params
+    create_action = action.split(":", 1)[1]
+    if action == "ec2:RunInstances":
+        templates = [params.get("LaunchTemplate")] if params.get("LaunchTemplate") else []
+    else:
+        templates = [
+            c.get("LaunchTemplateSpecification")
+            for c in params.get("LaunchTemplateConfigs") or ()
+            if c.get("LaunchTemplateSpecification")
+        ]
+    requested = _tag_specs(params.get("TagSpecifications"))
+    contexts = []
+    for kind in _CREATED_BY_LAUNCH[action]:
+        tags: dict[str, str] = {}
+        for template in templates if _template_tags_are_request_tags else ():
+            tags.update(_template_tag_specs(response, template).get(kind, {}))
+        tags.update(requested.get(kind, {}))
+        keys = _request_keys(tags)
+        contexts.append(RequestContext(action, _arn(response, kind, "*"), keys))
+        if kind in requested:
+            contexts.append(
+                RequestContext(
+                    "ec2:CreateTags",
+                    _arn(response, kind, "*"),
+                    {**keys, "ec2:CreateAction": create_action},
+                )
+            )
+    for template in templates:
+        tid = _template_id(response, template)
+        if tid:
+            contexts.append(_existing(response, action, tid, "launch-template"))
+    if params.get("ImageId"):
+        contexts.append(RequestContext(action, _arn(response, "image", str(params["ImageId"]))))
+    if params.get("SubnetId"):
+        contexts.append(_existing(response, action, str(params["SubnetId"]), "subnet"))
+    return contexts
+
+
+def _create_contexts(response: Any, action: str, kind: str) -> list[RequestContext]:
+    tags = _tag_specs(response.params.get("TagSpecifications")).get(kind)
+    keys = _request_keys(tags or {})
+    contexts = [RequestContext(action, _arn(response, kind, "*"), keys)]
+    if tags:
+        contexts.append(
+            RequestContext(
+                "ec2:CreateTags",
+                _arn(response, kind, "*"),
+                {**keys, "ec2:CreateAction": action.split(":", 1)[1]},
+            )
+        )
+    return contexts
+
+
+def _named_template(response: Any) -> list[str]:
+    backend = response.ec2_backend
+    tid = response._get_param("LaunchTemplateId")
+    if not tid:
+        name = response._get_param("LaunchTemplateName")
+        tid = backend.launch_template_name_to_ids.get(str(name)) if name else None
+    return [str(tid)] if tid else []
+
+
+def request_contexts(response: Any, action: str) -> list[RequestContext]:
+    """Every authorization `action` needs, one per resource the request touches."""
+    get = response._get_param
+    if action in _CREATED_BY_LAUNCH:
+        return _launch_contexts(response, action)
+    if action == "ec2:CreateLaunchTemplate":
+        return _create_contexts(response, action, "launch-template")
+    if action == "ec2:CreatePlacementGroup":
+        return _create_contexts(response, action, "placement-group")
+    if action in ("ec2:CreateTags", "ec2:DeleteTags"):
+        tags = {str(t["Key"]): str(t.get("Value") or "") for t in get("Tags", []) or []}
+        each = [_existing(response, action, str(rid)) for rid in get("Resources", []) or []]
+        return [RequestContext(action, e.resource, {**e.keys, **_request_keys(tags)}) for e in each]
+    if action == "ec2:TerminateInstances":
+        return [_existing(response, action, str(i), "instance") for i in get("InstanceIds", [])]
+    if action == "ec2:DeleteFleets":
+        return [_existing(response, action, str(i), "fleet") for i in get("FleetIds", [])]
+    if action == "ec2:DeleteNetworkInterface":
+        eni = str(get("NetworkInterfaceId") or "")
+        return [_existing(response, action, eni, "network-interface")]
+    if action in (
+        "ec2:CreateLaunchTemplateVersion",
+        "ec2:ModifyLaunchTemplate",
+        "ec2:DeleteLaunchTemplate",
+        "ec2:DeleteLaunchTemplateVersions",
+    ):
+        return [
+            _existing(response, action, t, "launch-template") for t in _named_template(response)
+        ]
+    if action == "ec2:DeletePlacementGroup":
+        name = str(get("GroupName") or "")
+        try:
+            group = EMULATOR.placement_groups.find(response.ec2_backend, name=name)
+        except Exception:
+            return []  # the call itself answers InvalidPlacementGroup.Unknown
+        return [
+            RequestContext(
+                action,
+                _arn(response, "placement-group", name),
+                _tag_keys("ResourceTag", dict(group.tags)),
+            )
+        ]
+    if action == "ssm:GetParameter":
+        name = str(get("Name") or "")
+        account = "" if name.startswith("/aws/") else response.current_account
+        path = name if name.startswith("/") else f"/{name}"
+        return [
+            RequestContext(
+                action, f"arn:{response.partition}:ssm:{response.region}:{account}:parameter{path}"
+            )
+        ]
+    return [RequestContext(action, "*")]
+
+
 def _decode_authorization_message(self: Any) -> Any:
     _, arn, _, documents = _caller(self)
-    if documents is not None and not _allowed(documents, "sts:DecodeAuthorizationMessage"):
+    if documents is not None and (
+        evaluate(documents, RequestContext("sts:DecodeAuthorizationMessage", "*"))
+        is not Decision.ALLOW
+    ):
         body = (
             "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>"
             f"<Message>User: {escape(arn)} is not authorized to perform: "
@@ -179,30 +501,3 @@ def _documents(holder: Any) -> Iterator[Any]:
         for version in policy.versions:
             if version.is_default_version:
                 yield version.document
-
-
-def _statements(documents: list[Any]) -> Iterator[dict[str, Any]]:
-    for document in documents:
-        try:
-            policy = json.loads(document) if isinstance(document, str) else document
-        except ValueError:
-            continue
-        statements = (policy or {}).get("Statement") or []
-        yield from [statements] if isinstance(statements, dict) else statements
-
-
-def _matches(statement: dict[str, Any], action: str) -> bool:
-    actions = statement.get("Action") or []
-    actions = [actions] if isinstance(actions, str) else actions
-    # IAM matches action names case-insensitively, with * and ? wildcards.
-    return any(fnmatch.fnmatchcase(action.lower(), str(a).lower()) for a in actions)
-
-
-def _denied(documents: list[Any], action: str) -> bool:
-    return any(s.get("Effect") == "Deny" and _matches(s, action) for s in _statements(documents))
-
-
-def _allowed(documents: list[Any], action: str) -> bool:
-    if _denied(documents, action):
-        return False
-    return any(s.get("Effect") == "Allow" and _matches(s, action) for s in _statements(documents))

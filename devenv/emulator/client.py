@@ -219,6 +219,15 @@ class EmulatorClient:
         body = {"parameter": parameter, "image_id": image_id, "region": region}
         return self._call("POST", "eks/ami", body)
 
+    def set_eks_ami_owner_alias(self, alias: str | None, region: str | None = None) -> None:
+        """The seeded EKS AMIs' ImageOwnerAlias: "amazon" (the default) or None (none)."""
+        self._call("POST", "eks/ami-owner-alias", {"alias": alias, "region": region})
+
+    def share_public_ami(self, owner_id: str, name: str, region: str | None = None) -> str:
+        """Another account (`owner_id`) shares a public AMI; returns its id."""
+        body = {"owner_id": owner_id, "name": name, "region": region}
+        return str(self._call("POST", "ec2/public-image", body)["image_id"])
+
     def register_eks_cluster(
         self,
         name: str,
@@ -289,6 +298,11 @@ class EmulatorClient:
         placement group's instances: `per-override` (default) or `refuse-call`."""
         self._call("POST", "fleet-placement-answer", {"answer": answer})
 
+    def require_launch_tags(self, keys: list[str]) -> None:
+        """The account's organization denies RunInstances/CreateFleet whose instances lack
+        any of `keys` (an SCP, `organization`); [] lifts it."""
+        self._call("POST", "organization/required-launch-tags", {"tags": keys})
+
     def capacity_reservations(self) -> list[dict[str, Any]]:
         """Every reservation as DescribeCapacityReservations shows it (dates as strings)."""
         return list(self._call("GET", "capacity-reservations")["capacity_reservations"])
@@ -317,6 +331,10 @@ class EmulatorClient:
     def now(self) -> float:
         """The emulator's clock (epoch seconds), which reservation states follow."""
         return float(self._call("GET", "clock")["now"])
+
+    def s3_writes(self, after: int = 0) -> list[dict[str, Any]]:
+        """Every S3 PUT/POST/DELETE received after the ``after``-th, in order (`s3_writes`)."""
+        return list(self._call("GET", f"s3-writes?after={int(after)}")["writes"])
 
     def advance_clock(self, seconds: float) -> float:
         """Move the emulator's clock forward (a block starts or ends); the new now."""

@@ -5,13 +5,17 @@ instance. The patch places instances over the overrides as capacity (and reserva
 `fleet_reserved`) allows, honours MinTargetCapacity with SingleAvailabilityZone and
 SingleInstanceType (short of the minimum it launches nothing and answers `Errors`), groups
 InstanceIds per override, tags instances with `aws:ec2:fleet-id`, replays a seen
-ClientToken, can be told to return fewer instances than asked (the short-answer switch), and
-records the request in the launch log. Other fleet types stay moto's.
+ClientToken, keeps the fleet's ClientToken for DescribeFleets (moto drops it; "FleetData"
+in the EC2 API Reference lists `ClientToken`, and "CreateFleet" says a request without one
+gets a randomly generated token), can be told to return fewer instances than asked (the
+short-answer switch), and records the request in the launch log. Other fleet types stay
+moto's.
 """
 
 from __future__ import annotations
 
 import copy
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -20,7 +24,7 @@ from moto.core.responses import ActionResult
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses import EC2Response
 
-from devenv.emulator.authorization import StatusAnswer, as_answer, authorize, dry_run_answer
+from devenv.emulator.authorization import dry_run_answer
 from devenv.emulator.fleet_plan import FleetRequest, FleetSlot, plan_fleet
 from devenv.emulator.fleet_reserved import (
     RESERVED_LIFECYCLE,
@@ -35,7 +39,7 @@ from devenv.emulator.fleet_reserved import (
 )
 from devenv.emulator.instances import request_az, template_data
 from devenv.emulator.interfaces import check_fleet_layouts
-from devenv.emulator.launch import LaunchOptions, decorate
+from devenv.emulator.launch import LaunchOptions, decorate, recorded_launch
 from devenv.emulator.model import FLEET_ID_TAG, insufficient_capacity_message, request_fingerprint
 from devenv.emulator.patching import original
 from devenv.emulator.state import EMULATOR
@@ -48,19 +52,13 @@ def create_fleet_handler(self: Any) -> Any:
     if params.get("Type") != "instant":
         result: ActionResult = original(EC2Response, "create_fleet")(self)
         return result
-    received = copy.deepcopy(params)
-    try:
-        authorize(self, "ec2:CreateFleet")
+
+    def launch() -> tuple[ActionResult, list[str]]:
         answer = _instant(self, self.ec2_backend, params)
-    except EC2ClientError as error:
-        EMULATOR.record_launch(ACTION, received, [], str(error.code))
-        raise
-    except StatusAnswer as status:  # UnauthorizedOperation, or a dry run's DryRunOperation
-        EMULATOR.record_launch(ACTION, received, [], status.code)
-        return as_answer(status)
-    ids = [i for group in answer["Instances"] for i in group["InstanceIds"]]
-    EMULATOR.record_launch(ACTION, received, ids, None)
-    return ActionResult(answer)
+        ids = [i for group in answer["Instances"] for i in group["InstanceIds"]]
+        return ActionResult(answer), ids
+
+    return recorded_launch(self, ACTION, launch)
 
 
 def _instant(response: Any, backend: Any, params: dict[str, Any]) -> dict[str, Any]:
@@ -73,6 +71,7 @@ def _instant(response: Any, backend: Any, params: dict[str, Any]) -> dict[str, A
             return dict(copy.deepcopy(earlier))
     request = FleetRequest.from_params(params)
     fleet = _empty_fleet(backend, params, request)
+    fleet.client_token = token or f"{uuid.uuid4()}"
     _refuse_duplicate_pools(backend, fleet)
     check_fleet_layouts(backend, fleet)
     if dry_run:

@@ -13,7 +13,7 @@ from moto.ec2.models.elastic_network_interfaces import Attachment
 from moto.ec2.responses import EC2Response
 from moto.s3.responses import S3Response
 
-from devenv.emulator.authorization import install_authorization
+from devenv.emulator.authorization import install_authorization, refusal
 from devenv.emulator.ec2_actions import (
     create_launch_template,
     create_placement_group,
@@ -39,6 +39,7 @@ from devenv.emulator.launch_templates import (
     backend_describe_launch_templates,
 )
 from devenv.emulator.patching import ORIGINALS, original, patch
+from devenv.emulator.reserved_tags import reserved_tag_refusal
 from devenv.emulator.run_instances import run_instances_handler
 from devenv.emulator.state import EMULATOR, EmulatorState
 
@@ -92,6 +93,14 @@ def call_action(self: Any) -> Any:
             EMULATOR.ensure_seeded(self.current_account, self.region)
         if self.service_name == "ec2":
             EMULATOR.tick(self.ec2_backend)
+            # Reserved tag keys: EC2 refuses them before anything else (`reserved_tags`).
+            reserved = reserved_tag_refusal(action, self.querystring)
+            if reserved is not None:
+                return fault_response(self, reserved)
+        # The caller's IAM policy, on the calls' resources and condition keys (P11).
+        refused = refusal(self, action)
+        if refused is not None:
+            return refused
         fault = EMULATOR.take_fault(action, client) if EMULATOR.has_faults() else None
         if fault is not None and not fault.after:
             return fault_response(self, fault)

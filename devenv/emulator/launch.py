@@ -6,20 +6,44 @@ reservation, market-type, placement-group or multi-card interface fields, so the
 emulator resolves them here and writes the outcome on moto's instance objects, where
 DescribeInstances serializes it: `CapacityReservationId`,
 `CapacityReservationSpecification`, `InstanceLifecycle` (capacity-block), and
-`Placement.GroupName`.
+`Placement.GroupName`. `recorded_launch` wraps both handlers: the IAM check, and the
+launch log entry every answer leaves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import copy
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from moto.ec2.exceptions import EC2ClientError
 
+from devenv.emulator.authorization import StatusAnswer, as_answer, authorize
 from devenv.emulator.interfaces import apply_interfaces
 from devenv.emulator.placement import PlacementBook, PlacementGroup
 from devenv.emulator.reservations import CAPACITY_BLOCK_MARKET
+from devenv.emulator.root_volume import settle_root_volume
+from devenv.emulator.state import EMULATOR
+
+
+def recorded_launch(response: Any, action: str, launch: Callable[[], tuple[Any, list[str]]]) -> Any:
+    """Authorize `action` (RunInstances, CreateFleet) and run `launch` (its answer and the
+    ids of the instances it launched), recording the request as received in the launch log
+    whatever the answer: the instances, the error code, or the status answer's code
+    (UnauthorizedOperation, or a dry run's DryRunOperation)."""
+    received = copy.deepcopy(response.params)
+    try:
+        authorize(response, f"ec2:{action}")
+        answer, instance_ids = launch()
+    except EC2ClientError as error:
+        EMULATOR.record_launch(action, received, [], str(error.code))
+        raise
+    except StatusAnswer as status:
+        EMULATOR.record_launch(action, received, [], status.code)
+        return as_answer(status)
+    EMULATOR.record_launch(action, received, instance_ids, None)
+    return answer
 
 
 @dataclass(frozen=True)
@@ -92,6 +116,7 @@ def decorate(
             vars(instance.placement)["group_id"] = group.group_id
         if options.interfaces:
             apply_interfaces(backend, instance, options.interfaces)
+        settle_root_volume(backend, instance)
 
 
 def _specification(options: LaunchOptions) -> dict[str, Any]:

@@ -15,7 +15,6 @@ as received in the launch log, whatever the answer.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,10 +22,10 @@ from moto.core.responses import ActionResult
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses import EC2Response
 
-from devenv.emulator.authorization import StatusAnswer, as_answer, authorize, dry_run_answer
+from devenv.emulator.authorization import dry_run_answer
 from devenv.emulator.instances import request_az, spec_subnet, template_data
 from devenv.emulator.interfaces import check_layout, first_card_only
-from devenv.emulator.launch import LaunchOptions, check_networks, decorate
+from devenv.emulator.launch import LaunchOptions, check_networks, decorate, recorded_launch
 from devenv.emulator.model import request_fingerprint
 from devenv.emulator.patching import original
 from devenv.emulator.state import EMULATOR
@@ -35,19 +34,11 @@ ACTION = "RunInstances"
 
 
 def run_instances_handler(self: Any) -> Any:
-    received = copy.deepcopy(self.params)
-    try:
-        authorize(self, "ec2:RunInstances")
+    def launch() -> tuple[ActionResult, list[str]]:
         result = _run(self, self.ec2_backend, self.params)
-    except EC2ClientError as error:
-        EMULATOR.record_launch(ACTION, received, [], str(error.code))
-        raise
-    except StatusAnswer as answer:  # UnauthorizedOperation, or a dry run's DryRunOperation
-        EMULATOR.record_launch(ACTION, received, [], answer.code)
-        return as_answer(answer)
-    ids = [instance.id for instance in _launched(result)]
-    EMULATOR.record_launch(ACTION, received, ids, None)
-    return result
+        return result, [instance.id for instance in _launched(result)]
+
+    return recorded_launch(self, ACTION, launch)
 
 
 def _run(response: Any, backend: Any, params: dict[str, Any]) -> ActionResult:

@@ -10,6 +10,7 @@ import uuid
 from typing import Any, Final
 
 from moto.core.utils import utcnow
+from moto.ec2 import ec2_backends
 from moto.ec2.models.amis import Ami
 from moto.ssm.models import Parameter, ssm_backends
 
@@ -70,7 +71,7 @@ def _eks_ami(backend: Any, ami_id: str, version: str, arch: str, variant: str) -
         name=f"amazon-eks-node-al2023-{arch}-{variant}-{version}-v20250101",
         description=f"EKS-optimized node on Amazon Linux 2023 ({variant}, k8s: {version})",
         owner_id=EKS_AMI_OWNER_ID,
-        owner_alias="amazon",
+        owner_alias=EKS_AMI_OWNER_ALIAS,
         public=True,
         virtualization_type="hvm",
         architecture=arch,
@@ -80,6 +81,59 @@ def _eks_ami(backend: Any, ami_id: str, version: str, arch: str, variant: str) -
         region_name=f"{backend.region_name}a",
         boot_mode="uefi-preferred",
     )
+
+
+# What DescribeImages' ImageOwnerAlias says of the EKS-optimized AMIs. "Image" (EC2 API
+# Reference) lists the aliases (amazon | aws-backup-vault | aws-marketplace), and "Update
+# organization controls for EKS Auto Mode" (EKS User Guide) says Amazon owns the EKS AMI
+# accounts, their ec2:Owner always "amazon"; no page shows the field on an EKS-optimized
+# AMI itself, so `set_eks_ami_owner_alias` can make the seeded ones answer without it.
+EKS_AMI_OWNER_ALIAS: Final = "amazon"
+
+
+def set_eks_ami_owner_alias(backend: Any, alias: str | None) -> int:
+    """Give every seeded EKS AMI of `backend` this ImageOwnerAlias (None: none); returns how
+    many were changed."""
+    seeded = {eks_ami_id(backend.region_name, v, a, k) for v, a, k in eks_ami_matrix()}
+    changed = 0
+    for ami_id in seeded & set(backend.amis):
+        backend.amis[ami_id].owner_alias = alias
+        changed += 1
+    return changed
+
+
+def share_public_ami(account_id: str, region: str, owner_id: str, name: str) -> str:
+    """Another account (`owner_id`) makes its AMI `name` public, and `account_id` sees it.
+
+    As "Make your AMI publicly available" (EC2 User Guide) and DescribeImages ("EC2 API
+    Reference") describe it: a public image is listed to every account with its owner's
+    `OwnerId`; `ImageOwnerAlias` is given only for Amazon's own aliases (amazon,
+    aws-marketplace, aws-backup-vault), so an ordinary account's image has none. The id is
+    derived from owner and name, so a test can share the same image again after a reset.
+    """
+    if not (owner_id.isdigit() and len(owner_id) == 12):
+        raise EmulatorInputError("owner_id", f"{owner_id!r} is not a 12-digit account id")
+    backend = ec2_backends[account_id][region]
+    digest = hashlib.sha256(f"public:{owner_id}:{name}".encode())
+    ami_id = f"ami-0{digest.hexdigest()[:16]}"
+    if ami_id not in backend.amis:
+        backend.amis[ami_id] = Ami(
+            backend,
+            ami_id,
+            name=name,
+            description=f"public image shared by {owner_id}",
+            owner_id=owner_id,
+            owner_alias=None,
+            public=True,
+            virtualization_type="hvm",
+            architecture="x86_64",
+            hypervisor="xen",
+            root_device_type="ebs",
+            root_device_name="/dev/xvda",
+            region_name=f"{region}a",
+            boot_mode="uefi-preferred",
+        )
+    return ami_id
 
 
 def publish_eks_ami(account_id: str, region: str, parameter: str, image_id: str) -> int:

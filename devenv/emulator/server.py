@@ -29,6 +29,10 @@ of threads (`SERVER_THREADS`).
                                        service_ipv4_cidr?, version?, subnet_ids?,
                                        security_group_ids?, role_arn?, region?}
     POST /_emulator/eks/ami           {parameter, image_id, region?}: EKS rotates its AMI
+    POST /_emulator/eks/ami-owner-alias {alias (amazon, or null for none), region?}: what
+                                       DescribeImages says of the seeded EKS AMIs' alias
+    POST /_emulator/ec2/public-image  {owner_id, name, region?}: another account shares a
+                                       public AMI -> {image_id, owner_id}
     POST /_emulator/capacity-reservations {instance_type, availability_zone, count,
                                        reservation_type? (default|capacity-block),
                                        start?, end? (epoch seconds), match? (open|targeted)}
@@ -37,6 +41,9 @@ of threads (`SERVER_THREADS`).
     POST /_emulator/capacity-reservation-state {reservation_id, state (a documented state,
                                        or null for the clock's), launch_error?}
     POST /_emulator/fleet-placement-answer {answer: per-override|refuse-call}
+    POST /_emulator/organization/required-launch-tags {tags: [key, ...]}: the account's
+                                      organization denies launches lacking them (an SCP,
+                                      `organization`); [] lifts it
     GET  /_emulator/launch-requests?action=RunInstances|CreateFleet&last=N
                                        requests as received, with instance_ids and error
     GET  /_emulator/instance-events?after=N&wait=S
@@ -46,6 +53,8 @@ of threads (`SERVER_THREADS`).
     GET  /_emulator/requests          {requests: {"ec2:DescribeInstances": {requests,
                                        cpu_seconds}, ...}}: what each AWS call cost, costliest
                                        first (see `accounting`)
+    GET  /_emulator/s3-writes?after=N {writes: [...]}: every S3 PUT/POST/DELETE received, with
+                                       its time, key and signer (see `s3_writes`)
     GET  /_emulator/clock             {now, offset_seconds}: the clock reservations follow
     POST /_emulator/clock             {advance_seconds} moves it forward -> {now}
 
@@ -78,6 +87,8 @@ from devenv.emulator.model import (
     ClusterSpec,
     EmulatorInputError,
 )
+from devenv.emulator.organization import checked_keys
+from devenv.emulator.s3_writes import S3WriteLog
 from devenv.emulator.state import EmulatorState
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -97,6 +108,7 @@ class ControlApp:
         self._state = state
         self._aws_app = aws_app
         self._accounting = RequestAccounting()
+        self._s3_writes = S3WriteLog()
         self._routes = Map(
             [
                 Rule("/_emulator/health", methods=["GET"], endpoint="health"),
@@ -115,6 +127,8 @@ class ControlApp:
                 Rule("/_emulator/eni-detach-delay", methods=["POST"], endpoint="eni_detach_delay"),
                 Rule("/_emulator/eks/cluster", methods=["POST"], endpoint="eks_cluster"),
                 Rule("/_emulator/eks/ami", methods=["POST"], endpoint="eks_ami"),
+                Rule("/_emulator/ec2/public-image", methods=["POST"], endpoint="public_image"),
+                Rule("/_emulator/eks/ami-owner-alias", methods=["POST"], endpoint="eks_ami_alias"),
                 Rule(
                     "/_emulator/capacity-reservations", methods=["POST"], endpoint="add_reservation"
                 ),
@@ -129,9 +143,15 @@ class ControlApp:
                     methods=["POST"],
                     endpoint="fleet_placement_answer",
                 ),
+                Rule(
+                    "/_emulator/organization/required-launch-tags",
+                    methods=["POST"],
+                    endpoint="required_launch_tags",
+                ),
                 Rule("/_emulator/launch-requests", methods=["GET"], endpoint="launch_requests"),
                 Rule("/_emulator/instance-events", methods=["GET"], endpoint="instance_events"),
                 Rule("/_emulator/requests", methods=["GET"], endpoint="requests"),
+                Rule("/_emulator/s3-writes", methods=["GET"], endpoint="s3_writes"),
                 Rule("/_emulator/clock", methods=["GET"], endpoint="clock"),
                 Rule("/_emulator/clock", methods=["POST"], endpoint="advance_clock"),
             ]
@@ -153,13 +173,17 @@ class ControlApp:
             "eni_detach_delay": self._eni_detach_delay,
             "eks_cluster": self._eks_cluster,
             "eks_ami": self._eks_ami,
+            "public_image": self._public_image,
+            "eks_ami_alias": self._eks_ami_alias,
             "add_reservation": self._add_reservation,
             "reservation_state": self._reservation_state,
             "fleet_placement_answer": self._fleet_placement_answer,
+            "required_launch_tags": self._required_launch_tags,
             "reservations": lambda _: {"capacity_reservations": state.capacity_reservation_views()},
             "launch_requests": self._launch_requests,
             "instance_events": self._instance_events,
             "requests": lambda _: {"requests": self._accounting.report()},
+            "s3_writes": self._s3_write_report,
             "clock": lambda _: {"now": state.now(), "offset_seconds": state.clock_offset},
             "advance_clock": self._advance_clock,
         }
@@ -168,7 +192,7 @@ class ControlApp:
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
         if not str(environ.get("PATH_INFO", "")).startswith(CONTROL_PREFIX):
-            return self._accounting.timed(self._aws_app, environ, start_response)
+            return self._s3_writes.wrap(self._timed, environ, start_response)
         response = self._answer(Request(environ))
         return response(environ, start_response)
 
@@ -185,9 +209,19 @@ class ControlApp:
         except HTTPException as other:
             return _json(other.code or 500, {"error": other.description, "field": None})
 
+    def _timed(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        return self._accounting.timed(self._aws_app, environ, start_response)
+
+    def _s3_write_report(self, query: dict[str, Any]) -> Any:
+        after = query.get("after")
+        if after is not None and not str(after).isdigit():
+            raise _BadField("after", "after must be a non-negative integer")
+        return {"writes": self._s3_writes.report(int(after or 0))}
+
     def _reset(self, _: dict[str, Any]) -> Any:
         self._state.reset()
         self._accounting.clear()
+        self._s3_writes.clear()
         return self._state.snapshot()
 
     def _capacity(self, body: dict[str, Any]) -> Any:
@@ -284,6 +318,14 @@ class ControlApp:
         region = _opt_str(body, "region") or DEFAULT_REGION
         return self._state.publish_eks_ami(_str(body, "parameter"), _str(body, "image_id"), region)
 
+    def _eks_ami_alias(self, body: dict[str, Any]) -> Any:
+        region = _opt_str(body, "region") or DEFAULT_REGION
+        return self._state.set_eks_ami_owner_alias(_opt_str(body, "alias"), region)
+
+    def _public_image(self, body: dict[str, Any]) -> Any:
+        region = _opt_str(body, "region") or DEFAULT_REGION
+        return self._state.share_public_ami(_str(body, "owner_id"), _str(body, "name"), region)
+
     def _add_reservation(self, body: dict[str, Any]) -> Any:
         made = self._state.add_capacity_reservation(
             _str(body, "instance_type"),
@@ -305,6 +347,12 @@ class ControlApp:
     def _fleet_placement_answer(self, body: dict[str, Any]) -> Any:
         self._state.set_fleet_placement_answer(_str(body, "answer"))
         return {"ok": True}
+
+    def _required_launch_tags(self, body: dict[str, Any]) -> Any:
+        keys = checked_keys(body.get("tags"))
+        with self._state.lock:
+            self._state.require_launch_tags(keys)
+        return {"ok": True, "tags": keys}
 
     def _launch_requests(self, query: dict[str, Any]) -> Any:
         last = query.get("last")

@@ -36,8 +36,15 @@ from devenv.emulator.model import (
     record_key,
     zone_backend,
 )
+from devenv.emulator.organization import OrganizationPolicies
 from devenv.emulator.reserved import ReservedCapacity
-from devenv.emulator.seeding import publish_eks_ami, seed_ec2, seed_ssm
+from devenv.emulator.seeding import (
+    publish_eks_ami,
+    seed_ec2,
+    seed_ssm,
+    set_eks_ami_owner_alias,
+    share_public_ami,
+)
 
 
 @dataclass(frozen=True)
@@ -57,7 +64,7 @@ class _Record:
     result: Any
 
 
-class EmulatorState(FaultSwitches, ConsistencySwitches, ReservedCapacity):
+class EmulatorState(FaultSwitches, ConsistencySwitches, ReservedCapacity, OrganizationPolicies):
     """Everything the emulator knows that moto does not; `reset()` returns it to defaults.
 
     Methods are safe to call from the control API's threads: they take `lock`, which the
@@ -84,6 +91,7 @@ class EmulatorState(FaultSwitches, ConsistencySwitches, ReservedCapacity):
         self._clear_faults_state()
         self._clear_consistency_state()
         self._clear_reserved_state()
+        self._clear_organization_state()
         self._detaches: list[_Detach] = []
         self._records: dict[tuple[str, str, str, str], _Record] = {}
         self._regions: dict[tuple[str, str], RegionSeed] = {}
@@ -239,6 +247,25 @@ class EmulatorState(FaultSwitches, ConsistencySwitches, ReservedCapacity):
             self.ensure_seeded(DEFAULT_ACCOUNT_ID, region)
             version = publish_eks_ami(DEFAULT_ACCOUNT_ID, region, parameter, image_id)
             return {"parameter": parameter, "image_id": image_id, "version": version}
+
+    def share_public_ami(
+        self, owner_id: str, name: str, region: str = DEFAULT_REGION
+    ) -> dict[str, Any]:
+        """Another account publishes a public AMI: DescribeImages lists it with its owner."""
+        with self.lock:
+            self.ensure_seeded(DEFAULT_ACCOUNT_ID, region)
+            image_id = share_public_ami(DEFAULT_ACCOUNT_ID, region, owner_id, name)
+            return {"image_id": image_id, "owner_id": owner_id}
+
+    def set_eks_ami_owner_alias(
+        self, alias: str | None, region: str = DEFAULT_REGION
+    ) -> dict[str, Any]:
+        """The seeded EKS AMIs answer DescribeImages with this ImageOwnerAlias (None: none),
+        until the next reset (`seeding.EKS_AMI_OWNER_ALIAS` says why it is a switch)."""
+        with self.lock:
+            self.ensure_seeded(DEFAULT_ACCOUNT_ID, region)
+            changed = set_eks_ami_owner_alias(ec2_backends[DEFAULT_ACCOUNT_ID][region], alias)
+            return {"alias": alias, "images": changed}
 
     # --- what the control API shows ------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

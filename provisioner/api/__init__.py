@@ -9,6 +9,7 @@
 - `workload`: Kueue v1beta2 Workload and AdmissionCheck views; `owners`: the job that
   owns a gang's Workload; `nodes`: the Node view the pool reconciler reads.
 - `meta`, `fields`: shared Kubernetes metadata, conditions and field formats.
+- `tenancy`: which namespace a pool belongs to, and the refusal for a Job of another.
 
 The names below are the package's public surface; a unit test holds it in place.
 

@@ -137,6 +137,8 @@ REASON_CONFLICTING_ANNOTATIONS: Final = "ConflictingAnnotations"
 REASON_NOT_ALLOWED: Final = "NotAllowed"
 REASON_EXCEEDS_LIMIT: Final = "ExceedsLimit"
 REASON_COUNT_MISMATCH: Final = "CountMismatch"
+# The Job names a pool that belongs to another namespace (and is not shared with its own).
+REASON_POOL_OF_ANOTHER_NAMESPACE: Final = "PoolOfAnotherNamespace"
 # Used when one error carries problems with different reasons.
 REASON_INVALID_GANG_SHAPE: Final = "InvalidGangShape"
 
@@ -199,6 +201,11 @@ class EventReason(StrEnum):
     GANG_READY = "GangReady"
     GANG_LOST = "GangLost"
     WAITING = "Waiting"
+    # A pool from before pools belonged to a namespace holds warm nodes whose last
+    # namespace is unknown: no claimant gets them; it waits for their release.
+    WARM_NODES_OF_UNKNOWN_NAMESPACE = "WarmNodesOfUnknownNamespace"
+    # The Workload's owner is of a kind no gang is read from (or it has none).
+    UNSUPPORTED_OWNER_KIND = "UnsupportedOwnerKind"
 
 
 # --- Failure kinds ----------------------------------------------------------------------
@@ -216,6 +223,29 @@ class FailureKind(StrEnum):
     CONFIG = "config"  # can never succeed as written; the message names the fix
     NOT_PREPARED = "not-prepared"  # the pool's stack is not there yet (prepare comes first)
     NOT_ACTIVE = "not-active"  # a Capacity Block not started yet: hold at $0 until it does
+
+
+# --- GangNodePool conditions (metav1.Condition; `pool_conditions` writes them) ----------
+class PoolCondition(StrEnum):
+    """The condition types on `GangNodePool.status.conditions`, read by `kubectl wait`, Argo
+    CD health checks and Flux health expressions."""
+
+    READY = "Ready"  # the whole set of N nodes is Ready (Satisfied, or KeepWarm)
+    PROGRESSING = "Progressing"  # acquiring, joining or releasing a set
+    DEGRADED = "Degraded"  # an operation of the pool is failing (see `lastError`)
+
+
+class DegradedReason(StrEnum):
+    """The Degraded condition's reason when True: the failure kind of the operation that
+    failed (`FailureKind`), in the CamelCase conditions use."""
+
+    CAPACITY_SHORTFALL = "CapacityShortfall"  # FailureKind.CAPACITY
+    PARTIAL_ANSWER = "PartialAnswer"  # FailureKind.MALFORMED
+    TRANSIENT_FAILURE = "TransientFailure"  # FailureKind.RETRYABLE
+    CONFIGURATION_ERROR = "ConfigurationError"  # FailureKind.CONFIG
+    STACK_NOT_PREPARED = "StackNotPrepared"  # FailureKind.NOT_PREPARED
+    # The Degraded condition's reason when False.
+    NO_FAILURE = "NoFailure"
 
 
 # --- Settings ---------------------------------------------------------------------------

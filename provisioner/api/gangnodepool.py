@@ -17,7 +17,7 @@ import yaml
 from pydantic import Field, model_validator
 
 from provisioner.api import constants as c
-from provisioner.api.constants import Phase
+from provisioner.api.constants import FailureKind, Phase
 from provisioner.api.fields import InstanceId, Mode
 from provisioner.api.meta import Condition, KubeModel, KubeTime, ObjectMeta
 from provisioner.api.shape import GangShape
@@ -47,15 +47,31 @@ class Claim(KubeModel):
 
 
 class GangNodePoolSpec(GangShape):
-    """The first claimant's shape, and the current claim (None while nobody holds it)."""
+    """The first claimant's shape, the current claim (None while nobody holds it) and the
+    namespace the pool belongs to."""
 
     claim: Claim | None = None
+    # The namespace of the Job that created the pool; set once (the CRD refuses a change).
+    # None only on a pool made before pools belonged to a namespace, until its next claim
+    # binds it (`workload_decision`).
+    owner_namespace: str | None = Field(
+        default=None, min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+    )
 
     @classmethod
-    def of(cls, shape: GangShape, claim: Claim | None) -> GangNodePoolSpec:
-        """A new pool's spec: `shape`, held by `claim`. Both are validated models already, so
-        the spec is put together from their fields rather than parsed again."""
-        return cls.model_construct(**_shape_fields(shape), claim=claim)
+    def of(
+        cls, shape: GangShape, claim: Claim | None, owner_namespace: str | None = None
+    ) -> GangNodePoolSpec:
+        """A new pool's spec: `shape`, held by `claim`, belonging to `owner_namespace`. The
+        shape and claim are validated models already, so the spec is put together from their
+        fields rather than parsed again."""
+        return cls.model_construct(
+            **_shape_fields(shape), claim=claim, owner_namespace=owner_namespace
+        )
+
+    def bound_to(self, namespace: str) -> GangNodePoolSpec:
+        """This spec belonging to `namespace` (for a pool that belonged to none)."""
+        return self.model_copy(update={"owner_namespace": namespace})
 
     def shape(self) -> GangShape:
         """The shape alone, for comparing with a later claimant's."""
@@ -114,8 +130,18 @@ _LEGACY_RECORD: Final = "record:"
 
 
 class LastError(KubeModel):
+    """The pool's last failure, or a planned stop it tells users of (a block's end).
+
+    `operation` and `kind` are set for a failed step: which step failed (a `pool_steps`
+    Action value: "prepare", "launch", "record", ...) and what kind of failure it was. The
+    next success of that step (or of one that makes it moot, see `pool_outcomes`) clears
+    the error, so a healthy pool shows none; the Degraded condition's reason is the kind.
+    """
+
     reason: str = Field(min_length=1)
     message: str
+    operation: str | None = Field(default=None, min_length=1)
+    kind: FailureKind | None = None
 
 
 class GangNodePoolStatus(KubeModel):
@@ -194,6 +220,22 @@ PRINTER_COLUMNS: Final = (
     {"name": "TYPE", "type": "string", "jsonPath": ".spec.instanceType"},
     {"name": "MODE", "type": "string", "jsonPath": ".spec.mode"},
     {"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    # `kubectl get gnp -o wide` adds these (priority 1): who holds the pool, the reservation
+    # it launches into, and why it is failing, if it is.
+    {
+        "name": "CLAIM NAMESPACE",
+        "type": "string",
+        "jsonPath": ".spec.claim.namespace",
+        "priority": 1,
+    },
+    {"name": "CLAIM", "type": "string", "jsonPath": ".spec.claim.name", "priority": 1},
+    {
+        "name": "RESERVATION",
+        "type": "string",
+        "jsonPath": ".spec.capacityReservationId",
+        "priority": 1,
+    },
+    {"name": "LAST ERROR", "type": "string", "jsonPath": ".status.lastError.reason", "priority": 1},
 )
 """`kubectl get gnp` columns, as in the CRD's additionalPrinterColumns."""
 

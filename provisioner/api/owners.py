@@ -1,36 +1,111 @@
 """The object a gang's Workload belongs to, as the Workload reconciler reads it.
 
-Kueue makes one Workload per job and names the job in the Workload's ownerReferences. The
-job carries what the gang needs: the pool label and the gang annotations, from which
-`shape.parse_gang_shape` reads the shape. Today that job is a batch/v1 Job, and its one pod
-set ("main") is the whole gang.
+Kueue makes one Workload per job and names the job in the Workload's ownerReferences (as
+its controller). The job carries what the gang needs: the pool label and the gang
+annotations, from which `shape.parse_gang_shape` reads the shape. A gang is submitted as
+one of the `OWNER_KINDS`: a batch/v1 Job, a JobSet, a Kubeflow PyTorchJob or a Kubeflow
+Trainer TrainJob. The label and annotations go on that top-level object, with the same
+names and rules whatever its kind; its pod sets (the replicated jobs of a JobSet, the
+master and workers of a PyTorchJob) are the Workload's, and the gang is all of them
+(`Workload.total_pod_count`).
+
+A Workload owned by any other kind (or by nothing) has no gang to read:
+`unsupported_owner_message` says so, naming the kinds that do.
 
 `GangOwner` is the owner in general: its kind, its identity (name, namespace, uid) and its
-labels and annotations. Another kind of owner (a JobSet, a PyTorchJob) is another
-`OWNER_KINDS` entry read from its own informer; its several pod sets (replicated jobs,
-master and workers) would be added here as `pod_sets`, each matched to the Workload's pod
-set of the same name.
+labels and annotations. `provisioner.kube.resources.owner_resource` gives each kind's REST
+resource.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from provisioner.api.meta import KubeModel, ObjectMeta, OwnerReference
 
-__all__ = ["JOB_KIND", "OWNER_KINDS", "GangOwner", "owner_of"]
+__all__ = [
+    "JOB",
+    "JOBSET",
+    "OWNER_KINDS",
+    "PYTORCH_JOB",
+    "TRAIN_JOB",
+    "GangOwner",
+    "OwnerKind",
+    "owner_kind",
+    "owner_of",
+    "supported_kinds",
+    "unsupported_owner_message",
+]
 
-JOB_KIND: Final = ("batch", "Job")
-# (API group, kind) of the owners a gang's shape is read from.
-OWNER_KINDS: Final = frozenset({JOB_KIND})
+
+@dataclass(frozen=True)
+class OwnerKind:
+    """A kind a gang can be submitted as: its API group, the version this controller reads,
+    its kind and plural, and the name of Kueue's integration framework for it (what Kueue's
+    `integrations.frameworks` must list)."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    framework: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def display_name(self) -> str:
+        """As a person reads it in a message: "jobset.x-k8s.io/v1alpha2 JobSet"."""
+        return f"{self.api_version} {self.kind}"
+
+    def matches(self, api_version: str, kind: str) -> bool:
+        """Whether an object of that apiVersion and kind is of this kind (any version of
+        the group: the apiserver serves one object at each of its group's versions)."""
+        return kind == self.kind and _group_of(api_version) == self.group
+
+
+JOB: Final = OwnerKind("batch", "v1", "Job", "jobs", "batch/job")
+JOBSET: Final = OwnerKind(
+    "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", "jobset.x-k8s.io/jobset"
+)
+PYTORCH_JOB: Final = OwnerKind(
+    "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs", "kubeflow.org/pytorchjob"
+)
+TRAIN_JOB: Final = OwnerKind(
+    "trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs", "trainer.kubeflow.org/trainjob"
+)
+# The kinds a gang's shape is read from, in the order messages name them.
+OWNER_KINDS: Final = (JOB, JOBSET, PYTORCH_JOB, TRAIN_JOB)
+
+
+def _group_of(api_version: str) -> str:
+    return api_version.split("/", 1)[0] if "/" in api_version else ""
+
+
+def owner_kind(api_version: str, kind: str) -> OwnerKind | None:
+    """The supported kind an object of that apiVersion and kind is, or None."""
+    return next((k for k in OWNER_KINDS if k.matches(api_version, kind)), None)
+
+
+def supported_kinds() -> str:
+    """The supported kinds, for a message: "batch/v1 Job, ..., and ... TrainJob"."""
+    names = [k.display_name for k in OWNER_KINDS]
+    return ", ".join(names[:-1]) + f" and {names[-1]}"
 
 
 class GangOwner(KubeModel):
-    """The job that owns a gang's Workload (a batch/v1 Job)."""
+    """The top-level object that owns a gang's Workload (a Job, JobSet, PyTorchJob or
+    TrainJob): only its identity and metadata are read; its spec is Kueue's to count."""
 
-    api_version: str = "batch/v1"
-    kind: str = "Job"
+    api_version: str = JOB.api_version
+    kind: str = JOB.kind
     metadata: ObjectMeta
+
+    @property
+    def owner_kind(self) -> OwnerKind | None:
+        return owner_kind(self.api_version, self.kind)
 
     @property
     def name(self) -> str:
@@ -49,10 +124,32 @@ class GangOwner(KubeModel):
         return self.metadata.annotations
 
 
+def _controller(references: tuple[OwnerReference, ...]) -> OwnerReference | None:
+    return next((ref for ref in references if ref.controller), None)
+
+
 def owner_of(references: tuple[OwnerReference, ...]) -> OwnerReference | None:
-    """The first owner reference of a kind a gang's shape is read from."""
-    for ref in references:
-        group = ref.api_version.split("/", 1)[0] if "/" in ref.api_version else ""
-        if (group, ref.kind) in OWNER_KINDS:
-            return ref
-    return None
+    """The reference to the gang's owner: the controller reference when it is of a
+    supported kind; without a controller reference, the first of a supported kind."""
+    controller = _controller(references)
+    candidates = (controller,) if controller is not None else references
+    return next((r for r in candidates if owner_kind(r.api_version, r.kind) is not None), None)
+
+
+def unsupported_owner_message(workload: str, references: tuple[OwnerReference, ...]) -> str | None:
+    """Why the Workload named `workload` has no gang to read — its owner is of a kind
+    this controller does not read, or it has none — or None when its owner is supported."""
+    if owner_of(references) is not None:
+        return None
+    ref = _controller(references) or (references[0] if references else None)
+    owned_by = (
+        f"is owned by {ref.api_version} {ref.kind} {ref.name}, a kind atomic-gang does not "
+        "read a gang from"
+        if ref is not None
+        else "has no owner (no ownerReferences), so there is no object to read a gang from"
+    )
+    return (
+        f"Workload {workload} {owned_by}. Supported kinds: {supported_kinds()}. Submit the "
+        "gang as one of these, with the pool label and gang annotations on it, or send this "
+        "workload to a queue whose ClusterQueue does not use the atomic-gang admission check."
+    )

@@ -21,6 +21,7 @@ from pydantic.alias_generators import to_snake
 
 from provisioner.api import constants as c
 from provisioner.api.fields import (
+    AMI_PATTERN,
     GoDuration,
     Mode,
     NonNegativeDuration,
@@ -30,15 +31,23 @@ from provisioner.api.fields import (
 )
 
 __all__ = [
+    "AmiPolicy",
     "AwsSettings",
     "Defaults",
     "IamSettings",
+    "Instances",
     "LeaderElection",
     "Limits",
+    "OwnershipSettings",
     "PulumiSettings",
     "RetryBackoff",
+    "RootVolume",
+    "SelfManagedCerts",
+    "SelfManagedOwnershipKey",
     "Settings",
+    "SharedPool",
     "StackOperations",
+    "Tenancy",
     "WebhookSettings",
     "default_stack_workers",
     "memory_limit",
@@ -52,10 +61,19 @@ _DEFAULT_STATE_DIR: Final = Path("/var/lib/atomic-gang/pulumi")
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
+# Settings whose mapping keys are data, not field names: an installer's tag keys
+# ("CostCenter") are sent to AWS exactly as written.
+_VERBATIM_KEYS: Final = frozenset({"extra_tags"})
+
+
 def snake_keys(value: Any) -> Any:
     """Rename mapping keys from the chart's camelCase to field names, all the way down."""
     if isinstance(value, Mapping):
-        return {to_snake(str(k)): snake_keys(v) for k, v in value.items()}
+        renamed = {}
+        for key, inner in value.items():
+            name = to_snake(str(key))
+            renamed[name] = inner if name in _VERBATIM_KEYS else snake_keys(inner)
+        return renamed
     return value
 
 
@@ -89,6 +107,66 @@ class Limits(_Section):
     max_keep_warm_ttl: NonNegativeDuration = Field(
         default=timedelta(hours=24), description="Longest keep-warm TTL any Job may request."
     )
+    # The reaper terminates a gang instance older than its max-lifetime: the backstop for a
+    # set nobody releases. Unbounded, a Job could opt out of it ("876000h"). A week covers a
+    # multi-day training segment between checkpoints, and bounds what a forgotten gang can
+    # cost; a Job asking more is refused at apply, naming this limit, so the installer
+    # raises it knowingly for long runs.
+    max_lifetime: PositiveDuration = Field(
+        default=timedelta(hours=168),
+        description="Longest max-lifetime any Job may request (the reaper's backstop).",
+    )
+
+
+# --- amiPolicy: which AMIs a Job may name (atomic-gang.k8s.aws/ami-id) -------------------
+# The owner aliases DescribeImages' Owners accepts besides account ids ("DescribeImages",
+# EC2 API Reference): "self" is the caller's own account.
+AMI_OWNER_ALIASES: Final = ("self", "amazon", "aws-marketplace", "aws-backup-vault")
+_ACCOUNT_ID = re.compile(r"^[0-9]{12}$")
+_IMAGE_ID = re.compile(AMI_PATTERN)
+
+
+class AmiPolicy(_Section):
+    """Which AMIs a Job may boot with the node role through its ami-id annotation.
+
+    An image boots as a cluster node with the node role's credentials, so a Job's AMI is
+    accepted only when EC2 says one of `allowedOwners` owns it, or its id is listed in
+    `allowedImageIds`. The default, Amazon's images (the owner alias EC2 gives the
+    EKS-optimized AMIs) and the account's own, excludes community and Marketplace images.
+    The AMI the controller picks itself (EKS's SSM parameter) is not a Job's choice and is
+    not checked here.
+    """
+
+    allowed_owners: tuple[str, ...] = Field(
+        default=("amazon", "self"),
+        description="AMI owners a Job's ami-id may come from: 12-digit account ids, or the "
+        "aliases self, amazon, aws-marketplace, aws-backup-vault; empty allows none.",
+    )
+    allowed_image_ids: tuple[str, ...] = Field(
+        default=(), description="AMI ids a Job may name whoever owns them."
+    )
+
+    @field_validator("allowed_owners")
+    @classmethod
+    def _owners(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [o for o in v if o not in AMI_OWNER_ALIASES and not _ACCOUNT_ID.match(o)]
+        if bad:
+            raise ValueError(
+                f"amiPolicy.allowedOwners entries {bad} are neither 12-digit account ids nor "
+                f"one of {', '.join(AMI_OWNER_ALIASES)}"
+            )
+        return v
+
+    @field_validator("allowed_image_ids")
+    @classmethod
+    def _image_ids(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [i for i in v if not _IMAGE_ID.match(i)]
+        if bad:
+            raise ValueError(
+                f"amiPolicy.allowedImageIds entries {bad} are not AMI ids such as "
+                '"ami-0123456789abcdef0"'
+            )
+        return v
 
 
 class LeaderElection(_Section):
@@ -285,6 +363,46 @@ class AwsSettings(_Section):
     )
 
 
+# -- webhook certificates the controller makes and rotates itself (issue #30, certs) -------
+class SelfManagedCerts(_Section):
+    """The controller keeps the webhook's CA and serving certificate in one Secret, renews
+    them at `renewFraction` of their life and sets the configuration's caBundle."""
+
+    secret_name: str = Field(min_length=1, description="Secret holding the CA and the pair.")
+    namespace: str = Field(min_length=1, description="The Secret's (the release's) namespace.")
+    webhook_configuration: str = Field(
+        min_length=1, description="ValidatingWebhookConfiguration whose caBundle is set."
+    )
+    hosts: tuple[str, ...] = Field(
+        min_length=1, description="Names the serving certificate carries (the Service's)."
+    )
+    ca_validity: PositiveDuration = Field(default=timedelta(days=365))
+    cert_validity: PositiveDuration = Field(default=timedelta(days=90))
+    renew_fraction: float = Field(
+        default=2 / 3, gt=0, lt=1, description="Renew when this share of a life has passed."
+    )
+    check_interval: PositiveDuration = Field(
+        default=timedelta(seconds=10),
+        description="How often the Secret and caBundle are checked: the bound on restoring "
+        "a caBundle that a GitOps sync or apply reset.",
+    )
+
+    @model_validator(mode="after")
+    def _renews_in_time(self) -> Self:
+        if self.cert_validity >= self.ca_validity:
+            raise ValueError(
+                "webhook.selfManaged.certValidity must be shorter than caValidity: a serving "
+                "certificate cannot outlive the CA that signs it"
+            )
+        if self.check_interval * 10 > self.cert_validity * (1 - self.renew_fraction):
+            raise ValueError(
+                "webhook.selfManaged.checkInterval is too long for certValidity and "
+                "renewFraction: the certificate could expire between two checks; shorten "
+                "checkInterval or lower renewFraction"
+            )
+        return self
+
+
 class WebhookSettings(_Section):
     enabled: bool = Field(
         default=True, description="Serve the validating Job webhook (on every replica)."
@@ -292,6 +410,11 @@ class WebhookSettings(_Section):
     cert_dir: Path = Field(
         default=Path("/run/secrets/atomic-gang/webhook"),
         description="Directory holding tls.crt and tls.key (the chart mounts them here).",
+    )
+    self_managed: SelfManagedCerts | None = Field(
+        default=None,
+        description="Make and rotate the certificate instead of reading certDir (the chart's "
+        "certMode selfSigned); certDir is then where this replica writes what it serves.",
     )
 
 
@@ -303,6 +426,230 @@ class IamSettings(_Section):
         default=False,
         description="Create the node role's EKS access entry instead of verifying it.",
     )
+
+
+class SelfManagedOwnershipKey(_Section):
+    """The Secret the controller keeps the ownership key in (key `key`, 32 random bytes).
+    The chart creates it empty; the controller fills it once and never rewrites it."""
+
+    namespace: str = Field(min_length=1, description="The Secret's (the release's) namespace.")
+    secret_name: str = Field(min_length=1, description="Secret holding the ownership key.")
+
+
+class OwnershipSettings(_Section):
+    """How the controller proves an instance is one it launched (`cloud.ownership`)."""
+
+    key_file: Path | None = Field(
+        default=None,
+        description=(
+            "File holding this cluster's ownership key (at least 32 random bytes, e.g. a "
+            "Secret mounted into the pod): launch tokens are signed with it, and only an "
+            "instance whose token verifies is ever reaped once its pool is gone. Unset: "
+            "tokens are unsigned and such orphans are reported, never terminated."
+        ),
+    )
+    self_managed: SelfManagedOwnershipKey | None = Field(
+        default=None,
+        description=(
+            "Keep the key in this Secret instead of keyFile (the chart's default): the "
+            "controller generates it on first start and reads it back on every start."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> Self:
+        if self.key_file is not None and self.self_managed is not None:
+            raise ValueError(
+                "ownership.keyFile and ownership.selfManaged are mutually exclusive: the "
+                "cluster has one ownership key; set keyFile for a key you provide, or "
+                "selfManaged for one the controller keeps in a Secret, not both"
+            )
+        return self
+
+
+# --- instances: what a company's rules ask of every resource the controller creates -------
+# "Tag your Amazon EC2 resources" (Amazon EC2 User Guide), "Tag restrictions": at most 50
+# user tags per resource, keys of 1-128 and values of 0-256 Unicode characters, and the
+# aws: prefix (in any case) reserved for AWS in keys and values.
+EC2_TAGS_PER_RESOURCE: Final = 50
+EC2_TAG_KEY_MAX: Final = 128
+EC2_TAG_VALUE_MAX: Final = 256
+# The controller's own tags on a gang instance (cloud.tags.launch_tags): managed, cluster,
+# pool, group, max-lifetime, keep-warm-until and the cluster ownership key.
+CONTROLLER_TAGS_PER_INSTANCE: Final = 7
+# Keys the controller's ownership and the cluster's identity rest on: an installer's tag
+# with one of these prefixes could move a resource into or out of a pool or a cluster.
+RESERVED_TAG_PREFIXES: Final = (c.PREFIX, "kubernetes.io/cluster/")
+# "Amazon EBS volume types" (Amazon EBS User Guide): st1 and sc1 cannot be boot volumes;
+# io1/io2 need a provisioned IOPS figure; throughput is set on gp3 only.
+ROOT_VOLUME_TYPES: Final = ("gp3", "gp2", "io1", "io2")
+_GIB: Final = re.compile(r"^([0-9]+)(Gi)?$")
+
+
+class RootVolume(_Section):
+    """The gang nodes' root EBS volume, set in the pool's launch template on the AMI's own
+    root device (DescribeImages' RootDeviceName). Deleted with its instance."""
+
+    volume_size: int = Field(
+        ge=1,
+        le=65536,
+        description='Root volume size: GiB, written "200Gi" (as Karpenter does) or 200.',
+    )
+    volume_type: Literal["gp3", "gp2", "io1", "io2"] = Field(
+        default="gp3", description="EBS volume type; st1/sc1 cannot boot, so are refused."
+    )
+    iops: int | None = Field(
+        default=None,
+        ge=100,
+        description="Provisioned IOPS: required for io1/io2, optional for gp3.",
+    )
+    throughput: int | None = Field(
+        default=None, ge=125, description="MiB/s, gp3 only (default 125)."
+    )
+
+    @field_validator("volume_size", mode="before")
+    @classmethod
+    def _gibibytes(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            match = _GIB.match(v.strip())
+            if not match:
+                raise ValueError(
+                    f'instances.rootVolume.volumeSize {v!r} is not a size in GiB such as "200Gi"'
+                )
+            return int(match.group(1))
+        return v
+
+    @model_validator(mode="after")
+    def _type_rules(self) -> Self:
+        where = "instances.rootVolume"
+        if self.volume_type in ("io1", "io2") and self.iops is None:
+            raise ValueError(
+                f"{where}.iops is required for volumeType {self.volume_type} (provisioned "
+                "IOPS volumes), e.g. iops: 16000"
+            )
+        if self.volume_type == "gp2" and self.iops is not None:
+            raise ValueError(
+                f"{where}.iops cannot be set for gp2 (its IOPS follow its size); use gp3"
+            )
+        if self.throughput is not None and self.volume_type != "gp3":
+            raise ValueError(f"{where}.throughput is a gp3 setting; remove it or use gp3")
+        return self
+
+
+class Instances(_Section):
+    """What the installer's company rules ask of everything the controller creates.
+
+    `extraTags` go on every resource the controller creates: the launch template, the
+    placement group, the instance profile and access entry it manages, and each gang
+    instance with its volumes and network interfaces. Organisations that deny untagged
+    launches (a service control policy requiring, say, `CostCenter`) are satisfied here.
+    `rootVolume` sizes the nodes' root volume; unset, the AMI's own mapping is used.
+    """
+
+    extra_tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="Tags added to every resource the controller creates (the chart's `tags`).",
+    )
+    root_volume: RootVolume | None = Field(
+        default=None,
+        description="The nodes' root volume (the chart's `rootVolume`); unset keeps the AMI's.",
+    )
+
+    @field_validator("extra_tags")
+    @classmethod
+    def _tags(cls, v: dict[str, str]) -> dict[str, str]:
+        where = "instances.extraTags"
+        page = '("Tag your Amazon EC2 resources", Tag restrictions)'
+        room = EC2_TAGS_PER_RESOURCE - CONTROLLER_TAGS_PER_INSTANCE
+        if len(v) > room:
+            raise ValueError(
+                f"{where} has {len(v)} tags; EC2 allows {EC2_TAGS_PER_RESOURCE} per resource "
+                f"and the controller writes {CONTROLLER_TAGS_PER_INSTANCE} of its own, so at "
+                f"most {room} fit {page}"
+            )
+        for key, value in v.items():
+            if not key or len(key) > EC2_TAG_KEY_MAX:
+                raise ValueError(
+                    f"{where} key {key!r} must be 1-{EC2_TAG_KEY_MAX} characters {page}"
+                )
+            if len(value) > EC2_TAG_VALUE_MAX:
+                raise ValueError(
+                    f"{where}[{key!r}] value is {len(value)} characters; EC2 allows at most "
+                    f"{EC2_TAG_VALUE_MAX} {page}"
+                )
+            if key.lower().startswith("aws:") or value.lower().startswith("aws:"):
+                raise ValueError(
+                    f"{where}[{key!r}]: the aws: prefix is reserved for AWS in tag keys and "
+                    f"values and EC2 refuses it {page}; rename the tag"
+                )
+            if key.startswith(RESERVED_TAG_PREFIXES):
+                raise ValueError(
+                    f"{where} key {key!r} uses a prefix the controller's own ownership and "
+                    f"cluster tags use ({', '.join(RESERVED_TAG_PREFIXES)}): it could move a "
+                    "resource into or out of a pool or a cluster; choose another key"
+                )
+        return v
+
+
+# --- tenancy: which namespaces may use a pool besides the one that created it -------------
+_POOL_GLOB = re.compile(r"^\*$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?$|^[a-z0-9][-a-z0-9]*\*$")
+_NAMESPACE_OR_ANY = re.compile(r"^\*$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class SharedPool(_Section):
+    """Pools matching `pool` may also be claimed from `namespaces`, whichever of them (or
+    any other) created the pool. Sharing a pool shares its warm nodes, and whatever the
+    last Job left on their disks."""
+
+    pool: str = Field(
+        max_length=63,
+        description='A pool name, or a trailing-* glob such as "shared-*"; "*" for every pool.',
+    )
+    namespaces: tuple[str, ...] = Field(
+        min_length=1,
+        description='Namespaces whose Jobs may claim those pools; "*" for every namespace.',
+    )
+
+    @field_validator("pool")
+    @classmethod
+    def _pool_glob(cls, v: str) -> str:
+        if not _POOL_GLOB.match(v):
+            raise ValueError(
+                f"tenancy.sharedPools[].pool {v!r} is not a pool name or a trailing-* glob "
+                'such as "shared-*" (lowercase letters, digits and "-"), or "*"'
+            )
+        return v
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespace_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [n for n in v if len(n) > 63 or not _NAMESPACE_OR_ANY.match(n)]
+        if bad:
+            raise ValueError(
+                f"tenancy.sharedPools[].namespaces {bad} are not namespace names (lowercase "
+                'RFC 1123 labels) or "*"'
+            )
+        return v
+
+    def matches(self, pool: str) -> bool:
+        return fnmatchcase(pool, self.pool) if self.pool.endswith("*") else pool == self.pool
+
+
+class Tenancy(_Section):
+    """A pool belongs to the namespace of the Job that created it; Jobs of other namespaces
+    may not claim it, nor its warm nodes, unless an entry here shares it with them."""
+
+    shared_pools: tuple[SharedPool, ...] = Field(
+        default=(),
+        description="Pools that namespaces besides the owner's may claim; empty shares none.",
+    )
+
+    def may_share(self, pool: str, namespace: str) -> bool:
+        """True when a Job in `namespace` may claim `pool` though another namespace owns it."""
+        return any(
+            entry.matches(pool) and ("*" in entry.namespaces or namespace in entry.namespaces)
+            for entry in self.shared_pools
+        )
 
 
 class Settings(_Section):
@@ -351,6 +698,10 @@ class Settings(_Section):
     aws: AwsSettings = AwsSettings()
     iam: IamSettings = IamSettings()
     webhook: WebhookSettings = WebhookSettings()
+    ownership: OwnershipSettings = OwnershipSettings()
+    tenancy: Tenancy = Tenancy()
+    ami_policy: AmiPolicy = AmiPolicy()
+    instances: Instances = Instances()
 
     @model_validator(mode="before")
     @classmethod
@@ -410,6 +761,11 @@ class Settings(_Section):
             )
         if d.keep_warm_ttl > self.limits.max_keep_warm_ttl:
             raise ValueError("defaults.keepWarmTTL is longer than limits.maxKeepWarmTTL")
+        if d.max_lifetime > self.limits.max_lifetime:
+            raise ValueError(
+                "defaults.maxLifetime is longer than limits.maxLifetime; Jobs relying on the "
+                "default would be refused"
+            )
         ports = [self.metrics_port, self.health_port, self.webhook_port]
         if len(set(ports)) != len(ports):
             raise ValueError(f"metricsPort, healthPort and webhookPort must differ, got {ports}")

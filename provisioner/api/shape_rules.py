@@ -56,7 +56,6 @@ _RESERVATION = TypeAdapter[str](CapacityReservationId)
 _POOL_OK: Final = 'a lowercase RFC 1123 name of at most 63 characters, such as "pretrain-p4d"'
 _MODE_OK: Final = '"runinstances" (one zone per attempt) or "fleet" (an instant fleet)'
 _SUBNETS_OK: Final = 'a comma-separated list of subnet ids such as "subnet-0123456789abcdef0"'
-_LIFETIME_OK: Final = 'a positive Go duration such as "6h"'
 _VARIANT_OK: Final = '"standard", "nvidia" or "neuron" (unset derives it from the type)'
 _AMI_OK: Final = 'an AMI id such as "ami-0123456789abcdef0"'
 _RESERVATION_OK: Final = 'a capacity reservation id such as "cr-0123456789abcdef0"'
@@ -336,21 +335,56 @@ def _node_role(r: _Reader) -> str | None:
 
 def _keep_warm(r: _Reader) -> timedelta | None:
     limit = r.settings.limits.max_keep_warm_ttl
-    accepted = f'a Go duration from 0s to {format_duration(limit)}, such as "15m"'
-    raw = r.values.get(c.ANN_KEEP_WARM_TTL)
+    return _bounded_duration(
+        r,
+        c.ANN_KEEP_WARM_TTL,
+        _KEEP_WARM,
+        r.settings.defaults.keep_warm_ttl,
+        limit,
+        f'a Go duration from 0s to {format_duration(limit)}, such as "15m"',
+        "limits.maxKeepWarmTTL",
+    )
+
+
+def _max_lifetime(r: _Reader) -> timedelta | None:
+    # The reaper's backstop for a set nobody releases: a Job may not opt out of it.
+    limit = r.settings.limits.max_lifetime
+    return _bounded_duration(
+        r,
+        c.ANN_MAX_LIFETIME,
+        _LIFETIME,
+        r.settings.defaults.max_lifetime,
+        limit,
+        f'a positive Go duration up to {format_duration(limit)}, such as "6h"',
+        "limits.maxLifetime; the installer may raise it",
+    )
+
+
+def _bounded_duration(
+    r: _Reader,
+    key: str,
+    adapter: TypeAdapter[timedelta],
+    default: timedelta,
+    limit: timedelta,
+    accepted: str,
+    setting: str,
+) -> timedelta | None:
+    """The duration annotation `key` (its default when absent), refused above `limit`
+    naming the installer's `setting`."""
+    raw = r.values.get(key)
     if raw is None:
-        return r.settings.defaults.keep_warm_ttl
-    ttl = r.check(_KEEP_WARM, c.ANN_KEEP_WARM_TTL, raw, accepted, "not a Go duration")
-    if ttl is not None and ttl > limit:
+        return default
+    value = r.check(adapter, key, raw, accepted, "not a Go duration")
+    if value is not None and value > limit:
         r.refuse(
-            c.ANN_KEEP_WARM_TTL,
+            key,
             raw,
             c.REASON_EXCEEDS_LIMIT,
-            f"the controller allows at most {format_duration(limit)} (limits.maxKeepWarmTTL)",
+            f"the controller allows at most {format_duration(limit)} ({setting})",
             accepted,
         )
         return None
-    return ttl
+    return value
 
 
 def _optional(r: _Reader, adapter: TypeAdapter[T], key: str, accepted: str, what: str) -> T | None:
@@ -410,11 +444,7 @@ def read_shape_fields(
     mode, region = _mode(r), _region(r)
     zones, subnets = _placement(r, region)
     role, keep_warm = _node_role(r), _keep_warm(r)
-    max_lifetime = (
-        _optional(r, _LIFETIME, c.ANN_MAX_LIFETIME, _LIFETIME_OK, "not a Go duration")
-        if c.ANN_MAX_LIFETIME in r.values
-        else settings.defaults.max_lifetime
-    )
+    max_lifetime = _max_lifetime(r)
     variant = (
         _optional(r, _VARIANT, c.ANN_AMI_VARIANT, _VARIANT_OK, "not an EKS AL2023 image line")
         if c.ANN_AMI_VARIANT in r.values

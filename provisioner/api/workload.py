@@ -20,6 +20,7 @@ from provisioner.api.meta import (
     KubeTime,
     ObjectMeta,
     OmitEmptyModel,
+    OwnerReference,
     condition_is_true,
 )
 from provisioner.api.owners import owner_of
@@ -57,7 +58,8 @@ class PodTemplate(KubeModel):
 
 
 class PodSet(KubeModel):
-    # Kueue defaults the name to "main" for single-pod-set Jobs.
+    # Kueue defaults the name to "main" for single-pod-set Jobs; a JobSet's or TrainJob's
+    # are named after its replicated jobs, a PyTorchJob's after its lowercased replica types.
     name: str = "main"
     count: int = Field(ge=0)
     min_count: int | None = None
@@ -141,10 +143,10 @@ class Workload(KubeModel):
         return self.spec.active is not False
 
     @property
-    def owner_job(self) -> tuple[str, str] | None:
-        """(name, uid) of the batch/v1 Job that owns this Workload, if any."""
-        owner = owner_of(self.metadata.owner_references)
-        return (owner.name, owner.uid) if owner is not None else None
+    def owner(self) -> OwnerReference | None:
+        """The reference to the object of a supported kind (`owners.OWNER_KINDS`: a Job,
+        JobSet, PyTorchJob or TrainJob) that owns this Workload, if any."""
+        return owner_of(self.metadata.owner_references)
 
 
 class AdmissionCheckParameters(KubeModel):

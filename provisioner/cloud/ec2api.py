@@ -30,6 +30,8 @@ class Ec2Api(Protocol):
 
     def terminate_instances(self, **kwargs: Any) -> AwsResponse: ...
 
+    def describe_fleets(self, **kwargs: Any) -> AwsResponse: ...
+
     def describe_instances(self, **kwargs: Any) -> AwsResponse: ...
 
     def describe_network_interfaces(self, **kwargs: Any) -> AwsResponse: ...
@@ -51,6 +53,9 @@ class Ec2Api(Protocol):
     def delete_launch_template(self, **kwargs: Any) -> AwsResponse: ...
 
     def describe_placement_groups(self, **kwargs: Any) -> AwsResponse: ...
+
+    # Who owns a Job's AMI (`images`, for `amiPolicy`).
+    def describe_images(self, **kwargs: Any) -> AwsResponse: ...
 
     def delete_placement_group(self, **kwargs: Any) -> AwsResponse: ...
 
@@ -78,6 +83,35 @@ class S3Api(Protocol):
     def get_object(self, **kwargs: Any) -> AwsResponse: ...
 
     def delete_object(self, **kwargs: Any) -> AwsResponse: ...
+
+
+class AwsCallObserver(Protocol):
+    """Told of every call a watched client makes (`watch_calls`): the service, the action
+    as AWS names it (RunInstances), and EC2's error code, or None when it succeeded."""
+
+    def called(self, service: str, action: str, error_code: str | None) -> None: ...
+
+
+def watch_calls(client: Any, observer: AwsCallObserver) -> Any:
+    """Report each of ``client``'s calls to ``observer``, once per call after botocore's
+    retries: its answer (``after-call``: HTTP status and, for an error, AWS's code), or the
+    exception that left no answer (``after-call-error``: a timeout, a refused connection,
+    counted under the exception's name). Returns ``client``."""
+    service = str(client.meta.service_model.service_id.hyphenize())
+
+    def answered(http_response: Any, parsed: Any, model: Any, **_: Any) -> None:
+        code = None
+        if int(getattr(http_response, "status_code", 200)) >= 300:
+            code = str(((parsed or {}).get("Error") or {}).get("Code") or "Unknown")
+        observer.called(service, str(model.name), code)
+
+    def unanswered(exception: BaseException, event_name: str, **_: Any) -> None:
+        # The event is named after-call-error.<service>.<Action>.
+        observer.called(service, event_name.rpartition(".")[2], type(exception).__name__)
+
+    client.meta.events.register("after-call", answered)
+    client.meta.events.register("after-call-error", unanswered)
+    return client
 
 
 @dataclass(frozen=True)
@@ -172,15 +206,17 @@ def build_clients(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     connect_timeout: float = 5.0,
     read_timeout: float = 30.0,
+    observer: AwsCallObserver | None = None,
 ) -> CloudClients:
     """Clients from ``session`` for ``region``; ``endpoint_url`` points all four at one
-    endpoint."""
+    endpoint. With ``observer``, each client reports its calls (`watch_calls`)."""
     config = client_config(
         max_attempts=max_attempts, connect_timeout=connect_timeout, read_timeout=read_timeout
     )
 
     def make(service: str) -> Any:
-        return make_client(session, service, region, endpoint_url, config)
+        client = make_client(session, service, region, endpoint_url, config)
+        return client if observer is None else watch_calls(client, observer)
 
     return CloudClients(ec2=make("ec2"), ssm=make("ssm"), eks=make("eks"), iam=make("iam"))
 

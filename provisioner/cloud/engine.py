@@ -8,7 +8,8 @@ preparation helpers: cluster, AMI, subnets, user data, node identity) and by the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -20,9 +21,11 @@ from provisioner.cloud.cluster import describe_cluster
 from provisioner.cloud.ec2api import CloudClients
 from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
 from provisioner.cloud.fleet import launch_fleet
+from provisioner.cloud.images import Ec2ImageOwners, root_device_of
 from provisioner.cloud.instancetypes import describe_instance_type
 from provisioner.cloud.leftovers import Leftover, delete_leftovers, find_leftovers
 from provisioner.cloud.nodeadm import render_user_data
+from provisioner.cloud.ownership import Standing, describe_fleet_tokens, fleet_of, prove
 from provisioner.cloud.preflight import verify_access_entry, verify_instance_profile
 from provisioner.cloud.release import release
 from provisioner.cloud.reservations import decide, describe_reservation
@@ -41,9 +44,12 @@ from provisioner.cloud.types import (
     Mode,
     ReleaseReport,
     Reservation,
+    RootDevice,
     SubnetRef,
 )
 from provisioner.cloud.views import LIVE_STATES, describe_instances, find_managed
+
+log = logging.getLogger(__name__)
 
 TOKEN_MISMATCH = "IdempotentParameterMismatch"
 # What a replayed set may show that it can no longer join as.
@@ -78,11 +84,42 @@ def targeted_spec(spec: LaunchSpec, reservation: Reservation, now: datetime) -> 
     )
 
 
+def shape_mismatch(spec: LaunchSpec, views: Sequence[InstanceView]) -> list[str]:
+    """How a proven set differs from the shape ``spec`` asks for (instance type, count,
+    subnets and zones as planned); empty when it is that shape."""
+    differences: list[str] = []
+    types = sorted({v.instance_type for v in views} - {spec.instance_type})
+    if types:
+        differences.append(f"instance type {', '.join(types)} where {spec.instance_type} is asked")
+    if len(views) > spec.count:
+        differences.append(f"{len(views)} instances where {spec.count} are asked")
+    planned = {s.subnet_id: s.availability_zone for s in spec.subnets}
+    elsewhere = sorted(
+        f"{v.subnet_id} ({v.availability_zone})"
+        for v in views
+        if v.subnet_id not in planned or planned[v.subnet_id] != v.availability_zone
+    )
+    if elsewhere:
+        differences.append(
+            f"subnets {', '.join(dict.fromkeys(elsewhere))} outside the planned "
+            f"{', '.join(planned)}"
+        )
+    return differences
+
+
 class Ec2Engine:
-    def __init__(self, clients: CloudClients, clock: Clock) -> None:
+    def __init__(
+        self,
+        clients: CloudClients,
+        clock: Clock,
+        ownership_key: naming.OwnershipKey | None = None,
+    ) -> None:
         self._clients = clients
         self._ec2 = clients.ec2
         self._clock = clock
+        # Signs every launch token (``naming``): the reaper's proof that an orphan is ours.
+        self._ownership_key = ownership_key
+        self._images = Ec2ImageOwners(clients.ec2)
 
     # --- the gang --------------------------------------------------------------------
     def acquire(self, spec: LaunchSpec) -> LaunchResult:
@@ -97,8 +134,22 @@ class Ec2Engine:
         (``reservations.decide``): its kind and zone shape the request, and a reservation
         that cannot take N now is reported without asking for a single instance.
         """
+        if spec.ownership_key is None:
+            spec = replace(spec, ownership_key=self._ownership_key)
         reservation = self._reservation_of(spec)
-        existing = find_managed(self._ec2, spec.cluster_name, spec.pool_name, spec.group)
+        existing = self._launched_for(spec)
+        misshaped = shape_mismatch(spec, existing)
+        if misshaped:
+            raise roll_back(
+                self._ec2,
+                [v.instance_id for v in existing],
+                kind=ErrorKind.MALFORMED,
+                code=None,
+                reason="AdoptionShapeMismatch",
+                message=f"The instances launched for pool {spec.pool_name} group "
+                f"{spec.group} are not the shape asked for: {'; '.join(misshaped)}. They "
+                "are released and the next attempt is a new generation.",
+            )
         if len(existing) == spec.count:
             return self._adopt(spec, existing, reservation)
         if existing:
@@ -133,7 +184,7 @@ class Ec2Engine:
         earlier launch is alive: those carry this generation's group tag (written at
         launch), and while one lives the next pass adopts the set or rolls the part back.
         """
-        alive = find_managed(self._ec2, spec.cluster_name, spec.pool_name, spec.group)
+        alive = self._launched_for(spec)
         if alive:
             return CloudError(
                 ErrorKind.RETRYABLE,
@@ -149,6 +200,40 @@ class Ec2Engine:
             f"{err.message} No instance of the earlier launch is alive; the next attempt "
             "is a new generation.",
         )
+
+    def _launched_for(self, spec: LaunchSpec) -> list[InstanceView]:
+        """The live instances EC2's record proves were launched for this pool object's
+        generation (``ownership.prove``: its launch token, from the pool's UID). Others
+        tagged as this pool and group (a recreated pool's predecessor, a hand-tagged
+        instance) are neither adopted nor rolled back: they are not this launch's."""
+        tagged = find_managed(self._ec2, spec.cluster_name, spec.pool_name, spec.group)
+        fleets = self.fleet_tokens(f for v in tagged if (f := fleet_of(v)) is not None)
+        mine: list[InstanceView] = []
+        for view in tagged:
+            proof = prove(
+                view,
+                cluster=spec.cluster_name,
+                pool_uid=spec.pool_uid,
+                key=spec.ownership_key,
+                fleet_tokens=fleets,
+            )
+            if proof.standing is Standing.CURRENT and proof.generation == spec.acquire_generation:
+                mine.append(view)
+        strangers = [v.instance_id for v in tagged if v not in mine]
+        if strangers:
+            log.warning(
+                "pool %s group %s: %d instances carry its tags but were not launched for it "
+                "(not adopted, not touched): %s",
+                spec.pool_name,
+                spec.group,
+                len(strangers),
+                strangers,
+            )
+        return mine
+
+    def fleet_tokens(self, fleet_ids: Iterable[str]) -> dict[str, str | None]:
+        """The ClientToken of each EC2 Fleet, as DescribeFleets answers (None: unknown)."""
+        return describe_fleet_tokens(self._ec2, fleet_ids)
 
     def _refuse_ended_replay(self, spec: LaunchSpec, result: LaunchResult) -> None:
         """A ClientToken replay returns the original instances whatever their state now
@@ -275,6 +360,15 @@ class Ec2Engine:
 
     def instance_type(self, instance_type: str) -> InstanceTypeInfo:
         return describe_instance_type(self._ec2, instance_type)
+
+    @property
+    def images(self) -> Ec2ImageOwners:
+        """Who owns an AMI, as DescribeImages says (kept per image, `cloud.images`)."""
+        return self._images
+
+    def root_device(self, image_id: str) -> RootDevice:
+        """The AMI's root device, for `instances.rootVolume` (`cloud.images`)."""
+        return root_device_of(self._ec2, image_id)
 
     def resolve_ami(
         self,

@@ -45,7 +45,12 @@ from provisioner.cloud.errors import (
     to_cloud_error,
 )
 from provisioner.cloud.rollback import roll_back
-from provisioner.cloud.tags import FLEET_RESOURCE_TYPES, launch_tags, tag_specifications
+from provisioner.cloud.tags import (
+    FLEET_RESOURCE_TYPES,
+    launch_tags,
+    organization_denial,
+    tag_specifications,
+)
 from provisioner.cloud.types import LaunchAttempt, LaunchResult, LaunchSpec, SubnetRef
 
 
@@ -123,12 +128,13 @@ def request_params(spec: LaunchSpec, token: str) -> dict[str, Any]:
 
 
 def launch_fleet(ec2: Ec2Api, spec: LaunchSpec) -> LaunchResult:
-    token = naming.client_token(spec.pool_uid, spec.acquire_generation, naming.FLEET_DISCRIMINATOR)
+    token = spec.client_token(naming.FLEET_DISCRIMINATOR)
     params = request_params(spec, token)
     try:
         response = ec2.create_fleet(**params)
     except Exception as exc:
-        raise to_cloud_error(exc, f"CreateFleet of {spec.count} x {spec.instance_type}") from exc
+        what = f"CreateFleet of {spec.count} x {spec.instance_type}"
+        raise organization_denial(exc, what, spec) or to_cloud_error(exc, what) from exc
     by_id = {s.subnet_id: s for s in spec.subnets}
     ids: list[str] = []
     used: list[SubnetRef] = []

@@ -8,9 +8,14 @@ JSON-ready dicts, imports no AWS SDK.
 The policy is the reference controller's, statement for statement, plus what this
 controller's own code calls that the reference did not: placement groups (the pool stack's
 optional cluster placement group), and `eks:CreateAccessEntry` when the controller manages
-the node role's access entry. Every mutating EC2 call is tag-conditioned on
-`atomic-gang.k8s.aws/managed=true`; `iam:PassRole` reaches only the allowed node roles,
-and only towards EC2.
+the node role's access entry. It names one cluster: every mutating EC2 call is conditioned
+on `atomic-gang.k8s.aws/managed=true` and `atomic-gang.k8s.aws/cluster=<cluster>` (request
+tags on create, resource tags on change and delete), tagging is allowed at creation and
+otherwise only for the keep-warm key on this cluster's instances, ENIs are deleted only when
+the VPC CNI tagged them for this cluster, and `ssm:GetParameter` reaches only the
+EKS-optimized AMI parameters. `iam:PassRole` reaches only the allowed node roles, and only
+towards EC2. The emulator evaluates this document on the controller's calls
+(`devenv.emulator.authorization`), and the unit tests evaluate it case by case.
 
 With a `StackState` (the bootstrap's state bucket and key) it also grants what the Pulumi CLI
 does on the pools' `s3://` backend and `awskms://` secrets, and nothing more: list the one
@@ -45,8 +50,21 @@ __all__ = [
 Policy = dict[str, Any]
 
 _VERSION: Final = "2012-10-17"
-_MANAGED_REQUEST_TAG: Final = {"StringEquals": {f"aws:RequestTag/{c.TAG_MANAGED}": "true"}}
-_MANAGED_RESOURCE_TAG: Final = {"StringEquals": {f"ec2:ResourceTag/{c.TAG_MANAGED}": "true"}}
+# The tag the VPC CNI puts on the ENIs it creates for pods, naming the cluster (its
+# CLUSTER_NAME setting, which the EKS add-on sets): the controller deletes only those.
+VPC_CNI_CLUSTER_TAG: Final = "cluster.k8s.amazonaws.com/name"
+# The SSM parameters the controller reads the EKS-optimized AMI from (`cloud.ami`).
+EKS_AMI_PARAMETERS: Final = "/aws/service/eks/optimized-ami/*"
+# The calls that tag what they create (their TagSpecifications), for ec2:CreateAction.
+TAGGING_CREATE_ACTIONS: Final = (
+    "RunInstances",
+    "CreateFleet",
+    "CreateLaunchTemplate",
+    "CreatePlacementGroup",
+)
+# What the controller ever writes with CreateTags on an existing instance: the keep-warm
+# deadline. Ownership tags (managed, cluster, pool, group) are written at creation only.
+RETAGGABLE_KEYS: Final = (c.TAG_KEEP_WARM_UNTIL,)
 POD_IDENTITY_PRINCIPAL: Final = "pods.eks.amazonaws.com"
 EC2_PRINCIPAL: Final = "ec2.amazonaws.com"
 
@@ -70,11 +88,11 @@ _DESCRIBE: Final = (
     "ec2:DescribeLaunchTemplateVersions",
     "ec2:DescribePlacementGroups",
     "ec2:DescribeCapacityReservations",
-    # Stamps ownership on launch (TagSpecifications) and moves the keep-warm tag later.
-    "ec2:CreateTags",
+    # Who owns a Job's own AMI (amiPolicy, `cloud.images`). Read-only.
+    "ec2:DescribeImages",
 )
-_LAUNCH_TEMPLATES: Final = (
-    "ec2:CreateLaunchTemplate",
+# Calls on an existing launch template: only on one tagged for this cluster.
+_LAUNCH_TEMPLATE_CHANGES: Final = (
     "ec2:CreateLaunchTemplateVersion",
     "ec2:ModifyLaunchTemplate",
     "ec2:DeleteLaunchTemplate",
@@ -84,6 +102,10 @@ _SELF_MANAGED_PROFILE: Final = (
     "iam:CreateInstanceProfile",
     "iam:AddRoleToInstanceProfile",
     "iam:GetInstanceProfile",
+    # CreateInstanceProfile with Tags (the controller's own and `instances.extraTags`) is
+    # also authorized as iam:TagInstanceProfile ("Tagging IAM resources", IAM User Guide);
+    # scoped, like the rest, to the exact profiles.
+    "iam:TagInstanceProfile",
 )
 # What the Pulumi CLI (gocloud's s3blob and awskms) calls on a `diy` backend and its key.
 # The controller itself lists, reads and deletes only the lock of a stack a failed
@@ -131,6 +153,8 @@ def _state_statements(part: str, state: StackState) -> list[Policy]:
 
 
 _REGION: Final = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
+# EKS cluster names: 1-100 of letters, digits, hyphens and underscores, starting alphanumeric.
+_CLUSTER: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
 
 
 def partition_of(region: str) -> str:
@@ -149,7 +173,6 @@ _LAUNCH_REFERENCES = (
     "image",
     "subnet",
     "security-group",
-    "launch-template",
     "placement-group",
     "capacity-reservation",
     "key-pair",
@@ -173,38 +196,84 @@ def _check_inputs(account_id: str, region: str, node_role_arns: Sequence[str]) -
         role_name_from_arn(arn)
 
 
+def _request_tags(cluster: str) -> Policy:
+    """What a create must tag its new resource with: managed, and this cluster."""
+    return {
+        "StringEquals": {
+            f"aws:RequestTag/{c.TAG_MANAGED}": "true",
+            f"aws:RequestTag/{c.TAG_CLUSTER}": cluster,
+        }
+    }
+
+
+def _resource_tags(cluster: str) -> Policy:
+    """What an existing resource must carry to be touched: managed, and this cluster."""
+    return {
+        "StringEquals": {
+            f"aws:ResourceTag/{c.TAG_MANAGED}": "true",
+            f"aws:ResourceTag/{c.TAG_CLUSTER}": cluster,
+        }
+    }
+
+
 def controller_policy(
     *,
     account_id: str,
     region: str,
     node_role_arns: Sequence[str],
-    cluster_name: str = "",
+    cluster_name: str,
     self_manage_instance_profile: bool = False,
     manage_access_entry: bool = False,
     state: StackState | None = None,
 ) -> Policy:
-    """The controller role's least-privilege policy document.
+    """The controller role's least-privilege policy document, scoped to `cluster_name`.
+
+    Every mutating EC2 call is conditioned on this cluster's tags (IAM User Guide, "Actions,
+    resources, and condition keys for Amazon EC2"): `aws:RequestTag` on what a call creates,
+    `aws:ResourceTag` on what it changes or deletes. Tagging is allowed at creation only
+    (`ec2:CreateAction`, "Grant permission to tag Amazon EC2 resources during creation"),
+    and afterwards only the keep-warm deadline, only on instances already tagged managed for
+    this cluster (`aws:TagKeys`), so no call can move an instance into this cluster, another
+    pool, or out of another cluster. The patterns are those of "Example policies for working
+    with the Amazon EC2 API" (launch with tags, work with instances by tag).
 
     `node_role_arns` is `allowedNodeRoleArns` (or just `defaults.nodeRoleArn`); the two
     `iam.*` switches add what the controller then creates itself, scoped to the exact
-    instance profiles and to the cluster, which is why they need `cluster_name`. `state` is
-    the stacks' S3 bucket and KMS key; without it (a `file://` backend) nothing is granted
-    on S3 or KMS.
+    instance profiles and to the cluster. The installer's extra tags (`instances.extraTags`)
+    need nothing more: the conditions pin this cluster's two keys with StringEquals on
+    `aws:RequestTag/<key>` and never bound `aws:TagKeys` at creation, so a request that
+    also carries CostCenter or team tags still matches them. `state` is the stacks' S3
+    bucket and KMS key; without it (a `file://` backend) nothing is granted on S3 or KMS.
     """
     _check_inputs(account_id, region, node_role_arns)
-    if (self_manage_instance_profile or manage_access_entry) and not cluster_name:
-        raise ValueError("cluster_name is needed to scope the instance-profile and EKS grants")
+    if not _CLUSTER.match(cluster_name or ""):
+        raise ValueError(
+            f"cluster_name {cluster_name!r} is not an EKS cluster name: the policy is scoped "
+            "to one cluster's tags (set --cluster-name / clusterName)"
+        )
     part = partition_of(region)
+    ec2 = f"arn:{part}:ec2:{region}:{account_id}"
     roles = sorted(dict.fromkeys(node_role_arns))
+    mine = _resource_tags(cluster_name)
     statements = [
-        # A launch is authorized per resource: what it creates must carry the managed tag,
-        # while what it only references (image, subnet, security groups, template, ...) has no
-        # request tags, so one tag-conditioned statement over "*" would deny every launch.
+        # A launch is authorized per resource: what it creates must carry this cluster's
+        # tags, while what it only references (image, subnet, security groups, template, ...)
+        # has no request tags, so one tag-conditioned statement over "*" would deny every
+        # launch.
         _statement(
             "LaunchGang",
             ("ec2:RunInstances", "ec2:CreateFleet"),
-            [f"arn:{part}:ec2:{region}:{account_id}:{kind}/*" for kind in _LAUNCH_CREATES],
-            Condition=_MANAGED_REQUEST_TAG,
+            [f"{ec2}:{kind}/*" for kind in _LAUNCH_CREATES],
+            Condition=_request_tags(cluster_name),
+        ),
+        # An instant fleet's request can tag only the fleet and its instances (CreateFleet,
+        # TagSpecifications); its volumes and ENIs take their tags from the launch template,
+        # which the pages do not say count as request tags. They exist only with an instance
+        # the statement above scopes, launched from a template the one below scopes.
+        _statement(
+            "LaunchGangFleetVolumesAndInterfaces",
+            "ec2:CreateFleet",
+            [f"{ec2}:{kind}/*" for kind in ("volume", "network-interface")],
         ),
         _statement(
             "LaunchGangReferencedResources",
@@ -214,30 +283,80 @@ def controller_policy(
                 for kind in _LAUNCH_REFERENCES
             ],
         ),
+        # A launch from a template runs what the template says (AMI, user data, profile):
+        # only this cluster's templates, as the pool stack makes them.
         _statement(
-            "ReleaseGang",
+            "LaunchFromThisClustersTemplates",
+            ("ec2:RunInstances", "ec2:CreateFleet"),
+            f"{ec2}:launch-template/*",
+            Condition=mine,
+        ),
+        # The tags a create call applies are authorized as ec2:CreateTags with
+        # ec2:CreateAction set; without that key (a CreateTags call of its own) this
+        # statement does not apply.
+        _statement(
+            "TagOnlyWhatThisClusterCreates",
+            "ec2:CreateTags",
+            [
+                f"{ec2}:{kind}/*"
+                for kind in (*_LAUNCH_CREATES, "launch-template", "placement-group")
+            ],
+            Condition={
+                "StringEquals": {
+                    "ec2:CreateAction": list(TAGGING_CREATE_ACTIONS),
+                    **_request_tags(cluster_name)["StringEquals"],
+                }
+            },
+        ),
+        # The keep-warm tag move: on this cluster's gang instances only, and only the
+        # keep-warm key (ForAllValues over the request's keys; Null refuses a request that
+        # names no key, for which ForAllValues alone would be true).
+        _statement(
+            "MoveKeepWarmTagOnThisClustersGangs",
+            "ec2:CreateTags",
+            f"{ec2}:instance/*",
+            Condition={
+                **mine,
+                "ForAllValues:StringEquals": {"aws:TagKeys": list(RETAGGABLE_KEYS)},
+                "Null": {"aws:TagKeys": "false"},
+            },
+        ),
+        _statement(
+            "ReleaseThisClustersGangs",
             ("ec2:TerminateInstances", "ec2:DeleteFleets"),
-            "*",
-            Condition=_MANAGED_RESOURCE_TAG,
+            [f"{ec2}:instance/*", f"{ec2}:fleet/*"],
+            Condition=mine,
         ),
         _statement("DescribeForReconcile", _DESCRIBE, "*"),
         _statement(
-            "DeleteDetachedVPCCNIInterfaces",
+            "DeleteThisClustersVPCCNIInterfaces",
             "ec2:DeleteNetworkInterface",
-            f"arn:{part}:ec2:{region}:{account_id}:network-interface/*",
+            f"{ec2}:network-interface/*",
+            Condition={"StringEquals": {f"aws:ResourceTag/{VPC_CNI_CLUSTER_TAG}": cluster_name}},
         ),
-        _statement("ManageGangLaunchTemplates", _LAUNCH_TEMPLATES, "*"),
         _statement(
-            "CreateGangPlacementGroups",
+            "CreateThisClustersLaunchTemplates",
+            "ec2:CreateLaunchTemplate",
+            f"{ec2}:launch-template/*",
+            Condition=_request_tags(cluster_name),
+        ),
+        _statement(
+            "ChangeThisClustersLaunchTemplates",
+            _LAUNCH_TEMPLATE_CHANGES,
+            f"{ec2}:launch-template/*",
+            Condition=mine,
+        ),
+        _statement(
+            "CreateThisClustersPlacementGroups",
             "ec2:CreatePlacementGroup",
-            "*",
-            Condition=_MANAGED_REQUEST_TAG,
+            f"{ec2}:placement-group/*",
+            Condition=_request_tags(cluster_name),
         ),
         _statement(
-            "DeleteGangPlacementGroups",
+            "DeleteThisClustersPlacementGroups",
             "ec2:DeletePlacementGroup",
-            "*",
-            Condition=_MANAGED_RESOURCE_TAG,
+            f"{ec2}:placement-group/*",
+            Condition=mine,
         ),
         _statement("VerifyNodeInstanceProfile", "iam:GetInstanceProfile", "*"),
         _statement(
@@ -247,9 +366,18 @@ def controller_policy(
             Condition={"StringEquals": {"iam:PassedToService": EC2_PRINCIPAL}},
         ),
         _statement(
-            "ResolveClusterAndAMI",
-            ("eks:DescribeCluster", "eks:DescribeAccessEntry", "ssm:GetParameter"),
-            "*",
+            "ResolveThisCluster",
+            ("eks:DescribeCluster", "eks:DescribeAccessEntry"),
+            [
+                f"arn:{part}:eks:{region}:{account_id}:cluster/{cluster_name}",
+                f"arn:{part}:eks:{region}:{account_id}:access-entry/{cluster_name}/*",
+            ],
+        ),
+        # AWS's public parameters have no account in their ARN.
+        _statement(
+            "ReadEKSOptimizedAMIParameters",
+            "ssm:GetParameter",
+            f"arn:{part}:ssm:{region}::parameter{EKS_AMI_PARAMETERS}",
         ),
     ]
     if self_manage_instance_profile:
@@ -345,7 +473,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         required=True,
         help="an allowed node role (repeat for each entry of allowedNodeRoleArns)",
     )
-    parser.add_argument("--cluster-name", default="", help="needed by the two switches below")
+    parser.add_argument(
+        "--cluster-name",
+        required=True,
+        help="the EKS cluster (clusterName): every EC2 grant is scoped to its tags",
+    )
     parser.add_argument("--self-manage-instance-profile", action="store_true")
     parser.add_argument("--manage-access-entry", action="store_true")
     parser.add_argument("--state-bucket", default="", help="the stacks' S3 bucket (s3:// backend)")

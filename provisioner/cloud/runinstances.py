@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from provisioner.cloud import naming
 from provisioner.cloud.ec2api import Ec2Api
 from provisioner.cloud.errors import (
     CloudError,
@@ -26,7 +25,12 @@ from provisioner.cloud.errors import (
 )
 from provisioner.cloud.instancetypes import efa_cards, efa_interfaces, uses_efa_only
 from provisioner.cloud.rollback import roll_back
-from provisioner.cloud.tags import RUNINSTANCES_RESOURCE_TYPES, launch_tags, tag_specifications
+from provisioner.cloud.tags import (
+    RUNINSTANCES_RESOURCE_TYPES,
+    launch_tags,
+    organization_denial,
+    tag_specifications,
+)
 from provisioner.cloud.types import (
     InstanceTypeInfo,
     LaunchAttempt,
@@ -99,7 +103,7 @@ def launch_runinstances(
     for subnet in spec.subnets:
         if subnet.availability_zone in short_zones:
             continue
-        token = naming.client_token(spec.pool_uid, spec.acquire_generation, subnet.subnet_id)
+        token = spec.client_token(subnet.subnet_id)
         try:
             response = ec2.run_instances(**request_params(spec, subnet, token, info))
         except Exception as exc:
@@ -109,11 +113,11 @@ def launch_runinstances(
                 if code not in _SUBNET_ONLY_CODES:
                     short_zones.add(subnet.availability_zone)
                 continue
-            raise to_cloud_error(
-                exc,
+            what = (
                 f"RunInstances of {spec.count} x {spec.instance_type} in {subnet.subnet_id} "
-                f"({subnet.availability_zone})",
-            ) from exc
+                f"({subnet.availability_zone})"
+            )
+            raise organization_denial(exc, what, spec) or to_cloud_error(exc, what) from exc
         attempts.append(LaunchAttempt(token, subnet, None))
         ids = [str(i["InstanceId"]) for i in response.get("Instances") or ()]
         if len(set(ids)) != spec.count:

@@ -15,8 +15,11 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from botocore.exceptions import ClientError
+
 from provisioner.api import constants as c
 from provisioner.api.durations import DurationError, format_duration, parse_duration
+from provisioner.cloud.errors import CloudError, ErrorKind, error_code
 from provisioner.cloud.types import LaunchSpec, ManagedTags
 
 # RunInstances tags what it creates in one step; the ENIs and volumes carry the pool too,
@@ -56,6 +59,50 @@ def launch_tags(spec: LaunchSpec) -> dict[str, str]:
         }
     )
     return tags
+
+
+# "Troubleshoot access denied error messages" (IAM User Guide): a deny by a service control
+# policy says "with an explicit deny in a service control policy"; EC2 answers it with
+# UnauthorizedOperation ("Error codes for the Amazon EC2 API").
+_SCP_PHRASE: Final = "service control policy"
+_DENIED_CODES: Final = frozenset({"UnauthorizedOperation", "AccessDenied"})
+REASON_ORGANIZATION_POLICY: Final = "DeniedByOrganizationPolicy"
+
+
+def organization_denial(exc: BaseException, action: str, spec: LaunchSpec) -> CloudError | None:
+    """The refusal of a launch by the account's organization (an SCP), said as such, or None
+    for any other error.
+
+    The controller's own IAM policy allows the launch, so "attach the controller policy"
+    would send the installer the wrong way; an SCP that denies untagged launches is the
+    common cause (AWS's "Example SCPs for tagging resources", Require a tag on specified
+    created resources). EC2 does not say which tag the policy wanted (the encoded message
+    holds the request, not the policy), so the message lists what the launch carried and
+    names the setting that adds tags.
+    """
+    if error_code(exc) not in _DENIED_CODES:
+        return None
+    said = (
+        str(exc.response.get("Error", {}).get("Message", ""))
+        if isinstance(exc, ClientError)
+        else str(exc)
+    )
+    if _SCP_PHRASE not in said.lower():
+        return None
+    extra = sorted(spec.extra_tags)
+    carried = ", ".join(extra) if extra else "none"
+    return CloudError(
+        ErrorKind.CONFIG,
+        error_code(exc),
+        REASON_ORGANIZATION_POLICY,
+        f"{action} was refused by a service control policy of this account's AWS "
+        "organization (an explicit deny in a service control policy), not by the "
+        "controller's IAM policy. Organizations commonly deny launches without their "
+        f"cost-allocation tags; the installer's tags on this launch: {carried}. Ask the "
+        "organization's administrators which tags their policy requires and set them in "
+        "instances.extraTags (the chart's `tags`); nothing was launched. "
+        f"EC2 said: {said}",
+    )
 
 
 def tag_specifications(

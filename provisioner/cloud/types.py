@@ -123,6 +123,8 @@ class LaunchSpec:
     # ``capacity_reservation``, DescribeInstanceTypes for ``efa``); None: the engine reads them.
     reservation: Reservation | None = None
     instance_type_info: InstanceTypeInfo | None = None
+    # The cluster's key that signs launch tokens (``naming``); the engine sets its own.
+    ownership_key: naming.OwnershipKey | None = None
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -141,6 +143,18 @@ class LaunchSpec:
     @property
     def group(self) -> str:
         return naming.group_name(self.acquire_generation)
+
+    def client_token(self, discriminator: str) -> str:
+        """This generation's launch token for ``discriminator`` (a subnet id, or "fleet"),
+        signed for this cluster and pool when there is an ownership key."""
+        return naming.client_token(
+            self.pool_uid,
+            self.acquire_generation,
+            discriminator,
+            key=self.ownership_key,
+            cluster=self.cluster_name,
+            pool=self.pool_name,
+        )
 
 
 @dataclass(frozen=True)
@@ -284,6 +298,16 @@ class InstanceTypeInfo:
     network_card_indexes: tuple[int, ...]
     # The cards whose InterfaceTypes (DescribeInstanceTypes) include `efa-only`.
     efa_only_cards: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class RootDevice:
+    """An AMI's root device as DescribeImages reports it: its ``RootDeviceName`` and the
+    size of the snapshot mapped there (None when the image does not say)."""
+
+    image_id: str
+    device_name: str
+    snapshot_size_gib: int | None = None
 
 
 @dataclass(frozen=True)

@@ -3,19 +3,21 @@ warns, and the report.
 
 A check is a named callable that returns its pass line or raises `Failed` (with the fix)
 or `Warned`. `run_checks` runs every check even after a failure, so one run lists
-everything to fix; `report` prints the lines and the tally. Used by `doctor` and by each
-area's checks (`doctor_kube`, `doctor_aws`, `doctor_install`).
+everything to fix; `report` prints the lines and the tally (`report_json`: the same as one
+JSON document). Used by `doctor` and by each area's checks (`doctor_kube`, `doctor_aws`,
+`doctor_install`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from provisioner.cloud.errors import CloudError
 from provisioner.kube.errors import KubeError
 
-__all__ = ["Check", "Failed", "Result", "Warned", "report", "run_checks"]
+__all__ = ["Check", "Failed", "Result", "Warned", "report", "report_json", "run_checks", "to_json"]
 
 Check = tuple[str, Callable[[], str]]  # a line's name, and what says its pass line or raises
 
@@ -62,6 +64,31 @@ def run_checks(checks: list[Check]) -> list[Result]:
         except Exception as err:  # one unreachable link must not hide the others
             results.append(Result(name, False, f"could not check: {err}", "see the error"))
     return results
+
+
+def to_json(result: Result) -> dict[str, object]:
+    return {
+        "name": result.name,
+        "ok": result.ok,
+        "warn": result.warn,
+        "detail": result.detail,
+        "fix": result.fix,
+    }
+
+
+def report_json(results: list[Result], target: str) -> int:
+    """`doctor -o json`: one object on stdout: ``target`` (where it looked, the text
+    header), ``checks`` (in order, each ``name``, ``ok``, ``warn``, ``detail``, ``fix``),
+    and ``summary`` (``passed``, ``warned``, ``failed``). The exit code is report's."""
+    failed = sum(1 for r in results if not r.ok)
+    warned = sum(1 for r in results if r.warn)
+    document = {
+        "target": target,
+        "checks": [to_json(r) for r in results],
+        "summary": {"passed": len(results) - failed - warned, "warned": warned, "failed": failed},
+    }
+    print(json.dumps(document, indent=2))
+    return 0 if not failed else 1
 
 
 def report(results: list[Result]) -> int:

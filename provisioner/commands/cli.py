@@ -15,6 +15,21 @@ from provisioner.api import kueue_objects as ko
 
 # The chart's documented release namespace (kept here: the CLI imports no client on --help).
 CHART_NAMESPACE = "atomic-gang-system"
+DISTRIBUTION = "atomic-gang-provisioner"
+# Exit codes: 0 all well, 1 a check failed (doctor), 2 the command could not run (bad
+# arguments, no cluster, settings not found).
+EXIT_CANNOT_RUN = 2
+
+
+def version() -> str:
+    """The installed package's version (the wheel's metadata; the source tree's when run
+    from a checkout that was never installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _tools(args: argparse.Namespace, rest: list[str]) -> int:
@@ -41,7 +56,9 @@ def _doctor(args: argparse.Namespace, rest: list[str]) -> int:
     from provisioner.commands import doctor
 
     check = args.check or ko.CHECK_NAME
-    return doctor.main(_where(args), args.queue, check, args.kueue_config, _launch(args))
+    return doctor.main(
+        _where(args), args.queue, check, args.kueue_config, _launch(args), output=args.output
+    )
 
 
 def _launch(args: argparse.Namespace) -> Any:
@@ -67,7 +84,7 @@ def _launch(args: argparse.Namespace) -> Any:
 def _explain(args: argparse.Namespace, rest: list[str]) -> int:
     from provisioner.commands import explain
 
-    return explain.main(args.job, _where(args), args.check)
+    return explain.main(args.job, _where(args), args.check, output=args.output)
 
 
 def _controller(args: argparse.Namespace, rest: list[str]) -> int:
@@ -82,11 +99,18 @@ def _pools(args: argparse.Namespace, rest: list[str]) -> int:
     return main(rest)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _drain(args: argparse.Namespace, rest: list[str]) -> int:
+    from provisioner.commands.drain import main
+
+    return main(rest)
+
+
+def build_parser(prog: str = "atomic-gang") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="atomic-gang",
+        prog=prog,
         description="N-or-0 EKS node provisioning for Kueue gang jobs.",
     )
+    parser.add_argument("--version", action="version", version=f"{prog} {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     tools = sub.add_parser(
@@ -109,6 +133,14 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     pools.set_defaults(handler=_pools)
+
+    drain = sub.add_parser(
+        "drain",
+        help="before `helm uninstall`: stop our queues, release every pool, wait for 0 "
+        "instances, no stack and no GangNodePool",
+        add_help=False,
+    )
+    drain.set_defaults(handler=_drain)
 
     for name, handler, text in (
         (
@@ -149,8 +181,20 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument(
             "--check", help="our AdmissionCheck (default: the one naming our controller)"
         )
+        cmd.add_argument(
+            "-o",
+            "--output",
+            choices=["text", "json"],
+            default="text",
+            help="text (default), or one JSON document on stdout (see docs: CLI output)",
+        )
         if name == "doctor":
-            cmd.add_argument("--queue", default=f"default/{ko.QUEUE_NAME}", help="NAMESPACE/NAME")
+            cmd.add_argument(
+                "--queue",
+                metavar="NAMESPACE/NAME",
+                help="check this LocalQueue only (default: every LocalQueue with a pending "
+                "gang Workload, else every LocalQueue whose ClusterQueue lists our check)",
+            )
             cmd.add_argument(
                 "--as-controller",
                 action="store_true",
@@ -191,13 +235,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, *, prog: str = "atomic-gang") -> int:
+    parser = build_parser(prog)
     args, rest = parser.parse_known_args(argv)
-    passes_through = args.command in ("controller", "pools", "tools")
+    passes_through = args.command in ("controller", "drain", "pools", "tools")
     if rest and not passes_through:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    return int(args.handler(args, rest))
+    try:
+        return int(args.handler(args, rest))
+    except Exception as err:
+        return _cannot_run(err, prog)
+
+
+def _cannot_run(err: Exception, prog: str) -> int:
+    """A cluster that cannot be reached (or that fails mid-command) is one line on stderr and
+    exit code 2; anything else is a bug and keeps its traceback."""
+    # Imported here: `tools` and --help must work before the Kubernetes client imports.
+    from provisioner.kube.errors import KubeError
+
+    if not isinstance(err, KubeError):
+        raise err
+    print(f"{prog}: error: {err}", file=sys.stderr)
+    return EXIT_CANNOT_RUN
+
+
+def kubectl_plugin() -> int:
+    """`kubectl atomic-gang ...`: kubectl runs `kubectl-atomic_gang` from PATH (a dash in a
+    plugin's command is an underscore in its file name)."""
+    return main(prog="kubectl atomic-gang")
 
 
 if __name__ == "__main__":

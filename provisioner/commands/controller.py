@@ -19,12 +19,11 @@ import threading
 from pathlib import Path
 
 from provisioner import logs
-from provisioner.api.settings import Settings
 from provisioner.api.settings_sources import SettingsError, settings_from_argv
-from provisioner.assembly import build_system
-from provisioner.kube.client import KubeClient
+from provisioner.assembly import build_system, build_webhook
+from provisioner.kube.connect import controller_cluster
 from provisioner.kube.leader import default_identity
-from provisioner.webhook.server import WebhookServer
+from provisioner.kube.ownership_key import OwnershipKeyUnavailable
 
 log = logging.getLogger("atomic-gang")
 
@@ -52,24 +51,31 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    kube = (
-        KubeClient.from_kubeconfig(Path(known.kubeconfig))
-        if known.kubeconfig
-        else KubeClient.in_cluster()
-    )
+    kube = controller_cluster(known.kubeconfig)
     stop = threading.Event()
-    system = build_system(
-        settings,
-        kube,
-        _pulumi_root(known.pulumi_root),
-        identity=known.identity,
-        on_lost_leadership=stop.set,
-    )
+    try:
+        system = build_system(
+            settings,
+            kube,
+            _pulumi_root(known.pulumi_root),
+            identity=known.identity,
+            on_lost_leadership=stop.set,
+        )
+    except OwnershipKeyUnavailable as err:
+        # Not started without the key it was configured with (see `read_ownership_key`).
+        log.error("%s", err)
+        return 2
     manager = system.manager
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     manager.start()
-    webhook = _start_webhook(settings) if settings.webhook.enabled else None
+    webhook = (
+        build_webhook(settings, kube, metrics=manager.metrics) if settings.webhook.enabled else None
+    )
+    if webhook is not None:
+        # Every replica serves the webhook: admission must not wait for a leader election.
+        manager.readiness_gates["webhook serving a certificate the caBundle trusts"] = webhook.ready
+        webhook.start()
     log.info("controller %s started for cluster %s", manager.identity, settings.cluster_name)
     stop.wait()
     if webhook is not None:
@@ -77,13 +83,6 @@ def main(argv: list[str] | None = None) -> int:
     manager.stop()
     system.driver.close()
     return 0
-
-
-def _start_webhook(settings: Settings) -> WebhookServer:
-    """Every replica serves the webhook: admission must not wait for a leader election."""
-    server = WebhookServer.from_cert_dir(settings, settings.webhook.cert_dir)
-    threading.Thread(target=server.run, name="webhook", daemon=True).start()
-    return server
 
 
 def _pulumi_root(explicit: str | None) -> Path:

@@ -2,16 +2,17 @@
 
 Called by the CLI. Each check reads one link and says pass or fail, and for a failure the
 fix. The Kubernetes links first (`doctor_kube`: the queues, our AdmissionCheck, the leader
-Lease), then the installation's (`doctor_install`: Kueue's waitForPodsReady,
-cert-manager, the controller's AWS identity and the one the checks run as), then the AWS
-links (`doctor_aws`: node role, instance profile, access entry, AMI, subnets), then the
-Pulumi state (`doctor_install`), and, for a Job or pool shape given on the command line, the
-launch check (`doctor_launch`: the launch the controller would send, dry-run on EC2). Every
-check runs even after a failure, so one run lists
-everything to fix (`checks`). `target.connect` finds the cluster, the installation and the
-AWS identity the checks run as. It only reads, through `provisioner.kube` and
-`provisioner.cloud`, apart from the state backend's one probe object and the launch
-check's dry-run calls (which EC2 answers without acting).
+Lease; the queue links of `--queue`, or, without it, of every LocalQueue a gang waits on,
+each line named by its queue, `doctor_queues`), then the installation's (`doctor_install`:
+Kueue's waitForPodsReady, cert-manager, the controller's AWS identity and the one the checks
+run as), then the AWS links (`doctor_aws`: node role, instance profile, access entry, AMI,
+subnets), then the Pulumi state (`doctor_install`), and, for a Job or pool shape given on
+the command line, the launch check (`doctor_launch`: the launch the controller would send,
+dry-run on EC2). Every check runs even after a failure, so one run lists everything to fix
+(`checks`). `target.connect` finds the cluster, the installation and the AWS identity the
+checks run as. It only reads, through `provisioner.kube` and `provisioner.cloud`, apart from
+the state backend's one probe object and the launch check's dry-run calls (which EC2 answers
+without acting).
 """
 
 from __future__ import annotations
@@ -26,16 +27,19 @@ from provisioner.api import kueue_objects as ko
 from provisioner.api.settings import Settings
 from provisioner.cloud.access import AwsAccess
 from provisioner.cloud.ec2api import CloudClients
-from provisioner.commands.checks import Check, Failed, Result, report, run_checks
+from provisioner.commands.checks import Check, Failed, Result, report, report_json, run_checks
 from provisioner.commands.doctor_aws import DEFAULT_INSTANCE_TYPE, NO_CLIENTS, AwsLinks
 from provisioner.commands.doctor_install import InstallChecks
 from provisioner.commands.doctor_kube import KubeLinks, Reader
 from provisioner.commands.doctor_launch import LaunchCheck, LaunchShape, shape_of_job
+from provisioner.commands.doctor_queues import find_queues
 from provisioner.commands.target import Target, Where, connect
+from provisioner.kube.errors import KubeError
 
-__all__ = ["LAUNCH_CHECK", "Doctor", "main"]
+__all__ = ["LAUNCH_CHECK", "QUEUES_CHECK", "Doctor", "main"]
 
 LAUNCH_CHECK = "launch (dry run)"
+QUEUES_CHECK = "LocalQueues"
 
 
 @dataclass
@@ -46,7 +50,9 @@ class Doctor:
     clouds: CloudClients | None
     iam: Any
     settings: Settings
-    queue: str = f"default/{ko.QUEUE_NAME}"
+    # One LocalQueue ("NAMESPACE/NAME", --queue), or None: every queue a gang waits on
+    # (`doctor_queues`).
+    queue: str | None = None
     check: str = ko.CHECK_NAME
     instance_type: str = DEFAULT_INSTANCE_TYPE
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
@@ -55,9 +61,43 @@ class Doctor:
     sts: Any = None  # decodes an UnauthorizedOperation's message for the launch check
 
     def run(self) -> list[Result]:
-        kube = KubeLinks(self.kube, self.settings, self.queue, self.check, self.now)
         aws = AwsLinks(self.clouds, self.iam, self.settings, self.instance_type)
-        return run_checks(kube.checks() + aws.checks() + self._launch_checks())
+        return run_checks(self._kube_checks() + aws.checks() + self._launch_checks())
+
+    def _links(self, queue: str) -> KubeLinks:
+        return KubeLinks(self.kube, self.settings, queue, self.check, self.now)
+
+    def _kube_checks(self) -> list[Check]:
+        """--queue's links; else each queue's links, named by queue, for every queue a
+        gang waits on (`doctor_queues`), then the links all queues share."""
+        if self.queue is not None:
+            return self._links(self.queue).checks()
+        shared = self._links(f"default/{ko.QUEUE_NAME}").controller_checks()
+        try:
+            choice = find_queues(self.kube, self.settings.controller_name, self.check)
+        except KubeError as err:
+            failure = _fails(f"could not list the queues: {err}", "see the error above")
+            return [(QUEUES_CHECK, failure), *shared]
+        if not choice.queues:
+            return [
+                (
+                    QUEUES_CHECK,
+                    _fails(
+                        f"no gang Workload is pending and no LocalQueue leads to a ClusterQueue "
+                        f"listing AdmissionCheck {self.check}",
+                        "create the queues (the chart's kueue.create.* values), or list "
+                        f"{self.check} in spec.admissionChecksStrategy of the ClusterQueue "
+                        "your Jobs' LocalQueue points at",
+                    ),
+                ),
+                *shared,
+            ]
+        per_queue = [
+            (f"{name} ({queue})", check)
+            for queue in choice.queues
+            for name, check in self._links(queue).queue_checks()
+        ]
+        return per_queue + shared
 
     def _launch_checks(self) -> list[Check]:
         launch = self.launch
@@ -81,28 +121,39 @@ class Doctor:
         return [(LAUNCH_CHECK, check)]
 
 
+def _fails(detail: str, fix: str) -> Callable[[], str]:
+    def check() -> str:
+        raise Failed(detail, fix)
+
+    return check
+
+
 def main(
     where: Where,
-    queue: str,
+    queue: str | None,
     check: str,
     kueue_config: str,
     launch: Path | LaunchShape | None = None,
+    *,
+    output: str = "text",
 ) -> int:
     target = connect(where)
+    if output != "json":
+        print(target.header(), flush=True)
     try:
-        return _run(target, queue, check, kueue_config, launch)
+        results = _run(target, queue, check, kueue_config, launch)
     finally:
         target.kube.close()
+    return report_json(results, target.header()) if output == "json" else report(results)
 
 
 def _run(
     target: Target,
-    queue: str,
+    queue: str | None,
     check: str,
     kueue_config: str,
     launch: Path | LaunchShape | None = None,
-) -> int:
-    print(target.header())
+) -> list[Result]:
     access = target.access
     clouds = access.clients() if isinstance(access, AwsAccess) else None
     iam = access.client("iam") if isinstance(access, AwsAccess) else None
@@ -130,4 +181,4 @@ def _run(
     aws_from = next(i for i, r in enumerate(results) if r.name == "node role")
     results[aws_from:aws_from] = run_checks(install.checks())
     results += run_checks(install.state_checks())
-    return report(results)
+    return results

@@ -5,7 +5,10 @@ AdmissionCheck for every flavor (no `onFlavors`); it covers every resource a pen
 Workload in the queue requests (a GPU Job is never admitted by a queue without
 `nvidia.com/gpu`); the AdmissionCheck exists, names our controller and is Active; the
 leader Lease was renewed within twice its duration. Each check says pass, or fails with
-the fix. `requested_resources` is explain's too. It only reads, through `provisioner.kube`.
+the fix. `requested_resources` is explain's too. A pending Workload is named with the
+object it was made for (its controller owner: the Job, JobSet, PyTorchJob or TrainJob the
+user submitted), since that is the name the user knows. It only reads, through
+`provisioner.kube`.
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ from provisioner.commands.checks import Check, Failed
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import ADMISSION_CHECKS, LEASES, WORKLOADS, ResourceRef
 
-__all__ = ["CLUSTER_QUEUES", "LOCAL_QUEUES", "KubeLinks", "Reader", "requested_resources"]
+__all__ = [
+    "CLUSTER_QUEUES",
+    "LOCAL_QUEUES",
+    "KubeLinks",
+    "Reader",
+    "requested_resources",
+    "workload_and_owner",
+]
 
 LOCAL_QUEUES = ResourceRef(c.KUEUE_GROUP, c.KUEUE_VERSION, "localqueues", True, "LocalQueue")
 CLUSTER_QUEUES = ResourceRef(c.KUEUE_GROUP, c.KUEUE_VERSION, "clusterqueues", False, "ClusterQueue")
@@ -52,6 +62,17 @@ def requested_resources(workload: Mapping[str, Any]) -> dict[str, set[str]]:
     return found
 
 
+def workload_and_owner(workload: Mapping[str, Any]) -> str:
+    """ "job-train-1a2b3 (Job train)": a Workload's name and the object Kueue made it for."""
+    meta = workload.get("metadata") or {}
+    owner = next(
+        (o for o in meta.get("ownerReferences") or [] if o.get("controller")),
+        None,
+    )
+    name = str(meta.get("name", ""))
+    return f"{name} ({owner.get('kind')} {owner.get('name')})" if owner else name
+
+
 def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {x["type"]: x for x in (obj.get("status") or {}).get("conditions") or []}
 
@@ -67,10 +88,19 @@ class KubeLinks:
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     def checks(self) -> list[Check]:
+        return self.queue_checks() + self.controller_checks()
+
+    def queue_checks(self) -> list[Check]:
+        """The links of `queue` (doctor runs them once per LocalQueue it checks)."""
         return [
             ("LocalQueue", self.local_queue),
             ("ClusterQueue lists our check", self.cluster_queue),
             ("ClusterQueue covers pending requests", self.covered_resources),
+        ]
+
+    def controller_checks(self) -> list[Check]:
+        """The links every queue shares: our AdmissionCheck and the leader Lease."""
+        return [
             ("AdmissionCheck", self.admission_check),
             ("leader Lease", self.lease),
         ]
@@ -164,13 +194,14 @@ class KubeLinks:
         for wl in pending:
             for resource in requested_resources(wl):
                 if resource not in covered:
-                    missing.setdefault(resource, []).append(wl["metadata"]["name"])
+                    missing.setdefault(resource, []).append(workload_and_owner(wl))
         if missing:
             names = sorted(missing)
             who = "; ".join(f"{r} by {', '.join(sorted(missing[r]))}" for r in names)
             raise Failed(
-                f"ClusterQueue {name} does not cover {', '.join(names)}, requested by pending "
-                f"Workloads in {namespace} ({who}); Kueue will never admit them",
+                f"ClusterQueue {name} (of LocalQueue {namespace}/{queue}) does not cover "
+                f"{', '.join(names)}, requested by pending Workloads in {namespace} ({who}); "
+                "Kueue will never admit them",
                 f"add {', '.join(names)} to a resourceGroup's coveredResources of ClusterQueue "
                 f"{name} with a nominalQuota (the chart's kueue.clusterQueue.acceleratorQuota "
                 "and the bootstrap's gpuQuota/efaQuota cover nvidia.com/gpu and "

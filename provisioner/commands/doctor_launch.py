@@ -52,7 +52,7 @@ from provisioner.controllers.pool_facts import (
     launch_spec,
 )
 from provisioner.pulumi_driver.port import launch_template_request
-from provisioner.webhook.review import job_pod_count
+from provisioner.webhook.review import gang_kind_of, gang_pod_count
 
 __all__ = ["DryRunAnswer", "LaunchCheck", "LaunchShape", "answer_line", "shape_of_job"]
 
@@ -93,17 +93,22 @@ class LaunchShape:
 
 
 def shape_of_job(path: Path, settings: Settings) -> GangShape:
-    """The gang shape of the Job in a manifest file, exactly as the webhook reads it."""
+    """The gang shape of the gang job (a Job, JobSet, PyTorchJob or TrainJob) in a manifest
+    file, exactly as the webhook reads it."""
     docs = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, Mapping)]
-    jobs = [d for d in docs if d.get("kind") == "Job"]
+    jobs = [(kind, d) for d in docs if (kind := gang_kind_of(d)) is not None]
     if len(jobs) != 1:
-        raise ValueError(f"{path} must hold exactly one Job (found {len(jobs)})")
-    job = jobs[0]
+        raise ValueError(
+            f"{path} must hold exactly one Job, JobSet, PyTorchJob or TrainJob "
+            f"(found {len(jobs)})"
+        )
+    kind, job = jobs[0]
     meta = job.get("metadata") or {}
+    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
     return parse_gang_shape(
         dict(meta.get("labels") or {}),
-        dict(meta.get("annotations") or {}),
-        job_pod_count(job.get("spec") or {}),
+        annotations,
+        gang_pod_count(kind, job, annotations),
         settings,
     )
 

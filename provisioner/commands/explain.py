@@ -1,21 +1,28 @@
-"""`atomic-gang explain NAMESPACE/JOB`: why this Job is not running yet.
+"""`atomic-gang explain NAMESPACE/NAME`: why this gang job is not running yet.
 
-Called by the CLI. Walks the Job's path and stops describing at the first link that holds
-it, while still listing what it knows further on: the Job, its Kueue Workload (none yet
-means Kueue has not seen it: label or LocalQueue), quota (Kueue's own message when none is
-reserved), our check's state and message, the GangNodePool's phase, counts and last error,
-and the capacity shortfalls so far (the pool's count and its CapacityShortfall events).
-It only reads, through `provisioner.kube`.
+Called by the CLI. The object is the one the user submitted: a Job, JobSet, PyTorchJob or
+TrainJob (`NAMESPACE/KIND/NAME` names the kind when two kinds share the name; without it the
+one object of that name is taken). Walks its path and stops describing at the first link
+that holds it, while still listing what it knows further on: the object, its Kueue Workload
+(the one Kueue owns by it; none yet means Kueue has not seen it: label or LocalQueue),
+quota (Kueue's own message when none is reserved), our check's state and message, the
+GangNodePool's phase, counts and last error, and the capacity shortfalls so far (the
+pool's count and its CapacityShortfall events). An object another gang kind controls (a
+JobSet's Job, a TrainJob's JobSet) has no Workload of its own: explain follows it to that
+parent. It only reads, through `provisioner.kube`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from provisioner.api import constants as c
 from provisioner.api import kueue_objects as ko
 from provisioner.commands.doctor_kube import requested_resources
+from provisioner.commands.kueue_reads import condition_true
 from provisioner.commands.target import Where, connect
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import (
@@ -23,11 +30,84 @@ from provisioner.kube.resources import (
     CORE_EVENTS,
     GANG_NODE_POOLS,
     JOBS,
+    JOBSETS,
+    PYTORCH_JOBS,
+    TRAIN_JOBS,
     WORKLOADS,
     ResourceRef,
 )
 
 CHECK_NAME = ko.CHECK_NAME
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """A kind a gang is submitted as, as explain reads it."""
+
+    ref: ResourceRef
+    done: tuple[tuple[str, str], ...]  # (condition type, what it means) when True
+    suspend_path: tuple[str, ...]  # where in spec its suspend flag lives
+
+
+# The order a bare NAMESPACE/NAME is looked up in; every kind is read, and two hits ask
+# for the kind.
+_KINDS: tuple[_Kind, ...] = (
+    _Kind(JOBS, (("Complete", "completed"), ("Failed", "failed")), ("suspend",)),
+    _Kind(JOBSETS, (("Completed", "completed"), ("Failed", "failed")), ("suspend",)),
+    _Kind(
+        PYTORCH_JOBS, (("Succeeded", "completed"), ("Failed", "failed")), ("runPolicy", "suspend")
+    ),
+    _Kind(TRAIN_JOBS, (("Complete", "completed"), ("Failed", "failed")), ("suspend",)),
+)
+
+
+def _kind_named(word: str) -> _Kind | None:
+    """The kind a command-line word names: its kind or plural, any case ("jobset")."""
+    word = word.lower()
+    return next((k for k in _KINDS if word in (k.ref.kind.lower(), k.ref.plural)), None)
+
+
+def _find(
+    kube: Reader, namespace: str, name: str, kind: _Kind | None
+) -> tuple[_Kind, dict[str, Any]] | str:
+    """The object and its kind, or the line saying why there is none to explain."""
+    found: list[tuple[_Kind, dict[str, Any]]] = []
+    for candidate in (kind,) if kind is not None else _KINDS:
+        try:
+            found.append((candidate, kube.get(candidate.ref, name, namespace=namespace)))
+        except KubeNotFound:
+            continue
+        # A cluster without a kind's CRD answers 404 for it too: not found, as it should be.
+    if not found:
+        what = kind.ref.kind if kind is not None else "Job, JobSet, PyTorchJob or TrainJob"
+        return f"{what} {namespace}/{name} does not exist."
+    if len(found) > 1:
+        kinds = ", ".join(k.ref.kind for k, _ in found)
+        first = found[0][0].ref.kind.lower()
+        return (
+            f"{namespace}/{name} names a {kinds}: say which, e.g. "
+            f"`atomic-gang explain {namespace}/{first}/{name}`."
+        )
+    return found[0]
+
+
+def _controlling_gang(obj: Mapping[str, Any]) -> tuple[_Kind, str] | None:
+    """The gang kind and name of the object's controller, when it is one of ours."""
+    for owner in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if not owner.get("controller"):
+            continue
+        group = str(owner.get("apiVersion", "")).rpartition("/")[0]
+        for kind in _KINDS:
+            if (kind.ref.group, kind.ref.kind) == (group, owner.get("kind")):
+                return kind, str(owner.get("name"))
+    return None
+
+
+def _suspended(kind: _Kind, obj: Mapping[str, Any]) -> bool:
+    node: Any = obj.get("spec") or {}
+    for key in kind.suspend_path:
+        node = (node or {}).get(key) if isinstance(node, Mapping) else None
+    return bool(node)
 
 
 class Reader(Protocol):
@@ -51,33 +131,51 @@ def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {x["type"]: x for x in (obj.get("status") or {}).get("conditions") or []}
 
 
-def _true(obj: Mapping[str, Any], kind: str) -> bool:
-    return _conditions(obj).get(kind, {}).get("status") == "True"
-
-
-def explain(kube: Reader, namespace: str, name: str, check: str = CHECK_NAME) -> list[str]:
-    """Lines, most decisive first; the first says the verdict."""
-    try:
-        job = kube.get(JOBS, name, namespace=namespace)
-    except KubeNotFound:
-        return [f"Job {namespace}/{name} does not exist."]
-    if _true(job, "Complete") or _true(job, "Failed"):
-        state = "completed" if _true(job, "Complete") else "failed"
-        return [f"Job {namespace}/{name} has {state}; it is not waiting on anything."]
+def explain(
+    kube: Reader,
+    namespace: str,
+    name: str,
+    check: str = CHECK_NAME,
+    kind: str | None = None,
+    depth: int = 0,
+) -> list[str]:
+    """Lines, most decisive first; the first says the verdict. `kind` names the object's
+    kind ("JobSet", "jobsets"); None finds it among the four."""
+    chosen = _kind_named(kind) if kind else None
+    if kind and chosen is None:
+        names = ", ".join(k.ref.kind for k in _KINDS)
+        return [f"explain follows {names}; {kind!r} is none of them."]
+    found = _find(kube, namespace, name, chosen)
+    if isinstance(found, str):
+        return [found]
+    gang_kind, job = found
+    noun = gang_kind.ref.kind
+    parent = _controlling_gang(job)
+    if parent is not None and depth < len(_KINDS):
+        parent_kind, parent_name = parent
+        return [
+            f"{noun} {namespace}/{name} is run by {parent_kind.ref.kind} "
+            f"{namespace}/{parent_name}, which Kueue admits as one gang; explaining that:",
+            *explain(kube, namespace, parent_name, check, parent_kind.ref.kind, depth + 1),
+        ]
+    for condition, state in gang_kind.done:
+        if condition_true(job, condition):
+            return [f"{noun} {namespace}/{name} has {state}; it is not waiting on anything."]
     labels = (job.get("metadata") or {}).get("labels") or {}
     queue, pool_name = labels.get(c.QUEUE_NAME_LABEL), labels.get(c.POOL_LABEL)
     lines: list[str] = []
     if not queue:
         return [
-            f"Job {namespace}/{name} has no {c.QUEUE_NAME_LABEL} label: Kueue does not manage "
-            "it and this controller never sees it; add the label with your LocalQueue's name."
+            f"{noun} {namespace}/{name} has no {c.QUEUE_NAME_LABEL} label: Kueue does not "
+            "manage it and this controller never sees it; add the label with your "
+            "LocalQueue's name."
         ]
     if not pool_name:
         lines.append(
-            f"Job has no {c.POOL_LABEL} label: our check will reject its Workload; add it."
+            f"{noun} has no {c.POOL_LABEL} label: our check will reject its Workload; add it."
         )
-    running = not (job.get("spec") or {}).get("suspend")
-    workload = _workload_of(kube, namespace, job)
+    running = not _suspended(gang_kind, job)
+    workload = _workload_of(kube, namespace, gang_kind, job)
     if workload is None:
         verdict = (
             "it runs without Kueue (no Workload)"
@@ -86,10 +184,10 @@ def explain(kube: Reader, namespace: str, name: str, check: str = CHECK_NAME) ->
             f"{namespace}/{queue} exists (`atomic-gang doctor --queue {namespace}/{queue}`) "
             "and that the Kueue manager is running."
         )
-        return [f"Job {namespace}/{name}: {verdict}", *lines]
+        return [f"{noun} {namespace}/{name}: {verdict}", *lines]
     wl_name = workload["metadata"]["name"]
     quota = _conditions(workload).get("QuotaReserved")
-    admitted = _true(workload, "Admitted")
+    admitted = condition_true(workload, "Admitted")
     ours = next(
         (
             x
@@ -99,7 +197,7 @@ def explain(kube: Reader, namespace: str, name: str, check: str = CHECK_NAME) ->
         None,
     )
     if running and admitted:
-        lines.insert(0, f"Job {namespace}/{name} is admitted and running (Workload {wl_name}).")
+        lines.insert(0, f"{noun} {namespace}/{name} is admitted and running (Workload {wl_name}).")
     elif not quota or quota.get("status") != "True":
         # Kueue's own words (QuotaReserved=False): they name an uncovered or exhausted
         # resource such as nvidia.com/gpu.
@@ -107,7 +205,7 @@ def explain(kube: Reader, namespace: str, name: str, check: str = CHECK_NAME) ->
         reason = (quota or {}).get("reason")
         lines.insert(
             0,
-            f"Job {namespace}/{name} waits for quota in its ClusterQueue "
+            f"{noun} {namespace}/{name} waits for quota in its ClusterQueue "
             f"(Workload {wl_name}): Kueue says{f' ({reason})' if reason else ''}: {why}",
         )
         extended = sorted(r for r in requested_resources(workload) if "/" in r)
@@ -120,13 +218,13 @@ def explain(kube: Reader, namespace: str, name: str, check: str = CHECK_NAME) ->
     elif ours is None:
         lines.insert(
             0,
-            f"Job {namespace}/{name} has quota but Workload {wl_name} carries no {check} "
+            f"{noun} {namespace}/{name} has quota but Workload {wl_name} carries no {check} "
             "check: its ClusterQueue does not list it (run `atomic-gang doctor`).",
         )
     else:
         lines.insert(
             0,
-            f"Job {namespace}/{name} has quota and waits on our check: {ours.get('state')}"
+            f"{noun} {namespace}/{name} has quota and waits on our check: {ours.get('state')}"
             f" — {ours.get('message') or 'no message yet'}",
         )
     reserved = "reserved" if quota and quota.get("status") == "True" else "not reserved"
@@ -140,11 +238,14 @@ def explain(kube: Reader, namespace: str, name: str, check: str = CHECK_NAME) ->
     return lines
 
 
-def _workload_of(kube: Reader, namespace: str, job: Mapping[str, Any]) -> dict[str, Any] | None:
+def _workload_of(
+    kube: Reader, namespace: str, kind: _Kind, job: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The Workload Kueue made for the object: the one owned by it (kind and uid)."""
     uid = job["metadata"].get("uid")
     for wl in kube.list(WORKLOADS, namespace=namespace).items:
         owners = (wl.get("metadata") or {}).get("ownerReferences") or []
-        if any(o.get("kind") == "Job" and o.get("uid") == uid for o in owners):
+        if any(o.get("kind") == kind.ref.kind and o.get("uid") == uid for o in owners):
             return dict(wl)
     return None
 
@@ -195,14 +296,40 @@ def our_check(kube: Reader, controller_name: str) -> str:
     return CHECK_NAME
 
 
-def main(job: str, where: Where, check: str | None) -> int:
-    namespace, _, name = job.rpartition("/")
+def parse_target(text: str) -> tuple[str, str | None, str]:
+    """NAMESPACE/NAME, NAMESPACE/KIND/NAME or NAME as (namespace, kind or None, name)."""
+    parts = text.split("/")
+    if len(parts) >= 3:
+        return parts[0] or "default", parts[1], "/".join(parts[2:])
+    namespace, _, name = text.rpartition("/")
+    return namespace or "default", None, name
+
+
+def main(job: str, where: Where, check: str | None, *, output: str = "text") -> int:
+    namespace, kind, name = parse_target(job)
     target = connect(where, aws=False)
     try:
         check = check or our_check(target.kube, target.settings.controller_name)
-        print(f"{target.header()}; check {check}")
-        for line in explain(target.kube, namespace or "default", name, check):
-            print(line)
+        lines = explain(target.kube, namespace, name, check, kind=kind)
     finally:
         target.kube.close()
+    print(render(f"{namespace or 'default'}/{name}", check, target.header(), lines, output))
     return 0
+
+
+def render(job: str, check: str, header: str, lines: list[str], output: str) -> str:
+    """Text: the header, then the lines. JSON (`-o json`), one object: ``job``
+    ("NAMESPACE/NAME"), ``check``, ``target`` (the header), ``verdict`` (the first, decisive
+    line) and ``details`` (the rest, in order)."""
+    if output == "json":
+        return json.dumps(
+            {
+                "job": job,
+                "check": check,
+                "target": header,
+                "verdict": lines[0] if lines else "",
+                "details": lines[1:],
+            },
+            indent=2,
+        )
+    return "\n".join([f"{header}; check {check}", *lines])

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import shutil
 import sys
 import tempfile
@@ -33,7 +32,7 @@ from typing import Any
 from provisioner.api.settings import Settings
 from provisioner.api.settings_sources import SettingsError, settings_from_argv
 
-__all__ = ["PoolRow", "build_rows", "main", "render_table"]
+__all__ = ["PoolRow", "build_rows", "main", "render_json", "render_table"]
 
 HEADERS = ("POOL", "PHASE", "INSTANCES", "STACK", "LAST OPERATION")
 
@@ -106,10 +105,11 @@ def render_table(rows: Sequence[PoolRow]) -> str:
 
 
 def _kube(args: argparse.Namespace) -> Any:
-    from provisioner.kube import KubeClient
+    """As doctor finds the cluster (`kube.connect`): a missing kubeconfig or a silent API
+    server is `ClusterUnreachable`, one line from the command line."""
+    from provisioner.kube.connect import open_cluster
 
-    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG")
-    return KubeClient.from_kubeconfig(kubeconfig) if kubeconfig else KubeClient.in_cluster()
+    return open_cluster(args.kubeconfig)[0]
 
 
 def _gang_node_pools(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -132,13 +132,18 @@ def _installed_settings(args: argparse.Namespace) -> tuple[Settings, str]:
         installation = find_installation(client, namespace=args.namespace)
     finally:
         client.close()
-    settings = installation.settings
-    if not settings.pulumi.backend_url.startswith("file://"):
-        # The pod's state directory is not this machine's; the backend holds the stacks.
-        work = Path(tempfile.mkdtemp(prefix="atomic-gang-pools-"))
-        pulumi = settings.pulumi.model_copy(update={"state_dir": work})
-        settings = settings.model_copy(update={"pulumi": pulumi})
-    return settings, installation.source
+    return _stack_work_elsewhere(installation.settings, "atomic-gang-pools-"), installation.source
+
+
+def _stack_work_elsewhere(settings: Settings, prefix: str) -> Settings:
+    """`settings` with the stacks' work files in a new temporary directory (named
+    `prefix`...) when the stacks live in a remote backend: a command only reads them, and
+    the controller's state directory (the pod's) is not this machine's."""
+    if settings.pulumi.backend_url.startswith("file://"):
+        return settings
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    pulumi = settings.pulumi.model_copy(update={"state_dir": work})
+    return settings.model_copy(update={"pulumi": pulumi})
 
 
 def _default_pulumi_root() -> Path | None:
@@ -153,7 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
         "Settings flags (--config FILE, --pulumi.state-dir DIR, ...) are the controller's.",
     )
     parser.add_argument("--pulumi-root", type=Path, help="directory holding bin/pulumi")
-    parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, else in-cluster")
+    parser.add_argument(
+        "--kubeconfig",
+        help="default: $KUBECONFIG or ~/.kube/config's current context, else in-cluster",
+    )
     parser.add_argument(
         "--no-kube", action="store_true", help="list stacks only, without reading the cluster"
     )
@@ -162,8 +170,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the chart's settings ConfigMap is looked for when no settings flag is "
         "given (default: atomic-gang-system, then every namespace)",
     )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=["table", "json"],
+        default="table",
+        help="table (default), or a JSON list of rows (`render_json`)",
+    )
+    parser.add_argument("--json", action="store_true", help="the same as -o json")
     return parser
+
+
+def render_json(rows: Sequence[PoolRow]) -> str:
+    """The rows as a JSON list, one object per pool with the table's columns as keys:
+    ``pool``, ``phase``, ``instances`` (a list of IDs), ``stack``, ``last_operation``."""
+    return json.dumps([asdict(r) | {"instances": list(r.instances)} for r in rows], indent=2)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -201,8 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"warning: GangNodePools not read ({exc}); stacks only", file=sys.stderr)
     names = {s.name for s in stacks} | {str(p["metadata"]["name"]) for p in pools or ()}
     rows = build_rows(stacks, outputs, {n: driver.last_operation(n) for n in names}, pools)
-    if args.json:
-        print(json.dumps([asdict(r) for r in rows], indent=2))
+    if args.json or args.output == "json":
+        print(render_json(rows))
     else:
         print(render_table(rows))
         print(f"\nInventory with the Pulumi CLI: {driver.operator_command()}")

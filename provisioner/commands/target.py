@@ -105,7 +105,7 @@ def connect(where: Where, *, aws: bool = True) -> Target:
         find_installation,
         from_settings_file,
     )
-    from provisioner.kube.client import KubeClient
+    from provisioner.kube.connect import open_cluster
 
     kubeconfig, config = where.kubeconfig, where.config
     if where.work_dir:
@@ -119,10 +119,9 @@ def connect(where: Where, *, aws: bool = True) -> Target:
             ) from None
         kubeconfig = kubeconfig or state["kubeconfig"]
         config = config or state["settings"]
-    if kubeconfig:
-        kube, cluster = KubeClient.from_kubeconfig(str(kubeconfig)), f"kubeconfig {kubeconfig}"
-    else:
-        kube, cluster = KubeClient.from_environment()
+    # A missing kubeconfig or a silent API server is `ClusterUnreachable`: one line from
+    # the command line, not a traceback.
+    kube, cluster = open_cluster(str(kubeconfig) if kubeconfig else None)
     try:
         if config:
             installation = from_settings_file(

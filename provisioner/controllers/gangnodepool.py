@@ -4,6 +4,8 @@ Watches: GangNodePools, and Nodes carrying the pool label (mapped to their pool)
 Writes, alone: `GangNodePool.status`, all EC2 lifecycle of the pool's instances, the pool's
 Pulumi stack, the group label of its own Nodes, and the finalizer's removal. The effects
 themselves are `pool_actions`'; this module decides when they run and saves what they left.
+Every status it saves carries the conditions (Ready, Progressing, Degraded) and the
+observedGeneration `pool_conditions.observed` derives from it, so nothing else writes them.
 
 Each pass observes (the pool, its live instances in EC2 found by tag, its Ready Nodes, and
 the facts its plan and action need: the stack's outputs, the cluster, AMI, instance type and
@@ -45,6 +47,7 @@ from provisioner.cloud.errors import CloudError
 from provisioner.cloud.views import LIVE_STATES
 from provisioner.controllers.instance_index import GONE_STATES
 from provisioner.controllers.pool_actions import PoolActions
+from provisioner.controllers.pool_conditions import observed
 from provisioner.controllers.pool_deps import PoolReconcilerDeps
 from provisioner.controllers.pool_facts import (
     LaunchFacts,
@@ -177,7 +180,7 @@ class GangNodePoolReconciler:
                     "action": step.action.value,
                 },
             )
-        written = self._persist(pool, view.status, step.status)
+        written = self._persist(pool, step.status)
         if step.action in STACK_ACTIONS:
             return self._submit(step, pool, view, facts, written)
         result = self._actions.run(step, pool, facts, written)
@@ -189,7 +192,7 @@ class GangNodePoolReconciler:
         self._note_backoff(pool.name, step.action, result, requeue)
         if step.action is Action.REMOVE_FINALIZER:
             return Result()
-        written = self._persist_result(written, step.status, status)
+        written = self._persist_result(written, status)
         self._emit(written, (*step.events, *events))
         self._observe_metrics(pool, step.status, status)
         return Result(requeue_after=_next_pass(view.status, status, requeue))
@@ -229,7 +232,7 @@ class GangNodePoolReconciler:
             "succeeded" if finished.result.ok else f"failed: {finished.result.reason}",
             extra={"pool": pool.name, "phase": status.phase, "action": step.action.value},
         )
-        written = self._persist_result(pool, view.status, status)
+        written = self._persist_result(pool, status)
         self._executor.consumed(finished)
         self._emit(written, events)
         self._observe_metrics(pool, view.status, status)
@@ -368,9 +371,17 @@ class GangNodePoolReconciler:
 
     # -- writes ---------------------------------------------------------------------------------
     def _persist(
-        self, pool: GangNodePool, before: GangNodePoolStatus, after: GangNodePoolStatus
+        self, pool: GangNodePool, after: GangNodePoolStatus, planned: GangNodePool | None = None
     ) -> GangNodePool:
-        if after == before:
+        """Write `after` over `pool`'s status unless the pool already holds exactly that.
+
+        What is written carries the conditions and observedGeneration `after` implies for the
+        pool the pass `planned` from (its spec and generation; by default `pool` itself), so
+        a pass that changes nothing, on a generation already answered, writes nothing.
+        """
+        basis = planned or pool
+        after = observed(after, basis.spec, basis.metadata.generation, self._now())
+        if after == pool.status:
             return pool
         written = update_status(self._kube, GANG_NODE_POOLS, pool, after, c.FIELD_MANAGER)
         self._own_writes.wrote(pool.name, pool, written)
@@ -390,9 +401,7 @@ class GangNodePoolReconciler:
             return True
         return False
 
-    def _persist_result(
-        self, pool: GangNodePool, before: GangNodePoolStatus, after: GangNodePoolStatus
-    ) -> GangNodePool:
+    def _persist_result(self, pool: GangNodePool, after: GangNodePoolStatus) -> GangNodePool:
         """Persist what an action left, even if the pool's spec or metadata moved meanwhile.
 
         The action has happened (a `pulumi up`, a launch); dropping its result on a conflict
@@ -403,18 +412,18 @@ class GangNodePoolReconciler:
         planned again.
         """
         try:
-            return self._persist(pool, before, after)
+            return self._persist(pool, after)
         except KubeConflict:
             name = pool.name
             fresh = read_object(self._kube, GANG_NODE_POOLS, name, None, GangNodePool.from_dict)
-            if fresh.status != before:
+            if fresh.status != pool.status:
                 raise
             log.info(
                 "gangnodepool %s: conflict saving an action's result; re-applied on the fresh one",
                 name,
             )
             # The version the action was planned from is written over as well.
-            written = self._persist(fresh, before, after)
+            written = self._persist(fresh, after, planned=pool)
             self._own_writes.wrote(name, pool, written)
             return written
 

@@ -10,9 +10,13 @@ controller's work alone.
 
 Called by `atomic-gang controller` (and by the integration tests, in-process or as a child
 process). Every replica keeps its informer caches warm; only the Lease holder runs the
-reconcilers, the stack executor and the reaper. Losing the Lease stops them at once (a
-stack operation already running finishes, breaking no lock); safety does not rest on the
-Lease alone — every write is preconditioned and every launch carries its ClientToken.
+reconcilers, the stack executor and the reaper. Losing the Lease stops them at once, and
+a stack operation already running is ended, not let finish: the stack driver's fence
+closes and kills its CLI (``pulumi_driver.fence``). The fence closes on its own when the
+renew deadline passes, before another replica may take the Lease, and the CLI's writes to
+the state bucket pass only while it is open, so a leader paused and resumed writes nothing
+to a stack afterwards. Safety does not rest on the Lease alone — every write is
+preconditioned and every launch carries its ClientToken.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ log = logging.getLogger(__name__)
 # writes wait on the API server and Kueue's webhook, not on this process's CPU; each write
 # is preconditioned on the version read, so two passes never overwrite each other.
 WORKLOAD_WORKERS: Final = 5
+# How long `start_leading` waits on the elector's thread for the caches to sync.
+SYNC_WAIT: Final = 60.0
 
 
 class InformerRun(Protocol):
@@ -96,9 +102,16 @@ class Manager:
     # None: leader election disabled, this replica leads from the start.
     elector: Elector | None = None
     on_lost_leadership: Callable[[], None] | None = None
+    # More conditions /readyz waits for, by name (the webhook's: it serves a certificate the
+    # API server trusts). Set before `start`.
+    readiness_gates: dict[str, Callable[[], bool]] = field(default_factory=dict)
     _servers: list[uvicorn.Server] = field(default_factory=list)
     _leading: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # How long `start_leading` waits for the caches on the elector's thread.
+    sync_wait: float = SYNC_WAIT
+    # Counts terms led: a waiter from an ended term starts nothing (`start_leading`).
+    _term: int = 0
 
     def start(self, *, serve_http: bool = True) -> None:
         for informer in self.parts.informers:
@@ -111,25 +124,63 @@ class Manager:
             self.start_leading()
 
     def start_leading(self) -> None:
-        parts = self.parts
+        """Lead: the reaper at once (it acts only while the caches it reads are trusted,
+        see `Reaper`), the rest once every informer has synced. Reconcilers read caches as
+        the truth ("no such pool" creates one), so they never start on an unsynced cache:
+        when the caches are not synced within `sync_wait`, a waiter thread keeps waiting
+        and starts them once they are, unless this term has ended by then. The elector's
+        thread is never held longer than `sync_wait`: it must keep renewing the Lease."""
         with self._lock:
             if self._leading.is_set():
                 return
-            for informer in parts.informers:
-                informer.wait_for_sync(timeout=60)
-            log.info("%s: leading; recovering stacks, then starting reconcilers", self.identity)
-            try:
-                parts.stacks.recover()
-            except Exception:  # a stack that cannot recover now is retried by its reconcile
-                log.exception("stack recovery failed; continuing")
-            # What it listed in an earlier term predates what the other leader did since.
-            parts.index.forget_all()
-            parts.index.start()
-            parts.executor.start()
-            for controller in parts.controllers:
-                controller.start()
-            parts.reaper.start()
+            self._term += 1
+            term = self._term
+            synced = all(i.wait_for_sync(timeout=self.sync_wait) for i in self.parts.informers)
+            self.parts.reaper.start()
             self._leading.set()
+            self.metrics.leader.set(1)
+            if synced:
+                self._start_cache_readers()
+                return
+        log.error(
+            "%s: leading, but informers %s have not synced (RBAC? apiserver?); reconcilers "
+            "wait for them, the reaper acts on nothing until then",
+            self.identity,
+            self._unsynced(),
+        )
+        threading.Thread(
+            target=self._start_when_synced, args=(term,), name="leader-sync-wait", daemon=True
+        ).start()
+
+    def _unsynced(self) -> list[str]:
+        return [str(getattr(i, "name", i)) for i in self.parts.informers if not i.has_synced()]
+
+    def _start_when_synced(self, term: int) -> None:
+        while True:
+            synced = all(i.wait_for_sync(timeout=self.sync_wait) for i in self.parts.informers)
+            with self._lock:
+                if self._term != term or not self._leading.is_set():
+                    return  # this term ended while waiting
+                if synced:
+                    self._start_cache_readers()
+                    return
+            log.error("%s: informers %s still not synced", self.identity, self._unsynced())
+
+    def _start_cache_readers(self) -> None:
+        """Stack recovery, the instance index, the executor and the reconcilers (under
+        `_lock`, with every informer synced)."""
+        parts = self.parts
+        log.info("%s: leading; recovering stacks, then starting reconcilers", self.identity)
+        try:
+            parts.stacks.recover()
+        except Exception:  # a stack that cannot recover now is retried by its reconcile
+            log.exception("stack recovery failed; continuing")
+        # What it listed in an earlier term predates what the other leader did since.
+        parts.index.forget_all()
+        parts.index.start()
+        parts.executor.start()
+        for controller in parts.controllers:
+            controller.start()
 
     def stop_leading(self) -> None:
         parts = self.parts
@@ -138,8 +189,10 @@ class Manager:
                 return
             log.warning("%s: lost leadership; stopping reconcilers", self.identity)
             self._leading.clear()
+            self.metrics.leader.set(0)
             parts.executor.step_down()  # no stack operation starts from here on
-            parts.stacks.step_down()  # one still running breaks no lock (the new leader's)
+            # The fence closes: a running one's CLI is killed and nothing more is written.
+            parts.stacks.step_down()
             for controller in parts.controllers:
                 controller.stop(drain=False, timeout=10)
             parts.executor.join(timeout=10)
@@ -152,7 +205,10 @@ class Manager:
         return self._leading.is_set()
 
     def ready(self) -> bool:
-        return all(i.has_synced() for i in self.parts.informers)
+        return all(i.has_synced() for i in self.parts.informers) and not self.unready_gates()
+
+    def unready_gates(self) -> list[str]:
+        return [name for name, gate in self.readiness_gates.items() if not gate()]
 
     def stop(self) -> None:
         if self.elector is not None:
@@ -172,6 +228,9 @@ class Manager:
         async def readyz(_: Request) -> PlainTextResponse:
             if self.ready():
                 return PlainTextResponse("ok")
+            waiting = self.unready_gates()
+            if waiting:
+                return PlainTextResponse(f"not ready: {', '.join(waiting)}", status_code=503)
             return PlainTextResponse("informer caches not synced", status_code=503)
 
         return Starlette(routes=[Route("/healthz", healthz), Route("/readyz", readyz)])

@@ -9,7 +9,11 @@ to Ready), the pool reconciler's instance index (its DescribeInstances listings)
 reaper's sweep (pools by phase, instances billed, node-seconds billed and stranded), the
 stack executor (operations waiting and running) and the work queues (`QueueMetrics`: lag,
 reconcile time, depth); the stack port (``pulumi_driver.port.PoolStacks``) reports each
-stack operation through `StackMetrics`.
+stack operation through `StackMetrics`. The Manager sets the leader gauge as it starts and
+stops leading; the webhook counts each admission answer through `WebhookMetrics`; the
+engine's AWS clients count each call, by action and error code, through `AwsCallMetrics`
+(``cloud.ec2api.watch_calls``). The process's own series (CPU, memory, file descriptors)
+are collected onto the same registry.
 
 "Stranded" is what the product exists to drive to zero; the reaper computes it with
 ``provisioner.cloud.billing``, the one definition the demo and the benchmarks
@@ -18,9 +22,23 @@ use: node-seconds billed outside the time the whole gang ran.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
 
-__all__ = ["ControllerMetrics", "QueueMetrics", "StackMetrics"]
+__all__ = [
+    "AwsCallMetrics",
+    "ControllerMetrics",
+    "QueueMetrics",
+    "StackMetrics",
+    "WebhookMetrics",
+]
 
 
 class ControllerMetrics:
@@ -88,6 +106,20 @@ class ControllerMetrics:
             ["reason"],
             registry=r,
         )
+        self.reaper_sweeps_skipped = Counter(
+            "atomic_gang_reaper_sweeps_skipped_total",
+            "Reaper sweeps that terminated nothing because a cache they read could not be "
+            "trusted (not synced, list/watch failing, or stale), by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.instances_unproven = Gauge(
+            "atomic_gang_instances_unproven",
+            "Live instances tagged as this cluster's gangs whose EC2 record does not prove the "
+            "controller launched them, at the last sweep: left alone, by reason.",
+            ["reason"],
+            registry=r,
+        )
         self.queue_wait = Histogram(
             "atomic_gang_workqueue_wait_seconds",
             "Reconcile lag: from a key becoming ready (an event, or a requeue falling due) to a "
@@ -143,6 +175,33 @@ class ControllerMetrics:
             "Pools' stack operations running on the executor now.",
             registry=r,
         )
+        self.leader = Gauge(
+            "atomic_gang_leader",
+            "1 while this replica holds the leader Lease and runs the reconcilers, else 0.",
+            registry=r,
+        )
+        self.webhook_requests = Counter(
+            "atomic_gang_webhook_requests_total",
+            "Admission requests the webhook answered, by the object's kind (Job, JobSet, "
+            "PyTorchJob, TrainJob; other) and result: allowed, denied, bad-request, too-large, "
+            "unavailable (the pool could not be read: the failurePolicy decides), error.",
+            ["kind", "result"],
+            registry=r,
+        )
+        self.aws_calls = Counter(
+            "atomic_gang_aws_calls_total",
+            "AWS API calls the controller's clients made, after botocore's retries, by service, "
+            "action and error code (none when the call succeeded; the exception's name when "
+            "no answer came back).",
+            ["service", "action", "error_code"],
+            registry=r,
+        )
+        # The standard process_* and python_info series (CPU, memory, open files, start
+        # time), on this registry: what every controller's dashboard expects, under the
+        # names every dashboard uses.
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
 
 
 class QueueMetrics:
@@ -172,3 +231,24 @@ class StackMetrics:
 
     def finished(self, operation: str, result: str, seconds: float) -> None:
         self._seconds.labels(operation, result).observe(seconds)
+
+
+class WebhookMetrics:
+    """The webhook's `ReviewObserver`, onto `metrics.webhook_requests`."""
+
+    def __init__(self, metrics: ControllerMetrics) -> None:
+        self._requests = metrics.webhook_requests
+
+    def reviewed(self, kind: str, result: str) -> None:
+        self._requests.labels(kind, result).inc()
+
+
+class AwsCallMetrics:
+    """The AWS clients' `AwsCallObserver` (``cloud.ec2api.watch_calls``), onto
+    `metrics.aws_calls`."""
+
+    def __init__(self, metrics: ControllerMetrics) -> None:
+        self._calls = metrics.aws_calls
+
+    def called(self, service: str, action: str, error_code: str | None) -> None:
+        self._calls.labels(service, action, error_code or "none").inc()

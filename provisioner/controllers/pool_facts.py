@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from provisioner.api import constants as c
+from provisioner.api.ami_policy import REASON_AMI_NOT_ALLOWED, REASON_AMI_UNVERIFIED, ami_problem
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import CapacityBlock, GangNodePool
 from provisioner.api.settings import Settings
@@ -32,6 +33,7 @@ from provisioner.cloud.types import (
     LaunchSpec,
     LaunchTemplateRef,
     Reservation,
+    RootDevice,
     SubnetRef,
 )
 from provisioner.controllers.ports import EngineOps
@@ -50,10 +52,14 @@ class LaunchFacts:
     instance_type: InstanceTypeInfo | None
     # EC2's record of the reservation the gang targets, if it names one.
     reservation: Reservation | None
+    # The AMI's root device, read only when the installer sets `instances.rootVolume`.
+    root_device: RootDevice | None = None
 
 
 def gather_launch_facts(engine: EngineOps, settings: Settings, shape: GangShape) -> LaunchFacts:
     """One read of each; raises the first `CloudError` met (its kind says what it means)."""
+    if shape.ami_id:
+        _vet_job_ami(engine, settings, shape.ami_id)
     cluster = engine.cluster(settings.cluster_name)
     # Read once for both EFA and the AMI's architecture (a Job's own AMI needs no lookup).
     info = engine.instance_type(shape.instance_type) if shape.efa else None
@@ -67,7 +73,46 @@ def gather_launch_facts(engine: EngineOps, settings: Settings, shape: GangShape)
     reservation = (
         engine.reservation(shape.capacity_reservation_id) if shape.capacity_reservation_id else None
     )
-    return LaunchFacts(cluster=cluster, ami=ami, instance_type=info, reservation=reservation)
+    root = _root_device(engine, settings, ami.ami_id)
+    return LaunchFacts(
+        cluster=cluster, ami=ami, instance_type=info, reservation=reservation, root_device=root
+    )
+
+
+def _root_device(engine: EngineOps, settings: Settings, image_id: str) -> RootDevice | None:
+    """The AMI's root device when the installer sizes the root volume; a configuration
+    error, before anything is prepared, when the volume is smaller than the AMI's snapshot
+    (EC2 would refuse every launch with InvalidBlockDeviceMapping)."""
+    volume = settings.instances.root_volume
+    if volume is None:
+        return None
+    root = engine.root_device(image_id)
+    if root.snapshot_size_gib is not None and volume.volume_size < root.snapshot_size_gib:
+        raise CloudError(
+            ErrorKind.CONFIG,
+            None,
+            "RootVolumeTooSmall",
+            f"instances.rootVolume.volumeSize is {volume.volume_size}Gi, smaller than the "
+            f"{root.snapshot_size_gib}Gi snapshot of {image_id}'s root device "
+            f"{root.device_name}; set it to at least {root.snapshot_size_gib}Gi (the chart's "
+            "rootVolume.volumeSize).",
+        )
+    return root
+
+
+def _vet_job_ami(engine: EngineOps, settings: Settings, ami_id: str) -> None:
+    """The Job's own AMI again, before anything is prepared or launched: the webhook that
+    refuses it at apply may be off or fail open. The same sentence as the webhook's."""
+    refusal = ami_problem(ami_id, settings.ami_policy, engine.images)
+    if refusal is None:
+        return
+    unverified = refusal.reason == REASON_AMI_UNVERIFIED
+    raise CloudError(
+        ErrorKind.RETRYABLE if unverified else ErrorKind.CONFIG,
+        None,
+        REASON_AMI_UNVERIFIED if unverified else REASON_AMI_NOT_ALLOWED,
+        refusal.message,
+    )
 
 
 def addresses_needed(shape: GangShape, info: InstanceTypeInfo | None) -> int:
@@ -124,6 +169,7 @@ def desired_spec(
         # The template targets the reservation as EC2 describes it (fleet mode reads the
         # target and a Capacity Block's market type only from the template).
         capacity_reservation_kind=facts.reservation.kind if facts.reservation else "",
+        root_device_name=facts.root_device.device_name if facts.root_device else "",
     )
 
 
@@ -161,6 +207,7 @@ def launch_spec(
         security_group_ids=cluster.security_group_ids,
         user_data=Ec2Engine.render_user_data(cluster, pool_name, group),
         max_lifetime=shape.max_lifetime,
+        extra_tags=settings.instances.extra_tags,
         # The engine launches by EC2's record of the reservation (kind, zone), read
         # this pass.
         capacity_reservation=(

@@ -46,6 +46,44 @@ Outcome = tuple[GangNodePoolStatus, float | None, tuple[Event, ...]]
 _STACK_RESULT_ACTIONS = STACK_ACTIONS - {Action.RELEASE_SET}
 _SHORTFALLS = frozenset({FailureKind.CAPACITY, FailureKind.MALFORMED})
 
+# The failed steps whose `lastError` a step's success clears: its own, and those it makes
+# moot. A released set needs no record (nor its keep-warm tag); a destroyed stack needs no
+# prepare, record or set removal. A launch that succeeds clears any error (see
+# `_launch_outcome`). An error from before `lastError.operation` existed is left to those.
+_CLEARS: dict[Action, frozenset[Action]] = {
+    Action.PREPARE_STACK: frozenset({Action.PREPARE_STACK}),
+    Action.RECORD_SET: frozenset({Action.RECORD_SET}),
+    Action.RELEASE_SET: frozenset({Action.RELEASE_SET}),
+    Action.DESTROY_STACK: frozenset(
+        {Action.PREPARE_STACK, Action.RECORD_SET, Action.RELEASE_SET, Action.DESTROY_STACK}
+    ),
+    Action.TAG_KEEP_WARM: frozenset({Action.TAG_KEEP_WARM}),
+}
+_CLEARED_WITH_THE_SET = frozenset({Action.RELEASE_SET, Action.RECORD_SET, Action.TAG_KEEP_WARM})
+
+
+def _failure(result: ActionResult, action: Action, default_reason: str) -> LastError:
+    """The `lastError` of a failed step: what failed, why, and the failure's kind."""
+    return LastError(
+        reason=result.reason or default_reason,
+        message=result.message,
+        operation=action.value,
+        kind=result.failure,
+    )
+
+
+def _cleared(
+    status: GangNodePoolStatus, succeeded: Action, cleared: frozenset[Action] | None = None
+) -> GangNodePoolStatus:
+    """`status` without the error of a failed step that `succeeded` settles."""
+    error = status.last_error
+    if error is None or error.operation is None:
+        return status
+    settles = _CLEARS.get(succeeded, frozenset()) if cleared is None else cleared
+    if error.operation not in {action.value for action in settles}:
+        return status
+    return changed(status, last_error=None)
+
 
 def outcome(view: PoolView, step: Step, result: ActionResult) -> Outcome:
     """The status a step's result leaves, when to look again, and what to tell users."""
@@ -62,7 +100,7 @@ def outcome(view: PoolView, step: Step, result: ActionResult) -> Outcome:
             if result.failure is FailureKind.CONFIG
             else view.timings.backoff(failures)
         )
-        err = LastError(reason=result.reason or c.EventReason.ACTION_FAILED, message=result.message)
+        err = _failure(result, action, c.EventReason.ACTION_FAILED)
         return (
             changed(
                 status,
@@ -76,6 +114,8 @@ def outcome(view: PoolView, step: Step, result: ActionResult) -> Outcome:
             (Event(c.EVENT_WARNING, err.reason, f"{action.value}: {err.message}"),),
         )
     status = changed(status, consecutive_failures=0)
+    if action is not Action.RELEASE_SET:  # a release clears by what it released, below
+        status = _cleared(status, action)
     if action is Action.PREPARE_STACK:
         return _after_prepare(status, step, result)
     if action is Action.RECORD_SET:
@@ -155,7 +195,9 @@ def _after_release_set(
     view: PoolView, status: GangNodePoolStatus, step: Step
 ) -> GangNodePoolStatus:
     if step.release_purpose is ReleasePurpose.STRAYS:
-        return changed(status, release_in_progress=None)
+        return changed(_cleared(status, Action.RELEASE_SET), release_in_progress=None)
+    # The set is gone, and with it what its record and its keep-warm tag were for.
+    status = _cleared(status, Action.RELEASE_SET, _CLEARED_WITH_THE_SET)
     # The set is gone: acquire a new generation (the generation moved when this set's
     # launch succeeded, so the next token is fresh). A pool's release (keep-warm over, a
     # warm node gone) stays Releasing for one more pass, which says it is released.
@@ -176,6 +218,9 @@ def _after_release_set(
         release_in_progress=None,
         last_stack_operation=STACK_OPERATION_REMOVE_SET,
         recorded_group=None,
+        # The stack no longer holds the set: whatever its last operation's failure was
+        # (a record during an outage), the removal that followed it succeeded.
+        last_stack_result="succeeded",
     )
 
 
@@ -219,7 +264,7 @@ def _launch_outcome(view: PoolView, status: GangNodePoolStatus, result: ActionRe
             ),
         )
     kind = result.failure
-    err = LastError(reason=result.reason or c.EventReason.LAUNCH_FAILED, message=result.message)
+    err = _failure(result, Action.LAUNCH, c.EventReason.LAUNCH_FAILED)
     status = _keep_unreleased(view, status, result.unreleased_ids)
     if kind in _SHORTFALLS:
         shortfalls = status.consecutive_shortfalls + 1
@@ -280,13 +325,13 @@ def _launch_outcome(view: PoolView, status: GangNodePoolStatus, result: ActionRe
     # Configuration: nothing was launched; the user must fix something. The generation
     # stays (no request reached a terminal result) and the marker is cleared.
     if kind is FailureKind.NOT_PREPARED:
-        err = LastError(
-            reason=err.reason,
-            message=f"{err.message} The pool's stack was refreshed and the resource made "
-            "again just before this launch, and EC2 still finds it missing: something "
-            "deletes the pool's resources as they are made, or the controller's role cannot "
-            "see them. Fix that; the launch is tried again after the configuration delay.",
+        message = (
+            f"{err.message} The pool's stack was refreshed and the resource made again just "
+            "before this launch, and EC2 still finds it missing: something deletes the pool's "
+            "resources as they are made, or the controller's role cannot see them. Fix that; "
+            "the launch is tried again after the configuration delay."
         )
+        err = err.model_copy(update={"kind": FailureKind.CONFIG, "message": message})
     return (
         changed(status, launch_in_progress=None, last_error=err),
         view.timings.config_delay,

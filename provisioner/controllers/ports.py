@@ -9,10 +9,11 @@ backend, or small fakes for pure logic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from provisioner.api.ami_policy import ImageOwners
 from provisioner.cloud.leftovers import Leftover
 from provisioner.cloud.types import (
     AmiChoice,
@@ -24,6 +25,7 @@ from provisioner.cloud.types import (
     Mode,
     ReleaseReport,
     Reservation,
+    RootDevice,
     SubnetRef,
 )
 from provisioner.cloud.views import LIVE_STATES
@@ -47,6 +49,8 @@ class EngineOps(Protocol):
         self, instance_ids: Sequence[str], *, known_since: datetime | None = None
     ) -> ReleaseReport: ...
 
+    def fleet_tokens(self, fleet_ids: Iterable[str]) -> dict[str, str | None]: ...
+
     def set_keep_warm_tag(self, instance_ids: Sequence[str], until: datetime | None) -> None: ...
 
     def leftovers(self, cluster: str, pool: str | None = None) -> list[Leftover]: ...
@@ -58,6 +62,15 @@ class EngineOps(Protocol):
     def instance_type(self, instance_type: str) -> InstanceTypeInfo: ...
 
     def reservation(self, reservation_id: str) -> Reservation: ...
+
+    @property
+    def images(self) -> ImageOwners:
+        """Who owns an AMI, as EC2 says (for a Job's own ami-id, `api.ami_policy`)."""
+        ...
+
+    def root_device(self, image_id: str) -> RootDevice:
+        """The AMI's root device (DescribeImages' RootDeviceName), for `instances.rootVolume`."""
+        ...
 
     def resolve_ami(
         self,
@@ -102,9 +115,11 @@ class StackOps(Protocol):
     def destroy(self, pool: str) -> None: ...
 
     def recover(self) -> None:
-        """After a crash: cancel stale locks, resolve pending operations (new leader only)."""
+        """On leading: cancel locks whose holder cannot still write, resolve pending
+        operations (new leader only)."""
         ...
 
     def step_down(self) -> None:
-        """Leadership lost: from now on break no stack lock (the new leader's)."""
+        """Leadership lost: running stack operations are killed; from now on no stack is
+        written and no lock broken."""
         ...

@@ -1,15 +1,46 @@
-"""Reaper: the leak backstop that needs nothing but EC2 tags.
+"""Reaper: the leak backstop that needs nothing but EC2's own record.
 
-Watches: EC2, by tag, every `reapIntervalSeconds` (and the GangNodePool cache, only to avoid
-reaping a warm set a new claim is reusing).
-Writes, alone: TerminateInstances (with ENI cleanup) of managed instances of this cluster,
-and the deletion of our launch templates and placement groups whose pool no longer exists.
+Watches: EC2, by tag, every `reapIntervalSeconds`, and the GangNodePool cache (which pools
+exist, their UIDs, whether a warm set is claimed again).
+Writes, alone: TerminateInstances (with ENI cleanup) of instances EC2's record proves this
+cluster's controller launched, and the deletion of our launch templates and placement
+groups whose pool no longer exists.
 Tells the instance index which pools it terminated instances of (`forget`).
 
-An instance goes when it is past its max-lifetime tag, past an expired keep-warm tag (with a
-grace period, the pool reconciler being the one expected to release it), or when the pool
-its tag names no longer exists. Because all three are read from tags written atomically at
-launch, the reaper works after a controller crash, a lost Pulumi state or a deleted CRD.
+**It fails closed.** "The pool no longer exists" is read from the pool cache, so a cache
+that is empty because it never synced (RBAC denying `list gangnodepools`, a slow apiserver)
+or stale because its watch fails would turn every gang into an orphan. Each sweep first
+asks the cache whether it can be trusted (`cache_problem`: the informer has synced, its
+last list/watch succeeded, one completed recently); if not, it terminates nothing, logs
+why and counts `atomic_gang_reaper_sweeps_skipped_total{reason}`. It still sets the billed
+instance gauge, which needs EC2 alone; the billing meter waits (it reads gang sizes from
+the cache).
+
+**Ownership is proven, never read from tags** (`provisioner.cloud.ownership`). Tags are
+only the index used to find candidates: anyone allowed to tag could otherwise have any
+instance reaped. Every candidate's launch token, as EC2 recorded it (the instance's
+ClientToken, or for a fleet instance the ClientToken of the fleet named by EC2's own
+`aws:ec2:fleet-id` tag), must be
+- the token the product derives from the UID of the pool the cache holds (a set of that
+  pool object), or
+- a token signed (HMAC-SHA256) with this cluster's ownership key for the cluster and the
+  pool name the instance carries (`naming.client_token`). Only the controller holds the
+  key (a Secret mounted into its pod, `ownership.keyFile`), so only it can mint such a
+  token; EC2 keeps the token with what it launched and nobody can change it afterwards;
+  the MAC covers the cluster, pool and generation, so neither another cluster's token nor
+  a re-tagged instance of ours verifies. This is what proves an orphan ours after its pool,
+  and with it the pool's UID, is gone, or after the pool was recreated under a new UID.
+Anything else (an instance launched by hand, by a script, by another cluster's controller,
+and then tagged as ours) is left alone and reported: logged when the set changes and
+counted in `atomic_gang_instances_unproven{reason}`. Without an ownership key, orphans
+cannot be proven and are reported the same way instead of terminated.
+
+An instance proven ours goes when it is past its max-lifetime tag, past an expired
+keep-warm tag (with a grace period, the pool reconciler being the one expected to release
+it), or when it was launched for a pool the cache no longer holds (and is older than one
+sweep interval, as the cache may lag a pool just created). Because the proof and
+these tags are written atomically at launch, the reaper works after a controller crash, a
+lost Pulumi state or a deleted CRD.
 
 The sweep also feeds the billing metrics. It lists every managed instance, terminated ones
 included (one DescribeInstances listing serves both jobs), and bills that history with
@@ -24,13 +55,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.cloud.billing import Gang, InstanceLife, Meter, life_of
 from provisioner.cloud.errors import CloudError
+from provisioner.cloud.naming import OwnershipKey
+from provisioner.cloud.ownership import Standing, fleet_of, prove
 from provisioner.cloud.types import InstanceView
 from provisioner.cloud.views import ALL_STATES, LIVE_STATES
 from provisioner.controllers.metrics import ControllerMetrics
@@ -41,6 +74,8 @@ log = logging.getLogger(__name__)
 ORPHANED = "orphaned"
 MAX_LIFETIME = "max-lifetime"
 KEEP_WARM_EXPIRED = "keep-warm-expired"
+# Why a sweep terminated nothing (the `reason` label of `reaper_sweeps_skipped`).
+CACHE_NOT_TRUSTED = "pool-cache-not-trusted"
 
 
 @dataclass(frozen=True)
@@ -51,6 +86,8 @@ class PoolFacts:
     claimed: bool
     # The pool's N (spec.count): how many of a generation make its whole gang; 0 = unknown.
     gang_size: int = 0
+    # metadata.uid: launch tokens of this pool object derive from it (`ownership.prove`).
+    uid: str = ""
 
 
 def pool_facts(pools: Iterable[GangNodePool]) -> dict[str, PoolFacts]:
@@ -61,6 +98,7 @@ def pool_facts(pools: Iterable[GangNodePool]) -> dict[str, PoolFacts]:
             phase=pool.status.phase,
             claimed=pool.spec.claim is not None,
             gang_size=pool.spec.count,
+            uid=pool.metadata.uid or "",
         )
         for pool in pools
     }
@@ -68,14 +106,23 @@ def pool_facts(pools: Iterable[GangNodePool]) -> dict[str, PoolFacts]:
 
 def verdict(
     instance: InstanceView,
+    standing: Standing,
     pools: dict[str, PoolFacts],
     now: datetime,
     keep_warm_grace: timedelta,
 ) -> str | None:
-    """Why this managed instance must go, or None."""
+    """Why this instance must go, or None. ``standing`` is how EC2's record proves it
+    ours (`ownership.prove`): an unproven instance never goes; one launched for a pool the
+    cache does not hold (gone, or recreated under another UID) is an orphan once older
+    than ``keep_warm_grace`` (one sweep interval)."""
+    if standing is Standing.UNPROVEN:
+        return None
     tags = instance.managed
-    if not tags.pool or tags.pool not in pools:
-        return ORPHANED
+    if standing is Standing.EARLIER or not tags.pool or tags.pool not in pools:
+        # A cache a moment behind may not hold a pool created just before its launch.
+        born = instance.launch_time
+        young = born is not None and now < born + keep_warm_grace
+        return None if young else ORPHANED
     born, lifetime = instance.launch_time, tags.max_lifetime
     if born is not None and lifetime is not None and now >= born + lifetime:
         return MAX_LIFETIME
@@ -91,6 +138,10 @@ class SweepReport:
     terminated: dict[str, list[str]]
     # Launch templates and placement groups whose pool no longer exists, deleted.
     infrastructure: tuple[str, ...] = ()
+    # Live instances tagged as ours that EC2's record does not prove ours, by reason.
+    unproven: dict[str, list[str]] = field(default_factory=dict)
+    # Why this sweep acted on nothing (a cache it reads could not be trusted).
+    skipped: str | None = None
 
 
 class Reaper:
@@ -103,8 +154,18 @@ class Reaper:
         now: Callable[[], datetime],
         metrics: ControllerMetrics,
         forget: Callable[[str], None] = lambda _pool: None,
+        *,
+        cache_problem: Callable[[], str | None],
+        ownership_key: OwnershipKey | None,
     ) -> None:
         self._engine = engine
+        # Why the pool cache cannot be trusted now (None: it can): `Informer.problem`.
+        self._cache_problem = cache_problem
+        self._ownership_key = ownership_key
+        # A fleet's ClientToken never changes: each fleet is described once.
+        self._fleet_tokens: dict[str, str | None] = {}
+        self._reported: frozenset[str] = frozenset()
+        self._unproven_reasons: frozenset[str] = frozenset()
         # Told the pool of every instance terminated here: the pool reconciler's next read
         # of that pool asks EC2 instead of a listing from before (`InstanceIndex.forget`).
         self._forget = forget
@@ -122,13 +183,37 @@ class Reaper:
 
     def sweep(self) -> SweepReport:
         now = self._now()
-        pools = self._pool_facts()
+        # EC2 first, the pools after: every instance listed was launched for a pool that
+        # existed before this read. The cache is asked before and after that read, so a
+        # watch failing in between is caught too.
         history = self._engine.find_managed(self._cluster, states=ALL_STATES)
         instances = [i for i in history if i.state in LIVE_STATES]
+        problem = self._cache_problem()
+        pools = self._pool_facts()
+        problem = problem or self._cache_problem()
+        if problem is not None:
+            self._metrics.reaper_sweeps_skipped.labels(reason=CACHE_NOT_TRUSTED).inc()
+            self._metrics.instances_billed.set(len(instances))
+            log.warning("reaper: terminating nothing this sweep: %s", problem)
+            return SweepReport(examined=len(instances), terminated={}, skipped=problem)
+        fleets = self._fleets_of(instances)
         doomed: dict[str, list[str]] = {}
         doomed_pools: set[str] = set()
+        unproven: dict[str, list[str]] = {}
         for instance in instances:
-            reason = verdict(instance, pools, now, timedelta(seconds=self._interval))
+            facts = pools.get(instance.managed.pool or "")
+            proof = prove(
+                instance,
+                cluster=self._cluster,
+                pool_uid=facts.uid if facts is not None and facts.uid else None,
+                key=self._ownership_key,
+                fleet_tokens=fleets,
+            )
+            if proof.reason is not None:
+                unproven.setdefault(proof.reason, []).append(instance.instance_id)
+            reason = verdict(
+                instance, proof.standing, pools, now, timedelta(seconds=self._interval)
+            )
             if reason is not None:
                 doomed.setdefault(reason, []).append(instance.instance_id)
                 if instance.managed.pool:
@@ -143,9 +228,45 @@ class Reaper:
             for reason, group in doomed.items():
                 self._metrics.reaped.labels(reason=reason).inc(len(group))
                 log.warning("reaper terminated %d instances (%s): %s", len(group), reason, group)
+        self._report_unproven(unproven)
         self._sample(history, pools, now, set(ids))
         removed = self._sweep_infrastructure(pools)
-        return SweepReport(examined=len(instances), terminated=doomed, infrastructure=removed)
+        return SweepReport(
+            examined=len(instances),
+            terminated=doomed,
+            infrastructure=removed,
+            unproven=unproven,
+        )
+
+    def _fleets_of(self, instances: Iterable[InstanceView]) -> dict[str, str | None]:
+        unknown = [
+            f
+            for i in instances
+            if (f := fleet_of(i)) is not None and self._fleet_tokens.get(f) is None
+        ]
+        if unknown:
+            self._fleet_tokens.update(self._engine.fleet_tokens(unknown))
+        return self._fleet_tokens
+
+    def _report_unproven(self, unproven: dict[str, list[str]]) -> None:
+        """Count and log the instances left alone for want of proof (logged when the set
+        changes, not every sweep)."""
+        for reason in (*unproven, *self._unproven_reasons):
+            self._metrics.instances_unproven.labels(reason=reason).set(
+                len(unproven.get(reason, ()))
+            )
+        self._unproven_reasons = frozenset(unproven)
+        ids = frozenset(i for group in unproven.values() for i in group)
+        if ids and ids != self._reported:
+            for reason, group in unproven.items():
+                log.warning(
+                    "reaper: %d instances carry this cluster's gang tags but EC2's record "
+                    "does not prove the controller launched them (%s); left alone: %s",
+                    len(group),
+                    reason,
+                    group,
+                )
+        self._reported = ids
 
     def _sweep_infrastructure(self, pools: dict[str, PoolFacts]) -> tuple[str, ...]:
         """Launch templates and placement groups our tags give to a pool that is gone (its

@@ -16,9 +16,11 @@ operation is submitted, and the driver's oplog marks the operation before it sta
 process that dies loses the queue and the results; the new leader's `recover()` records
 the interrupted operation as aborted and the pools are planned again from the world.
 
-Leadership lost (`step_down`): nothing more starts, queued operations are dropped, and a
-running one is left to finish under the driver's own step-down (it breaks no stack lock);
-its result is dropped, as the process ends.
+Leadership lost (`step_down`): nothing more starts and queued operations are dropped. A
+running one is not let finish: the driver's step-down (``pulumi_driver.fence``, called by
+the Manager right after this one's) kills its CLI, so the operation ends with a failure
+that nothing reads — its result is dropped, as the process ends — and it writes nothing to
+the stack after the Lease is lost.
 
 Called by: `gangnodepool.py` (submit, state, consumed, forget) and `manager.py` (start,
 step_down, join).
@@ -185,7 +187,8 @@ class StackExecutor:
 
     # -- leadership -----------------------------------------------------------------------
     def step_down(self) -> None:
-        """Start nothing more and drop what is queued; what runs finishes on its own."""
+        """Start nothing more and drop what is queued; what runs is ended by the driver's
+        fence (module docstring)."""
         with self._cond:
             self._stepped_down = True
             dropped = sorted(self._queued)

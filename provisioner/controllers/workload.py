@@ -1,26 +1,31 @@
 """Workload reconciler: turns Kueue Workloads carrying our check into pool claims and back.
 
 Watches: Kueue Workloads (and, through the manager's mappings, GangNodePools — a pool's
-status change re-evaluates its claimant — and our AdmissionChecks). Reads owner Jobs from
-an informer of the Jobs that carry the pool label (a live GET only for one it has not seen).
-Writes, alone: `GangNodePool.spec` (shape snapshot and the one claim; the finalizer is set
-at creation) and our entry in `Workload.status.admissionChecks`.
+status change re-evaluates its claimant — and our AdmissionChecks). Reads each Workload's
+owner (a Job, JobSet, PyTorchJob or TrainJob: `owners.OWNER_KINDS`) from an informer of
+that kind's objects carrying the pool label; a live GET only for one it has not seen, or
+for a kind with no informer (its CRD was not served when the controller started).
+Writes, alone: `GangNodePool.spec` (shape snapshot, the one claim and the namespace the
+pool belongs to; the finalizer is set at creation) and our entry in
+`Workload.status.admissionChecks`.
 
 The rules live in `workload_decision.decide`; this module gathers its inputs from the
 informer caches, performs the writes it asks for (each preconditioned on the version read)
-and records an Event on the Workload when our check changes state.
+and records an Event on the Workload, and on its owner, when our check changes state (the
+owner is what its user wrote and watches: `kubectl describe jobset x` shows the gang held,
+short of capacity, Ready or released).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import Claim, GangNodePool, GangNodePoolSpec
-from provisioner.api.meta import ObjectMeta
-from provisioner.api.owners import GangOwner
+from provisioner.api.meta import ObjectMeta, OwnerReference
+from provisioner.api.owners import GangOwner, OwnerKind, owner_kind
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape
 from provisioner.api.workload import AdmissionCheck, Workload
@@ -36,14 +41,14 @@ from provisioner.kube.check_state import write_check_state
 from provisioner.kube.errors import KubeAlreadyExists, KubeNotFound
 from provisioner.kube.events import EventRecorder, InvolvedObject
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS, OwnWrites
-from provisioner.kube.resources import GANG_NODE_POOLS, JOBS, WORKLOADS, ObjectKey
+from provisioner.kube.resources import GANG_NODE_POOLS, WORKLOADS, ObjectKey, owner_resource
 from provisioner.kube.status import ObjectStore, create_object, read_object, update_object
 from provisioner.kube.workqueue import Result
 
 log = logging.getLogger(__name__)
 
-# The owner Job may not have reached our cache yet; look again shortly.
-_JOB_NOT_SEEN_RETRY = 1.0
+# The owner may not have reached our cache yet; look again shortly.
+_OWNER_NOT_SEEN_RETRY = 1.0
 
 
 class WorkloadReconciler:
@@ -53,7 +58,7 @@ class WorkloadReconciler:
         workloads: TypedCache[Workload],
         pools: TypedCache[GangNodePool],
         checks: TypedCache[AdmissionCheck],
-        jobs: TypedCache[GangOwner],
+        owners: Mapping[OwnerKind, TypedCache[GangOwner]],
         settings: Settings,
         recorder: EventRecorder,
         now: Callable[[], datetime],
@@ -62,7 +67,9 @@ class WorkloadReconciler:
         self._workloads = workloads
         self._pools = pools
         self._checks = checks
-        self._jobs = jobs
+        # The owners of each kind that carry the pool label; a kind missing here is read
+        # by a live GET.
+        self._owners = owners
         self._settings = settings
         self._recorder = recorder
         self._now = now
@@ -95,8 +102,8 @@ class WorkloadReconciler:
             self._release_claims_of(key, workload)
             return Result()
 
-        job = self._owner_job(workload)
-        pool_name = job.labels.get(c.POOL_LABEL) if job else None
+        owner = self._owner(workload)
+        pool_name = owner.labels.get(c.POOL_LABEL) if owner else None
         pool = self._pools.get("", pool_name) if pool_name else None
         if pool_name and self._own_pool_writes.cache_behind(pool_name, pool):
             # Planned from the pool as it was before our claim or release, this pass would
@@ -106,8 +113,8 @@ class WorkloadReconciler:
             WorkloadInputs(
                 workload=workload,
                 check_name=check_name,
-                job_labels=job.labels if job else None,
-                job_annotations=job.annotations if job else None,
+                owner_labels=owner.labels if owner else None,
+                owner_annotations=owner.annotations if owner else None,
                 pool=pool,
                 claimant_exists=self._claimant_exists(pool),
                 settings=self._settings,
@@ -123,11 +130,11 @@ class WorkloadReconciler:
             decision.notes,
             extra={"workload": str(key), "pool": pool_name},
         )
-        if job is None and decision.check is None:
-            return Result(requeue_after=_JOB_NOT_SEEN_RETRY)
-        self._apply_pool_change(decision, pool, workload)
+        if decision.owner_not_visible:
+            return Result(requeue_after=_OWNER_NOT_SEEN_RETRY)
+        self._apply_pool_change(decision, pool, workload, owner)
         if decision.check is not None:
-            self._write_check(workload, check_name, decision.check)
+            self._write_check(workload, check_name, decision.check, owner)
         return Result()
 
     def _check_name(self, workload: Workload | None) -> str | None:
@@ -136,28 +143,39 @@ class WorkloadReconciler:
         ours = self.our_check_names()
         return next((s.name for s in workload.status.admission_checks if s.name in ours), None)
 
-    def _owner_job(self, workload: Workload) -> GangOwner | None:
-        owner = workload.owner_job
-        if owner is None:
+    def _owner(self, workload: Workload) -> GangOwner | None:
+        """The Workload's owner of a supported kind, from its kind's cache or, not there, a
+        live GET; None when it has none, or its owner is not visible (yet)."""
+        ref = workload.owner
+        kind = owner_kind(ref.api_version, ref.kind) if ref is not None else None
+        if ref is None or kind is None:
             return None
-        name, uid = owner
         namespace = workload.metadata.namespace or ""
-        cached = self._jobs.get(namespace, name)
-        if cached is not None and (not uid or cached.uid == uid):
+        cache = self._owners.get(kind)
+        cached = cache.get(namespace, ref.name) if cache is not None else None
+        if cached is not None and (not ref.uid or cached.uid == ref.uid):
             return cached
-        # Not in the cache: a Job without the pool label (the informer selects on it; its
-        # Workload is refused by name below), or one the watch has not delivered yet.
+        # Not in the cache: an owner without the pool label (the informer selects on it; its
+        # Workload is refused by name below), one the watch has not delivered yet, or a kind
+        # with no informer.
+        return self._read_owner(workload, ref, kind)
+
+    def _read_owner(
+        self, workload: Workload, ref: OwnerReference, kind: OwnerKind
+    ) -> GangOwner | None:
+        namespace = workload.metadata.namespace or ""
+        what = f"{kind.kind} {namespace}/{ref.name}"
         try:
-            job = read_object(self._kube, JOBS, name, namespace, GangOwner.from_dict)
-        except KubeNotFound:
-            log.info("Workload %s: owner Job %s/%s not found yet", _name(workload), namespace, name)
-            return None
-        if uid and job.uid != uid:
-            log.info(
-                "Workload %s: Job %s/%s was recreated; waiting", _name(workload), namespace, name
+            owner = read_object(
+                self._kube, owner_resource(kind), ref.name, namespace, GangOwner.from_dict
             )
+        except KubeNotFound:
+            log.info("Workload %s: owner %s not found yet", _name(workload), what)
             return None
-        return job
+        if ref.uid and owner.uid != ref.uid:
+            log.info("Workload %s: %s was recreated; waiting", _name(workload), what)
+            return None
+        return owner
 
     def _claimant_exists(self, pool: GangNodePool | None) -> bool:
         claim = pool.spec.claim if pool else None
@@ -182,7 +200,11 @@ class WorkloadReconciler:
             )
 
     def _apply_pool_change(
-        self, decision: WorkloadDecision, pool: GangNodePool | None, workload: Workload
+        self,
+        decision: WorkloadDecision,
+        pool: GangNodePool | None,
+        workload: Workload,
+        owner: GangOwner | None,
     ) -> None:
         change = decision.pool_change
         if change is PoolChange.CREATE:
@@ -190,7 +212,7 @@ class WorkloadReconciler:
             assert decision.pool_name is not None
             new = GangNodePool(
                 metadata=ObjectMeta(name=decision.pool_name, finalizers=(c.FINALIZER,)),
-                spec=GangNodePoolSpec.of(decision.shape, decision.claim),
+                spec=GangNodePoolSpec.of(decision.shape, decision.claim, decision.owner_namespace),
             )
             try:
                 create_object(self._kube, GANG_NODE_POOLS, new)
@@ -200,27 +222,69 @@ class WorkloadReconciler:
             self._recorder.normal(
                 _pool_event(new), "PoolCreated", f"Created for Workload {_name(workload)}."
             )
+            shape = decision.shape
+            self._tell_owner(
+                owner,
+                "PoolCreated",
+                f"Pool {new.name} created; acquiring {shape.count}x {shape.instance_type} "
+                f"all-or-nothing. The gang is held until all {shape.count} nodes are Ready.",
+            )
         elif change is PoolChange.CLAIM:
             assert pool is not None and decision.claim is not None
-            self._set_claim(pool, decision.claim, decision.shape)
+            self._set_claim(pool, decision.claim, decision.shape, decision.owner_namespace)
             reuse = ""
             if decision.reuses_warm_set:
                 reuse = f"; reusing its {pool.spec.count} warm nodes"
             self._recorder.normal(
                 _pool_event(pool), "Claimed", f"Claimed by Workload {_name(workload)}{reuse}."
             )
+            self._tell_owner(
+                owner,
+                "Claimed",
+                f"Pool {pool.name} claimed{reuse}. The gang is held until all "
+                f"{decision.shape.count if decision.shape else pool.spec.count} nodes are Ready.",
+            )
         elif change is PoolChange.RELEASE:
             assert pool is not None
             self._set_claim(pool, None, None)
             why = decision.notes[0] if decision.notes else "claim dropped"
             self._recorder.normal(_pool_event(pool), "ClaimReleased", f"{_name(workload)}: {why}.")
+            self._tell_owner(owner, "ClaimReleased", f"Released pool {pool.name}: {why}.")
+        elif change is PoolChange.BIND:
+            # A pool from before pools had an owner, held by this Workload: it is its
+            # namespace's from now on (the CRD refuses any later change).
+            assert pool is not None and decision.owner_namespace is not None
+            wanted = pool.model_copy(update={"spec": pool.spec.bound_to(decision.owner_namespace)})
+            written = update_object(self._kube, GANG_NODE_POOLS, pool, wanted, c.FIELD_MANAGER)
+            self._own_pool_writes.wrote(pool.name, pool, written)
+            log.info("pool %s: bound to namespace %s", pool.name, decision.owner_namespace)
 
-    def _set_claim(self, pool: GangNodePool, claim: Claim | None, shape: GangShape | None) -> None:
-        wanted = pool.model_copy(update={"spec": pool.spec.with_claim(claim, shape)})
+    def _tell_owner(self, owner: GangOwner | None, reason: str, message: str) -> None:
+        """A Normal Event on the object the gang was submitted as, when it was read."""
+        if owner is not None:
+            self._recorder.normal(_owner_event(owner), reason, message)
+
+    def _set_claim(
+        self,
+        pool: GangNodePool,
+        claim: Claim | None,
+        shape: GangShape | None,
+        owner_namespace: str | None = None,
+    ) -> None:
+        spec = pool.spec.with_claim(claim, shape)
+        if owner_namespace is not None and spec.owner_namespace is None:
+            spec = spec.bound_to(owner_namespace)
+        wanted = pool.model_copy(update={"spec": spec})
         written = update_object(self._kube, GANG_NODE_POOLS, pool, wanted, c.FIELD_MANAGER)
         self._own_pool_writes.wrote(pool.name, pool, written)
 
-    def _write_check(self, workload: Workload, check_name: str, update: CheckUpdate) -> None:
+    def _write_check(
+        self,
+        workload: Workload,
+        check_name: str,
+        update: CheckUpdate,
+        owner: GangOwner | None,
+    ) -> None:
         before = workload.check(check_name)
         written = write_check_state(
             self._kube,
@@ -241,12 +305,12 @@ class WorkloadReconciler:
                 if update.state in (c.CHECK_RETRY, c.CHECK_REJECTED)
                 else c.EVENT_NORMAL
             )
+            reason = update.reason or update.state
             self._recorder.record(
-                InvolvedObject.of(WORKLOADS, workload.metadata),
-                kind,
-                update.reason or update.state,
-                update.message,
+                InvolvedObject.of(WORKLOADS, workload.metadata), kind, reason, update.message
             )
+            if owner is not None:
+                self._recorder.record(_owner_event(owner), kind, reason, update.message)
 
 
 def _name(workload: Workload) -> str:
@@ -259,3 +323,12 @@ def _key(meta: ObjectMeta) -> ObjectKey:
 
 def _pool_event(pool: GangNodePool) -> InvolvedObject:
     return InvolvedObject.of(GANG_NODE_POOLS, pool.metadata)
+
+
+def _owner_event(owner: GangOwner) -> InvolvedObject:
+    """The owner as it was read, of whatever kind: an Event names its apiVersion, kind and
+    uid, so `kubectl describe` of that object shows it."""
+    meta = owner.metadata
+    return InvolvedObject(
+        owner.api_version, owner.kind, meta.name, meta.namespace, meta.uid, meta.resource_version
+    )

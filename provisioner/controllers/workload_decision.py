@@ -1,6 +1,7 @@
 """What the Workload reconciler should do for one Workload: a pure function and its result.
 
-`decide()` reads a Workload, its owner Job's labels and annotations, the pool the Job names
+`decide()` reads a Workload, its owner's labels and annotations (the Job, JobSet, PyTorchJob
+or TrainJob the gang was submitted as), the pool the owner names
 and the controller settings, and answers two things: what the pool's claim (and, for a new
 or idle pool, its shape) should become, and what our admission check on the Workload should
 say. It performs no I/O; `workload.py` gathers the inputs, writes the answers and records
@@ -9,8 +10,19 @@ the events. Keeping the rules here lets a table of tests pin every branch.
 The rules, in order:
 1. A Workload that is gone, finished, evicted, deactivated, rejected, without quota, or
    whose check we set to Retry holds no claim.
-2. A Job whose gang shape does not parse is Rejected with the parser's sentences.
-3. No pool yet: create it with this shape and this claim.
+1a. A Workload whose owner is of no supported kind (`owners.OWNER_KINDS`), or that has no
+   owner, is Rejected once, naming the supported kinds and its own; rule 1 keeps it so.
+2. An owner whose gang shape does not parse is Rejected with the parser's sentences.
+3. No pool yet: create it with this shape and this claim, belonging to the Workload's
+   namespace.
+3a. A pool of another namespace, not shared with this one (`tenancy.sharedPools`):
+   Rejected, naming the pool, its namespace and the fix; a claim it somehow holds (the
+   setting changed) is released. Nothing is launched for it, and warm nodes never cross
+   namespaces unless the installer shares the pool. A pool from before pools belonged to a
+   namespace (no `ownerNamespace`) is bound to the namespace of its next claimant — or of
+   its current one, on that Workload's next pass — except that warm nodes it holds
+   unclaimed were last used by a namespace nobody recorded: a claimant gets Retry until
+   they are released at the end of their keep-warm window.
 4. A Capacity Block (as the pool last read it from EC2) with no time left for the
    Workload's gang: Rejected, naming the block's end and id, so Kueue frees the quota
    instead of holding it for a block that is over; an admitted gang released before its
@@ -37,6 +49,7 @@ from enum import Enum
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import CapacityBlock, Claim, GangNodePool
+from provisioner.api.owners import unsupported_owner_message
 from provisioner.api.settings import Settings
 from provisioner.api.shape import (
     GangShape,
@@ -45,6 +58,7 @@ from provisioner.api.shape import (
     parse_gang_shape,
     shape_differences,
 )
+from provisioner.api.tenancy import foreign_pool_problem
 from provisioner.api.workload import PodSetUpdate, Workload, gang_pod_set_updates
 from provisioner.controllers.block_window import BlockWindow
 
@@ -54,6 +68,7 @@ class PoolChange(Enum):
     CREATE = "create"  # a new pool with `shape` and `claim`
     CLAIM = "claim"  # set `claim` (and `shape`, reshaping an idle, empty pool)
     RELEASE = "release"  # clear the claim this Workload holds
+    BIND = "bind"  # set `owner_namespace` of a pool from before pools had one
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,11 @@ class WorkloadDecision:
     notes: tuple[str, ...] = field(default_factory=tuple)
     # The claim takes a whole warm set: no launch, the pool is Satisfied in one pass.
     reuses_warm_set: bool = False
+    # With CREATE, CLAIM or BIND: the namespace the pool is to belong to, when it belongs
+    # to none yet. Never a change of owner.
+    owner_namespace: str | None = None
+    # The Workload's owner is of a supported kind but not visible yet: look again shortly.
+    owner_not_visible: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,8 +102,8 @@ class WorkloadInputs:
 
     workload: Workload | None
     check_name: str | None
-    job_labels: Mapping[str, str] | None
-    job_annotations: Mapping[str, str] | None
+    owner_labels: Mapping[str, str] | None
+    owner_annotations: Mapping[str, str] | None
     pool: GangNodePool | None
     claimant_exists: bool  # the pool's current claimant Workload is still in the cache
     settings: Settings
@@ -134,12 +154,21 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             return WorkloadDecision(PoolChange.RELEASE, pool.name, notes=(why_not,))
         return WorkloadDecision(notes=(why_not,))
     assert workload is not None and inputs.check_name is not None
-    if inputs.job_labels is None or inputs.job_annotations is None:
-        return WorkloadDecision(notes=("the owner Job is not visible yet",))
+    meta = workload.metadata
+    unsupported = unsupported_owner_message(f"{meta.namespace}/{meta.name}", meta.owner_references)
+    if unsupported is not None:
+        rejected = CheckUpdate(
+            c.CHECK_REJECTED, unsupported, reason=c.EventReason.UNSUPPORTED_OWNER_KIND
+        )
+        if pool is not None and _holds(pool, workload):
+            return WorkloadDecision(PoolChange.RELEASE, pool.name, check=rejected)
+        return WorkloadDecision(check=rejected, notes=("its owner is of no supported kind",))
+    if inputs.owner_labels is None or inputs.owner_annotations is None:
+        return WorkloadDecision(notes=("the owner is not visible yet",), owner_not_visible=True)
 
     try:
         shape = parse_gang_shape(
-            inputs.job_labels, inputs.job_annotations, workload.total_pod_count, inputs.settings
+            inputs.owner_labels, inputs.owner_annotations, workload.total_pod_count, inputs.settings
         )
     except GangShapeError as err:
         rejected = CheckUpdate(c.CHECK_REJECTED, str(err), reason=err.reason)
@@ -147,6 +176,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             return WorkloadDecision(PoolChange.RELEASE, pool.name, check=rejected)
         return WorkloadDecision(check=rejected)
 
+    namespace = workload.metadata.namespace or ""
     if pool is None:
         return WorkloadDecision(
             PoolChange.CREATE,
@@ -158,7 +188,14 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
                 f"Pool {shape.pool} created; acquiring {shape.count}x {shape.instance_type}.",
                 reason=c.EventReason.POOL_CREATED,
             ),
+            owner_namespace=namespace,
         )
+
+    tenancy = _tenancy_decision(workload, pool, inputs)
+    if tenancy is not None:
+        return tenancy
+    # A pool from before pools had an owner is bound with this Workload's claim.
+    bind = namespace if pool.spec.owner_namespace is None else None
 
     refused = _block_refusal(workload, pool, shape, inputs)
     if refused is not None:
@@ -214,9 +251,51 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             check=claimed,
             notes=stale,
             reuses_warm_set=_warm_set_whole(pool),
+            owner_namespace=bind,
         )
 
-    return WorkloadDecision(check=_check_for_claimant(workload, pool, inputs))
+    check = _check_for_claimant(workload, pool, inputs)
+    if bind is not None:
+        return WorkloadDecision(PoolChange.BIND, pool.name, check=check, owner_namespace=bind)
+    return WorkloadDecision(check=check)
+
+
+def _tenancy_decision(
+    workload: Workload, pool: GangNodePool, inputs: WorkloadInputs
+) -> WorkloadDecision | None:
+    """Rejected for a pool of another namespace not shared with this one; Retry for warm
+    nodes of a pool from before ownership, whose last namespace is unknown; None when the
+    Workload may go on to claim the pool."""
+    namespace = workload.metadata.namespace or ""
+    owner = pool.spec.owner_namespace
+    problem = foreign_pool_problem(pool.name, owner, namespace, inputs.settings.tenancy)
+    if problem is not None:
+        rejected = CheckUpdate(c.CHECK_REJECTED, problem.message, reason=problem.reason)
+        if _holds(pool, workload):
+            return WorkloadDecision(
+                PoolChange.RELEASE,
+                pool.name,
+                check=rejected,
+                notes=(f"the pool belongs to namespace {owner}",),
+            )
+        return WorkloadDecision(check=rejected, notes=(f"the pool belongs to namespace {owner}",))
+    status = pool.status
+    unclaimed = pool.spec.claim is None or not inputs.claimant_exists
+    if owner is None and unclaimed and status.instance_ids and not _holds(pool, workload):
+        until = status.keep_warm_until
+        when = f" at {until:%Y-%m-%dT%H:%M:%SZ}" if until is not None else ""
+        return WorkloadDecision(
+            check=CheckUpdate(
+                c.CHECK_RETRY,
+                f"Pool {pool.name} was made before pools belonged to a namespace and holds "
+                f"{len(status.instance_ids)} nodes whose last namespace was not recorded; "
+                f"they are not handed to namespace {namespace}. They are released when "
+                f"their keep-warm window ends{when}; Kueue will retry this Workload, and "
+                f"its claim then binds the pool to namespace {namespace}.",
+                reason=c.EventReason.WARM_NODES_OF_UNKNOWN_NAMESPACE,
+            )
+        )
+    return None
 
 
 def _block_window(pool: GangNodePool, shape: GangShape, settings: Settings) -> BlockWindow | None:

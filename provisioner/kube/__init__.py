@@ -9,6 +9,7 @@
 - `workqueue`: the per-key serialized queue and the `Controller` worker pool.
 - `status`: `update_status` / `update_object` (and `patch_status_entries`, `create_object`,
   `read_object`) on models, the one way a reconciler writes.
+- `pool_reads`: one pool read live by name, for the Job webhook.
 - `check_state`: our entry in a Workload's admission checks, as JSON-patch operations.
 - `leader`: Lease leader election.
 - `events`: the Event recorder.

@@ -27,7 +27,7 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
 from provisioner.api.constants import FIELD_MANAGER, JSON_PATCH_CONTENT_TYPE
-from provisioner.kube.errors import translated
+from provisioner.kube.errors import KubeNotFound, translated
 from provisioner.kube.resources import ResourceRef
 
 __all__ = [
@@ -170,8 +170,23 @@ class KubeClient:
         self._api.close()
 
     # -- reads ------------------------------------------------------------------------------
+    def server_version(self) -> Obj:
+        """The API server's /version: the cheapest call that proves it answers."""
+        return self._call("GET", "/version")
+
     def get(self, ref: ResourceRef, name: str, *, namespace: str | None = None) -> Obj:
         return self._call("GET", ref.path(namespace, name))
+
+    def serves(self, ref: ResourceRef) -> bool:
+        """Whether the apiserver serves `ref` (its group-version's discovery document lists
+        the plural): False for a CustomResourceDefinition that is not installed. Discovery
+        is readable by every authenticated user (the system:discovery role)."""
+        prefix = f"/apis/{ref.group}/{ref.version}" if ref.group else f"/api/{ref.version}"
+        try:
+            document = self._call("GET", prefix)
+        except KubeNotFound:
+            return False
+        return any(r.get("name") == ref.plural for r in document.get("resources") or [])
 
     def list(
         self,

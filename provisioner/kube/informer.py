@@ -12,6 +12,12 @@ re-list and diff against the cache, synthesising the adds, updates and deletes t
 missed. Any other failure (apiserver restarting, connection refused) backs off and
 re-watches from the same version. Handlers run on the informer's thread, one at a time;
 they should be quick (enqueue a key) and must treat the objects as read-only.
+
+Health (`problem`): a synced cache can still be blind. A list or watch refused (401/403:
+RBAC taken away) or failing (5xx, no connection) leaves the cache as it was, silently
+missing every change since; so does a loop that has not completed a list or watch for
+`stale_after` seconds. Whoever acts on what the cache does NOT hold (the reaper: "no such
+pool") asks `problem()` first and acts only on None.
 """
 
 from __future__ import annotations
@@ -80,6 +86,8 @@ class Informer:
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         index_label: str | None = None,
+        stale_after: float | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
         self._source = source
@@ -101,6 +109,15 @@ class Informer:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self.relists = 0  # how many times the cache was rebuilt from a list (tests, metrics)
+        # Health: the last list/watch failure (None once one succeeds again) and when the
+        # loop last completed one. A quiet watch ends cleanly every `watch_timeout`, so two
+        # of those plus the longest backoff is the longest a healthy loop goes without one.
+        self._monotonic = monotonic
+        self._stale_after = (
+            stale_after if stale_after is not None else 2.0 * watch_timeout + backoff_max
+        )
+        self._failure: Exception | None = None
+        self._last_success: float | None = None
 
     # -- public -----------------------------------------------------------------------------
     def add_handlers(
@@ -148,6 +165,21 @@ class Informer:
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         return self._synced.wait(timeout)
 
+    def problem(self) -> str | None:
+        """Why this cache cannot be trusted to be complete now, or None when it can: not
+        synced yet, the last list/watch failed (refused, server error, no connection), or
+        no list/watch completed for `stale_after` seconds."""
+        if not self._synced.is_set():
+            return f"informer {self.name} has not synced"
+        with self._lock:
+            failure, last = self._failure, self._last_success
+        if failure is not None:
+            kind = type(failure).__name__
+            return f"informer {self.name}: last list/watch failed: {kind}: {failure}"
+        if last is None or self._monotonic() - last > self._stale_after:
+            return f"informer {self.name}: no list/watch completed for {self._stale_after:g}s"
+        return None
+
     def get(self, namespace: str, name: str) -> Obj | None:
         with self._lock:
             return self._cache.get(ObjectKey(namespace, name))
@@ -189,10 +221,12 @@ class Informer:
                 if need_list:
                     self._relist()
                     need_list = False
+                    self._succeeded()
                 started = time.monotonic()
                 received = self._watch_once()
                 if received or time.monotonic() - started > 1.0:
                     delay = self._backoff_initial
+                    self._succeeded()
                     continue
                 # A watch that ends at once with nothing in it is a failing server.
                 raise ConnectionError("watch closed immediately")
@@ -205,6 +239,8 @@ class Informer:
                 error: Exception = gone
             except Exception as err:
                 error = err
+            with self._lock:
+                self._failure = error
             if self._stopping.is_set():
                 break
             log.warning(
@@ -216,6 +252,11 @@ class Informer:
             )
             self._stopping.wait(delay)
             delay = min(delay * 2, self._backoff_max)
+
+    def _succeeded(self) -> None:
+        with self._lock:
+            self._failure = None
+            self._last_success = self._monotonic()
 
     def _relist(self) -> None:
         listing = self._source.list()

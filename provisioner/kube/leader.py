@@ -14,6 +14,15 @@ algorithm is client-go's:
 - a clean stop calls `on_stopped_leading` first and then clears the holder, so a standby
   takes over on its next attempt instead of waiting out the lease.
 
+After each successful create/update the elector reports the term it holds
+(`on_renewed(LeaseTerm)`): holder, `leaseTransitions`, and a monotonic `valid_until` = the
+start of that request + `renew_deadline`. No other replica can take the Lease before then
+(it waits a full lease duration from when it saw this renewal, and `renew_deadline <
+lease_duration`), so a write checked against `valid_until` is a write by the only leader —
+the fencing token the stack driver checks before each stack write (``pulumi_driver.fence``).
+`others_fenced_since` is when the previous holder's Lease ran out on our clock: from then
+on its own fence has closed too.
+
 Safety does not rest on the Lease alone: every write the controllers make is still
 preconditioned on what they read (DESIGN invariant 9).
 """
@@ -35,7 +44,14 @@ from provisioner.kube.client import KubeClient
 from provisioner.kube.errors import KubeConflict, KubeNotFound
 from provisioner.kube.resources import LEASES
 
-__all__ = ["LeaderElector", "LeaseLock", "LeaseRecord", "LeaseStore", "default_identity"]
+__all__ = [
+    "LeaderElector",
+    "LeaseLock",
+    "LeaseRecord",
+    "LeaseStore",
+    "LeaseTerm",
+    "default_identity",
+]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +68,16 @@ class LeaseRecord:
     renew_time: datetime | None
     lease_transitions: int
     resource_version: str = ""
+
+
+@dataclass(frozen=True)
+class LeaseTerm:
+    """The term a renewal just confirmed (module docstring); monotonic times."""
+
+    holder: str
+    lease_transitions: int
+    valid_until: float
+    others_fenced_since: float
 
 
 class LeaseStore(Protocol):
@@ -117,6 +143,7 @@ class LeaderElector:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         clock: Clock = SYSTEM_CLOCK,
+        on_renewed: Callable[[LeaseTerm], None] | None = None,
     ) -> None:
         if not 0 < retry_period < renew_deadline < lease_duration:
             raise ValueError(
@@ -126,6 +153,9 @@ class LeaderElector:
         self._store = store
         self._on_started = on_started_leading
         self._on_stopped = on_stopped_leading
+        self._on_renewed = on_renewed
+        # When the holder before us is certainly fenced (set when we take the Lease).
+        self._others_fenced_since = 0.0
         self._lease_seconds = math.ceil(lease_duration)
         self._renew_deadline = renew_deadline
         self._retry_period = retry_period
@@ -161,6 +191,15 @@ class LeaderElector:
                 renewed = False
             if renewed:
                 self._last_renew = started  # the request's start: the conservative bound
+                observed, report = self._observed, self._on_renewed
+                if report is not None and observed is not None:
+                    term = LeaseTerm(
+                        self.identity,
+                        observed.lease_transitions,
+                        started + self._renew_deadline,
+                        self._others_fenced_since,
+                    )
+                    _quietly(lambda: report(term))
                 if not self._leading:
                     self._leading = True
                     log.info("leader election: %s is now the leader", self.identity)
@@ -231,6 +270,7 @@ class LeaderElector:
                 self._observe(self._store.create(mine), now)
             except KubeConflict:
                 return False  # another replica created it first; read it next time
+            self._others_fenced_since = now  # nobody held it
             return True
         if self._observed is None or record.resource_version != self._observed.resource_version:
             self._observe(record, now)
@@ -249,11 +289,18 @@ class LeaderElector:
             renew_time=wall,
             lease_transitions=record.lease_transitions + (0 if ours else 1),
         )
+        # Taking it: the holder before us (if any) is fenced since its Lease ran out on our
+        # clock; a released Lease's holder stepped down before it cleared the holder.
+        taken_at = (
+            self._observed_at + record.lease_duration_seconds if record.holder_identity else now
+        )
         try:
             self._observe(self._store.update(claim), now)
         except KubeConflict:
             log.info("leader election: the Lease changed under %s; re-reading", self.identity)
             return False
+        if not ours:
+            self._others_fenced_since = min(taken_at, now)
         return True
 
     def _observe(self, record: LeaseRecord, now: float) -> None:

@@ -17,7 +17,15 @@ from typing import Final
 
 from provisioner.api import constants as c
 
-__all__ = ["CLUSTER_PERMISSIONS", "NAMESPACE_PERMISSIONS", "Permission", "as_triples"]
+__all__ = [
+    "CLUSTER_PERMISSIONS",
+    "NAMESPACE_PERMISSIONS",
+    "OWNERSHIP_KEY_PERMISSIONS",
+    "WEBHOOK_CERT_CLUSTER_PERMISSIONS",
+    "WEBHOOK_CERT_NAMESPACE_PERMISSIONS",
+    "Permission",
+    "as_triples",
+]
 
 
 @dataclass(frozen=True)
@@ -49,11 +57,15 @@ CLUSTER_PERMISSIONS: Final[tuple[Permission, ...]] = (
     Permission(c.GROUP, c.GNP_PLURAL, (*_READ, "create", "update", "patch", "delete")),
     Permission(c.GROUP, f"{c.GNP_PLURAL}/status", _STATUS),
     Permission(c.GROUP, f"{c.GNP_PLURAL}/finalizers", ("update",)),
-    # The owner Job of a Workload carries the gang annotations.
+    # A Workload's owner carries the gang's label and annotations: a Job, JobSet,
+    # PyTorchJob or TrainJob (`owners.OWNER_KINDS`), each read by an informer or a GET.
     Permission("batch", "jobs", _READ),
+    Permission("jobset.x-k8s.io", "jobsets", _READ),
+    Permission("kubeflow.org", "pytorchjobs", _READ),
+    Permission("trainer.kubeflow.org", "trainjobs", _READ),
     # Join tracking reads Nodes; the pool reconciler labels only its own.
     Permission("", "nodes", (*_READ, "patch")),
-    # Events on Workloads and pools, in whichever namespace the object lives.
+    # Events on Workloads, their owners and pools, in whichever namespace the object lives.
     Permission("", "events", ("create", "patch")),
     Permission("events.k8s.io", "events", ("create", "patch")),
 )
@@ -62,6 +74,25 @@ CLUSTER_PERMISSIONS: Final[tuple[Permission, ...]] = (
 # `LeaseLock.update` renews with a preconditioned merge patch, so the verb is patch.
 NAMESPACE_PERMISSIONS: Final[tuple[Permission, ...]] = (
     Permission("coordination.k8s.io", "leases", ("get", "create", "patch")),
+)
+
+# -- webhook certificates (issue #30, certs) ---------------------------------------------------
+# Granted only with the chart's webhook.certMode=selfSigned, in roles of their own whose every
+# rule names its one object with resourceNames: the rotator (kube/webhook_certs.py) reads and
+# replaces the release's certificate Secret, which the chart creates empty (so no create),
+# and reads and patches the caBundle of the chart's ValidatingWebhookConfiguration.
+WEBHOOK_CERT_NAMESPACE_PERMISSIONS: Final[tuple[Permission, ...]] = (
+    Permission("", "secrets", ("get", "update")),
+)
+WEBHOOK_CERT_CLUSTER_PERMISSIONS: Final[tuple[Permission, ...]] = (
+    Permission("admissionregistration.k8s.io", "validatingwebhookconfigurations", ("get", "patch")),
+)
+
+
+# The self-managed ownership key (issue #30, ownkey), scoped by resourceNames to its one
+# Secret: `kube/ownership_key.py` reads it and fills it once (the chart creates it empty).
+OWNERSHIP_KEY_PERMISSIONS: Final[tuple[Permission, ...]] = (
+    Permission("", "secrets", ("get", "update")),
 )
 
 

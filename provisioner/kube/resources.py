@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from provisioner.api import constants as c
+from provisioner.api.owners import JOB, JOBSET, OWNER_KINDS, PYTORCH_JOB, TRAIN_JOB, OwnerKind
 
 __all__ = [
     "ADMISSION_CHECKS",
@@ -23,15 +24,21 @@ __all__ = [
     "DEPLOYMENTS",
     "GANG_NODE_POOLS",
     "JOBS",
+    "JOBSETS",
     "LEASES",
     "NAMESPACES",
     "NODES",
+    "OWNER_RESOURCES",
+    "PYTORCH_JOBS",
+    "SECRETS",
     "SERVICE_ACCOUNTS",
+    "TRAIN_JOBS",
     "VALIDATING_WEBHOOKS",
     "WORKLOADS",
     "ObjectKey",
     "ResourceRef",
     "key_of",
+    "owner_resource",
 ]
 
 
@@ -88,6 +95,7 @@ NODES = ResourceRef("", "v1", "nodes", False, "Node")
 CONFIG_MAPS = ResourceRef("", "v1", "configmaps", True, "ConfigMap")
 CORE_EVENTS = ResourceRef("", "v1", "events", True, "Event")
 SERVICE_ACCOUNTS = ResourceRef("", "v1", "serviceaccounts", True, "ServiceAccount")
+SECRETS = ResourceRef("", "v1", "secrets", True, "Secret")
 DEPLOYMENTS = ResourceRef("apps", "v1", "deployments", True, "Deployment")
 CRDS = ResourceRef(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
@@ -100,7 +108,19 @@ VALIDATING_WEBHOOKS = ResourceRef(
     "ValidatingWebhookConfiguration",
 )
 LEASES = ResourceRef("coordination.k8s.io", "v1", "leases", True, "Lease")
-JOBS = ResourceRef("batch", "v1", "jobs", True, "Job")
+
+
+def owner_resource(kind: OwnerKind) -> ResourceRef:
+    """The REST resource of a kind a gang can be submitted as (all are namespaced)."""
+    return ResourceRef(kind.group, kind.version, kind.plural, True, kind.kind)
+
+
+JOBS = owner_resource(JOB)
+JOBSETS = owner_resource(JOBSET)
+PYTORCH_JOBS = owner_resource(PYTORCH_JOB)
+TRAIN_JOBS = owner_resource(TRAIN_JOB)
+# The resource of each kind a gang's Workload may belong to, in `OWNER_KINDS` order.
+OWNER_RESOURCES = tuple(owner_resource(kind) for kind in OWNER_KINDS)
 GANG_NODE_POOLS = ResourceRef(c.GROUP, c.VERSION, c.GNP_PLURAL, False, c.GNP_KIND)
 WORKLOADS = ResourceRef(c.KUEUE_GROUP, c.KUEUE_VERSION, "workloads", True, "Workload")
 ADMISSION_CHECKS = ResourceRef(

@@ -10,10 +10,17 @@ Rules it keeps:
 - One project per cluster, one stack per pool (stack name = pool name), one work dir per
   stack, one shared `PulumiCommand` (the CLI's version is checked once).
 - One operation per stack at a time: a lock per stack in this process. Across processes
-  the leader Lease keeps one active controller, and Pulumi's own stack lock is broken only
-  by the leader (``locks.is_stale``): `recover()` marks this driver leading and clears
-  every lock it finds, at once; `step_down()` marks it not leading, after which it breaks
-  none (a standby never touches the live leader's lock).
+  the leader Lease keeps one active controller, and the driver writes a stack only behind
+  its fence (``fence``): `recover()` takes the term of the Lease the elector last renewed,
+  and every operation checks, before it starts, that this term is still valid (its renew
+  deadline, on the monotonic clock, not passed). Each CLI runs in its own process group
+  (`FencedCommand`), and the moment the fence closes — `step_down()`, or the renew deadline
+  passing unrenewed — every running CLI's group is killed. With an ``s3://`` backend the
+  CLI's S3 traffic goes through the controller (``s3_fence``), which forwards a write only
+  while the fence is open, so a CLI left running by a paused controller writes nothing once
+  it resumes. Pulumi's own stack lock is broken only when its holder cannot still be
+  writing (``locks.is_stale``): a lock of this host when no Pulumi CLI runs under its pid,
+  one of another host once that host's fence has certainly closed; a standby breaks none.
 - Every operation is marked before and recorded after (``oplog``); `recover()` turns a
   marker without a result into an ``aborted`` record, cancels stale locks, and resolves
   pending operations (adopting what a crashed create made, ``pending``), through
@@ -39,10 +46,13 @@ Rules it keeps:
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import shutil
+import socket
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -51,21 +61,33 @@ from pulumi import automation as auto
 
 from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
+from provisioner.cloud.s3_signing import S3RequestSigner
 from provisioner.pulumi_driver import oplog
 from provisioner.pulumi_driver.cli_env import StatePaths, aws_environment, cli_environment
 from provisioner.pulumi_driver.drift import DroppedResource, up_repairing
 from provisioner.pulumi_driver.engine_log import REFRESH, EngineLog
 from provisioner.pulumi_driver.errors import (
     CLI_UNAVAILABLE,
+    FENCE_CLOSED,
     POOL_NOT_PREPARED,
     STACK_NOT_FOUND,
     StackError,
     classify,
     is_locked,
 )
+from provisioner.pulumi_driver.fence import (
+    UNFENCED,
+    Fence,
+    FenceClosed,
+    FencedCommand,
+    FencingToken,
+)
+from provisioner.pulumi_driver.locks import BreakRule
+from provisioner.pulumi_driver.orphan_locks import s3_location
 from provisioner.pulumi_driver.provider_host import SharedProviderHost
 from provisioner.pulumi_driver.recovery import StackRecovery
 from provisioner.pulumi_driver.reports import RecoveryReport, StackResult, StackSummary
+from provisioner.pulumi_driver.s3_fence import S3Fence, regional_endpoint
 from provisioner.pulumi_driver.sdk import noop_program
 from provisioner.pulumi_driver.stack_backend import StackBackend, parse_state
 from provisioner.pulumi_driver.statefile import FileBackend, file_backend_root
@@ -84,7 +106,12 @@ class StackDriver:
         settings: Settings,
         pulumi_root: Path,
         log: logging.Logger,
+        *,
+        fence: Fence | None = None,
     ) -> None:
+        """``fence``: the composition root's, enforced when replicas elect a leader; by
+        default one open whenever `recover()` has run (one writer by configuration: tests,
+        the operator's commands)."""
         self._settings = settings
         self._log = log
         paths = StatePaths(Path(settings.pulumi.state_dir))
@@ -98,8 +125,10 @@ class StackDriver:
         self._file = FileBackend(root, self.project) if root is not None else None
         paths.home.mkdir(parents=True, exist_ok=True)
         self._oplog = oplog.OperationLog(paths.operations)
+        self.fence = fence if fence is not None else Fence(enforced=False)
+        self._term: FencingToken | None = None  # the term `recover()` ran under
         try:
-            command = auto.PulumiCommand(root=str(pulumi_root))
+            command = FencedCommand(str(pulumi_root), self.fence)
         except (OSError, subprocess.CalledProcessError, auto.InvalidVersionError) as exc:
             raise StackError(
                 CLI_UNAVAILABLE,
@@ -110,6 +139,13 @@ class StackDriver:
         self._locks: dict[str, threading.Lock] = {}
         self._backend = StackBackend(settings, paths, self._env, command, self._file, log)
         self._recovery = StackRecovery(self._backend, self._oplog, settings, log)
+        self._recovery.rule = self._break_rule
+        self.s3_fence = self._start_s3_fence(settings)
+        if self.s3_fence is not None:
+            # Every CLI process (and the driver's own lock-file deletes) reach the state
+            # bucket through the fence (``s3_fence``).
+            self._env["AWS_ENDPOINT_URL_S3"] = self.s3_fence.endpoint_url
+            self._recovery.endpoint_url = self.s3_fence.endpoint_url
         # Every workspace holds `self._env` itself (not a copy), so the attach variable set
         # here before each engine run reaches every stack's next CLI process.
         self._provider_host = (
@@ -124,9 +160,12 @@ class StackDriver:
         return self._provider_host.pid if self._provider_host is not None else None
 
     def close(self) -> None:
-        """Stop the shared provider host (the controller is shutting down)."""
+        """Stop the shared provider host and the S3 fence (the controller is shutting
+        down)."""
         if self._provider_host is not None:
             self._provider_host.close()
+        if self.s3_fence is not None:
+            self.s3_fence.close()
 
     # --- reads (no CLI on the warm path) ---------------------------------------------------
     def outputs(self, pool: str) -> PoolOutputs | None:
@@ -233,8 +272,14 @@ class StackDriver:
 
     def recover(self) -> list[RecoveryReport]:
         """On becoming leader, before any other operation: repair every stack of the project.
-        From here until `step_down()`, a lock held by anyone else is stale (``locks``)."""
-        self._recovery.leading = True
+        Takes the fence's current term: every operation until `step_down()` checks it is
+        still valid. A lock whose holder may still be alive stays (``locks``)."""
+        if not self.fence.enforced:
+            self.fence.extend(UNFENCED)  # leading by configuration, from now on
+        try:
+            self._term = self.fence.check()
+        except FenceClosed as closed:
+            raise self._fenced("*", "recover", closed) from closed
         # A standby's view of which stacks exist; the old leader may have made stacks since.
         self._backend.forget_listing()
         reports = []
@@ -255,8 +300,10 @@ class StackDriver:
         return reports
 
     def step_down(self) -> None:
-        """Leadership is lost: break no lock from now on (the new leader may hold it)."""
-        self._recovery.leading = False
+        """Leadership is lost: close the fence, which kills every running CLI's process
+        group; no stack is written and no lock broken from now on."""
+        self._term = None
+        self.fence.close("stepped down")
 
     # --- internals -------------------------------------------------------------------------
     def _lock(self, pool: str) -> threading.Lock:
@@ -347,6 +394,12 @@ class StackDriver:
     ) -> tuple[T, oplog.StackOperation]:
         """Marker, body (retried once after clearing a stale lock), result; StackError on
         failure, carrying the recorded operation."""
+        try:
+            if self.fence.enforced and self._term is None:
+                raise FenceClosed("this replica has not recovered the stacks as the leader")
+            self.fence.check(self._term)
+        except FenceClosed as closed:
+            raise self._fenced(pool, operation, closed) from closed
         op = self._oplog.begin(pool, operation)
         events = self._events(pool, operation)
         try:
@@ -373,6 +426,33 @@ class StackDriver:
             )
             raise err from exc
         return value, self._oplog.finish(op, oplog.SUCCEEDED)
+
+    def _break_rule(self) -> BreakRule:
+        """What may be broken now (``locks``): nothing unless this term's token is valid."""
+        token = self.fence.token()
+        if token is None or self._term is None or not token.same_term(self._term):
+            return BreakRule.not_leading()
+        return BreakRule(token, time.monotonic())
+
+    def _fenced(self, pool: str, operation: str, closed: FenceClosed) -> StackError:
+        return StackError(
+            FENCE_CLOSED,
+            f"Stack {operation} of {pool} not started: {closed}.",
+            kind=FailureKind.RETRYABLE,
+            pool=pool,
+            operation=operation,
+        )
+
+    def _start_s3_fence(self, settings: Settings) -> S3Fence | None:
+        where = s3_location(settings)
+        if where is None:
+            return None
+        return S3Fence(
+            self.fence,
+            upstream=where.endpoint_url or regional_endpoint(where.region),
+            signer=S3RequestSigner(where.region),
+            writer=f"{socket.gethostname()}/{os.getpid()}",
+        )
 
     def _events(self, pool: str, operation: str) -> EngineLog:
         return EngineLog(self._log, pool, operation, tuple(RESOURCE_NAMES.values()))

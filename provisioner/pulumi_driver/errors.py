@@ -15,6 +15,8 @@ Hierarchy (kind in brackets)::
            reason=StackNotFound         [not-prepared] no stack for the pool
            reason=PoolNotPrepared       [not-prepared] record/remove before any prepare
            reason=SecretsUnavailable    [config] passphrase missing or wrong, KMS unusable
+           reason=FenceClosed           [retryable] this replica no longer surely leads:
+                                        nothing written (``fence``)
            reason=BackendUnavailable    [retryable] the backend could not be read or written
                                         (S3 answering 5xx or throttling, among others)
            reason=BackendRefused        [config] S3 refused the call (403, 404): the
@@ -42,6 +44,7 @@ __all__ = [
     "BACKEND_REFUSED",
     "BACKEND_UNAVAILABLE",
     "CLI_UNAVAILABLE",
+    "FENCE_CLOSED",
     "PENDING_OPERATIONS",
     "POOL_NOT_PREPARED",
     "PROGRAM_FAILED",
@@ -67,6 +70,8 @@ CLI_UNAVAILABLE: Final = "PulumiCliUnavailable"
 PROVIDER_HOST_UNAVAILABLE: Final = "ProviderHostUnavailable"
 PROGRAM_FAILED: Final = "ProgramFailed"
 STACK_OPERATION_FAILED: Final = "StackOperationFailed"
+# This replica no longer surely holds the leader Lease (``fence``): nothing was written.
+FENCE_CLOSED: Final = "FenceClosed"
 
 _LOCKED_TEXT: Final = (
     "[409] Conflict",

@@ -2,17 +2,23 @@
 
 Called by the stack driver on two paths: `recover()` (on becoming leader, every stack's
 locks) and any operation that fails with "the stack is currently locked" (holders parsed
-from the CLI's message, whatever the backend).
+from the CLI's message, or read from the backend's lock files).
 
-The rule is leadership, not age or host. Only the Lease holder runs stack operations, and
-this driver runs one operation per stack at a time, so a lock this replica meets while it
-leads, on a stack it is not itself updating, belongs to a process that is not the Lease
-holder: a dead pod, a crashed earlier run, or an old leader that lost the Lease. It is stale
-the moment this replica leads, whatever its age. A replica that does not lead (a standby,
-or a leader that has just stepped down) never breaks a lock: the lock may be the live
-leader's. Safety does not rest on the Lease alone: an old leader stops its reconcilers the
-moment it loses the Lease, and every launch carries its ClientToken, so an `up` it was still
-finishing cannot launch a second gang.
+A lock is broken only when its holder cannot still be writing (`BreakRule`):
+- a replica that does not hold a valid fencing token (``fence``: a standby, or a leader
+  whose renew deadline passed) breaks none: the lock may be the live leader's;
+- a lock of a process on *this* host goes only when no Pulumi CLI runs under that pid (a
+  live one may be a CLI this process, or a neighbour replica on the same node, still runs).
+  "No CLI" rather than "no process": a restarted container keeps its pod's host name and
+  numbers its processes afresh, so the pid a lock names may belong to another program;
+
+- a lock of a process on *another* host goes only once that host's fence has certainly
+  closed: this replica holds the Lease, and its Lease ran out on our clock since the earlier
+  holder's last renewal we saw (``FencingToken.others_fenced_since``). From then on the
+  earlier holder's CLI can write nothing: its controller killed it when its renew deadline
+  passed, and its S3 requests pass through its fence (``s3_fence``), which refuses writes
+  past that deadline even after a pause. Its pod being gone proves the same, later.
+The lock's age is not used: a lock can be old and its holder alive (a long `up`).
 """
 
 from __future__ import annotations
@@ -20,19 +26,24 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Final
 
+from provisioner.pulumi_driver.fence import FencingToken
+
 __all__ = [
+    "BreakRule",
     "LockHolder",
     "holder_from_json",
     "holders_from_files",
     "holders_from_message",
     "is_stale",
     "pid_alive",
+    "pulumi_alive",
 ]
 
 _IN_MESSAGE: Final = re.compile(
@@ -121,8 +132,35 @@ def pid_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
-def is_stale(holder: LockHolder, *, leading: bool) -> bool:
-    """True when ``holder``'s lock may be broken (module docstring): exactly when this
-    replica leads. ``holder`` is what the log names; its age and host do not matter."""
-    del holder
-    return leading
+@dataclass(frozen=True)
+class BreakRule:
+    """What this replica knows when it meets a lock (module docstring)."""
+
+    # The valid token of the term this replica recovered under; None when it does not lead.
+    token: FencingToken | None
+    now: float  # time.monotonic()
+    host: str = field(default_factory=socket.gethostname)
+
+    @classmethod
+    def not_leading(cls) -> BreakRule:
+        return cls(None, 0.0)
+
+
+def pulumi_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live Pulumi CLI (or cannot be told apart from one)."""
+    if not pid_alive(pid):
+        return False
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+    except OSError:
+        return True  # no /proc to read: it may be one
+    return Path(command.decode(errors="replace")).name.startswith("pulumi")
+
+
+def is_stale(holder: LockHolder, rule: BreakRule) -> bool:
+    """True when ``holder``'s lock may be broken (module docstring)."""
+    if rule.token is None or rule.now >= rule.token.valid_until:
+        return False
+    if holder.host and holder.host == rule.host:
+        return not pulumi_alive(holder.pid)
+    return rule.now >= rule.token.others_fenced_since

@@ -21,6 +21,7 @@ override. An S3 failure leaves as a `StackError` of the `CloudError`'s kind.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -32,7 +33,7 @@ from provisioner.cloud.ec2api import state_bucket_client
 from provisioner.cloud.errors import CloudError
 from provisioner.cloud.statebucket import StateBucket
 from provisioner.pulumi_driver.errors import BACKEND_UNAVAILABLE, StackError
-from provisioner.pulumi_driver.locks import LockHolder, holder_from_json, is_stale
+from provisioner.pulumi_driver.locks import BreakRule, LockHolder, holder_from_json, is_stale
 from provisioner.pulumi_driver.statefile import FileBackend
 
 __all__ = [
@@ -123,13 +124,14 @@ class Removal:
     kept: tuple[LockHolder, ...] = ()  # holders that are not stale
 
 
-def remove_stale(locks: LockFiles, stack: str, *, leading: bool) -> Removal:
+def remove_stale(locks: LockFiles, stack: str, rule: Callable[[], BreakRule]) -> Removal:
     """Delete ``stack``'s lock files whose holder is stale; keep every other one."""
     removed: list[LockHolder] = []
     kept: list[LockHolder] = []
     try:
         for lock in locks.list(stack):
-            if is_stale(lock.holder, leading=leading):
+            # The rule is read again before each delete: the fence may close meanwhile.
+            if is_stale(lock.holder, rule()):
                 locks.delete(lock)
                 removed.append(lock.holder)
             else:
@@ -168,14 +170,18 @@ def s3_location(settings: Settings) -> S3Location | None:
     return S3Location(url.netloc, url.path.strip("/"), region, endpoint or None)
 
 
-def lock_files_for(settings: Settings, file_backend: FileBackend | None) -> LockFiles | None:
-    """The lock files of the settings' backend; None for a backend that is neither."""
+def lock_files_for(
+    settings: Settings, file_backend: FileBackend | None, endpoint_url: str | None = None
+) -> LockFiles | None:
+    """The lock files of the settings' backend; None for a backend that is neither.
+    ``endpoint_url``: reach the bucket there instead (the driver's S3 fence, so that the
+    controller's own deletes of lock objects are fenced like the CLI's writes)."""
     if file_backend is not None:
         return FileLockFiles(file_backend)
     where = s3_location(settings)
     if where is None:
         return None
-    client = state_bucket_client(where.region, where.endpoint_url)
+    client = state_bucket_client(where.region, endpoint_url or where.endpoint_url)
     return S3LockFiles(
         StateBucket(client, where.bucket), where.prefix, settings.pulumi.project_name
     )

@@ -111,11 +111,13 @@ class PoolStacks:
         self._call(pool, "destroy", lambda: self.driver.destroy(pool))
 
     def recover(self) -> None:
-        """After a crash: cancel stale locks, resolve pending operations (new leader only)."""
+        """On leading: cancel locks whose holder cannot still write, resolve pending
+        operations (new leader only)."""
         self._call("*", "recover", self.driver.recover)
 
     def step_down(self) -> None:
-        """Leadership lost: from now on break no stack lock (the new leader's)."""
+        """Leadership lost: the driver's fence closes, killing running CLIs; from now on
+        no stack is written and no lock broken."""
         self.driver.step_down()
 
     def _call(self, pool: str, operation: str, body: Callable[[], T]) -> T:

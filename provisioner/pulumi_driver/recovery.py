@@ -2,10 +2,14 @@
 
 Owned by `StackDriver` (``driver``): its `recover()` calls `recover` for every stack of the
 project on becoming leader, and each of its operations that meets a lock calls
-`clear_stale_lock`. Pulumi's own stack lock is broken only by the leader
-(``locks.is_stale``): the driver sets `leading` in `recover()` and clears it in
-`step_down()`, after which no lock is broken (a standby never touches the live leader's
-lock). A marker without a result becomes an ``aborted`` record (``oplog``), and pending
+`clear_stale_lock`. Pulumi's own stack lock is broken only when its holder cannot still be
+writing (``locks.is_stale``): the driver hands over `rule`, read afresh at each decision —
+no lock while this replica holds no valid fencing token; a lock of this host only when its
+pid is dead; a lock of another host only once that host's fence has certainly closed. A
+lock whose holder may be alive stays, and the stack is reported with its live holders (the
+reconciler's next operation meets the lock again and asks again). Locks are read from the
+backend's lock files on both backends (``orphan_locks``), never cancelled blind. A marker
+without a result becomes an ``aborted`` record (``oplog``), and pending
 operations are resolved, adopting what a crashed create made (``pending``). The
 interrupted operation is never re-run: the reconciler asks again from its own state.
 """
@@ -21,7 +25,7 @@ from pulumi import automation as auto
 from provisioner.api.settings import Settings
 from provisioner.pulumi_driver import oplog
 from provisioner.pulumi_driver.engine_log import EngineLog
-from provisioner.pulumi_driver.locks import LockHolder, holders_from_message, is_stale
+from provisioner.pulumi_driver.locks import BreakRule, LockHolder, holders_from_message, is_stale
 from provisioner.pulumi_driver.orphan_locks import LockFiles, lock_files_for, remove_stale
 from provisioner.pulumi_driver.pending import Resolution, resolve
 from provisioner.pulumi_driver.reports import RecoveryReport
@@ -55,14 +59,19 @@ class StackRecovery:
         self._oplog = operations
         self._settings = settings
         self._log = log
-        self.leading = False
-        self._lock_files: LockFiles | None = None  # made on first use: rarely needed
+        # What this replica may break now (``locks.BreakRule``); the driver's, once leading.
+        self.rule: Callable[[], BreakRule] = BreakRule.not_leading
+        # Where the controller's own S3 calls go (the driver's S3 fence), when not S3 itself.
+        self.endpoint_url: str | None = None
+        self._lock_files: LockFiles | None = None  # made on first use
 
     def clear_stale_lock(self, pool: str, message: str) -> bool:
-        """Our own operation on ``pool`` met a lock: not ours (we hold the pool's lock in
-        this process), so it may go exactly when we lead."""
+        """Our own operation on ``pool`` met a lock: it goes only if every holder is stale
+        (``locks.is_stale``)."""
         holders = self._holders(pool, message)
-        if not self.leading or not all(self._stale(h) for h in holders):
+        if not holders:
+            return True  # released since: the operation may try again
+        if not all(self._stale(h) for h in holders):
             return False
         self._cancel(pool, holders)
         return True
@@ -72,22 +81,15 @@ class StackRecovery:
         files = self._backend.file
         aborted = self._oplog.abort_unfinished(pool)
         cancelled = False
-        if files is not None:
-            holders = files.lock_holders(pool)
-            live = [h for h in holders if not self._stale(h)]
-            if live:  # only when not leading: recover() is the leader's
-                return RecoveryReport(
-                    pool, aborted, live_lock_holders=tuple(h.describe() for h in live)
-                )
-            if holders:
-                self._cancel(pool, holders)
-                cancelled = True
-        else:
-            # Another backend shows its locks only to an operation that meets them, and a
-            # lock of a dead leader's pod is in no marker of ours (it had its own disk): clear
-            # whatever is there. `pulumi cancel` on a stack without a lock changes nothing.
-            self._backend.stack(pool).cancel()
-            cancelled = aborted is not None
+        holders = self._holders(pool)
+        live = [h for h in holders if not self._stale(h)]
+        if live:
+            return RecoveryReport(
+                pool, aborted, live_lock_holders=tuple(h.describe() for h in live)
+            )
+        if holders:
+            self._cancel(pool, holders)
+            cancelled = True
         pending = files.pending_operations(pool) if files is not None else None
         resolutions: list[Resolution] = []
         refreshed = False
@@ -103,12 +105,20 @@ class StackRecovery:
         )
 
     def _holders(self, pool: str, message: str = "") -> list[LockHolder]:
-        if self._backend.file is not None:
-            return self._backend.file.lock_holders(pool)
+        """The holders the backend's lock files name (the message's, for a backend whose
+        files the driver cannot read)."""
+        files = self._files()
+        if files is not None:
+            return [lock.holder for lock in files.list(pool)]
         return holders_from_message(message)
 
     def _stale(self, holder: LockHolder) -> bool:
-        return is_stale(holder, leading=self.leading)
+        return is_stale(holder, self.rule())
+
+    def _files(self) -> LockFiles | None:
+        if self._lock_files is None:
+            self._lock_files = lock_files_for(self._settings, self._backend.file, self.endpoint_url)
+        return self._lock_files
 
     def _cancel(self, pool: str, holders: Sequence[LockHolder]) -> None:
         self._log.warning(
@@ -126,10 +136,9 @@ class StackRecovery:
         self._backend.stack(pool).cancel()
 
     def _remove_orphan_locks(self, pool: str) -> None:
-        if self._lock_files is None:
-            self._lock_files = lock_files_for(self._settings, self._backend.file)
-        if self._lock_files is not None:
-            removal = remove_stale(self._lock_files, pool, leading=self.leading)
+        files = self._files()
+        if files is not None:
+            removal = remove_stale(files, pool, self.rule)
             self._log.warning(
                 "stack %s does not exist: removed %d lock file(s) of stale holders, kept %d",
                 pool,

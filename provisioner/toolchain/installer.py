@@ -1,6 +1,7 @@
 """Builds (or finds) the real tools the local environment and the tests run.
 
-Called by `atomic-gang tools`, by `make tools`, and by the pytest session fixtures. For
+Called by `atomic-gang tools`, by `make tools`, and by the pytest session fixtures. Without
+names it resolves the default set (`ALL_TOOLS`, the training-job controllers included). For
 each tool pinned in `versions.py` it takes, in order:
 1. a binary already built into the cache directory for this exact version;
 2. a binary on PATH that reports the pinned version (skipped for tools whose data files must
@@ -364,7 +365,10 @@ def bin_dirs(resolved: dict[str, ResolvedTool]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="atomic-gang tools",
-        description="Build or find the pinned Pulumi CLI, kube-apiserver, etcd, Kueue and helm.",
+        description=(
+            "Build or find the pinned Pulumi CLI, kube-apiserver, etcd, Kueue, helm and the "
+            "training-job controllers (jobset, training-operator, trainer)."
+        ),
     )
     parser.add_argument(
         "--only", action="append", choices=sorted(TOOLS_BY_NAME), help="limit to these tools"

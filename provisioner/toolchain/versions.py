@@ -12,6 +12,12 @@ Why these versions:
   module so the manager and its API always agree.
 - Helm 3.22.0: the newest Helm 3 release; the chart is `apiVersion: v2`. Stamped with its
   client-go's Kubernetes version as Helm's release build does (build tag `kube1.37`).
+- JobSet 0.12.0, Kubeflow training operator 1.9.3 (PyTorchJob) and Kubeflow Trainer 2.2.1
+  (TrainJob): the releases Kueue 0.19.2's go.mod pins, so the CRDs installed are the APIs
+  Kueue's JobSet, PyTorchJob and TrainJob integrations were compiled against. Issue #31 named
+  older ones (0.10.1, 1.8.1, 2.0.0), but Kueue 0.19's TrainJob integration writes
+  `spec.runtimePatches`, a field Trainer 2.0.0's TrainJob CRD does not have, so those would
+  refuse every queued TrainJob. Trainer 2.2.1 is itself compiled against JobSet 0.12.0.
 """
 
 from __future__ import annotations
@@ -134,5 +140,94 @@ HELM = GoTool(
     build_tag="kube1.37",
 )
 
-ALL_TOOLS: tuple[GoTool, ...] = (ETCD, KUBE_APISERVER, PULUMI, KUEUE, HELM)
+# The training-job controllers gang jobs run under (JobSet, PyTorchJob, TrainJob), at the
+# versions Kueue 0.19.2's go.mod pins (see the module docstring). Like Kueue, each takes its
+# CRDs and webhook manifests from the module that built it, so a binary on PATH is never
+# taken. The wrapper module builds them the same way as the others, one code path for all.
+
+JOBSET = GoTool(
+    name="jobset",
+    version="v0.12.0",
+    module="sigs.k8s.io/jobset",
+    package="sigs.k8s.io/jobset",  # the manager's main package is the module root
+    binary="jobset-manager",
+    sibling_version="v0.12.0",
+    ldflags=("-X sigs.k8s.io/jobset/pkg/version.GitVersion=v0.12.0",),
+    version_args=(),
+    assets=("config/components/crd/bases", "config/components/webhook"),
+    reuse_from_path=False,
+)
+
+TRAINING_OPERATOR = GoTool(
+    name="training-operator",
+    version="v1.9.3",
+    module="github.com/kubeflow/training-operator",
+    package="github.com/kubeflow/training-operator/cmd/training-operator.v1",
+    binary="training-operator",
+    sibling_version="v1.9.3",
+    version_args=(),
+    assets=("manifests/base/crds", "manifests/base/webhook"),
+    reuse_from_path=False,
+)
+
+TRAINER = GoTool(
+    name="trainer",
+    version="v2.2.1",
+    module="github.com/kubeflow/trainer/v2",
+    package="github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager",
+    binary="trainer-controller-manager",
+    sibling_version="v2.2.1",
+    version_args=(),
+    assets=("manifests/base/crds", "manifests/base/webhook"),
+    reuse_from_path=False,
+)
+
+TRAINING_TOOLS: tuple[GoTool, ...] = (JOBSET, TRAINING_OPERATOR, TRAINER)
+# The default set (`make tools`): the embedded default always installs the training
+# controllers' CRDs before Kueue starts (Kueue's integrations for them are enabled), and the
+# e2e tests of JobSet, PyTorchJob and TrainJob gangs run the controllers themselves.
+ALL_TOOLS: tuple[GoTool, ...] = (ETCD, KUBE_APISERVER, PULUMI, KUEUE, HELM, *TRAINING_TOOLS)
 TOOLS_BY_NAME = {tool.name: tool for tool in ALL_TOOLS}
+
+# kubectl, for the tests that drive the product as a user's kubectl does (`kubectl wait
+# --for=condition=Ready gnp/<pool>`): from the same Kubernetes release as the apiserver, so
+# the client and the server it talks to are one release. Built only when asked for
+# (`atomic-gang tools --only kubectl`, or a test that needs it), like the training tools.
+KUBECTL = GoTool(
+    name="kubectl",
+    version=KUBE_APISERVER.version,
+    module="k8s.io/kubernetes",
+    package="k8s.io/kubernetes/cmd/kubectl",
+    binary="kubectl",
+    sibling_version=KUBE_APISERVER.sibling_version,
+    ldflags=(
+        "-X k8s.io/client-go/pkg/version.gitVersion=v1.36.3",
+        "-X k8s.io/client-go/pkg/version.gitMajor=1",
+        "-X k8s.io/client-go/pkg/version.gitMinor=36",
+        "-X k8s.io/component-base/version.gitVersion=v1.36.3",
+        "-X k8s.io/component-base/version.gitMajor=1",
+        "-X k8s.io/component-base/version.gitMinor=36",
+    ),
+    version_args=("version", "--client"),
+    version_marker="v1.36.3",
+)
+TEST_TOOLS: tuple[GoTool, ...] = (KUBECTL,)
+TOOLS_BY_NAME[KUBECTL.name] = KUBECTL
+
+# The OCI registry the release test pushes the image and the chart to, and pulls and installs
+# them back from: the CNCF Distribution registry (the one most registries are built on), its
+# `cmd/registry`, v3.1.2 the newest release the Go module proxy serves. Only the release test
+# needs it, so it is built on request like kubectl (`atomic-gang tools --only registry`).
+REGISTRY = GoTool(
+    name="registry",
+    version="v3.1.2",
+    module="github.com/distribution/distribution/v3",
+    package="github.com/distribution/distribution/v3/cmd/registry",
+    binary="registry",
+    sibling_version="v3.1.2",
+    # A plain `go build` reports "v3.1.2+unknown"; the release's own build stamps the tag.
+    ldflags=("-X github.com/distribution/distribution/v3/version.version=v3.1.2",),
+    version_marker="github.com/distribution/distribution/v3 v3.1.2",
+)
+TEST_TOOLS += (REGISTRY,)
+TOOLS_BY_NAME[REGISTRY.name] = REGISTRY

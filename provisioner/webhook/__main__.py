@@ -2,7 +2,8 @@
 
 Used by the integration tests (which stop it to show the webhook fails closed) and for
 trying the webhook against a cluster. The controller itself starts `WebhookServer` in
-process; both read the same settings file.
+process; both read the same settings file. The webhook reads the pool a gang Job names
+from the cluster: `--kubeconfig`, or the pod's in-cluster account.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import logging
 import sys
 
 from provisioner.api.settings_sources import SettingsError, load_settings
+from provisioner.kube.client import KubeClient
+from provisioner.kube.pool_reads import pool_lookup
 from provisioner.webhook.server import WebhookServer
 
 
@@ -22,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tls-key-file", required=True)
     parser.add_argument("--host", default="0.0.0.0")
     parser.add_argument("--port", type=int, help="default: the settings' webhookPort")
+    parser.add_argument(
+        "--kubeconfig", help="where to read pools from (default: the in-cluster account)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
@@ -29,8 +35,16 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    kube = (
+        KubeClient.from_kubeconfig(args.kubeconfig) if args.kubeconfig else KubeClient.in_cluster()
+    )
     WebhookServer(
-        settings, args.tls_cert_file, args.tls_key_file, host=args.host, port=args.port
+        settings,
+        args.tls_cert_file,
+        args.tls_key_file,
+        pools=pool_lookup(kube.with_timeout(5.0)),
+        host=args.host,
+        port=args.port,
     ).run()
     return 0
 

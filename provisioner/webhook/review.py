@@ -1,27 +1,81 @@
-"""One AdmissionReview (admission.k8s.io/v1) for a batch/v1 Job in, its answer out.
+"""One AdmissionReview (admission.k8s.io/v1) for a gang job object in, its answer out.
 
-Called by `server` for every request the apiserver sends to the Job webhook; tests call it
-directly. Pure: no I/O, no Kubernetes client.
+The objects are the four kinds a user submits a gang as (`GANG_KINDS`): a batch/v1 Job, a
+JobSet, a Kubeflow PyTorchJob and a Kubeflow Trainer TrainJob. Each is judged on its own
+metadata, with the pod count Kueue gives its Workload (`GangKind.pod_count`), so every kind
+gets the same rules and the same messages. Called by `server` for every request the
+apiserver sends to the webhook; tests call it directly. No Kubernetes client: its I/O is
+the two ports it is handed, `PoolLookup` for the pool a gang job names and `ImageOwners`
+for who owns a Job's own AMI.
 
-A Job is a gang Job when it carries the `atomic-gang.k8s.aws/pool` label or any
-`atomic-gang.k8s.aws/` annotation. Every other Job is allowed as it came. A gang Job is
+An object is a gang job when it carries the `atomic-gang.k8s.aws/pool` label or any
+`atomic-gang.k8s.aws/` annotation. Every other object is allowed as it came. A gang job is
 checked by `parse_gang_shape`, the function the Workload reconciler runs, with the pod count
-Kueue gives the Job's one pod set, so the refusal here says exactly what the admission
+Kueue gives its Workload, so the refusal here says exactly what the admission
 check would say later, only before the Job exists. The webhook adds one rule the Workload
 path cannot see: a gang Job without a Kueue queue never gets a Workload, so it would run
 ungated on whatever nodes exist.
+
+A gang Job naming a pool that belongs to another namespace is refused too, with the
+sentence the admission check would reject it with (`api.tenancy`). The pool is read live
+at each review (gang Jobs are few, and every replica serves, leader or not, so no cache
+is there to read); a failed read raises `PoolLookupError`, which the server answers with
+an error, so the webhook's failurePolicy decides, as for any webhook outage.
+
+One rule needs EC2 (`api.ami_policy`): a Job's own AMI must come from an owner the
+installer allows. `review` is handed the `ImageOwners` port and asks it; a port that
+cannot answer refuses the Job (fail closed), naming the setting.
+
+Two kinds are made by another controller from an object already judged here, and are
+allowed as they come: a Job whose controller is a JobSet (JobSet v0.12.0 copies a replicated
+job's template labels and annotations, the pool label included, onto each child Job, which
+has no queue of its own: Kueue admits it through its JobSet's Workload) and a JobSet whose
+controller is a TrainJob (Trainer builds it from the TrainJob and its runtime).
+
+A TrainJob's pod count is decided by its training runtime (Kueue builds the runtime's JobSet
+to count it), which the TrainJob only names; the webhook does not read runtimes, so for a
+TrainJob the count must be a whole number within limits.maxGangSize here, and the admission
+check compares it with the Workload's pods.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from provisioner.api import constants as c
+from provisioner.api import owners
+from provisioner.api.ami_policy import ImageOwners, ami_problem
+from provisioner.api.fields import AMI_PATTERN
+from provisioner.api.gangnodepool import GangNodePool
+from provisioner.api.owners import OwnerKind
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShapeError, Problem, parse_gang_shape
+from provisioner.api.tenancy import foreign_pool_problem
 
-__all__ = ["ReviewError", "is_gang_job", "job_pod_count", "review"]
+__all__ = [
+    "GANG_KINDS",
+    "JOB",
+    "TRAINING_KINDS",
+    "GangKind",
+    "PoolLookup",
+    "ReviewError",
+    "gang_kind_of",
+    "gang_pod_count",
+    "is_gang_job",
+    "job_pod_count",
+    "jobset_pod_count",
+    "pytorchjob_pod_count",
+    "review",
+]
+
+PoolLookup = Callable[[str], GangNodePool | None]
+"""The GangNodePool of a name as the apiserver holds it now, None when there is none;
+raises `api.tenancy.PoolLookupError` when it cannot be read."""
+# A pool label that could name a GangNodePool; any other is refused by the shape rules.
+_POOL_NAME: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
 _CHECKED_OPERATIONS: Final = ("CREATE", "UPDATE")
@@ -30,6 +84,7 @@ _CAUSE_TYPE: Final = {
     c.REASON_MISSING_ANNOTATION: "FieldValueRequired",
     c.REASON_NOT_ALLOWED: "FieldValueForbidden",
     c.REASON_UNKNOWN_ANNOTATION: "FieldValueNotSupported",
+    c.REASON_POOL_OF_ANOTHER_NAMESPACE: "FieldValueForbidden",
 }
 
 
@@ -55,7 +110,105 @@ def job_pod_count(spec: Mapping[str, Any]) -> int:
     return count
 
 
-def _gang_inputs(job: Mapping[str, Any]) -> tuple[Any, ...]:
+def jobset_pod_count(spec: Mapping[str, Any]) -> int:
+    """Pods of a JobSet as Kueue v0.19 counts its Workload: over every replicated job,
+    replicas (the CRD defaults it to 1) times the pods of one of its Jobs (as for a Job)."""
+    total = 0
+    for replicated in spec.get("replicatedJobs") or []:
+        replicas = replicated.get("replicas")
+        job_spec = (replicated.get("template") or {}).get("spec") or {}
+        total += (1 if replicas is None else int(replicas)) * job_pod_count(job_spec)
+    return total
+
+
+# The replica types Kueue v0.19 makes pod sets of for a PyTorchJob; any other is not counted.
+_PYTORCH_REPLICA_TYPES: Final = ("Master", "Worker")
+
+
+def pytorchjob_pod_count(spec: Mapping[str, Any]) -> int:
+    """Pods of a PyTorchJob as Kueue v0.19 counts its Workload: the Master's and the
+    Workers' replicas (each 1 when unset)."""
+    replica_specs = spec.get("pytorchReplicaSpecs") or {}
+    total = 0
+    for replica_type in _PYTORCH_REPLICA_TYPES:
+        replica_spec = replica_specs.get(replica_type)
+        if replica_spec is not None:
+            replicas = replica_spec.get("replicas")
+            total += 1 if replicas is None else int(replicas)
+    return total
+
+
+@dataclass(frozen=True)
+class GangKind:
+    """A kind users submit a gang as: how the webhook finds it in a request, counts its
+    pods as Kueue does (None: Kueue counts them from something the object only names), and
+    which controller's children of it are not judged again."""
+
+    owner: OwnerKind
+    pod_count: Callable[[Mapping[str, Any]], int] | None
+    made_by: tuple[OwnerKind, ...] = ()  # controllers whose objects of this kind are theirs
+
+    @property
+    def group(self) -> str:
+        return self.owner.group
+
+    @property
+    def kind(self) -> str:
+        return self.owner.kind
+
+
+JOB: Final = GangKind(owners.JOB, job_pod_count, made_by=(owners.JOBSET,))
+JOBSET: Final = GangKind(owners.JOBSET, jobset_pod_count, made_by=(owners.TRAIN_JOB,))
+PYTORCHJOB: Final = GangKind(owners.PYTORCH_JOB, pytorchjob_pod_count)
+TRAINJOB: Final = GangKind(owners.TRAIN_JOB, None)
+TRAINING_KINDS: Final = (JOBSET, PYTORCHJOB, TRAINJOB)
+GANG_KINDS: Final = (JOB, *TRAINING_KINDS)
+
+
+def gang_kind_of(obj: Mapping[str, Any]) -> GangKind | None:
+    """The gang kind of a manifest by its apiVersion's group and kind; None for another."""
+    api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
+    return next((k for k in GANG_KINDS if k.owner.matches(api_version, kind)), None)
+
+
+def _kind_of(request: Mapping[str, Any], accepted: tuple[GangKind, ...]) -> GangKind:
+    """The request's kind among `accepted`; a request without one is a Job's (the Job path
+    served only Jobs before the other kinds, and tests of it send none)."""
+    raw = request.get("kind")
+    if raw is None and JOB in accepted:
+        return JOB
+    raw = raw if isinstance(raw, Mapping) else {}
+    group, name = str(raw.get("group", "")), str(raw.get("kind", ""))
+    for kind in accepted:
+        if (kind.group, kind.kind) == (group, name):
+            return kind
+    names = ", ".join(f"{k.kind} ({k.group})" for k in accepted)
+    raise ReviewError(f"this webhook judges {names}, not {name or 'an unnamed kind'} ({group})")
+
+
+def _made_by_controller(meta: Mapping[str, Any], kind: GangKind) -> bool:
+    """True when the object's controller is one whose children are judged on the parent."""
+    for owner in meta.get("ownerReferences") or []:
+        if not owner.get("controller"):
+            continue
+        api_version, owner_kind = str(owner.get("apiVersion", "")), str(owner.get("kind", ""))
+        if any(parent.matches(api_version, owner_kind) for parent in kind.made_by):
+            return True
+    return False
+
+
+def gang_pod_count(kind: GangKind, obj: Mapping[str, Any], annotations: Mapping[str, str]) -> int:
+    """The pods the count annotation must equal. For a kind whose count the object does not
+    hold (a TrainJob), the annotation's own number, so only its form and limit are checked
+    before the Workload exists."""
+    if kind.pod_count is not None:
+        return kind.pod_count(obj.get("spec") or {})
+    raw = str(annotations.get(c.ANN_COUNT, "")).strip()
+    # A number too long to be a count is the shape rules' to refuse, not int()'s.
+    return int(raw) if raw.isdigit() and raw.isascii() and len(raw) <= 9 else 0
+
+
+def _gang_inputs(kind: GangKind, job: Mapping[str, Any]) -> tuple[Any, ...]:
     meta = job.get("metadata") or {}
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
@@ -64,8 +217,21 @@ def _gang_inputs(job: Mapping[str, Any]) -> tuple[Any, ...]:
         labels.get(c.POOL_LABEL),
         labels.get(c.QUEUE_NAME_LABEL),
         tuple(ours),
-        job_pod_count(job.get("spec") or {}),
+        gang_pod_count(kind, job, {str(k): str(v) for k, v in annotations.items()}),
     )
+
+
+def _runtime_counted(kind: GangKind, problem: Problem, settings: Settings) -> Problem:
+    """A count problem of a kind whose pods the runtime decides, saying so instead of
+    naming a pod count the webhook does not know."""
+    if kind.pod_count is not None or problem.key != c.ANN_COUNT:
+        return problem
+    limit = settings.limits.max_gang_size
+    accepted = (
+        f"a whole number from 1 to {limit}: the {kind.kind}'s pod count, which its "
+        "training runtime decides"
+    )
+    return problem.model_copy(update={"accepted": accepted})
 
 
 def _queue_problem(labels: Mapping[str, str]) -> Problem | None:
@@ -82,6 +248,18 @@ def _queue_problem(labels: Mapping[str, str]) -> Problem | None:
     )
 
 
+# --- amiPolicy (limits): a Job's own AMI, checked with EC2 ---------------------------------
+def _ami_problem(
+    annotations: Mapping[str, str], settings: Settings, images: ImageOwners | None
+) -> Problem | None:
+    """The refusal of the Job's ami-id, when it names a well-formed one not allowed (a
+    malformed one is the shape parser's to refuse)."""
+    raw = annotations.get(c.ANN_AMI_ID, "").strip()
+    if not re.fullmatch(AMI_PATTERN, raw):
+        return None
+    return ami_problem(raw, settings.ami_policy, images)
+
+
 def _field(problem: Problem) -> str:
     # The pool key is a label, except when a Job wrongly sets it as an annotation.
     on_label = problem.is_label or (
@@ -90,7 +268,9 @@ def _field(problem: Problem) -> str:
     return f"metadata.{'labels' if on_label else 'annotations'}[{problem.key}]"
 
 
-def _denied(uid: str, job: Mapping[str, Any], error: GangShapeError) -> dict[str, Any]:
+def _denied(
+    uid: str, kind: GangKind, job: Mapping[str, Any], error: GangShapeError
+) -> dict[str, Any]:
     meta = job.get("metadata") or {}
     causes = [
         {
@@ -109,8 +289,8 @@ def _denied(uid: str, job: Mapping[str, Any], error: GangShapeError) -> dict[str
             "reason": "Invalid",
             "message": str(error),
             "details": {
-                "group": "batch",
-                "kind": "Job",
+                "group": kind.group,
+                "kind": kind.kind,
                 "name": meta.get("name") or meta.get("generateName") or "",
                 "causes": causes,
             },
@@ -118,20 +298,39 @@ def _denied(uid: str, job: Mapping[str, Any], error: GangShapeError) -> dict[str
     }
 
 
-def _verdict(request: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+def _pool_problem(
+    request: Mapping[str, Any], labels: Mapping[str, str], settings: Settings, pools: PoolLookup
+) -> Problem | None:
+    name = labels.get(c.POOL_LABEL, "")
+    if len(name) > 63 or not _POOL_NAME.match(name):
+        return None
+    pool = pools(name)
+    if pool is None:
+        return None
+    namespace = str(request.get("namespace") or "")
+    return foreign_pool_problem(name, pool.spec.owner_namespace, namespace, settings.tenancy)
+
+
+def _verdict(
+    request: Mapping[str, Any],
+    settings: Settings,
+    pools: PoolLookup,
+    images: ImageOwners | None,
+    kind: GangKind,
+) -> dict[str, Any]:
     uid = str(request["uid"])
     allowed = {"uid": uid, "allowed": True}
     job = request.get("object")
     if request.get("operation") not in _CHECKED_OPERATIONS or not isinstance(job, Mapping):
         return allowed
     meta = job.get("metadata") or {}
-    if not is_gang_job(meta):
+    if not is_gang_job(meta) or _made_by_controller(meta, kind):
         return allowed
     old = request.get("oldObject")
-    # Kueue and the Job controller update admitted Jobs (suspend, node selectors); only an
-    # update that changes the gang's inputs is checked again, so a settings change cannot
-    # strand a Job that was valid when it was created.
-    if isinstance(old, Mapping) and _gang_inputs(old) == _gang_inputs(job):
+    # Kueue and the job controllers update admitted objects (suspend, node selectors); only
+    # an update that changes the gang's inputs is checked again, so a settings change cannot
+    # strand an object that was valid when it was created.
+    if isinstance(old, Mapping) and _gang_inputs(kind, old) == _gang_inputs(kind, job):
         return allowed
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
@@ -140,16 +339,32 @@ def _verdict(request: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
     if queue is not None:
         problems.append(queue)
     try:
-        parse_gang_shape(labels, annotations, job_pod_count(job.get("spec") or {}), settings)
+        parse_gang_shape(labels, annotations, gang_pod_count(kind, job, annotations), settings)
     except GangShapeError as err:
-        problems.extend(err.problems)
+        problems.extend(_runtime_counted(kind, p, settings) for p in err.problems)
+    foreign = _pool_problem(request, labels, settings, pools)
+    if foreign is not None:
+        problems.append(foreign)
+    ami = _ami_problem(annotations, settings, images)
+    if ami is not None:
+        problems.append(ami)
     if not problems:
         return allowed
-    return _denied(uid, job, GangShapeError(problems))
+    return _denied(uid, kind, job, GangShapeError(problems))
 
 
-def review(body: Any, settings: Settings) -> dict[str, Any]:
-    """The AdmissionReview answering `body`; raises `ReviewError` for a malformed one."""
+def review(
+    body: Any,
+    settings: Settings,
+    *,
+    pools: PoolLookup,
+    images: ImageOwners | None = None,
+    kinds: tuple[GangKind, ...] = GANG_KINDS,
+) -> dict[str, Any]:
+    """The AdmissionReview answering `body`, reading the pool a gang job names through
+    `pools`; raises `ReviewError` for a malformed one or a kind not in `kinds`,
+    `PoolLookupError` when the pool cannot be read. `images` answers who owns a Job's AMI;
+    without it, only amiPolicy.allowedImageIds are admitted."""
     if not isinstance(body, Mapping):
         raise ReviewError("the body is not a JSON object")
     if body.get("apiVersion") != ADMISSION_API_VERSION or body.get("kind") != "AdmissionReview":
@@ -157,11 +372,12 @@ def review(body: Any, settings: Settings) -> dict[str, Any]:
     request = body.get("request")
     if not isinstance(request, Mapping) or not request.get("uid"):
         raise ReviewError("the AdmissionReview has no request with a uid")
+    kind = _kind_of(request, kinds)
     try:
-        response = _verdict(request, settings)
+        response = _verdict(request, settings, pools, images, kind)
     except (TypeError, ValueError, AttributeError, OverflowError) as err:
-        # A Job the apiserver accepted always has mappings where the schema says so and
+        # An object the apiserver accepted always has mappings where the schema says so and
         # integer counts; anything else is a request we cannot judge (a 400, not a 500),
         # and the failure policy decides.
-        raise ReviewError(f"the Job in the request is malformed: {err}") from err
+        raise ReviewError(f"the object in the request is malformed: {err}") from err
     return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}

@@ -1,15 +1,26 @@
-"""The Job validating webhook's HTTPS server: a Starlette app served by uvicorn.
+"""The gang job validating webhook's HTTPS server: a Starlette app served by uvicorn.
 
 The controller process starts one `WebhookServer` next to its reconcilers (every replica
 serves, leader or not: admission must not wait for an election); `python -m
 provisioner.webhook` runs it alone, as the integration tests do. Routes:
 
-- `POST /validate-batch-v1-job`: AdmissionReview v1 in, AdmissionReview v1 out (`review`).
+- `POST /validate-gang-jobs`: AdmissionReview v1 in, AdmissionReview v1 out (`review`), for
+  Jobs, JobSets, PyTorchJobs and TrainJobs, each recognised by the request's kind (a kind
+  it does not judge, a misregistration, is a 400 naming it). When the pool a gang job names
+  cannot be read, a 503: the apiserver's failurePolicy decides.
+- `POST /validate-batch-v1-job`: the same for Jobs only, the path a webhook configuration
+  written before the other kinds names (it stays served until that configuration is
+  replaced by an upgrade).
 - `GET /healthz`: 200 once serving.
 
-The certificate and key are read from files (a mounted Secret). cert-manager and the chart's
-self-signed mode replace those files in place, so the server re-reads them when they change
-and new TLS sessions get the new certificate without a restart.
+The certificate and key are read from files: a mounted Secret (cert-manager, or a provided
+Secret), or the files `rotator.CertRotator` writes (the chart's selfSigned mode, where the
+controller makes and rotates its own). Both are replaced in place, so the server re-reads
+them when they change and new TLS sessions get the new certificate without a restart.
+
+A Job naming its own AMI is checked against `amiPolicy` with EC2 (DescribeImages, on the
+controller's credentials, `cloud.images`); that call runs in a worker thread so one slow
+answer does not hold up other admissions.
 """
 
 from __future__ import annotations
@@ -20,22 +31,36 @@ import json
 import logging
 import os
 import ssl
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from provisioner.api.ami_policy import ImageOwners
 from provisioner.api.settings import Settings
-from provisioner.webhook.review import review
+from provisioner.api.tenancy import PoolLookupError
+from provisioner.cloud.images import image_owners_for
+from provisioner.webhook.counting import CountedReviews, ReviewObserver
+from provisioner.webhook.review import GANG_KINDS, JOB, GangKind, PoolLookup, review
 
-__all__ = ["DEFAULT_CERT_DIR", "JOB_WEBHOOK_PATH", "MAX_BODY_BYTES", "WebhookServer", "build_app"]
+__all__ = [
+    "DEFAULT_CERT_DIR",
+    "GANG_JOB_WEBHOOK_PATH",
+    "JOB_WEBHOOK_PATH",
+    "MAX_BODY_BYTES",
+    "WebhookServer",
+    "build_app",
+]
 
 log = logging.getLogger(__name__)
 
+GANG_JOB_WEBHOOK_PATH: Final = "/validate-gang-jobs"
 JOB_WEBHOOK_PATH: Final = "/validate-batch-v1-job"
 # Where the chart mounts the serving certificate Secret (tls.crt, tls.key).
 DEFAULT_CERT_DIR: Final = Path("/run/secrets/atomic-gang/webhook")
@@ -55,34 +80,50 @@ async def _read_body(request: Request) -> bytes | None:
     return b"".join(chunks)
 
 
-def build_app(settings: Settings) -> Starlette:
-    """The ASGI app, judging Jobs against `settings` (the controller's own)."""
+def build_app(
+    settings: Settings, *, pools: PoolLookup, images: ImageOwners | None = None
+) -> Starlette:
+    """The ASGI app, judging gang jobs against `settings` (the controller's own), the
+    pools `pools` reads and who owns a Job's AMI as `images` answers (None: only
+    amiPolicy.allowedImageIds pass)."""
 
-    async def validate_job(request: Request) -> Response:
-        raw = await _read_body(request)
-        if raw is None:
-            return PlainTextResponse("request body too large", status_code=413)
-        try:
-            answer = review(json.loads(raw), settings)
-        except ValueError as err:  # ReviewError and json.JSONDecodeError are ValueErrors
-            log.warning("bad admission request: %s", err)
-            return PlainTextResponse(f"bad admission request: {err}", status_code=400)
-        verdict = answer["response"]
-        if not verdict["allowed"]:
-            details = verdict["status"]["details"]
-            log.info(
-                "refused gang Job %s: %s",
-                details.get("name"),
-                verdict["status"]["message"],
-            )
-        return JSONResponse(answer)
+    def validator(kinds: tuple[GangKind, ...]) -> Callable[[Request], Awaitable[Response]]:
+        async def validate(request: Request) -> Response:
+            raw = await _read_body(request)
+            if raw is None:
+                return PlainTextResponse("request body too large", status_code=413)
+            try:
+                # The pool and image reads block: off the event loop, so one slow read
+                # stalls no other.
+                answer = await run_in_threadpool(
+                    review, json.loads(raw), settings, pools=pools, images=images, kinds=kinds
+                )
+            except ValueError as err:  # ReviewError and json.JSONDecodeError are ValueErrors
+                log.warning("bad admission request: %s", err)
+                return PlainTextResponse(f"bad admission request: {err}", status_code=400)
+            except PoolLookupError as err:
+                log.warning("gang job not judged: %s", err)
+                return PlainTextResponse(str(err), status_code=503)
+            verdict = answer["response"]
+            if not verdict["allowed"]:
+                details = verdict["status"]["details"]
+                log.info(
+                    "refused gang %s %s: %s",
+                    details.get("kind"),
+                    details.get("name"),
+                    verdict["status"]["message"],
+                )
+            return JSONResponse(answer)
+
+        return validate
 
     async def healthz(_: Request) -> Response:
         return PlainTextResponse("ok")
 
     return Starlette(
         routes=[
-            Route(JOB_WEBHOOK_PATH, validate_job, methods=["POST"]),
+            Route(GANG_JOB_WEBHOOK_PATH, validator(GANG_KINDS), methods=["POST"]),
+            Route(JOB_WEBHOOK_PATH, validator((JOB,)), methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
         ]
     )
@@ -98,7 +139,7 @@ def _stamp(*paths: Path) -> tuple[tuple[int, int], ...]:
 
 
 class WebhookServer:
-    """uvicorn over TLS for `build_app(settings)`, with certificate reloading."""
+    """uvicorn over TLS for `build_app(settings, pools=...)`, with certificate reloading."""
 
     def __init__(
         self,
@@ -106,14 +147,26 @@ class WebhookServer:
         cert_file: Path | str,
         key_file: Path | str,
         *,
+        pools: PoolLookup,
         host: str = "0.0.0.0",
         port: int | None = None,
         reload_interval: float = 30.0,
+        images: ImageOwners | None = None,
+        observer: ReviewObserver | None = None,
     ) -> None:
+        """`images` defaults to EC2 on the controller's own credentials (`cloud.images`);
+        `observer` (the controller's metrics) is told of every answer (`counting`)."""
         self.cert_file, self.key_file = Path(cert_file), Path(key_file)
         self._reload_interval = reload_interval
+        app: Any = build_app(
+            settings,
+            pools=pools,
+            images=images if images is not None else image_owners_for(settings),
+        )
+        if observer is not None:
+            app = CountedReviews(app, observer)
         self._config = uvicorn.Config(
-            build_app(settings),
+            app,
             host=host,
             port=settings.webhook_port if port is None else port,
             ssl_certfile=str(self.cert_file),
@@ -125,6 +178,7 @@ class WebhookServer:
             timeout_graceful_shutdown=5,
         )
         self._server = uvicorn.Server(self._config)
+        self._serving_cert_pem: bytes | None = None
 
     @classmethod
     def from_cert_dir(
@@ -142,6 +196,12 @@ class WebhookServer:
         """The live TLS context, once serving (None before)."""
         return self._config.ssl if self._config.loaded else None
 
+    @property
+    def serving_cert_pem(self) -> bytes | None:
+        """The certificate loaded into the live TLS context (None before serving): what the
+        readiness rule checks against the webhook configuration's caBundle."""
+        return self._serving_cert_pem
+
     def stop(self) -> None:
         """Ask the server to stop; safe from any thread."""
         self._server.should_exit = True
@@ -151,7 +211,9 @@ class WebhookServer:
         asyncio.run(self.serve())
 
     async def serve(self) -> None:
+        loaded = self.cert_file.read_bytes()
         self._config.load()
+        self._serving_cert_pem = loaded
         context = self._config.ssl
         assert context is not None  # a cert and key were given
         context.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -181,9 +243,11 @@ class WebhookServer:
             now = _stamp(self.cert_file, self.key_file)
             if now == seen:
                 return seen
+            loaded = self.cert_file.read_bytes()
             context.load_cert_chain(str(self.cert_file), str(self.key_file))
         except (OSError, ssl.SSLError) as err:
             log.warning("webhook certificate not reloaded (keeping the old one): %s", err)
             return seen
+        self._serving_cert_pem = loaded
         log.info("webhook certificate reloaded from %s", self.cert_file)
         return now

@@ -11,14 +11,13 @@ controller left unstarted.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from devenv.controller_process import start_controller, write_settings
-from devenv.processes import Supervised
+from devenv.processes import Supervised, descendants
 from provisioner.api import constants as c
 from tests.chaos import invariants
 from tests.chaos.invariants import Expect, World
@@ -94,23 +93,16 @@ class ControllerProcess:
         return "" if self.child is None else self.child.log_tail(lines)
 
     def pulumi_operations(self) -> set[str]:
-        """Pulumi CLI subcommands (up, destroy, cancel, ...) running in the controller's
-        process group right now."""
+        """Pulumi CLI subcommands (up, destroy, cancel, ...) the controller runs right now:
+        its descendants, not its process group (the driver starts each CLI in a group of its
+        own, which its fence kills whole)."""
         if self.child is None or not self.alive():
             return set()
         found: set[str] = set()
-        pgid = self.child.pid
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
+        for pid in descendants(self.child.pid):
             try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except OSError:
-                continue
-            # Field 5 of stat is the process group; the command name may hold spaces.
-            fields = stat.rsplit(")", 1)[-1].split()
-            if len(fields) < 3 or int(fields[2]) != pgid:
                 continue
             words = [a.decode(errors="replace") for a in argv if a]
             if words and Path(words[0]).name == "pulumi":

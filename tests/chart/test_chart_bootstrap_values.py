@@ -56,4 +56,11 @@ def test_the_bootstrap_values_render(helm: Helm, tmp_path: Path) -> None:
     # Durable stacks with KMS secrets: no passphrase, no Secret, nothing to fail the render.
     assert settings["pulumi"]["backendUrl"] == backend
     assert settings["pulumi"]["secretsProvider"] == secrets
-    assert rendered.all("Secret") == []
+    # The only Secrets are the ownership key's and the webhook certificate's, rendered empty
+    # for the controller to fill (the bootstrap installs with webhook.certMode=selfSigned,
+    # needing no cert-manager, and no ownership.keySecret).
+    fullname = rendered.one("Deployment")["metadata"]["name"]
+    assert [(x["metadata"]["name"], x.get("data")) for x in rendered.all("Secret")] == [
+        (f"{fullname}-ownership-key", None),
+        (f"{fullname}-webhook-certs", None),
+    ]

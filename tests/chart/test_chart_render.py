@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped]  # no stubs in the pinned dev set
-from cryptography import x509
 
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import load_crd
-from provisioner.webhook.server import DEFAULT_CERT_DIR, JOB_WEBHOOK_PATH
+from provisioner.webhook.server import DEFAULT_CERT_DIR, GANG_JOB_WEBHOOK_PATH
 from tests.chart.conftest import (
     CHART,
     NAMESPACE,
@@ -47,24 +46,44 @@ def env(rendered: Rendered) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container(rendered)["env"]}
 
 
+def passphrase_secrets(rendered: Rendered) -> list[dict[str, Any]]:
+    """Secrets other than the webhook certificate's and the ownership key's (rendered empty,
+    filled by the controller): the chart must never make a stack passphrase."""
+    return [
+        s
+        for s in rendered.all("Secret")
+        if not s["metadata"]["name"].endswith(("-certs", "-ownership-key"))
+    ]
+
+
+def webhook_secret(rendered: Rendered) -> dict[str, Any]:
+    return rendered.one("Secret", f"{rendered.one('Deployment')['metadata']['name']}-webhook-certs")
+
+
 def test_the_default_render_holds_every_object(rendered: Rendered) -> None:
     assert rendered.kinds() == sorted(
         [
             "AdmissionCheck",
-            "Certificate",
             "ClusterQueue",
             "ClusterRole",
+            "ClusterRole",  # the webhook certificate's (certMode=selfSigned)
+            "ClusterRoleBinding",
             "ClusterRoleBinding",
             "ConfigMap",  # the settings
             "ConfigMap",  # the Grafana dashboard
             "CustomResourceDefinition",
             "Deployment",
-            "Issuer",
             "LocalQueue",
             "PodDisruptionBudget",
             "ResourceFlavor",
             "Role",
+            "Role",  # the webhook certificate's
+            "Role",  # the ownership key's
             "RoleBinding",
+            "RoleBinding",
+            "RoleBinding",
+            "Secret",  # the webhook certificate's, rendered empty
+            "Secret",  # the ownership key's, rendered empty
             "Service",
             "ServiceAccount",
             "ValidatingWebhookConfiguration",
@@ -144,17 +163,24 @@ def test_webhook_reaches_the_service_and_fails_closed(rendered: Rendered) -> Non
     assert hook["clientConfig"]["service"] == {
         "name": service["name"],
         "namespace": NAMESPACE,
-        "path": JOB_WEBHOOK_PATH,
+        "path": GANG_JOB_WEBHOOK_PATH,
         "port": 443,
     }
+    # Every kind a gang is submitted as, at the version Kueue v0.19.2's integrations serve.
     assert hook["rules"] == [
         {
-            "apiGroups": ["batch"],
-            "apiVersions": ["v1"],
-            "resources": ["jobs"],
+            "apiGroups": [group],
+            "apiVersions": [version],
+            "resources": [resource],
             "operations": ["CREATE", "UPDATE"],
             "scope": "Namespaced",
         }
+        for group, version, resource in (
+            ("batch", "v1", "jobs"),
+            ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+            ("kubeflow.org", "v1", "pytorchjobs"),
+            ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+        )
     ]
     # Gang Jobs are chosen by a CEL matchCondition (label or any of our annotations), not by
     # an objectSelector, which could not see annotations.
@@ -164,7 +190,8 @@ def test_webhook_reaches_the_service_and_fails_closed(rendered: Rendered) -> Non
     assert f"k.startsWith('{c.PREFIX}')" in condition["expression"]
 
 
-def test_cert_manager_mode(rendered: Rendered) -> None:
+def test_cert_manager_mode(helm: Helm) -> None:
+    rendered = helm.render({"webhook.certMode": "certManager"})
     certificate = rendered.one("Certificate")
     issuer = rendered.one("Issuer")
     config = rendered.one("ValidatingWebhookConfiguration")
@@ -187,25 +214,88 @@ def test_cert_manager_mode(rendered: Rendered) -> None:
 
 def test_cert_manager_mode_with_an_existing_issuer(helm: Helm) -> None:
     issuer = {"name": "corp-ca", "kind": "ClusterIssuer"}
-    rendered = helm.render({"webhook.certManager.issuerRef": issuer})
+    rendered = helm.render(
+        {"webhook.certMode": "certManager", "webhook.certManager.issuerRef": issuer}
+    )
     assert rendered.all("Issuer") == []
     assert rendered.one("Certificate")["spec"]["issuerRef"] == issuer
 
 
-def test_self_signed_mode_makes_a_ca_the_webhook_trusts(helm: Helm) -> None:
-    rendered = helm.render({"webhook.certMode": "selfSigned"})
-    assert rendered.all("Certificate") == [] and rendered.all("Issuer") == []
-    secret_name = volumes(rendered)["webhook-tls"]["secret"]["secretName"]
-    secret = rendered.one("Secret", secret_name)
-    assert secret["type"] == "kubernetes.io/tls"
-    hook = rendered.one("ValidatingWebhookConfiguration")["webhooks"][0]
-    assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
-    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
-    leaf = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
-    leaf.verify_directly_issued_by(ca)
-    names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    service = rendered.one("Service")["metadata"]["name"]
-    assert f"{service}.{NAMESPACE}.svc" in names.get_values_for_type(x509.DNSName)
+# -- webhook certificates (issue #30, certs) ---------------------------------------------------
+SELF_MANAGED_CERT_DIR = "/var/lib/atomic-gang/webhook-tls"
+
+
+def test_self_signed_is_the_default_and_needs_no_cert_manager(rendered: Rendered) -> None:
+    """The default install renders nothing of cert-manager's (no CRD it needs), no
+    certificate material and no caBundle: the controller makes and injects them."""
+    assert not [o for o in rendered.objects if o["apiVersion"].startswith("cert-manager.io/")]
+    config = rendered.one("ValidatingWebhookConfiguration")
+    assert "cert-manager.io/inject-ca-from" not in (config["metadata"].get("annotations") or {})
+    (hook,) = config["webhooks"]
+    # An empty caBundle in the manifest would be "restored" by every sync; it is left out.
+    assert "caBundle" not in hook["clientConfig"]
+    secret = webhook_secret(rendered)
+    assert secret["type"] == "Opaque" and "data" not in secret and "stringData" not in secret
+    # Served from what the controller writes, not from a mounted Secret.
+    assert "webhook-tls" not in volumes(rendered)
+    assert SELF_MANAGED_CERT_DIR not in mounts(rendered)
+    assert SELF_MANAGED_CERT_DIR.startswith(
+        next(p for p, name in mounts(rendered).items() if name == "work")
+    )
+
+
+def test_self_signed_settings_name_the_secret_the_configuration_and_the_hosts(
+    rendered: Rendered,
+) -> None:
+    settings = yaml.safe_load(rendered.settings()["data"]["settings.yaml"])
+    managed = settings["webhook"]["selfManaged"]
+    assert settings["webhook"]["certDir"] == SELF_MANAGED_CERT_DIR
+    assert managed["secretName"] == webhook_secret(rendered)["metadata"]["name"]
+    assert managed["namespace"] == NAMESPACE
+    config = rendered.one("ValidatingWebhookConfiguration")
+    assert managed["webhookConfiguration"] == config["metadata"]["name"]
+    service = config["webhooks"][0]["clientConfig"]["service"]
+    assert f"{service['name']}.{NAMESPACE}.svc" in managed["hosts"]
+    assert (managed["caValidity"], managed["certValidity"]) == ("8760h", "2160h")
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"webhook.certMode": "selfSigned"},
+        {"webhook.certMode": "certManager"},
+        {"webhook.certMode": "provided", "webhook.tls.secretName": "t", "webhook.caBundle": "Q0E="},
+    ],
+    ids=["default", "selfSigned", "certManager", "provided"],
+)
+def test_two_renders_are_byte_identical(helm: Helm, values: dict[str, str]) -> None:
+    """Nothing random or time-dependent is rendered (no genCA), so a GitOps tool that
+    re-renders on every sync sees no change and rolls nothing."""
+    first = helm.run(*helm._args({**REQUIRED, **values}, ()))
+    second = helm.run(*helm._args({**REQUIRED, **values}, ()))
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert first.stdout == second.stdout
+
+
+def test_no_template_generates_keys_or_reads_the_clock() -> None:
+    for function in ("genCA", "genSelfSignedCert", "genSignedCert", "genPrivateKey", "now"):
+        for path in (CHART / "templates").glob("*"):
+            assert f"{function} " not in path.read_text(), f"{path.name} uses {function}"
+
+
+def test_self_signed_lifetimes_reach_the_settings(helm: Helm) -> None:
+    rendered = helm.render(
+        {
+            "webhook.selfSigned.caValidity": "17520h",
+            "webhook.selfSigned.certValidity": "720h",
+            "webhook.selfSigned.checkInterval": "30s",
+        }
+    )
+    managed = yaml.safe_load(rendered.settings()["data"]["settings.yaml"])["webhook"]
+    assert managed["selfManaged"]["caValidity"] == "17520h"
+    assert managed["selfManaged"]["certValidity"] == "720h"
+    assert managed["selfManaged"]["checkInterval"] == "30s"
 
 
 def test_provided_mode_uses_the_given_secret_and_ca(helm: Helm) -> None:
@@ -213,7 +303,8 @@ def test_provided_mode_uses_the_given_secret_and_ca(helm: Helm) -> None:
     rendered = helm.render(
         {"webhook.certMode": "provided", "webhook.tls.secretName": "my-tls", "webhook.caBundle": ca}
     )
-    assert rendered.all("Secret") == []
+    assert passphrase_secrets(rendered) == []
+    assert not [s for s in rendered.all("Secret") if "webhook" in s["metadata"]["name"]]
     assert rendered.all("Certificate") == []
     assert volumes(rendered)["webhook-tls"]["secret"]["secretName"] == "my-tls"
     hook = rendered.one("ValidatingWebhookConfiguration")["webhooks"][0]
@@ -271,8 +362,9 @@ def test_an_existing_service_account(helm: Helm) -> None:
     rendered = helm.render({"serviceAccount.create": False, "serviceAccount.name": "mine"})
     assert rendered.all("ServiceAccount") == []
     assert rendered.one("Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "mine"
-    subjects = rendered.one("ClusterRoleBinding")["subjects"]
-    assert subjects == [{"kind": "ServiceAccount", "name": "mine", "namespace": NAMESPACE}]
+    for binding in rendered.all("ClusterRoleBinding") + rendered.all("RoleBinding"):
+        subjects = binding["subjects"]
+        assert subjects == [{"kind": "ServiceAccount", "name": "mine", "namespace": NAMESPACE}]
 
 
 def test_kueue_objects_are_wired_together(rendered: Rendered) -> None:
@@ -371,7 +463,7 @@ def test_service_monitor(helm: Helm, rendered: Rendered) -> None:
 
 
 def test_stacks_use_the_durable_backend_and_kms_without_any_secret(rendered: Rendered) -> None:
-    assert rendered.all("Secret") == []
+    assert passphrase_secrets(rendered) == []
     assert "PULUMI_CONFIG_PASSPHRASE" not in env(rendered)
     settings = yaml.safe_load(rendered.settings()["data"]["settings.yaml"])
     assert settings["pulumi"]["backendUrl"] == STATE_BACKEND
@@ -390,7 +482,7 @@ def test_a_passphrase_comes_only_from_a_secret_the_user_names(helm: Helm) -> Non
     own = helm.render(
         {"pulumi.secretsProvider": "passphrase", "pulumi.passphraseSecret.name": "mine"}
     )
-    assert own.all("Secret") == []
+    assert passphrase_secrets(own) == []
     assert env(own)["PULUMI_CONFIG_PASSPHRASE"] == {
         "secretKeyRef": {"name": "mine", "key": "passphrase"}
     }
@@ -409,7 +501,7 @@ def test_ephemeral_state_is_explicit_single_replica_and_keyed_to_the_pod(helm: H
         "replicaCount": 1,
     }
     ephemeral = helm.render(values, base=True)
-    assert ephemeral.all("Secret") == []
+    assert passphrase_secrets(ephemeral) == []
     assert env(ephemeral)["PULUMI_CONFIG_PASSPHRASE"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
     settings = yaml.safe_load(ephemeral.settings()["data"]["settings.yaml"])
     # The controller keeps its stacks in file://<stateDir> only because it is told so.
@@ -424,7 +516,10 @@ def test_leader_election_off_with_one_replica(helm: Helm) -> None:
     rendered = helm.render({"replicaCount": 1, "leaderElection.enabled": False})
     assert rendered.one("Deployment")["spec"]["replicas"] == 1
     assert "--leader-election.enabled=false" in container(rendered)["args"]
-    assert rendered.all("Role") == []
+    assert sorted(r["metadata"]["name"] for r in rendered.all("Role")) == [
+        "atomic-gang-provisioner-ownership-key",
+        "atomic-gang-provisioner-webhook-certs",
+    ]
 
 
 # The reference's "Chart values reference" table: key -> default.
@@ -441,7 +536,22 @@ REFERENCE_DEFAULTS: dict[str, Any] = {
     "auth.mode": "podIdentity",
     "limits.maxGangSize": 64,
     "limits.maxKeepWarmTTL": "24h",
-    "allowedInstanceTypes": [],
+    # Not the reference's []: the accelerator families gangs are for (issue 30).
+    "allowedInstanceTypes": [
+        "p4d.*",
+        "p4de.*",
+        "p5.*",
+        "p5e.*",
+        "p5en.*",
+        "p6-b200.*",
+        "g5.*",
+        "g6.*",
+        "g6e.*",
+        "trn1.*",
+        "trn1n.*",
+        "trn2.*",
+        "inf2.*",
+    ],
     "allowedNodeRoleArns": [],
     "reapIntervalSeconds": 120,
     "joinDeadlineSeconds": 600,
@@ -450,7 +560,7 @@ REFERENCE_DEFAULTS: dict[str, Any] = {
     "stackOperations.workers": None,  # two per CPU, within the memory limit
     "leaderElection.enabled": True,
     "webhook.enabled": True,
-    "webhook.certMode": "certManager",
+    "webhook.certMode": "selfSigned",
     "webhook.failurePolicy": "Fail",
     "nodeBootstrap.enabled": False,
     "iam.selfManageInstanceProfile": False,
@@ -508,3 +618,20 @@ def test_the_grafana_dashboard_is_a_configmap_the_sidecar_discovers(rendered: Re
         assert topic in titles
     # Every panel's query names an exported metric: tests/image checks it against a running
     # controller's /metrics.
+
+
+# -- the self-managed ownership key (issue #30, ownkey) -----------------------------------------
+def test_the_ownership_key_secret_is_rendered_empty_and_kept(
+    helm: Helm, rendered: Rendered
+) -> None:
+    """The default renders the key's Secret with no data (the controller generates the key:
+    two renders stay byte-identical) and kept on uninstall (a reinstall must find the key,
+    or the instances signed with it can no longer be proven ours). A provided key
+    (keySecret) renders none."""
+    name = f"{rendered.one('Deployment')['metadata']['name']}-ownership-key"
+    secret = rendered.one("Secret", name)
+    assert secret["metadata"]["namespace"] == NAMESPACE
+    assert secret["type"] == "Opaque" and "data" not in secret and "stringData" not in secret
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    provided = helm.render({"ownership.keySecret": "my-ownership-key"})
+    assert name not in [s["metadata"]["name"] for s in provided.all("Secret")]

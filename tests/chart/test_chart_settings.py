@@ -106,3 +106,62 @@ def test_settings_change_rolls_the_pods(helm: Helm, rendered: Rendered) -> None:
 
     assert checksum(rendered) == checksum(helm.render())
     assert checksum(rendered) != checksum(helm.render({"joinDeadlineSeconds": 900}))
+
+
+def test_the_ownership_key_secret_is_mounted_where_the_settings_read_it(
+    helm: Helm, tmp_path: Path
+) -> None:
+    assert controller_settings(helm.render(), tmp_path).ownership.key_file is None
+    rendered = helm.render({"ownership.keySecret": "agp-ownership"})
+    settings = controller_settings(rendered, tmp_path)
+    # A key the installer provides replaces the self-managed one.
+    assert settings.ownership.self_managed is None
+    pod = rendered.one("Deployment")["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "ownership-key"]
+    assert volume["secret"] == {
+        "secretName": "agp-ownership",
+        "items": [{"key": "key", "path": "key"}],
+    }
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "ownership-key"]
+    assert settings.ownership.key_file == Path(mount["mountPath"]) / "key"
+
+
+# -- webhook certificates (issue #30, certs) ---------------------------------------------------
+def test_default_webhook_certificate_is_self_managed(rendered: Rendered, tmp_path: Path) -> None:
+    """The controller loads the default render's settings as: make and rotate the
+    certificate in the rendered Secret, for the rendered webhook configuration."""
+    managed = controller_settings(rendered, tmp_path).webhook.self_managed
+    assert managed is not None
+    secret = f"{rendered.one('Deployment')['metadata']['name']}-webhook-certs"
+    assert managed.secret_name == rendered.one("Secret", secret)["metadata"]["name"]
+    assert managed.namespace == NAMESPACE
+    config = rendered.one("ValidatingWebhookConfiguration")["metadata"]["name"]
+    assert managed.webhook_configuration == config
+    assert (managed.ca_validity, managed.cert_validity) == (
+        timedelta(days=365),
+        timedelta(days=90),
+    )
+    assert managed.check_interval == timedelta(seconds=10)
+
+
+@pytest.mark.parametrize("mode", ["certManager", "provided"])
+def test_mounted_certificates_are_not_self_managed(helm: Helm, tmp_path: Path, mode: str) -> None:
+    values: dict[str, object] = {"webhook.certMode": mode}
+    if mode == "provided":
+        values |= {"webhook.tls.secretName": "my-tls", "webhook.caBundle": "Q0E="}
+    settings = controller_settings(helm.render(values), tmp_path)
+    assert settings.webhook.self_managed is None
+
+
+# -- the self-managed ownership key (issue #30, ownkey) -----------------------------------------
+def test_default_ownership_key_is_self_managed_in_the_rendered_secret(
+    rendered: Rendered, tmp_path: Path
+) -> None:
+    """The controller loads the default render's settings as: keep the ownership key in
+    the Secret the chart renders, in the release namespace."""
+    ownership = controller_settings(rendered, tmp_path).ownership
+    assert ownership.key_file is None
+    assert ownership.self_managed is not None
+    secret = rendered.one("Secret", ownership.self_managed.secret_name)
+    assert secret["metadata"]["name"].endswith("-ownership-key")
+    assert ownership.self_managed.namespace == NAMESPACE == secret["metadata"]["namespace"]

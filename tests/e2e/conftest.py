@@ -1,9 +1,13 @@
 """E2E wiring: the whole local installation over the session's shared parts.
 
 `gang_local` builds a `LocalEnvironment` on the session's control plane, Kueue manager and
-EC2 emulator (reset for the test), starts what sits above them (AWS identity, node and Job
-simulators, the controller, the bootstrap's Kueue objects with a LocalQueue in the test's
+EC2 emulator (reset for the test), starts what sits above them (AWS identity, node, Job and
+Pod simulators, the controller, the bootstrap's Kueue objects with a LocalQueue in the test's
 namespace) and, at the end, releases every pool through its finalizer before stopping them.
+`gang_local(training_controllers=True)` adds the session's JobSet controller, training
+operator and Trainer (started on first use, shared by the session's tests), for gangs
+submitted as a JobSet, PyTorchJob or TrainJob (`submit_jobset`, `submit_pytorchjob`,
+`submit_trainjob`; bodies from `tests.support.gang_kinds`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ from devenv import kueue_objects as ko
 from devenv.environment import LocalEnvironment
 from devenv.nodesim import SIMULATED_LABEL
 from provisioner.api import constants as c
+from tests.support import gang_kinds
 from tests.support.ec2_listing import described_instances
+from tests.support.gang_kinds import GANG_KINDS
+from tests.support.kueue_status import ADMISSION_CHECKS, wait_until_active
 from tests.support.waiting import eventually
 
 T = TypeVar("T")
@@ -36,6 +43,7 @@ def gang_local(
     namespace: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> Iterator[Callable[..., LocalEnvironment]]:
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "e2e")
     started: list[LocalEnvironment] = []
@@ -43,8 +51,12 @@ def gang_local(
     def make(**options: Any) -> LocalEnvironment:
         options.setdefault("join_delay", 0.5)
         options.setdefault("job_run_seconds", 2.0)
+        # Off by default: only the tests of JobSet, PyTorchJob and TrainJob gangs pay for them.
+        options.setdefault("training_controllers", False)
         env = LocalEnvironment(work_dir=tmp_path / "env", queue_namespaces=(namespace,), **options)
         env.control_plane, env.kueue, env.emulator = control_plane, kueue, emulator
+        if env.training_controllers:
+            env.training = request.getfixturevalue("training_controllers")
         started.append(env)
         env.start_gang_parts(pulumi_tool)
         return env
@@ -54,6 +66,9 @@ def gang_local(
     api = control_plane.api_client()
     custom = k8s.CustomObjectsApi(api)
     k8s.BatchV1Api(api).delete_collection_namespaced_job(namespace, propagation_policy="Background")
+    for group, version, plural in GANG_KINDS:
+        if started and started[0].training is not None:
+            custom.delete_collection_namespaced_custom_object(group, version, namespace, plural)
     custom.delete_collection_namespaced_custom_object(*KUEUE, namespace, "workloads")
     for pool in custom.list_cluster_custom_object(*GNP)["items"]:
         custom.delete_cluster_custom_object(*GNP, pool["metadata"]["name"])
@@ -82,11 +97,77 @@ def submit(env: LocalEnvironment, namespace: str, name: str, pool: str, **ann: s
     )
 
 
-def workload_of(env: LocalEnvironment, namespace: str, job: str) -> dict[str, Any] | None:
+def submit_jobset(
+    env: LocalEnvironment,
+    namespace: str,
+    name: str,
+    pool: str,
+    *,
+    leaders: int = 1,
+    workers: int = 3,
+    count: str | None = None,
+    **ann: str,
+) -> dict[str, Any]:
+    """A JobSet gang on our queue: `leader` of `leaders` Pods and `workers` of `workers`.
+    `count` overrides the gang annotation (else their sum); `ann`: more annotations."""
+    body = gang_kinds.jobset(
+        namespace, name, ko.QUEUE_NAME, pool, leaders=leaders, workers=workers, annotations=ann
+    )
+    return _create_gang(env, body, count)
+
+
+def submit_pytorchjob(
+    env: LocalEnvironment,
+    namespace: str,
+    name: str,
+    pool: str,
+    *,
+    workers: int = 3,
+    count: str | None = None,
+    **ann: str,
+) -> dict[str, Any]:
+    """A PyTorchJob gang on our queue: Master 1, Worker `workers`."""
+    body = gang_kinds.pytorchjob(
+        namespace, name, ko.QUEUE_NAME, pool, workers=workers, annotations=ann
+    )
+    return _create_gang(env, body, count)
+
+
+def submit_trainjob(
+    env: LocalEnvironment,
+    namespace: str,
+    name: str,
+    pool: str,
+    *,
+    nodes: int = 4,
+    count: str | None = None,
+    **ann: str,
+) -> dict[str, Any]:
+    """A TrainJob gang of `nodes` nodes on our queue, on the embedded default's
+    ClusterTrainingRuntime (`devenv.training_controllers.TORCH_RUNTIME`)."""
+    body = gang_kinds.trainjob(namespace, name, ko.QUEUE_NAME, pool, nodes=nodes, annotations=ann)
+    return _create_gang(env, body, count)
+
+
+def _create_gang(env: LocalEnvironment, body: dict[str, Any], count: str | None) -> dict[str, Any]:
+    if count is not None:
+        body["metadata"]["annotations"][c.ANN_COUNT] = count
+    return gang_kinds.create(env.control_plane.api_client(), body)  # type: ignore[union-attr]
+
+
+def gang_pods(env: LocalEnvironment, namespace: str, kind: str, name: str) -> list[Any]:
+    """Every Pod (V1Pod) the top-level object ran as (`tests.support.gang_kinds`)."""
+    return gang_kinds.gang_pods(env.control_plane.api_client(), namespace, kind, name)  # type: ignore[union-attr]
+
+
+def workload_of(
+    env: LocalEnvironment, namespace: str, job: str, kind: str = "Job"
+) -> dict[str, Any] | None:
+    """The Workload Kueue made for the top-level `kind`/`job` (its owner)."""
     custom = k8s.CustomObjectsApi(env.control_plane.api_client())  # type: ignore[union-attr]
     for wl in custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads")["items"]:
         owners = wl["metadata"].get("ownerReferences") or []
-        if any(o.get("kind") == "Job" and o.get("name") == job for o in owners):
+        if any(o.get("kind") == kind and o.get("name") == job for o in owners):
             return dict(wl)
     return None
 
@@ -131,14 +212,6 @@ def healthy(gang_local: Any) -> LocalEnvironment:
     healthy world each doctor test starts from and breaks one link of."""
     env: LocalEnvironment = gang_local()
     custom = k8s.CustomObjectsApi(env.control_plane.api_client())  # type: ignore[union-attr]
-    eventually(
-        lambda: any(
-            x["type"] == "Active" and x["status"] == "True"
-            for x in custom.get_cluster_custom_object(*KUEUE, "admissionchecks", ko.CHECK_NAME)
-            .get("status", {})
-            .get("conditions", [])
-        ),
-        what="our AdmissionCheck Active",
-    )
+    wait_until_active(custom, ADMISSION_CHECKS, ko.CHECK_NAME, what="our AdmissionCheck Active")
     eventually(lambda: env.manager.is_leading(), what="the controller leading")
     return env

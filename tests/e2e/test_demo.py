@@ -2,8 +2,9 @@
 
 `python -m devenv demo` starts its own embedded default (its own control plane, Kueue, emulator
 and controller), runs the three-Job scenario and prints the bill; this asserts on that
-output: the warm Job launched nothing, the scarce Job was held with nothing running, every
-stranded figure is zero and every process it started is gone.
+output: the warm Job launched nothing, the scarce Job was held with nothing running, the GPU
+Job and the GPU JobSet were held at $0 until their Capacity Blocks started, every stranded
+figure is zero and every process it started is gone.
 """
 
 from __future__ import annotations
@@ -48,3 +49,13 @@ def test_demo_runs_to_completion_with_zero_stranded_node_seconds(tmp_path: Path)
     assert "held at $0 until the block starts: check Pending, 0 instances running" in out
     assert "32 EFA interfaces each, all in placement group" in out
     assert re.search(r"cr-\w+ has 2 of 2 slots free again", out), out
+    # The JobSet scene: the gang labelled on a JobSet the real JobSet controller runs, held at
+    # $0 on a block that has not started, then admitted on the block's instances.
+    assert (
+        "JobSet gpu-jobset held at $0 until the block starts: check Pending, 0 instances running"
+        in out
+    ), out
+    assert re.search(
+        r"JobSet gpu-jobset admitted: 2 x p5\.48xlarge in cr-\w+, 32 EFA interfaces each", out
+    ), out
+    assert re.search(r"\] jobset gpu-jobset\s+Complete\s", out), out

@@ -229,7 +229,7 @@ def test_explain_with_only_a_kubeconfig_names_the_configmap_and_our_check(
     header, verdict = capsys.readouterr().out.splitlines()
     assert header.startswith(f"settings: ConfigMap {CONTROLLER_NAMESPACE}/{SETTINGS_CM};")
     assert header.endswith(f"check {ko.CHECK_NAME}")
-    assert verdict == f"Job {namespace}/absent does not exist."
+    assert verdict == f"Job, JobSet, PyTorchJob or TrainJob {namespace}/absent does not exist."
 
 
 def test_pools_from_a_laptop_needs_only_the_kubeconfig(
@@ -250,6 +250,8 @@ def test_pools_from_a_laptop_needs_only_the_kubeconfig(
     # The state backend came from the ConfigMap, not from a file on this machine.
     assert f"settings: ConfigMap {CONTROLLER_NAMESPACE}/{SETTINGS_CM}" in err
     rows = {row["pool"]: row for row in json.loads(out)}
-    assert rows[pool]["phase"] == Phase.SATISFIED, rows
+    # The Job runs for 2 s: on a busy machine it may have finished before `pools` read the
+    # pool, which then holds the same whole set warm.
+    assert rows[pool]["phase"] in (Phase.SATISFIED, Phase.KEEP_WARM), rows
     assert rows[pool]["stack"].startswith("ok"), rows
     assert len(rows[pool]["instances"]) == 2, rows

@@ -29,7 +29,9 @@ def test_explain_names_the_pending_check_and_the_shortfalls(
     kube = KubeClient.from_kubeconfig(env.control_plane.info.kubeconfig)
     pool_name = f"ex-{uuid.uuid4().hex[:6]}"
 
-    assert explain(kube, namespace, "held") == [f"Job {namespace}/held does not exist."]
+    assert explain(kube, namespace, "held") == [
+        f"Job, JobSet, PyTorchJob or TrainJob {namespace}/held does not exist."
+    ]
     submit(env, namespace, "held", pool_name, **{c.ANN_INSTANCE_TYPE: SCARCE})
     eventually(
         lambda: (

@@ -15,6 +15,7 @@ from kubernetes import client as k8s
 
 from provisioner.api import constants as c
 from tests.support import kueue_objects as ko
+from tests.support.kueue_status import CLUSTER_QUEUES, wait_until_active
 from tests.support.waiting import eventually
 
 T = TypeVar("T")
@@ -48,6 +49,41 @@ def test_queued_job_is_suspended_and_its_workload_waits_on_our_check(
     check, flavor, cq, lq = (f"{p}-{suffix}" for p in ("check", "flavor", "cq", "lq"))
 
     custom.create_cluster_custom_object(*KUEUE, "admissionchecks", ko.admission_check(check))
+    try:
+        _hold_a_job_on_our_check(custom, batch, namespace, check, flavor, cq, lq)
+    finally:
+        _remove(custom, batch, namespace, check, flavor, cq, lq)
+
+
+def _remove(
+    custom: k8s.CustomObjectsApi,
+    batch: k8s.BatchV1Api,
+    namespace: str,
+    check: str,
+    flavor: str,
+    cq: str,
+    lq: str,
+) -> None:
+    """Nothing of this test may outlive it: no namespace controller runs here, so a deleted
+    namespace keeps its objects, and a later test's controller would take this Workload,
+    under a check with our controllerName, as a gang to provision."""
+    batch.delete_collection_namespaced_job(namespace, propagation_policy="Background")
+    custom.delete_collection_namespaced_custom_object(*KUEUE, namespace, "workloads")
+    custom.delete_namespaced_custom_object(*KUEUE, namespace, "localqueues", lq)
+    for plural, name in (("clusterqueues", cq), ("resourceflavors", flavor)):
+        custom.delete_cluster_custom_object(*KUEUE, plural, name)
+    custom.delete_cluster_custom_object(*KUEUE, "admissionchecks", check)
+
+
+def _hold_a_job_on_our_check(
+    custom: k8s.CustomObjectsApi,
+    batch: k8s.BatchV1Api,
+    namespace: str,
+    check: str,
+    flavor: str,
+    cq: str,
+    lq: str,
+) -> None:
     _activate(custom, check)
     custom.create_cluster_custom_object(*KUEUE, "resourceflavors", ko.resource_flavor(flavor))
     custom.create_cluster_custom_object(
@@ -56,16 +92,7 @@ def test_queued_job_is_suspended_and_its_workload_waits_on_our_check(
     custom.create_namespaced_custom_object(
         *KUEUE, namespace, "localqueues", ko.local_queue(namespace, lq, cq)
     )
-    eventually(
-        lambda: any(
-            cond["type"] == "Active" and cond["status"] == "True"
-            for cond in custom.get_cluster_custom_object(*KUEUE, "clusterqueues", cq)
-            .get("status", {})
-            .get("conditions", [])
-        ),
-        timeout=60,
-        what="ClusterQueue Active",
-    )
+    wait_until_active(custom, CLUSTER_QUEUES, cq, timeout=60, what="ClusterQueue Active")
 
     created = batch.create_namespaced_job(
         namespace, ko.gang_job(namespace, "train", lq, "pool-a", 2)

@@ -264,3 +264,54 @@ def test_a_record_that_keeps_failing_while_joining_backs_off_and_ends_at_the_joi
     second = eventually(next_generation, 180, "a new generation after the join deadline")
     assert second["activeGroup"] != group
     assert live_ids(env, pool).isdisjoint(first), "the stuck set was not released"
+
+
+def conditions_of(st: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {x["type"]: x for x in st.get("conditions") or ()}
+
+
+def test_a_record_that_failed_while_s3_was_down_leaves_no_stale_error_once_it_succeeds(
+    gang_env_factory: Any, failed_updates: None
+) -> None:
+    # The nodes never join, so nothing but the record's own success can clear its error
+    # (a Satisfied transition would say nothing about the stack).
+    env: GangEnv = gang_env_factory(join_delay=3600.0, retryBackoff={"initial": "1s", "max": "2s"})
+    emu = env.emulator.client
+    pool = "pool-s3-stale"
+    # Hold the launch, so S3 goes down after the stack is prepared and before the record.
+    emu.delay_calls("RunInstances", 2.0, client=TEST_KEY)
+    env.submit("s3-stale", pool, count=N)
+    eventually(
+        lambda: status(env, pool).get("launchInProgress") is not None, 180, "the launch in flight"
+    )
+    s3_down(env, TEST_KEY)
+    try:
+
+        def record_failed() -> dict[str, Any] | None:
+            st = status(env, pool)
+            error = st.get("lastError") or {}
+            return st if error.get("reason") == BACKEND_UNAVAILABLE else None
+
+        failing = eventually(record_failed, 180, lambda: f"the record failing: {status(env, pool)}")
+        assert failing["lastStackResult"] == f"failed: {BACKEND_UNAVAILABLE}", failing
+    finally:
+        emu.clear_faults()  # S3 is back
+
+    group = failing["activeGroup"]
+    st = eventually(
+        lambda: (s := status(env, pool)).get("recordedGroup") == group and s,
+        180,
+        lambda: f"the set recorded once S3 is back: {status(env, pool)}",
+    )
+    # The write that saved the record's success says the pool is healthy again.
+    assert "lastError" not in st, st["lastError"]
+    assert st["lastStackResult"] == "succeeded", st
+    now = conditions_of(st)
+    assert (now["Degraded"]["status"], now["Degraded"]["reason"]) == ("False", "NoFailure"), now
+    generation = env.pool(pool)["metadata"]["generation"]  # type: ignore[index]
+    assert st["observedGeneration"] == generation
+    assert {x["observedGeneration"] for x in now.values()} == {generation}, now
+    # While S3 was down the status said which step failed, and how.
+    assert failing["lastError"]["operation"] == "record", failing["lastError"]
+    degraded = conditions_of(failing)["Degraded"]
+    assert (degraded["status"], degraded["reason"]) == ("True", "TransientFailure"), degraded

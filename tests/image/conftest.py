@@ -103,6 +103,8 @@ class ImageInstall:
             "auth.mode": "static",
             "auth.static.secretName": "aws-keys",
             "replicaCount": 1,
+            # The chart's default allowlist is the GPU families; this world's gangs are m5.
+            "allowedInstanceTypes": ["m5.*"],
             "reapIntervalSeconds": 5,
             "joinDeadlineSeconds": 60,
             "retryBackoff.initial": "500ms",
@@ -129,10 +131,23 @@ class ImageInstall:
         settings = rendered.one("ConfigMap", f"{deployment['metadata']['name']}-settings")
         webhook = rendered.one("ValidatingWebhookConfiguration")
         dashboard = rendered.one("ConfigMap", f"{deployment['metadata']['name']}-dashboard")
+        self.apply_secrets(rendered.all("Secret"))
         podman("run", "--detach", *self.run_args(deployment, settings), timeout=300)
         self.started = True
         self.wait_ready()
         return {"deployment": deployment, "webhook": webhook, "dashboard": dashboard}
+
+    def apply_secrets(self, secrets: list[dict[str, Any]]) -> None:
+        """Create the Secrets the chart renders (the self-managed ownership key), as `helm
+        install` would; one left by an earlier install is kept, as the chart keeps it."""
+        assert self.env.control_plane is not None
+        core = k8s.CoreV1Api(self.env.control_plane.api_client())
+        for secret in secrets:
+            try:
+                core.create_namespaced_secret(secret["metadata"]["namespace"], secret)
+            except k8s.ApiException as err:
+                if err.status != 409:
+                    raise
 
     def run_args(self, deployment: dict[str, Any], settings: dict[str, Any]) -> list[str]:
         pod = deployment["spec"]["template"]["spec"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import secrets
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -165,9 +166,15 @@ def gang_env_factory(
             pulumi["backendUrl"] = f"file://{state_dir}"
         else:
             pulumi.update(seed_state_backend(emulator.endpoint_url, REGION).pulumi_settings())
+        # The cluster's ownership key, as the chart mounts it from a Secret: the
+        # controller signs launch tokens with it and the reaper proves orphans by it.
+        key_file = tmp_path / "ownership-key"
+        if not key_file.exists():
+            key_file.write_bytes(secrets.token_bytes(32))
         settings = Settings.model_validate(
             {
                 "clusterName": CLUSTER,
+                "ownership": {"keyFile": str(key_file)},
                 "defaults": {"region": REGION, "nodeRoleArn": role, "keepWarmTTL": "10m"},
                 "acquireAttemptsBeforeRetry": 3,
                 "joinDeadlineSeconds": 20,

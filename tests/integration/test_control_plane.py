@@ -29,7 +29,10 @@ def test_gangnodepool_crd_is_served_with_short_name_and_columns(kube_api: Any) -
     version = next(v for v in crd.spec.versions if v.name == c.VERSION)
     assert version.subresources.status is not None
     columns = [col.name.upper() for col in version.additional_printer_columns]
-    assert columns == ["PHASE", "READY", "COUNT", "TYPE", "MODE", "AGE"]
+    default = [c.name.upper() for c in version.additional_printer_columns if not c.priority]
+    # The reference's columns by default; `-o wide` adds the claim, reservation and error.
+    assert default == ["PHASE", "READY", "COUNT", "TYPE", "MODE", "AGE"]
+    assert columns[len(default) :] == ["CLAIM NAMESPACE", "CLAIM", "RESERVATION", "LAST ERROR"]
 
 
 def test_gangnodepool_round_trips_through_the_apiserver(kube_api: Any) -> None:

@@ -13,6 +13,8 @@ import pytest
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
+from provisioner.cloud import naming
+from provisioner.cloud.ownership import NO_LAUNCH_TOKEN, TOKEN_NOT_OURS
 from tests.integration.controller_harness import CLUSTER, REGION, GangEnv, eventually
 
 
@@ -90,18 +92,27 @@ def test_instances_that_never_join_are_released_and_a_new_set_acquired(
     env.wait_check(workload, c.CHECK_READY, timeout=120)
 
 
-def test_reaper_terminates_past_max_lifetime_and_orphans(gang_env_factory: Any) -> None:
+def test_reaper_terminates_only_what_ec2_proves_ours_and_reports_the_rest(
+    gang_env_factory: Any,
+) -> None:
+    """Instances launched outside the controller (the test's own EC2 key) and tagged as
+    gangs of this cluster are left alone and reported, past max-lifetime or orphaned as
+    their tags claim; instances whose launch token the controller's key signed are reaped
+    for the same reasons."""
     env: GangEnv = gang_env_factory()
     workload = env.submit("long", "pool-reap", count=2)
     env.wait_check(workload, c.CHECK_READY, timeout=120)
     image = env.ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    subnet = env.ec2.describe_subnets()["Subnets"][0]["SubnetId"]
+    pool_uid = (env.pool("pool-reap") or {})["metadata"]["uid"]
+    key = naming.read_ownership_key(env.settings.ownership.key_file)
 
-    def launch(pool: str, max_lifetime: str) -> str:
+    def launch(pool: str, max_lifetime: str, token: str | None = None) -> str:
         tags = {
             c.TAG_MANAGED: "true",
             c.TAG_CLUSTER: CLUSTER,
             c.TAG_POOL: pool,
-            c.TAG_GROUP: "gen-0",
+            c.TAG_GROUP: "gen-7",
             c.TAG_MAX_LIFETIME: max_lifetime,
             c.cluster_ownership_tag(CLUSTER): "owned",
         }
@@ -110,26 +121,45 @@ def test_reaper_terminates_past_max_lifetime_and_orphans(gang_env_factory: Any) 
             InstanceType="m5.large",
             MinCount=1,
             MaxCount=1,
+            SubnetId=subnet,
             TagSpecifications=[
                 {
                     "ResourceType": "instance",
                     "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
                 }
             ],
+            **({"ClientToken": token} if token else {}),
         )
         return str(out["Instances"][0]["InstanceId"])
 
-    orphan = launch("no-such-pool", "4h0m0s")
-    expired = launch("pool-reap", "1s")
+    def signed(pool: str, uid: str) -> str:
+        return naming.client_token(uid, 7, subnet, key=key, cluster=CLUSTER, pool=pool)
+
+    by_hand_orphan = launch("no-such-pool", "4h0m0s")
+    by_hand_expired = launch("pool-reap", "1s", token="a-token-of-someone-else")
+    orphan = launch("no-such-pool", "4h0m0s", signed("no-such-pool", "uid-long-gone"))
+    expired = launch("pool-reap", "1s", signed("pool-reap", pool_uid))
     time.sleep(1.5)  # the tag's lifetime must pass in EC2's own clock
 
     def reaped() -> bool:
         live = {i["InstanceId"] for i in env.live_instances()}
         return orphan not in live and expired not in live
 
-    eventually(reaped, 60, "the reaper to terminate the orphan and the expired instance")
+    eventually(reaped, 60, "the reaper to terminate the proven orphan and expired instance")
+    registry = env.manager.metrics.registry
+
+    def reported() -> bool:
+        unproven = sum(
+            registry.get_sample_value("atomic_gang_instances_unproven", {"reason": r}) or 0
+            for r in (NO_LAUNCH_TOKEN, TOKEN_NOT_OURS)
+        )
+        return unproven == 2
+
+    eventually(reported, 90, "the two hand-tagged instances reported as unproven")
+    live = {i["InstanceId"] for i in env.live_instances()}
+    assert {by_hand_orphan, by_hand_expired} <= live, "an unproven instance was terminated"
     # The pool's own set is neither orphaned nor expired.
-    assert len(env.live_instances("pool-reap")) == 2
+    assert len(env.live_instances("pool-reap")) == 3  # its set and the hand-tagged one
 
 
 def test_deleting_a_pool_releases_its_instances_through_the_finalizer(

@@ -6,9 +6,9 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import os
 import shutil
 import socket
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -314,17 +314,33 @@ def test_two_pools_prepared_recorded_and_destroyed_concurrently(
     assert driver.list_stacks() == []
 
 
-def _s3_lock(backend: StateBackend, project: str, pool: str, pid: int) -> str:
-    """A lock file as the CLI writes one, held by ``pid`` on this host, taken just now."""
+def _s3_lock(
+    backend: StateBackend, project: str, pool: str, pid: int, host: str | None = None
+) -> str:
+    """A lock file as the CLI writes one, held by ``pid`` on ``host`` (default: this host),
+    taken just now."""
     key = f".pulumi/locks/organization/{project}/{pool}/4c0ffee0-0000-4000-8000-000000000000.json"
     body = {
         "pid": pid,
         "username": "controller",
-        "hostname": socket.gethostname(),
+        "hostname": host or socket.gethostname(),
         "timestamp": datetime.now(UTC).isoformat(),
     }
     backend.client("s3").put_object(Bucket=backend.bucket, Key=key, Body=json.dumps(body).encode())
     return key
+
+
+def _running_cli(where: Path) -> subprocess.Popen[bytes]:
+    """A live process this host knows as a Pulumi CLI (by its program's name)."""
+    program = where / "pulumi"
+    program.symlink_to(shutil.which("sleep") or "/bin/sleep")
+    return subprocess.Popen([str(program), "120"])
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
 
 
 def _locks(backend: StateBackend) -> list[str]:
@@ -361,31 +377,41 @@ def test_s3_backend_with_kms_secrets_and_leader_only_lock_breaking(
     # A standby (it has not recovered, so it does not lead) never breaks a lock: this one
     # could be the live leader's.
     ids = world.launch("remote", prepared.outputs.launch_template_id, 2)
-    held = _s3_lock(backend, project, "remote", os.getpid())
+    cli = _running_cli(tmp_path)
+    held = _s3_lock(backend, project, "remote", cli.pid)
     with pytest.raises(StackError) as locked:
         other.record_instance_set("remote", "gen-0", ids)
     assert locked.value.reason == "StackLocked" and locked.value.retryable
     assert _locks(backend) == [held]
 
-    # On becoming leader it clears the lock at once: a young lock of a live process, held by
-    # someone who is not the Lease holder, is stale the moment this replica leads.
+    # On becoming leader it still leaves a lock of a live CLI on this host: it may still be
+    # writing (locks.is_stale).
     caplog.set_level(logging.WARNING, logger="stack")
+    (report,) = other.recover()
+    assert report.live_lock_holders and _locks(backend) == [held]
+    cli.kill()
+    cli.wait()
+    # A lock of a dead process on this host goes at the next recovery...
+    _s3_lock(backend, project, "remote", _dead_pid())
     other.recover()
     assert _locks(backend) == []
-    # A lock met later while leading is cleared too, and the operation goes on.
-    _s3_lock(backend, project, "remote", os.getpid())
+    # ...and one of another host goes once that host's fence has closed (leading by
+    # configuration, at once): met by an operation, it is cleared and the operation goes on.
+    _s3_lock(backend, project, "remote", 4242, host="old-leader-pod")
     recorded = other.record_instance_set("remote", "gen-0", ids)
     assert recorded.outputs.instance_ids == tuple(ids)
     assert any("cancelling stale lock" in r.getMessage() for r in caplog.records)
     assert _locks(backend) == []
 
-    # Stepped down, it breaks none again.
+    # Stepped down, it writes nothing and breaks no lock.
     other.step_down()
-    held = _s3_lock(backend, project, "remote", os.getpid())
-    with pytest.raises(StackError):
+    held = _s3_lock(backend, project, "remote", 4242, host="old-leader-pod")
+    with pytest.raises(StackError) as fenced:
         other.remove_instance_set("remote")
+    assert fenced.value.reason == "FenceClosed"
     assert _locks(backend) == [held]
     backend.client("s3").delete_object(Bucket=backend.bucket, Key=held)
+    other.recover()
 
     home = tmp_path / "operator-home"
     command = other.operator_command()

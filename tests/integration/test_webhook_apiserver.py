@@ -30,7 +30,7 @@ from devenv.processes import Supervised, free_port
 from provisioner.api import constants as c
 from provisioner.api.settings_sources import load_settings
 from provisioner.api.shape import GangShapeError, parse_gang_shape
-from provisioner.webhook.server import JOB_WEBHOOK_PATH
+from provisioner.webhook.server import GANG_JOB_WEBHOOK_PATH
 from tests.chart.conftest import Helm
 
 ROLE = "arn:aws:iam::123456789012:role/eks-gang-node-role"
@@ -55,6 +55,8 @@ class WebhookProcess:
         argv = [sys.executable, "-m", "provisioner.webhook", "--config", str(self.settings_file)]
         argv += ["--tls-cert-file", str(cert), "--tls-key-file", str(key)]
         argv += ["--host", "127.0.0.1", "--port", str(self.port)]
+        # The webhook reads the pool a gang Job names from the cluster.
+        argv += ["--kubeconfig", str(control_plane.info.kubeconfig)]
         self.proc = Supervised("webhook", argv, work / "webhook.log")
         context = ssl.create_default_context(cadata=self.ca_pem.decode())
         url = f"https://127.0.0.1:{self.port}/healthz"
@@ -66,7 +68,7 @@ class WebhookProcess:
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}{JOB_WEBHOOK_PATH}"
+        return f"https://127.0.0.1:{self.port}{GANG_JOB_WEBHOOK_PATH}"
 
 
 @pytest.fixture

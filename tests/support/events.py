@@ -10,9 +10,12 @@ class RecordedEvents:
 
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str]] = []
+        # The object each event is about, in the same order.
+        self.involved: list[InvolvedObject] = []
 
     def reset(self) -> None:
         self.events.clear()
+        self.involved.clear()
 
     @property
     def reasons(self) -> list[str]:
@@ -20,6 +23,7 @@ class RecordedEvents:
 
     def record(self, obj: InvolvedObject, event_type: str, reason: str, message: str) -> None:
         self.events.append((event_type, reason, message))
+        self.involved.append(obj)
 
     def normal(self, obj: InvolvedObject, reason: str, message: str) -> None:
         self.record(obj, NORMAL, reason, message)

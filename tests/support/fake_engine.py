@@ -32,9 +32,11 @@ from provisioner.cloud.types import (
     Mode,
     ReleaseReport,
     Reservation,
+    RootDevice,
     SubnetRef,
 )
 from provisioner.cloud.views import LIVE_STATES
+from tests.support.fake_images import FakeImageOwners
 from tests.support.instance_views import managed_instance
 
 CLUSTER: Final = ClusterInfo(
@@ -97,7 +99,12 @@ class FakeEngine:
         self.failing = dict(failing or {})
         # Called with each listing before it is answered: the test's rules for the caller.
         self.check_listing = check_listing
+        # Who owns the AMIs a Job may name (`amiPolicy`); none known unless a test adds them.
+        self.images = FakeImageOwners()
         self.fleet: dict[str, InstanceView] = {}
+        # The ClientToken of each EC2 Fleet, as DescribeFleets would answer it.
+        self.fleets: dict[str, str | None] = {}
+        self.fleets_described: list[str] = []
         self.listings: list[Listing] = []
         self.launched: list[LaunchSpec] = []
         self.released: list[str] = []
@@ -114,6 +121,7 @@ class FakeEngine:
             self.launched.clear()
             self.released.clear()
             self.keep_warm_tags.clear()
+            self.fleets_described.clear()
             self.fail_next = None
             self._holds.clear()
 
@@ -194,6 +202,13 @@ class FakeEngine:
         self._fail("release")
         return ReleaseReport(ids, ids, (), (), (), (), ())
 
+    def fleet_tokens(self, fleet_ids: Iterable[str]) -> dict[str, str | None]:
+        """Each fleet's ClientToken, from `fleets` (None: EC2 does not describe it)."""
+        ids = list(fleet_ids)
+        self.fleets_described.extend(ids)
+        self._fail("fleet_tokens")
+        return {f: self.fleets.get(f) for f in ids}
+
     def set_keep_warm_tag(self, instance_ids: Sequence[str], until: datetime | None) -> None:
         self.keep_warm_tags.append((tuple(instance_ids), until))
         self._fail("set_keep_warm_tag")
@@ -222,6 +237,11 @@ class FakeEngine:
             raise CloudError(
                 ErrorKind.CONFIG, None, "ReservationNotFound", f"{reservation_id} does not exist"
             ) from None
+
+    def root_device(self, image_id: str) -> RootDevice:
+        """The EKS AMIs' root device and snapshot size (DescribeImages for AL2023)."""
+        self._fail("root_device")
+        return RootDevice(image_id, "/dev/xvda", 20)
 
     def resolve_ami(
         self,

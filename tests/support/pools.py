@@ -8,10 +8,11 @@ an override of None leaves the key out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from provisioner.api import constants as c
+from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.meta import kube_alias
 
 NODE_ROLE: Final = "arn:aws:iam::123456789012:role/eks-gang-node-role"
@@ -68,3 +69,10 @@ def pool(
     if status is not None:
         body["status"] = dict(status)
     return body
+
+
+def pool_lookup(*bodies: Mapping[str, Any]) -> Callable[[str], GangNodePool | None]:
+    """The Job webhook's pool reader over these pool bodies, by name (none given: no pool
+    exists)."""
+    by_name = {b["metadata"]["name"]: GangNodePool.from_dict(dict(b)) for b in bodies}
+    return by_name.get

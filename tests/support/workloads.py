@@ -41,30 +41,36 @@ def workload(
     queue: str | None = "q",
     template: Mapping[str, Any] | None = None,
     owner: Mapping[str, Any] | None = None,
+    pod_sets: Iterable[tuple[str, int]] | None = None,
     conditions: Iterable[Mapping[str, Any]] = (),
     checks: Iterable[Mapping[str, Any]] | None = None,
     active: bool | None = None,
     **metadata: Any,
 ) -> dict[str, Any]:
-    """A Workload of one pod set `main` of `count` pods in LocalQueue `queue`, owned by the
-    Job `owner` when given; `metadata` overrides by Python name (`uid=`,
+    """A Workload of one pod set `main` of `count` pods in LocalQueue `queue` (or of
+    `pod_sets`, (name, count) pairs, as Kueue writes them for a JobSet or PyTorchJob), owned
+    by `owner` when given (a Job unless its body says another apiVersion and kind);
+    `metadata` overrides by Python name (`uid=`,
     `resource_version=`). A status only when conditions or checks are given (checks=[]
     writes an empty list)."""
     meta = {kube_alias(k): v for k, v in {"name": name, "namespace": namespace, **metadata}.items()}
     if owner is not None:
         meta["ownerReferences"] = [
             {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
+                "apiVersion": owner.get("apiVersion", "batch/v1"),
+                "kind": owner.get("kind", "Job"),
                 "name": owner["metadata"]["name"],
                 "uid": owner["metadata"]["uid"],
                 "controller": True,
             }
         ]
-    pod_set: dict[str, Any] = {"name": "main", "count": count}
+    sets: list[dict[str, Any]] = [
+        {"name": name, "count": n} for name, n in (pod_sets or [("main", count)])
+    ]
     if template is not None:
-        pod_set["template"] = dict(template)
-    spec: dict[str, Any] = {"podSets": [pod_set]}
+        for pod_set in sets:
+            pod_set["template"] = dict(template)
+    spec: dict[str, Any] = {"podSets": sets}
     if queue is not None:
         spec["queueName"] = queue
     if active is not None:

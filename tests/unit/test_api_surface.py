@@ -21,6 +21,7 @@ def test_exported_members_exist_and_are_listed_once() -> None:
         assert hasattr(api, name), name
     public = {n for n in vars(api) if not n.startswith("_")}
     modules = {
+        "ami_policy",
         "clock",
         "constants",
         "durations",
@@ -35,6 +36,7 @@ def test_exported_members_exist_and_are_listed_once() -> None:
         "settings_sources",
         "shape",
         "shape_rules",
+        "tenancy",
         "workload",
     }
     assert public - modules == set(api.__all__)

@@ -68,7 +68,11 @@ def test_a_job_reads_as_a_gang_owner() -> None:
         ("batch/v1", "Job", True),
         ("batch/v2", "Job", True),
         ("apps/v1", "ReplicaSet", False),
-        ("jobset.x-k8s.io/v1alpha2", "JobSet", False),  # not a gang owner yet
+        ("jobset.x-k8s.io/v1alpha2", "JobSet", True),
+        ("kubeflow.org/v1", "PyTorchJob", True),
+        ("trainer.kubeflow.org/v1alpha1", "TrainJob", True),
+        ("kubeflow.org/v1", "TFJob", False),
+        ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", False),
         ("v1", "Job", False),
     ],
 )

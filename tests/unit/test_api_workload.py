@@ -154,7 +154,12 @@ def test_parses_the_fields_the_controller_reads() -> None:
     assert wl.metadata.namespace == "default"
     assert wl.metadata.resource_version == "918273"
     assert wl.metadata.deletion_timestamp is None
-    assert wl.owner_job == ("allreduce-pretrain", "a1b2c3d4-0000-4000-8000-000000000001")
+    assert wl.owner is not None
+    assert (wl.owner.kind, wl.owner.name, wl.owner.uid) == (
+        "Job",
+        "allreduce-pretrain",
+        "a1b2c3d4-0000-4000-8000-000000000001",
+    )
     assert wl.spec.queue_name == "gang-queue"
     assert wl.is_active
     assert wl.total_pod_count == 4
@@ -190,7 +195,7 @@ def test_minimal_workload_parses() -> None:
     )
     assert wl.spec.pod_sets[0].name == "main"
     assert wl.status.admission_checks == ()
-    assert wl.owner_job is None
+    assert wl.owner is None
 
 
 def test_check_states_match_kueue() -> None:

@@ -79,7 +79,14 @@ def test_the_reaper_deletes_the_infrastructure_of_gone_pools_only(world: World) 
     _pool_infrastructure(world, "alive")
     facts: dict[str, Any] = {"alive": PoolFacts(phase=Phase.IDLE, claimed=False)}
     reaper = Reaper(
-        world.engine, CLUSTER, lambda: facts, 3.0, lambda: datetime.now(UTC), ControllerMetrics()
+        world.engine,
+        CLUSTER,
+        lambda: facts,
+        3.0,
+        lambda: datetime.now(UTC),
+        ControllerMetrics(),
+        cache_problem=lambda: None,
+        ownership_key=None,
     )
 
     report = reaper.sweep()

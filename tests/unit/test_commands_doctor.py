@@ -43,7 +43,9 @@ def _healthy() -> list[dict[str, Any]]:
     return [*objects, _lease(NOW - timedelta(seconds=5))]
 
 
-def _doctor(objects: list[dict[str, Any]]) -> Doctor:
+def _doctor(
+    objects: list[dict[str, Any]], queue: str | None = f"default/{ko.QUEUE_NAME}"
+) -> Doctor:
     role = "arn:aws:iam::123456789012:role/nodes"
     settings = Settings.model_validate(
         {
@@ -52,7 +54,7 @@ def _doctor(objects: list[dict[str, Any]]) -> Doctor:
             "pulumi": UNREACHED_BACKEND,
         }
     )
-    return Doctor(FakeKube(*objects), None, None, settings, now=lambda: NOW)
+    return Doctor(FakeKube(*objects), None, None, settings, queue=queue, now=lambda: NOW)
 
 
 def _drop(kind: str) -> Callable[[list[dict[str, Any]]], None]:

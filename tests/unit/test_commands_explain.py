@@ -34,7 +34,9 @@ def _pool(**status: Any) -> dict[str, Any]:
 
 
 def test_missing_job() -> None:
-    assert explain(FakeKube(), NS, "train") == [f"Job {NS}/train does not exist."]
+    assert explain(FakeKube(), NS, "train") == [
+        f"Job, JobSet, PyTorchJob or TrainJob {NS}/train does not exist."
+    ]
 
 
 def test_job_without_queue_label_is_not_kueues() -> None:

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from provisioner.api import constants as c
+from provisioner.api.ami_policy import ImageOwnership
 from provisioner.api.settings import Settings
 from provisioner.api.workload import Workload
 from provisioner.controllers.workload_decision import (
@@ -34,7 +35,20 @@ from provisioner.controllers.workload_decision import (
 from provisioner.webhook.review import ReviewError, is_gang_job, job_pod_count, review
 from tests.support.backends import UNREACHED_BACKEND
 from tests.support.jobs import job as job_body
+from tests.support.pools import pool_lookup
 from tests.support.workloads import check, condition, workload
+
+
+class _AmazonOwnsEveryImage:
+    """EC2 as the webhook asks it: every AMI a generated Job names is Amazon's, so the
+    webhook's owner check (which the Workload path leaves to the pool) refuses nothing here."""
+
+    def ownership(self, image_id: str, owners: tuple[str, ...]) -> ImageOwnership | None:
+        return ImageOwnership(image_id, "602401143452", "amazon", "amazon")
+
+
+AMAZON_IMAGES = _AmazonOwnsEveryImage()
+
 
 pytestmark = pytest.mark.unit
 
@@ -166,7 +180,7 @@ def webhook(obj: dict[str, Any], config: Settings) -> dict[str, Any]:
             "object": obj,
         },
     }
-    out = review(body, config)
+    out = review(body, config, pools=pool_lookup(), images=AMAZON_IMAGES)
     assert out["response"]["uid"] == UID
     return dict(out["response"])
 
@@ -181,6 +195,7 @@ def workload_path(
             "job-trainer-1a2b3",
             uid="wl-1",
             count=pods,
+            owner=job_body(name="trainer"),
             conditions=[condition(c.WL_QUOTA_RESERVED, reason="QuotaReserved")],
             checks=[check(CHECK, c.CHECK_PENDING)],
         )
@@ -190,8 +205,8 @@ def workload_path(
         WorkloadInputs(
             workload=wl,
             check_name=CHECK,
-            job_labels=labels,
-            job_annotations=annotations,
+            owner_labels=labels,
+            owner_annotations=annotations,
             pool=None,
             claimant_exists=False,
             settings=config,
@@ -348,7 +363,7 @@ def test_the_webhook_answers_or_says_the_request_is_malformed_and_never_crashes(
                     "oldObject": old},
     }  # fmt: skip
     try:
-        out = review(body, config)
+        out = review(body, config, pools=pool_lookup(), images=AMAZON_IMAGES)
     except ReviewError as err:
         # The server turns this into an HTTP 400 carrying the reason.
         event("malformed")
@@ -378,4 +393,4 @@ def test_schema_violating_jobs_are_malformed_requests(obj: dict[str, Any]) -> No
         "request": {"uid": UID, "operation": "CREATE", "object": obj},
     }
     with pytest.raises(ReviewError):
-        review(body, CONFIGS[0])
+        review(body, CONFIGS[0], pools=pool_lookup(), images=AMAZON_IMAGES)

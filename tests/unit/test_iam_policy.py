@@ -13,6 +13,7 @@ import pytest
 from provisioner.api import constants as c
 from provisioner.cloud import ec2api
 from provisioner.cloud.iam_policy import (
+    EKS_AMI_PARAMETERS,
     StackState,
     controller_policy,
     irsa_trust_policy,
@@ -33,7 +34,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def policy(**kwargs: Any) -> dict[str, Any]:
-    args: dict[str, Any] = {"account_id": ACCOUNT, "region": "us-east-1", "node_role_arns": [ROLE]}
+    args: dict[str, Any] = {
+        "account_id": ACCOUNT,
+        "region": "us-east-1",
+        "node_role_arns": [ROLE],
+        "cluster_name": "demo",
+    }
     return controller_policy(**{**args, **kwargs})
 
 
@@ -46,10 +52,24 @@ def actions(statement: dict[str, Any]) -> list[str]:
     return [action] if isinstance(action, str) else list(action)
 
 
-def test_launch_is_conditioned_on_the_managed_request_tag() -> None:
-    launch = statements(policy())["LaunchGang"]
-    assert sorted(actions(launch)) == ["ec2:CreateFleet", "ec2:RunInstances"]
-    assert launch["Condition"] == {"StringEquals": {f"aws:RequestTag/{c.TAG_MANAGED}": "true"}}
+def test_every_mutating_ec2_grant_names_this_cluster() -> None:
+    # What the evaluator tests (test_iam_enforcement) exercise case by case; here: no
+    # mutating EC2 or SSM grant is left without this cluster in its condition or resource.
+    doc = policy(cluster_name="team-a")
+    for statement in doc["Statement"]:
+        mutating = [
+            a
+            for a in actions(statement)
+            if a.startswith("ec2:") and not a.startswith("ec2:Describe")
+        ]
+        # Launch parts that carry no tags of their own; each launch also needs the
+        # instance's request tags (LaunchGang) and, from a template, this cluster's template.
+        unscoped = ("LaunchGangReferencedResources", "LaunchGangFleetVolumesAndInterfaces")
+        if not mutating or statement["Sid"] in unscoped:
+            continue
+        text = json.dumps(statement.get("Condition"))
+        assert '"team-a"' in text, statement["Sid"]
+        assert statement["Resource"] != "*", statement["Sid"]
 
 
 def test_the_tag_condition_covers_only_what_a_launch_creates() -> None:
@@ -61,26 +81,31 @@ def test_the_tag_condition_covers_only_what_a_launch_creates() -> None:
         "network-interface/*",
         "volume/*",
     ]
+    assert by_sid["LaunchGang"]["Condition"] == {
+        "StringEquals": {
+            f"aws:RequestTag/{c.TAG_MANAGED}": "true",
+            f"aws:RequestTag/{c.TAG_CLUSTER}": "demo",
+        }
+    }
     referenced = by_sid["LaunchGangReferencedResources"]
-    assert sorted(actions(referenced)) == ["ec2:CreateFleet", "ec2:RunInstances"]
     assert "Condition" not in referenced
     kinds = {arn.split(":")[-1].split("/")[0] for arn in referenced["Resource"]}
-    assert {"image", "subnet", "security-group", "launch-template"} <= kinds
-    assert not kinds & {"instance", "volume", "network-interface", "fleet"}
+    assert {"image", "subnet", "security-group"} <= kinds
+    assert not kinds & {"instance", "volume", "network-interface", "fleet", "launch-template"}
     image = next(arn for arn in referenced["Resource"] if ":image/" in arn)
     assert image == "arn:aws:ec2:us-east-1::image/*"  # AMIs belong to AWS or other accounts
 
 
-def test_terminate_is_conditioned_on_the_managed_resource_tag() -> None:
-    release = statements(policy())["ReleaseGang"]
-    assert sorted(actions(release)) == ["ec2:DeleteFleets", "ec2:TerminateInstances"]
-    assert release["Condition"] == {"StringEquals": {f"ec2:ResourceTag/{c.TAG_MANAGED}": "true"}}
+def test_ssm_reaches_only_the_eks_optimized_ami_parameters() -> None:
+    read = statements(policy(region="cn-north-1"))["ReadEKSOptimizedAMIParameters"]
+    assert read["Resource"] == (
+        "arn:aws-cn:ssm:cn-north-1::parameter/aws/service/eks/optimized-ami/*"
+    )
+    # Every parameter name the controller builds lies under it.
+    from provisioner.cloud.ami import ami_parameter_name
 
-
-def test_placement_groups_are_tag_conditioned_like_instances() -> None:
-    by_sid = statements(policy())
-    assert by_sid["CreateGangPlacementGroups"]["Condition"] == by_sid["LaunchGang"]["Condition"]
-    assert by_sid["DeleteGangPlacementGroups"]["Condition"] == by_sid["ReleaseGang"]["Condition"]
+    name = ami_parameter_name("1.36", "x86_64", "nvidia")
+    assert name.startswith(EKS_AMI_PARAMETERS.rstrip("*"))
 
 
 def test_pass_role_reaches_only_the_allowed_node_roles_and_only_ec2() -> None:
@@ -93,10 +118,13 @@ def test_pass_role_reaches_only_the_allowed_node_roles_and_only_ec2() -> None:
     assert not any(a.startswith("iam:PassRole") for s in others for a in actions(s))
 
 
-def test_eni_delete_is_scoped_to_the_clusters_region_and_account() -> None:
-    eni = statements(policy(region="eu-west-1"))["DeleteDetachedVPCCNIInterfaces"]
+def test_eni_delete_is_scoped_to_the_clusters_region_account_and_cni_tag() -> None:
+    eni = statements(policy(region="eu-west-1"))["DeleteThisClustersVPCCNIInterfaces"]
     assert eni["Resource"] == f"arn:aws:ec2:eu-west-1:{ACCOUNT}:network-interface/*"
-    china = statements(policy(region="cn-north-1"))["DeleteDetachedVPCCNIInterfaces"]
+    assert eni["Condition"] == {
+        "StringEquals": {"aws:ResourceTag/cluster.k8s.amazonaws.com/name": "demo"}
+    }
+    china = statements(policy(region="cn-north-1"))["DeleteThisClustersVPCCNIInterfaces"]
     assert china["Resource"].startswith("arn:aws-cn:ec2:cn-north-1:")
 
 
@@ -111,16 +139,22 @@ def test_no_wildcard_actions() -> None:
 def test_the_reference_statements_are_all_there() -> None:
     assert list(statements(policy())) == [
         "LaunchGang",
+        "LaunchGangFleetVolumesAndInterfaces",
         "LaunchGangReferencedResources",
-        "ReleaseGang",
+        "LaunchFromThisClustersTemplates",
+        "TagOnlyWhatThisClusterCreates",
+        "MoveKeepWarmTagOnThisClustersGangs",
+        "ReleaseThisClustersGangs",
         "DescribeForReconcile",
-        "DeleteDetachedVPCCNIInterfaces",
-        "ManageGangLaunchTemplates",
-        "CreateGangPlacementGroups",
-        "DeleteGangPlacementGroups",
+        "DeleteThisClustersVPCCNIInterfaces",
+        "CreateThisClustersLaunchTemplates",
+        "ChangeThisClustersLaunchTemplates",
+        "CreateThisClustersPlacementGroups",
+        "DeleteThisClustersPlacementGroups",
         "VerifyNodeInstanceProfile",
         "PassNodeRoleToEC2Only",
-        "ResolveClusterAndAMI",
+        "ResolveThisCluster",
+        "ReadEKSOptimizedAMIParameters",
     ]
 
 
@@ -133,6 +167,7 @@ def test_self_managed_instance_profiles_are_scoped_to_their_exact_names() -> Non
         "iam:AddRoleToInstanceProfile",
         "iam:CreateInstanceProfile",
         "iam:GetInstanceProfile",
+        "iam:TagInstanceProfile",
     ]
     assert extra["Resource"] == sorted(
         f"arn:aws:iam::{ACCOUNT}:instance-profile/{instance_profile_name('demo', name)}"
@@ -155,7 +190,8 @@ def test_managed_access_entry_is_scoped_to_the_cluster() -> None:
         ({"region": "mars"}, "not an AWS region"),
         ({"node_role_arns": []}, "at least one node role"),
         ({"node_role_arns": ["arn:aws:iam::1:user/x"]}, "not an IAM role ARN"),
-        ({"self_manage_instance_profile": True}, "cluster_name is needed"),
+        ({"cluster_name": ""}, "scoped to one cluster"),
+        ({"cluster_name": "has spaces"}, "not an EKS cluster name"),
     ],
 )
 def test_bad_inputs_are_refused(kwargs: dict[str, Any], words: str) -> None:
@@ -200,10 +236,22 @@ def test_node_role() -> None:
 
 def test_the_cli_prints_the_policy(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--account", ACCOUNT, "--region", "us-east-1", "--node-role-arn", ROLE]
+    argv += ["--cluster-name", "demo"]
     assert main([*argv, "--node-role-arn", ROLE_B]) == 0
     assert json.loads(capsys.readouterr().out) == policy(node_role_arns=[ROLE, ROLE_B])
     with pytest.raises(SystemExit) as exit_:
-        main(["--account", "12", "--region", "us-east-1", "--node-role-arn", ROLE])
+        main(
+            [
+                "--account",
+                "12",
+                "--region",
+                "us-east-1",
+                "--node-role-arn",
+                ROLE,
+                "--cluster-name",
+                "d",
+            ]
+        )
     assert exit_.value.code == 2
     assert "not 12 digits" in capsys.readouterr().err
 
@@ -267,6 +315,7 @@ def test_bad_state_stores_are_refused(bucket: str, key: str, words: str) -> None
 
 def test_the_cli_prints_the_state_grants(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--account", ACCOUNT, "--region", "us-east-1", "--node-role-arn", ROLE]
+    argv += ["--cluster-name", "demo"]
     assert main([*argv, "--state-bucket", "gang-state", "--state-key-arn", KEY_ARN]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == policy(state=StackState("gang-state", KEY_ARN))

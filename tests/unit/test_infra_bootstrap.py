@@ -136,19 +136,22 @@ def test_the_controller_policy_is_the_one_source_with_the_callers_account(
 def test_the_policy_keeps_its_tag_conditions_and_pass_role_scope(recorded: Recorder) -> None:
     document = json.loads(recorded.one("aws:iam/rolePolicy:RolePolicy")["policy"])
     by_sid = {s["Sid"]: s for s in document["Statement"]}
+    # The bootstrap's cluster is the one the tag conditions name.
     assert by_sid["LaunchGang"]["Condition"]["StringEquals"] == {
-        f"aws:RequestTag/{c.TAG_MANAGED}": "true"
+        f"aws:RequestTag/{c.TAG_MANAGED}": "true",
+        f"aws:RequestTag/{c.TAG_CLUSTER}": "prod-gpu",
     }
     assert "ec2:RunInstances" in by_sid["LaunchGang"]["Action"]
-    assert by_sid["ReleaseGang"]["Condition"]["StringEquals"] == {
-        f"ec2:ResourceTag/{c.TAG_MANAGED}": "true"
+    assert by_sid["ReleaseThisClustersGangs"]["Condition"]["StringEquals"] == {
+        f"aws:ResourceTag/{c.TAG_MANAGED}": "true",
+        f"aws:ResourceTag/{c.TAG_CLUSTER}": "prod-gpu",
     }
-    assert "ec2:TerminateInstances" in by_sid["ReleaseGang"]["Action"]
+    assert "ec2:TerminateInstances" in by_sid["ReleaseThisClustersGangs"]["Action"]
     assert by_sid["PassNodeRoleToEC2Only"]["Resource"] == [node_role_arn()]
     assert by_sid["PassNodeRoleToEC2Only"]["Condition"] == {
         "StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}
     }
-    assert by_sid["DeleteDetachedVPCCNIInterfaces"]["Resource"] == (
+    assert by_sid["DeleteThisClustersVPCCNIInterfaces"]["Resource"] == (
         f"arn:aws:ec2:us-west-2:{ACCOUNT}:network-interface/*"
     )
 
@@ -351,3 +354,33 @@ def test_a_long_cluster_name_still_makes_a_valid_unique_bucket_name() -> None:
     assert a != b and len(a) <= 63 and len(b) <= 63
     assert a == a.lower() and "_" not in a
     assert bucket_name(replace(CFG, state_bucket_name="mine"), ACCOUNT) == "mine"
+
+
+def retained_on_delete(cfg: BootstrapConfig) -> dict[tuple[str, str], bool]:
+    """Each registration's `retain_on_delete`, as a stack transformation sees its options
+    (the mocks' registrations carry inputs only)."""
+    options: dict[tuple[str, str], bool] = {}
+
+    def see(args: pulumi.ResourceTransformationArgs) -> None:
+        options[(args.type_, args.name)] = bool(args.opts.retain_on_delete)
+
+    pulumi.runtime.set_mocks(Recorder(), project="atomic-gang-bootstrap", stack="t", preview=False)
+
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]  # waits for every registration
+    def program() -> pulumi.Output[Any]:
+        pulumi.runtime.register_stack_transformation(see)
+        return build(cfg).release.id
+
+    program()
+    return options
+
+
+def test_destroy_keeps_the_state_key_and_its_alias_as_long_as_the_bucket() -> None:
+    # The kept checkpoints are encrypted under the key and their secrets name its alias: a
+    # key scheduled for deletion while the bucket stays makes every kept stack unreadable.
+    kept = retained_on_delete(CFG)
+    assert kept[("aws:s3/bucket:Bucket", "stack-state")]
+    assert kept[("aws:kms/key:Key", "stack-state-key")]
+    assert kept[("aws:kms/alias:Alias", "stack-state-key-alias")]
+    # The controller's role is not kept: a destroy removes what only serves a running install.
+    assert not kept[("aws:iam/role:Role", "controller-role")]

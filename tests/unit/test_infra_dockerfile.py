@@ -86,7 +86,9 @@ def test_the_runtime_is_non_root_with_the_charts_user() -> None:
 
 def test_the_entrypoint_is_the_packages_command_and_the_charts_config() -> None:
     runtime = stages()["runtime"]
-    (script,) = PYPROJECT["project"]["scripts"]
+    # The product's command (the other script is the same CLI under kubectl's plugin name).
+    scripts = PYPROJECT["project"]["scripts"]
+    (script,) = [name for name, target in scripts.items() if target.endswith(":main")]
     assert f'ENTRYPOINT ["{script}"]' in runtime
     assert '"--config", "/etc/atomic-gang/settings.yaml"' in runtime
     assert "- /etc/atomic-gang/settings.yaml" in DEPLOYMENT

@@ -18,6 +18,7 @@ MODULES = [
     "informer",
     "leader",
     "own_writes",
+    "pool_reads",
     "resources",
     "status",
     "workqueue",

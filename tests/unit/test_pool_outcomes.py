@@ -117,7 +117,12 @@ ROWS = [
         status={
             "launchInProgress": None,
             "acquireGeneration": 3,
-            "lastError": {"reason": "InvalidAMIID", "message": "it failed"},
+            "lastError": {
+                "reason": "InvalidAMIID",
+                "message": "it failed",
+                "operation": "launch",
+                "kind": "config",
+            },
         },
     ),
     Row(

@@ -67,6 +67,8 @@ class Sweeps:
             30.0,
             lambda: self.at,
             self.metrics,
+            cache_problem=lambda: None,
+            ownership_key=None,
         )
 
     def add(self, *entries: dict[str, Any]) -> None:

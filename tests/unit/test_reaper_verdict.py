@@ -1,7 +1,9 @@
-"""What the reaper terminates, decided from tags and the pool cache alone."""
+"""What the reaper terminates: only instances EC2's record proves ours, only while the pool
+cache can be trusted, and then by the tags the launch wrote and the pool cache."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -9,9 +11,18 @@ import pytest
 
 from provisioner.api.constants import Phase
 from provisioner.cloud.errors import CloudError, ErrorKind
+from provisioner.cloud.naming import OwnershipKey, client_token
+from provisioner.cloud.ownership import (
+    FLEET_ID_TAG,
+    NO_LAUNCH_TOKEN,
+    NO_OWNERSHIP_KEY,
+    TOKEN_NOT_OURS,
+    Standing,
+)
 from provisioner.cloud.types import InstanceView, ManagedTags
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.reaper import (
+    CACHE_NOT_TRUSTED,
     KEEP_WARM_EXPIRED,
     MAX_LIFETIME,
     ORPHANED,
@@ -23,10 +34,14 @@ from tests.support.fake_engine import FakeEngine
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=2)
+CLUSTER = "prod"
+KEY = OwnershipKey(b"k" * 32)
+OTHER_KEY = OwnershipKey(b"o" * 32)  # another cluster's controller
+SUBNET = "subnet-1"
 POOLS = {
-    "warm": PoolFacts(Phase.KEEP_WARM, claimed=False),
-    "reused": PoolFacts(Phase.KEEP_WARM, claimed=True),
-    "busy": PoolFacts(Phase.SATISFIED, claimed=True),
+    "warm": PoolFacts(Phase.KEEP_WARM, claimed=False, uid="uid-warm"),
+    "reused": PoolFacts(Phase.KEEP_WARM, claimed=True, uid="uid-reused"),
+    "busy": PoolFacts(Phase.SATISFIED, claimed=True, uid="uid-busy"),
 }
 
 
@@ -36,27 +51,36 @@ def instance(
     age: timedelta = timedelta(hours=1),
     max_lifetime: timedelta | None = timedelta(hours=4),
     keep_warm_until: datetime | None = None,
+    token: str | None = None,
+    instance_id: str = "i-0123456789abcdef0",
 ) -> InstanceView:
     return InstanceView(
-        instance_id="i-0123456789abcdef0",
+        instance_id=instance_id,
         state="running",
         instance_type="p4d.24xlarge",
         availability_zone="us-east-1a",
-        subnet_id="subnet-1",
+        subnet_id=SUBNET,
         launch_time=NOW - age,
         private_dns_name=None,
         private_ip=None,
-        client_token=None,
+        client_token=token,
         tags={},
         managed=ManagedTags(
             managed=True,
-            cluster="prod",
+            cluster=CLUSTER,
             pool=pool,
             group="gen-0",
             max_lifetime=max_lifetime,
             keep_warm_until=keep_warm_until,
         ),
     )
+
+
+def signed(
+    pool: str, uid: str | None = None, key: OwnershipKey = KEY, cluster: str = CLUSTER
+) -> str:
+    """The token the controller sends for `pool` (of UID `uid`), generation 0, in SUBNET."""
+    return client_token(uid or f"uid-{pool}", 0, SUBNET, key=key, cluster=cluster, pool=pool)
 
 
 @pytest.mark.parametrize(
@@ -78,12 +102,63 @@ def instance(
         (instance("reused", age=timedelta(hours=5)), MAX_LIFETIME),
     ],
 )
-def test_verdict(inst: InstanceView, expected: str | None) -> None:
-    assert verdict(inst, POOLS, NOW, GRACE) == expected
+def test_verdict_of_an_instance_of_the_pool_the_cache_holds(
+    inst: InstanceView, expected: str | None
+) -> None:
+    assert verdict(inst, Standing.CURRENT, POOLS, NOW, GRACE) == expected
 
 
-def _with_id(view: InstanceView, instance_id: str) -> InstanceView:
-    return replace(view, instance_id=instance_id)
+@pytest.mark.parametrize(
+    "inst",
+    [
+        instance("gone-pool"),
+        instance("busy", age=timedelta(days=9)),
+        instance("warm", keep_warm_until=NOW - timedelta(hours=1)),
+    ],
+    ids=["no-such-pool", "past-max-lifetime", "keep-warm-expired"],
+)
+def test_an_unproven_instance_never_goes_whatever_its_tags_say(inst: InstanceView) -> None:
+    assert verdict(inst, Standing.UNPROVEN, POOLS, NOW, GRACE) is None
+
+
+def test_an_instance_launched_within_the_grace_is_not_an_orphan_yet() -> None:
+    """The pool cache may lag the apiserver: a pool created a moment before its launch."""
+    young = instance("new-pool", age=GRACE - timedelta(seconds=1))
+    assert verdict(young, Standing.CURRENT, POOLS, NOW, GRACE) is None
+    assert verdict(young, Standing.EARLIER, POOLS, NOW, GRACE) is None
+
+
+def test_an_instance_of_an_earlier_pool_of_that_name_is_an_orphan() -> None:
+    """Proven ours by its signature, not by the UID of the pool the cache holds: launched
+    for a pool since deleted and recreated, whose new object owns none of it."""
+    assert verdict(instance("busy"), Standing.EARLIER, POOLS, NOW, GRACE) == ORPHANED
+
+
+def reaper(
+    engine: FakeEngine,
+    *,
+    pools: dict[str, PoolFacts] = POOLS,
+    problem: str | None = None,
+    key: OwnershipKey | None = KEY,
+    metrics: ControllerMetrics | None = None,
+    forget: list[str] | None = None,
+) -> Reaper:
+    return Reaper(
+        engine,
+        CLUSTER,
+        lambda: pools,
+        GRACE.total_seconds(),
+        lambda: NOW,
+        metrics or ControllerMetrics(),
+        forget=(forget if forget is not None else []).append,
+        cache_problem=lambda: problem,
+        ownership_key=key,
+    )
+
+
+def value(metrics: ControllerMetrics, name: str, **labels: str) -> float:
+    found = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if found is None else found
 
 
 @pytest.mark.parametrize("fail_release", [False, True])
@@ -96,27 +171,132 @@ def test_a_sweep_tells_the_index_which_pools_it_terminated_instances_of(
     throttled = CloudError(ErrorKind.RETRYABLE, None, "RequestLimitExceeded", "throttled")
     fleet = FakeEngine(
         [
-            _with_id(instance("busy", age=timedelta(hours=5)), "i-old"),  # max lifetime
-            _with_id(instance("warm", keep_warm_until=NOW - timedelta(minutes=3)), "i-warm"),
-            _with_id(instance("reused"), "i-fine"),
-            _with_id(instance(None), "i-untagged"),  # orphaned, no pool to tell
+            instance("busy", age=timedelta(hours=5), token=signed("busy"), instance_id="i-old"),
+            instance(
+                "warm",
+                keep_warm_until=NOW - timedelta(minutes=3),
+                token=signed("warm"),
+                instance_id="i-warm",
+            ),
+            instance("reused", token=signed("reused"), instance_id="i-fine"),
+            instance("gone", token=signed("gone"), instance_id="i-orphan"),
         ],
         failing={"release": throttled} if fail_release else None,
     )
     forgotten: list[str] = []
-    reaper = Reaper(
-        fleet,
-        "prod",
-        lambda: POOLS,
-        GRACE.total_seconds(),
-        lambda: NOW,
-        ControllerMetrics(),
-        forget=forgotten.append,
-    )
+    sweeper = reaper(fleet, forget=forgotten)
     if fail_release:
         with pytest.raises(CloudError):
-            reaper.sweep()
+            sweeper.sweep()
     else:
-        reaper.sweep()
-    assert sorted(fleet.released) == ["i-old", "i-untagged", "i-warm"]
-    assert sorted(forgotten) == ["busy", "warm"]
+        sweeper.sweep()
+    assert sorted(fleet.released) == ["i-old", "i-orphan", "i-warm"]
+    assert sorted(forgotten) == ["busy", "gone", "warm"]
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [
+        "informer gangnodepools has not synced",
+        "informer gangnodepools: last list/watch failed: KubeForbidden: forbidden",
+    ],
+)
+def test_a_sweep_on_an_untrusted_pool_cache_terminates_nothing(problem: str) -> None:
+    """An unsynced cache holds no pools, so every gang would look orphaned: the sweep says
+    why, counts the skip, and still sets the billed gauge from EC2 alone."""
+    fleet = FakeEngine(
+        [
+            instance("busy", token=signed("busy"), instance_id="i-1"),
+            instance("busy", token=signed("busy"), instance_id="i-2"),
+            instance("busy", age=timedelta(days=9), token=signed("busy"), instance_id="i-3"),
+        ]
+    )
+    metrics = ControllerMetrics()
+    report = reaper(fleet, pools={}, problem=problem, metrics=metrics).sweep()
+    assert fleet.released == []
+    assert report.terminated == {} and report.skipped == problem
+    skipped = "atomic_gang_reaper_sweeps_skipped_total"
+    assert value(metrics, skipped, reason=CACHE_NOT_TRUSTED) == 1
+    assert value(metrics, "atomic_gang_instances_billed") == 3
+
+
+def test_instances_tagged_as_ours_but_launched_elsewhere_are_left_alone_and_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fleet = FakeEngine(
+        [
+            # Launched by hand (a random or no ClientToken), then tagged as a gang of ours.
+            instance("gone", token="my-own-token-1", instance_id="i-by-hand"),
+            instance("busy", age=timedelta(days=9), instance_id="i-no-token"),
+            # Another cluster's controller, with its own key, naming our cluster in tags.
+            instance("gone", token=signed("gone", key=OTHER_KEY), instance_id="i-other"),
+            # Ours, signed for pool "kept", re-tagged to name a pool that is gone.
+            instance("gone", token=signed("kept"), instance_id="i-retagged"),
+            # Ours, signed for another cluster name.
+            instance("gone", token=signed("gone", cluster="staging"), instance_id="i-staging"),
+        ]
+    )
+    metrics = ControllerMetrics()
+    with caplog.at_level(logging.WARNING, logger="provisioner.controllers.reaper"):
+        report = reaper(fleet, metrics=metrics).sweep()
+    assert fleet.released == []
+    assert report.unproven == {
+        TOKEN_NOT_OURS: ["i-by-hand", "i-other", "i-retagged", "i-staging"],
+        NO_LAUNCH_TOKEN: ["i-no-token"],
+    }
+    assert value(metrics, "atomic_gang_instances_unproven", reason=TOKEN_NOT_OURS) == 4
+    assert value(metrics, "atomic_gang_instances_unproven", reason=NO_LAUNCH_TOKEN) == 1
+    assert "i-by-hand" in caplog.text and "left alone" in caplog.text
+
+
+def test_orphans_are_proven_by_signature_and_others_of_a_recreated_pool_go() -> None:
+    fleet = FakeEngine(
+        [
+            instance("gone", token=signed("gone"), instance_id="i-orphan"),
+            # A set of an earlier "busy" (another UID), the pool recreated since.
+            instance("busy", token=signed("busy", uid="uid-busy-before"), instance_id="i-old"),
+            instance("busy", token=signed("busy"), instance_id="i-current"),
+        ]
+    )
+    report = reaper(fleet).sweep()
+    assert report.terminated == {ORPHANED: ["i-orphan", "i-old"]}
+    assert report.unproven == {}
+
+
+def test_without_an_ownership_key_orphans_are_reported_not_terminated() -> None:
+    unsigned = client_token("uid-gone", 0, SUBNET)
+    fleet = FakeEngine(
+        [
+            instance("gone", token=unsigned, instance_id="i-orphan"),
+            # The pool the cache holds still proves its own set by its UID.
+            instance(
+                "busy",
+                age=timedelta(days=9),
+                token=client_token("uid-busy", 0, SUBNET),
+                instance_id="i-expired",
+            ),
+        ]
+    )
+    report = reaper(fleet, key=None).sweep()
+    assert report.terminated == {MAX_LIFETIME: ["i-expired"]}
+    assert report.unproven == {NO_OWNERSHIP_KEY: ["i-orphan"]}
+
+
+def test_a_fleet_instance_is_proven_by_its_fleet_token_never_its_own() -> None:
+    """EC2 does not document what ClientToken a fleet's instances carry; the fleet's own
+    (DescribeFleets) is the proof, found by EC2's `aws:ec2:fleet-id` tag."""
+    fleet_token = client_token("uid-gone", 0, "fleet", key=KEY, cluster=CLUSTER, pool="gone")
+    ours = replace(instance("gone", instance_id="i-fleet-ours"), tags={FLEET_ID_TAG: "fleet-ours"})
+    # A fleet launched outside the controller; its instances' own tokens look ours.
+    foreign = replace(
+        instance("gone", token=signed("gone"), instance_id="i-fleet-foreign"),
+        tags={FLEET_ID_TAG: "fleet-foreign"},
+    )
+    fleet = FakeEngine([ours, foreign])
+    fleet.fleets.update({"fleet-ours": fleet_token, "fleet-foreign": "their-token"})
+    sweeper = reaper(fleet)
+    report = sweeper.sweep()
+    assert report.terminated == {ORPHANED: ["i-fleet-ours"]}
+    assert report.unproven == {TOKEN_NOT_OURS: ["i-fleet-foreign"]}
+    sweeper.sweep()  # a fleet's token never changes: described once
+    assert sorted(fleet.fleets_described) == ["fleet-foreign", "fleet-ours"]

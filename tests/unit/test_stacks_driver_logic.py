@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pickle
+import shutil
+import subprocess
 import traceback
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +32,9 @@ from provisioner.pulumi_driver.cli_env import (
     secrets_problem,
 )
 from provisioner.pulumi_driver.engine_log import EngineLog
+from provisioner.pulumi_driver.fence import FencingToken
 from provisioner.pulumi_driver.locks import (
+    BreakRule,
     LockHolder,
     holders_from_files,
     holders_from_message,
@@ -225,19 +230,53 @@ def test_lock_holders_from_message_and_files(tmp_path: Path) -> None:
     assert found[1].created_at is None
 
 
+def _token(valid_until: float = 100.0, others_fenced_since: float = 50.0) -> FencingToken:
+    return FencingToken("me-1", 3, valid_until, others_fenced_since)
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
+
+
 @pytest.mark.parametrize(
     "holder",
     [
-        LockHolder("u", "me", 10, None),  # this host, any process
+        LockHolder("u", "me", os.getpid(), None),  # this host
         LockHolder("u", "other-pod", 10, None),  # another pod, age unknown
-        LockHolder("u", "other-pod", 10, datetime(2030, 1, 1, 11, 59, 59, tzinfo=UTC)),  # 1 s old
         LockHolder("", "", 0, None),  # an unreadable lock file
     ],
 )
-def test_a_lock_is_stale_exactly_while_this_replica_leads(holder: LockHolder) -> None:
-    # No age, no host test: the leader clears at once; a standby never breaks a lock.
-    assert is_stale(holder, leading=True) is True
-    assert is_stale(holder, leading=False) is False
+def test_a_replica_without_a_valid_token_breaks_no_lock(holder: LockHolder) -> None:
+    assert is_stale(holder, BreakRule.not_leading()) is False
+    # A token whose renew deadline passed is no token.
+    assert is_stale(holder, BreakRule(_token(valid_until=60.0), now=60.0, host="me")) is False
+
+
+def test_a_lock_of_this_host_goes_only_when_no_cli_runs_under_its_pid(tmp_path: Path) -> None:
+    leading = BreakRule(_token(), now=70.0, host="me")
+    cli = tmp_path / "pulumi"
+    cli.symlink_to(shutil.which("sleep") or "/bin/sleep")
+    running = subprocess.Popen([str(cli), "30"])
+    try:
+        assert is_stale(LockHolder("u", "me", running.pid, None), leading) is False
+    finally:
+        running.kill()
+        running.wait()
+    assert is_stale(LockHolder("u", "me", _dead_pid(), None), leading) is True
+    # A live process that is not a Pulumi CLI: the pid was reused (a restarted container
+    # keeps its host name and numbers its processes afresh).
+    assert is_stale(LockHolder("u", "me", os.getpid(), None), leading) is True
+
+
+def test_a_lock_of_another_host_goes_once_its_fence_has_surely_closed() -> None:
+    holder = LockHolder("u", "old-leader-pod", 10, datetime(2030, 1, 1, tzinfo=UTC))
+    # Leading, but the previous holder's Lease has not yet run out on our clock.
+    assert is_stale(holder, BreakRule(_token(others_fenced_since=50.0), 49.0, "me")) is False
+    assert is_stale(holder, BreakRule(_token(others_fenced_since=50.0), 50.0, "me")) is True
+    # An unreadable lock file names no host: treated as another host's.
+    assert is_stale(LockHolder("", "", 0, None), BreakRule(_token(), 70.0, "me")) is True
 
 
 def test_pid_alive_sees_this_process_and_not_a_free_pid() -> None:

@@ -18,6 +18,8 @@ from provisioner.api.settings import Settings
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.statebucket import StateBucket
 from provisioner.pulumi_driver.errors import BACKEND_UNAVAILABLE, StackError
+from provisioner.pulumi_driver.fence import FencingToken
+from provisioner.pulumi_driver.locks import BreakRule
 from provisioner.pulumi_driver.orphan_locks import (
     FileLockFiles,
     LockFiles,
@@ -86,6 +88,11 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
     return s3_world(client, "c/prod" if request.param == "s3-prefixed" else "")
 
 
+def leading_rule() -> BreakRule:
+    """A leader whose predecessor's fence has closed (``locks.is_stale``)."""
+    return BreakRule(FencingToken("me-1", 1, float("inf"), 0.0), now=1.0, host="this-host")
+
+
 def lock_key(stack: str, name: str) -> str:
     return f".pulumi/locks/organization/{PROJECT}/{stack}/{name}"
 
@@ -99,20 +106,20 @@ def test_the_leader_removes_every_stale_lock_of_the_stack_and_nothing_else(world
     assert [lock.holder.pid for lock in found] == [4242, 0]
     assert found[0].holder.created_at is not None
 
-    removal = remove_stale(world.locks, "pool-a", leading=True)
+    removal = remove_stale(world.locks, "pool-a", leading_rule)
 
     assert [h.pid for h in removal.removed] == [4242, 0] and removal.kept == ()
     assert world.keys() == [lock_key("pool-b", "77aa.json")]
     assert world.locks.list("pool-a") == []
     # Nothing left: a second pass removes nothing and does not fail.
-    assert remove_stale(world.locks, "pool-a", leading=True).removed == ()
+    assert remove_stale(world.locks, "pool-a", leading_rule).removed == ()
 
 
 def test_a_replica_that_does_not_lead_removes_no_lock(world: World) -> None:
     # Not leading, every holder may be the live leader (locks.is_stale): its lock stays.
     world.put("pool-a", "0be5.json", json.dumps(LOCK).encode())
 
-    removal = remove_stale(world.locks, "pool-a", leading=False)
+    removal = remove_stale(world.locks, "pool-a", BreakRule.not_leading)
 
     assert removal.removed == () and [h.pid for h in removal.kept] == [4242]
     assert world.keys() == [lock_key("pool-a", "0be5.json")]
@@ -120,7 +127,7 @@ def test_a_replica_that_does_not_lead_removes_no_lock(world: World) -> None:
 
 def test_a_stack_without_locks_has_nothing_to_remove(world: World) -> None:
     assert world.locks.list("never-made") == []
-    assert remove_stale(world.locks, "never-made", leading=True).removed == ()
+    assert remove_stale(world.locks, "never-made", leading_rule).removed == ()
 
 
 def test_only_json_objects_in_the_lock_prefix_are_locks(s3: Any) -> None:
@@ -129,7 +136,7 @@ def test_only_json_objects_in_the_lock_prefix_are_locks(s3: Any) -> None:
     world.put("pool-a", "note.txt", b"x")
     world.put("pool-ab", "0be5.json", json.dumps(LOCK).encode())  # a stack sharing the name's start
 
-    remove_stale(world.locks, "pool-a", leading=True)
+    remove_stale(world.locks, "pool-a", leading_rule)
 
     assert world.keys() == [lock_key("pool-a", "note.txt"), lock_key("pool-ab", "0be5.json")]
 
@@ -160,7 +167,7 @@ def test_an_s3_failure_keeps_its_kind(cloud: ErrorKind, kind: FailureKind) -> No
     locks = S3LockFiles(FailingStore(cloud), "", PROJECT)
 
     with pytest.raises(StackError) as failed:
-        remove_stale(locks, "pool-a", leading=True)
+        remove_stale(locks, "pool-a", leading_rule)
 
     assert (failed.value.reason, failed.value.kind) == (BACKEND_UNAVAILABLE, kind)
     assert "pool-a" in failed.value.message and "Deleting" in failed.value.message

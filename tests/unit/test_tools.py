@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from provisioner.toolchain import installer as tools
-from provisioner.toolchain.versions import ALL_TOOLS, ETCD, KUBE_APISERVER, KUEUE, PULUMI
+from provisioner.toolchain.versions import (
+    ALL_TOOLS,
+    ETCD,
+    JOBSET,
+    KUBE_APISERVER,
+    KUEUE,
+    PULUMI,
+    TRAINER,
+    TRAINING_TOOLS,
+)
 
 KUBE_GO_MOD = """module k8s.io/kubernetes
 
@@ -144,6 +153,58 @@ def test_helm_is_stamped_with_a_kube_version_and_keyed_by_it(
     monkeypatch.setenv("ATOMIC_GANG_CACHE", str(tmp_path))
     # An unstamped build of the same release in the cache is never taken for this one.
     assert tools.tool_dir(HELM).name == f"helm-{HELM.version}+kube1.37"
+
+
+
+# Trainer v2.0.0's go.mod, cut down: no replace directives, JobSet's Go API as a dependency.
+TRAINER_GO_MOD = """module github.com/kubeflow/trainer/v2
+
+go 1.24.0
+
+require (
+\tk8s.io/api v0.32.2
+\tsigs.k8s.io/jobset v0.8.2
+)
+"""
+
+
+def test_training_controllers_are_in_the_default_set_at_the_versions_kueue_pins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`make tools` builds them: the embedded default installs their CRDs before Kueue, and
+    the gang-kind e2e tests run them. Their versions are the ones Kueue 0.19.2's go.mod
+    requires, so Kueue's integrations and the installed CRDs are one API."""
+    assert {t.name for t in TRAINING_TOOLS} <= {t.name for t in ALL_TOOLS}
+    assert {t.name: t.version for t in TRAINING_TOOLS} == {
+        "jobset": "v0.12.0",
+        "training-operator": "v1.9.3",
+        "trainer": "v2.2.1",
+    }
+    for tool in TRAINING_TOOLS:
+        # CRDs and webhook manifests come from the same build, like Kueue's.
+        assert tool.assets and not tool.reuse_from_path, tool
+    asked: list[str] = []
+
+    def fake_resolve(tool: object, *, build: bool = True) -> tools.ResolvedTool:
+        asked.append(tool.name)  # type: ignore[attr-defined]
+        return tools.ResolvedTool(tool, Path("/bin/true"), None, "path")  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tools, "resolve", fake_resolve)
+    tools.ensure_all()
+    assert asked == [tool.name for tool in ALL_TOOLS]
+    assert asked[-3:] == ["jobset", "training-operator", "trainer"]
+    asked.clear()
+    tools.ensure_all(["trainer"])
+    assert asked == ["trainer"]
+
+
+def test_a_module_without_replacements_gets_a_wrapper_without_a_replace_block() -> None:
+    text = tools.wrapper_go_mod(TRAINER, TRAINER_GO_MOD)
+    assert f"\tgithub.com/kubeflow/trainer/v2 {TRAINER.version}" in text
+    assert "replace" not in text
+    # The JobSet release the Trainer build takes comes from Trainer's own go.mod (via
+    # `go mod tidy`), not from the JobSet controller pinned beside it.
+    assert JOBSET.module not in text
 
 
 # The two files of zxcvbn-go 1.0.1 the Pulumi patch edits, cut to the parts it touches.

@@ -14,6 +14,7 @@ from provisioner.api.workload import Workload
 from provisioner.webhook.review import ReviewError, is_gang_job, job_pod_count, review
 from tests.support.backends import UNREACHED_BACKEND
 from tests.support.jobs import job as job_body
+from tests.support.pools import pool_lookup
 from tests.support.workloads import workload as kueue_workload
 
 pytestmark = pytest.mark.unit
@@ -62,7 +63,7 @@ def admission(obj: dict[str, Any], operation: str = "CREATE", old: Any = None) -
 
 
 def answer(obj: dict[str, Any], operation: str = "CREATE", old: Any = None) -> dict[str, Any]:
-    out = review(admission(obj, operation, old), SETTINGS)
+    out = review(admission(obj, operation, old), SETTINGS, pools=pool_lookup())
     assert out["apiVersion"] == "admission.k8s.io/v1"
     assert out["kind"] == "AdmissionReview"
     assert out["response"]["uid"] == "705ab4f5-6393-11e8-b7cc-42010a800002"
@@ -245,7 +246,7 @@ def test_other_operations_are_allowed(operation: str) -> None:
 )
 def test_malformed_reviews_are_errors(body: Any) -> None:
     with pytest.raises(ReviewError):
-        review(body, SETTINGS)
+        review(body, SETTINGS, pools=pool_lookup())
 
 
 def test_is_gang_job() -> None:

@@ -20,6 +20,7 @@ from provisioner.api import constants as c
 from provisioner.api.settings import Settings
 from provisioner.webhook.server import JOB_WEBHOOK_PATH, MAX_BODY_BYTES, WebhookServer
 from tests.support.backends import UNREACHED_BACKEND
+from tests.support.pools import pool_lookup
 
 pytestmark = pytest.mark.unit
 
@@ -61,7 +62,15 @@ def running(tmp_path: Path) -> Iterator[Running]:
     ca = CertificateAuthority()
     cert, key = ca.serving("127.0.0.1", "localhost").write(tmp_path, "tls.crt", "tls.key")
     port = free_port()
-    server = WebhookServer(SETTINGS, cert, key, host="127.0.0.1", port=port, reload_interval=3600)
+    server = WebhookServer(
+        SETTINGS,
+        cert,
+        key,
+        pools=pool_lookup(),
+        host="127.0.0.1",
+        port=port,
+        reload_interval=3600,
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

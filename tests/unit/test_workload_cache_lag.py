@@ -24,7 +24,7 @@ import pytest
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
-from provisioner.api.owners import GangOwner
+from provisioner.api.owners import JOB, GangOwner
 from provisioner.api.workload import AdmissionCheck, Workload
 from provisioner.controllers.workload import WorkloadReconciler
 from provisioner.kube.errors import KubeConflict
@@ -149,7 +149,7 @@ class World:
             typed(self.workloads, Workload.from_dict),
             typed(self.pools, GangNodePool.from_dict),
             typed(checks, AdmissionCheck.from_dict),
-            typed(FakeInformer(job()), GangOwner.from_dict),
+            {JOB: typed(FakeInformer(job()), GangOwner.from_dict)},
             SETTINGS,
             RecordedEvents(),  # type: ignore[arg-type]
             lambda: NOW,

@@ -18,6 +18,7 @@ from provisioner.controllers.workload_decision import (
     decide,
 )
 from tests.support.backends import UNREACHED_BACKEND
+from tests.support.jobs import job as job_body
 from tests.support.pools import NODE_ROLE, claim, pool_spec
 from tests.support.pools import pool as pool_body
 from tests.support.workloads import check, condition
@@ -50,6 +51,7 @@ def workload(
         uid=uid,
         resource_version="7",
         count=count,
+        owner=job_body(),
         active=active,
         conditions=[condition(t, s, reason="R") for t, s in conds.items()],
         checks=[check(CHECK, check_state)] if check_state else [],
@@ -66,6 +68,7 @@ def pool(
     ready: int = 0,
     group: str | None = None,
     shortfalls: int = 0,
+    owner: str | None = "ml",
 ) -> GangNodePool:
     claimed = (
         claim(name=f"wl-{claim_uid}", uid=claim_uid, claimed_at="2026-11-29T11:00:00Z")
@@ -82,7 +85,9 @@ def pool(
     if group:
         status["activeGroup"] = group
     body = pool_body(
-        uid="pool-uid", spec=pool_spec(instance_type=instance_type, claim=claimed), status=status
+        uid="pool-uid",
+        spec=pool_spec(instance_type=instance_type, claim=claimed, owner_namespace=owner),
+        status=status,
     )
     return GangNodePool.model_validate(body)
 
@@ -91,8 +96,8 @@ def inputs(wl: Workload | None, gnp: GangNodePool | None, **kw: Any) -> Workload
     return WorkloadInputs(
         workload=wl,
         check_name=CHECK,
-        job_labels=kw.get("labels", LABELS),
-        job_annotations=kw.get("annotations", ANNOTATIONS),
+        owner_labels=kw.get("labels", LABELS),
+        owner_annotations=kw.get("annotations", ANNOTATIONS),
         pool=gnp,
         claimant_exists=kw.get("claimant_exists", True),
         settings=SETTINGS,

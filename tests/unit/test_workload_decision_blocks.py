@@ -62,7 +62,12 @@ def block_pool(
         # A status written before the record existed: only the active set's block end.
         status["capacityBlockEndsAt"] = ends
     held = claim(name="wl-uid-1", uid=holder, claimed_at="2026-11-29T11:00:00Z") if holder else None
-    spec = pool_spec(instance_type="p4d.24xlarge", capacity_reservation_id=block, claim=held)
+    spec = pool_spec(
+        instance_type="p4d.24xlarge",
+        capacity_reservation_id=block,
+        claim=held,
+        owner_namespace="ml",
+    )
     return GangNodePool.model_validate(pool_body(uid="pool-uid", spec=spec, status=status))
 
 
@@ -152,8 +157,8 @@ def test_a_workload_on_a_block_with_no_time_left(row: Row) -> None:
         WorkloadInputs(
             workload=workload(check_state=row.check_state),
             check_name=CHECK,
-            job_labels=LABELS,
-            job_annotations=ON_BLOCK,
+            owner_labels=LABELS,
+            owner_annotations=ON_BLOCK,
             pool=row.pool,
             claimant_exists=True,
             settings=SETTINGS,

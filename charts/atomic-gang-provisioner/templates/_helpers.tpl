@@ -51,9 +51,17 @@ app.kubernetes.io/part-of: atomic-gang-provisioner
 {{- define "agp.webhookSecretName" -}}
 {{- if eq .Values.webhook.certMode "provided" }}
 {{- .Values.webhook.tls.secretName }}
+{{- else if eq .Values.webhook.certMode "selfSigned" }}
+{{- /* Not the -webhook-tls name of earlier releases: that Secret's type cannot change. */}}
+{{- printf "%s-webhook-certs" (include "agp.fullname" .) }}
 {{- else }}
 {{- printf "%s-webhook-tls" (include "agp.fullname" .) }}
 {{- end }}
+{{- end }}
+
+{{- /* The self-managed ownership key's Secret (ownership.keySecret unset). */}}
+{{- define "agp.ownershipSecretName" -}}
+{{- printf "%s-ownership-key" (include "agp.fullname" .) }}
 {{- end }}
 
 {{- define "agp.usesPassphrase" -}}

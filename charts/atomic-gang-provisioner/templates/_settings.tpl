@@ -13,8 +13,22 @@ defaults:
 limits:
   maxGangSize: {{ int $v.limits.maxGangSize }}
   maxKeepWarmTTL: {{ $v.limits.maxKeepWarmTTL | quote }}
+  maxLifetime: {{ $v.limits.maxLifetime | default "168h" | quote }}
 allowedInstanceTypes: {{ $v.allowedInstanceTypes | default list | toJson }}
+{{- /* amiPolicy: an empty allowedOwners means none, so no `default` may refill it. */}}
+{{- $amiPolicy := $v.amiPolicy | default dict }}
+amiPolicy:
+  allowedOwners: {{ $amiPolicy.allowedOwners | default list | toJson }}
+  allowedImageIds: {{ $amiPolicy.allowedImageIds | default list | toJson }}
 allowedNodeRoleArns: {{ $v.allowedNodeRoleArns | default list | toJson }}
+tenancy:
+  sharedPools: {{ ($v.tenancy | default dict).sharedPools | default list | toJson }}
+{{- /* company rules for instances (issue #32, rules) */}}
+instances:
+  extraTags: {{ $v.tags | default dict | toJson }}
+{{- with $v.rootVolume }}
+  rootVolume: {{ toJson . }}
+{{- end }}
 reapIntervalSeconds: {{ int $v.reapIntervalSeconds }}
 instanceIndexRefreshSeconds: {{ int $v.instanceIndexRefreshSeconds }}
 joinDeadlineSeconds: {{ int $v.joinDeadlineSeconds }}
@@ -42,8 +56,36 @@ pulumi:
 iam:
   selfManageInstanceProfile: {{ $v.iam.selfManageInstanceProfile }}
   manageAccessEntry: {{ $v.iam.manageAccessEntry }}
+ownership:
+{{- if ($v.ownership | default dict).keySecret }}
+  keyFile: "/run/secrets/atomic-gang/ownership/key"
+{{- else }}
+  {{- /* The default: the controller keeps the key in the chart's empty Secret. */}}
+  selfManaged:
+    namespace: {{ .Release.Namespace | quote }}
+    secretName: {{ include "agp.ownershipSecretName" . | quote }}
+{{- end }}
 {{- with $v.aws.endpointUrl }}
 aws:
   endpointUrl: {{ . | quote }}
+{{- end }}
+{{- /* webhook.enabled=false: the controller serves no webhook and rotates no certificate. */}}
+{{- if not $v.webhook.enabled }}
+webhook:
+  enabled: false
+{{- end }}
+{{- /* webhook certificates (issue #30, certs): the controller makes and rotates its own. */}}
+{{- if and $v.webhook.enabled (eq $v.webhook.certMode "selfSigned") }}
+{{- $certs := $v.webhook.selfSigned }}
+webhook:
+  certDir: /var/lib/atomic-gang/webhook-tls
+  selfManaged:
+    secretName: {{ include "agp.webhookSecretName" . | quote }}
+    namespace: {{ .Release.Namespace | quote }}
+    webhookConfiguration: {{ include "agp.fullname" . | quote }}
+    hosts: {{ include "agp.webhookHosts" . }}
+    caValidity: {{ $certs.caValidity | quote }}
+    certValidity: {{ $certs.certValidity | quote }}
+    checkInterval: {{ $certs.checkInterval | quote }}
 {{- end }}
 {{- end }}

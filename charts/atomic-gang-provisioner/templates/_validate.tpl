@@ -20,6 +20,23 @@ what to set.
 {{- if and $v.defaults.nodeRoleArn $v.allowedNodeRoleArns (not (has $v.defaults.nodeRoleArn $v.allowedNodeRoleArns)) }}
 {{- fail (printf "defaults.nodeRoleArn %s is not in allowedNodeRoleArns: Jobs relying on the default would be refused. Add it to the list." $v.defaults.nodeRoleArn) }}
 {{- end }}
+{{- /* amiPolicy and limits.maxLifetime: what a Job may choose (the controller checks the same at start). */}}
+{{- $amiPolicy := $v.amiPolicy | default dict }}
+{{- range $owner := $amiPolicy.allowedOwners | default list }}
+{{- if not (or (regexMatch "^[0-9]{12}$" (toString $owner)) (has (toString $owner) (list "self" "amazon" "aws-marketplace" "aws-backup-vault"))) }}
+{{- fail (printf "amiPolicy.allowedOwners entry %q is neither a 12-digit account id nor one of self, amazon, aws-marketplace, aws-backup-vault." (toString $owner)) }}
+{{- end }}
+{{- end }}
+{{- range $image := $amiPolicy.allowedImageIds | default list }}
+{{- if not (regexMatch "^ami-([0-9a-f]{8}|[0-9a-f]{17})$" (toString $image)) }}
+{{- fail (printf "amiPolicy.allowedImageIds entry %q is not an AMI id such as ami-0123456789abcdef0." (toString $image)) }}
+{{- end }}
+{{- end }}
+{{- range $type := $v.allowedInstanceTypes | default list }}
+{{- if not (regexMatch "^[a-z0-9.-]+\\*?$|^\\*$" (toString $type)) }}
+{{- fail (printf "allowedInstanceTypes entry %q is not an instance type or a trailing-* glob such as p5.48xlarge or p5.*." (toString $type)) }}
+{{- end }}
+{{- end }}
 {{- if and (gt (int $v.replicaCount) 1) (not $v.leaderElection.enabled) }}
 {{- fail (printf "leaderElection.enabled=false with replicaCount=%d would run %d active controllers: enable leader election or set replicaCount=1." (int $v.replicaCount) (int $v.replicaCount)) }}
 {{- end }}
@@ -76,6 +93,27 @@ what to set.
 {{- $value := required (printf "kueue.clusterQueue.nominalQuota.%s is required: Kueue admits nothing without a non-zero quota (--set-string kueue.clusterQueue.nominalQuota.%s=<quantity>)" $resource $resource) (get $quota $resource) }}
 {{- if include "agp.isZero" $value }}
 {{- fail (printf "kueue.clusterQueue.nominalQuota.%s is %v: it must be non-zero, or Kueue admits nothing." $resource $value) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- /* env, extraVolumes, extraVolumeMounts: added to the chart's own, never replacing them. */}}
+{{- $chartEnv := list "POD_NAME" "POD_NAMESPACE" "AWS_REGION" "AWS_DEFAULT_REGION" "HOME" "PULUMI_HOME" "PULUMI_SKIP_UPDATE_CHECK" "PULUMI_CONFIG_PASSPHRASE" }}
+{{- range $i, $entry := $v.env | default list }}
+{{- if has $entry.name $chartEnv }}
+{{- fail (printf "env[%d].name %s is set by the chart itself (%s): the controller's region comes from defaults.region, and the Pulumi variables from pulumi.*. Remove it from env." $i $entry.name (join ", " $chartEnv)) }}
+{{- end }}
+{{- end }}
+{{- $chartVolumes := list "settings" "webhook-tls" "ownership-key" "work" "tmp" }}
+{{- range $i, $volume := $v.extraVolumes | default list }}
+{{- if has $volume.name $chartVolumes }}
+{{- fail (printf "extraVolumes[%d].name %s is one of the chart's own volumes (%s): give it another name." $i $volume.name (join ", " $chartVolumes)) }}
+{{- end }}
+{{- end }}
+{{- range $i, $mount := $v.extraVolumeMounts | default list }}
+{{- $path := trimSuffix "/" (toString $mount.mountPath) }}
+{{- range $own := list "/etc/atomic-gang" "/var/lib/atomic-gang" "/tmp" "/run/secrets/atomic-gang/webhook" "/run/secrets/atomic-gang/ownership" }}
+{{- if or (eq $path $own) (hasPrefix (printf "%s/" $own) $path) }}
+{{- fail (printf "extraVolumeMounts[%d].mountPath %s is at or under %s, where the chart mounts its own volume: mount it elsewhere." $i $mount.mountPath $own) }}
 {{- end }}
 {{- end }}
 {{- end }}

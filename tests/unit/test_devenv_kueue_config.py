@@ -1,0 +1,41 @@
+"""The embedded default's Kueue lists the four job frameworks gangs are submitted as, and
+registers its webhooks for exactly those kinds (and its own objects)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from devenv import kueue_manager as km
+
+
+def _hook(group: str, resource: str) -> dict[str, object]:
+    return {"rules": [{"apiGroups": [group], "resources": [resource]}]}
+
+
+def test_kueue_manages_jobs_jobsets_pytorchjobs_and_trainjobs() -> None:
+    config = km._manager_config(1, 2, Path("/certs"))
+    assert config["integrations"]["frameworks"] == [
+        "batch/job",
+        "jobset.x-k8s.io/jobset",
+        "kubeflow.org/pytorchjob",
+        "trainer.kubeflow.org/trainjob",
+    ]
+
+
+def test_only_the_webhooks_of_the_managed_kinds_are_registered() -> None:
+    for wanted in (
+        _hook("batch", "jobs"),
+        _hook("jobset.x-k8s.io", "jobsets"),
+        _hook("kubeflow.org", "pytorchjobs"),
+        _hook("trainer.kubeflow.org", "trainjobs"),
+        _hook("kueue.x-k8s.io", "workloads"),
+    ):
+        assert km._hook_wanted(wanted), wanted
+    for unwanted in (
+        _hook("kubeflow.org", "tfjobs"),
+        _hook("kubeflow.org", "mpijobs"),
+        _hook("", "pods"),
+        _hook("apps", "deployments"),
+        _hook("ray.io", "rayjobs"),
+    ):
+        assert not km._hook_wanted(unwanted), unwanted
