@@ -186,6 +186,9 @@ class EventReason(StrEnum):
     STRAY_INSTANCES = "StrayInstances"
     # A launch's rollback EC2 has not yet shown terminating: the pool releases those ids.
     ROLLBACK_UNCONFIRMED = "RollbackUnconfirmed"
+    # A launch's rollback EC2 shows terminating: the pool still releases those ids by id, for
+    # the ENIs a node that joined before the rollback leaves.
+    ROLLED_BACK = "RolledBack"
     POOL_DELETED = "PoolDeleted"
     RELEASED = "Released"
     STACK_IDLE = "StackIdle"

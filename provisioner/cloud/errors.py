@@ -303,7 +303,10 @@ class CloudError(Exception):
     ``reason`` is a CamelCase word fit for a condition reason or an event reason; ``message``
     says what happened and what a person can do about it. ``instance_ids`` lists instances
     that may still exist because of this failure (a rollback that itself failed), so the
-    caller can persist them and release them later.
+    caller can persist them and release them later. ``rolled_back`` lists the instances a
+    rollback did terminate (EC2 shows them going): the release still owes them its ENI
+    cleanup, since a node that joined before the rollback (a set adopted after a crash, a
+    launch answered again) carries a VPC CNI ENI that outlives its instance.
     """
 
     def __init__(
@@ -314,6 +317,7 @@ class CloudError(Exception):
         message: str,
         *,
         instance_ids: tuple[str, ...] = (),
+        rolled_back: tuple[str, ...] = (),
     ) -> None:
         super().__init__(f"{reason}: {message}")
         self.kind = kind
@@ -321,6 +325,7 @@ class CloudError(Exception):
         self.reason = reason
         self.message = message
         self.instance_ids = instance_ids
+        self.rolled_back = rolled_back
 
     @property
     def failure(self) -> c.FailureKind:

@@ -10,6 +10,14 @@ id, or from TerminateInstances, proves nothing; the instance may still run). The
 fresh from a launch answer, so NotFound is never taken as gone here. What is not confirmed
 after a second terminate rides on the error (``CloudError.instance_ids``); the pool keeps
 those ids in its status and its next pass releases them, with the release's bounded wait.
+
+What it did terminate rides on the error too (``CloudError.rolled_back``): terminating is
+not the whole of a release. A set rolled back seconds or minutes after its launch (adopted
+after a crash, answered again to a replayed token) may have nodes that joined, and the VPC
+CNI's ENI of a joined node has DeleteOnTermination=false: it outlives the instance and
+bills as an address held in the subnet. Only the release (``release.release``) finds and
+deletes those, waiting for EC2 to detach them, which the launch path has no clock for; so
+the pool releases the rolled-back ids by id on its next pass as well.
 """
 
 from __future__ import annotations
@@ -56,12 +64,14 @@ def roll_back(
     if not ids:
         return CloudError(kind, code, reason, message)
     left, failure = terminate_all(ec2, ids)
+    gone = tuple(i for i in ids if i not in left)
     if not left:
         return CloudError(
             kind,
             code,
             reason,
             f"{message} All {len(ids)} were terminated (EC2 shows each shutting down).",
+            rolled_back=gone,
         )
     why = failure or "EC2 does not yet show them shutting down"
     return CloudError(
@@ -71,4 +81,5 @@ def roll_back(
         f"{message} Termination of {', '.join(left)} is not confirmed ({why}); they may "
         "still run, so the pool keeps their ids and releases them.",
         instance_ids=left,
+        rolled_back=gone,
     )

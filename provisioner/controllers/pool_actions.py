@@ -172,6 +172,7 @@ class PoolActions:
                 reason=err.reason,
                 message=str(err),
                 unreleased_ids=err.instance_ids,
+                rolled_back_ids=err.rolled_back,
             )
         if launched.adopted:
             # The generation's set was already in EC2 (a crash, a lost answer, or a pass

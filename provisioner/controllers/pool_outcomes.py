@@ -265,7 +265,7 @@ def _launch_outcome(view: PoolView, status: GangNodePoolStatus, result: ActionRe
         )
     kind = result.failure
     err = _failure(result, Action.LAUNCH, c.EventReason.LAUNCH_FAILED)
-    status = _keep_unreleased(view, status, result.unreleased_ids)
+    status = _keep_unreleased(view, status, result.unreleased_ids, result.rolled_back_ids)
     if kind in _SHORTFALLS:
         shortfalls = status.consecutive_shortfalls + 1
         return (
@@ -340,20 +340,26 @@ def _launch_outcome(view: PoolView, status: GangNodePoolStatus, result: ActionRe
 
 
 def _keep_unreleased(
-    view: PoolView, status: GangNodePoolStatus, ids: tuple[str, ...]
+    view: PoolView,
+    status: GangNodePoolStatus,
+    unconfirmed: tuple[str, ...],
+    rolled_back: tuple[str, ...] = (),
 ) -> GangNodePoolStatus:
-    """A rollback EC2 has not shown terminating leaves its ids in `releaseInProgress`: the
-    next pass releases them (as strays, by id), and a crash before that loses nothing."""
+    """A rollback leaves every id it touched in `releaseInProgress`, and the next pass
+    releases them (as strays, by id): what EC2 has not shown terminating is terminated
+    again, and the ENIs of what it has are deleted once detached (a node may have joined
+    before the rollback; see ``provisioner.cloud.rollback``). A crash before that loses
+    nothing."""
+    ids = tuple(dict.fromkeys([*unconfirmed, *rolled_back]))
     if not ids:
         return status
     held = status.release_in_progress
     if held is None:
+        reason = c.EventReason.ROLLBACK_UNCONFIRMED if unconfirmed else c.EventReason.ROLLED_BACK
         return changed(
             status,
             release_in_progress=ReleaseInProgress(
-                started_at=view.now,
-                reason=c.EventReason.ROLLBACK_UNCONFIRMED,
-                instance_ids=ids,
+                started_at=view.now, reason=reason, instance_ids=ids
             ),
         )
     merged = tuple(dict.fromkeys([*held.instance_ids, *ids]))

@@ -153,8 +153,9 @@ def _plan(view: PoolView) -> Step:
                 Event(
                     c.EVENT_WARNING,
                     c.EventReason.STRAY_INSTANCES,
-                    f"Terminating {len(strays)} instances "
-                    f"of pool {view.name} that no set owns: {', '.join(strays)}.",
+                    f"Releasing {len(strays)} instances of pool {view.name} that no set owns "
+                    f"(terminating what still runs, deleting the ENIs they leave): "
+                    f"{', '.join(strays)}.",
                 ),
             ),
             release_purpose=ReleasePurpose.STRAYS,

@@ -203,3 +203,6 @@ class ActionResult:
     # A failed launch's instances EC2 has not yet shown terminating (a rollback it could
     # not confirm): kept in the status and released by the next pass, never forgotten.
     unreleased_ids: tuple[str, ...] = ()
+    # A failed launch's instances its rollback terminated: released by id on the next pass
+    # too, for the ENIs a node that joined before the rollback leaves behind.
+    rolled_back_ids: tuple[str, ...] = ()

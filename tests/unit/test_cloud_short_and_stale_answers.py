@@ -46,7 +46,8 @@ def test_a_short_runinstances_answer_is_terminated_whole(world: World) -> None:
     assert f"returned {N - 1} instances" in err.message and "All 3 were terminated" in err.message
     assert len(launched_ids(world)) == N - 1, "the switch did not make a short answer"
     assert world.live_instances() == []
-    assert not err.instance_ids  # nothing left for a caller to release
+    assert not err.instance_ids  # nothing left that may still run
+    assert len(err.rolled_back) == N - 1  # but their ENIs are still the pool's to delete
 
 
 def test_a_short_fleet_answer_is_terminated_whole(world: World) -> None:
@@ -98,6 +99,56 @@ def test_a_partial_set_found_on_retry_is_terminated_even_if_the_first_rollback_f
 
     assert caught.value.reason == "PartialGroupFound", caught.value
     assert world.live_instances() == []
+
+
+def _attach_cni_eni(world: World, instance_id: str) -> str:
+    """What the VPC CNI does on a node that joined: a secondary ENI named after the
+    instance, attached without DeleteOnTermination (EC2 then takes false)."""
+    instance = world.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0][
+        "Instances"
+    ][0]
+    eni = world.ec2.create_network_interface(
+        SubnetId=instance["SubnetId"], Description=f"aws-K8S-{instance_id}"
+    )["NetworkInterface"]["NetworkInterfaceId"]
+    world.ec2.attach_network_interface(
+        NetworkInterfaceId=eni, InstanceId=instance_id, DeviceIndex=1
+    )
+    return eni
+
+
+def _eni_status(world: World, eni: str) -> str | None:
+    found = world.ec2.describe_network_interfaces(
+        Filters=[{"Name": "network-interface-id", "Values": [eni]}]
+    )["NetworkInterfaces"]
+    return found[0]["Status"] if found else None
+
+
+def test_a_rolled_back_set_whose_node_joined_hands_its_ids_over_for_the_eni_cleanup(
+    world: World,
+) -> None:
+    # A partial set that lived long enough for a node to join (here: its first rollback
+    # failed; in the chaos suite: a crash, then the replayed token answering short). The
+    # second rollback terminates it, and the joined node's VPC CNI ENI outlives it.
+    world.emu.set_short_answer("RunInstances", missing=1)
+    world.emu.inject_fault("TerminateInstances", "InternalError", count=2)
+    with pytest.raises(CloudError):
+        world.engine.acquire(world.spec(count=N))
+    joined = sorted(i["InstanceId"] for i in world.live_instances())[0]
+    eni = _attach_cni_eni(world, joined)
+
+    with pytest.raises(CloudError) as caught:
+        world.engine.acquire(world.spec(count=N))
+
+    err = caught.value
+    assert world.live_instances() == []
+    assert not err.instance_ids  # every terminate confirmed
+    assert joined in err.rolled_back and len(err.rolled_back) == N - 1, err.rolled_back
+    # The rollback terminated; it did not release: the ENI is detached and still there.
+    assert _eni_status(world, eni) == "available", "the world leaked no ENI to clean"
+    # What the pool does with them on its next pass: a release by id, which deletes it.
+    report = world.engine.release(err.rolled_back, eni_wait_seconds=5, poll_seconds=0.1)
+    assert eni in report.enis_deleted, report
+    assert _eni_status(world, eni) is None
 
 
 def test_a_lost_answer_and_a_stale_listing_do_not_launch_twice(world: World) -> None:

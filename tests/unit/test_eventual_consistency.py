@@ -249,6 +249,27 @@ def test_a_launch_whose_rollback_is_unconfirmed_leaves_the_ids_for_the_next_pass
     assert nxt.status.release_in_progress.started_at == NOW
 
 
+def test_a_launch_whose_rollback_is_confirmed_still_releases_the_ids_for_their_enis() -> None:
+    acquiring = view(phase=Phase.ACQUIRING, status={"acquireGeneration": 3})
+    step = plan(acquiring)
+    result = ActionResult(
+        False,
+        failure=FailureKind.MALFORMED,
+        reason="MalformedLaunch",
+        message="short",
+        rolled_back_ids=ROLLED,
+    )
+    status, _, _ = outcome(acquiring, step, result)
+    held = status.release_in_progress
+    assert held is not None and held.instance_ids == ROLLED
+    assert held.reason == EventReason.ROLLED_BACK
+
+    after = view(phase=Phase.ACQUIRING, status=status.model_dump(by_alias=True, mode="json"))
+    nxt = plan(after)
+    assert nxt.action is Action.RELEASE_SET and set(nxt.release_ids) == set(ROLLED)
+    assert nxt.release_purpose is ReleasePurpose.STRAYS
+
+
 def test_a_release_planned_again_keeps_its_ids_and_its_first_start() -> None:
     # A join-deadline release EC2 has not confirmed: the next pass plans the release again
     # (the deadline is still past). The marker's start must not move, or NotFound by id for
