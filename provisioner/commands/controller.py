@@ -20,7 +20,8 @@ from pathlib import Path
 
 from provisioner import logs
 from provisioner.api.settings_sources import SettingsError, settings_from_argv
-from provisioner.assembly import build_system, build_webhook
+from provisioner.assembly import ServedWebhook, build_system, build_webhook
+from provisioner.controllers.manager import Manager
 from provisioner.kube.connect import controller_cluster
 from provisioner.kube.leader import default_identity
 from provisioner.kube.ownership_key import OwnershipKeyUnavailable
@@ -68,14 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     manager = system.manager
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    manager.start()
     webhook = (
         build_webhook(settings, kube, metrics=manager.metrics) if settings.webhook.enabled else None
     )
-    if webhook is not None:
-        # Every replica serves the webhook: admission must not wait for a leader election.
-        manager.readiness_gates["webhook serving a certificate the caBundle trusts"] = webhook.ready
-        webhook.start()
+    start(manager, webhook)
     log.info("controller %s started for cluster %s", manager.identity, settings.cluster_name)
     stop.wait()
     if webhook is not None:
@@ -83,6 +80,25 @@ def main(argv: list[str] | None = None) -> int:
     manager.stop()
     system.driver.close()
     return 0
+
+
+WEBHOOK_GATE = "webhook serving a certificate the caBundle trusts"
+
+
+def start(manager: Manager, webhook: ServedWebhook | None) -> None:
+    """Start the manager, then the webhook, whose readiness gate is in place first.
+
+    The manager serves /readyz as soon as it starts and answers ready once its informers
+    have synced. A gate added after that leaves a window in which a replica is Ready while
+    its webhook does not listen yet; a Service then sends it admission reviews, and with
+    `failurePolicy: Fail` the API server refuses gang Jobs with "connection refused".
+    Every replica serves the webhook: admission does not wait for a leader election.
+    """
+    if webhook is not None:
+        manager.readiness_gates[WEBHOOK_GATE] = webhook.ready
+    manager.start()
+    if webhook is not None:
+        webhook.start()
 
 
 def _pulumi_root(explicit: str | None) -> Path:

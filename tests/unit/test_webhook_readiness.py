@@ -130,3 +130,33 @@ def test_readyz_names_the_gate_it_waits_for() -> None:
     trusted.set()
     assert manager.ready()
     assert asyncio.run(readyz.endpoint(None)).status_code == 200
+
+
+def test_the_webhook_gate_is_in_place_before_the_manager_answers_readyz() -> None:
+    """The image test on a fresh machine met "connection refused": the gate was added after
+    `manager.start()`, whose /readyz answered ready as soon as the informers synced."""
+    from provisioner.commands.controller import WEBHOOK_GATE, start
+
+    seen_at_start: list[list[str]] = []
+
+    class RecordingManager:
+        def __init__(self) -> None:
+            self.readiness_gates: dict[str, Any] = {}
+
+        def start(self) -> None:
+            seen_at_start.append(list(self.readiness_gates))
+
+    class NotListening:
+        started = False
+
+        def ready(self) -> bool:
+            return False
+
+        def start(self) -> None:
+            self.started = True
+
+    manager, webhook = RecordingManager(), NotListening()
+    start(manager, webhook)  # type: ignore[arg-type]
+    assert seen_at_start == [[WEBHOOK_GATE]]
+    assert webhook.started
+    assert manager.readiness_gates[WEBHOOK_GATE]() is False
