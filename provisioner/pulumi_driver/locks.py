@@ -154,6 +154,11 @@ def pulumi_alive(pid: int) -> bool:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
     except OSError:
         return True  # no /proc to read: it may be one
+    if not command:
+        # A process in the middle of execve shows no arguments until the kernel has laid out
+        # its new stack (after close-on-exec, so after the parent saw the exec succeed): a
+        # CLI that has just started cannot yet be told apart from what it was.
+        return True
     return Path(command.decode(errors="replace")).name.startswith("pulumi")
 
 

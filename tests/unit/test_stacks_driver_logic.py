@@ -40,6 +40,7 @@ from provisioner.pulumi_driver.locks import (
     holders_from_message,
     is_stale,
     pid_alive,
+    pulumi_alive,
 )
 from provisioner.pulumi_driver.oplog import OperationLog
 from provisioner.pulumi_driver.pending import resolve
@@ -268,6 +269,22 @@ def test_a_lock_of_this_host_goes_only_when_no_cli_runs_under_its_pid(tmp_path: 
     # A live process that is not a Pulumi CLI: the pid was reused (a restarted container
     # keeps its host name and numbers its processes afresh).
     assert is_stale(LockHolder("u", "me", os.getpid(), None), leading) is True
+
+
+def test_a_process_caught_mid_exec_counts_as_a_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Between close-on-exec (when Popen returns) and the kernel laying out the new stack,
+    # /proc/<pid>/cmdline reads empty; a CI run once met a just-started CLI there and broke
+    # its lock. Unknown is not "no CLI".
+    cmdline = f"/proc/{os.getpid()}/cmdline"
+    real_read_bytes = Path.read_bytes
+
+    def read_bytes(path: Path) -> bytes:
+        return b"" if str(path) == cmdline else real_read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    assert pulumi_alive(os.getpid()) is True
+    leading = BreakRule(_token(), now=70.0, host="me")
+    assert is_stale(LockHolder("u", "me", os.getpid(), None), leading) is False
 
 
 def test_a_lock_of_another_host_goes_once_its_fence_has_surely_closed() -> None:
