@@ -7,7 +7,9 @@ each tool pinned in `versions.py` it takes, in order:
 2. a binary on PATH that reports the pinned version (skipped for tools whose data files must
    come from the same release, such as Kueue's CRDs);
 3. a fresh build from the tool's Go module through a generated wrapper module, with the
-   tool's patched dependencies (`patches`) replaced by edited copies of their source.
+   tool's patched dependencies (`patches`) replaced by edited copies of their source, and
+   for a tool whose main package embeds generated files (`generate`), from a writable copy
+   of its module in which upstream's `go generate` has run.
 
 The wrapper module exists because the upstream go.mod files carry `replace` directives with
 relative paths (Kubernetes' staging repos, etcd's sibling modules, Pulumi's SDK), which
@@ -157,23 +159,31 @@ def _go_binary() -> str:
     return go
 
 
-def _go_env() -> dict[str, str]:
+def _go_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     # Static binaries, no toolchain switch mid-build, module mode even inside a checkout.
     env.setdefault("CGO_ENABLED", "0")
     env["GOTOOLCHAIN"] = "local"
     env["GOFLAGS"] = "-mod=mod"
     env["GOWORK"] = "off"
+    env.update(extra or {})
     return env
 
 
-def _run_step(tool: GoTool, step: str, argv: list[str], cwd: Path, log: Path) -> str:
+def _run_step(
+    tool: GoTool,
+    step: str,
+    argv: list[str],
+    cwd: Path,
+    log: Path,
+    env: dict[str, str] | None = None,
+) -> str:
     started = time.monotonic()
     with log.open("a") as sink:
         sink.write(f"$ {' '.join(argv)}\n")
         sink.flush()
         done = subprocess.run(
-            argv, cwd=cwd, env=_go_env(), stdout=subprocess.PIPE, stderr=sink, text=True
+            argv, cwd=cwd, env=_go_env(env), stdout=subprocess.PIPE, stderr=sink, text=True
         )
     if done.returncode != 0:
         tail = "".join(log.read_text().splitlines(keepends=True)[-15:])
@@ -208,17 +218,40 @@ def upstream_replacements(go_mod_text: str) -> list[tuple[str, str, str | None]]
     return found
 
 
-def wrapper_go_mod(tool: GoTool, upstream_go_mod: str) -> str:
-    """The go.mod of the wrapper module that builds `tool` outside its repository."""
-    replaces: list[str] = []
+def _mapped_replacements(tool: GoTool, upstream_go_mod: str) -> list[tuple[str, str, str]]:
+    """Upstream's replacements as (module, target, version), each relative one (a sibling in
+    the same repository) mapped onto the sibling's published release."""
+    mapped: list[tuple[str, str, str]] = []
     for module, target, target_version in upstream_replacements(upstream_go_mod):
         if "FORBIDDEN" in target:
             continue  # a guard against a dependency, not a real module
         if target.startswith(("./", "../")):
-            replaces.append(f"\t{module} => {module} {tool.sibling_version}")
+            mapped.append((module, module, tool.sibling_version))
         elif target_version:
-            replaces.append(f"\t{module} => {target} {target_version}")
-    requires = {tool.module: tool.version, **tool.extra_requires}
+            mapped.append((module, target, target_version))
+    return mapped
+
+
+def module_version(tool: GoTool) -> str:
+    """The version of `tool.module` fetched from the proxy."""
+    return tool.module_version or tool.version
+
+
+# Where a tool with generated files is built from, relative to its wrapper module.
+GENERATED_SOURCE = "../source"
+
+
+def wrapper_go_mod(tool: GoTool, upstream_go_mod: str) -> str:
+    """The go.mod of the wrapper module that builds `tool` outside its repository."""
+    replaces = [
+        f"\t{module} => {target} {version}"
+        for module, target, version in _mapped_replacements(tool, upstream_go_mod)
+    ]
+    if tool.generate:
+        # The main package embeds files `go generate` writes: build the module from the
+        # copy they were written into.
+        replaces.append(f"\t{tool.module} => {GENERATED_SOURCE}")
+    requires = {tool.module: module_version(tool), **tool.extra_requires}
     lines = [f"module atomic-gang.local/build/{tool.name}", "", "go 1.26.0", "", "require ("]
     lines += [f"\t{module} {version}" for module, version in sorted(requires.items())]
     lines.append(")")
@@ -237,21 +270,19 @@ def _build(tool: GoTool) -> ResolvedTool:
     log = home / "build.log"
     _say(f"{tool.name} {tool.version}: building from {tool.module} (log: {log})")
 
+    fetched = f"{tool.module}@{module_version(tool)}"
     info = json.loads(
-        _run_step(
-            tool,
-            "download module",
-            [go, "mod", "download", "-json", f"{tool.module}@{tool.version}"],
-            work,
-            log,
-        )
+        _run_step(tool, "download module", [go, "mod", "download", "-json", fetched], work, log)
     )
     if info.get("Error"):
         raise ToolError(
-            f"{tool.name}: the Go module proxy refused {tool.module}@{tool.version}: "
+            f"{tool.name}: the Go module proxy refused {fetched}: "
             f"{info['Error']}\nRetry with: atomic-gang tools --only {tool.name}"
         )
-    (work / "go.mod").write_text(wrapper_go_mod(tool, Path(info["GoMod"]).read_text()))
+    upstream_go_mod = Path(info["GoMod"]).read_text()
+    if tool.generate:
+        _generate(tool, go, Path(info["Dir"]), upstream_go_mod, home, log)
+    (work / "go.mod").write_text(wrapper_go_mod(tool, upstream_go_mod))
     (work / "tools.go").write_text(
         f'//go:build tools\n\npackage tools\n\nimport _ "{tool.package}"\n'
     )
@@ -281,6 +312,27 @@ def _build(tool: GoTool) -> ResolvedTool:
         )
     (home / _STAMP).write_text(tool.version + "\n")
     return ResolvedTool(tool, binary, home, "built")
+
+
+def _generate(
+    tool: GoTool, go: str, module_dir: Path, upstream_go_mod: str, home: Path, log: Path
+) -> None:
+    """Copy the module out of the read-only module cache and run upstream's `go generate`
+    in each of `tool.generate`, with VERSION set as the upstream Makefile sets it."""
+    source = home / "source"
+    shutil.copytree(module_dir, source)
+    for path in source.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)  # module cache files are read-only
+    mapped = _mapped_replacements(tool, upstream_go_mod)
+    if mapped:
+        # The generator runs inside the copy, whose relative replacements point at siblings
+        # that are not there: the same published releases as the wrapper's.
+        flags = [f"-replace={module}={target}@{version}" for module, target, version in mapped]
+        _run_step(tool, "map the copy's replacements", [go, "mod", "edit", *flags], source, log)
+    # -trimpath as in the compile below, so the packages both build come from one cache entry.
+    env = {"VERSION": tool.version.removeprefix("v"), "GOFLAGS": "-mod=mod -trimpath"}
+    for package in tool.generate:
+        _run_step(tool, f"go generate {package}", [go, "generate", "."], source / package, log, env)
 
 
 def _patch_dependencies(tool: GoTool, go: str, home: Path, log: Path) -> None:

@@ -56,6 +56,13 @@ class GoTool:
     build_tag: str = ""
     # Dependencies built from a patched copy of their source (`patches`).
     patches: tuple[ModulePatch, ...] = ()
+    # The module version to fetch when the proxy serves the release only as a pseudo-version
+    # of its commit (a tag in a sub-directory module); empty: `version`.
+    module_version: str = ""
+    # Package directories (relative to the module) whose `go generate` writes files the
+    # build embeds. The tool is then built from a writable copy of its module, generated
+    # with VERSION set to the release without its "v" (as the upstream Makefile does).
+    generate: tuple[str, ...] = ()
 
 
 PULUMI = GoTool(
@@ -231,3 +238,32 @@ REGISTRY = GoTool(
 )
 TEST_TOOLS += (REGISTRY,)
 TOOLS_BY_NAME[REGISTRY.name] = REGISTRY
+
+# The Kubernetes provider of Pulumi (`pulumi-resource-kubernetes`), for the test that runs the
+# bootstrap's Kubernetes half (`infra/`: the Kueue objects and the Helm release) through the
+# real CLI and provider (`devenv/bootstrap_kubernetes.py`); the controller never needs it.
+# The proxy serves the provider module only at pseudo-versions: this one is the commit of
+# the v4.25.0 tag. Its main package embeds a schema that upstream's `generate.go` writes
+# (`generate`), its go.mod replaces the Kubernetes SDK module with `../sdk` (the SDK's own
+# v4.25.0 release instead), and the Pulumi modules are the v3.215.0 its go.mod asks for (the
+# CLI's v3.260.0 does not compile with it). Built on request, like kubectl (`make tools`).
+# The pulumi-aws provider is not served by the Go module proxy at all: the bootstrap's AWS
+# half is tested under Pulumi's mocks only.
+PULUMI_KUBERNETES = GoTool(
+    name="pulumi-kubernetes",
+    version="v4.25.0",
+    module_version="v4.0.0-20260115033456-f47bc2d6f199",
+    module="github.com/pulumi/pulumi-kubernetes/provider/v4",
+    package="github.com/pulumi/pulumi-kubernetes/provider/v4/cmd/pulumi-resource-kubernetes",
+    binary="pulumi-resource-kubernetes",
+    sibling_version="v4.25.0",
+    # Upstream's release build stamps the bare version; the engine reads it back through the
+    # plugin's GetPluginInfo.
+    ldflags=("-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=4.25.0",),
+    version_args=(),
+    generate=("cmd/pulumi-resource-kubernetes",),
+    # A plugin binary has no version flag to check one found on PATH by.
+    reuse_from_path=False,
+)
+TEST_TOOLS += (PULUMI_KUBERNETES,)
+TOOLS_BY_NAME[PULUMI_KUBERNETES.name] = PULUMI_KUBERNETES
