@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
-from typing import Final
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 import pulumi
 
@@ -72,6 +73,20 @@ class BootstrapConfig:
     self_manage_instance_profile: bool = False
     manage_access_entry: bool = False
     state_bucket_name: str = ""  # empty: atomic-gang-state-<cluster>-<account>-<region>
+    # False: the bootstrap makes only its Kubernetes half (the Kueue objects and the Helm
+    # release) and no AWS resource at all (no IAM, access entry, Pod Identity, state bucket
+    # or key; pulumi_aws is not even imported). The release is then wired to what the three
+    # keys below name, made some other way.
+    create_aws_resources: bool = True
+    node_role_arn: str = ""
+    stack_backend_url: str = ""
+    stack_secrets_provider: str = ""
+    # False: `pulumi up` does not wait for the controller's Deployment to become Ready (a
+    # cluster that cannot run it yet, such as one with no nodes).
+    wait_for_controller: bool = True
+    # Further chart values, merged into the ones the bootstrap sets (which they may not
+    # change: see `release.chart_values`).
+    chart_values: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not _CLUSTER.match(self.cluster_name):
@@ -90,6 +105,25 @@ class BootstrapConfig:
             raise ConfigError(
                 f"webhookCertMode {self.webhook_cert_mode!r} is not one of {', '.join(_CERT_MODES)}"
             )
+        given = {
+            "nodeRoleArn": self.node_role_arn,
+            "stackBackendUrl": self.stack_backend_url,
+            "stackSecretsProvider": self.stack_secrets_provider,
+        }
+        if self.create_aws_resources:
+            if any(given.values()):
+                raise ConfigError(
+                    f"{', '.join(k for k, v in given.items() if v)}: read only with "
+                    "createAwsResources=false; the bootstrap makes the node role, the state "
+                    "bucket and its key itself"
+                )
+        else:
+            missing = [key for key, value in given.items() if not value]
+            if missing:
+                raise ConfigError(
+                    f"createAwsResources=false needs {', '.join(missing)}: the chart is wired "
+                    "to a node role and a stack backend the bootstrap no longer makes"
+                )
 
     @property
     def node_role(self) -> str:
@@ -126,6 +160,14 @@ def load_config(config: pulumi.Config | None = None) -> BootstrapConfig:
         value = cfg.get_bool(key)
         return default if value is None else value
 
+    def mapping(key: str) -> Mapping[str, Any]:
+        value = cfg.get_object(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key} must be an object (chart values)")
+        return value
+
     def strings(key: str, default: tuple[str, ...]) -> tuple[str, ...]:
         value = cfg.get_object(key)
         if value is None:
@@ -160,4 +202,10 @@ def load_config(config: pulumi.Config | None = None) -> BootstrapConfig:
         self_manage_instance_profile=flag("selfManageInstanceProfile", False),
         manage_access_entry=flag("manageAccessEntry", False),
         state_bucket_name=text("stateBucketName", ""),
+        create_aws_resources=flag("createAwsResources", True),
+        node_role_arn=text("nodeRoleArn", ""),
+        stack_backend_url=text("stackBackendUrl", ""),
+        stack_secrets_provider=text("stackSecretsProvider", ""),
+        wait_for_controller=flag("waitForController", True),
+        chart_values=mapping("chartValues"),
     )

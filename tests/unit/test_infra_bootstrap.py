@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from infra.config import BootstrapConfig
+from infra.config import BootstrapConfig, ConfigError
 from infra.program import build
 from infra.release import CHART_PATH
 from infra.state import bucket_name
@@ -99,7 +99,9 @@ def run(cfg: BootstrapConfig) -> Recorder:
     @pulumi.runtime.test  # type: ignore[untyped-decorator]  # waits for every registration
     def program() -> pulumi.Output[Any]:
         made = build(cfg)
-        return pulumi.Output.all(made.release.id, made.controller.policy_document)
+        if made.aws is None:
+            return made.release.id
+        return pulumi.Output.all(made.release.id, made.aws.controller.policy_document)
 
     program()
     return recorder
@@ -384,3 +386,74 @@ def test_destroy_keeps_the_state_key_and_its_alias_as_long_as_the_bucket() -> No
     assert kept[("aws:kms/alias:Alias", "stack-state-key-alias")]
     # The controller's role is not kept: a destroy removes what only serves a running install.
     assert not kept[("aws:iam/role:Role", "controller-role")]
+
+
+# --- the switches: the Kubernetes half alone, not waiting for the controller ----------------
+
+NO_AWS = replace(
+    CFG,
+    create_aws_resources=False,
+    wait_for_controller=False,
+    node_role_arn=f"arn:aws:iam::{ACCOUNT}:role/gang-nodes",
+    stack_backend_url="s3://stacks?region=us-west-2",
+    stack_secrets_provider="awskms://alias/stacks?region=us-west-2",
+)
+
+
+def test_by_default_the_release_waits_for_the_controller(recorded: Recorder) -> None:
+    assert recorded.one("kubernetes:helm.sh/v3:Release")["skipAwait"] is False
+
+
+def test_without_the_aws_half_nothing_on_aws_is_registered_or_called() -> None:
+    recorded = run(NO_AWS)
+    aws = ("aws:", "pulumi:providers:aws")
+    on_aws = [r.type for r in recorded.resources if r.type.startswith(aws)]
+    assert on_aws == []
+    assert recorded.calls == []
+    # The Kubernetes half is whole: four Kueue kinds (a LocalQueue per namespace), the release.
+    kinds = sorted(r.type.rsplit(":", 1)[-1] for r in recorded.resources)
+    assert kinds == sorted(
+        ["AdmissionCheck", "ResourceFlavor", "ClusterQueue", "LocalQueue", "LocalQueue", "Release"]
+    )
+
+
+def test_without_the_aws_half_the_release_is_wired_to_the_given_role_and_backend() -> None:
+    release = run(NO_AWS).one("kubernetes:helm.sh/v3:Release")
+    values = release["values"]
+    assert values["defaults"]["nodeRoleArn"] == NO_AWS.node_role_arn
+    assert values["allowedNodeRoleArns"] == [NO_AWS.node_role_arn]
+    assert values["pulumi"] == {
+        "backendUrl": NO_AWS.stack_backend_url,
+        "secretsProvider": NO_AWS.stack_secrets_provider,
+    }
+    # waitForController=false: a cluster with no nodes cannot make the Deployment Ready.
+    assert release["skipAwait"] is True
+
+
+def test_chart_values_add_to_what_the_bootstrap_sets() -> None:
+    extra = {"replicaCount": 1, "webhook": {"namespaceSelector": {"matchLabels": {"a": "b"}}}}
+    values = run(replace(CFG, chart_values=extra)).one("kubernetes:helm.sh/v3:Release")["values"]
+    assert values["replicaCount"] == 1
+    assert values["webhook"] == {
+        "certMode": CFG.webhook_cert_mode,
+        "namespaceSelector": {"matchLabels": {"a": "b"}},
+    }
+    assert values["kueue"]["queueName"] == CFG.queue_name
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"kueue": {"queueName": "other"}}, "chartValues.kueue.queueName"),
+        ({"defaults": {"nodeRoleArn": "arn:aws:iam::1:role/x"}}, "defaults.nodeRoleArn"),
+        ({"pulumi": "s3://elsewhere"}, "chartValues.pulumi"),
+    ],
+)
+def test_chart_values_may_not_change_what_the_bootstrap_sets(
+    extra: dict[str, Any], named: str
+) -> None:
+    from infra.release import chart_values
+
+    cfg = replace(CFG, chart_values=extra)
+    with pytest.raises(ConfigError, match=named):
+        chart_values(cfg, "arn:aws:iam::1:role/n", ["arn:aws:iam::1:role/n"], "s3://b", "k")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,18 @@ FIELD_OF_KEY = {
     "selfManageInstanceProfile": "self_manage_instance_profile",
     "manageAccessEntry": "manage_access_entry",
     "stateBucketName": "state_bucket_name",
+    "createAwsResources": "create_aws_resources",
+    "nodeRoleArn": "node_role_arn",
+    "stackBackendUrl": "stack_backend_url",
+    "stackSecretsProvider": "stack_secrets_provider",
+    "waitForController": "wait_for_controller",
+    "chartValues": "chart_values",
+}
+# What the chart is wired to when the bootstrap makes no AWS resource.
+GIVEN_AWS = {
+    "nodeRoleArn": "arn:aws:iam::123456789012:role/gang-nodes",
+    "stackBackendUrl": "s3://stacks?region=us-east-1",
+    "stackSecretsProvider": "awskms://alias/stacks?region=us-east-1",
 }
 
 
@@ -87,7 +99,10 @@ def test_the_project_file_declares_every_key_and_only_those() -> None:
 
 
 def test_the_project_files_defaults_are_the_programs() -> None:
-    defaults = {f.name: f.default for f in fields(BootstrapConfig)}
+    defaults = {
+        f.name: f.default_factory() if f.default_factory is not MISSING else f.default
+        for f in fields(BootstrapConfig)
+    }
     for key, spec in project_config().items():
         field = FIELD_OF_KEY[key]
         if "default" not in spec:
@@ -165,6 +180,54 @@ def test_bad_values_are_refused_by_name(
 ) -> None:
     with pytest.raises(ConfigError, match=words):
         load(REQUIRED, **changes)
+
+
+def test_the_aws_half_is_on_by_default_and_waits_for_the_controller(
+    stack_config: dict[str, str],
+) -> None:
+    cfg = load(REQUIRED)
+    assert cfg.create_aws_resources is True and cfg.wait_for_controller is True
+    assert cfg.chart_values == {}
+
+
+def test_without_the_aws_half_the_wiring_comes_from_the_stack(
+    stack_config: dict[str, str],
+) -> None:
+    cfg = load(
+        REQUIRED,
+        createAwsResources="false",
+        waitForController="false",
+        chartValues='{"replicaCount": 1, "webhook": {"failurePolicy": "Ignore"}}',
+        **GIVEN_AWS,
+    )
+    assert cfg.create_aws_resources is False and cfg.wait_for_controller is False
+    assert (cfg.node_role_arn, cfg.stack_backend_url, cfg.stack_secrets_provider) == tuple(
+        GIVEN_AWS.values()
+    )
+    assert cfg.chart_values == {"replicaCount": 1, "webhook": {"failurePolicy": "Ignore"}}
+
+
+@pytest.mark.parametrize("missing", sorted(GIVEN_AWS))
+def test_without_the_aws_half_each_wiring_key_is_required_by_name(
+    stack_config: dict[str, str], missing: str
+) -> None:
+    given = {k: v for k, v in GIVEN_AWS.items() if k != missing}
+    with pytest.raises(ConfigError, match=f"createAwsResources=false needs {missing}"):
+        load(REQUIRED, createAwsResources="false", **given)
+
+
+def test_with_the_aws_half_the_wiring_keys_are_refused_by_name(
+    stack_config: dict[str, str],
+) -> None:
+    # The bootstrap makes the node role and the state store itself: a given one would be
+    # silently ignored.
+    with pytest.raises(ConfigError, match="nodeRoleArn: read only with createAwsResources"):
+        load(REQUIRED, nodeRoleArn=GIVEN_AWS["nodeRoleArn"])
+
+
+def test_chart_values_must_be_an_object(stack_config: dict[str, str]) -> None:
+    with pytest.raises(ConfigError, match="chartValues must be an object"):
+        load(REQUIRED, chartValues='["replicaCount"]')
 
 
 def test_long_cluster_names_keep_role_names_within_iams_limit() -> None:
