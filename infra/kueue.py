@@ -5,6 +5,19 @@ Called by `program.build`. The objects are the product's (`provisioner.api.kueue
 the one source the chart test checks the chart against). The ClusterQueue names the
 AdmissionCheck and the flavor through their resources' outputs, so Pulumi creates them in
 order and a rename cannot leave the queue pointing at nothing.
+
+Each is deleted with background propagation (`DELETE_IN_BACKGROUND`). Pulumi's Kubernetes
+provider deletes with foreground propagation unless told otherwise: the apiserver then
+keeps the object, under a `foregroundDeletion` finalizer, until the garbage collector of
+kube-controller-manager has deleted its dependents and removed that finalizer, and the
+provider waits for the object to be gone. These objects own nothing, so background deletes
+exactly the same without depending on a garbage collector: the embedded default runs none,
+and there `pulumi destroy` waited on the first LocalQueue (deletionTimestamp set,
+finalizers `[foregroundDeletion]`, no Kueue finalizer: Kueue 0.19 puts none on a
+LocalQueue) until it was stopped. The finalizers that matter are Kueue's own
+(`kueue.x-k8s.io/resource-in-use` on the ClusterQueue, the flavor and the check), which the
+provider still waits for: Kueue removes them once no Workload holds quota in the queue and
+no ClusterQueue names the flavor or check.
 """
 
 from __future__ import annotations
@@ -19,7 +32,10 @@ from pulumi_kubernetes.apiextensions import CustomResource
 from infra.config import BootstrapConfig
 from provisioner.api import kueue_objects as ko
 
-__all__ = ["KueueObjects", "kueue_objects"]
+__all__ = ["DELETE_IN_BACKGROUND", "KueueObjects", "kueue_objects"]
+
+# pulumi-kubernetes' per-object deletion propagation policy (default: foreground).
+DELETE_IN_BACKGROUND = {"pulumi.com/deletionPropagationPolicy": "background"}
 
 
 @dataclass(frozen=True)
@@ -34,11 +50,13 @@ def _resource(
     resource_name: str, obj: Mapping[str, Any], opts: pulumi.ResourceOptions
 ) -> CustomResource:
     """A product builder's object as a Pulumi resource."""
+    metadata = dict(obj["metadata"])
+    metadata["annotations"] = {**metadata.get("annotations", {}), **DELETE_IN_BACKGROUND}
     return CustomResource(
         resource_name,
         api_version=obj["apiVersion"],
         kind=obj["kind"],
-        metadata=obj["metadata"],
+        metadata=metadata,
         spec=obj["spec"],
         opts=opts,
     )

@@ -13,6 +13,7 @@ import pulumi
 import pytest
 
 from infra.config import BootstrapConfig, ConfigError
+from infra.kueue import DELETE_IN_BACKGROUND
 from infra.program import build
 from infra.release import CHART_PATH
 from infra.state import bucket_name
@@ -428,6 +429,13 @@ def test_without_the_aws_half_the_release_is_wired_to_the_given_role_and_backend
     }
     # waitForController=false: a cluster with no nodes cannot make the Deployment Ready.
     assert release["skipAwait"] is True
+
+
+def test_every_kueue_object_is_deleted_in_the_background(recorded: Recorder) -> None:
+    kueue = [r for r in recorded.resources if r.type.startswith(f"kubernetes:{c.KUEUE_GROUP}/")]
+    assert len(kueue) == 5
+    for resource in kueue:
+        assert resource.inputs["metadata"]["annotations"] == DELETE_IN_BACKGROUND, resource.name
 
 
 def test_chart_values_add_to_what_the_bootstrap_sets() -> None:
