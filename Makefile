@@ -29,12 +29,13 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
-# kubectl (the apiserver's release) is not one of the tools the product's own set-up needs
-# (`python -m provisioner.toolchain` alone); the test command's `kubectl wait` test does, so
-# `make tools` builds it too.
+# kubectl (the apiserver's release) and Pulumi's Kubernetes provider are not tools the
+# product's own set-up needs (`python -m provisioner.toolchain` alone); the test command's
+# `kubectl wait` test and its bootstrap test (`pulumi up` of infra/'s Kubernetes half) do,
+# so `make tools` builds them too, before any test runs.
 tools: $(STAMP)
 	$(PY) -m provisioner.toolchain
-	$(PY) -m provisioner.toolchain --only kubectl
+	$(PY) -m provisioner.toolchain --only kubectl --only pulumi-kubernetes
 
 demo: tools
 	$(PY) -m devenv demo
