@@ -56,8 +56,11 @@ class Bootstrap:
             "--provider",
             str(tools["pulumi-kubernetes"].binary),
         ]
+        # Whether anything `up` made may still be in the cluster.
+        self.standing = False
 
     def __call__(self, action: str) -> dict[str, Any]:
+        self.standing = self.standing or action == "up"
         proc = subprocess.Popen(
             [*self.argv, action],
             cwd=REPO,
@@ -76,7 +79,20 @@ class Bootstrap:
             stdout, stderr = proc.communicate()
             pytest.fail(f"{action} did not finish in {STEP_SECONDS}s:\n{stderr[-6000:]}")
         assert proc.returncode == 0, f"{action} failed:\n{stderr[-6000:]}"
+        self.standing = action == "up"
         return dict(json.loads(stdout.strip().splitlines()[-1]))
+
+
+@pytest.fixture
+def bootstraps() -> Iterator[list[Bootstrap]]:
+    """Each one is destroyed at the end if the test left it standing: a release's settings
+    ConfigMap, left on the shared apiserver, would be found by later tests' discovery."""
+    made: list[Bootstrap] = []
+    yield made
+    for bootstrap in made:
+        if bootstrap.standing:
+            with contextlib.suppress(AssertionError, pytest.fail.Exception):
+                bootstrap("destroy")
 
 
 @pytest.fixture
@@ -145,6 +161,7 @@ def test_up_makes_the_queues_and_the_release_and_destroy_removes_them(
     tools: Any,
     namespace: str,
     names: dict[str, str],
+    bootstraps: list[Bootstrap],
     tmp_path: Path,
 ) -> None:
     config = {
@@ -174,6 +191,7 @@ def test_up_makes_the_queues_and_the_release_and_destroy_removes_them(
         },
     }
     bootstrap = Bootstrap(tmp_path / "bootstrap", control_plane.info.kubeconfig, config, tools)
+    bootstraps.append(bootstrap)
     custom = k8s.CustomObjectsApi(kube_api)
 
     outputs = bootstrap("up")["outputs"]
