@@ -247,6 +247,9 @@ TOOLS_BY_NAME[REGISTRY.name] = REGISTRY
 # (`generate`), its go.mod replaces the Kubernetes SDK module with `../sdk` (the SDK's own
 # v4.25.0 release instead), and the Pulumi modules are the v3.215.0 its go.mod asks for (the
 # CLI's v3.260.0 does not compile with it). Built on request, like kubectl (`make tools`).
+# The pulumi_kubernetes Python SDK is newer (4.34.2, constraints.txt): the engine warns that
+# it expected a plugin >= 4.34.2, and the bootstrap's objects and release work with this one
+# (tests/e2e/test_bootstrap_kubernetes.py).
 # The pulumi-aws provider is not served by the Go module proxy at all: the bootstrap's AWS
 # half is tested under Pulumi's mocks only.
 PULUMI_KUBERNETES = GoTool(
