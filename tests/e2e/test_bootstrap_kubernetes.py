@@ -6,7 +6,8 @@ real Pulumi CLI and the Kubernetes provider built from Go modules
 The AWS half is off (`createAwsResources=false`): the pulumi-aws provider is not served by
 the Go module proxy, so it is covered under Pulumi's mocks (`tests/unit/test_infra_*.py`).
 The session's Kueue manager runs, so Kueue adds its `resource-in-use` finalizers to the
-queues and removes them on delete as in a cluster; no Workload is ever queued on them. The
+ClusterQueue, the flavor and the check and removes them on delete as in a cluster; no
+Workload is ever queued on them. The
 apiserver is shared with the worker's other tests: every name here is this test's own, and
 the release's validating webhook selects only this test's namespace, where no Job is made.
 """
