@@ -17,7 +17,7 @@ TEST_WORKERS ?= 3
 UNIT_WORKERS ?= 2
 
 .PHONY: all venv tools demo test test-fast test-unit test-integration test-e2e lint dev-up dev-down dev-status clean
-.PHONY: image image-host test-image release test-release
+.PHONY: image image-host test-image release test-release late-builds
 
 all: test
 
@@ -29,13 +29,13 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
-# kubectl (the apiserver's release) and Pulumi's Kubernetes provider are not tools the
-# product's own set-up needs (`python -m provisioner.toolchain` alone); the test command's
-# `kubectl wait` test and its bootstrap test (`pulumi up` of infra/'s Kubernetes half) do,
-# so `make tools` builds them too, before any test runs.
+# kubectl (the apiserver's release) is not one of the tools the product's own set-up needs
+# (`python -m provisioner.toolchain` alone); the test command's `kubectl wait` test does, so
+# `make tools` builds it too. Pulumi's Kubernetes provider (the bootstrap test) and the
+# registry (test-release) are built by `late-builds`.
 tools: $(STAMP)
 	$(PY) -m provisioner.toolchain
-	$(PY) -m provisioner.toolchain --only kubectl --only pulumi-kubernetes
+	$(PY) -m provisioner.toolchain --only kubectl
 
 demo: tools
 	$(PY) -m devenv demo
@@ -55,12 +55,34 @@ test-fast: lint
 # the image built with podman and run as the chart runs it (test-image), then the release
 # served from a local OCI registry (test-release). The slowest tests are listed at the end,
 # so a CI run says where its time went.
+#
+# The slow suites' workers spend much of their time waiting (a join delay, a keep-warm TTL),
+# leaving about half of two cores idle, while the builds only the later stages need take
+# long on a fresh machine and little CPU from a warm cache: `late-builds` runs beside them at
+# a lower priority. A test that needs one of those builds before it is done (the bootstrap
+# test needs the Kubernetes provider) waits on the installer's lock for it, never builds it
+# twice. Its output goes to $(LATE_LOG), printed when it fails.
+LATE_LOG := .late-builds.log
 test: test-fast
 	$(MAKE) tools
+	@echo "[test] the image, the registry and Pulumi's Kubernetes provider build beside the slow suites (log: $(LATE_LOG))"
+	@$(MAKE) --no-print-directory late-builds >$(LATE_LOG) 2>&1 & late=$$!; \
 	$(PY) -m pytest tests --ignore=tests/unit --ignore=tests/image --ignore=tests/release \
-		--durations=25 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+		--durations=25 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); \
+	suites=$$?; \
+	wait $$late; built=$$?; \
+	grep -h "built in\|\[image\].*built\|up to date" $(LATE_LOG) || true; \
+	if [ $$built -ne 0 ]; then echo "[test] late-builds failed (exit $$built):"; tail -40 $(LATE_LOG); fi; \
+	[ $$suites -eq 0 ] && [ $$built -eq 0 ]
 	$(MAKE) test-image
 	$(MAKE) test-release
+
+# The builds only the last stages need, two at a time: the Go tools (CPU) beside the image
+# (mostly apt, debootstrap and layer copies).
+late-builds: $(STAMP)
+	@nice -n 10 $(PY) -m provisioner.toolchain --only pulumi-kubernetes --only registry & tools=$$!; \
+	nice -n 10 $(MAKE) --no-print-directory image; image=$$?; \
+	wait $$tools && [ $$image -eq 0 ]
 
 test-unit: $(STAMP)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
