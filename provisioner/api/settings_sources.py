@@ -73,8 +73,24 @@ def _read_file(path: Path) -> dict[str, Any]:
 
 
 # Variables under the prefix that are not settings: the dynamic-provider launcher's
-# interpreter, the log format (both set by the image) and the tool cache.
-_NOT_SETTINGS = frozenset({"ATOMIC_GANG_PYTHON", "ATOMIC_GANG_LOG_FORMAT", "ATOMIC_GANG_CACHE"})
+# interpreter, the log format (both set by the image), the tool cache, and the repository's
+# build and test knobs (image/, the chaos and fuzzing suites) -- a shell that sets one to
+# build an image or replay a chaos run must not stop the controller or a CLI from starting.
+_NOT_SETTINGS = frozenset(
+    {
+        "ATOMIC_GANG_PYTHON",
+        "ATOMIC_GANG_LOG_FORMAT",
+        "ATOMIC_GANG_CACHE",
+        "ATOMIC_GANG_IMAGE",
+        "ATOMIC_GANG_PYTHON_BASE",
+        "ATOMIC_GANG_PODMAN_FLAGS",
+        "ATOMIC_GANG_DEBIAN_MIRROR",
+        "ATOMIC_GANG_FUZZ_EXAMPLES",
+        "ATOMIC_GANG_CHAOS_KILLS",
+        "ATOMIC_GANG_CHAOS_SEED",
+        "ATOMIC_GANG_CHAOS_REPORT",
+    }
+)
 
 
 def _read_env() -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -248,6 +249,37 @@ def test_the_images_own_variables_are_not_taken_for_unknown_settings(
     monkeypatch.setenv("ATOMIC_GANG_LOG_FROMAT", "json")
     with pytest.raises(SettingsError, match="ATOMIC_GANG_LOG_FROMAT"):
         load_settings(write(tmp_path, FILE))
+
+
+# Where the repository reads a variable of its own: `${NAME` in shell, `environ.get("NAME"`
+# or `environ["NAME"` in Python.
+_KNOB_READ = re.compile(r"""(?:\$\{|environ(?:\.get\(|\[)["'])(ATOMIC_GANG_[A-Z0-9_]+)""")
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def _knobs_the_repository_reads() -> set[str]:
+    found: set[str] = set()
+    for folder in ("image", "devenv", "bench", "release", "tests"):
+        for path in (_REPO / folder).rglob("*"):
+            if path.is_file() and path.suffix in {"", ".sh", ".py"}:
+                found |= set(_KNOB_READ.findall(path.read_text(errors="replace")))
+    return found
+
+
+def test_the_repositorys_build_and_test_knobs_are_not_taken_for_unknown_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A CI run with ATOMIC_GANG_PODMAN_FLAGS set (a fresh podman store) failed the unit
+    # tests that start a CLI: the settings loader refused the image script's own variable.
+    knobs = {
+        name
+        for name in _knobs_the_repository_reads()
+        if name[len(c.ENV_PREFIX) :].split("__")[0].lower() not in Settings.model_fields
+    }
+    assert {"ATOMIC_GANG_PODMAN_FLAGS", "ATOMIC_GANG_IMAGE", "ATOMIC_GANG_CHAOS_SEED"} <= knobs
+    for name in sorted(knobs):
+        monkeypatch.setenv(name, "set-by-a-developer")
+    assert load_settings(write(tmp_path, FILE)).cluster_name
 
 
 def test_flags_over_env_over_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
