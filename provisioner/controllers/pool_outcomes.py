@@ -343,7 +343,7 @@ def _keep_unreleased(
     view: PoolView,
     status: GangNodePoolStatus,
     unconfirmed: tuple[str, ...],
-    rolled_back: tuple[str, ...] = (),
+    rolled_back: tuple[str, ...],
 ) -> GangNodePoolStatus:
     """A rollback leaves every id it touched in `releaseInProgress`, and the next pass
     releases them (as strays, by id): what EC2 has not shown terminating is terminated

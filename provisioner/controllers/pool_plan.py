@@ -143,21 +143,12 @@ def _plan(view: PoolView) -> Step:
         return _plan_delete(view)
     strays = _strays(view)
     if strays:
+        reason, event = _stray_release(view, strays)
         return Step(
             Action.RELEASE_SET,
-            changed(
-                status, release_in_progress=_releasing(view, c.EventReason.STRAY_INSTANCES, strays)
-            ),
+            changed(status, release_in_progress=_releasing(view, reason, strays)),
             release_ids=strays,
-            events=(
-                Event(
-                    c.EVENT_WARNING,
-                    c.EventReason.STRAY_INSTANCES,
-                    f"Releasing {len(strays)} instances of pool {view.name} that no set owns "
-                    f"(terminating what still runs, deleting the ENIs they leave): "
-                    f"{', '.join(strays)}.",
-                ),
-            ),
+            events=(event,),
             release_purpose=ReleasePurpose.STRAYS,
             why="strays",
         )
@@ -171,6 +162,37 @@ def _plan(view: PoolView) -> Step:
     if phase == Phase.KEEP_WARM:
         return _plan_keep_warm(view)
     return _plan_releasing(view)
+
+
+def _stray_release(view: PoolView, strays: tuple[str, ...]) -> tuple[str, Event]:
+    """Why the strays are released, and what the pool says about it. When they are all ids
+    a launch's rollback left (see `pool_outcomes._keep_unreleased`), the rollback's reason
+    stays: a Normal event when EC2 showed each going (only their ENIs are left to delete), a
+    Warning when it did not. Anything else that no set owns is a Warning about strays."""
+    held = view.status.release_in_progress
+    if held is not None and set(strays) <= set(held.instance_ids):
+        listed = ", ".join(strays)
+        if held.reason == c.EventReason.ROLLED_BACK:
+            return held.reason, Event(
+                c.EVENT_NORMAL,
+                held.reason,
+                f"Cleaning up after the rollback of a launch of pool {view.name}: confirming "
+                f"its {len(strays)} instances gone and deleting the ENIs they leave: {listed}.",
+            )
+        if held.reason == c.EventReason.ROLLBACK_UNCONFIRMED:
+            return held.reason, Event(
+                c.EVENT_WARNING,
+                held.reason,
+                f"Terminating again {len(strays)} instances of pool {view.name} that the "
+                f"rollback of a launch did not see go, and deleting the ENIs they leave: "
+                f"{listed}.",
+            )
+    return c.EventReason.STRAY_INSTANCES, Event(
+        c.EVENT_WARNING,
+        c.EventReason.STRAY_INSTANCES,
+        f"Releasing {len(strays)} instances of pool {view.name} that no set owns "
+        f"(terminating what still runs, deleting the ENIs they leave): {', '.join(strays)}.",
+    )
 
 
 def _releasing(view: PoolView, reason: str, ids: Sequence[str]) -> ReleaseInProgress:

@@ -31,7 +31,7 @@ from provisioner.cloud.release import NOT_FOUND_IS_GONE_AFTER, release
 from provisioner.cloud.types import LaunchResult
 from provisioner.controllers.pool_outcomes import outcome
 from provisioner.controllers.pool_plan import plan
-from provisioner.controllers.pool_steps import Action, ActionResult, ReleasePurpose
+from provisioner.controllers.pool_steps import Action, ActionResult, Instance, ReleasePurpose
 from tests.support.ec2_listing import described_instances
 from tests.support.pool_views import IDS, LIVE, NOW, active, view
 from tests.unit.test_cloud_helpers import World, emulated_aws
@@ -223,51 +223,58 @@ def test_a_rollback_of_ids_not_found_by_id_is_not_reported_done(world: World) ->
 ROLLED = ("i-00000000000000aa1", "i-00000000000000aa2")
 
 
-def test_a_launch_whose_rollback_is_unconfirmed_leaves_the_ids_for_the_next_pass() -> None:
+@pytest.mark.parametrize(
+    ("answer", "reason", "event_type"),
+    [
+        # EC2 did not show every rolled-back instance going: they are terminated again.
+        ({"unreleased_ids": ROLLED}, EventReason.ROLLBACK_UNCONFIRMED, "Warning"),
+        # It did, but a node that joined first left its ENI behind: released for the ENIs.
+        ({"rolled_back_ids": ROLLED}, EventReason.ROLLED_BACK, "Normal"),
+    ],
+    ids=["unconfirmed", "confirmed"],
+)
+def test_a_rolled_back_launch_leaves_its_ids_for_the_next_pass_to_release(
+    answer: dict[str, tuple[str, ...]], reason: str, event_type: str
+) -> None:
     acquiring = view(phase=Phase.ACQUIRING, status={"acquireGeneration": 3})
     step = plan(acquiring)
     assert step.action is Action.LAUNCH
     result = ActionResult(
-        False,
-        failure=FailureKind.MALFORMED,
-        reason="MalformedLaunch",
-        message="short",
-        unreleased_ids=ROLLED,
+        False, failure=FailureKind.MALFORMED, reason="MalformedLaunch", message="short", **answer
     )
     status, _, _ = outcome(acquiring, step, result)
     held = status.release_in_progress
     assert held is not None and held.instance_ids == ROLLED
-    assert held.reason == EventReason.ROLLBACK_UNCONFIRMED
+    assert held.reason == reason
 
     # The next pass, with EC2's listing showing none of them, releases them by id first.
     after = view(phase=Phase.ACQUIRING, status=status.model_dump(by_alias=True, mode="json"))
     nxt = plan(after)
     assert nxt.action is Action.RELEASE_SET and set(nxt.release_ids) == set(ROLLED)
     assert nxt.release_purpose is ReleasePurpose.STRAYS
-    # Its marker keeps the first start: NotFound by id is judged from when they were known.
+    # Its marker keeps the first start (NotFound by id is judged from when they were known)
+    # and the rollback's reason; a rollback's own cleanup is no Warning about strays.
     assert nxt.status.release_in_progress is not None
     assert nxt.status.release_in_progress.started_at == NOW
+    assert nxt.status.release_in_progress.reason == reason
+    assert [(e.type, e.reason) for e in nxt.events] == [(event_type, reason)]
 
 
-def test_a_launch_whose_rollback_is_confirmed_still_releases_the_ids_for_their_enis() -> None:
-    acquiring = view(phase=Phase.ACQUIRING, status={"acquireGeneration": 3})
-    step = plan(acquiring)
-    result = ActionResult(
-        False,
-        failure=FailureKind.MALFORMED,
-        reason="MalformedLaunch",
-        message="short",
-        rolled_back_ids=ROLLED,
-    )
-    status, _, _ = outcome(acquiring, step, result)
-    held = status.release_in_progress
-    assert held is not None and held.instance_ids == ROLLED
-    assert held.reason == EventReason.ROLLED_BACK
-
-    after = view(phase=Phase.ACQUIRING, status=status.model_dump(by_alias=True, mode="json"))
-    nxt = plan(after)
-    assert nxt.action is Action.RELEASE_SET and set(nxt.release_ids) == set(ROLLED)
-    assert nxt.release_purpose is ReleasePurpose.STRAYS
+def test_an_instance_no_rollback_named_beside_a_rollbacks_ids_is_a_stray_warning() -> None:
+    rolled = {
+        "acquireGeneration": 3,
+        "releaseInProgress": {
+            "startedAt": NOW.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "reason": EventReason.ROLLED_BACK,
+            "instanceIds": list(ROLLED),
+        },
+    }
+    other = Instance("i-00000000000000099", "gen-7")  # live, in no set and no rollback
+    nxt = plan(view(phase=Phase.ACQUIRING, status=rolled, live=(other,)))
+    assert set(nxt.release_ids) == {*ROLLED, other.instance_id}
+    assert [(e.type, e.reason) for e in nxt.events] == [("Warning", "StrayInstances")]
+    assert nxt.status.release_in_progress is not None
+    assert nxt.status.release_in_progress.reason == EventReason.STRAY_INSTANCES
 
 
 def test_a_release_planned_again_keeps_its_ids_and_its_first_start() -> None:
