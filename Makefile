@@ -42,6 +42,7 @@ demo: tools
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check provisioner stacks infra devenv tests bench release
+	$(VENV)/bin/ruff format --check provisioner stacks infra devenv tests bench release
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy --strict provisioner stacks release
 	$(VENV)/bin/mypy infra devenv bench

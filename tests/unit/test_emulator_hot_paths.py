@@ -47,9 +47,7 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     with emulator_in_process(monkeypatch):
         client = boto3.client("s3", region_name=REGION)
         client.create_bucket(Bucket=BUCKET)
-        client.put_bucket_versioning(
-            Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"}
-        )
+        client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
         for key in KEYS:
             client.put_object(Bucket=BUCKET, Key=key, Body=b"v1")
         client.put_object(Bucket=BUCKET, Key=KEYS[1], Body=b"v2")  # a second version

@@ -222,7 +222,7 @@ def test_instance_set_records_only_the_pools_live_gang(aws: Aws) -> None:
 def test_an_instance_ec2_does_not_list_yet_is_not_recorded_as_gone(
     aws: Aws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """"Eventual consistency in the Amazon EC2 API": a just-launched id missing from a
+    """ "Eventual consistency in the Amazon EC2 API": a just-launched id missing from a
     listing is not gone. Recording it as gone would have the pool release a whole gang."""
     monkeypatch.setattr(instance_set, "VISIBLE_WAIT_SECONDS", 0.0)
     ids = aws.gang()

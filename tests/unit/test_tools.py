@@ -155,7 +155,6 @@ def test_helm_is_stamped_with_a_kube_version_and_keyed_by_it(
     assert tools.tool_dir(HELM).name == f"helm-{HELM.version}+kube1.37"
 
 
-
 # Trainer v2.0.0's go.mod, cut down: no replace directives, JobSet's Go API as a dependency.
 TRAINER_GO_MOD = """module github.com/kubeflow/trainer/v2
 

@@ -203,7 +203,9 @@ def rotated_server(
         one.cert_file,
         one.key_file,
         pools=pool_lookup(),
-        host="127.0.0.1", port=port, reload_interval=0.05
+        host="127.0.0.1",
+        port=port,
+        reload_interval=0.05,
     )
     threading.Thread(target=server.run, daemon=True).start()
     deadline = time.monotonic() + 30
