@@ -14,11 +14,12 @@ Certificates differ by controller, because the upstream programs differ:
   webhooks are registered with a 127.0.0.1 URL and that CA, and their objects go through
   them. JobSet reads the certificate from a directory its configuration names; Trainer
   from controller-runtime's fixed `/tmp/k8s-webhook-server/serving-certs`, so it runs in a
-  private mount namespace whose /tmp is a directory of its own.
+  private mount namespace where a directory of its own is mounted on that path (on that path
+  only: the rest of /tmp, where a tool cache or a kubeconfig may live, stays visible).
 - The training operator always runs its own certificate rotator: it keeps a CA and a
   certificate for `<service>.<namespace>.svc` in a Secret, and its webhook server reads them
   from that fixed directory, where in a cluster the kubelet mounts the Secret. Here this
-  module plays the kubelet: it copies the Secret into the process's private /tmp. Its
+  module plays the kubelet: it copies the Secret into the process's private directory. Its
   webhooks are not registered: no Service network resolves the name the rotator certifies.
 """
 
@@ -54,7 +55,7 @@ JOBSET_NAMESPACE = "jobset-system"
 # the namespace each falls back to when not run as a pod.
 TRAINING_OPERATOR_NAMESPACE = "kubeflow"
 TRAINER_NAMESPACE = "kubeflow-system"
-_FIXED_CERT_DIR = Path("k8s-webhook-server/serving-certs")  # under /tmp, as upstream fixes it
+_FIXED_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # as upstream fixes it
 _READY_TIMEOUT = 180.0  # the rotator polls for its certificate with a doubling backoff
 # The training operator runs only its PyTorchJob controller (`--enable-scheme`), so only that
 # CRD of its six is installed.
@@ -192,8 +193,8 @@ class _Webhooks:
 
 @dataclass(frozen=True)
 class _Launch:
-    """How one controller process is started: its argv, the kubeconfig path it is given (its
-    copy in the private /tmp where it has one), and what to do before each readiness probe."""
+    """How one controller process is started: its argv, the kubeconfig path it is given, and
+    what to do before each readiness probe."""
 
     argv: list[str]
     kubeconfig: str
@@ -336,9 +337,7 @@ class RotatingCertController(_ControllerProcess):
         except ApiException as err:
             if err.status != 409:
                 raise
-        private_tmp = _fresh_private_tmp(work, info.kubeconfig)
-        cert_dir = private_tmp / _FIXED_CERT_DIR
-        cert_dir.mkdir(parents=True)
+        cert_dir = _fresh_cert_dir(work)
         argv = [
             str(self._tool.binary),
             "--metrics-bind-address=0",
@@ -352,7 +351,7 @@ class RotatingCertController(_ControllerProcess):
             if not (cert_dir / "tls.crt").is_file():
                 _mount_secret(core, self._namespace, self._secret, cert_dir)
 
-        return _Launch(_with_private_tmp(argv, private_tmp), "/tmp/kubeconfig", mount_secret)
+        return _Launch(_with_cert_dir(argv, cert_dir), str(info.kubeconfig), mount_secret)
 
 
 def training_operator(
@@ -385,19 +384,18 @@ class TrainerManager(_ControllerProcess):
         return trainer_crds(self._tool)
 
     def _launch(self, info: ControlPlaneInfo, work: Path, webhook_port: int) -> _Launch:
-        private_tmp = _fresh_private_tmp(work, info.kubeconfig)
-        self._cp.ca.serving("127.0.0.1", "localhost").write(
-            private_tmp / _FIXED_CERT_DIR, "tls.crt", "tls.key"
-        )
+        cert_dir = _fresh_cert_dir(work)
+        self._cp.ca.serving("127.0.0.1", "localhost").write(cert_dir, "tls.crt", "tls.key")
         config = _manager_configuration(
             "config.trainer.kubeflow.org/v1alpha1",
             self.health_port,
             {"port": webhook_port, "host": "127.0.0.1"},
             certManagement={"enable": False},
         )
-        (private_tmp / "config.yaml").write_text(config)
-        argv = [str(self._tool.binary), "--config=/tmp/config.yaml", "--zap-log-level=info"]
-        return _Launch(_with_private_tmp(argv, private_tmp), "/tmp/kubeconfig")
+        config_file = work / "config.yaml"
+        config_file.write_text(config)
+        argv = [str(self._tool.binary), f"--config={config_file}", "--zap-log-level=info"]
+        return _Launch(_with_cert_dir(argv, cert_dir), str(info.kubeconfig))
 
 
 def trainer(control_plane: ControlPlane, trainer_tool: ResolvedTool) -> TrainerManager:
@@ -510,25 +508,25 @@ def _manager_configuration(
     )
 
 
-def _fresh_private_tmp(work: Path, kubeconfig: Path) -> Path:
-    """An empty directory to be the process's /tmp (`_with_private_tmp`), holding a copy of
-    the kubeconfig: the process's /tmp hides the real one, where the kubeconfig may live."""
-    private_tmp = work / "tmp"
-    if private_tmp.exists():
-        shutil.rmtree(private_tmp)
-    private_tmp.mkdir(parents=True)
-    shutil.copyfile(kubeconfig, private_tmp / "kubeconfig")
-    return private_tmp
+def _fresh_cert_dir(work: Path) -> Path:
+    """An empty directory to be the process's fixed certificate directory (`_with_cert_dir`)."""
+    cert_dir = work / "serving-certs"
+    if cert_dir.exists():
+        shutil.rmtree(cert_dir)
+    cert_dir.mkdir(parents=True)
+    return cert_dir
 
 
-def _with_private_tmp(argv: list[str], private_tmp: Path) -> list[str]:
-    """Run argv where /tmp is `private_tmp`, in a private mount namespace (a user namespace
-    too for a non-root user), so the fixed certificate path is this process's alone."""
+def _with_cert_dir(argv: list[str], cert_dir: Path) -> list[str]:
+    """Run argv with `cert_dir` mounted on the fixed certificate path, in a private mount
+    namespace (a user namespace too for a non-root user), so that path is this process's
+    alone. Only that path: a private /tmp hid a tool cache kept under /tmp, and the binary
+    itself with it."""
     unshare = ["unshare", "--mount", "--propagation", "private"]
     if os.geteuid() != 0:
         unshare += ["--user", "--map-root-user"]
-    script = 'set -e; mount --bind "$1" /tmp; shift; exec "$@"'
-    return [*unshare, "sh", "-c", script, "with-private-tmp", str(private_tmp), *argv]
+    script = 'set -e; mkdir -p "$2"; mount --bind "$1" "$2"; shift 2; exec "$@"'
+    return [*unshare, "sh", "-c", script, "with-cert-dir", str(cert_dir), _FIXED_CERT_DIR, *argv]
 
 
 def _delete_webhook_configuration(
