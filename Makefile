@@ -72,7 +72,7 @@ test: test-fast
 		--durations=25 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); \
 	suites=$$?; \
 	wait $$late; built=$$?; \
-	grep -h "built in\|\[image\].*built\|up to date" $(LATE_LOG) || true; \
+	grep -h "built in\|up to date" $(LATE_LOG) || true; \
 	if [ $$built -ne 0 ]; then echo "[test] late-builds failed (exit $$built):"; tail -40 $(LATE_LOG); fi; \
 	[ $$suites -eq 0 ] && [ $$built -eq 0 ]
 	$(MAKE) test-image

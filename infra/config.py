@@ -129,6 +129,11 @@ class BootstrapConfig:
     def node_role(self) -> str:
         return self.node_role_name or _role_name("atomic-gang-node", self.cluster_name)
 
+    def allowed_node_roles(self, node_role_arn: str) -> list[str]:
+        """The node roles Jobs may name: the bootstrap's own (or the one it is given), then
+        the configured extras."""
+        return list(dict.fromkeys([node_role_arn, *self.extra_node_role_arns]))
+
     @property
     def controller_role(self) -> str:
         return _role_name("atomic-gang-controller", self.cluster_name)

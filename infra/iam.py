@@ -77,9 +77,7 @@ def allowed_node_roles(
     cfg: BootstrapConfig, node_role_arn: pulumi.Input[str]
 ) -> pulumi.Output[list[str]]:
     """The node roles Jobs may name: the bootstrap's own, then the configured extras."""
-    return pulumi.Output.from_input(node_role_arn).apply(
-        lambda arn: list(dict.fromkeys([arn, *cfg.extra_node_role_arns]))
-    )
+    return pulumi.Output.from_input(node_role_arn).apply(cfg.allowed_node_roles)
 
 
 def controller_iam(

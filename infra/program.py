@@ -42,7 +42,7 @@ def build(cfg: BootstrapConfig) -> Bootstrap:
         values = chart_values(
             cfg,
             cfg.node_role_arn,
-            [*dict.fromkeys([cfg.node_role_arn, *cfg.extra_node_role_arns])],
+            cfg.allowed_node_roles(cfg.node_role_arn),
             cfg.stack_backend_url,
             cfg.stack_secrets_provider,
         )

@@ -170,8 +170,8 @@ def _stray_release(view: PoolView, strays: tuple[str, ...]) -> tuple[str, Event]
     stays: a Normal event when EC2 showed each going (only their ENIs are left to delete), a
     Warning when it did not. Anything else that no set owns is a Warning about strays."""
     held = view.status.release_in_progress
+    listed = ", ".join(strays)
     if held is not None and set(strays) <= set(held.instance_ids):
-        listed = ", ".join(strays)
         if held.reason == c.EventReason.ROLLED_BACK:
             return held.reason, Event(
                 c.EVENT_NORMAL,
@@ -191,7 +191,7 @@ def _stray_release(view: PoolView, strays: tuple[str, ...]) -> tuple[str, Event]
         c.EVENT_WARNING,
         c.EventReason.STRAY_INSTANCES,
         f"Releasing {len(strays)} instances of pool {view.name} that no set owns "
-        f"(terminating what still runs, deleting the ENIs they leave): {', '.join(strays)}.",
+        f"(terminating what still runs, deleting the ENIs they leave): {listed}.",
     )
 
 

@@ -302,9 +302,7 @@ def _build(tool: GoTool) -> ResolvedTool:
     for relative in tool.assets:
         source = Path(info["Dir"]) / relative
         target = home / "assets" / relative
-        shutil.copytree(source, target)
-        for path in target.rglob("*"):
-            path.chmod(0o755 if path.is_dir() else 0o644)  # module cache files are read-only
+        _writable_copy(source, target)
     if not _reports_version(binary, tool):
         raise ToolError(
             f"{tool.name}: the built binary does not report {tool.version_marker}; "
@@ -314,15 +312,21 @@ def _build(tool: GoTool) -> ResolvedTool:
     return ResolvedTool(tool, binary, home, "built")
 
 
+def _writable_copy(source: Path, target: Path) -> None:
+    """Copy `source` out of the Go module cache, whose files are read-only, as files this
+    process may edit or delete."""
+    shutil.copytree(source, target)
+    for path in target.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
 def _generate(
     tool: GoTool, go: str, module_dir: Path, upstream_go_mod: str, home: Path, log: Path
 ) -> None:
     """Copy the module out of the read-only module cache and run upstream's `go generate`
     in each of `tool.generate`, with VERSION set as the upstream Makefile sets it."""
     source = home / "source"
-    shutil.copytree(module_dir, source)
-    for path in source.rglob("*"):
-        path.chmod(0o755 if path.is_dir() else 0o644)  # module cache files are read-only
+    _writable_copy(module_dir, source)
     mapped = _mapped_replacements(tool, upstream_go_mod)
     if mapped:
         # The generator runs inside the copy, whose relative replacements point at siblings
@@ -351,9 +355,7 @@ def _patch_dependencies(tool: GoTool, go: str, home: Path, log: Path) -> None:
                 f"the patch '{patch.why}' must be re-checked for {tool.version}."
             )
         copy = home / "patched" / str(index)
-        shutil.copytree(source, copy)
-        for path in copy.rglob("*"):
-            path.chmod(0o755 if path.is_dir() else 0o644)  # module cache files are read-only
+        _writable_copy(Path(source), copy)
         if not (copy / "go.mod").is_file():  # a pre-modules library: a replace needs one
             (copy / "go.mod").write_text(f"module {patch.module}\n\ngo 1.12\n")
         try:

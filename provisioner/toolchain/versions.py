@@ -246,7 +246,8 @@ TOOLS_BY_NAME[REGISTRY.name] = REGISTRY
 # the v4.25.0 tag. Its main package embeds a schema that upstream's `generate.go` writes
 # (`generate`), its go.mod replaces the Kubernetes SDK module with `../sdk` (the SDK's own
 # v4.25.0 release instead), and the Pulumi modules are the v3.215.0 its go.mod asks for (the
-# CLI's v3.260.0 does not compile with it). Built on request, like kubectl (`make tools`).
+# CLI's v3.260.0 does not compile with it). Built on request (`make test` builds it beside
+# its slow suites, `late-builds`).
 # The pulumi_kubernetes Python SDK is newer (4.34.2, constraints.txt): the engine warns that
 # it expected a plugin >= 4.34.2, and the bootstrap's objects and release work with this one
 # (tests/e2e/test_bootstrap_kubernetes.py).
