@@ -11,9 +11,11 @@ embedded default:
         --config '{"clusterName": "demo", "region": "us-east-1", "cpuQuota": "8", ...}'
     .venv/bin/python -m devenv.bootstrap_kubernetes destroy --work-dir /tmp/boot ...
 
-Both tools come from the toolchain's cache (`make tools` builds them): the CLI and
-`pulumi-resource-kubernetes`, built from Go modules. The pulumi-aws provider is not served
-by the Go module proxy, so the AWS half cannot run here; it is tested under Pulumi's mocks.
+Both tools come from the toolchain's cache: the CLI (`make tools`) and
+`pulumi-resource-kubernetes` (`make test` builds it beside its slow suites, or
+`atomic-gang tools --only pulumi-kubernetes`), built from Go modules. The pulumi-aws
+provider is not served by the Go module proxy, so the AWS half cannot run here; it is
+tested under Pulumi's mocks.
 
 The program is `infra.program.main`, run inline by the Automation API: the CLI built here
 has no Python language host (its Go module is not served either), and inline, the program

@@ -118,10 +118,11 @@ def resolve(tool: GoTool, *, build: bool = True) -> ResolvedTool:
     if found:
         return found
     if not build:
-        raise ToolError(
-            f"{tool.name} {tool.version} is not installed. Run `make tools` "
-            f"(or `atomic-gang tools --only {tool.name}`) to build it."
-        )
+        how = f"`atomic-gang tools --only {tool.name}`"
+        # `make tools` builds the default set and kubectl; the others only on request.
+        if tool in ALL_TOOLS or tool.name == "kubectl":
+            how = f"`make tools` (or {how})"
+        raise ToolError(f"{tool.name} {tool.version} is not installed. Run {how} to build it.")
     # Two processes (a test run and `make tools`, or two checkouts) must not build into the
     # same directory at once: the second waits, then finds the first one's build.
     lock_path = cache_root() / "tools" / f".{tool.name}-{tool.version}.lock"

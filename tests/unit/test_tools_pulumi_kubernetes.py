@@ -3,6 +3,10 @@ embedded schema generated first, with the SDK sibling and the Pulumi modules ups
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from provisioner.toolchain import installer as tools
 from provisioner.toolchain.versions import ALL_TOOLS, PULUMI, PULUMI_KUBERNETES, TOOLS_BY_NAME
 
@@ -52,3 +56,19 @@ def test_a_tool_without_generated_files_is_built_from_the_module_itself() -> Non
     text = tools.wrapper_go_mod(PULUMI, "replace github.com/pulumi/pulumi/sdk/v3 => ../sdk\n")
     assert tools.GENERATED_SOURCE not in text
     assert f"\t{PULUMI.module} {PULUMI.version}" in text
+
+
+def test_a_missing_build_names_the_command_that_builds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ATOMIC_GANG_CACHE", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH reports a version either
+    # `make tools` does not build the provider (make test's late-builds does): not named.
+    with pytest.raises(tools.ToolError) as provider:
+        tools.resolve(PULUMI_KUBERNETES, build=False)
+    assert str(provider.value) == (
+        "pulumi-kubernetes v4.25.0 is not installed. "
+        "Run `atomic-gang tools --only pulumi-kubernetes` to build it."
+    )
+    with pytest.raises(tools.ToolError, match=r"Run `make tools` \(or `atomic-gang tools"):
+        tools.resolve(PULUMI, build=False)
