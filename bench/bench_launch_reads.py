@@ -58,11 +58,11 @@ from provisioner.api.nodes import Node
 from provisioner.api.settings import Settings
 from provisioner.cloud import Ec2Engine
 from provisioner.cloud.ec2api import build_clients
-from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
-from provisioner.controllers.pool_deps import PoolReconcilerDeps
-from provisioner.controllers.stack_executor import StackExecutor
+from provisioner.controllers.pool.deps import PoolReconcilerDeps
+from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
+from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.kube.cache import TypedCache
 from provisioner.kube.resources import ObjectKey
 from provisioner.pulumi_driver.port import PreparedStack

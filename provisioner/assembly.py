@@ -32,7 +32,6 @@ from provisioner.cloud import naming
 from provisioner.cloud.ec2api import build_clients, default_session
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.controllers.admissioncheck import AdmissionCheckReconciler
-from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.manager import WORKLOAD_WORKERS, ControllerParts, Manager
 from provisioner.controllers.metrics import (
@@ -42,11 +41,12 @@ from provisioner.controllers.metrics import (
     StackMetrics,
     WebhookMetrics,
 )
-from provisioner.controllers.pool_deps import PoolReconcilerDeps
+from provisioner.controllers.pool.deps import PoolReconcilerDeps
+from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
+from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.controllers.ports import EngineOps, StackOps
 from provisioner.controllers.reaper import Reaper, pool_facts
-from provisioner.controllers.stack_executor import StackExecutor
-from provisioner.controllers.workload import WorkloadReconciler
+from provisioner.controllers.workload.reconciler import WorkloadReconciler
 from provisioner.kube.cache import TypedCache
 from provisioner.kube.client import KubeClient
 from provisioner.kube.errors import KubeError

@@ -45,7 +45,7 @@ from provisioner.cloud.errors import CloudError, classify_code, describe_code, e
 from provisioner.cloud.subnets import plan_subnets
 from provisioner.cloud.types import LaunchSpec, LaunchTemplateRef, SubnetRef
 from provisioner.commands.checks import Failed, Warned
-from provisioner.controllers.pool_facts import (
+from provisioner.controllers.pool.facts import (
     addresses_needed,
     desired_spec,
     gather_launch_facts,

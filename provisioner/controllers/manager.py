@@ -37,9 +37,9 @@ from starlette.routing import Mount, Route
 from provisioner.api.settings import Settings
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
+from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.controllers.ports import StackOps
 from provisioner.controllers.reaper import Reaper
-from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.workqueue import Controller
 
 __all__ = ["WORKLOAD_WORKERS", "ControllerParts", "Elector", "InformerRun", "Manager"]

@@ -13,7 +13,7 @@ The decision, `up_repairing`, is kept apart from the CLI so it can be pinned wit
 - An operation whose `up` fails with a reason that means "a resource of the stack is gone"
   (`DRIFT_REASONS`) refreshes the stack once and runs the `up` once more.
 - An operation asked to refresh first (the launch met the missing template; see
-  ``controllers.pool_outcomes``) refreshes once, then runs its `up` once.
+  ``controllers.pool.outcomes``) refreshes once, then runs its `up` once.
 - Either way, one refresh per operation: a second failure is raised, with a message that
   says the refresh was tried, never another refresh (no loop).
 

@@ -165,7 +165,7 @@ def test_apiserver_conflicts_are_requeued_never_overwritten(
 ) -> None:
     caplog.set_level(logging.INFO, logger="provisioner.kube.workqueue")
     # Conflicts on saving an action's result are absorbed there (and logged), not requeued.
-    caplog.set_level(logging.INFO, logger="provisioner.controllers.gangnodepool")
+    caplog.set_level(logging.INFO, logger="provisioner.controllers.pool.reconciler")
     env: GangEnv = gang_env_factory(join_delay=2.0)
     enis = detached_enis(env)
     # The launch is held 1.5 s inside EC2, so the co-writer below certainly moves the pool

@@ -13,7 +13,7 @@ from provisioner.api.nodes import Node
 from provisioner.api.settings import Settings
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
-from provisioner.controllers.pool_deps import PoolReconcilerDeps
+from provisioner.controllers.pool.deps import PoolReconcilerDeps
 from provisioner.kube.cache import TypedCache
 from tests.support.typed_caches import typed
 

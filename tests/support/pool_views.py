@@ -9,8 +9,8 @@ from typing import Any
 
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import CapacityBlock, GangNodePoolSpec, GangNodePoolStatus
-from provisioner.controllers.pool_plan import needs_stack
-from provisioner.controllers.pool_steps import Instance, PoolTimings, PoolView
+from provisioner.controllers.pool.plan import needs_stack
+from provisioner.controllers.pool.steps import Instance, PoolTimings, PoolView
 from tests.support.pools import claim, pool_spec
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

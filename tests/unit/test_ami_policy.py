@@ -25,7 +25,7 @@ from provisioner.api.settings import AmiPolicy, Settings
 from provisioner.api.shape import GangShape
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.images import Ec2ImageOwners
-from provisioner.controllers.pool_facts import gather_launch_facts
+from provisioner.controllers.pool.facts import gather_launch_facts
 from provisioner.webhook.review import review
 from tests.support.backends import UNREACHED_BACKEND
 from tests.support.fake_engine import FakeEngine

@@ -32,7 +32,7 @@ from provisioner.cloud.tags import (
     tag_specifications,
 )
 from provisioner.cloud.types import LaunchTemplateRef, SubnetRef
-from provisioner.controllers.pool_facts import gather_launch_facts, launch_spec
+from provisioner.controllers.pool.facts import gather_launch_facts, launch_spec
 from stacks.launch_template import launch_template_data, launch_template_request
 from stacks.spec import pool_spec_for, pool_tags
 from tests.support.backends import UNREACHED_BACKEND

@@ -23,7 +23,7 @@ from provisioner.cloud.instancetypes import (
     uses_efa_only,
 )
 from provisioner.cloud.types import LaunchTemplateRef
-from provisioner.controllers.pool_steps import Action
+from provisioner.controllers.pool.steps import Action
 from stacks.launch_template import launch_template_data
 from tests.support.fake_stacks import FakeStacks
 from tests.unit.test_cloud_helpers import World, emulated_aws

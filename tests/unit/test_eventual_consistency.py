@@ -29,9 +29,9 @@ from provisioner.api.constants import EventReason, FailureKind, Phase
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.release import NOT_FOUND_IS_GONE_AFTER, release
 from provisioner.cloud.types import LaunchResult
-from provisioner.controllers.pool_outcomes import outcome
-from provisioner.controllers.pool_plan import plan
-from provisioner.controllers.pool_steps import Action, ActionResult, Instance, ReleasePurpose
+from provisioner.controllers.pool.outcomes import outcome
+from provisioner.controllers.pool.plan import plan
+from provisioner.controllers.pool.steps import Action, ActionResult, Instance, ReleasePurpose
 from tests.support.ec2_listing import described_instances
 from tests.support.pool_views import IDS, LIVE, NOW, active, view
 from tests.unit.test_cloud_helpers import World, emulated_aws

@@ -2,7 +2,7 @@
 
 The same Job is judged twice: by the Job webhook (`provisioner.webhook.review.review`, an
 AdmissionReview built the way the apiserver sends it) and by the Workload reconciler's pure
-decision (`provisioner.controllers.workload_decision.decide`, with the Workload Kueue would
+decision (`provisioner.controllers.workload.decision.decide`, with the Workload Kueue would
 create for that Job and no pool yet). Each input must be accepted by both or refused by both
 with the same sentences, every refusal must name the key it is about, and neither door may
 raise. The webhook alone also refuses a gang Job without a Kueue queue; that rule is fuzzed
@@ -26,7 +26,7 @@ from provisioner.api import constants as c
 from provisioner.api.ami_policy import ImageOwnership
 from provisioner.api.settings import Settings
 from provisioner.api.workload import Workload
-from provisioner.controllers.workload_decision import (
+from provisioner.controllers.workload.decision import (
     PoolChange,
     WorkloadDecision,
     WorkloadInputs,

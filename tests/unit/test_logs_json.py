@@ -18,10 +18,10 @@ import pytest
 from provisioner import logs
 from provisioner.api.clock import FakeClock
 from provisioner.api.settings import Settings
-from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
-from provisioner.controllers.stack_executor import StackExecutor
+from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
+from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 from tests.support.backends import UNREACHED_BACKEND
 from tests.support.events import RecordedEvents
@@ -91,7 +91,7 @@ def test_a_reconciles_log_line_is_json_with_pool_and_generation(json_log: io.Str
     assert executor.run_next(timeout=0)
     assert stacks.destroyed == ["pool-a"]
     lines = [json.loads(line) for line in json_log.getvalue().splitlines()]
-    ours = [x for x in lines if x["logger"] == "provisioner.controllers.gangnodepool"]
+    ours = [x for x in lines if x["logger"] == "provisioner.controllers.pool.reconciler"]
     assert ours, lines
     first = ours[0]
     assert first["pool"] == "pool-a"

@@ -12,7 +12,7 @@ import pytest
 from provisioner.api.constants import FailureKind, Phase, PoolCondition
 from provisioner.api.gangnodepool import GangNodePoolStatus
 from provisioner.api.meta import find_condition
-from provisioner.controllers.pool_conditions import observed
+from provisioner.controllers.pool.conditions import observed
 from tests.support.pool_views import IDS, NOW, active, view
 
 SPEC = view().spec

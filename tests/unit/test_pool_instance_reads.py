@@ -23,13 +23,13 @@ from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
 from provisioner.cloud.types import InstanceView
-from provisioner.controllers.gangnodepool import GangNodePoolReconciler, reads_fresh
 from provisioner.controllers.instance_index import CHANGED_STATES, OBSERVED_STATES, InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
-from provisioner.controllers.pool_actions import PoolActions
-from provisioner.controllers.pool_facts import PassFacts
-from provisioner.controllers.pool_steps import Action, ActionResult, Step
-from provisioner.controllers.stack_executor import Operation, StackExecutor
+from provisioner.controllers.pool.actions import PoolActions
+from provisioner.controllers.pool.facts import PassFacts
+from provisioner.controllers.pool.reconciler import GangNodePoolReconciler, reads_fresh
+from provisioner.controllers.pool.stack_executor import Operation, StackExecutor
+from provisioner.controllers.pool.steps import Action, ActionResult, Step
 from provisioner.kube.resources import ObjectKey
 from tests.support.backends import UNREACHED_BACKEND
 from tests.support.events import RecordedEvents

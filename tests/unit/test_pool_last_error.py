@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from provisioner.api.constants import FailureKind, Phase
 from provisioner.api.gangnodepool import GangNodePoolStatus
-from provisioner.controllers.pool_outcomes import outcome
-from provisioner.controllers.pool_plan import plan
-from provisioner.controllers.pool_steps import Action, ActionResult
+from provisioner.controllers.pool.outcomes import outcome
+from provisioner.controllers.pool.plan import plan
+from provisioner.controllers.pool.steps import Action, ActionResult
 from tests.support.pool_views import IDS, LIVE, view
 
 ALL = frozenset(IDS)

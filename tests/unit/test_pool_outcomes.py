@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from provisioner.api.constants import FailureKind, Phase
-from provisioner.controllers.pool_outcomes import outcome
-from provisioner.controllers.pool_plan import plan
-from provisioner.controllers.pool_steps import Action, ActionResult, PoolView
+from provisioner.controllers.pool.outcomes import outcome
+from provisioner.controllers.pool.plan import plan
+from provisioner.controllers.pool.steps import Action, ActionResult, PoolView
 from tests.support.pool_views import IDS, LIVE, NOW, TIMINGS, active, view
 
 ALL = frozenset(IDS)

@@ -15,8 +15,8 @@ import pytest
 
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import CapacityBlock, LaunchInProgress
-from provisioner.controllers.pool_plan import plan
-from provisioner.controllers.pool_steps import Action, Instance, PoolView, ReleasePurpose
+from provisioner.controllers.pool.plan import plan
+from provisioner.controllers.pool.steps import Action, Instance, PoolView, ReleasePurpose
 from tests.support.pool_views import IDS, LIVE, NOW, TIMINGS, active, view
 
 MARKER = LaunchInProgress(

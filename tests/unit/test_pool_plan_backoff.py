@@ -13,8 +13,8 @@ import pytest
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
-from provisioner.controllers.pool_plan import plan
-from provisioner.controllers.pool_steps import Action, Backoff, PoolView
+from provisioner.controllers.pool.plan import plan
+from provisioner.controllers.pool.steps import Action, Backoff, PoolView
 from tests.support.pool_views import IDS, LIVE, NOW, active, view
 
 LATER = NOW + timedelta(seconds=8)

@@ -10,9 +10,9 @@ import pytest
 
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind, Phase
-from provisioner.controllers.pool_outcomes import settle
-from provisioner.controllers.pool_plan import plan
-from provisioner.controllers.pool_steps import (
+from provisioner.controllers.pool.outcomes import settle
+from provisioner.controllers.pool.plan import plan
+from provisioner.controllers.pool.steps import (
     Action,
     ActionResult,
     PoolView,

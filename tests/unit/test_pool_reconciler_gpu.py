@@ -25,10 +25,10 @@ from provisioner.cloud.types import (
     Reservation,
     SubnetRef,
 )
-from provisioner.controllers.gangnodepool import GangNodePoolReconciler
-from provisioner.controllers.pool_actions import PoolActions
-from provisioner.controllers.pool_facts import PassFacts
-from provisioner.controllers.pool_steps import Action, ActionResult, Step
+from provisioner.controllers.pool.actions import PoolActions
+from provisioner.controllers.pool.facts import PassFacts
+from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
+from provisioner.controllers.pool.steps import Action, ActionResult, Step
 from tests.support import fake_engine
 from tests.support.backends import UNREACHED_BACKEND
 from tests.support.fake_engine import FakeEngine

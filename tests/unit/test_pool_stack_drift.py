@@ -9,9 +9,9 @@ from botocore.exceptions import ClientError  # type: ignore[import-untyped,unuse
 
 from provisioner.api.constants import FailureKind, Phase
 from provisioner.cloud.errors import ErrorKind, to_cloud_error
-from provisioner.controllers.pool_outcomes import outcome
-from provisioner.controllers.pool_plan import plan
-from provisioner.controllers.pool_steps import Action, ActionResult, PoolView
+from provisioner.controllers.pool.outcomes import outcome
+from provisioner.controllers.pool.plan import plan
+from provisioner.controllers.pool.steps import Action, ActionResult, PoolView
 from tests.support.pool_views import TIMINGS, view
 
 GONE = "LaunchTemplateNotFound"

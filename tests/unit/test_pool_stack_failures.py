@@ -20,9 +20,9 @@ import pytest
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind, Phase
 from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
-from provisioner.controllers.gangnodepool import GangNodePoolReconciler
 from provisioner.controllers.metrics import ControllerMetrics
-from provisioner.controllers.stack_executor import StackExecutor
+from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
+from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 from provisioner.pulumi_driver.port import StackError
 from tests.support.backends import UNREACHED_BACKEND

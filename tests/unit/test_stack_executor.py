@@ -15,8 +15,8 @@ import pytest
 from provisioner.api.constants import FailureKind, Phase
 from provisioner.api.gangnodepool import GangNodePoolStatus
 from provisioner.controllers.metrics import ControllerMetrics
-from provisioner.controllers.pool_steps import Action, ActionResult, Step
-from provisioner.controllers.stack_executor import Operation, StackExecutor
+from provisioner.controllers.pool.stack_executor import Operation, StackExecutor
+from provisioner.controllers.pool.steps import Action, ActionResult, Step
 
 pytestmark = pytest.mark.unit
 

@@ -26,7 +26,7 @@ from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.owners import JOB, GangOwner
 from provisioner.api.workload import AdmissionCheck, Workload
-from provisioner.controllers.workload import WorkloadReconciler
+from provisioner.controllers.workload.reconciler import WorkloadReconciler
 from provisioner.kube.errors import KubeConflict
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS
 from provisioner.kube.resources import GANG_NODE_POOLS, ObjectKey, ResourceRef

@@ -12,7 +12,7 @@ from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool, LastError
 from provisioner.api.settings import Settings
 from provisioner.api.workload import Workload
-from provisioner.controllers.workload_decision import (
+from provisioner.controllers.workload.decision import (
     PoolChange,
     WorkloadInputs,
     decide,

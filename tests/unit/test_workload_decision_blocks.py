@@ -18,7 +18,7 @@ import pytest
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
-from provisioner.controllers.workload_decision import PoolChange, WorkloadInputs, decide
+from provisioner.controllers.workload.decision import PoolChange, WorkloadInputs, decide
 from tests.support.pools import claim, pool_spec
 from tests.support.pools import pool as pool_body
 from tests.unit.test_workload_decision import (

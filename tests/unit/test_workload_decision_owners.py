@@ -12,7 +12,7 @@ from provisioner.api import constants as c
 from provisioner.api.constants import Phase
 from provisioner.api.owners import JOBSET, PYTORCH_JOB, TRAIN_JOB, OwnerKind
 from provisioner.api.workload import Workload
-from provisioner.controllers.workload_decision import PoolChange, decide
+from provisioner.controllers.workload.decision import PoolChange, decide
 from tests.support.owners import foreign_owner, owner
 from tests.support.workloads import check, condition
 from tests.support.workloads import workload as wl_body

@@ -13,7 +13,7 @@ from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.settings import Settings
 from provisioner.api.workload import Workload
-from provisioner.controllers.workload_decision import PoolChange, WorkloadInputs, decide
+from provisioner.controllers.workload.decision import PoolChange, WorkloadInputs, decide
 from tests.support.backends import UNREACHED_BACKEND
 from tests.support.jobs import job as job_body
 from tests.support.pools import NODE_ROLE, claim, pool_spec

@@ -20,7 +20,7 @@ from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.owners import JOB, JOBSET, PYTORCH_JOB, TRAIN_JOB, GangOwner, OwnerKind
 from provisioner.api.workload import AdmissionCheck, Workload
-from provisioner.controllers.workload import WorkloadReconciler
+from provisioner.controllers.workload.reconciler import WorkloadReconciler
 from provisioner.kube.errors import KubeAlreadyExists, KubeNotFound
 from provisioner.kube.resources import ResourceRef
 from tests.support.events import RecordedEvents

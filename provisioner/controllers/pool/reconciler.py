@@ -46,10 +46,10 @@ from provisioner.api.nodes import Node
 from provisioner.cloud.errors import CloudError
 from provisioner.cloud.views import LIVE_STATES
 from provisioner.controllers.instance_index import GONE_STATES
-from provisioner.controllers.pool_actions import PoolActions
-from provisioner.controllers.pool_conditions import observed
-from provisioner.controllers.pool_deps import PoolReconcilerDeps
-from provisioner.controllers.pool_facts import (
+from provisioner.controllers.pool.actions import PoolActions
+from provisioner.controllers.pool.conditions import observed
+from provisioner.controllers.pool.deps import PoolReconcilerDeps
+from provisioner.controllers.pool.facts import (
     LaunchFacts,
     PassFacts,
     StackAnswer,
@@ -58,9 +58,10 @@ from provisioner.controllers.pool_facts import (
     may_launch,
     stack_holds_what_launch_needs,
 )
-from provisioner.controllers.pool_outcomes import outcome, settle
-from provisioner.controllers.pool_plan import needs_stack, plan
-from provisioner.controllers.pool_steps import (
+from provisioner.controllers.pool.outcomes import outcome, settle
+from provisioner.controllers.pool.plan import needs_stack, plan
+from provisioner.controllers.pool.stack_executor import Finished, Operation
+from provisioner.controllers.pool.steps import (
     STACK_ACTIONS,
     Action,
     ActionResult,
@@ -71,7 +72,6 @@ from provisioner.controllers.pool_steps import (
     PoolView,
     Step,
 )
-from provisioner.controllers.stack_executor import Finished, Operation
 from provisioner.kube.errors import KubeConflict, KubeNotFound
 from provisioner.kube.events import InvolvedObject
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS, OwnWrites

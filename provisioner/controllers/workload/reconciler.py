@@ -29,7 +29,7 @@ from provisioner.api.owners import GangOwner, OwnerKind, owner_kind
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape
 from provisioner.api.workload import AdmissionCheck, Workload
-from provisioner.controllers.workload_decision import (
+from provisioner.controllers.workload.decision import (
     CheckUpdate,
     PoolChange,
     WorkloadDecision,

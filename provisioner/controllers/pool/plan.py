@@ -49,9 +49,9 @@ from provisioner.api.gangnodepool import (
     ReleaseInProgress,
 )
 from provisioner.cloud.naming import group_name
-from provisioner.controllers.block_window import BlockWindow
-from provisioner.controllers.pool_status import changed, idle, seconds_until
-from provisioner.controllers.pool_steps import (
+from provisioner.controllers.pool.block_window import BlockWindow
+from provisioner.controllers.pool.status import changed, idle, seconds_until
+from provisioner.controllers.pool.steps import (
     Action,
     Event,
     PoolView,

@@ -1,6 +1,6 @@
 """The GangNodePool reconciler's actions: the one external effect each planned step names.
 
-Called by the reconciler's loop (`gangnodepool.py`) for the steps it runs in the pass (a
+Called by the reconciler's loop (`reconciler.py`) for the steps it runs in the pass (a
 launch, the keep-warm tag, the finalizer's removal) and, through the stack executor, for the
 stack steps (prepare, record, release a set, destroy). Each action reports an
 `ActionResult`; a failure keeps its `FailureKind` from the engine's `CloudError` or the
@@ -21,8 +21,8 @@ from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.cloud.errors import CloudError, ErrorKind, ReservationNotActive
-from provisioner.controllers.pool_deps import PoolReconcilerDeps
-from provisioner.controllers.pool_facts import (
+from provisioner.controllers.pool.deps import PoolReconcilerDeps
+from provisioner.controllers.pool.facts import (
     LaunchFacts,
     PassFacts,
     addresses_needed,
@@ -30,7 +30,7 @@ from provisioner.controllers.pool_facts import (
     gather_launch_facts,
     launch_spec,
 )
-from provisioner.controllers.pool_steps import Action, ActionResult, Step
+from provisioner.controllers.pool.steps import Action, ActionResult, Step
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import GANG_NODE_POOLS
 from provisioner.kube.status import update_object

@@ -22,7 +22,7 @@ the Manager right after this one's) kills its CLI, so the operation ends with a 
 that nothing reads — its result is dropped, as the process ends — and it writes nothing to
 the stack after the Lease is lost.
 
-Called by: `gangnodepool.py` (submit, state, consumed, forget) and `manager.py` (start,
+Called by: `reconciler.py` (submit, state, consumed, forget) and `manager.py` (start,
 step_down, join).
 """
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from provisioner.api.constants import FailureKind
 from provisioner.controllers.metrics import ControllerMetrics
-from provisioner.controllers.pool_steps import ActionResult, Step, stack_priority
+from provisioner.controllers.pool.steps import ActionResult, Step, stack_priority
 
 __all__ = ["Finished", "Operation", "PoolOperations", "StackExecutor"]
 

@@ -25,7 +25,7 @@ from provisioner.api import constants as c
 from provisioner.api.constants import DegradedReason, FailureKind, Phase, PoolCondition
 from provisioner.api.gangnodepool import GangNodePoolSpec, GangNodePoolStatus, LastError
 from provisioner.api.meta import Condition, ConditionStatus, set_condition
-from provisioner.controllers.pool_status import changed
+from provisioner.controllers.pool.status import changed
 
 _PROGRESSING_PHASES = frozenset({Phase.ACQUIRING, Phase.JOINING, Phase.RELEASING})
 _DEGRADED_REASONS = {

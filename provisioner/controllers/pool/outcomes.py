@@ -28,8 +28,8 @@ from provisioner.api.gangnodepool import (
     LastError,
     ReleaseInProgress,
 )
-from provisioner.controllers.pool_status import changed, idle, seconds_until
-from provisioner.controllers.pool_steps import (
+from provisioner.controllers.pool.status import changed, idle, seconds_until
+from provisioner.controllers.pool.steps import (
     STACK_ACTIONS,
     Action,
     ActionResult,

@@ -15,8 +15,8 @@ from provisioner.api.nodes import Node
 from provisioner.api.settings import Settings
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
+from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.controllers.ports import EngineOps, StackOps
-from provisioner.controllers.stack_executor import StackExecutor
 from provisioner.kube.cache import TypedCache
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.status import ObjectStore

@@ -60,7 +60,7 @@ from provisioner.api.shape import (
 )
 from provisioner.api.tenancy import foreign_pool_problem
 from provisioner.api.workload import PodSetUpdate, Workload, gang_pod_set_updates
-from provisioner.controllers.block_window import BlockWindow
+from provisioner.controllers.pool.block_window import BlockWindow
 
 
 class PoolChange(Enum):
