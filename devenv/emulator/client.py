@@ -24,6 +24,13 @@ CONTROL_PREFIX: Final = "/_emulator/"
 DEFAULT_HOST: Final = "127.0.0.1"
 
 
+# The bound on one control call (a reset, a fault switch, a state read), stated once for every
+# fixture and test: a reset of the emulator's backends takes well under a second on a quiet
+# machine and was seen past ten on two cores shared with a cold build and three test workers.
+# A call that takes longer than this is a hung emulator, not a busy one.
+CONTROL_CALL_SECONDS = 60.0
+
+
 # --- the child process handle ------------------------------------------------------------
 class EmulatorProcess:
     """Runs the emulator in its own process on a free 127.0.0.1 port, logging to `log_dir`."""
@@ -112,7 +119,7 @@ class EmulatorControlError(RuntimeError):
 class EmulatorClient:
     """The control API, one method per endpoint."""
 
-    def __init__(self, endpoint_url: str, timeout: float = 10.0) -> None:
+    def __init__(self, endpoint_url: str, timeout: float = CONTROL_CALL_SECONDS) -> None:
         self.endpoint_url = endpoint_url.rstrip("/")
         self.timeout = timeout
 

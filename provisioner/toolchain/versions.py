@@ -271,3 +271,7 @@ PULUMI_KUBERNETES = GoTool(
 )
 TEST_TOOLS += (PULUMI_KUBERNETES,)
 TOOLS_BY_NAME[PULUMI_KUBERNETES.name] = PULUMI_KUBERNETES
+
+# The tools `make late-builds` makes beside the slow suites; the tests that need one
+# (`late_tools`) run after that build, never inside it.
+LATE_BUILT: tuple[str, ...] = (PULUMI_KUBERNETES.name, REGISTRY.name)

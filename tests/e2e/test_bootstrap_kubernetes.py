@@ -31,6 +31,10 @@ from kubernetes import client as k8s
 from devenv.processes import descendants
 from provisioner.api import constants as c
 
+# Run by `make test` only once `late-builds` has finished, so no step of this test ever
+# waits on a build inside its timeout (a build can take 15 minutes on a busy machine).
+pytestmark = pytest.mark.late_tools
+
 REPO = Path(__file__).resolve().parents[2]
 KUEUE = (c.KUEUE_GROUP, c.KUEUE_VERSION)
 IN_USE = "kueue.x-k8s.io/resource-in-use"
