@@ -220,6 +220,36 @@ def test_a_sweep_on_an_untrusted_pool_cache_terminates_nothing(problem: str) -> 
     assert value(metrics, "atomic_gang_instances_billed") == 3
 
 
+def test_a_sweep_on_a_stale_but_non_empty_pool_cache_terminates_nothing() -> None:
+    """A cache whose watch broke still holds the pools it last saw, and not the ones made
+    since: a running gang of a newer pool would look orphaned, an old pool's set past its
+    keep-warm tag would look expired while its new claim is not seen. Distrust is about the
+    cache's freshness, not its size: nothing goes, whatever the cache holds."""
+    fleet = FakeEngine(
+        [
+            # A pool made after the watch broke: not in the stale cache.
+            instance("newer", token=signed("newer"), instance_id="i-newer-1"),
+            instance("newer", token=signed("newer"), instance_id="i-newer-2"),
+            # A pool the stale cache shows warm and unclaimed, its tag past.
+            instance(
+                "warm",
+                keep_warm_until=NOW - timedelta(minutes=30),
+                token=signed("warm"),
+                instance_id="i-warm",
+            ),
+        ]
+    )
+    problem = "informer gangnodepools: last list/watch failed: KubeUnavailable: timed out"
+    report = reaper(fleet, pools=POOLS, problem=problem).sweep()
+    assert fleet.released == []
+    assert report.terminated == {} and report.skipped == problem
+    # The same world with a cache that can be trusted terminates both kinds: the test
+    # would catch a reaper that only distrusts an empty cache.
+    trusted = FakeEngine(list(fleet.fleet.values()))
+    reaper(trusted, pools=POOLS).sweep()
+    assert sorted(trusted.released) == ["i-newer-1", "i-newer-2", "i-warm"]
+
+
 def test_instances_tagged_as_ours_but_launched_elsewhere_are_left_alone_and_reported(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
