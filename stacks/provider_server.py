@@ -28,7 +28,6 @@ from __future__ import annotations
 import ast
 import importlib.util
 import sys
-import threading
 from concurrent import futures
 from typing import Any
 
@@ -97,9 +96,8 @@ def main() -> None:
     sys.stdout.flush()
     # Blocks until the driver closes our stdin or dies (the pipe closes with it).
     sys.stdin.read()
-    done = threading.Event()
-    server.stop(grace=1).add_done_callback(lambda _: done.set())
-    done.wait(2)
+    # grpc's stop returns a threading.Event, set once the grace period's calls are done.
+    server.stop(grace=1).wait(2)
 
 
 if __name__ == "__main__":

@@ -118,3 +118,23 @@ def test_a_host_that_cannot_start_names_the_setting_that_avoids_it() -> None:
     assert caught.value.reason == PROVIDER_HOST_UNAVAILABLE
     assert "stackOperations.providerHost" in str(caught.value)
     assert "no such module" in str(caught.value)
+
+
+def test_the_host_exits_cleanly_when_its_stdin_closes() -> None:
+    """The driver closes the host's stdin to stop it: the host stops its server and exits
+    0, with nothing on stderr (its stop once died on `Event.add_done_callback`)."""
+    with subprocess.Popen(
+        [sys.executable, "-u", "-m", "stacks.provider_server"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as host:
+        assert host.stdout is not None and host.stdin is not None
+        port = int(host.stdout.readline())
+        assert _answers(port)[1]
+        host.stdin.close()
+        code = host.wait(timeout=30)
+        assert host.stderr is not None
+        stderr = host.stderr.read()
+    assert (code, stderr) == (0, "")
