@@ -2,8 +2,9 @@
 
 Called by the GangNodePool reconciler (through ``Ec2Engine.plan_subnets``) when it builds a
 launch spec. Precedence follows the Job annotations: explicit subnets win and keep the
-user's order; else the EKS cluster's own subnets, filtered and ordered by the requested
-availability zones, or by zone name when none were requested.
+user's zone order (the zone of the first subnet named goes first); else the EKS cluster's
+own subnets, filtered and ordered by the requested availability zones, or by zone name when
+none were requested.
 
 The rule, per zone (the same in both modes): a subnet with fewer free addresses
 (DescribeSubnets ``AvailableIpAddressCount``) than the gang needs (``addresses_needed``: one
@@ -69,7 +70,7 @@ def plan_subnets(
             f"{c.ANN_SUBNETS} and {c.ANN_AVAILABILITY_ZONES} are mutually exclusive; set one.",
         )
     if explicit_subnet_ids:
-        return _explicit(ec2, explicit_subnet_ids, vpc_id)
+        return _explicit(ec2, explicit_subnet_ids, vpc_id, addresses_needed)
     if not cluster_subnet_ids:
         raise _config(
             "NoClusterSubnets",
@@ -86,17 +87,26 @@ def plan_subnets(
             f"The cluster has no subnet in {', '.join(missing)}; fix "
             f"{c.ANN_AVAILABILITY_ZONES} or add a cluster subnet there.",
         )
+    return _ranked(found, zones, addresses_needed)
+
+
+def _ranked(
+    subnets: Sequence[dict[str, Any]], zones: Sequence[str], addresses_needed: int
+) -> tuple[SubnetRef, ...]:
+    """Every subnet of each zone, zone by zone, each zone's in rank order (`_rank`)."""
     plan: list[SubnetRef] = []
     for zone in zones:
         ranked = sorted(
-            (s for s in found if s["AvailabilityZone"] == zone),
+            (s for s in subnets if s["AvailabilityZone"] == zone),
             key=lambda s: _rank(s, addresses_needed),
         )
         plan.extend(SubnetRef(str(s["SubnetId"]), zone) for s in ranked)
     return tuple(plan)
 
 
-def _explicit(ec2: Ec2Api, subnet_ids: Sequence[str], vpc_id: str | None) -> tuple[SubnetRef, ...]:
+def _explicit(
+    ec2: Ec2Api, subnet_ids: Sequence[str], vpc_id: str | None, addresses_needed: int
+) -> tuple[SubnetRef, ...]:
     ordered = list(dict.fromkeys(subnet_ids))
     by_id = {str(s["SubnetId"]): s for s in _describe(ec2, ordered)}
     unknown = [s for s in ordered if s not in by_id]
@@ -113,4 +123,8 @@ def _explicit(ec2: Ec2Api, subnet_ids: Sequence[str], vpc_id: str | None) -> tup
                 f"Subnets {', '.join(foreign)} are not in the cluster's VPC {vpc_id}; nodes "
                 f"there cannot join. Fix {c.ANN_SUBNETS}.",
             )
-    return tuple(SubnetRef(s, str(by_id[s]["AvailabilityZone"])) for s in ordered)
+    # The user's order says which zone to try first; inside a zone, the named subnets rank
+    # as discovered ones do, so a nearly full subnet named first does not hold the gang
+    # (fleet sends one per zone, and the others are its fallbacks on the next attempt).
+    zones = list(dict.fromkeys(str(by_id[s]["AvailabilityZone"]) for s in ordered))
+    return _ranked([by_id[s] for s in ordered], zones, addresses_needed)

@@ -220,3 +220,28 @@ def test_invalid_fleet_config_is_a_configuration_error_naming_the_fix() -> None:
     assert classify_code("InvalidFleetConfig") is ErrorKind.CONFIG
     reason, fix = describe_code("InvalidFleetConfig", ErrorKind.CONFIG)
     assert reason == "InvalidFleetConfig" and c.ANN_SUBNETS in fix
+
+
+def test_two_user_named_subnets_in_one_zone_the_nearly_full_one_named_first(
+    world: World,
+) -> None:
+    """The Job names a private /28 (11 free addresses) before the zone's roomy subnet; a
+    gang of 4 nodes with 4 interfaces each needs 16. User-named subnets rank as discovered
+    ones do, so the fleet's one override for the zone is the roomy subnet and the gang
+    launches there; the /28 stays in the plan as the zone's fallback."""
+    nearly_full = extra_subnet(world, "us-east-1b", "172.31.250.0/28")
+    roomy = world.subnets["us-east-1b"]
+    plan = world.engine.plan_subnets(
+        mode="fleet",
+        cluster=world.cluster,
+        explicit_subnet_ids=[nearly_full, roomy],
+        addresses_needed=16,
+    )
+    assert plan == (SubnetRef(roomy, "us-east-1b"), SubnetRef(nearly_full, "us-east-1b"))
+
+    result = world.engine.acquire(fleet_spec(world, subnets=plan))
+
+    assert len(result.instance_ids) == 4
+    (sent,) = world.captured.of("CreateFleet")
+    assert [o["SubnetId"] for o in sent["LaunchTemplateConfigs"][0]["Overrides"]] == [roomy]
+    assert {i["SubnetId"] for i in world.live_instances()} == {roomy}
