@@ -150,11 +150,11 @@ def _string_side(node: ast.expr) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return repr(node.value)
     if isinstance(node, ast.JoinedStr):
-        return "an f-string"
+        return ast.unparse(node)
     if isinstance(node, ast.Tuple | ast.List | ast.Set) and any(
         _string_side(e) is not None for e in node.elts
     ):
-        return "a collection of strings"
+        return ast.unparse(node)
     if _enum_value(node):
         return f"{ast.unparse(node)} (an enum's text)"
     return None

@@ -84,11 +84,11 @@ FIX_STATE = (
     [
         ('ready = ours.state == "Ready"', "'Ready'"),
         ('busy = "Retry" != check.state', "'Retry'"),
-        ('quiet = phase in ("Idle", "KeepWarm")', "a collection of strings"),
-        ('done = status.phase not in ["Releasing"]', "a collection of strings"),
+        ('quiet = phase in ("Idle", "KeepWarm")', "('Idle', 'KeepWarm')"),
+        ('done = status.phase not in ["Releasing"]', "['Releasing']"),
         ("idle = status.phase == Phase.IDLE.value", "Phase.IDLE.value (an enum's text)"),
         ('text = c.CheckState.READY == "Ready"', "'Ready'"),
-        ('warm = current_phase == f"{name}"', "an f-string"),
+        ('warm = current_phase == f"{name}"', "f'{name}'"),
     ],
 )
 def test_a_string_compared_with_a_state_or_phase_in_controllers_fails(
@@ -135,7 +135,7 @@ FIX_REASON = (
         ('self._recorder.record(obj, kind, reason="Claimed", message=text)', "'Claimed'"),
         ('Event(c.EVENT_NORMAL, "Launched", "up")', "'Launched'"),
         ('CheckUpdate(CheckState.PENDING, "wait", "Waiting")', "'Waiting'"),
-        ('CheckUpdate(CheckState.PENDING, "wait", reason=f"{x}")', "an f-string"),
+        ('CheckUpdate(CheckState.PENDING, "wait", reason=f"{x}")', "f'{x}'"),
         ('self._tell_owner(owner, "ClaimReleased", text)', "'ClaimReleased'"),
     ],
 )
