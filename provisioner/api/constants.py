@@ -175,6 +175,11 @@ EVENT_WARNING: Final = "Warning"
 
 
 class EventReason(StrEnum):
+    """Every reason the product chooses for an Event: the one vocabulary users grep and
+    alert on (`make lint` refuses a literal reason). A failure's Event carries the
+    failure's own reason instead (an EC2 error code, a stack failure, a gang-shape
+    refusal's `REASON_*`): that is relayed, not chosen."""
+
     # GangNodePool life cycle (pool_plan, pool_outcomes)
     ACQUIRING = "Acquiring"
     LAUNCHED = "Launched"
