@@ -3,9 +3,9 @@
 Run as ``python -m lint.house_rules [--root DIR]``; it prints one line per violation,
 ``path:line: [rule] what is wrong. Fix: what to do``, and exits 1 when there is any.
 
-* ``file-size``: a product file (``PRODUCT_ROOTS``) holds at most ``MAX_LINES`` lines, so
-  it reads in one sitting (STYLE.md habit 12). ``devenv/`` is the world the product is
-  tested in, not the product, and is not held to it here.
+* ``file-size``: a file of the product (``PRODUCT_ROOTS``) or of the world it is tested in
+  (``devenv/``) holds at most ``MAX_LINES`` lines, so it reads in one sitting (STYLE.md
+  habit 12). The tests and the benchmarks are not held to it.
 * ``state-as-string``: in ``provisioner/controllers/`` no string is compared with a check
   state or a pool phase (``x.state == "Ready"``, ``phase in ("Idle", ...)``,
   ``phase == Phase.IDLE.value``): the enum member is compared, never its text (habit 17).
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Final
 
 PRODUCT_ROOTS: Final = ("provisioner", "stacks", "infra", "release")
+SIZED_ROOTS: Final = (*PRODUCT_ROOTS, "devenv")
 MAX_LINES: Final = 500
 # Over MAX_LINES today and being split on another branch: held here so this branch's
 # `make lint` stays green until that split merges. Empty it on merge; an entry that is no
@@ -68,11 +69,12 @@ class Violation:
 def check(root: Path, allowed_large: frozenset[str] = ALLOWED_LARGE) -> list[Violation]:
     """Every violation of the house rules in the tree at `root`."""
     found: list[Violation] = []
-    for path in _product_files(root):
+    for path in _files(root, SIZED_ROOTS):
         rel = path.relative_to(root).as_posix()
-        text = path.read_text(encoding="utf-8")
-        found += _file_size(rel, text, allowed_large)
-        tree = ast.parse(text, filename=rel)
+        found += _file_size(rel, path.read_text(encoding="utf-8"), allowed_large)
+    for path in _files(root, PRODUCT_ROOTS):
+        rel = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
         if rel.startswith(f"{CONTROLLERS}/"):
             found += _state_as_string(rel, tree)
         found += _event_reasons(rel, tree)
@@ -80,8 +82,8 @@ def check(root: Path, allowed_large: frozenset[str] = ALLOWED_LARGE) -> list[Vio
     return sorted(found, key=lambda v: (v.path, v.line, v.rule))
 
 
-def _product_files(root: Path) -> Iterator[Path]:
-    for top in PRODUCT_ROOTS:
+def _files(root: Path, tops: Sequence[str]) -> Iterator[Path]:
+    for top in tops:
         base = root / top
         if base.is_dir():
             yield from sorted(p for p in base.rglob("*.py") if "__pycache__" not in p.parts)
@@ -97,7 +99,7 @@ def _file_size(rel: str, text: str, allowed_large: frozenset[str]) -> list[Viola
             rel,
             MAX_LINES + 1,
             "file-size",
-            f"{lines} lines, over the product's limit of {MAX_LINES}",
+            f"{lines} lines, over the limit of {MAX_LINES}",
             "split the module by concern (move whole functions or classes to a new module "
             "beside it) until each part is at most 500 lines",
         )
@@ -237,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if violations:
         print(f"house rules: {len(violations)} violation(s); see lint/house_rules.py")
         return 1
-    print(f"house rules: clean ({', '.join(PRODUCT_ROOTS)})")
+    print(f"house rules: clean ({', '.join(SIZED_ROOTS)})")
     return 0
 
 
