@@ -97,7 +97,7 @@ def kube_api(control_plane: object) -> object:
 @pytest.fixture(scope="session")
 def kueue(control_plane: object, tools: _Tools) -> Iterator[object]:
     from devenv.kueue_manager import KueueManager
-    from devenv.training_controllers import training_crds
+    from devenv.training_crds import training_crds
 
     # As the embedded default: the training controllers' CRDs before Kueue, whose
     # integrations for JobSet, PyTorchJob and TrainJob then find their APIs at start.
@@ -113,7 +113,7 @@ def kueue(control_plane: object, tools: _Tools) -> Iterator[object]:
 @pytest.fixture(scope="session")
 def training_controllers(control_plane: object, kueue: object, tools: _Tools) -> Iterator[object]:
     """The JobSet controller, the training operator and Trainer (with the ClusterTrainingRuntime
-    `devenv.training_controllers.TORCH_RUNTIME`), started once a test first asks for them."""
+    `devenv.training_crds.TORCH_RUNTIME`), started once a test first asks for them."""
     from devenv.training_controllers import TrainingControllers
 
     names = ("jobset", "training-operator", "trainer")

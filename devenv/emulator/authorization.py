@@ -54,16 +54,13 @@ import json
 import secrets
 import threading
 import uuid
-from collections.abc import Iterator
 from typing import Any, Final
 from xml.sax.saxutils import escape
 
 from moto.core.responses import ActionResult
-from moto.iam.models import iam_backends
-from moto.sts.models import sts_backends
 from moto.sts.responses import TokenResponse
 
-from devenv.emulator.accounting import access_key
+from devenv.emulator import callers
 from devenv.emulator.patching import patch
 from devenv.emulator.policy_evaluation import Decision, RequestContext, evaluate
 from devenv.emulator.state import EMULATOR
@@ -137,7 +134,7 @@ def authorize(response: Any, action: str) -> None:
     (its SCPs, `organization`) and the caller's policy allow it on every resource the
     request touches, under the request's condition keys. SCPs bind every principal of a
     member account, its root user included; an explicit deny in one wins."""
-    caller, arn, account, documents = _caller(response)
+    caller, arn, account, documents = callers.caller(response)
     organization = EMULATOR.organization_documents()
     if documents is None and organization is None:
         return
@@ -445,7 +442,7 @@ def request_contexts(response: Any, action: str) -> list[RequestContext]:
 
 
 def _decode_authorization_message(self: Any) -> Any:
-    _, arn, _, documents = _caller(self)
+    _, arn, _, documents = callers.caller(self)
     if documents is not None and (
         evaluate(documents, RequestContext("sts:DecodeAuthorizationMessage", "*"))
         is not Decision.ALLOW
@@ -472,32 +469,3 @@ def _decode_authorization_message(self: Any) -> Any:
         )
         return body, {"status": 400, "Content-Type": "text/xml"}
     return ActionResult({"DecodedMessage": json.dumps(decoded)})
-
-
-def _caller(response: Any) -> tuple[str, str, str, list[Any] | None]:
-    """The caller's id, ARN, account and identity policies (None: the root, unlimited)."""
-    key = access_key(str(response.headers.get("Authorization") or "")) or ""
-    sts = sts_backends[response.current_account][response.partition]
-    iam = iam_backends[response.current_account][response.partition]
-    assumed = sts.get_assumed_role_from_access_key(key)
-    if assumed is not None:
-        try:
-            role = iam.get_role_by_arn(assumed.role_arn)
-        except Exception:
-            return assumed.user_id, assumed.arn, assumed.account_id, []
-        return assumed.user_id, assumed.arn, assumed.account_id, list(_documents(role))
-    user = iam.get_user_from_access_key_id(key)
-    if user is not None:
-        documents = list(_documents(user))
-        for group in iam.get_groups_for_user(user.name):
-            documents += list(_documents(group))
-        return user.id, user.arn, user.account_id, documents
-    return key, f"arn:aws:iam::{response.current_account}:root", response.current_account, None
-
-
-def _documents(holder: Any) -> Iterator[Any]:
-    yield from holder.policies.values()
-    for policy in holder.managed_policies.values():
-        for version in policy.versions:
-            if version.is_default_version:
-                yield version.document

@@ -77,6 +77,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from devenv.emulator import control_fields as fields
 from devenv.emulator.accounting import RequestAccounting
 from devenv.emulator.client import CONTROL_PREFIX, DEFAULT_HOST
 from devenv.emulator.install import install
@@ -92,13 +93,6 @@ from devenv.emulator.s3_writes import S3WriteLog
 from devenv.emulator.state import EmulatorState
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
-
-class _BadField(Exception):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
 
 
 class ControlApp:
@@ -200,9 +194,9 @@ class ControlApp:
         try:
             endpoint, _ = self._routes.bind_to_environ(request.environ).match()
             # GET endpoints take their few arguments from the query string.
-            body = _json_body(request) if request.method == "POST" else dict(request.args)
+            body = fields.json_body(request) if request.method == "POST" else dict(request.args)
             return _json(200, self._handlers[str(endpoint)](body))
-        except (_BadField, EmulatorInputError) as bad:
+        except (fields.BadField, EmulatorInputError) as bad:
             return _json(400, {"error": bad.message, "field": bad.field})
         except (NotFound, MethodNotAllowed) as missing:
             return _json(missing.code or 404, {"error": missing.description, "field": None})
@@ -215,7 +209,7 @@ class ControlApp:
     def _s3_write_report(self, query: dict[str, Any]) -> Any:
         after = query.get("after")
         if after is not None and not str(after).isdigit():
-            raise _BadField("after", "after must be a non-negative integer")
+            raise fields.BadField("after", "after must be a non-negative integer")
         return {"writes": self._s3_writes.report(int(after or 0))}
 
     def _reset(self, _: dict[str, Any]) -> Any:
@@ -225,23 +219,23 @@ class ControlApp:
         return self._state.snapshot()
 
     def _capacity(self, body: dict[str, Any]) -> Any:
-        az, instance_type = _str(body, "az"), _str(body, "instance_type")
-        self._state.set_capacity(az, instance_type, _int(body, "free"))
-        return {"az": az, "instance_type": instance_type, "free": _int(body, "free")}
+        az, instance_type = fields.string(body, "az"), fields.string(body, "instance_type")
+        self._state.set_capacity(az, instance_type, fields.integer(body, "free"))
+        return {"az": az, "instance_type": instance_type, "free": fields.integer(body, "free")}
 
     def _default_capacity(self, body: dict[str, Any]) -> Any:
-        self._state.set_default_free(_int(body, "free"))
+        self._state.set_default_free(fields.integer(body, "free"))
         return {"default_free": self._state.default_free}
 
     def _faults(self, body: dict[str, Any]) -> Any:
         fault = self._state.inject_fault(
-            _str(body, "action"),
-            _str(body, "code"),
-            message=_opt_str(body, "message"),
-            count=_int(body, "count", default=1),
-            status=_opt_int(body, "status"),
+            fields.string(body, "action"),
+            fields.string(body, "code"),
+            message=fields.opt_string(body, "message"),
+            count=fields.integer(body, "count", default=1),
+            status=fields.opt_integer(body, "status"),
             after=bool(body.get("after", False)),
-            client=_opt_str(body, "client"),
+            client=fields.opt_string(body, "client"),
         )
         return fault.as_dict()
 
@@ -250,11 +244,11 @@ class ControlApp:
         if not isinstance(seconds, int | float) or isinstance(seconds, bool):
             raise EmulatorInputError("seconds", "seconds must be a number")
         delay = self._state.delay_calls(
-            _str(body, "action"),
+            fields.string(body, "action"),
             float(seconds),
-            count=_int(body, "count", default=1),
+            count=fields.integer(body, "count", default=1),
             after=bool(body.get("after", False)),
-            client=_opt_str(body, "client"),
+            client=fields.opt_string(body, "client"),
         )
         return delay.as_dict()
 
@@ -268,27 +262,27 @@ class ControlApp:
     def _short_answer(self, body: dict[str, Any]) -> Any:
         action = body.get("action")
         if not isinstance(action, str):
-            raise _BadField("action", "action must be CreateFleet or RunInstances")
-        missing, count = _int(body, "missing"), _int(body, "count", default=1)
+            raise fields.BadField("action", "action must be CreateFleet or RunInstances")
+        missing, count = fields.integer(body, "missing"), fields.integer(body, "count", default=1)
         self._state.set_short_answer(action, missing, count)
         return {"action": action, "missing": missing, "count": count}
 
     def _listing_lag(self, body: dict[str, Any]) -> Any:
         seconds = body.get("seconds")
         if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-            raise _BadField("seconds", "seconds must be a number")
+            raise fields.BadField("seconds", "seconds must be a number")
         self._state.set_listing_lag(float(seconds))
         return {"seconds": float(seconds)}
 
     def _consistency_lag(self, body: dict[str, Any]) -> Any:
-        seconds = _number(body, "seconds")
+        seconds = fields.number(body, "seconds")
         if seconds is None:
-            raise _BadField("seconds", "seconds is required (0 disarms)")
-        share = _number(body, "share")
+            raise fields.BadField("seconds", "seconds is required (0 disarms)")
+        share = fields.number(body, "share")
         lag = self._state.set_lag(
-            _str(body, "kind"),
+            fields.string(body, "kind"),
             seconds,
-            _opt_str(body, "client"),
+            fields.opt_string(body, "client"),
             1.0 if share is None else share,
         )
         return {"lag": None if lag is None else lag.as_dict()}
@@ -296,56 +290,62 @@ class ControlApp:
     def _eni_detach_delay(self, body: dict[str, Any]) -> Any:
         seconds = body.get("seconds")
         if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-            raise _BadField("seconds", "seconds must be a number")
+            raise fields.BadField("seconds", "seconds must be a number")
         self._state.set_eni_detach_delay(float(seconds))
         return {"seconds": float(seconds)}
 
     def _eks_cluster(self, body: dict[str, Any]) -> Any:
         spec = ClusterSpec(
-            name=_str(body, "name"),
-            endpoint=_opt_str(body, "endpoint"),
-            certificate_authority_data=_opt_str(body, "certificate_authority_data"),
-            service_ipv4_cidr=_opt_str(body, "service_ipv4_cidr") or DEFAULT_SERVICE_CIDR,
-            version=_opt_str(body, "version") or DEFAULT_CLUSTER_VERSION,
-            subnet_ids=_str_list(body, "subnet_ids"),
-            security_group_ids=_str_list(body, "security_group_ids"),
-            role_arn=_opt_str(body, "role_arn"),
-            region=_opt_str(body, "region") or DEFAULT_REGION,
+            name=fields.string(body, "name"),
+            endpoint=fields.opt_string(body, "endpoint"),
+            certificate_authority_data=fields.opt_string(body, "certificate_authority_data"),
+            service_ipv4_cidr=fields.opt_string(body, "service_ipv4_cidr") or DEFAULT_SERVICE_CIDR,
+            version=fields.opt_string(body, "version") or DEFAULT_CLUSTER_VERSION,
+            subnet_ids=fields.string_list(body, "subnet_ids"),
+            security_group_ids=fields.string_list(body, "security_group_ids"),
+            role_arn=fields.opt_string(body, "role_arn"),
+            region=fields.opt_string(body, "region") or DEFAULT_REGION,
         )
         return self._state.register_eks_cluster(spec)
 
     def _eks_ami(self, body: dict[str, Any]) -> Any:
-        region = _opt_str(body, "region") or DEFAULT_REGION
-        return self._state.publish_eks_ami(_str(body, "parameter"), _str(body, "image_id"), region)
+        region = fields.opt_string(body, "region") or DEFAULT_REGION
+        return self._state.publish_eks_ami(
+            fields.string(body, "parameter"), fields.string(body, "image_id"), region
+        )
 
     def _eks_ami_alias(self, body: dict[str, Any]) -> Any:
-        region = _opt_str(body, "region") or DEFAULT_REGION
-        return self._state.set_eks_ami_owner_alias(_opt_str(body, "alias"), region)
+        region = fields.opt_string(body, "region") or DEFAULT_REGION
+        return self._state.set_eks_ami_owner_alias(fields.opt_string(body, "alias"), region)
 
     def _public_image(self, body: dict[str, Any]) -> Any:
-        region = _opt_str(body, "region") or DEFAULT_REGION
-        return self._state.share_public_ami(_str(body, "owner_id"), _str(body, "name"), region)
+        region = fields.opt_string(body, "region") or DEFAULT_REGION
+        return self._state.share_public_ami(
+            fields.string(body, "owner_id"), fields.string(body, "name"), region
+        )
 
     def _add_reservation(self, body: dict[str, Any]) -> Any:
         made = self._state.add_capacity_reservation(
-            _str(body, "instance_type"),
-            _str(body, "availability_zone"),
-            _int(body, "count"),
-            reservation_type=_opt_str(body, "reservation_type") or "default",
-            start=_number(body, "start"),
-            end=_number(body, "end"),
-            match=_opt_str(body, "match") or "targeted",
+            fields.string(body, "instance_type"),
+            fields.string(body, "availability_zone"),
+            fields.integer(body, "count"),
+            reservation_type=fields.opt_string(body, "reservation_type") or "default",
+            start=fields.number(body, "start"),
+            end=fields.number(body, "end"),
+            match=fields.opt_string(body, "match") or "targeted",
         )
         return {"capacity_reservation_id": made}
 
     def _reservation_state(self, body: dict[str, Any]) -> Any:
         self._state.force_reservation_state(
-            _str(body, "reservation_id"), _opt_str(body, "state"), _opt_str(body, "launch_error")
+            fields.string(body, "reservation_id"),
+            fields.opt_string(body, "state"),
+            fields.opt_string(body, "launch_error"),
         )
         return {"ok": True}
 
     def _fleet_placement_answer(self, body: dict[str, Any]) -> Any:
-        self._state.set_fleet_placement_answer(_str(body, "answer"))
+        self._state.set_fleet_placement_answer(fields.string(body, "answer"))
         return {"ok": True}
 
     def _required_launch_tags(self, body: dict[str, Any]) -> Any:
@@ -357,95 +357,26 @@ class ControlApp:
     def _launch_requests(self, query: dict[str, Any]) -> Any:
         last = query.get("last")
         if last is not None and not str(last).isdigit():
-            raise _BadField("last", "last must be a positive integer")
+            raise fields.BadField("last", "last must be a positive integer")
         found = self._state.launch_requests(
-            _opt_str(query, "action"), int(last) if last is not None else None
+            fields.opt_string(query, "action"), int(last) if last is not None else None
         )
         return {"launch_requests": found}
 
     def _instance_events(self, query: dict[str, Any]) -> Any:
-        after, wait = _query_number(query, "after"), _query_number(query, "wait")
+        after, wait = fields.query_number(query, "after"), fields.query_number(query, "wait")
         self._state.tick()
         return self._state.instance_events.after(int(after or 0), wait or 0.0)
 
     def _advance_clock(self, body: dict[str, Any]) -> Any:
-        seconds = _number(body, "advance_seconds")
+        seconds = fields.number(body, "advance_seconds")
         if seconds is None:
-            raise _BadField("advance_seconds", "advance_seconds is required")
+            raise fields.BadField("advance_seconds", "advance_seconds is required")
         return {"now": self._state.advance_clock(seconds)}
-
-
-def _number(body: dict[str, Any], name: str) -> float | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _BadField(name, f"{name} must be a number (epoch seconds)")
-    return float(value)
-
-
-def _query_number(query: dict[str, Any], name: str) -> float | None:
-    raw = query.get(name)
-    if raw is None:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise _BadField(name, f"{name} must be a number, got {raw!r}") from None
-    if value < 0:
-        raise _BadField(name, f"{name} must be >= 0, got {raw!r}")
-    return value
 
 
 def _json(status: int, payload: Any) -> Response:
     return Response(json.dumps(payload, default=str), status=status, mimetype="application/json")
-
-
-def _json_body(request: Request) -> dict[str, Any]:
-    raw = request.get_data(as_text=True)
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except ValueError as error:
-        raise _BadField("body", f"the body is not JSON: {error}") from None
-    if not isinstance(body, dict):
-        raise _BadField("body", "the body must be a JSON object")
-    return body
-
-
-def _str(body: dict[str, Any], name: str) -> str:
-    value = body.get(name)
-    if not isinstance(value, str) or not value:
-        raise _BadField(name, f"{name} is required and must be a non-empty string")
-    return value
-
-
-def _opt_str(body: dict[str, Any], name: str) -> str | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise _BadField(name, f"{name} must be a string")
-    return value
-
-
-def _int(body: dict[str, Any], name: str, default: int | None = None) -> int:
-    value = body.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _BadField(name, f"{name} is required and must be an integer")
-    return value
-
-
-def _opt_int(body: dict[str, Any], name: str) -> int | None:
-    return None if body.get(name) is None else _int(body, name)
-
-
-def _str_list(body: dict[str, Any], name: str) -> tuple[str, ...]:
-    value = body.get(name) or []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _BadField(name, f"{name} must be a list of strings")
-    return tuple(value)
 
 
 # --- the server process ------------------------------------------------------------------

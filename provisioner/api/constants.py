@@ -119,10 +119,15 @@ class Phase(StrEnum):
 
 
 # --- Kueue admission-check states (kueue.x-k8s.io/v1beta2 CheckState) -------------------
-CHECK_PENDING: Final = "Pending"
-CHECK_READY: Final = "Ready"
-CHECK_RETRY: Final = "Retry"
-CHECK_REJECTED: Final = "Rejected"
+class CheckState(StrEnum):
+    """The state of an admission check on a Workload (`status.admissionChecks[].state`),
+    with Kueue's values: the one type the decision, the model and the JSON patch share."""
+
+    PENDING = "Pending"
+    READY = "Ready"
+    RETRY = "Retry"  # Kueue releases the quota and requeues the Workload
+    REJECTED = "Rejected"  # Kueue deactivates the Workload
+
 
 # --- Integration modes ------------------------------------------------------------------
 INTEGRATION_ADMISSIONCHECK: Final = "admissioncheck"
@@ -157,7 +162,6 @@ WL_EVICTED_REASON_DEACTIVATED: Final = "Deactivated"
 AC_ACTIVE: Final = "Active"
 # The reason of our AdmissionChecks' Active condition.
 AC_ACTIVE_REASON: Final = "ControllerReady"
-CHECK_STATES: Final = (CHECK_PENDING, CHECK_READY, CHECK_RETRY, CHECK_REJECTED)
 # Kueue caps AdmissionCheckState.message at this many characters.
 CHECK_MESSAGE_MAX_LENGTH: Final = 32768
 JSON_PATCH_CONTENT_TYPE: Final = "application/json-patch+json"
@@ -171,6 +175,11 @@ EVENT_WARNING: Final = "Warning"
 
 
 class EventReason(StrEnum):
+    """Every reason the product chooses for an Event: the one vocabulary users grep and
+    alert on (`make lint` refuses a literal reason). A failure's Event carries the
+    failure's own reason instead (an EC2 error code, a stack failure, a gang-shape
+    refusal's `REASON_*`): that is relayed, not chosen."""
+
     # GangNodePool life cycle (pool_plan, pool_outcomes)
     ACQUIRING = "Acquiring"
     LAUNCHED = "Launched"
@@ -196,8 +205,12 @@ class EventReason(StrEnum):
     CAPACITY_BLOCK_ENDED = "CapacityBlockEnded"  # the block has no time left for a new gang
     STACK_DRIFT = "StackDrift"  # a launch met a resource of the stack deleted outside it
     STACK_REPAIRED = "StackRepaired"  # the stack made it again
-    # Workload admission check (workload_decision)
+    # Workload admission check (workload_decision), and the Workload reconciler's Events on
+    # the pool and the gang's owner. A claim says CLAIMED on the pool and the owner, and
+    # POOL_CLAIMED with the check's Pending write (on the Workload and the owner).
     POOL_CREATED = "PoolCreated"
+    CLAIMED = "Claimed"
+    CLAIM_RELEASED = "ClaimReleased"
     SHAPE_CONFLICT = "ShapeConflict"
     POOL_BUSY = "PoolBusy"
     POOL_CLAIMED = "PoolClaimed"

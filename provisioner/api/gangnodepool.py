@@ -10,11 +10,13 @@ step with these models.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import StrEnum
 from importlib import resources
-from typing import Any, Final, cast
+from typing import Annotated, Any, Final, cast
 
 import yaml
-from pydantic import Field, model_validator
+from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema, model_validator
 
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind, Phase
@@ -33,6 +35,9 @@ __all__ = [
     "LaunchInProgress",
     "Phase",
     "ReleaseInProgress",
+    "StackOperation",
+    "StackOutcome",
+    "StackResult",
     "load_crd",
 ]
 
@@ -119,14 +124,71 @@ class CapacityBlock(KubeModel):
     ends_at: KubeTime
 
 
-# `status.lastStackOperation` values.
-STACK_OPERATION_PREPARE: Final = "prepare"
-STACK_OPERATION_RECORD: Final = "record"
-STACK_OPERATION_REMOVE_SET: Final = "remove-set"
-STACK_OPERATION_DESTROY: Final = "destroy"
-# A prepare that refreshed the stack because a launch met a resource of it gone from AWS.
-STACK_OPERATION_REPAIR: Final = "repair"
+class StackOperation(StrEnum):
+    """`status.lastStackOperation`: the pool's last stack operation that succeeded."""
+
+    PREPARE = "prepare"
+    RECORD = "record"
+    REMOVE_SET = "remove-set"
+    DESTROY = "destroy"
+    # A prepare that refreshed the stack because a launch met a resource of it gone from AWS.
+    REPAIR = "repair"
+
+
 _LEGACY_RECORD: Final = "record:"
+
+
+class StackOutcome(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class StackResult:
+    """`status.lastStackResult`: how the pool's last stack operation ended and, when it
+    failed, the failure's reason. On the wire it is the text it always was: "succeeded", or
+    "failed: <reason>"."""
+
+    outcome: StackOutcome
+    reason: str = ""
+
+    @classmethod
+    def succeeded(cls) -> StackResult:
+        return cls(StackOutcome.SUCCEEDED)
+
+    @classmethod
+    def failed(cls, reason: str) -> StackResult:
+        return cls(StackOutcome.FAILED, reason)
+
+    @classmethod
+    def parse(cls, value: object) -> StackResult:
+        if isinstance(value, StackResult):
+            return value
+        text = str(value)
+        if text == StackOutcome.SUCCEEDED:
+            return cls.succeeded()
+        head, sep, reason = text.partition(":")
+        if head == StackOutcome.FAILED:
+            return cls.failed(reason.strip() if sep else "")
+        raise ValueError(
+            f"lastStackResult {text!r} is neither {StackOutcome.SUCCEEDED!r} nor "
+            f"{StackOutcome.FAILED!r} (optionally followed by ': <reason>')"
+        )
+
+    def __str__(self) -> str:
+        if self.outcome is StackOutcome.FAILED:
+            return f"{self.outcome}: {self.reason}"
+        return str(self.outcome)
+
+
+# The CRD keeps both fields plain strings, as they always were.
+_StackOperationField = Annotated[StackOperation, WithJsonSchema({"type": "string"})]
+_StackResultField = Annotated[
+    StackResult,
+    PlainValidator(StackResult.parse),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string"}),
+]
 
 
 class LastError(KubeModel):
@@ -173,11 +235,11 @@ class GangNodePoolStatus(KubeModel):
     launch_in_progress: LaunchInProgress | None = None
     release_in_progress: ReleaseInProgress | None = None
     stack_name: str | None = None
-    last_stack_operation: str | None = None
+    last_stack_operation: _StackOperationField | None = None
     # The group whose instance IDs the stack holds (its last successful record); the set is
     # recorded once this equals `active_group`.
     recorded_group: str | None = None
-    last_stack_result: str | None = None
+    last_stack_result: _StackResultField | None = None
     # What a launch found gone of the pool's stack (its launch template or placement group,
     # deleted outside the stack): the next prepare refreshes the stack first and makes it
     # again. Cleared when that prepare succeeds.
@@ -196,7 +258,7 @@ class GangNodePoolStatus(KubeModel):
         if not isinstance(operation, str) or not operation.startswith(_LEGACY_RECORD):
             return body
         body = {k: v for k, v in body.items() if k not in ("last_stack_operation",)}
-        body["lastStackOperation"] = STACK_OPERATION_RECORD
+        body["lastStackOperation"] = StackOperation.RECORD
         body.setdefault("recordedGroup", operation.removeprefix(_LEGACY_RECORD))
         return body
 

@@ -9,11 +9,10 @@ reads `AdmissionCheck` to filter on our controllerName.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field
 
 from provisioner.api import constants as c
+from provisioner.api.constants import CheckState
 from provisioner.api.meta import (
     Condition,
     KubeModel,
@@ -44,8 +43,6 @@ __all__ = [
     "WorkloadStatus",
     "gang_pod_set_updates",
 ]
-
-CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
 
 
 class TemplateMeta(OmitEmptyModel):

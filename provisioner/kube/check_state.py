@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from provisioner.api import constants as c
+from provisioner.api.constants import CheckState
 from provisioner.api.meta import format_kube_time
-from provisioner.api.workload import CheckState, PodSetUpdate, Workload
+from provisioner.api.workload import PodSetUpdate, Workload
 from provisioner.kube.resources import WORKLOADS
 from provisioner.kube.status import ObjectWriter, patch_status_entries, read_version
 

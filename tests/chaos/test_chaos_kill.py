@@ -221,7 +221,7 @@ class Chaos:
         check = first(lambda: self.env.check(self.workload or "")) or {}
         op = self.oplog.last(self.pool)
         return (
-            check.get("state") == c.CHECK_READY
+            check.get("state") == c.CheckState.READY
             and op is not None
             and op.in_progress
             and op.operation == "record"
@@ -344,7 +344,7 @@ class Chaos:
         self.workload = workload
         t0 = time.monotonic()
         self.wait(
-            lambda: (s := env.check(workload)) and s["state"] == c.CHECK_READY,
+            lambda: (s := env.check(workload)) and s["state"] == c.CheckState.READY,
             f"check Ready on {workload}",
         )
         self.recovery_seconds.append(time.monotonic() - t0)

@@ -144,7 +144,7 @@ def submit_trainjob(
     **ann: str,
 ) -> dict[str, Any]:
     """A TrainJob gang of `nodes` nodes on our queue, on the embedded default's
-    ClusterTrainingRuntime (`devenv.training_controllers.TORCH_RUNTIME`)."""
+    ClusterTrainingRuntime (`devenv.training_crds.TORCH_RUNTIME`)."""
     body = gang_kinds.trainjob(namespace, name, ko.QUEUE_NAME, pool, nodes=nodes, annotations=ann)
     return _create_gang(env, body, count)
 

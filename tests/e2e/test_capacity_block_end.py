@@ -62,7 +62,7 @@ def rejection(env: Any, namespace: str, job: str) -> str | None:
     Previously: Rejected"), which a poll can miss on a loaded machine; the Warning Event the
     controller wrote with the rejection stays, so it answers too."""
     check = our_check(env, namespace, job)
-    if check and check["state"] == c.CHECK_REJECTED:
+    if check and check["state"] == c.CheckState.REJECTED:
         return str(check["message"])
     wl = workload_of(env, namespace, job)
     if not wl:
@@ -127,7 +127,7 @@ def test_a_gang_requeued_after_its_blocks_set_was_released_is_rejected_naming_th
     submit(env, namespace, first, pool_name, **annotations)
     eventually(
         lambda: (
-            check_state(workload_of(env, namespace, first)) == c.CHECK_READY
+            check_state(workload_of(env, namespace, first)) == c.CheckState.READY
             and conditions(workload_of(env, namespace, first)).get(c.WL_ADMITTED) == "True"
         ),
         BLOCK_SECONDS - RELEASE_SECONDS - 5,

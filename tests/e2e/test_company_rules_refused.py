@@ -47,7 +47,7 @@ def test_without_the_tag_the_launch_is_refused_as_ec2_refuses_it_and_said_clearl
             180,
             "the Workload's check naming instances.extraTags",
         )
-        assert all(check.get("state") != c.CHECK_READY for check in checks)
+        assert all(check.get("state") != c.CheckState.READY for check in checks)
     # EC2 refused every launch whole: nothing was ever made, in any state.
     assert described_instances(env.ec2_client()) == []
     requests = emulator.launch_requests(action="RunInstances")

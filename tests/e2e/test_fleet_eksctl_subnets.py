@@ -92,7 +92,7 @@ def fleets_of(emu: Any, pool_name: str) -> list[dict[str, Any]]:
 
 def admitted(env: Any, namespace: str, job: str) -> bool:
     wl = workload_of(env, namespace, job)
-    return check_state(wl) == c.CHECK_READY and conditions(wl).get("Admitted") == "True"
+    return check_state(wl) == c.CheckState.READY and conditions(wl).get("Admitted") == "True"
 
 
 def test_fleet_mode_on_public_and_private_subnets_in_every_zone_is_ready_and_n_or_0(
@@ -161,7 +161,7 @@ def test_fleet_mode_on_public_and_private_subnets_in_every_zone_is_ready_and_n_o
     )
     status = (pool(env, short[1]) or {}).get("status") or {}
     assert status["lastError"]["reason"] == "InsufficientCapacity", status
-    assert check_state(workload_of(env, namespace, short[0])) != c.CHECK_READY
+    assert check_state(workload_of(env, namespace, short[0])) != c.CheckState.READY
     short_fleets = [
         r for r in emu.launch_requests("CreateFleet") if subnets_of(r) == [private[SHORT_ZONE]]
     ]

@@ -64,12 +64,12 @@ def test_job_is_held_then_admitted_onto_its_gang_and_the_warm_pool_is_reused(
         ),
         what="quota reserved with our check on the Workload",
     )
-    assert check_state(held) == c.CHECK_PENDING
+    assert check_state(held) == c.CheckState.PENDING
     assert conditions(held).get("Admitted") != "True"
     assert batch.read_namespaced_job("first", namespace).spec.suspend is True
     eventually(lambda: phase(env, pool_name) == Phase.SATISFIED, 120, "pool Satisfied")
     eventually(
-        lambda: check_state(workload_of(env, namespace, "first")) == c.CHECK_READY,
+        lambda: check_state(workload_of(env, namespace, "first")) == c.CheckState.READY,
         what="our check Ready",
     )
     eventually(

@@ -80,7 +80,7 @@ def _held_then_run(
 
     eventually(lambda: shortfalls() >= 1, 120, "a capacity shortfall")
     wl = workload_of(env, namespace, name, kind)
-    assert wl is not None and check_state(wl) in (c.CHECK_PENDING, c.CHECK_RETRY)
+    assert wl is not None and check_state(wl) in (c.CheckState.PENDING, c.CheckState.RETRY)
     assert conditions(wl).get("Admitted") != "True"
     assert launched(env, pool_name) == 0
     # The hold is told to the object its user wrote (by uid), not only to the Workload.

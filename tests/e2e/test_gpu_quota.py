@@ -40,7 +40,7 @@ def test_a_gpu_job_is_admitted_with_the_default_queues(gang_local: Any, namespac
     }
     assert {c.RESOURCE_GPU, c.RESOURCE_EFA} <= usage
     eventually(
-        lambda: check_state(workload_of(env, namespace, "gpu")) == c.CHECK_READY,
+        lambda: check_state(workload_of(env, namespace, "gpu")) == c.CheckState.READY,
         120,
         "our check Ready",
     )

@@ -86,7 +86,7 @@ def available(ec2: Any, rid: str) -> int:
 
 def admitted(env: Any, namespace: str, gang: Gang) -> bool:
     wl = workload_of(env, namespace, gang.job)
-    return check_state(wl) == c.CHECK_READY and conditions(wl).get(c.WL_ADMITTED) == "True"
+    return check_state(wl) == c.CheckState.READY and conditions(wl).get(c.WL_ADMITTED) == "True"
 
 
 def test_gpu_gangs_on_capacity_blocks_and_an_odcr_with_efa_in_a_placement_group(

@@ -103,7 +103,7 @@ def test_without_the_webhook_the_check_and_the_pool_refuse_them(
         if not wl:
             return None
         for entry in (wl.get("status") or {}).get("admissionChecks", []):
-            if entry["name"] == ko.CHECK_NAME and entry["state"] == c.CHECK_REJECTED:
+            if entry["name"] == ko.CHECK_NAME and entry["state"] == c.CheckState.REJECTED:
                 return str(entry["message"])
         selector = f"involvedObject.name={wl['metadata']['name']},type=Warning"
         for event in core.list_namespaced_event(namespace, field_selector=selector).items:
@@ -135,6 +135,6 @@ def test_without_the_webhook_the_check_and_the_pool_refuse_them(
         180,
         "the AMI Workload's check naming amiPolicy",
     )
-    assert check_state(workload) != c.CHECK_READY
+    assert check_state(workload) != c.CheckState.READY
     assert custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads")["items"]
     assert described_instances(env.ec2_client()) == []

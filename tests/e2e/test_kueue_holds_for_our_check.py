@@ -117,7 +117,7 @@ def _hold_a_job_on_our_check(
         checks = {
             x["name"]: x["state"] for x in current.get("status", {}).get("admissionChecks", [])
         }
-        if conditions.get("QuotaReserved") == "True" and checks.get(check) == c.CHECK_PENDING:
+        if conditions.get("QuotaReserved") == "True" and checks.get(check) == c.CheckState.PENDING:
             return current
         return None
 

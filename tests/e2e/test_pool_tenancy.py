@@ -58,7 +58,7 @@ def other_namespace(control_plane: Any) -> Iterator[str]:
 def _ready_owner_pool(env: LocalEnvironment, namespace: str, pool_name: str) -> None:
     submit(env, namespace, "owner", pool_name)
     eventually(
-        lambda: check_state(workload_of(env, namespace, "owner")) == c.CHECK_READY,
+        lambda: check_state(workload_of(env, namespace, "owner")) == c.CheckState.READY,
         120,
         "namespace A's gang Ready",
     )
@@ -149,7 +149,7 @@ def test_a_job_naming_another_namespaces_pool_is_refused_at_apply_and_rejected_a
     assert after["spec"]["claim"]["uid"] == owner_claim["uid"]
     assert conditions(workload_of(env, other_namespace, "intruder")).get("Admitted") != "True"
     assert batch.read_namespaced_job("intruder", other_namespace).spec.suspend is True
-    assert check_state(workload_of(env, namespace, "owner")) == c.CHECK_READY
+    assert check_state(workload_of(env, namespace, "owner")) == c.CheckState.READY
 
 
 def test_a_pool_the_installer_shares_admits_the_other_namespace_onto_its_warm_nodes(
@@ -174,7 +174,7 @@ def test_a_pool_the_installer_shares_admits_the_other_namespace_onto_its_warm_no
         120,
         "namespace B's Workload admitted on the shared pool",
     )
-    assert check_state(workload_of(env, other_namespace, "guest")) == c.CHECK_READY
+    assert check_state(workload_of(env, other_namespace, "guest")) == c.CheckState.READY
     # Sharing a pool shares its warm nodes: no launch for B, and the pool stays A's.
     assert launched(env, pool_name) == 2
     shared = pool(env, pool_name) or {}

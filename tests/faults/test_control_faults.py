@@ -79,7 +79,7 @@ def test_a_pulumi_lock_left_by_a_dead_process_is_cleared_and_release_completes(
 ) -> None:
     env: GangEnv = gang_env_factory(file_backend=True)  # writes the lock file itself
     workload = env.submit("locked", "pool-locked", count=N, **{c.ANN_KEEP_WARM_TTL: "1s"})
-    env.wait_check(workload, c.CHECK_READY, timeout=150)
+    env.wait_check(workload, c.CheckState.READY, timeout=150)
     eventually(lambda: env.driver.outputs("pool-locked"), 60, "the stack to record the set")
     env.manager.stop()
 
@@ -183,7 +183,7 @@ def test_apiserver_conflicts_are_requeued_never_overwritten(
         env.wait_phase("pool-conflict", Phase.JOINING, timeout=120)
     finally:
         writer.stop()
-    env.wait_check(workload, c.CHECK_READY, timeout=120)
+    env.wait_check(workload, c.CheckState.READY, timeout=120)
     held = [x for x in env.emulator.client.consumed() if x.get("action") == "RunInstances"]
     assert [x.get("by") for x in held] == [controller_key], held
     assert conflicts(caplog, "pool-conflict"), f"{writer.bumps} writes caused no conflict"
@@ -204,7 +204,7 @@ def test_a_steady_co_writer_does_not_stall_a_joining_pool(
     eventually(lambda: env.pool("pool-steady"), 60, "the pool to exist")
     writer = CoWriter(env, "pool-steady", 1.0)  # one write a second, for as long as it takes
     try:
-        env.wait_check(workload, c.CHECK_READY, timeout=75)
+        env.wait_check(workload, c.CheckState.READY, timeout=75)
     finally:
         writer.stop()
 
@@ -226,13 +226,13 @@ def test_an_apiserver_restart_mid_acquisition_loses_nothing(
     flaky_kube_client.proxy.outage()
     time.sleep(8)  # longer than a watch reconnect backoff and a status write's timeout
     flaky_kube_client.proxy.restore()
-    env.wait_check(workload, c.CHECK_READY, timeout=180)
+    env.wait_check(workload, c.CheckState.READY, timeout=180)
 
     time.sleep(5)  # one more round of the outage's restart: a second outage while Satisfied
     flaky_kube_client.proxy.outage()
     time.sleep(4)
     flaky_kube_client.proxy.restore()
     time.sleep(5)
-    assert env.check(workload)["state"] == c.CHECK_READY  # type: ignore[index]
+    assert env.check(workload)["state"] == c.CheckState.READY  # type: ignore[index]
     assert env.launches() == N, "the restart led to a second launch"
     assert_clean(env, {"pool-restart": N}, enis)

@@ -38,7 +38,7 @@ def zones(env: GangEnv) -> list[str]:
 
 
 def ready(env: GangEnv, workload: str, pool: str, timeout: float = 150) -> dict[str, Any]:
-    env.wait_check(workload, c.CHECK_READY, timeout=timeout)
+    env.wait_check(workload, c.CheckState.READY, timeout=timeout)
     st = status(env, pool)
     assert st["phase"] == Phase.SATISFIED and len(st["instanceIds"]) == N, st
     return st
@@ -55,7 +55,7 @@ def test_no_capacity_in_any_zone_bills_nothing_then_retries_the_whole_gang(
     workload = env.submit("short", "pool-short", count=N)
 
     # acquireAttemptsBeforeRetry is 3 in the harness: Kueue gets the quota back.
-    check = env.wait_check(workload, c.CHECK_RETRY, timeout=120)
+    check = env.wait_check(workload, c.CheckState.RETRY, timeout=120)
     assert "no capacity" in check["message"], check
     assert env.launches() == 0, "a shortfall left instances behind"
     st = status(env, "pool-short")

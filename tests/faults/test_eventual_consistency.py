@@ -109,7 +109,7 @@ def test_a_rollback_right_after_launch_leaves_nothing_running(gang_env_factory: 
     workload = env.submit("ecroll", "pool-ecroll", count=N, **{c.ANN_KEEP_WARM_TTL: "1s"})
 
     # The rollback's terminate met NotFound: the pool kept the ids and released them.
-    env.wait_check(workload, c.CHECK_READY, timeout=180)
+    env.wait_check(workload, c.CheckState.READY, timeout=180)
     st = status(env, "pool-ecroll")
     assert alive(env, "pool-ecroll") == set(st["instanceIds"]), "the rolled-back set still runs"
     # N-or-0 in EC2's own record: the rolled-back instances were gone before the next set
@@ -141,7 +141,7 @@ def test_a_release_right_after_launch_leaves_nothing_running(gang_env_factory: A
     )
     arm(env, 5.0)
 
-    env.wait_check(workload, c.CHECK_READY, timeout=240)
+    env.wait_check(workload, c.CheckState.READY, timeout=240)
     assert not first_set & alive(env, "pool-ecrel"), "the released set still runs"
     assert TERMINATE in lag_consumed(env), env.emulator.client.consumed()
     release_and_check(env, workload, "pool-ecrel", enis)

@@ -57,7 +57,7 @@ def test_failing_checkpoint_writes_leave_one_template_and_n_instances(
     emu.inject_fault("PutObject", "InternalError", count=12, after=after)
     workload = env.submit("s3", pool, count=N)
 
-    env.wait_check(workload, c.CHECK_READY, timeout=240)
+    env.wait_check(workload, c.CheckState.READY, timeout=240)
     consumed = [x for x in emu.consumed() if x.get("action") == "PutObject"]
     assert len(consumed) == 12, f"the checkpoint faults were not all met: {consumed}"
     st = status(env, pool)
@@ -115,7 +115,7 @@ def test_s3_down_during_a_release_is_retried_reported_and_finished_once_it_is_ba
     env: GangEnv = gang_env_factory()
     pool = "pool-s3-release"
     workload = env.submit("s3-release", pool, count=N)
-    env.wait_check(workload, c.CHECK_READY, timeout=240)
+    env.wait_check(workload, c.CheckState.READY, timeout=240)
     group = status(env, pool)["activeGroup"]
     eventually(
         lambda: status(env, pool).get("recordedGroup") == group,

@@ -102,7 +102,7 @@ def test_webhook_disabled_runs_a_gang_lifecycle_with_no_error_in_the_log(
         )
         workload = env.submit("train", POOL, count=2)
         env.wait_phase(POOL, Phase.SATISFIED, timeout=180)
-        env.wait_check(workload, c.CHECK_READY)
+        env.wait_check(workload, c.CheckState.READY)
         assert len(env.live_instances(POOL)) == 2
         env.kueue.finish(env.namespace, workload)
         env.wait_phase(POOL, Phase.KEEP_WARM)

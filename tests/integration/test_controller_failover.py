@@ -180,7 +180,7 @@ def test_leader_killed_mid_launch_and_again_while_joining_finishes_with_one_set(
     assert last == first
 
     env.nodes.join_delay = 0.2  # the set now joins
-    env.wait_check(workload, c.CHECK_READY, timeout=120)
+    env.wait_check(workload, c.CheckState.READY, timeout=120)
     st = _status(env)
     assert st["phase"] == Phase.SATISFIED and set(st["instanceIds"]) == launched, st
     assert st.get("recordedGroup") == group, "the last replica recorded again"

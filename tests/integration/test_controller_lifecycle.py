@@ -30,7 +30,7 @@ def test_full_life_of_a_pool(gang_env_factory: Any, monkeypatch: pytest.MonkeyPa
     group = pool["status"]["activeGroup"]
     assert len(ids) == 2 and len(env.live_instances("pool-life")) == 2
 
-    check = env.wait_check(first, c.CHECK_READY)
+    check = env.wait_check(first, c.CheckState.READY)
     (update,) = check["podSetUpdates"]
     assert update["nodeSelector"] == {c.POOL_LABEL: "pool-life", c.GROUP_LABEL: group}
     assert update["tolerations"] == [
@@ -51,7 +51,7 @@ def test_full_life_of_a_pool(gang_env_factory: Any, monkeypatch: pytest.MonkeyPa
 
     launched_before = env.launches()
     second = env.submit("train-2", "pool-life", count=2, **{c.ANN_KEEP_WARM_TTL: "3s"})
-    env.wait_check(second, c.CHECK_READY, timeout=60)
+    env.wait_check(second, c.CheckState.READY, timeout=60)
     assert env.launches() == launched_before, "warm reuse launched new instances"
     assert env.pool("pool-life")["status"]["instanceIds"] == ids  # type: ignore[index]
 
@@ -66,7 +66,7 @@ def test_full_life_of_a_pool(gang_env_factory: Any, monkeypatch: pytest.MonkeyPa
 
     assert prepares == ["pool-life"]
     third = env.submit("train-3", "pool-life", count=2, **{c.ANN_KEEP_WARM_TTL: "1h"})
-    env.wait_check(third, c.CHECK_READY, timeout=120)
+    env.wait_check(third, c.CheckState.READY, timeout=120)
     assert env.launches() == launched_before + 2
     assert prepares == ["pool-life"], "a claim on a kept stack prepared it again"
 

@@ -45,7 +45,7 @@ def test_a_pool_whose_stack_is_lost_leaves_no_instance_template_or_group_after_r
     env: GangEnv = gang_env_factory()
     state = seed_state_backend(env.emulator.endpoint_url, REGION)
     workload = env.submit("lost", POOL, count=2, **{c.ANN_PLACEMENT_GROUP: c.PLACEMENT_CLUSTER})
-    env.wait_check(workload, c.CHECK_READY, timeout=180)
+    env.wait_check(workload, c.CheckState.READY, timeout=180)
     eventually(
         lambda: (env.pool(POOL) or {}).get("status", {}).get("recordedGroup") is not None,
         120,

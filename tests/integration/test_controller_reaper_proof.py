@@ -77,7 +77,7 @@ def test_with_the_pool_informer_never_synced_the_reaper_terminates_nothing(
 ) -> None:
     env: GangEnv = gang_env_factory()
     workload = env.submit("held", "pool-held", count=2)
-    env.wait_check(workload, c.CHECK_READY, timeout=120)
+    env.wait_check(workload, c.CheckState.READY, timeout=120)
     gang = {i["InstanceId"] for i in env.live_instances("pool-held")}
     assert len(gang) == 2
     env.manager.stop()  # the first controller goes; its gang runs on

@@ -23,14 +23,14 @@ def test_second_claimant_gets_retry_and_a_different_shape_is_rejected(
 ) -> None:
     env: GangEnv = gang_env_factory()
     first = env.submit("first", "pool-one", count=2)
-    env.wait_check(first, c.CHECK_READY, timeout=120)
+    env.wait_check(first, c.CheckState.READY, timeout=120)
 
     second = env.submit("second", "pool-one", count=2)
-    retry = env.wait_check(second, c.CHECK_RETRY)
+    retry = env.wait_check(second, c.CheckState.RETRY)
     assert first in retry["message"]
 
     other = env.submit("other-shape", "pool-one", count=2, **{c.ANN_INSTANCE_TYPE: "m5.xlarge"})
-    rejected = env.wait_check(other, c.CHECK_REJECTED)
+    rejected = env.wait_check(other, c.CheckState.REJECTED)
     assert "instance-type" in rejected["message"]
     assert "m5.large" in rejected["message"] and "m5.xlarge" in rejected["message"]
     # Neither refused claimant disturbed the set.
@@ -50,7 +50,7 @@ def test_no_capacity_anywhere_costs_nothing_and_ends_in_retry(gang_env_factory: 
         check = env.check(workload)
         if check:
             states.add(check["state"])
-        return bool(check and check["state"] == c.CHECK_RETRY)
+        return bool(check and check["state"] == c.CheckState.RETRY)
 
     eventually(
         retried,
@@ -59,7 +59,7 @@ def test_no_capacity_anywhere_costs_nothing_and_ends_in_retry(gang_env_factory: 
         every=0.1,
     )
     assert max(seen_instances) == 0, "an instance ran while the gang could not be placed"
-    assert c.CHECK_PENDING in states
+    assert c.CheckState.PENDING in states
     # The pool returns to Idle once the claim drops, so the count at the moment of Retry is
     # read from the check's own message.
     message = env.check(workload)["message"]  # type: ignore[index]
@@ -89,7 +89,7 @@ def test_instances_that_never_join_are_released_and_a_new_set_acquired(
     assert len(live) == 2
 
     env.nodes.join_delay = 0.2
-    env.wait_check(workload, c.CHECK_READY, timeout=120)
+    env.wait_check(workload, c.CheckState.READY, timeout=120)
 
 
 def test_reaper_terminates_only_what_ec2_proves_ours_and_reports_the_rest(
@@ -101,7 +101,7 @@ def test_reaper_terminates_only_what_ec2_proves_ours_and_reports_the_rest(
     for the same reasons."""
     env: GangEnv = gang_env_factory()
     workload = env.submit("long", "pool-reap", count=2)
-    env.wait_check(workload, c.CHECK_READY, timeout=120)
+    env.wait_check(workload, c.CheckState.READY, timeout=120)
     image = env.ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     subnet = env.ec2.describe_subnets()["Subnets"][0]["SubnetId"]
     pool_uid = (env.pool("pool-reap") or {})["metadata"]["uid"]
@@ -167,7 +167,7 @@ def test_deleting_a_pool_releases_its_instances_through_the_finalizer(
 ) -> None:
     env: GangEnv = gang_env_factory()
     workload = env.submit("doomed", "pool-doomed", count=2)
-    env.wait_check(workload, c.CHECK_READY, timeout=120)
+    env.wait_check(workload, c.CheckState.READY, timeout=120)
     assert env.pool("pool-doomed")["metadata"]["finalizers"] == [c.FINALIZER]  # type: ignore[index]
     env.custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, "pool-doomed")
     eventually(lambda: env.pool("pool-doomed") is None, 120, "the pool to be released and removed")

@@ -30,7 +30,7 @@ def _pool_events(env: GangEnv, pool: str) -> list[tuple[str, str]]:
 
 def _first_gang_run_and_released(env: GangEnv, pool: str, **annotations: str) -> None:
     first = env.submit("first", pool, count=2, **{c.ANN_KEEP_WARM_TTL: "0s"}, **annotations)
-    env.wait_check(first, c.CHECK_READY, timeout=180)
+    env.wait_check(first, c.CheckState.READY, timeout=180)
     env.kueue.finish(env.namespace, first)
     env.wait_phase(pool, "Idle", timeout=120)
     eventually(lambda: env.live_instances(pool) == [], 60, "the first set terminated")
@@ -38,7 +38,7 @@ def _first_gang_run_and_released(env: GangEnv, pool: str, **annotations: str) ->
 
 def _second_gang_ready(env: GangEnv, pool: str, **annotations: str) -> None:
     second = env.submit("second", pool, count=2, **{c.ANN_KEEP_WARM_TTL: "0s"}, **annotations)
-    env.wait_check(second, c.CHECK_READY, timeout=240)
+    env.wait_check(second, c.CheckState.READY, timeout=240)
     assert len(env.live_instances(pool)) == 2
 
 

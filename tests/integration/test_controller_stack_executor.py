@@ -48,7 +48,7 @@ def test_a_pools_node_events_are_reconciled_while_another_pools_up_is_held(
     env: GangEnv = gang_env_factory(maxConcurrentPoolReconciles=1, stackOperations={"workers": 1})
     core = k8s.CoreV1Api(kube_api)
     steady = env.submit("steady", "pool-steady", count=2)
-    env.wait_check(steady, c.CHECK_READY, timeout=180)
+    env.wait_check(steady, c.CheckState.READY, timeout=180)
     eventually(
         lambda: (env.pool("pool-steady") or {}).get("status", {}).get("recordedGroup") is not None,
         90,

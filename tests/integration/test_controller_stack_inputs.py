@@ -57,7 +57,7 @@ def relaunch(env: GangEnv, pool: str, rotate_to: str | None) -> tuple[list[str],
         env.emulator.client.publish_eks_ami(PARAMETER, rotate_to)
     env.nodes.refuse_join(*first)
     env.nodes.join_delay = 0.5
-    env.wait_check(workload, c.CHECK_READY, timeout=180)
+    env.wait_check(workload, c.CheckState.READY, timeout=180)
     second = list(env.pool(pool)["status"]["instanceIds"])  # type: ignore[index]
     assert not set(first) & set(second)
     return first, second

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from kubernetes import client as k8s
 
-from devenv.training_controllers import TORCH_RUNTIME
+from devenv.training_crds import TORCH_RUNTIME
 from provisioner.api import constants as c
 
 IMAGE: Final = "registry.local/trainer:latest"

@@ -92,7 +92,7 @@ class KueueStandIn:
                 "admissionChecks": [
                     {
                         "name": self.check,
-                        "state": c.CHECK_PENDING,
+                        "state": c.CheckState.PENDING,
                         "message": "",
                         "lastTransitionTime": _now(),
                     }

@@ -15,6 +15,8 @@ from provisioner.api.gangnodepool import (
     GangNodePoolSpec,
     GangNodePoolStatus,
     Phase,
+    StackOperation,
+    StackResult,
     load_crd,
 )
 from provisioner.api.meta import Condition, set_condition
@@ -80,7 +82,7 @@ BODY: dict[str, Any] = {
             "networkInterfaceIds": ["eni-0123456789abcdef0"],
         },
         "stackName": "pretrain-p4d",
-        "lastStackOperation": "up",
+        "lastStackOperation": "prepare",
         "lastStackResult": "succeeded",
         "lastError": {"reason": "InsufficientInstanceCapacity", "message": "us-east-1a short"},
         "conditions": [
@@ -155,16 +157,45 @@ def test_the_crd_lists_exactly_the_phases_in_their_order() -> None:
     assert tuple(phase["enum"]) == tuple(p.value for p in Phase)
 
 
+@pytest.mark.parametrize(
+    ("wire", "typed"),
+    [
+        ("succeeded", StackResult.succeeded()),
+        ("failed: BackendUnavailable", StackResult.failed("BackendUnavailable")),
+        ("failed: ", StackResult.failed("")),
+    ],
+)
+def test_the_stack_result_is_typed_and_written_as_the_same_text(
+    wire: str, typed: StackResult
+) -> None:
+    status = GangNodePoolStatus.model_validate(
+        {"lastStackOperation": "remove-set", "lastStackResult": wire}
+    )
+    assert status.last_stack_result == typed
+    assert status.last_stack_operation is StackOperation.REMOVE_SET
+    body = status.to_dict()
+    assert (body["lastStackOperation"], body["lastStackResult"]) == ("remove-set", wire)
+
+
+def test_a_stack_operation_or_result_of_no_known_form_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="lastStackResult 'done'"):
+        GangNodePoolStatus.model_validate({"lastStackResult": "done"})
+    with pytest.raises(ValueError, match="remove-set"):
+        GangNodePoolStatus.model_validate({"lastStackOperation": "up"})
+
+
 def test_the_recorded_group_is_its_own_field_and_older_records_read_as_it() -> None:
     status = GangNodePoolStatus.model_validate({"lastStackOperation": "record:gen-4"})
-    assert status.last_stack_operation == "record" and status.recorded_group == "gen-4"
+    assert status.last_stack_operation is StackOperation.RECORD and status.recorded_group == "gen-4"
     body = status.to_dict()
     assert (body["lastStackOperation"], body["recordedGroup"]) == ("record", "gen-4")
     # A newer record wins over the older form's group, and other operations stay as written.
     newer = {"lastStackOperation": "record:gen-4", "recordedGroup": "gen-5"}
     assert GangNodePoolStatus.model_validate(newer).recorded_group == "gen-5"
     prepared = GangNodePoolStatus.model_validate({"lastStackOperation": "prepare"})
-    assert prepared.last_stack_operation == "prepare" and prepared.recorded_group is None
+    assert (
+        prepared.last_stack_operation is StackOperation.PREPARE and prepared.recorded_group is None
+    )
 
 
 def test_set_condition_moves_time_only_on_status_change() -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import copy
 import json
 from datetime import UTC, datetime
-from typing import Any, get_args
+from typing import Any
 
 import pytest
 
 from provisioner.api import constants as c
 from provisioner.api.workload import (
     AdmissionCheck,
+    AdmissionCheckState,
     CheckState,
     PodSetUpdate,
     Toleration,
@@ -174,7 +175,7 @@ def test_parses_the_fields_the_controller_reads() -> None:
     assert not wl.is_true(c.WL_FINISHED)
     assert not wl.is_true(c.WL_EVICTED)
     ours = wl.check(CHECK)
-    assert ours is not None and ours.state == c.CHECK_PENDING and ours.retry_count == 1
+    assert ours is not None and ours.state == c.CheckState.PENDING and ours.retry_count == 1
     other = wl.check("other-check")
     assert other is not None and other.pod_set_updates[0].tolerations[0].operator == "Exists"
     assert wl.check("missing") is None
@@ -198,8 +199,14 @@ def test_minimal_workload_parses() -> None:
     assert wl.owner is None
 
 
-def test_check_states_match_kueue() -> None:
-    assert get_args(CheckState) == c.CHECK_STATES
+def test_check_states_are_kueues_in_one_type() -> None:
+    # Kueue v1beta2's CheckState values; the model reads an entry as the enum itself.
+    assert [s.value for s in c.CheckState] == ["Pending", "Ready", "Retry", "Rejected"]
+    assert CheckState is c.CheckState
+    entry = AdmissionCheckState.model_validate({"name": "x", "state": "Retry"})
+    assert entry.state is c.CheckState.RETRY
+    with pytest.raises(ValueError, match="Pending"):
+        AdmissionCheckState.model_validate({"name": "x", "state": "Done"})
 
 
 # --- our check's pod-set updates -----------------------------------------------------------

@@ -124,7 +124,7 @@ def test_queue_narrows_doctor_to_that_queue() -> None:
 
 
 def test_a_gang_carrying_our_check_is_found_even_if_its_queue_no_longer_lists_it() -> None:
-    carried = [{"name": ko.CHECK_NAME, "state": c.CHECK_PENDING, "message": ""}]
+    carried = [{"name": ko.CHECK_NAME, "state": c.CheckState.PENDING, "message": ""}]
     objects = [*_team_queue(check="someone-elses"), _gpu_gang(checks=carried)]
     choice = gang_queues(*_split(objects), OURS)
     assert choice.queues == (TEAM_QUEUE,) and choice.pending

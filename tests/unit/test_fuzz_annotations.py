@@ -197,7 +197,7 @@ def workload_path(
             count=pods,
             owner=job_body(name="trainer"),
             conditions=[condition(c.WL_QUOTA_RESERVED, reason="QuotaReserved")],
-            checks=[check(CHECK, c.CHECK_PENDING)],
+            checks=[check(CHECK, c.CheckState.PENDING)],
         )
     )
     assert wl.total_pod_count == pods
@@ -267,7 +267,7 @@ def test_webhook_and_workload_path_agree_and_name_the_key(
         event("accepted")
         assert set(verdict) == {"uid", "allowed"}
         assert decision.pool_change is PoolChange.CREATE
-        assert decision.check.state == c.CHECK_PENDING
+        assert decision.check.state == c.CheckState.PENDING
         assert decision.shape is not None
         assert decision.shape.count == pods
         assert decision.pool_name == labels[c.POOL_LABEL].strip()
@@ -276,7 +276,7 @@ def test_webhook_and_workload_path_agree_and_name_the_key(
     assert_causes_name_their_keys(verdict, annotations)
     # The Workload path refuses the same Job with the same sentences, and touches no pool.
     assert decision.pool_change is PoolChange.NONE
-    assert decision.check.state == c.CHECK_REJECTED
+    assert decision.check.state == c.CheckState.REJECTED
     assert decision.check.reason in REASONS
     assert decision.check.message == verdict["status"]["message"]
 
@@ -311,10 +311,10 @@ def test_a_gang_job_without_a_queue_is_refused_first_then_as_the_workload_path_w
     decision = workload_path(labels, annotations, job_pod_count(obj["spec"]), config)
     assert decision.check is not None
     if rest:
-        assert decision.check.state == c.CHECK_REJECTED
+        assert decision.check.state == c.CheckState.REJECTED
         assert decision.check.message == rest
     else:
-        assert decision.check.state == c.CHECK_PENDING
+        assert decision.check.state == c.CheckState.PENDING
 
 
 json_leaves = st.one_of(

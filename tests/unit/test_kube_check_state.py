@@ -30,7 +30,7 @@ def test_ready_is_written_on_the_version_read_and_touches_only_our_entry() -> No
         store,
         wl,
         CHECK,
-        state="Ready",
+        state=c.CheckState.READY,
         message="4 of 4 nodes Ready",
         pod_set_updates=UPDATES,
         now=NOW,
@@ -52,7 +52,7 @@ def test_ready_is_written_on_the_version_read_and_touches_only_our_entry() -> No
     assert written is not None and written == Workload.from_dict(patched)
     ours = written.check(CHECK)
     assert ours is not None
-    assert ours.state == "Ready"
+    assert ours.state == c.CheckState.READY
     assert ours.message == "4 of 4 nodes Ready"
     assert ours.last_transition_time == NOW
     assert ours.pod_set_updates == UPDATES
@@ -63,7 +63,7 @@ def test_ready_is_written_on_the_version_read_and_touches_only_our_entry() -> No
         store,
         written,
         CHECK,
-        state="Ready",
+        state=c.CheckState.READY,
         message="4 of 4 nodes Ready",
         pod_set_updates=UPDATES,
         now=NOW,
@@ -74,7 +74,9 @@ def test_ready_is_written_on_the_version_read_and_touches_only_our_entry() -> No
 
 def test_message_change_keeps_transition_time() -> None:
     wl = Workload.from_dict(WORKLOAD)
-    ops = check_state_operations(wl, CHECK, state="Pending", message="acquiring 4 p4d", now=NOW)
+    ops = check_state_operations(
+        wl, CHECK, state=c.CheckState.PENDING, message="acquiring 4 p4d", now=NOW
+    )
     assert ops is not None
     assert not any(op["path"].endswith("lastTransitionTime") for op in ops)
     assert Workload.from_dict(apply_json_patch(WORKLOAD, ops)).check(CHECK) == wl.check(
@@ -87,22 +89,24 @@ def test_retry_after_ready_removes_pod_set_updates() -> None:
     ready = apply_json_patch(
         WORKLOAD,
         check_state_operations(
-            wl, CHECK, state="Ready", message="", pod_set_updates=UPDATES, now=NOW
+            wl, CHECK, state=c.CheckState.READY, message="", pod_set_updates=UPDATES, now=NOW
         )
         or [],
     )
     ops = check_state_operations(
-        Workload.from_dict(ready), CHECK, state="Retry", message="nodes lost", now=NOW
+        Workload.from_dict(ready), CHECK, state=c.CheckState.RETRY, message="nodes lost", now=NOW
     )
     assert ops is not None
     assert {"op": "remove", "path": "/status/admissionChecks/1/podSetUpdates"} in ops
     ours = Workload.from_dict(apply_json_patch(ready, ops)).check(CHECK)
-    assert ours is not None and ours.state == "Retry" and ours.pod_set_updates == ()
+    assert ours is not None and ours.state == c.CheckState.RETRY and ours.pod_set_updates == ()
 
 
 def test_long_messages_are_cut_to_kueues_limit() -> None:
     wl = Workload.from_dict(WORKLOAD)
-    ops = check_state_operations(wl, CHECK, state="Rejected", message="x" * 40000, now=NOW)
+    ops = check_state_operations(
+        wl, CHECK, state=c.CheckState.REJECTED, message="x" * 40000, now=NOW
+    )
     (message,) = [op["value"] for op in ops or [] if op["path"].endswith("/message")]
     assert len(message) == c.CHECK_MESSAGE_MAX_LENGTH
 
@@ -112,7 +116,7 @@ def test_the_write_needs_our_entry_and_a_resource_version() -> None:
     wl = Workload.from_dict(WORKLOAD)
     with pytest.raises(LookupError, match="no admission check 'not-ours'"):
         write_check_state(
-            store, wl, "not-ours", state="Ready", message="", now=NOW, field_manager="m"
+            store, wl, "not-ours", state=c.CheckState.READY, message="", now=NOW, field_manager="m"
         )
     body = copy.deepcopy(WORKLOAD)
     del body["metadata"]["resourceVersion"]
@@ -121,7 +125,7 @@ def test_the_write_needs_our_entry_and_a_resource_version() -> None:
             store,
             Workload.from_dict(body),
             CHECK,
-            state="Ready",
+            state=c.CheckState.READY,
             message="",
             now=NOW,
             field_manager="m",

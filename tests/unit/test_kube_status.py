@@ -41,7 +41,7 @@ WORKLOAD: dict[str, Any] = workload(
     "wl",
     count=1,
     resource_version="7",
-    checks=[check("other", c.CHECK_READY), check("ours", c.CHECK_PENDING)],
+    checks=[check("other", c.CheckState.READY), check("ours", c.CheckState.PENDING)],
 )
 OPS = [{"op": "add", "path": "/status/admissionChecks/1/state", "value": "Ready"}]
 

@@ -141,7 +141,7 @@ def test_writes_to_a_namespaced_object_name_its_namespace() -> None:
         namespace="team",
         resource_version="9",
         template={"metadata": {}},  # as Kueue writes it: a pod set always has one
-        checks=[check("ours", c.CHECK_PENDING)],
+        checks=[check("ours", c.CheckState.PENDING)],
     )
     read = Workload.from_dict(store.put(WORKLOADS, body))
     labels = {**read.metadata.labels, "a": "b"}

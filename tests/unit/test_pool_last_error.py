@@ -5,7 +5,7 @@ failing at one thing is not cleared by another thing's success."""
 from __future__ import annotations
 
 from provisioner.api.constants import FailureKind, Phase
-from provisioner.api.gangnodepool import GangNodePoolStatus
+from provisioner.api.gangnodepool import GangNodePoolStatus, StackOperation, StackResult
 from provisioner.controllers.pool.outcomes import outcome
 from provisioner.controllers.pool.plan import plan
 from provisioner.controllers.pool.steps import Action, ActionResult
@@ -38,14 +38,17 @@ def test_a_record_that_failed_during_an_outage_leaves_no_error_once_the_next_suc
     failed, _, _ = outcome(given, step, S3_DOWN)
     assert failed.last_error is not None and failed.last_error.operation == "record"
     assert failed.last_error.kind is FailureKind.RETRYABLE
-    assert failed.last_stack_result == "failed: BackendUnavailable"
+    assert failed.last_stack_result == StackResult.failed("BackendUnavailable")
 
     again = view(phase=Phase.JOINING, status=failed.to_dict(), live=LIVE)
     retry = plan(again)
     assert retry.action is Action.RECORD_SET
     recovered, _, _ = outcome(again, retry, OK)
     assert recovered.last_error is None
-    assert (recovered.last_stack_result, recovered.recorded_group) == ("succeeded", "gen-0")
+    assert (recovered.last_stack_result, recovered.recorded_group) == (
+        StackResult.succeeded(),
+        "gen-0",
+    )
 
 
 def test_a_set_released_after_its_record_failed_leaves_an_idle_pool_with_no_error() -> None:
@@ -70,8 +73,8 @@ def test_a_set_released_after_its_record_failed_leaves_an_idle_pool_with_no_erro
     assert step.action is Action.RELEASE_SET, step.why
     released, _, _ = outcome(given, step, OK)
     assert released.last_error is None
-    assert released.last_stack_operation == "remove-set"
-    assert released.last_stack_result == "succeeded"
+    assert released.last_stack_operation is StackOperation.REMOVE_SET
+    assert released.last_stack_result == StackResult.succeeded()
 
 
 def test_a_shortfall_is_not_cleared_by_a_record_that_succeeds() -> None:
@@ -127,4 +130,4 @@ def test_a_destroyed_stack_clears_every_stack_step_s_error() -> None:
         assert step.action is Action.DESTROY_STACK, step.why
         after, _, _ = outcome(given, step, OK)
         assert after.last_error is None, operation
-        assert after.last_stack_result == "succeeded"
+        assert after.last_stack_result == StackResult.succeeded()

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from provisioner.api.constants import FailureKind, Phase
+from provisioner.api.gangnodepool import StackResult
 from provisioner.controllers.pool.outcomes import outcome
 from provisioner.controllers.pool.plan import plan
 from provisioner.controllers.pool.steps import Action, ActionResult, PoolView
@@ -292,7 +293,7 @@ def test_a_failing_stack_step_backs_off_and_escalates_by_its_kind(
     assert [e.reason for e in events] == ["PoolNotPrepared"]
     assert wait == delay and status.consecutive_failures == failures + 1
     assert status.last_error is not None and status.last_error.reason == "PoolNotPrepared"
-    assert status.last_stack_result == "failed: PoolNotPrepared"
+    assert status.last_stack_result == StackResult.failed("PoolNotPrepared")
     recovered, _, _ = outcome(given, step, ActionResult(True))
     assert recovered.consecutive_failures == 0
 

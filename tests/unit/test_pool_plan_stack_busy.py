@@ -10,6 +10,7 @@ import pytest
 
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind, Phase
+from provisioner.api.gangnodepool import StackOperation, StackResult
 from provisioner.controllers.pool.outcomes import settle
 from provisioner.controllers.pool.plan import plan
 from provisioner.controllers.pool.steps import (
@@ -140,8 +141,8 @@ def test_a_record_lands_on_the_status_the_pool_reached_meanwhile() -> None:
     now = view(phase=Phase.SATISFIED, status=active(recorded=False, readyNodes=4), live=LIVE)
     status, requeue, events = settle(now, record_step(), ActionResult(True))
     assert status.phase == Phase.SATISFIED and status.ready_nodes == 4
-    assert status.last_stack_operation == "record" and status.recorded_group == "gen-0"
-    assert status.last_stack_result == "succeeded"
+    assert status.last_stack_operation is StackOperation.RECORD and status.recorded_group == "gen-0"
+    assert status.last_stack_result == StackResult.succeeded()
     assert requeue == 0.0 and events == ()
 
 
@@ -157,7 +158,7 @@ def test_a_failed_record_counts_on_top_of_the_failures_now() -> None:
     status, requeue, events = settle(now, record_step(), failed)
     assert status.phase == Phase.SATISFIED
     assert status.consecutive_failures == 3
-    assert status.last_stack_result == "failed: AwsUnavailable"
+    assert status.last_stack_result == StackResult.failed("AwsUnavailable")
     assert status.last_error is not None and status.last_error.reason == "AwsUnavailable"
     assert requeue == now.timings.backoff_base.total_seconds() * 4
     assert [e.reason for e in events] == ["AwsUnavailable"]
@@ -173,7 +174,7 @@ def test_a_destroy_lands_on_the_releasing_status() -> None:
     started = view(phase=Phase.RELEASING, claimed=False, status=active())
     status, _, _ = settle(started, Step(Action.DESTROY_STACK, started.status), ActionResult(True))
     assert status.phase == Phase.RELEASING and status.instance_ids == ()
-    assert status.last_stack_operation == "destroy"
+    assert status.last_stack_operation is StackOperation.DESTROY
 
 
 PRIORITIES: list[tuple[Action, StackPriority]] = [

@@ -8,6 +8,7 @@ from __future__ import annotations
 from botocore.exceptions import ClientError  # type: ignore[import-untyped,unused-ignore]
 
 from provisioner.api.constants import FailureKind, Phase
+from provisioner.api.gangnodepool import StackOperation
 from provisioner.cloud.errors import ErrorKind, to_cloud_error
 from provisioner.controllers.pool.outcomes import outcome
 from provisioner.controllers.pool.plan import plan
@@ -54,7 +55,7 @@ def test_a_launch_that_meets_its_template_gone_prepares_with_a_refresh_then_laun
 
     repaired, events, _ = _after(drifted, ActionResult(True, repairs=(REPAIRED,)))
     assert repaired.status.stack_drift is None
-    assert repaired.status.last_stack_operation == "repair"
+    assert repaired.status.last_stack_operation is StackOperation.REPAIR
     assert events == (
         "StackRepaired: Launch template lt-1 was deleted outside the stack; recreated as lt-2.",
     )

@@ -57,7 +57,7 @@ def workload() -> dict[str, Any]:
         conditions=[
             condition(c.WL_QUOTA_RESERVED, reason="QuotaReserved", at="2026-12-02T11:59:00Z")
         ],
-        checks=[check(CHECK, c.CHECK_PENDING)],
+        checks=[check(CHECK, c.CheckState.PENDING)],
     )
 
 
@@ -195,7 +195,7 @@ def test_a_warm_claim_writes_its_pool_once_and_its_workload_once_through_lagging
     # The pool answers Satisfied: one Ready write.
     world.apiserver.pool_answers(Phase.SATISFIED)
     world.one_pass()
-    assert world.check() == c.CHECK_READY
+    assert world.check() == c.CheckState.READY
     assert world.apiserver.writes == ["gangnodepools:spec", "workloads:check Ready"]
 
     # Another event (Kueue's, the pool's) before the Workload cache holds Ready.
@@ -213,7 +213,7 @@ def test_a_workload_cache_that_moved_past_our_write_is_decided_from_at_once() ->
     world.claimed_and_satisfied()
     world.workloads.freeze()
     world.one_pass()
-    assert world.check() == c.CHECK_READY
+    assert world.check() == c.CheckState.READY
     kueue_write = world.apiserver.objects["workloads"]
     kueue_write["metadata"]["resourceVersion"] = "99"  # Kueue admitted it meanwhile
     world.workloads.catch_up()

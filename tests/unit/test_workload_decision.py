@@ -42,7 +42,7 @@ def workload(
     uid: str = "uid-1",
     *,
     conditions: dict[str, str] | None = None,
-    check_state: str | None = c.CHECK_PENDING,
+    check_state: str | None = c.CheckState.PENDING,
     count: int = 4,
     active: bool | None = None,
 ) -> Workload:
@@ -113,8 +113,8 @@ def inputs(wl: Workload | None, gnp: GangNodePool | None, **kw: Any) -> Workload
         (workload(conditions={c.WL_QUOTA_RESERVED: "True", c.WL_EVICTED: "True"}), "evicted"),
         (workload(conditions={c.WL_QUOTA_RESERVED: "False"}), "no quota"),
         (workload(active=False), "deactivated"),
-        (workload(check_state=c.CHECK_REJECTED), "rejected"),
-        (workload(check_state=c.CHECK_RETRY), "retry"),
+        (workload(check_state=c.CheckState.REJECTED), "rejected"),
+        (workload(check_state=c.CheckState.RETRY), "retry"),
     ],
 )
 def test_workloads_that_may_not_hold_a_claim_release_theirs(wl: Workload | None, why: str) -> None:
@@ -137,14 +137,14 @@ def test_a_finished_workload_does_not_touch_someone_elses_claim() -> None:
 
 def test_invalid_gang_shape_is_rejected_with_the_key_named() -> None:
     decision = decide(inputs(workload(), None, annotations={c.ANN_COUNT: "four"}))
-    assert decision.check is not None and decision.check.state == c.CHECK_REJECTED
+    assert decision.check is not None and decision.check.state == c.CheckState.REJECTED
     assert c.ANN_COUNT in decision.check.message
     assert decision.pool_change is PoolChange.NONE
 
 
 def test_count_that_differs_from_the_pod_count_is_rejected() -> None:
     decision = decide(inputs(workload(count=3), None))
-    assert decision.check is not None and decision.check.state == c.CHECK_REJECTED
+    assert decision.check is not None and decision.check.state == c.CheckState.REJECTED
     assert decision.check.reason == c.REASON_COUNT_MISMATCH
 
 
@@ -154,13 +154,13 @@ def test_no_pool_creates_one_with_this_claim() -> None:
     assert decision.pool_name == "pool-a"
     assert decision.shape is not None and decision.shape.count == 4
     assert decision.claim is not None and decision.claim.uid == "uid-1"
-    assert decision.check is not None and decision.check.state == c.CHECK_PENDING
+    assert decision.check is not None and decision.check.state == c.CheckState.PENDING
 
 
 def test_a_second_claimant_gets_retry_naming_the_holder() -> None:
     decision = decide(inputs(workload(uid="uid-2"), pool(claim_uid="uid-1")))
     assert decision.pool_change is PoolChange.NONE
-    assert decision.check is not None and decision.check.state == c.CHECK_RETRY
+    assert decision.check is not None and decision.check.state == c.CheckState.RETRY
     assert "ml/wl-uid-1" in decision.check.message
 
 
@@ -174,7 +174,7 @@ def test_a_stale_claim_whose_workload_is_gone_is_replaced() -> None:
 def test_a_different_shape_on_a_live_pool_is_rejected_naming_the_fields() -> None:
     busy = pool(phase=Phase.KEEP_WARM, instance_type="p5.48xlarge", instances=4, ready=4)
     decision = decide(inputs(workload(), busy))
-    assert decision.check is not None and decision.check.state == c.CHECK_REJECTED
+    assert decision.check is not None and decision.check.state == c.CheckState.REJECTED
     assert "instance-type" in decision.check.message
     assert "p5.48xlarge" in decision.check.message and "p4d.24xlarge" in decision.check.message
 
@@ -212,7 +212,7 @@ def test_a_claim_on_a_warm_set_that_is_not_whole_says_so(instances: int, ready: 
     warm = pool(phase=Phase.KEEP_WARM, instances=instances, ready=ready, group="g2")
     decision = decide(inputs(workload(), warm))
     assert decision.pool_change is PoolChange.CLAIM
-    assert decision.check is not None and decision.check.state == c.CHECK_PENDING
+    assert decision.check is not None and decision.check.state == c.CheckState.PENDING
     assert decision.check.message.startswith("Pool pool-a claimed; ")
     assert not decision.reuses_warm_set
 
@@ -220,7 +220,7 @@ def test_a_claim_on_a_warm_set_that_is_not_whole_says_so(instances: int, ready: 
 def test_ready_only_when_satisfied_with_exactly_n_ready_nodes() -> None:
     ok = pool(claim_uid="uid-1", phase=Phase.SATISFIED, instances=4, ready=4, group="g2")
     decision = decide(inputs(workload(), ok))
-    assert decision.check is not None and decision.check.state == c.CHECK_READY
+    assert decision.check is not None and decision.check.state == c.CheckState.READY
     (update,) = decision.check.pod_set_updates
     assert update.node_selector == {c.POOL_LABEL: "pool-a", c.GROUP_LABEL: "g2"}
     assert update.tolerations[0].key == c.GANG_TAINT_KEY
@@ -241,22 +241,22 @@ def test_anything_short_of_the_whole_gang_stays_pending(
 ) -> None:
     gnp = pool(claim_uid="uid-1", phase=phase, instances=instances, ready=ready, group="g2")
     decision = decide(inputs(workload(), gnp))
-    assert decision.check is not None and decision.check.state == c.CHECK_PENDING
+    assert decision.check is not None and decision.check.state == c.CheckState.PENDING
 
 
 def test_retry_after_the_configured_number_of_shortfalls() -> None:
     short = pool(claim_uid="uid-1", phase=Phase.ACQUIRING, shortfalls=2)
-    assert decide(inputs(workload(), short)).check.state == c.CHECK_PENDING  # type: ignore[union-attr]
+    assert decide(inputs(workload(), short)).check.state == c.CheckState.PENDING  # type: ignore[union-attr]
     short = pool(claim_uid="uid-1", phase=Phase.ACQUIRING, shortfalls=3)
     decision = decide(inputs(workload(), short))
-    assert decision.check is not None and decision.check.state == c.CHECK_RETRY
+    assert decision.check is not None and decision.check.state == c.CheckState.RETRY
     assert "nothing was left running" in decision.check.message
 
 
 def test_an_admitted_gang_that_loses_nodes_is_requeued() -> None:
     lost = pool(claim_uid="uid-1", phase=Phase.JOINING, instances=4, ready=3, group="g2")
-    decision = decide(inputs(workload(check_state=c.CHECK_READY), lost))
-    assert decision.check is not None and decision.check.state == c.CHECK_RETRY
+    decision = decide(inputs(workload(check_state=c.CheckState.READY), lost))
+    assert decision.check is not None and decision.check.state == c.CheckState.RETRY
     assert "3/4" in decision.check.message
 
 
@@ -274,7 +274,7 @@ def test_a_different_shape_on_a_busy_pool_is_rejected_not_retried() -> None:
         ready=4,
     )
     decision = decide(inputs(workload(uid="uid-2"), busy))
-    assert decision.check is not None and decision.check.state == c.CHECK_REJECTED
+    assert decision.check is not None and decision.check.state == c.CheckState.REJECTED
 
 
 def test_a_gang_released_for_its_ending_capacity_block_tells_the_workload_why() -> None:
@@ -287,8 +287,8 @@ def test_a_gang_released_for_its_ending_capacity_block_tells_the_workload_why() 
             )
         }
     )
-    decision = decide(inputs(workload(check_state=c.CHECK_READY), released))
-    assert decision.check is not None and decision.check.state == c.CHECK_RETRY
+    decision = decide(inputs(workload(check_state=c.CheckState.READY), released))
+    assert decision.check is not None and decision.check.state == c.CheckState.RETRY
     assert why in decision.check.message
     # Planned, not lost (the pool knew no record of the block to refuse it from).
     assert "released the gang as planned" in decision.check.message
@@ -307,7 +307,7 @@ def test_a_gang_held_for_a_block_not_yet_active_stays_pending_with_the_start() -
         }
     )
     decision = decide(inputs(workload(), held))
-    assert decision.check is not None and decision.check.state == c.CHECK_PENDING
+    assert decision.check is not None and decision.check.state == c.CheckState.PENDING
     assert why in decision.check.message
 
 
@@ -333,5 +333,5 @@ def test_our_claim_on_a_warm_set_that_is_not_whole_reports_progress(
         claim_uid="uid-1", phase=Phase.KEEP_WARM, instances=instances, ready=ready, group="g2"
     )
     decision = decide(inputs(workload(), claimed))
-    assert decision.check is not None and decision.check.state == c.CHECK_PENDING
+    assert decision.check is not None and decision.check.state == c.CheckState.PENDING
     assert "reusing" in decision.check.message

@@ -75,8 +75,8 @@ def block_pool(
 class Row:
     name: str
     pool: GangNodePool
-    check_state: str = c.CHECK_PENDING
-    state: str | None = c.CHECK_REJECTED  # None: no check write
+    check_state: str = c.CheckState.PENDING
+    state: str | None = c.CheckState.REJECTED  # None: no check write
     change: PoolChange = PoolChange.NONE
     says: tuple[str, ...] = ()
     not_says: tuple[str, ...] = field(default=("lost its gang",))
@@ -108,27 +108,27 @@ ROWS = [
     Row(
         "the gang released as planned: rejected, saying it was planned",
         block_pool(ends=ends_in(34), phase=Phase.SATISFIED, instances=4, ready=4),
-        check_state=c.CHECK_READY,
+        check_state=c.CheckState.READY,
         change=PoolChange.RELEASE,
         says=("as planned", BLOCK, ends_in(34), "35m0s"),
     ),
     Row(
         "the planned release, read from a status written before the record",
         block_pool(ends=ends_in(34), record=False, phase=Phase.SATISFIED, instances=4, ready=4),
-        check_state=c.CHECK_READY,
+        check_state=c.CheckState.READY,
         change=PoolChange.RELEASE,
         says=("as planned", BLOCK),
     ),
     Row(
         "a set already on the block runs until its planned release",
         block_pool(ends=ends_in(40), phase=Phase.SATISFIED, instances=4, ready=4),
-        check_state=c.CHECK_READY,
-        state=c.CHECK_READY,
+        check_state=c.CheckState.READY,
+        state=c.CheckState.READY,
     ),
     Row(
         "a set still joining on the block is the pool's to judge",
         block_pool(ends=ends_in(40), phase=Phase.JOINING, instances=4, ready=2),
-        state=c.CHECK_PENDING,
+        state=c.CheckState.PENDING,
     ),
     Row(
         "a whole warm set on the block is reused without a launch",
@@ -139,13 +139,13 @@ ROWS = [
     Row(
         "a block with time for a gang is claimed",
         block_pool(ends=ends_in(46), holder=None),
-        state=c.CHECK_PENDING,
+        state=c.CheckState.PENDING,
         change=PoolChange.CLAIM,
     ),
     Row(
         "a record of another block says nothing about this one",
         block_pool(ends=ends_in(30), holder=None, block=OTHER_BLOCK),
-        state=c.CHECK_REJECTED,  # the shapes differ on a pool that is not idle
+        state=c.CheckState.REJECTED,  # the shapes differ on a pool that is not idle
         says=("capacity-reservation-id",),
     ),
 ]
@@ -174,5 +174,5 @@ def test_a_workload_on_a_block_with_no_time_left(row: Row) -> None:
         assert text in decision.check.message
     for text in row.not_says:
         assert text not in decision.check.message
-    if row.state == c.CHECK_REJECTED and not row.says[0].startswith("capacity"):
+    if row.state == c.CheckState.REJECTED and not row.says[0].startswith("capacity"):
         assert decision.check.reason == c.EventReason.CAPACITY_BLOCK_ENDED

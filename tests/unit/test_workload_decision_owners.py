@@ -24,7 +24,7 @@ pytestmark = pytest.mark.unit
 def owned_by(
     body: dict[str, Any] | None,
     *,
-    state: str = c.CHECK_PENDING,
+    state: str = c.CheckState.PENDING,
     pod_sets: list[tuple[str, int]] | None = None,
 ) -> Workload:
     return Workload.model_validate(
@@ -56,7 +56,7 @@ def test_an_unsupported_owner_is_rejected_naming_the_supported_kinds(
     assert decision.pool_change is PoolChange.NONE and decision.pool_name is None
     assert not decision.owner_not_visible
     assert decision.check is not None
-    assert decision.check.state == c.CHECK_REJECTED
+    assert decision.check.state == c.CheckState.REJECTED
     assert decision.check.reason == c.EventReason.UNSUPPORTED_OWNER_KIND
     message = decision.check.message
     assert "jobset.x-k8s.io/v1alpha2 JobSet" in message and "batch/v1 Job" in message
@@ -66,7 +66,7 @@ def test_an_unsupported_owner_is_rejected_naming_the_supported_kinds(
 
 @pytest.mark.parametrize("body", FOREIGN, ids=["replicaset", "lws", "tfjob", "no-owner"])
 def test_once_rejected_it_is_left_alone(body: dict[str, Any] | None) -> None:
-    decision = decide(inputs(owned_by(body, state=c.CHECK_REJECTED), None))
+    decision = decide(inputs(owned_by(body, state=c.CheckState.REJECTED), None))
     assert decision.check is None and decision.pool_change is PoolChange.NONE
     assert not decision.owner_not_visible
 
@@ -75,7 +75,7 @@ def test_an_unsupported_owner_holding_a_claim_releases_it() -> None:
     held = pool(claim_uid="uid-1", phase=Phase.SATISFIED, instances=4, ready=4, group="g")
     decision = decide(inputs(owned_by(FOREIGN[0]), held))
     assert decision.pool_change is PoolChange.RELEASE
-    assert decision.check is not None and decision.check.state == c.CHECK_REJECTED
+    assert decision.check is not None and decision.check.state == c.CheckState.REJECTED
 
 
 @pytest.mark.parametrize("kind", [JOBSET, PYTORCH_JOB, TRAIN_JOB], ids=lambda k: k.kind)
@@ -101,7 +101,7 @@ def test_every_pod_set_is_the_gang(kind: OwnerKind, pod_sets: list[tuple[str, in
     # count "3" is not the 4 pods of every pod set: refused with the number to use.
     short = decide(inputs(wl, None, annotations={**ANNOTATIONS, c.ANN_COUNT: "3"}))
     assert short.pool_change is PoolChange.NONE
-    assert short.check is not None and short.check.state == c.CHECK_REJECTED
+    assert short.check is not None and short.check.state == c.CheckState.REJECTED
     assert "4" in short.check.message
 
 

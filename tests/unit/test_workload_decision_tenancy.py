@@ -49,7 +49,7 @@ def workload(namespace: str, uid: str = "uid-b") -> Workload:
             resource_version="7",
             owner=job_body(namespace=namespace),
             conditions=[condition(c.WL_QUOTA_RESERVED, "True", reason="R")],
-            checks=[check(CHECK, c.CHECK_PENDING)],
+            checks=[check(CHECK, c.CheckState.PENDING)],
         )
     )
 
@@ -111,7 +111,7 @@ def test_a_pool_of_another_namespace_is_rejected_naming_pool_namespace_and_fix(
     assert decision.pool_change is PoolChange.NONE  # no claim: nothing launched, no warm set
     assert decision.claim is None and not decision.reuses_warm_set
     assert decision.check is not None
-    assert decision.check.state == c.CHECK_REJECTED
+    assert decision.check.state == c.CheckState.REJECTED
     assert decision.check.reason == c.REASON_POOL_OF_ANOTHER_NAMESPACE
     message = decision.check.message
     assert "pool pool-a belongs to namespace team-a" in message
@@ -122,7 +122,7 @@ def test_a_pool_of_another_namespace_is_rejected_naming_pool_namespace_and_fix(
 def test_a_pool_of_another_namespace_is_rejected_even_while_its_owner_holds_it() -> None:
     held = pool("team-a", phase=Phase.SATISFIED, instances=4, holder=("team-a", "uid-a"))
     decision = decide(inputs(workload("team-b"), held, settings()))
-    assert decision.check is not None and decision.check.state == c.CHECK_REJECTED
+    assert decision.check is not None and decision.check.state == c.CheckState.REJECTED
     assert decision.pool_change is PoolChange.NONE
 
 
@@ -167,7 +167,7 @@ def test_sharing_another_pool_or_namespace_does_not_share_this_one(
     shared: list[dict[str, Any]],
 ) -> None:
     decision = decide(inputs(workload("team-b"), pool("team-a"), settings(shared)))
-    assert decision.check is not None and decision.check.state == c.CHECK_REJECTED
+    assert decision.check is not None and decision.check.state == c.CheckState.REJECTED
     assert decision.pool_change is PoolChange.NONE
 
 
@@ -175,7 +175,7 @@ def test_a_claim_held_after_sharing_was_withdrawn_is_released_and_rejected() -> 
     held = pool("team-a", phase=Phase.SATISFIED, instances=4, holder=("team-b", "uid-b"))
     decision = decide(inputs(workload("team-b"), held, settings()))
     assert decision.pool_change is PoolChange.RELEASE
-    assert decision.check is not None and decision.check.state == c.CHECK_REJECTED
+    assert decision.check is not None and decision.check.state == c.CheckState.REJECTED
 
 
 # -- pools made before pools belonged to a namespace ------------------------------------------
@@ -190,13 +190,13 @@ def test_an_unowned_pool_is_bound_to_the_namespace_of_the_workload_holding_it() 
     decision = decide(inputs(workload("team-a", uid="uid-a"), held, settings()))
     assert decision.pool_change is PoolChange.BIND
     assert decision.owner_namespace == "team-a"
-    assert decision.check is not None and decision.check.state == c.CHECK_PENDING
+    assert decision.check is not None and decision.check.state == c.CheckState.PENDING
 
 
 def test_an_unowned_pool_held_by_another_live_workload_is_busy() -> None:
     held = pool(None, phase=Phase.SATISFIED, instances=4, holder=("team-a", "uid-a"))
     decision = decide(inputs(workload("team-b"), held, settings()))
-    assert decision.check is not None and decision.check.state == c.CHECK_RETRY
+    assert decision.check is not None and decision.check.state == c.CheckState.RETRY
     # Its holder's next pass binds it to team-a; the waiting Workload binds nothing.
     assert decision.pool_change is PoolChange.NONE and decision.owner_namespace is None
 
@@ -213,7 +213,7 @@ def test_warm_nodes_of_an_unowned_pool_go_to_no_namespace(stale_claim: bool) -> 
     )
     decision = decide(inputs(workload("team-b"), warm, settings(), claimant_exists=False))
     assert decision.pool_change is PoolChange.NONE and not decision.reuses_warm_set
-    assert decision.check is not None and decision.check.state == c.CHECK_RETRY
+    assert decision.check is not None and decision.check.state == c.CheckState.RETRY
     assert decision.check.reason == c.EventReason.WARM_NODES_OF_UNKNOWN_NAMESPACE
     assert "2026-11-29T12:10:00Z" in decision.check.message
     assert "not handed to namespace team-b" in decision.check.message

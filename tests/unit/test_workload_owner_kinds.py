@@ -138,7 +138,7 @@ def workload_of(body: Mapping[str, Any] | None, kind_name: str = "JobSet") -> di
         owner=body,
         pod_sets=POD_SETS[kind_name],
         conditions=[condition(c.WL_QUOTA_RESERVED, reason="QuotaReserved")],
-        checks=[check(CHECK, c.CHECK_PENDING)],
+        checks=[check(CHECK, c.CheckState.PENDING)],
     )
 
 
@@ -208,7 +208,7 @@ def test_the_owner_of_each_kind_makes_the_pool_and_hears_of_it(
     pools = store.of_kind(c.GNP_KIND)
     assert [p["metadata"]["name"] for p in pools] == ["pool-a"]
     assert pools[0]["spec"]["count"] == 4
-    assert world.check()["state"] == c.CHECK_PENDING
+    assert world.check()["state"] == c.CheckState.PENDING
     # The Event is on the object its user wrote, by apiVersion, kind and uid.
     assert world.events_on(kind.kind) == [(c.EventReason.POOL_CREATED, f"{kind.plural}-uid")]
     involved = world.events.involved[-1]
@@ -246,7 +246,7 @@ def test_ready_and_release_are_told_to_the_owner_and_every_pod_set_is_pinned() -
     world = World(store)
     world.one_pass()
     ours = world.check()
-    assert ours["state"] == c.CHECK_READY
+    assert ours["state"] == c.CheckState.READY
     assert [u["name"] for u in ours["podSetUpdates"]] == ["leader", "workers"]
     assert all(u["nodeSelector"][c.POOL_LABEL] == "pool-a" for u in ours["podSetUpdates"])
     assert world.events_on("JobSet") == [(c.EventReason.GANG_READY, "jobsets-uid")]
@@ -270,7 +270,7 @@ def test_a_workload_of_another_kind_is_rejected_once(body: dict[str, Any] | None
     # Rejected at once, and not looked at again every second.
     assert world.one_pass() is None
     ours = world.check()
-    assert ours["state"] == c.CHECK_REJECTED
+    assert ours["state"] == c.CheckState.REJECTED
     assert "Supported kinds: batch/v1 Job, jobset.x-k8s.io/v1alpha2 JobSet" in ours["message"]
     assert not store.of_kind(c.GNP_KIND)
     assert world.events.reasons == [c.EventReason.UNSUPPORTED_OWNER_KIND]
@@ -313,7 +313,7 @@ def test_a_shape_conflict_across_kinds_is_refused(kind: OwnerKind) -> None:
     store = Store(top, workload_of(top, kind.kind), warm_pool_of_a_job("p5.48xlarge"))
     world = World(store)
     world.one_pass()
-    assert world.check()["state"] == c.CHECK_REJECTED
+    assert world.check()["state"] == c.CheckState.REJECTED
     assert "p5.48xlarge" in world.check()["message"]
     assert "claim" not in store.objects[(c.GNP_KIND, "", "pool-a")]["spec"]
     assert world.events_on(kind.kind) == [(c.EventReason.SHAPE_CONFLICT, f"{kind.plural}-uid")]

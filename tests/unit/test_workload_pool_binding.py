@@ -51,5 +51,5 @@ def test_a_pool_of_another_namespace_is_neither_claimed_nor_rebound() -> None:
     world = world_with(pool(owner="team-a").to_dict())
     world.one_pass()
     assert "gangnodepools:spec" not in world.apiserver.writes
-    assert world.apiserver.writes == [f"workloads:check {c.CHECK_REJECTED}"]
+    assert world.apiserver.writes == [f"workloads:check {c.CheckState.REJECTED}"]
     assert spec(world)["ownerNamespace"] == "team-a" and "claim" not in spec(world)

@@ -18,15 +18,12 @@ from dataclasses import replace
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind, Phase
 from provisioner.api.gangnodepool import (
-    STACK_OPERATION_DESTROY,
-    STACK_OPERATION_PREPARE,
-    STACK_OPERATION_RECORD,
-    STACK_OPERATION_REMOVE_SET,
-    STACK_OPERATION_REPAIR,
     CapacityBlock,
     GangNodePoolStatus,
     LastError,
     ReleaseInProgress,
+    StackOperation,
+    StackResult,
 )
 from provisioner.controllers.pool.status import changed, idle, seconds_until
 from provisioner.controllers.pool.steps import (
@@ -106,7 +103,7 @@ def outcome(view: PoolView, step: Step, result: ActionResult) -> Outcome:
                 status,
                 consecutive_failures=failures,
                 last_error=err,
-                last_stack_result=f"failed: {result.reason}"
+                last_stack_result=StackResult.failed(result.reason)
                 if action in _STACK_RESULT_ACTIONS
                 else status.last_stack_result,
             ),
@@ -122,9 +119,9 @@ def outcome(view: PoolView, step: Step, result: ActionResult) -> Outcome:
         return (
             changed(
                 status,
-                last_stack_operation=STACK_OPERATION_RECORD,
+                last_stack_operation=StackOperation.RECORD,
                 recorded_group=status.active_group,
-                last_stack_result="succeeded",
+                last_stack_result=StackResult.succeeded(),
             ),
             0.0,
             (),
@@ -136,9 +133,9 @@ def outcome(view: PoolView, step: Step, result: ActionResult) -> Outcome:
             changed(
                 idle(status),
                 phase=Phase.RELEASING,
-                last_stack_operation=STACK_OPERATION_DESTROY,
+                last_stack_operation=StackOperation.DESTROY,
                 recorded_group=None,
-                last_stack_result="succeeded",
+                last_stack_result=StackResult.succeeded(),
             ),
             0.0,
             (),
@@ -167,9 +164,9 @@ def _after_prepare(status: GangNodePoolStatus, step: Step, result: ActionResult)
     return (
         changed(
             status,
-            last_stack_operation=STACK_OPERATION_REPAIR if repaired else STACK_OPERATION_PREPARE,
+            last_stack_operation=StackOperation.REPAIR if repaired else StackOperation.PREPARE,
             recorded_group=None,
-            last_stack_result="succeeded",
+            last_stack_result=StackResult.succeeded(),
             stack_drift=None,
         ),
         0.0,
@@ -216,11 +213,11 @@ def _after_release_set(
         capacity_block_ends_at=None,
         join_deadline=None,
         release_in_progress=None,
-        last_stack_operation=STACK_OPERATION_REMOVE_SET,
+        last_stack_operation=StackOperation.REMOVE_SET,
         recorded_group=None,
         # The stack no longer holds the set: whatever its last operation's failure was
         # (a record during an outage), the removal that followed it succeeded.
-        last_stack_result="succeeded",
+        last_stack_result=StackResult.succeeded(),
     )
 
 
@@ -297,7 +294,7 @@ def _launch_outcome(view: PoolView, status: GangNodePoolStatus, result: ActionRe
             wait,
             (Event(c.EVENT_NORMAL, err.reason, err.message),),
         )
-    if kind is FailureKind.NOT_PREPARED and status.last_stack_operation != STACK_OPERATION_REPAIR:
+    if kind is FailureKind.NOT_PREPARED and status.last_stack_operation != StackOperation.REPAIR:
         # A resource of the pool's stack (its launch template, its placement group) was
         # deleted outside it. Nothing was launched, so the generation stays; the next pass
         # prepares with a refresh, which makes it again. Once: a launch that still meets it

@@ -47,7 +47,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from provisioner.api import constants as c
-from provisioner.api.constants import Phase
+from provisioner.api.constants import CheckState, Phase
 from provisioner.api.gangnodepool import CapacityBlock, Claim, GangNodePool
 from provisioner.api.owners import unsupported_owner_message
 from provisioner.api.settings import Settings
@@ -73,10 +73,12 @@ class PoolChange(Enum):
 
 @dataclass(frozen=True)
 class CheckUpdate:
-    state: str
+    state: CheckState
     message: str
+    # The reason of the Event recorded with a state change: an `EventReason`, or the
+    # machine reason a refusal carries (`GangShapeError.reason`, a tenancy problem's).
+    reason: str
     pod_set_updates: tuple[PodSetUpdate, ...] = ()
-    reason: str = ""  # the event reason recorded with a state change
 
 
 @dataclass(frozen=True)
@@ -127,9 +129,9 @@ def drops_claim(workload: Workload | None, check_name: str | None) -> str | None
     ours = workload.check(check_name) if check_name else None
     if ours is None:
         return "the Workload does not carry our admission check"
-    if ours.state == c.CHECK_REJECTED:
+    if ours.state == CheckState.REJECTED:
         return "our admission check was rejected"
-    if ours.state == c.CHECK_RETRY:
+    if ours.state == CheckState.RETRY:
         # We handed the quota back; Kueue requeues the Workload and resets the check to
         # Pending before it may claim again.
         return "our admission check asked Kueue to retry"
@@ -158,7 +160,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
     unsupported = unsupported_owner_message(f"{meta.namespace}/{meta.name}", meta.owner_references)
     if unsupported is not None:
         rejected = CheckUpdate(
-            c.CHECK_REJECTED, unsupported, reason=c.EventReason.UNSUPPORTED_OWNER_KIND
+            CheckState.REJECTED, unsupported, reason=c.EventReason.UNSUPPORTED_OWNER_KIND
         )
         if pool is not None and _holds(pool, workload):
             return WorkloadDecision(PoolChange.RELEASE, pool.name, check=rejected)
@@ -171,7 +173,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             inputs.owner_labels, inputs.owner_annotations, workload.total_pod_count, inputs.settings
         )
     except GangShapeError as err:
-        rejected = CheckUpdate(c.CHECK_REJECTED, str(err), reason=err.reason)
+        rejected = CheckUpdate(CheckState.REJECTED, str(err), reason=err.reason)
         if pool is not None and _holds(pool, workload):
             return WorkloadDecision(PoolChange.RELEASE, pool.name, check=rejected)
         return WorkloadDecision(check=rejected)
@@ -184,7 +186,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             shape=shape,
             claim=_claim_for(workload, inputs.now),
             check=CheckUpdate(
-                c.CHECK_PENDING,
+                CheckState.PENDING,
                 f"Pool {shape.pool} created; acquiring {shape.count}x {shape.instance_type}.",
                 reason=c.EventReason.POOL_CREATED,
             ),
@@ -213,7 +215,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
     ):
         return WorkloadDecision(
             check=CheckUpdate(
-                c.CHECK_REJECTED,
+                CheckState.REJECTED,
                 describe_shape_conflict(pool.spec.shape(), shape),
                 reason=c.EventReason.SHAPE_CONFLICT,
             )
@@ -221,7 +223,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
     if claim is not None and claim.uid != workload.metadata.uid and inputs.claimant_exists:
         return WorkloadDecision(
             check=CheckUpdate(
-                c.CHECK_RETRY,
+                CheckState.RETRY,
                 f"Pool {pool.name} is in use by Workload {claim.namespace}/{claim.name}; "
                 "Kueue will retry this Workload after it releases the pool.",
                 reason=c.EventReason.POOL_BUSY,
@@ -231,12 +233,12 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
     if not _holds(pool, workload):
         stale = (f"replaced a stale claim by {claim.namespace}/{claim.name}",) if claim else ()
         claimed: CheckUpdate | None = CheckUpdate(
-            c.CHECK_PENDING,
+            CheckState.PENDING,
             f"Pool {pool.name} claimed; {_progress(pool)}",
             reason=c.EventReason.POOL_CLAIMED,
         )
         current = workload.check(inputs.check_name)
-        if _warm_set_whole(pool) and current is not None and current.state == c.CHECK_PENDING:
+        if _warm_set_whole(pool) and current is not None and current.state == CheckState.PENDING:
             # The pool answers a claim on a whole warm set with Satisfied in one pass, and
             # that brings the Ready write. A progress message written first would hold the
             # Ready write behind it (one Workload write at a time), for a message that
@@ -270,7 +272,7 @@ def _tenancy_decision(
     owner = pool.spec.owner_namespace
     problem = foreign_pool_problem(pool.name, owner, namespace, inputs.settings.tenancy)
     if problem is not None:
-        rejected = CheckUpdate(c.CHECK_REJECTED, problem.message, reason=problem.reason)
+        rejected = CheckUpdate(CheckState.REJECTED, problem.message, reason=problem.reason)
         if _holds(pool, workload):
             return WorkloadDecision(
                 PoolChange.RELEASE,
@@ -286,7 +288,7 @@ def _tenancy_decision(
         when = f" at {until:%Y-%m-%dT%H:%M:%SZ}" if until is not None else ""
         return WorkloadDecision(
             check=CheckUpdate(
-                c.CHECK_RETRY,
+                CheckState.RETRY,
                 f"Pool {pool.name} was made before pools belonged to a namespace and holds "
                 f"{len(status.instance_ids)} nodes whose last namespace was not recorded; "
                 f"they are not handed to namespace {namespace}. They are released when "
@@ -339,11 +341,11 @@ def _block_refusal(
         if (holds and on_its_way) or _warm_set_whole(pool):
             return None
     current = workload.check(inputs.check_name or "")
-    if holds and current is not None and current.state == c.CHECK_READY:
+    if holds and current is not None and current.state == CheckState.READY:
         message = window.planned_release(pool.name)
     else:
         message = window.refusal(now, shape.count)
-    return CheckUpdate(c.CHECK_REJECTED, message, reason=c.EventReason.CAPACITY_BLOCK_ENDED)
+    return CheckUpdate(CheckState.REJECTED, message, reason=c.EventReason.CAPACITY_BLOCK_ENDED)
 
 
 def _idle_and_empty(pool: GangNodePool) -> bool:
@@ -374,7 +376,7 @@ def _check_for_claimant(
 ) -> CheckUpdate | None:
     status = pool.status
     current = workload.check(inputs.check_name or "")
-    if _warm_set_whole(pool) and current is not None and current.state == c.CHECK_PENDING:
+    if _warm_set_whole(pool) and current is not None and current.state == CheckState.PENDING:
         # Our claim on a whole warm set, before the pool's pass answers it (the pass our
         # claim's own write brings, say): nothing to report that the pool's Satisfied, one
         # pass away, will not replace. As at the claim itself, no progress message.
@@ -382,13 +384,13 @@ def _check_for_claimant(
     if _satisfied(pool):
         assert status.active_group is not None
         return CheckUpdate(
-            c.CHECK_READY,
+            CheckState.READY,
             f"{pool.spec.count}/{pool.spec.count} nodes of pool {pool.name} "
             f"(group {status.active_group}) are Ready.",
-            gang_pod_set_updates(workload, pool.name, status.active_group),
+            pod_set_updates=gang_pod_set_updates(workload, pool.name, status.active_group),
             reason=c.EventReason.GANG_READY,
         )
-    if current is not None and current.state == c.CHECK_READY:
+    if current is not None and current.state == CheckState.READY:
         # Say why when the pool knows (a Capacity Block ending, a node lost).
         error = status.last_error
         why = f" {error.message}" if error is not None else ""
@@ -396,13 +398,13 @@ def _check_for_claimant(
             # Planned, and not lost; a block the pool has no record of (a status from before
             # the record) is refused once the Workload comes back.
             return CheckUpdate(
-                c.CHECK_RETRY,
+                CheckState.RETRY,
                 f"Pool {pool.name} released the gang as planned before its Capacity Block's "
                 f"end; the Workload is requeued.{why}",
                 reason=c.EventReason.CAPACITY_BLOCK_ENDING,
             )
         return CheckUpdate(
-            c.CHECK_RETRY,
+            CheckState.RETRY,
             f"Pool {pool.name} lost its gang ({status.ready_nodes}/{pool.spec.count} Ready, "
             f"phase {status.phase}); the Workload is requeued to run on a whole gang.{why}",
             reason=c.EventReason.GANG_LOST,
@@ -410,14 +412,14 @@ def _check_for_claimant(
     limit = inputs.settings.acquire_attempts_before_retry
     if status.consecutive_shortfalls >= limit:
         return CheckUpdate(
-            c.CHECK_RETRY,
+            CheckState.RETRY,
             f"EC2 had no capacity for {pool.spec.count}x {pool.spec.instance_type} in "
             f"{status.consecutive_shortfalls} consecutive attempts; nothing was left running. "
             "Kueue releases the quota and retries. Consider a capacity reservation "
             f"({c.ANN_CAPACITY_RESERVATION_ID}).",
             reason=c.EventReason.CAPACITY_SHORTFALL,
         )
-    return CheckUpdate(c.CHECK_PENDING, _progress(pool), reason=c.EventReason.WAITING)
+    return CheckUpdate(CheckState.PENDING, _progress(pool), reason=c.EventReason.WAITING)
 
 
 def _progress(pool: GangNodePool) -> str:

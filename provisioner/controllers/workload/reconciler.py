@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from provisioner.api import constants as c
+from provisioner.api.constants import CheckState
 from provisioner.api.gangnodepool import Claim, GangNodePool, GangNodePoolSpec
 from provisioner.api.meta import ObjectMeta, OwnerReference
 from provisioner.api.owners import GangOwner, OwnerKind, owner_kind
@@ -220,12 +221,14 @@ class WorkloadReconciler:
                 # Another pass created it after our cache was read: decide again on fresh data.
                 raise
             self._recorder.normal(
-                _pool_event(new), "PoolCreated", f"Created for Workload {_name(workload)}."
+                _pool_event(new),
+                c.EventReason.POOL_CREATED,
+                f"Created for Workload {_name(workload)}.",
             )
             shape = decision.shape
             self._tell_owner(
                 owner,
-                "PoolCreated",
+                c.EventReason.POOL_CREATED,
                 f"Pool {new.name} created; acquiring {shape.count}x {shape.instance_type} "
                 f"all-or-nothing. The gang is held until all {shape.count} nodes are Ready.",
             )
@@ -236,11 +239,13 @@ class WorkloadReconciler:
             if decision.reuses_warm_set:
                 reuse = f"; reusing its {pool.spec.count} warm nodes"
             self._recorder.normal(
-                _pool_event(pool), "Claimed", f"Claimed by Workload {_name(workload)}{reuse}."
+                _pool_event(pool),
+                c.EventReason.CLAIMED,
+                f"Claimed by Workload {_name(workload)}{reuse}.",
             )
             self._tell_owner(
                 owner,
-                "Claimed",
+                c.EventReason.CLAIMED,
                 f"Pool {pool.name} claimed{reuse}. The gang is held until all "
                 f"{decision.shape.count if decision.shape else pool.spec.count} nodes are Ready.",
             )
@@ -248,8 +253,12 @@ class WorkloadReconciler:
             assert pool is not None
             self._set_claim(pool, None, None)
             why = decision.notes[0] if decision.notes else "claim dropped"
-            self._recorder.normal(_pool_event(pool), "ClaimReleased", f"{_name(workload)}: {why}.")
-            self._tell_owner(owner, "ClaimReleased", f"Released pool {pool.name}: {why}.")
+            self._recorder.normal(
+                _pool_event(pool), c.EventReason.CLAIM_RELEASED, f"{_name(workload)}: {why}."
+            )
+            self._tell_owner(
+                owner, c.EventReason.CLAIM_RELEASED, f"Released pool {pool.name}: {why}."
+            )
         elif change is PoolChange.BIND:
             # A pool from before pools had an owner, held by this Workload: it is its
             # namespace's from now on (the CRD refuses any later change).
@@ -259,7 +268,7 @@ class WorkloadReconciler:
             self._own_pool_writes.wrote(pool.name, pool, written)
             log.info("pool %s: bound to namespace %s", pool.name, decision.owner_namespace)
 
-    def _tell_owner(self, owner: GangOwner | None, reason: str, message: str) -> None:
+    def _tell_owner(self, owner: GangOwner | None, reason: c.EventReason, message: str) -> None:
         """A Normal Event on the object the gang was submitted as, when it was read."""
         if owner is not None:
             self._recorder.normal(_owner_event(owner), reason, message)
@@ -290,7 +299,7 @@ class WorkloadReconciler:
             self._kube,
             workload,
             check_name,
-            state=update.state,  # type: ignore[arg-type]
+            state=update.state,
             message=update.message,
             pod_set_updates=update.pod_set_updates,
             now=self._now(),
@@ -302,15 +311,14 @@ class WorkloadReconciler:
         if before is None or before.state != update.state:
             kind = (
                 c.EVENT_WARNING
-                if update.state in (c.CHECK_RETRY, c.CHECK_REJECTED)
+                if update.state in (CheckState.RETRY, CheckState.REJECTED)
                 else c.EVENT_NORMAL
             )
-            reason = update.reason or update.state
             self._recorder.record(
-                InvolvedObject.of(WORKLOADS, workload.metadata), kind, reason, update.message
+                InvolvedObject.of(WORKLOADS, workload.metadata), kind, update.reason, update.message
             )
             if owner is not None:
-                self._recorder.record(_owner_event(owner), kind, reason, update.message)
+                self._recorder.record(_owner_event(owner), kind, update.reason, update.message)
 
 
 def _name(workload: Workload) -> str:
