@@ -7,12 +7,13 @@ themselves are `actions`'; this module decides when they run and saves what they
 Every status it saves carries the conditions (Ready, Progressing, Degraded) and the
 observedGeneration `conditions.observed` derives from it, so nothing else writes them.
 
-Each pass observes (the pool, its live instances in EC2 found by tag, its
+Each pass observes, reading only (the pool, its live instances in EC2 found by tag, its
 Ready Nodes, and the facts its plan and action need: the stack's outputs, the cluster, AMI,
 instance type and reservation, each read once and only where the row of the pool's phase in
 `phases` says; see `_read_facts`), asks `plan.plan` for ONE step, persists that step's
 status (for a launch: the marker with the generation) before acting, performs the action,
-and persists what `outcomes.outcome` makes of the result. The work queue runs one pass per pool
+and persists what `outcomes.outcome` makes of the result; then it gives the active set's
+Nodes the group label they lack (`_label_set_nodes`). The work queue runs one pass per pool
 at a time, so a pool can never launch twice concurrently; the launch marker and ClientToken
 make a crash at any point resume rather than repeat.
 
@@ -146,7 +147,13 @@ class GangNodePoolReconciler:
             settling=held.finished is not None,
         )
         if held.finished is not None:
-            return self._settle(pool, view, held.finished)
+            result = self._settle(pool, view, held.finished)
+        else:
+            result = self._plan_and_act(pool, view, facts)
+        self._label_set_nodes(pool.name, view)
+        return result
+
+    def _plan_and_act(self, pool: GangNodePool, view: AnyView, facts: PassFacts) -> Result:
         step = plan(view)
         if step.action is not Action.NONE or step.status.phase != view.status.phase:
             log.info(
@@ -334,8 +341,8 @@ class GangNodePoolReconciler:
     ) -> frozenset[str]:
         """Instances of the active set whose Node is Ready and labelled pool + group.
 
-        Nodes of the active set that lack the group label get it here: a launch template
-        outlives generations and cannot carry one.
+        Nodes of the active set that lack the group label get it after the plan
+        (`_label_set_nodes`); they are counted on the pass that label change triggers.
         """
         group = status.active_group
         wanted = set(status.instance_ids)
@@ -347,17 +354,27 @@ class GangNodePoolReconciler:
             if node.labels.get(c.POOL_LABEL) != pool:
                 continue
             if node.labels.get(c.GROUP_LABEL) != group:
-                self._label_node(node, group)
-                continue  # counted on the pass the label change triggers
+                continue  # labelled after the plan; counted on the pass that triggers
             if node.ready:
                 ready.add(instance_id)
         return frozenset(ready)
 
-    def _label_node(self, node: Node, group: str) -> None:
-        with contextlib.suppress(KubeNotFound):  # the node left meanwhile
-            update_object(
-                self._kube, NODES, node, node.with_label(c.GROUP_LABEL, group), c.FIELD_MANAGER
-            )
+    def _label_set_nodes(self, pool: str, view: AnyView) -> None:
+        """Give the group label to the active set's Nodes that lack it: a launch template
+        outlives generations and cannot carry one. This reconciler alone writes it, in a
+        step of its own after the plan; the observe step only reads."""
+        group = view.status.active_group
+        if group is None:
+            return
+        members = set(view.status.instance_ids) & {i.instance_id for i in view.live}
+        for node in self._nodes.list_labelled(pool):
+            if node.instance_id not in members or node.labels.get(c.POOL_LABEL) != pool:
+                continue
+            if node.labels.get(c.GROUP_LABEL) == group:
+                continue
+            with contextlib.suppress(KubeNotFound):  # the node left meanwhile
+                labelled = node.with_label(c.GROUP_LABEL, group)
+                update_object(self._kube, NODES, node, labelled, c.FIELD_MANAGER)
 
     # -- writes ---------------------------------------------------------------------------------
     def _persist(
