@@ -125,7 +125,7 @@ def test_each_rows_flags_say_what_the_old_sets_said(
     row = PHASES[phase]
     assert row.fresh is fresh
     assert (row.stack is phases.STACK) is stack
-    assert (row.launch is not phases.NOT_READ) is launches
+    assert row.launches is launches
     assert row.progressing is progresses
     assert progressing(phase) is progresses
 

@@ -64,15 +64,23 @@ LAUNCH_WHILE_CLAIMED_OR_MARKED: Fetch[LaunchRead | NotFetched] = Fetch(
 
 @dataclass(frozen=True)
 class PhaseRow(Generic[S, L]):
+    """A phase's row; its columns are the module docstring's."""
+
     fresh: bool
     stack: Fetch[S]
     launch: Fetch[L]
     plan: Callable[[PoolView[S, L]], Step]
     progressing: bool
 
+    @property
+    def launches(self) -> bool:
+        """Whether a pass in the phase may launch: only one that reads the launch facts."""
+        return self.launch is not NOT_READ
 
-# mypy checks each row as it is built (its planner against its fetches); the table holds
-# rows of every profile.
+
+# Each row is built on its own line, unannotated: mypy infers its types from its fetches and
+# checks its planner against them. Built inside the table, whose rows are PhaseRow[Any, Any],
+# it would be checked by nothing but tests/unit/test_pool_phases.py.
 _IDLE = PhaseRow(
     fresh=False,
     stack=STACK_WHILE_UNCLAIMED,
