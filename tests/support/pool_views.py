@@ -9,8 +9,16 @@ from typing import Any
 
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import CapacityBlock, GangNodePoolSpec, GangNodePoolStatus
-from provisioner.controllers.pool.plan import needs_stack
-from provisioner.controllers.pool.steps import Instance, PoolTimings, PoolView
+from provisioner.controllers.pool.phases import needs_launch_facts, needs_stack
+from provisioner.controllers.pool.steps import (
+    NOT_FETCHED,
+    AnyView,
+    Instance,
+    LaunchRead,
+    PoolTimings,
+    PoolView,
+    StackRead,
+)
 from tests.support.pools import claim, pool_spec
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -42,9 +50,10 @@ def view(
     idle_stack_ttl: timedelta = TIMINGS.idle_stack_ttl,
     capacity_reservation_id: str | None = None,
     capacity_block: CapacityBlock | None = None,
-) -> PoolView:
-    """The pool as a pass sees it. Whether the stack is prepared is given only where the
-    reconciler would gather it (`needs_stack`): a plan that reads it elsewhere fails."""
+) -> AnyView:
+    """The pool as a pass sees it. Whether the stack is prepared, and the Capacity Block EC2
+    reports, are given only where the reconciler would read them (the row of the pool's
+    phase: `needs_stack`, `needs_launch_facts`); elsewhere the view holds `NOT_FETCHED`."""
     spec = GangNodePoolSpec.model_validate(
         pool_spec(
             node_role_arn=ROLE,
@@ -64,10 +73,14 @@ def view(
         live=live,
         gone_ids=gone,
         ready_instance_ids=ready,
-        stack_prepared=prepared if needs_stack(spec, st, deleting=deleting) else None,
         now=NOW,
         timings=replace(TIMINGS, idle_stack_ttl=idle_stack_ttl),
-        capacity_block=capacity_block,
+        stack=StackRead(prepared) if needs_stack(spec, st, deleting=deleting) else NOT_FETCHED,
+        launch=(
+            LaunchRead(capacity_block)
+            if needs_launch_facts(spec, st, deleting=deleting)
+            else NOT_FETCHED
+        ),
     )
 
 

@@ -16,21 +16,27 @@ from provisioner.controllers.pool.plan import plan
 from provisioner.controllers.pool.steps import (
     Action,
     ActionResult,
-    PoolView,
+    AnyView,
     StackPriority,
+    StackRead,
     Step,
     stack_priority,
 )
 from tests.support.pool_views import IDS, LIVE, NOW, active, view
 
 
-def busy(v: PoolView, running: Action) -> PoolView:
+def busy(v: AnyView, running: Action) -> AnyView:
     return replace(v, stack_operation=running)
+
+
+def with_stack(v: AnyView, prepared: bool) -> AnyView:
+    """`v` with the stack's answer `prepared`, where its row reads the stack."""
+    return replace(v, stack=StackRead(prepared)) if isinstance(v.stack, StackRead) else v
 
 
 # (case, the view, the operation running): every step that would touch the stack, read
 # it, or decide from it waits; the pool's status is left as it was.
-WAITS: list[tuple[str, PoolView, Action]] = [
+WAITS: list[tuple[str, AnyView, Action]] = [
     (
         "no launch while its prepare runs (template being changed)",
         view(phase=Phase.ACQUIRING, prepared=True),
@@ -87,12 +93,12 @@ WAITS: list[tuple[str, PoolView, Action]] = [
 @pytest.mark.parametrize(("v", "running"), [(v, r) for _, v, r in WAITS], ids=[w[0] for w in WAITS])
 @pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "not-prepared"])
 def test_a_step_that_touches_the_stack_waits_for_its_operation(
-    v: PoolView, running: Action, prepared: bool
+    v: AnyView, running: Action, prepared: bool
 ) -> None:
-    # stack_prepared is not asked while an operation runs: whatever it says, the step waits.
-    free = plan(replace(v, stack_prepared=prepared))
+    # The stack is not asked while an operation runs: whatever it says, the step waits.
+    free = plan(with_stack(v, prepared))
     assert free.action is not Action.NONE or free.status.phase != v.status.phase
-    step = plan(busy(replace(v, stack_prepared=prepared), running))
+    step = plan(busy(with_stack(v, prepared), running))
     assert step.action is Action.NONE
     assert step.status == v.status
     assert step.requeue_after is None, "the executor queues the pool when the operation ends"

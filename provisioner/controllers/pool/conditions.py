@@ -6,7 +6,8 @@ and `lastError` say, and nothing else writes them:
 
 - `Ready`: True while the whole set of N nodes is Ready (Satisfied, or KeepWarm with every
   warm node Ready): what `kubectl wait --for=condition=Ready gnp/<pool>` waits for.
-- `Progressing`: True while the pool acquires, joins or releases a set.
+- `Progressing`: True while the pool acquires, joins or releases a set (its phase's row in
+  `phases.PHASES` says which).
 - `Degraded`: True while an operation of the pool is failing; its reason is the failure's
   kind (`DegradedReason`). A capacity block that has not started, and a release planned
   before a block's end, are waits the user asked for, not failures.
@@ -25,9 +26,9 @@ from provisioner.api import constants as c
 from provisioner.api.constants import DegradedReason, FailureKind, Phase, PoolCondition
 from provisioner.api.gangnodepool import GangNodePoolSpec, GangNodePoolStatus, LastError
 from provisioner.api.meta import Condition, ConditionStatus, set_condition
+from provisioner.controllers.pool.phases import progressing
 from provisioner.controllers.pool.status import changed
 
-_PROGRESSING_PHASES = frozenset({Phase.ACQUIRING, Phase.JOINING, Phase.RELEASING})
 _DEGRADED_REASONS = {
     FailureKind.CAPACITY: DegradedReason.CAPACITY_SHORTFALL,
     FailureKind.MALFORMED: DegradedReason.PARTIAL_ANSWER,
@@ -92,7 +93,7 @@ def _progressing(status: GangNodePoolStatus, spec: GangNodePoolSpec) -> _Answer:
         message = "Releasing the pool's instances."
     else:
         message = f"Settled in phase {phase.value}."
-    state: ConditionStatus = "True" if phase in _PROGRESSING_PHASES else "False"
+    state: ConditionStatus = "True" if progressing(phase) else "False"
     return PoolCondition.PROGRESSING, state, phase.value, message
 
 

@@ -237,7 +237,7 @@ class StackAnswer:
 class PassFacts:
     """What one pass read beyond Kubernetes, for its plan and for the action it runs.
 
-    None: not read this pass (the plan does not need it; see `pool_plan.needs_stack`)."""
+    None: not read this pass (the pool's phase's row does not read it; see `phases`)."""
 
     stack: StackAnswer | None = None
     launch: LaunchFacts | CloudError | None = None
@@ -251,16 +251,6 @@ def about_to_launch(pool: GangNodePool) -> bool:
         status.phase == Phase.ACQUIRING
         and status.launch_in_progress is None
         and pool.spec.claim is not None
-    )
-
-
-def may_launch(pool: GangNodePool) -> bool:
-    """Whether this pass's plan can be a prepare or a launch (a marked launch resumes)."""
-    status = pool.status
-    return (
-        status.phase == Phase.ACQUIRING
-        and pool.metadata.deletion_timestamp is None
-        and (pool.spec.claim is not None or status.launch_in_progress is not None)
     )
 
 

@@ -30,8 +30,8 @@ from provisioner.controllers.pool.steps import (
     STACK_ACTIONS,
     Action,
     ActionResult,
+    AnyView,
     Event,
-    PoolView,
     ReleasePurpose,
     Step,
 )
@@ -82,7 +82,7 @@ def _cleared(
     return changed(status, last_error=None)
 
 
-def outcome(view: PoolView, step: Step, result: ActionResult) -> Outcome:
+def outcome(view: AnyView, step: Step, result: ActionResult) -> Outcome:
     """The status a step's result leaves, when to look again, and what to tell users."""
     status = step.status
     action = step.action
@@ -174,7 +174,7 @@ def _after_prepare(status: GangNodePoolStatus, step: Step, result: ActionResult)
     )
 
 
-def settle(view: PoolView, step: Step, result: ActionResult) -> Outcome:
+def settle(view: AnyView, step: Step, result: ActionResult) -> Outcome:
     """What a stack operation that ran on the executor leaves, applied to the status as
     it is now.
 
@@ -188,9 +188,7 @@ def settle(view: PoolView, step: Step, result: ActionResult) -> Outcome:
     return outcome(view, replace(step, status=view.status), result)
 
 
-def _after_release_set(
-    view: PoolView, status: GangNodePoolStatus, step: Step
-) -> GangNodePoolStatus:
+def _after_release_set(view: AnyView, status: GangNodePoolStatus, step: Step) -> GangNodePoolStatus:
     if step.release_purpose is ReleasePurpose.STRAYS:
         return changed(_cleared(status, Action.RELEASE_SET), release_in_progress=None)
     # The set is gone, and with it what its record and its keep-warm tag were for.
@@ -221,7 +219,7 @@ def _after_release_set(
     )
 
 
-def _block_of(view: PoolView, result: ActionResult) -> CapacityBlock | None:
+def _block_of(view: AnyView, result: ActionResult) -> CapacityBlock | None:
     """The block a launched set runs on, kept past the set's release (see `block_window`)."""
     reservation_id = view.spec.capacity_reservation_id
     if result.block_ends_at is None or not reservation_id:
@@ -229,7 +227,7 @@ def _block_of(view: PoolView, result: ActionResult) -> CapacityBlock | None:
     return CapacityBlock(reservation_id=reservation_id, ends_at=result.block_ends_at)
 
 
-def _launch_outcome(view: PoolView, status: GangNodePoolStatus, result: ActionResult) -> Outcome:
+def _launch_outcome(view: AnyView, status: GangNodePoolStatus, result: ActionResult) -> Outcome:
     marker = status.launch_in_progress
     assert marker is not None
     n = view.spec.count
@@ -337,7 +335,7 @@ def _launch_outcome(view: PoolView, status: GangNodePoolStatus, result: ActionRe
 
 
 def _keep_unreleased(
-    view: PoolView,
+    view: AnyView,
     status: GangNodePoolStatus,
     unconfirmed: tuple[str, ...],
     rolled_back: tuple[str, ...],

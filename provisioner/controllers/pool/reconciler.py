@@ -3,27 +3,29 @@
 Watches: GangNodePools, and Nodes carrying the pool label (mapped to their pool).
 Writes, alone: `GangNodePool.status`, all EC2 lifecycle of the pool's instances, the pool's
 Pulumi stack, the group label of its own Nodes, and the finalizer's removal. The effects
-themselves are `pool_actions`'; this module decides when they run and saves what they left.
+themselves are `actions`'; this module decides when they run and saves what they left.
 Every status it saves carries the conditions (Ready, Progressing, Degraded) and the
-observedGeneration `pool_conditions.observed` derives from it, so nothing else writes them.
+observedGeneration `conditions.observed` derives from it, so nothing else writes them.
 
-Each pass observes (the pool, its live instances in EC2 found by tag, its Ready Nodes, and
-the facts its plan and action need: the stack's outputs, the cluster, AMI, instance type and
-reservation, each read once; see `_read_facts`), asks `pool_plan.plan` for ONE step,
-persists that step's status (for a launch: the marker with the generation) before acting,
-performs the action, and persists what `pool_outcomes.outcome` makes of the result. The work
-queue runs one pass per pool at a time, so a pool can never launch twice concurrently; the
-launch marker and ClientToken make a crash at any point resume rather than repeat.
+Each pass observes, reading only (the pool, its live instances in EC2 found by tag, its
+Ready Nodes, and the facts its plan and action need: the stack's outputs, the cluster, AMI,
+instance type and reservation, each read once and only where the row of the pool's phase in
+`phases` says; see `_read_facts`), asks `plan.plan` for ONE step, persists that step's
+status (for a launch: the marker with the generation) before acting, performs the action,
+and persists what `outcomes.outcome` makes of the result; then it gives the active set's
+Nodes the group label they lack (`_label_set_nodes`). The work queue runs one pass per pool
+at a time, so a pool can never launch twice concurrently; the launch marker and ClientToken
+make a crash at any point resume rather than repeat.
 
 Stack steps (prepare, record, release a set, destroy) are handed to the `StackExecutor`
 instead of run here: the pass persists the step's status, submits, and returns. While the
 operation runs, passes of the pool still observe and write plain status changes, and plan
 nothing that touches the stack (`plan` makes such steps wait). When it ends, the executor
-queues the pool; that pass persists what `pool_outcomes.settle` makes of the result on
+queues the pool; that pass persists what `outcomes.settle` makes of the result on
 the status as it is then, and nothing else.
 
 What EC2 holds for the pool comes from the shared `InstanceIndex`: a pool about to act on
-its instances (see `reads_fresh`) lists them on every pass; a joining or settled pool reads
+its instances (`phases.reads_fresh`) lists them on every pass; a joining or settled pool reads
 the index, at most `instanceIndexRefreshSeconds` old, unless that misses part of its set. A
 launch, a release and a destroy each make the pool's next read fresh (`InstanceIndex.forget`),
 as the reaper's terminations do.
@@ -55,21 +57,26 @@ from provisioner.controllers.pool.facts import (
     StackAnswer,
     capacity_block_of,
     gather_launch_facts,
-    may_launch,
     stack_holds_what_launch_needs,
 )
 from provisioner.controllers.pool.outcomes import outcome, settle
-from provisioner.controllers.pool.plan import needs_stack, plan
+from provisioner.controllers.pool.phases import may_launch, needs_stack, reads_fresh
+from provisioner.controllers.pool.plan import plan
 from provisioner.controllers.pool.stack_executor import Finished, Operation
 from provisioner.controllers.pool.steps import (
+    NOT_FETCHED,
     STACK_ACTIONS,
     Action,
     ActionResult,
+    AnyView,
     Backoff,
     Event,
     Instance,
+    LaunchRead,
+    NotFetched,
     PoolTimings,
     PoolView,
+    StackRead,
     Step,
 )
 from provisioner.kube.errors import KubeConflict, KubeNotFound
@@ -81,30 +88,6 @@ from provisioner.kube.workqueue import Result
 from provisioner.pulumi_driver.port import StackError
 
 log = logging.getLogger(__name__)
-
-# The phases whose next step acts on the pool's instances: a launch, or a release.
-_ACTING_PHASES = frozenset({Phase.ACQUIRING, Phase.RELEASING})
-
-
-def reads_fresh(pool: GangNodePool) -> bool:
-    """Whether this pass must list the pool's instances from EC2 rather than the index.
-
-    A pool about to act on its instances (Acquiring, Releasing, a launch or release marked,
-    being deleted) acts on what EC2 says now. Every other pool waits for the world to change
-    (a joining one for its Nodes, a settled one for a claim, a loss or a timer), and every
-    Node or claim event would otherwise cost a listing. What EC2 holds for such a pool
-    changes by our own launch or release (the pool reconciler's or the reaper's), each of
-    which makes its next read fresh, or by a loss the refresh interval bounds. So a new
-    claim on a warm set is admitted on its Nodes being Ready now and on a listing at most
-    `instanceIndexRefreshSeconds` old; a listing that misses part of the set is asked again
-    (see `_observe`).
-    """
-    status = pool.status
-    if pool.metadata.deletion_timestamp is not None:
-        return True
-    if status.launch_in_progress is not None or status.release_in_progress is not None:
-        return True
-    return status.phase in _ACTING_PHASES
 
 
 def _next_pass(
@@ -164,7 +147,13 @@ class GangNodePoolReconciler:
             settling=held.finished is not None,
         )
         if held.finished is not None:
-            return self._settle(pool, view, held.finished)
+            result = self._settle(pool, view, held.finished)
+        else:
+            result = self._plan_and_act(pool, view, facts)
+        self._label_set_nodes(pool.name, view)
+        return result
+
+    def _plan_and_act(self, pool: GangNodePool, view: AnyView, facts: PassFacts) -> Result:
         step = plan(view)
         if step.action is not Action.NONE or step.status.phase != view.status.phase:
             log.info(
@@ -201,7 +190,7 @@ class GangNodePoolReconciler:
         self,
         step: Step,
         pool: GangNodePool,
-        view: PoolView,
+        view: AnyView,
         facts: PassFacts,
         written: GangNodePool,
     ) -> Result:
@@ -220,7 +209,7 @@ class GangNodePoolReconciler:
         assert result is not None
         return result
 
-    def _settle(self, pool: GangNodePool, view: PoolView, finished: Finished) -> Result:
+    def _settle(self, pool: GangNodePool, view: AnyView, finished: Finished) -> Result:
         """Persist a finished stack operation's result, then let the executor drop it."""
         step = finished.operation.step
         status, requeue, events = settle(view, step, finished.result)
@@ -250,7 +239,7 @@ class GangNodePoolReconciler:
 
     def _observe(
         self, pool: GangNodePool, stack_operation: Action | None, settling: bool = False
-    ) -> tuple[PoolView, PassFacts]:
+    ) -> tuple[AnyView, PassFacts]:
         """What the pass plans from: the pool's instances in EC2, its Ready Nodes, and the
         stack's and the world's answers where its plan and its action need them (each read
         once; see `_read_facts`)."""
@@ -276,6 +265,7 @@ class GangNodePoolReconciler:
         )
         ready = self._ready_instances(pool.name, status, {v.instance_id for v in live})
         facts = self._read_facts(pool, stack_operation, settling)
+        launch = facts.launch
         view = PoolView(
             name=pool.name,
             uid=pool.metadata.uid or pool.name,
@@ -286,12 +276,13 @@ class GangNodePoolReconciler:
             live=tuple(Instance(v.instance_id, v.managed.group) for v in live),
             gone_ids=gone,
             ready_instance_ids=ready,
-            stack_prepared=self._stack_prepared(pool, stack_operation, settling, facts),
-            stack_operation=stack_operation,
-            backoff=self._backoffs.get(pool.name),
             now=self._now(),
             timings=self._timings,
-            capacity_block=capacity_block_of(facts.launch),
+            # What the row of the pool's phase reads, and nothing else (see `phases`).
+            stack=self._stack_read(pool, stack_operation, settling, facts),
+            launch=NOT_FETCHED if launch is None else LaunchRead(capacity_block_of(launch)),
+            stack_operation=stack_operation,
+            backoff=self._backoffs.get(pool.name),
         )
         return view, facts
 
@@ -324,28 +315,34 @@ class GangNodePoolReconciler:
                 launch = err
         return PassFacts(stack=stack, launch=launch)
 
-    def _stack_prepared(
+    def _stack_read(
         self,
         pool: GangNodePool,
         stack_operation: Action | None,
         settling: bool,
         facts: PassFacts,
-    ) -> bool | None:
+    ) -> StackRead | NotFetched:
         if facts.stack is not None:
-            return stack_holds_what_launch_needs(
-                self._deps.settings, pool, facts.stack, facts.launch
+            return StackRead(
+                stack_holds_what_launch_needs(self._deps.settings, pool, facts.stack, facts.launch)
             )
-        if stack_operation is not None and not settling:
-            return False  # not asked: every step that reads it waits for the operation
-        return None
+        deleting = pool.metadata.deletion_timestamp is not None
+        if (
+            stack_operation is not None
+            and not settling
+            and needs_stack(pool.spec, pool.status, deleting=deleting)
+        ):
+            # Not asked: every step that reads it waits for the operation.
+            return StackRead(prepared=False)
+        return NOT_FETCHED
 
     def _ready_instances(
         self, pool: str, status: GangNodePoolStatus, live: set[str]
     ) -> frozenset[str]:
         """Instances of the active set whose Node is Ready and labelled pool + group.
 
-        Nodes of the active set that lack the group label get it here: a launch template
-        outlives generations and cannot carry one.
+        Nodes of the active set that lack the group label get it after the plan
+        (`_label_set_nodes`); they are counted on the pass that label change triggers.
         """
         group = status.active_group
         wanted = set(status.instance_ids)
@@ -357,17 +354,27 @@ class GangNodePoolReconciler:
             if node.labels.get(c.POOL_LABEL) != pool:
                 continue
             if node.labels.get(c.GROUP_LABEL) != group:
-                self._label_node(node, group)
-                continue  # counted on the pass the label change triggers
+                continue  # labelled after the plan; counted on the pass that triggers
             if node.ready:
                 ready.add(instance_id)
         return frozenset(ready)
 
-    def _label_node(self, node: Node, group: str) -> None:
-        with contextlib.suppress(KubeNotFound):  # the node left meanwhile
-            update_object(
-                self._kube, NODES, node, node.with_label(c.GROUP_LABEL, group), c.FIELD_MANAGER
-            )
+    def _label_set_nodes(self, pool: str, view: AnyView) -> None:
+        """Give the group label to the active set's Nodes that lack it: a launch template
+        outlives generations and cannot carry one. This reconciler alone writes it, in a
+        step of its own after the plan; the observe step only reads."""
+        group = view.status.active_group
+        if group is None:
+            return
+        members = set(view.status.instance_ids) & {i.instance_id for i in view.live}
+        for node in self._nodes.list_labelled(pool):
+            if node.instance_id not in members or node.labels.get(c.POOL_LABEL) != pool:
+                continue
+            if node.labels.get(c.GROUP_LABEL) == group:
+                continue
+            with contextlib.suppress(KubeNotFound):  # the node left meanwhile
+                labelled = node.with_label(c.GROUP_LABEL, group)
+                update_object(self._kube, NODES, node, labelled, c.FIELD_MANAGER)
 
     # -- writes ---------------------------------------------------------------------------------
     def _persist(

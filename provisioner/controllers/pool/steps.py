@@ -1,12 +1,13 @@
-"""The pool life cycle's vocabulary: what `pool_plan` reads and names, and what actions report.
+"""The pool life cycle's vocabulary: what `plan` reads and names, and what actions report.
 
 `PoolView` is everything one pass observed of a pool, gathered before planning (`plan` does
-no I/O); `Step` is the one thing the pass does next; `ActionResult` is what that thing
-reported, which `pool_outcomes` turns into the next status. `PoolTimings` holds the waits
-the life cycle uses, read from Settings in one place.
+no I/O), typed by what its phase's row read (`StackRead`, `LaunchRead`, or `NotFetched`);
+`Step` is the one thing the pass does next; `ActionResult` is what that thing reported,
+which `outcomes` turns into the next status. `PoolTimings` holds the waits the life cycle
+uses, read from Settings in one place.
 
-Used by `pool_plan`, `pool_outcomes`, the GangNodePool reconciler and its actions, and the
-stack executor (which orders stack steps by `stack_priority`).
+Used by `plan` and its phases' planners, `outcomes`, the GangNodePool reconciler and its
+actions, and the stack executor (which orders stack steps by `stack_priority`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum, IntEnum
+from typing import Generic, TypeAlias, TypeVar
 
 from provisioner.api.constants import FailureKind
 from provisioner.api.gangnodepool import CapacityBlock, GangNodePoolSpec, GangNodePoolStatus
@@ -123,14 +125,50 @@ class Backoff:
     until: datetime
 
 
+class NotFetched:
+    """What a view holds of an input its phase's row does not read (`phases.PHASES`). It
+    has no fields: a planner that reads the stack or the launch facts of a view that did not
+    fetch them fails type checking, not a run."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOT_FETCHED"
+
+
+NOT_FETCHED = NotFetched()
+
+
 @dataclass(frozen=True)
-class PoolView:
+class StackRead:
+    """The pool's stack as this pass read it: whether it is prepared (from today's inputs,
+    for a launch; see `facts.stack_holds_what_launch_needs`)."""
+
+    prepared: bool
+
+
+@dataclass(frozen=True)
+class LaunchRead:
+    """What the plan reads of the launch facts (cluster, AMI, type, reservation) a pass
+    that may launch gathers: EC2's record of the Capacity Block the spec names (None: not
+    a block, or the read failed; the status's record stands in)."""
+
+    capacity_block: CapacityBlock | None
+
+
+# What a view holds of the stack and of the launch facts: the row's read, or NotFetched.
+S = TypeVar("S", covariant=True)
+L = TypeVar("L", covariant=True)
+
+
+@dataclass(frozen=True)
+class PoolView(Generic[S, L]):
     """Everything `plan` reads, gathered by the pass before it plans.
 
-    `stack_prepared` is gathered only for the passes whose plan reads it (`needs_stack`
-    in `pool_plan` says which): asking may run the Pulumi CLI (a replica that has not seen
-    the stack, or a backend that failed the last read), and a pool that is joining or
-    settled must not wait on that. It is None when it was not gathered."""
+    `stack` and `launch` hold what the row of the pool's phase fetches (`phases.PHASES`),
+    typed so: a `PoolView[NotFetched, NotFetched]` has neither to read. Asking the stack
+    may run the Pulumi CLI (a replica that has not seen the stack, or a backend that
+    failed the last read), and a pool that is joining or settled must not wait on that."""
 
     name: str
     uid: str
@@ -145,24 +183,16 @@ class PoolView:
     ready_instance_ids: frozenset[str]  # Ready Nodes labelled with this pool and active group
     now: datetime
     timings: PoolTimings
-    # Whether the stack is prepared (from today's inputs, for a launch).
-    stack_prepared: bool | None = None
+    stack: S  # StackRead, or NotFetched
+    launch: L  # LaunchRead, or NotFetched
     # The pool's stack operation queued or running on the executor, if any.
     stack_operation: Action | None = None
     # The last failed step and when it may run again (the reconciler remembers it).
     backoff: Backoff | None = None
-    # EC2's record of the Capacity Block the spec names, read by a pass that may launch
-    # (None: not a block, or not read this pass).
-    capacity_block: CapacityBlock | None = None
 
-    @property
-    def prepared(self) -> bool:
-        if self.stack_prepared is None:
-            raise AssertionError(
-                f"pool {self.name}: the plan read the stack in phase {self.status.phase}, "
-                "but the pass did not gather it (see pool_plan.needs_stack)"
-            )
-        return self.stack_prepared
+
+# A view whatever its row fetched: for code that reads neither the stack nor the launch facts.
+AnyView: TypeAlias = PoolView[object, object]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,207 @@
+"""The pool's plan while it holds a set: Joining and Satisfied (the set joins, becomes
+Ready, is recorded in the stack beside the join, and is released whole if it loses a
+member, misses the join deadline or reaches its Capacity Block's release) and KeepWarm
+(a new claim reuses the warm set, no launch; expiry releases it).
+
+Planners of the phase table (`phases.PHASES`): their rows read neither the stack nor the
+launch facts (a pool that holds a set does not wait on the Pulumi backend), so they take a
+`PoolView[NotFetched, NotFetched]`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from provisioner.api import constants as c
+from provisioner.api.constants import Phase
+from provisioner.api.durations import format_duration
+from provisioner.api.gangnodepool import GangNodePoolStatus, LastError
+from provisioner.controllers.pool.plan_release import release_for_retry
+from provisioner.controllers.pool.status import changed, seconds_until
+from provisioner.controllers.pool.steps import (
+    Action,
+    AnyView,
+    Event,
+    NotFetched,
+    PoolView,
+    Step,
+)
+
+
+def plan_active(view: PoolView[NotFetched, NotFetched]) -> Step:
+    status, spec, n = view.status, view.spec, view.spec.count
+    missing = [iid for iid in status.instance_ids if iid in view.gone_ids]
+    if missing or len(status.instance_ids) != n:
+        return release_for_retry(
+            view,
+            c.EventReason.GANG_BROKEN,
+            f"{len(missing)} of {n} instances of "
+            f"group {status.active_group} are gone ({', '.join(missing)}); "
+            "releasing the rest and acquiring a whole new set.",
+        )
+    release_at = _block_release_at(view)
+    if release_at is not None and view.now >= release_at:
+        return _release_for_block_end(view)
+    # Readiness and the join deadline come before the stack's record of the set: the record
+    # is bookkeeping (a release terminates by the IDs in this status and by tag), so it never
+    # gates Ready, and a record that keeps failing cannot hold a billing set past its deadline.
+    recorded = status.active_group is not None and status.recorded_group == status.active_group
+    ready = len(view.ready_instance_ids & set(status.instance_ids))
+    status = changed(status, ready_nodes=ready)
+    if spec.claim is None:
+        # Nobody waits for this set any more, joined or not: keep it warm (or release it)
+        # now, rather than bill it until its nodes are Ready.
+        return _enter_keep_warm(view, status)
+    if ready == n:
+        if status.phase != Phase.SATISFIED:
+            return Step(
+                Action.NONE,
+                changed(status, phase=Phase.SATISFIED, join_deadline=None, last_error=None),
+                requeue_after=None if recorded else 0.0,
+                events=(
+                    Event(
+                        c.EVENT_NORMAL,
+                        c.EventReason.SATISFIED,
+                        f"All {n} nodes of group {status.active_group} joined and are Ready.",
+                    ),
+                ),
+            )
+        if not recorded:
+            return Step(Action.RECORD_SET, status, why="record set in stack")
+        return Step(Action.NONE, status, requeue_after=seconds_until(view.now, release_at))
+    deadline = status.join_deadline or (view.now + view.timings.join_deadline)
+    if status.phase == Phase.SATISFIED:
+        # A node went away or NotReady: back to Joining, with a fresh deadline.
+        return Step(
+            Action.NONE,
+            changed(
+                status, phase=Phase.JOINING, join_deadline=view.now + view.timings.join_deadline
+            ),
+            requeue_after=5.0,
+            events=(
+                Event(c.EVENT_WARNING, c.EventReason.NODE_NOT_READY, f"{ready}/{n} nodes Ready."),
+            ),
+        )
+    if view.now >= deadline:
+        return release_for_retry(
+            view,
+            c.EventReason.JOIN_DEADLINE_EXCEEDED,
+            f"Only {ready}/{n} nodes "
+            f"joined within {view.timings.join_deadline}; releasing the set and "
+            "acquiring a new one.",
+        )
+    status = changed(status, join_deadline=deadline)
+    if not recorded:
+        # While the nodes join: the record runs beside the join.
+        return Step(Action.RECORD_SET, status, why="record set in stack")
+    wait = (deadline - view.now).total_seconds()
+    return Step(Action.NONE, status, requeue_after=min(wait, 5.0))
+
+
+def _block_release_at(view: AnyView) -> datetime | None:
+    ends = view.status.capacity_block_ends_at
+    return None if ends is None else ends - view.timings.block_release_margin
+
+
+def _block_ending_message(view: AnyView) -> str:
+    ends = view.status.capacity_block_ends_at
+    assert ends is not None
+    return (
+        f"Planned release: Capacity Block {view.spec.capacity_reservation_id} (group "
+        f"{view.status.active_group}) ends at {ends:%Y-%m-%dT%H:%M:%SZ} and EC2 reclaims its "
+        f"instances then; releasing the {view.spec.count} nodes "
+        f"{format_duration(view.timings.block_release_margin)} before its end, as planned. "
+        "Buy or extend a block to run longer."
+    )
+
+
+def _release_for_block_end(view: AnyView) -> Step:
+    message = _block_ending_message(view)
+    step = release_for_retry(view, c.EventReason.CAPACITY_BLOCK_ENDING, message)
+    err = LastError(reason=c.EventReason.CAPACITY_BLOCK_ENDING, message=message)
+    # Planned, not a failure: a Normal event.
+    planned = Event(c.EVENT_NORMAL, err.reason, message)
+    return replace(step, status=changed(step.status, last_error=err), events=(planned,))
+
+
+def _enter_keep_warm(view: AnyView, status: GangNodePoolStatus) -> Step:
+    ttl = view.spec.keep_warm_ttl
+    if ttl <= timedelta(0):
+        return Step(Action.NONE, changed(status, phase=Phase.RELEASING), requeue_after=0.0)
+    until = view.now + ttl
+    block_wait = seconds_until(view.now, _block_release_at(view))
+    wait = ttl.total_seconds() if block_wait is None else min(ttl.total_seconds(), block_wait)
+    n = view.spec.count
+    joining = f" ({status.ready_nodes}/{n} Ready so far)" if status.ready_nodes < n else ""
+    return Step(
+        Action.TAG_KEEP_WARM,
+        changed(status, phase=Phase.KEEP_WARM, keep_warm_until=until, join_deadline=None),
+        requeue_after=wait,
+        events=(
+            Event(
+                c.EVENT_NORMAL,
+                c.EventReason.KEEP_WARM,
+                f"Claim dropped; keeping {n} nodes{joining} warm until {until:%Y-%m-%dT%H:%M:%SZ}.",
+            ),
+        ),
+    )
+
+
+def plan_keep_warm(view: PoolView[NotFetched, NotFetched]) -> Step:
+    status = view.status
+    if view.spec.claim is not None:
+        # A new claimant reuses the warm set: no launch. A whole set of Ready nodes is
+        # Satisfied in this one step (its record stands: the set is the one recorded); one
+        # that lost readiness while warm goes back to Joining, under a fresh deadline.
+        ready = len(view.ready_instance_ids & set(status.instance_ids))
+        whole = ready == view.spec.count == len(status.instance_ids) and not view.gone_ids & set(
+            status.instance_ids
+        )
+        back = changed(
+            status,
+            phase=Phase.SATISFIED if whole else Phase.JOINING,
+            keep_warm_until=None,
+            ready_nodes=ready,
+            join_deadline=None if whole else view.now + view.timings.join_deadline,
+        )
+        # No event of its own: the claim's ("Claimed by ...; reusing its warm nodes") says it,
+        # and every warm claim of a wave would write a second Event saying the same.
+        return Step(Action.TAG_KEEP_WARM, back, requeue_after=None if whole else 0.0)
+    if any(iid in view.gone_ids for iid in status.instance_ids):
+        return Step(Action.NONE, changed(status, phase=Phase.RELEASING), requeue_after=0.0)
+    release_at = _block_release_at(view)
+    if release_at is not None and view.now >= release_at:
+        return Step(
+            Action.NONE,
+            changed(status, phase=Phase.RELEASING),
+            requeue_after=0.0,
+            events=(
+                Event(
+                    c.EVENT_NORMAL, c.EventReason.CAPACITY_BLOCK_ENDING, _block_ending_message(view)
+                ),
+            ),
+        )
+    until = status.keep_warm_until
+    if until is None or view.now >= until:
+        return Step(
+            Action.NONE,
+            changed(status, phase=Phase.RELEASING),
+            requeue_after=0.0,
+            events=(
+                Event(
+                    c.EVENT_NORMAL,
+                    c.EventReason.KEEP_WARM_EXPIRED,
+                    "Keep-warm window over; releasing.",
+                ),
+            ),
+        )
+    wait = (until - view.now).total_seconds()
+    block_wait = seconds_until(view.now, release_at)
+    requeue = wait if block_wait is None else min(wait, block_wait)
+    if status.consecutive_failures:
+        # Copying keepWarmUntil onto the instances' tag is the only step a warm pool runs,
+        # and it failed (the phase and the window were saved with it): try it again, or the
+        # reaper's EC2-side backstop for this set never learns the window.
+        return Step(Action.TAG_KEEP_WARM, status, requeue_after=requeue, why="keep-warm tag")
+    return Step(Action.NONE, status, requeue_after=requeue)
