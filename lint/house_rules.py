@@ -37,7 +37,6 @@ MAX_LINES: Final = 500
 ALLOWED_LARGE: Final = frozenset(
     {
         "provisioner/api/settings.py",  # split on another branch
-        "provisioner/controllers/pool/plan.py",  # split on another branch
         "provisioner/cloud/errors.py",  # split on another branch
         "provisioner/cloud/iam_policy.py",  # split on another branch
     }
