@@ -47,6 +47,7 @@ from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.controllers.ports import EngineOps, StackOps
 from provisioner.controllers.reaper import Reaper, pool_facts
 from provisioner.controllers.workload.reconciler import WorkloadReconciler
+from provisioner.host import HostResources, read_host
 from provisioner.kube.cache import TypedCache
 from provisioner.kube.client import KubeClient
 from provisioner.kube.errors import KubeError
@@ -137,6 +138,8 @@ def build_system(
             )
         ),
         ownership_key=ownership_key,
+        # The host is read here, once: what it offers sizes the stack executor.
+        host=read_host(),
     )
     return System(manager=manager, engine=engine, stacks=stacks, driver=driver)
 
@@ -211,6 +214,7 @@ def build_manager(
     now: Callable[[], datetime] = utc_now,
     on_renewed: Callable[[LeaseTerm], None] | None = None,
     ownership_key: naming.OwnershipKey | None = None,
+    host: HostResources,
 ) -> Manager:
     """Everything the controller runs on ``kube``, ``engine`` and ``stacks``, handed to a
     Manager (built, not started)."""
@@ -262,7 +266,7 @@ def build_manager(
     # A finished stack operation queues its pool again (pool_ctl exists by then: the
     # executor starts with the reconcilers).
     executor = StackExecutor(
-        settings.stack_operations.workers,
+        settings.stack_operations.workers_on(host.cpus, host.memory_limit),
         on_finished=lambda pool: pool_ctl.enqueue(ObjectKey("", pool)),
         metrics=metrics,
     )
@@ -270,7 +274,7 @@ def build_manager(
     index = InstanceIndex(
         engine,
         settings.cluster_name,
-        settings.instance_index_refresh_seconds,
+        settings.instance_index_refresh.total_seconds(),
         SYSTEM_CLOCK,
         metrics,
     )
@@ -319,7 +323,7 @@ def build_manager(
         engine,
         settings.cluster_name,
         lambda: pool_facts(typed_pools.list()),
-        settings.reap_interval_seconds,
+        settings.reap_interval.total_seconds(),
         now,
         metrics,
         forget=index.forget,

@@ -35,21 +35,18 @@ from provisioner.api.settings.leader_election import LeaderElection
 from provisioner.api.settings.root import Settings
 from provisioner.api.settings.section import Port, snake_keys
 from provisioner.api.settings.stack_settings import (
-    CGROUP_MEMORY_LIMITS,
     CONTROLLER_MEMORY,
     STACK_OPERATION_MEMORY,
     STACK_OPERATIONS_PER_CPU,
     PulumiSettings,
     StackOperations,
     default_stack_workers,
-    memory_limit,
 )
 from provisioner.api.settings.tenancy import SharedPool, Tenancy
 from provisioner.api.settings.webhook import SelfManagedCerts, WebhookSettings
 
 __all__ = [
     "AMI_OWNER_ALIASES",
-    "CGROUP_MEMORY_LIMITS",
     "CONTROLLER_MEMORY",
     "CONTROLLER_TAGS_PER_INSTANCE",
     "EC2_TAGS_PER_RESOURCE",
@@ -79,6 +76,5 @@ __all__ = [
     "Tenancy",
     "WebhookSettings",
     "default_stack_workers",
-    "memory_limit",
     "snake_keys",
 ]

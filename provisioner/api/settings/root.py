@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import timedelta
 from fnmatch import fnmatchcase
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from provisioner.api import constants as c
-from provisioner.api.fields import RoleArn
+from provisioner.api.fields import RoleArn, Seconds, WholeSeconds
 from provisioner.api.settings.ami_policy import AmiPolicy
 from provisioner.api.settings.aws_identity import AwsSettings, IamSettings, OwnershipSettings
 from provisioner.api.settings.defaults import Defaults, Limits, RetryBackoff
@@ -30,6 +31,10 @@ _CLUSTER_NAME = r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$"
 class Settings(Section):
     """Everything the controller is told at start-up. Build it directly in tests."""
 
+    # A field whose key differs from its name (`join_deadline_seconds` for `join_deadline`)
+    # is written under its key, so what is dumped reads again as it was given.
+    model_config = ConfigDict(serialize_by_alias=True)
+
     cluster_name: str = Field(pattern=_CLUSTER_NAME, description="EKS cluster nodes join.")
     defaults: Defaults
     limits: Limits = Limits()
@@ -41,19 +46,21 @@ class Settings(Section):
         default=(), description="Node-role allowlist; empty allows only defaults.nodeRoleArn."
     )
     acquire_attempts_before_retry: int = Field(default=20, ge=1)
-    join_deadline_seconds: int = Field(default=600, ge=1)
-    capacity_block_release_seconds: int = Field(
-        default=2100,
+    # Durations the chart spells in whole seconds (`joinDeadlineSeconds: 600`): held as a
+    # timedelta like every other duration, read and written under their `*_seconds` keys.
+    join_deadline: Seconds = Field(default=timedelta(seconds=600), alias="join_deadline_seconds")
+    capacity_block_release: Annotated[timedelta, WholeSeconds(minimum=1800)] = Field(
+        default=timedelta(seconds=2100),
+        alias="capacity_block_release_seconds",
         # EC2 starts terminating a block's instances 30 minutes before its end ("Work with
         # Capacity Blocks"): a planned release any later would race EC2's own reclaim.
-        ge=1800,
         description="Release a gang this long before its Capacity Block ends; at least 1800 "
         "(EC2 starts terminating a block's instances 30 minutes before the end).",
     )
-    reap_interval_seconds: int = Field(default=120, ge=1)
-    instance_index_refresh_seconds: int = Field(
-        default=10,
-        ge=1,
+    reap_interval: Seconds = Field(default=timedelta(seconds=120), alias="reap_interval_seconds")
+    instance_index_refresh: Seconds = Field(
+        default=timedelta(seconds=10),
+        alias="instance_index_refresh_seconds",
         description="How old the shared DescribeInstances listing that joining pools and "
         "pools in a steady phase (Idle, Satisfied, KeepWarm) read may grow: the bound on "
         "noticing that EC2 lost an instance of a joining, running or warm set. Between full "

@@ -3,9 +3,8 @@ the stack operations."""
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final, Literal, Self
@@ -16,7 +15,6 @@ from provisioner.api.fields import NonNegativeDuration
 from provisioner.api.settings.section import Section
 
 __all__ = [
-    "CGROUP_MEMORY_LIMITS",
     "CONTROLLER_MEMORY",
     "DEFAULT_STATE_DIR",
     "STACK_OPERATIONS_PER_CPU",
@@ -25,7 +23,6 @@ __all__ = [
     "StackOperations",
     "backend_url",
     "default_stack_workers",
-    "memory_limit",
 ]
 
 DEFAULT_STATE_DIR: Final = Path("/var/lib/atomic-gang/pulumi")
@@ -82,20 +79,6 @@ class PulumiSettings(Section):
         return self
 
 
-def _cpu_count() -> int:
-    """CPUs this process may run on (its affinity, which a container's cpuset narrows)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-# Where a container's memory limit is read: cgroup v2, then v1. A v1 group without a limit
-# reads as a huge number, which the arithmetic below turns into no bound.
-CGROUP_MEMORY_LIMITS: Final = (
-    Path("/sys/fs/cgroup/memory.max"),
-    Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
-)
 # Sizing of the stack-operation executor (see `default_stack_workers`). A Pulumi operation
 # spends most of its time waiting on AWS and the state bucket (0.57 CPU-s of a 2.8 s `up`
 # in the 200-pool benchmark), so a CPU keeps two busy. Each one in flight is a Pulumi CLI
@@ -107,22 +90,12 @@ STACK_OPERATION_MEMORY: Final = 150 * 2**20
 CONTROLLER_MEMORY: Final = 400 * 2**20
 
 
-def memory_limit(paths: Sequence[Path] = CGROUP_MEMORY_LIMITS) -> int | None:
-    """This container's memory limit in bytes, or None when there is none to read."""
-    for path in paths:
-        try:
-            text = path.read_text().strip()
-        except OSError:
-            continue
-        return int(text) if text.isdigit() else None  # v2 writes "max" for no limit
-    return None
-
-
-def default_stack_workers(cpus: int | None = None, memory: int | None = None) -> int:
-    """Two stack operations per CPU, no more than the memory limit holds beside the
-    controller, and at least one. The memory bound is what keeps a controller scheduled on
-    a large node under the chart's 1 GiB limit from being OOM-killed mid-`up`."""
-    by_cpu = STACK_OPERATIONS_PER_CPU * (cpus if cpus is not None else _cpu_count())
+def default_stack_workers(cpus: int, memory: int | None) -> int:
+    """Two stack operations per CPU, no more than the memory limit (None: no limit) holds
+    beside the controller, and at least one. The memory bound is what keeps a controller
+    scheduled on a large node under the chart's 1 GiB limit from being OOM-killed mid-`up`.
+    Pure: the composition root reads the host (`provisioner.host`) and passes it in."""
+    by_cpu = STACK_OPERATIONS_PER_CPU * cpus
     if memory is None:
         return by_cpu
     by_memory = (memory - CONTROLLER_MEMORY) // STACK_OPERATION_MEMORY
@@ -138,8 +111,11 @@ class StackOperations(Section):
     container's memory limit.
     """
 
-    workers: int = Field(
-        default_factory=lambda: default_stack_workers(memory=memory_limit()),
+    # Unset, the executor is sized to the host the controller starts on: the composition
+    # root reads it once and calls `workers_on`. Settings stay data; building them in a
+    # test reads nothing of the machine.
+    workers: int | None = Field(
+        default=None,
         description=(
             "Pulumi operations run at once, one pool each (default: two per CPU, no more "
             "than the container's memory limit holds at 150 MiB each beside 400 MiB for "
@@ -167,11 +143,18 @@ class StackOperations(Section):
 
     @field_validator("workers")
     @classmethod
-    def _at_least_one(cls, v: int) -> int:
-        if v < 1:
+    def _at_least_one(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
             raise ValueError(
                 f"stackOperations.workers must be at least 1 (got {v}): with no worker no "
                 "pool's stack is ever prepared, recorded or destroyed; leave it unset for "
                 "two per CPU within the memory limit"
             )
         return v
+
+    def workers_on(self, cpus: int, memory_limit: int | None) -> int:
+        """The executor's size on a host with `cpus` CPUs and `memory_limit` bytes (None:
+        no limit): `workers` when set, else `default_stack_workers`."""
+        if self.workers is not None:
+            return self.workers
+        return default_stack_workers(cpus, memory_limit)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
 
 from provisioner.api import constants as c
 from provisioner.api.ami_policy import REASON_AMI_NOT_ALLOWED, REASON_AMI_UNVERIFIED, ami_problem
@@ -219,7 +218,7 @@ def launch_spec(
         placement_group_name=placement_group_name,
         launch_template=LaunchTemplateRef(template_id) if template_id else None,
         explicit_placement=shape.availability_zones or shape.subnets,
-        block_release_margin=timedelta(seconds=settings.capacity_block_release_seconds),
+        block_release_margin=settings.capacity_block_release,
         reservation=facts.reservation,
         instance_type_info=facts.instance_type,
     )
