@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from provisioner.api import constants as c
 from provisioner.cloud.naming import instance_profile_name, role_name_from_arn
 from provisioner.cloud.tags import format_go_duration
+from stacks.props import LaunchTemplateInputs, RootVolumeInputs
 
 if TYPE_CHECKING:
     # Only `pool_spec_for`'s caller (the controller) has them loaded; the provider host,
@@ -134,13 +135,13 @@ class PoolSpec:
     def placement_group_name(self) -> str | None:
         return placement_group_name(self.cluster, self.pool) if self.placement_group else None
 
-    def launch_template_props(self, instance_profile_arn: Any) -> dict[str, Any]:
+    def launch_template_props(self, instance_profile_arn: Any) -> LaunchTemplateInputs:
         """The launch template's inputs (``stacks.launch_template``) for this spec.
 
         ``instance_profile_arn`` is the profile resource's output in the pool program, and
         the profile's ARN where a caller builds the request itself (``atomic-gang
         doctor``'s launch check dry-runs exactly what the stack would create)."""
-        return {
+        props: LaunchTemplateInputs = {
             "name": self.launch_template_name,
             "image_id": self.image_id,
             "instance_type": self.instance_type,
@@ -153,12 +154,14 @@ class PoolSpec:
             "capacity_reservation_id": self.capacity_reservation_id,
             "capacity_reservation_kind": self.capacity_reservation_kind,
             "tags": dict(self.tags),
-            **({"root_volume": self.root_volume()} if self.root_device_name else {}),
         }
+        if self.root_device_name:
+            props["root_volume"] = self.root_volume()
+        return props
 
-    def root_volume(self) -> dict[str, Any]:
+    def root_volume(self) -> RootVolumeInputs:
         """The root volume's settings for the launch template (`stacks.launch_template`)."""
-        volume: dict[str, Any] = {
+        volume: RootVolumeInputs = {
             "device_name": self.root_device_name,
             "size": self.root_volume_size,
             "type": self.root_volume_type,
