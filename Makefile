@@ -48,7 +48,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check provisioner stacks infra devenv tests bench release lint
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy --strict provisioner stacks release lint
-	$(VENV)/bin/mypy infra devenv bench
+	$(VENV)/bin/mypy infra devenv bench tests/support
 
 # The fast lane: lint, then the unit tests. Neither needs a Go-built tool, so a failure here
 # stops `make test` in minutes, before `tools` builds anything.

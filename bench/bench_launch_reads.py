@@ -305,7 +305,7 @@ def build_reconciler(
     """The reconciler as the composition root builds it, on the bench's stand-ins; the one
     place that knows its constructor."""
     # A clock that does not move: the passes, a moment apart, share the index's listing.
-    refresh = settings.instance_index_refresh_seconds
+    refresh = settings.instance_index_refresh.total_seconds()
     index = InstanceIndex(engine, settings.cluster_name, refresh, FakeClock(), metrics)
     deps = PoolReconcilerDeps(
         kube=store,  # type: ignore[arg-type]

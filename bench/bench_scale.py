@@ -230,7 +230,9 @@ def _start_controller(
         "health_port": free_port(),
         # The default, as production sweeps: each sweep lists every instance in every state
         # (the environment's 5 s, for tests, would make the bench measure the reaper).
-        "reap_interval_seconds": Settings.model_fields["reap_interval_seconds"].default,
+        "reap_interval_seconds": int(
+            Settings.model_fields["reap_interval"].default.total_seconds()
+        ),
     }
     if stack_workers is not None:
         settings["stack_operations"] = {

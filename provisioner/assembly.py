@@ -46,7 +46,9 @@ from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
 from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.controllers.ports import EngineOps, StackOps
 from provisioner.controllers.reaper import Reaper, pool_facts
+from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.reconciler import WorkloadReconciler
+from provisioner.host import HostResources, read_host
 from provisioner.kube.cache import TypedCache
 from provisioner.kube.client import KubeClient
 from provisioner.kube.errors import KubeError
@@ -75,7 +77,14 @@ from provisioner.webhook.review import PoolLookup
 from provisioner.webhook.rotator import CertRotator
 from provisioner.webhook.server import WebhookServer
 
-__all__ = ["ServedWebhook", "System", "build_manager", "build_system", "build_webhook"]
+__all__ = [
+    "ManagerInputs",
+    "ServedWebhook",
+    "System",
+    "build_manager",
+    "build_system",
+    "build_webhook",
+]
 
 log = logging.getLogger(__name__)
 
@@ -123,20 +132,24 @@ def build_system(
     driver = StackDriver(settings, pulumi_root, logging.getLogger("pulumi"), fence=fence)
     stacks = PoolStacks(driver, StackMetrics(metrics))
     manager = build_manager(
-        settings,
-        kube,
-        engine,
-        stacks,
-        metrics,
-        identity=identity or default_identity(),
-        on_lost_leadership=on_lost_leadership,
-        # Each renewal extends the stack driver's fence (``pulumi_driver.fence``).
-        on_renewed=lambda term: fence.extend(
-            FencingToken(
-                term.holder, term.lease_transitions, term.valid_until, term.others_fenced_since
-            )
-        ),
-        ownership_key=ownership_key,
+        ManagerInputs(
+            settings=settings,
+            kube=kube,
+            engine=engine,
+            stacks=stacks,
+            metrics=metrics,
+            identity=identity or default_identity(),
+            # The host is read here, once: what it offers sizes the stack executor.
+            host=read_host(),
+            on_lost_leadership=on_lost_leadership,
+            # Each renewal extends the stack driver's fence (``pulumi_driver.fence``).
+            on_renewed=lambda term: fence.extend(
+                FencingToken(
+                    term.holder, term.lease_transitions, term.valid_until, term.others_fenced_since
+                )
+            ),
+            ownership_key=ownership_key,
+        )
     )
     return System(manager=manager, engine=engine, stacks=stacks, driver=driver)
 
@@ -199,21 +212,31 @@ def served_owner_kinds(kube: KubeClient) -> tuple[OwnerKind, ...]:
     return tuple(served)
 
 
-def build_manager(
-    settings: Settings,
-    kube: KubeClient,
-    engine: EngineOps,
-    stacks: StackOps,
-    metrics: ControllerMetrics,
-    *,
-    identity: str,
-    on_lost_leadership: Callable[[], None] | None = None,
-    now: Callable[[], datetime] = utc_now,
-    on_renewed: Callable[[LeaseTerm], None] | None = None,
-    ownership_key: naming.OwnershipKey | None = None,
-) -> Manager:
-    """Everything the controller runs on ``kube``, ``engine`` and ``stacks``, handed to a
-    Manager (built, not started)."""
+@dataclass(frozen=True)
+class ManagerInputs:
+    """What `build_manager` builds the controller from: the settings, the outside systems
+    (``kube``, ``engine``, ``stacks``), the host it sizes itself to, and the hooks the
+    caller keeps (leadership lost or renewed)."""
+
+    settings: Settings
+    kube: KubeClient
+    engine: EngineOps
+    stacks: StackOps
+    metrics: ControllerMetrics
+    identity: str
+    host: HostResources
+    on_lost_leadership: Callable[[], None] | None = None
+    now: Callable[[], datetime] = utc_now
+    on_renewed: Callable[[LeaseTerm], None] | None = None
+    ownership_key: naming.OwnershipKey | None = None
+
+
+def build_manager(inputs: ManagerInputs) -> Manager:
+    """Everything the controller runs on ``inputs.kube``, ``.engine`` and ``.stacks``,
+    handed to a Manager (built, not started)."""
+    settings, kube, engine, stacks = inputs.settings, inputs.kube, inputs.engine, inputs.stacks
+    metrics, identity, host, now = inputs.metrics, inputs.identity, inputs.host, inputs.now
+    on_lost_leadership, ownership_key = inputs.on_lost_leadership, inputs.ownership_key
     informers: list[Informer] = []
 
     def informer(
@@ -250,19 +273,21 @@ def build_manager(
 
     check_reconciler = AdmissionCheckReconciler(kube, typed_checks, settings.controller_name, now)
     workload_reconciler = WorkloadReconciler(
-        kube,
-        typed_workloads,
-        typed_pools,
-        typed_checks,
-        owners,
-        settings,
-        recorder,
-        now,
+        WorkloadReconcilerDeps(
+            kube=kube,
+            workloads=typed_workloads,
+            pools=typed_pools,
+            checks=typed_checks,
+            owners=owners,
+            settings=settings,
+            recorder=recorder,
+            now=now,
+        )
     )
     # A finished stack operation queues its pool again (pool_ctl exists by then: the
     # executor starts with the reconcilers).
     executor = StackExecutor(
-        settings.stack_operations.workers,
+        settings.stack_operations.workers_on(host.cpus, host.memory_limit),
         on_finished=lambda pool: pool_ctl.enqueue(ObjectKey("", pool)),
         metrics=metrics,
     )
@@ -270,7 +295,7 @@ def build_manager(
     index = InstanceIndex(
         engine,
         settings.cluster_name,
-        settings.instance_index_refresh_seconds,
+        settings.instance_index_refresh.total_seconds(),
         SYSTEM_CLOCK,
         metrics,
     )
@@ -319,7 +344,7 @@ def build_manager(
         engine,
         settings.cluster_name,
         lambda: pool_facts(typed_pools.list()),
-        settings.reap_interval_seconds,
+        settings.reap_interval.total_seconds(),
         now,
         metrics,
         forget=index.forget,
@@ -349,7 +374,7 @@ def build_manager(
         lease_duration=election.lease_duration.total_seconds(),
         renew_deadline=election.renew_deadline.total_seconds(),
         retry_period=election.retry_period.total_seconds(),
-        on_renewed=on_renewed,
+        on_renewed=inputs.on_renewed,
     )
     manager = Manager(
         settings, parts, identity, metrics, elector=elector, on_lost_leadership=on_lost_leadership

@@ -107,13 +107,9 @@ def adopt(props: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
         return None
 
 
-class AccessEntry(PoolResource, module="atomicgang", name="AccessEntry"):
-    type: pulumi.Output[str]
+class AccessEntry(PoolResource):
+    provider_type = AccessEntryProvider
+    output_names = ("type",)
+    adopter = adopt
 
-    def __init__(
-        self,
-        resource_name: str,
-        props: Mapping[str, Any],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__(AccessEntryProvider(), resource_name, {**props, "type": None}, opts)
+    type: pulumi.Output[str]

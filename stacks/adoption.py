@@ -10,22 +10,28 @@ adopts the resource into the state or drops the pending create knowing nothing e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
-from stacks import access_entry, instance_profile, instance_set, launch_template, placement_group
-from stacks.base import type_token
+from stacks.access_entry import AccessEntry
+from stacks.base import Adopter, PoolResource, type_token
+from stacks.instance_profile import InstanceProfile
+from stacks.instance_set import InstanceSet
+from stacks.launch_template import LaunchTemplate
+from stacks.placement_group import PlacementGroup
 
-__all__ = ["ADOPTERS", "find_created"]
+__all__ = ["ADOPTERS", "POOL_RESOURCES", "find_created"]
 
-Adopter = Callable[[Mapping[str, Any]], "tuple[str, dict[str, Any]] | None"]
-
+# Every resource a pool's stack may hold; each says how it is found again (`adopter`).
+POOL_RESOURCES: Final[tuple[type[PoolResource], ...]] = (
+    LaunchTemplate,
+    InstanceProfile,
+    AccessEntry,
+    PlacementGroup,
+    InstanceSet,
+)
 ADOPTERS: Final[dict[str, Adopter]] = {
-    type_token("LaunchTemplate"): launch_template.adopt,
-    type_token("InstanceProfile"): instance_profile.adopt,
-    type_token("AccessEntry"): access_entry.adopt,
-    type_token("PlacementGroup"): placement_group.adopt,
-    type_token("InstanceSet"): instance_set.adopt,
+    type_token(resource.__name__): resource.adopter for resource in POOL_RESOURCES
 }
 
 

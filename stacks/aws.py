@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from provisioner.cloud.ec2api import client_config, default_session, make_client
 from provisioner.cloud.errors import error_code
+from stacks.props import Connection
 
 __all__ = ["client", "code_of", "common_props"]
 
@@ -54,6 +55,6 @@ def code_of(exc: BaseException) -> str:
     return error_code(exc) or ""
 
 
-def common_props(region: str, endpoint_url: str) -> dict[str, Any]:
+def common_props(region: str, endpoint_url: str) -> Connection:
     """The connection props every pool resource carries."""
     return {"region": region, "endpoint": endpoint_url}

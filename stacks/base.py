@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import pickle
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import pulumi
 from pulumi.dynamic import DiffResult, Resource, ResourceProvider
 
 __all__ = [
     "TYPE_MODULE",
+    "Adopter",
     "PoolProvider",
     "PoolResource",
     "changed_keys",
@@ -70,18 +71,35 @@ class PoolProvider(ResourceProvider):
     serialize_as_secret_always = False
 
 
+# What a create interrupted by a crash made, found from the resource's inputs alone: (id,
+# outputs), or None when it made nothing (``stacks.adoption``).
+Adopter = Callable[[Mapping[str, Any]], "tuple[str, dict[str, Any]] | None"]
+
+
 class PoolResource(Resource):
-    """A dynamic resource whose construction is safe to run from several threads."""
+    """A dynamic resource of a pool's stack, whose construction is safe to run from several
+    threads. Each subclass declares, once: its provider, the outputs its provider adds to
+    the inputs (`output_names`, passed as None so Pulumi exposes them before they are
+    known), and how a create interrupted by a crash is found again (`adopter`). Its type
+    token is ``type_token(<class name>)``."""
+
+    provider_type: ClassVar[type[PoolProvider]]
+    output_names: ClassVar[tuple[str, ...]] = ()
+    # A plain function of the inputs, read from the class (`stacks.adoption.ADOPTERS`).
+    adopter: ClassVar[Adopter]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(module=TYPE_MODULE, name=cls.__name__, **kwargs)
 
     def __init__(
         self,
-        provider: PoolProvider,
-        name: str,
+        resource_name: str,
         props: Mapping[str, Any],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        inputs = {**props, **dict.fromkeys(self.output_names)}
         with provider_serialization():
-            super().__init__(provider, name, dict(props), opts)
+            super().__init__(self.provider_type(), resource_name, inputs, opts)
 
 
 def changed_keys(

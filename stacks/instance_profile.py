@@ -127,13 +127,9 @@ def adopt(props: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
         return None
 
 
-class InstanceProfile(PoolResource, module="atomicgang", name="InstanceProfile"):
-    arn: pulumi.Output[str]
+class InstanceProfile(PoolResource):
+    provider_type = InstanceProfileProvider
+    output_names = ("arn",)
+    adopter = adopt
 
-    def __init__(
-        self,
-        resource_name: str,
-        props: Mapping[str, Any],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__(InstanceProfileProvider(), resource_name, {**props, "arn": None}, opts)
+    arn: pulumi.Output[str]

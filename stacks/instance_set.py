@@ -217,14 +217,9 @@ def adopt(props: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
     return (set_id(props), {**props, "instance_ids": live}) if live else None
 
 
-class InstanceSet(PoolResource, module="atomicgang", name="InstanceSet"):
+class InstanceSet(PoolResource):
+    provider_type = InstanceSetProvider
+    adopter = adopt
+
     instance_ids: pulumi.Output[list[str]]
     group: pulumi.Output[str]
-
-    def __init__(
-        self,
-        resource_name: str,
-        props: Mapping[str, Any],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__(InstanceSetProvider(), resource_name, props, opts)

@@ -274,19 +274,10 @@ def adopt(props: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
     return template_id, _outs(props, template_id, found["DefaultVersionNumber"])
 
 
-class LaunchTemplate(PoolResource, module="atomicgang", name="LaunchTemplate"):
+class LaunchTemplate(PoolResource):
+    provider_type = LaunchTemplateProvider
+    output_names = ("launch_template_id", "version")
+    adopter = adopt
+
     launch_template_id: pulumi.Output[str]
     version: pulumi.Output[str]
-
-    def __init__(
-        self,
-        resource_name: str,
-        props: Mapping[str, Any],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__(
-            LaunchTemplateProvider(),
-            resource_name,
-            {**props, "launch_template_id": None, "version": None},
-            opts,
-        )

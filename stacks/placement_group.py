@@ -109,13 +109,9 @@ def adopt(props: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
     return (str(props["name"]), _outs(props, found)) if found else None
 
 
-class PlacementGroup(PoolResource, module="atomicgang", name="PlacementGroup"):
-    group_id: pulumi.Output[str]
+class PlacementGroup(PoolResource):
+    provider_type = PlacementGroupProvider
+    output_names = ("group_id",)
+    adopter = adopt
 
-    def __init__(
-        self,
-        resource_name: str,
-        props: Mapping[str, Any],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__(PlacementGroupProvider(), resource_name, {**props, "group_id": None}, opts)
+    group_id: pulumi.Output[str]

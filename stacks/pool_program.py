@@ -23,6 +23,12 @@ from stacks.instance_profile import InstanceProfile
 from stacks.instance_set import InstanceSet
 from stacks.launch_template import LaunchTemplate
 from stacks.placement_group import PlacementGroup
+from stacks.props import (
+    AccessEntryInputs,
+    InstanceProfileInputs,
+    InstanceSetInputs,
+    PlacementGroupInputs,
+)
 from stacks.spec import InstanceSetRecord, PoolSpec
 
 __all__ = ["RESOURCE_NAMES", "pool_program"]
@@ -41,36 +47,33 @@ def pool_program(spec: PoolSpec, record: InstanceSetRecord | None) -> Callable[[
 
     def program() -> None:
         conn = common_props(spec.region, spec.endpoint_url)
-        profile = InstanceProfile(
-            RESOURCE_NAMES["instance_profile"],
-            {
-                **conn,
-                "name": spec.instance_profile_name,
-                "role_arn": spec.node_role_arn,
-                "cluster": spec.cluster,
-                "manage": spec.manage_instance_profile,
-                "extra_tags": dict(spec.extra_tags),
-            },
-        )
-        entry = AccessEntry(
-            RESOURCE_NAMES["access_entry"],
-            {
-                **conn,
-                "cluster": spec.cluster,
-                "role_arn": spec.node_role_arn,
-                "manage": spec.manage_access_entry,
-                "extra_tags": dict(spec.extra_tags),
-            },
-        )
+        profile_props: InstanceProfileInputs = {
+            **conn,
+            "name": spec.instance_profile_name,
+            "role_arn": spec.node_role_arn,
+            "cluster": spec.cluster,
+            "manage": spec.manage_instance_profile,
+            "extra_tags": dict(spec.extra_tags),
+        }
+        profile = InstanceProfile(RESOURCE_NAMES["instance_profile"], profile_props)
+        entry_props: AccessEntryInputs = {
+            **conn,
+            "cluster": spec.cluster,
+            "role_arn": spec.node_role_arn,
+            "manage": spec.manage_access_entry,
+            "extra_tags": dict(spec.extra_tags),
+        }
+        entry = AccessEntry(RESOURCE_NAMES["access_entry"], entry_props)
         depends: list[pulumi.Resource] = [profile, entry]
         group_name = spec.placement_group_name
         if group_name:
-            depends.append(
-                PlacementGroup(
-                    RESOURCE_NAMES["placement_group"],
-                    {**conn, "name": group_name, "strategy": "cluster", "tags": dict(spec.tags)},
-                )
-            )
+            group_props: PlacementGroupInputs = {
+                **conn,
+                "name": group_name,
+                "strategy": "cluster",
+                "tags": dict(spec.tags),
+            }
+            depends.append(PlacementGroup(RESOURCE_NAMES["placement_group"], group_props))
         template = LaunchTemplate(
             RESOURCE_NAMES["launch_template"],
             {**conn, **spec.launch_template_props(profile.arn)},
@@ -87,17 +90,18 @@ def pool_program(spec: PoolSpec, record: InstanceSetRecord | None) -> Callable[[
         group: Any = ""
         ids: Any = []
         if record is not None:
+            set_props: InstanceSetInputs = {
+                **conn,
+                "cluster": spec.cluster,
+                "pool": spec.pool,
+                "group": record.group,
+                "instance_ids": list(record.instance_ids),
+                "release_wait_seconds": spec.release_wait_seconds,
+                "poll_seconds": spec.poll_seconds,
+            }
             gang = InstanceSet(
                 RESOURCE_NAMES["instance_set"],
-                {
-                    **conn,
-                    "cluster": spec.cluster,
-                    "pool": spec.pool,
-                    "group": record.group,
-                    "instance_ids": list(record.instance_ids),
-                    "release_wait_seconds": spec.release_wait_seconds,
-                    "poll_seconds": spec.poll_seconds,
-                },
+                set_props,
                 pulumi.ResourceOptions(depends_on=[*depends, template]),
             )
             group, ids = gang.group, gang.instance_ids

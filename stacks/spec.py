@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from provisioner.api import constants as c
 from provisioner.cloud.naming import instance_profile_name, role_name_from_arn
 from provisioner.cloud.tags import format_go_duration
+from stacks.props import LaunchTemplateInputs, RootVolumeInputs
 
 if TYPE_CHECKING:
     # Only `pool_spec_for`'s caller (the controller) has them loaded; the provider host,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "InstanceSetRecord",
+    "PoolLookups",
     "PoolSpec",
     "launch_template_name",
     "placement_group_name",
@@ -133,13 +135,13 @@ class PoolSpec:
     def placement_group_name(self) -> str | None:
         return placement_group_name(self.cluster, self.pool) if self.placement_group else None
 
-    def launch_template_props(self, instance_profile_arn: Any) -> dict[str, Any]:
+    def launch_template_props(self, instance_profile_arn: Any) -> LaunchTemplateInputs:
         """The launch template's inputs (``stacks.launch_template``) for this spec.
 
         ``instance_profile_arn`` is the profile resource's output in the pool program, and
         the profile's ARN where a caller builds the request itself (``atomic-gang
         doctor``'s launch check dry-runs exactly what the stack would create)."""
-        return {
+        props: LaunchTemplateInputs = {
             "name": self.launch_template_name,
             "image_id": self.image_id,
             "instance_type": self.instance_type,
@@ -152,12 +154,14 @@ class PoolSpec:
             "capacity_reservation_id": self.capacity_reservation_id,
             "capacity_reservation_kind": self.capacity_reservation_kind,
             "tags": dict(self.tags),
-            **({"root_volume": self.root_volume()} if self.root_device_name else {}),
         }
+        if self.root_device_name:
+            props["root_volume"] = self.root_volume()
+        return props
 
-    def root_volume(self) -> dict[str, Any]:
+    def root_volume(self) -> RootVolumeInputs:
         """The root volume's settings for the launch template (`stacks.launch_template`)."""
-        volume: dict[str, Any] = {
+        volume: RootVolumeInputs = {
             "device_name": self.root_device_name,
             "size": self.root_volume_size,
             "type": self.root_volume_type,
@@ -222,29 +226,29 @@ def pool_tags(
     }
 
 
-def pool_spec_for(
-    settings: Settings,
-    shape: GangShape,
-    *,
-    image_id: str,
-    user_data: str,
-    security_group_ids: Sequence[str] = (),
-    efa_network_cards: Sequence[int] = (),
-    efa_only: bool = False,
-    placement_group: bool = False,
-    capacity_reservation_kind: str = "",
-    root_device_name: str = "",
-) -> PoolSpec:
-    """The spec of ``shape``'s pool under ``settings``.
+@dataclass(frozen=True)
+class PoolLookups:
+    """What the reconciler looks up before it builds a pool's spec: the AMI, the user data
+    (``Ec2Engine.render_user_data``), the security groups (from the cluster), the EFA cards
+    (from ``Ec2Engine.instance_type``), whether the shape asks a cluster placement group,
+    the reservation's kind (from ``Ec2Engine.reservation``) and the AMI's root device
+    (DescribeImages' RootDeviceName, read only when `instances.rootVolume` is set)."""
 
-    The AMI, the user data (``Ec2Engine.render_user_data``), the security groups (from the
-    cluster), the EFA cards (from ``Ec2Engine.instance_type``) and the reservation's kind
-    (from ``Ec2Engine.reservation``) are looked up by the reconciler first; everything else
-    follows from the settings and the shape. ``root_device_name`` is the AMI's root device
-    (DescribeImages' RootDeviceName), read only when `instances.rootVolume` is set.
-    """
+    image_id: str
+    user_data: str
+    security_group_ids: Sequence[str] = ()
+    efa_network_cards: Sequence[int] = ()
+    efa_only: bool = False
+    placement_group: bool = False
+    capacity_reservation_kind: str = ""
+    root_device_name: str = ""
+
+
+def pool_spec_for(settings: Settings, shape: GangShape, lookups: PoolLookups) -> PoolSpec:
+    """The spec of ``shape``'s pool under ``settings``: what the reconciler looked up
+    (``lookups``) and what follows from the settings and the shape."""
     volume = settings.instances.root_volume
-    if volume is not None and not root_device_name:
+    if volume is not None and not lookups.root_device_name:
         raise ValueError("instances.rootVolume needs the AMI's root device name")
     extra = dict(settings.instances.extra_tags)
     profile = instance_profile_name(settings.cluster_name, role_name_from_arn(shape.node_role_arn))
@@ -257,20 +261,20 @@ def pool_spec_for(
         instance_profile_name=profile,
         manage_instance_profile=settings.iam.self_manage_instance_profile,
         manage_access_entry=settings.iam.manage_access_entry,
-        image_id=image_id,
+        image_id=lookups.image_id,
         instance_type=shape.instance_type,
-        user_data=user_data,
-        security_group_ids=tuple(sorted(security_group_ids)),
-        efa_network_cards=tuple(efa_network_cards),
-        efa_only=efa_only and bool(efa_network_cards),
-        placement_group=placement_group,
+        user_data=lookups.user_data,
+        security_group_ids=tuple(sorted(lookups.security_group_ids)),
+        efa_network_cards=tuple(lookups.efa_network_cards),
+        efa_only=lookups.efa_only and bool(lookups.efa_network_cards),
+        placement_group=lookups.placement_group,
         capacity_reservation_id=shape.capacity_reservation_id or "",
         capacity_reservation_kind=(
-            capacity_reservation_kind if shape.capacity_reservation_id else ""
+            lookups.capacity_reservation_kind if shape.capacity_reservation_id else ""
         ),
         tags=pool_tags(settings.cluster_name, shape.pool, shape.max_lifetime, extra),
         extra_tags=extra,
-        root_device_name=root_device_name if volume is not None else "",
+        root_device_name=lookups.root_device_name if volume is not None else "",
         root_volume_size=volume.volume_size if volume is not None else 0,
         root_volume_type=volume.volume_type if volume is not None else "",
         root_volume_iops=(volume.iops or 0) if volume is not None else 0,

@@ -8,6 +8,7 @@ defaults, a Job's annotations and the stored pool snapshot are held to the same 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated, Any, Final, Literal
 
@@ -15,10 +16,12 @@ from pydantic import (
     AfterValidator,
     BeforeValidator,
     Field,
+    GetCoreSchemaHandler,
     PlainSerializer,
     StringConstraints,
     WithJsonSchema,
 )
+from pydantic_core import core_schema
 
 from provisioner.api.durations import DurationError, format_duration, parse_duration
 
@@ -38,7 +41,9 @@ __all__ = [
     "PositiveDuration",
     "Region",
     "RoleArn",
+    "Seconds",
     "SubnetId",
+    "WholeSeconds",
 ]
 
 Mode = Literal["runinstances", "fleet"]
@@ -118,3 +123,50 @@ GoDuration = Annotated[
 GangCount = Annotated[int, Field(ge=1), BeforeValidator(_decimal)]
 NonNegativeDuration = Annotated[GoDuration, AfterValidator(_non_negative)]
 PositiveDuration = Annotated[GoDuration, AfterValidator(_positive)]
+
+
+def _whole_seconds_of(value: Any) -> Any:
+    # A timedelta (a test's Settings(...), settings handed on) goes through the same bound
+    # as the chart's number; a fraction of a second is refused rather than rounded.
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+        if seconds != int(seconds):
+            raise ValueError(f"must be a whole number of seconds, not {seconds}")
+        return int(seconds)
+    return value
+
+
+def _as_timedelta(seconds: int) -> timedelta:
+    return timedelta(seconds=seconds)
+
+
+def _as_seconds(value: timedelta) -> int:
+    return int(value.total_seconds())
+
+
+@dataclass(frozen=True)
+class WholeSeconds:
+    """A duration the settings spell as a whole number of seconds (the chart's `*Seconds`
+    keys, e.g. `joinDeadlineSeconds: 600`), held as a `timedelta` like every other duration.
+
+    The number is validated as an int of at least `minimum` (pydantic's own messages: "greater
+    than or equal to 1800"), and written back as that number, so a dumped Settings reads again.
+    """
+
+    minimum: int = 1
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        seconds = core_schema.int_schema(ge=self.minimum)
+        return core_schema.no_info_before_validator_function(
+            _whole_seconds_of,
+            core_schema.no_info_after_validator_function(_as_timedelta, seconds),
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                _as_seconds, return_schema=core_schema.int_schema()
+            ),
+        )
+
+
+Seconds = Annotated[timedelta, WholeSeconds(1)]
+"""A `timedelta` read from and written as a whole number of seconds, at least one."""

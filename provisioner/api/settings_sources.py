@@ -21,6 +21,7 @@ from typing import Any, Final, cast, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
 from provisioner.api import constants as c
@@ -99,7 +100,7 @@ def _read_env() -> dict[str, Any]:
         for name in os.environ
         if name.upper().startswith(c.ENV_PREFIX)
         and name.upper() not in _NOT_SETTINGS
-        and name[len(c.ENV_PREFIX) :].split("__")[0].lower() not in Settings.model_fields
+        and name[len(c.ENV_PREFIX) :].split("__")[0].lower() not in _keys(Settings)
     )
     if unknown:
         raise SettingsError(
@@ -111,6 +112,8 @@ def _read_env() -> dict[str, Any]:
         case_sensitive=False,
         env_prefix=c.ENV_PREFIX,
         env_nested_delimiter="__",
+        # A field read under a key of its own (`join_deadline_seconds`) takes the prefix too.
+        env_prefix_target="all",
     )
     return source()
 
@@ -168,22 +171,28 @@ def settings_from_document(
 _FLAG_PREFIX: Final = "set:"
 
 
+def _keys(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """A model's fields by the key a file, a variable or a flag names them with: the field's
+    alias where it has one (`join_deadline_seconds` for `join_deadline`), else its name."""
+    return {field.alias or name: field for name, field in model.model_fields.items()}
+
+
 def _leaf_fields(model: type[BaseModel], path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     leaves: list[tuple[str, ...]] = []
-    for name, field in model.model_fields.items():
+    for key, field in _keys(model).items():
         ann = field.annotation
         if isinstance(ann, type) and issubclass(ann, BaseModel):
-            leaves.extend(_leaf_fields(ann, (*path, name)))
+            leaves.extend(_leaf_fields(ann, (*path, key)))
         else:
-            leaves.append((*path, name))
+            leaves.append((*path, key))
     return leaves
 
 
 def _field_at(path: tuple[str, ...]) -> Any:
     model: Any = Settings
-    for name in path[:-1]:
-        model = model.model_fields[name].annotation
-    return model.model_fields[path[-1]]
+    for key in path[:-1]:
+        model = _keys(model)[key].annotation
+    return _keys(model)[path[-1]]
 
 
 def build_arg_parser(prog: str | None = None) -> argparse.ArgumentParser:

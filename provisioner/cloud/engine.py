@@ -19,6 +19,7 @@ from provisioner.cloud import naming
 from provisioner.cloud.ami import resolve_ami
 from provisioner.cloud.cluster import describe_cluster
 from provisioner.cloud.ec2api import CloudClients
+from provisioner.cloud.engine_ops import EngineOps
 from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
 from provisioner.cloud.fleet import launch_fleet
 from provisioner.cloud.images import Ec2ImageOwners, root_device_of
@@ -107,7 +108,10 @@ def shape_mismatch(spec: LaunchSpec, views: Sequence[InstanceView]) -> list[str]
     return differences
 
 
-class Ec2Engine:
+class Ec2Engine(EngineOps):
+    """`EngineOps` against AWS: the calls the controllers make, each one of ours or a
+    `CloudError`."""
+
     def __init__(
         self,
         clients: CloudClients,

@@ -46,6 +46,8 @@ from provisioner.cloud.subnets import plan_subnets
 from provisioner.cloud.types import LaunchSpec, LaunchTemplateRef, SubnetRef
 from provisioner.commands.checks import Failed, Warned
 from provisioner.controllers.pool.facts import (
+    LaunchTarget,
+    StackNames,
     addresses_needed,
     desired_spec,
     gather_launch_facts,
@@ -201,16 +203,20 @@ class LaunchCheck:
         generation = 0
         spec = launch_spec(
             self.settings,
-            self.shape.pool,
-            f"doctor-{uuid.uuid4().hex[:12]}",
-            generation,
-            naming.group_name(generation),
-            self.shape,
-            facts,
-            subnets,
-            template_id=template_id,
-            instance_profile_name=stack.instance_profile_name,
-            placement_group_name=stack.placement_group_name,
+            target=LaunchTarget(
+                pool_name=self.shape.pool,
+                pool_uid=f"doctor-{uuid.uuid4().hex[:12]}",
+                generation=generation,
+                group=naming.group_name(generation),
+            ),
+            shape=self.shape,
+            facts=facts,
+            subnets=subnets,
+            stack=StackNames(
+                template_id=template_id,
+                instance_profile_name=stack.instance_profile_name,
+                placement_group_name=stack.placement_group_name,
+            ),
         )
         if facts.reservation is not None:
             try:

@@ -1,96 +1,22 @@
 """The two outside systems the pool reconciler and the reaper drive, as small interfaces.
 
-`EngineOps` is the part of `provisioner.cloud.Ec2Engine` they call; `StackOps` is the
-stack room's port (`provisioner.pulumi_driver.port.PoolStacks`): a `PoolSpec` in, typed
-`PoolOutputs` out, and `StackError` with a `FailureKind` as the only failure. Production
+`EngineOps` is the part of `provisioner.cloud.Ec2Engine` they call, declared once in
+`provisioner.cloud.engine_ops` and re-exported here; `StackOps` is the stack room's port
+(`provisioner.pulumi_driver.port.PoolStacks`): a `PoolSpec` in, typed `PoolOutputs` out,
+and `StackError` with a `FailureKind` as the only failure. Production
 passes the real objects; tests pass the same real objects against the emulator and a file
 backend, or small fakes for pure logic.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from datetime import datetime
+from collections.abc import Sequence
 from typing import Protocol
 
-from provisioner.api.ami_policy import ImageOwners
-from provisioner.cloud.leftovers import Leftover
-from provisioner.cloud.types import (
-    AmiChoice,
-    ClusterInfo,
-    InstanceTypeInfo,
-    InstanceView,
-    LaunchResult,
-    LaunchSpec,
-    Mode,
-    ReleaseReport,
-    Reservation,
-    RootDevice,
-    SubnetRef,
-)
-from provisioner.cloud.views import LIVE_STATES
+from provisioner.cloud.engine_ops import EngineOps
 from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec, PreparedStack
 
-
-class EngineOps(Protocol):
-    def acquire(self, spec: LaunchSpec) -> LaunchResult: ...
-
-    def describe(self, instance_ids: Sequence[str]) -> list[InstanceView]: ...
-
-    def find_managed(
-        self,
-        cluster: str,
-        pool: str | None = None,
-        group: str | None = None,
-        states: Sequence[str] = LIVE_STATES,
-    ) -> list[InstanceView]: ...
-
-    def release(
-        self, instance_ids: Sequence[str], *, known_since: datetime | None = None
-    ) -> ReleaseReport: ...
-
-    def fleet_tokens(self, fleet_ids: Iterable[str]) -> dict[str, str | None]: ...
-
-    def set_keep_warm_tag(self, instance_ids: Sequence[str], until: datetime | None) -> None: ...
-
-    def leftovers(self, cluster: str, pool: str | None = None) -> list[Leftover]: ...
-
-    def delete_leftovers(self, items: list[Leftover]) -> list[Leftover]: ...
-
-    def cluster(self, name: str) -> ClusterInfo: ...
-
-    def instance_type(self, instance_type: str) -> InstanceTypeInfo: ...
-
-    def reservation(self, reservation_id: str) -> Reservation: ...
-
-    @property
-    def images(self) -> ImageOwners:
-        """Who owns an AMI, as EC2 says (for a Job's own ami-id, `api.ami_policy`)."""
-        ...
-
-    def root_device(self, image_id: str) -> RootDevice:
-        """The AMI's root device (DescribeImages' RootDeviceName), for `instances.rootVolume`."""
-        ...
-
-    def resolve_ami(
-        self,
-        *,
-        k8s_version: str,
-        instance_type: str,
-        variant: str,
-        explicit_ami_id: str | None = None,
-        instance_type_info: InstanceTypeInfo | None = None,
-    ) -> AmiChoice: ...
-
-    def plan_subnets(
-        self,
-        *,
-        mode: Mode,
-        cluster: ClusterInfo,
-        explicit_subnet_ids: Sequence[str] = (),
-        availability_zones: Sequence[str] = (),
-        addresses_needed: int = 0,
-    ) -> tuple[SubnetRef, ...]: ...
+__all__ = ["EngineOps", "StackOps"]
 
 
 class StackOps(Protocol):

@@ -27,11 +27,12 @@ from provisioner.pulumi_driver.driver import StackDriver
 from provisioner.pulumi_driver.errors import StackError, classify
 from stacks.launch_template import launch_template_request
 from stacks.outputs import PoolOutputs
-from stacks.spec import PoolSpec, pool_spec_for
+from stacks.spec import PoolLookups, PoolSpec, pool_spec_for
 
 __all__ = [
     "SUCCEEDED",
     "FailureKind",
+    "PoolLookups",
     "PoolOutputs",
     "PoolSpec",
     "PoolStacks",

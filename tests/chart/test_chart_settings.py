@@ -50,7 +50,8 @@ def test_default_settings(rendered: Rendered, tmp_path: Path) -> None:
     assert settings.pulumi.secrets_provider == STATE_SECRETS
     assert settings.retry_backoff.initial == timedelta(seconds=5)
     assert settings.retry_backoff.max == timedelta(minutes=5)
-    # Left empty, the controller runs two stack operations per CPU, within its memory limit.
+    # Left empty, the controller runs two stack operations per CPU, within its memory limit
+    # (sized to the host at start-up: unset in the settings).
     assert settings.stack_operations.workers == StackOperations().workers
     ports = {
         p["name"]: p["containerPort"]
@@ -69,8 +70,8 @@ def test_default_settings(rendered: Rendered, tmp_path: Path) -> None:
         ({"defaults.keepWarmTTL": "15m"}, "defaults.keep_warm_ttl", timedelta(minutes=15)),
         ({"defaults.mode": "fleet"}, "defaults.mode", "fleet"),
         ({"limits.maxGangSize": 128}, "limits.max_gang_size", 128),
-        ({"reapIntervalSeconds": 30}, "reap_interval_seconds", 30),
-        ({"instanceIndexRefreshSeconds": 3}, "instance_index_refresh_seconds", 3),
+        ({"reapIntervalSeconds": 30}, "reap_interval", timedelta(seconds=30)),
+        ({"instanceIndexRefreshSeconds": 3}, "instance_index_refresh", timedelta(seconds=3)),
         ({"retryBackoff.initial": "1s"}, "retry_backoff.initial", timedelta(seconds=1)),
         ({"retryBackoff.max": "90s"}, "retry_backoff.max", timedelta(seconds=90)),
         ({"iam.selfManageInstanceProfile": True}, "iam.self_manage_instance_profile", True),

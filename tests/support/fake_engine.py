@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final
 
+from provisioner.cloud.engine_ops import EngineOps
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.leftovers import Leftover
 from provisioner.cloud.types import (
@@ -68,8 +69,9 @@ class Listing:
     states: tuple[str, ...]
 
 
-class FakeEngine:
-    """`EngineOps` over an in-memory fleet; see the module docstring."""
+class FakeEngine(EngineOps):
+    """`EngineOps` over an in-memory fleet; see the module docstring. Subclassing the
+    contract makes mypy (`make lint` checks tests/support) hold every method to it."""
 
     def __init__(
         self,
@@ -100,7 +102,7 @@ class FakeEngine:
         # Called with each listing before it is answered: the test's rules for the caller.
         self.check_listing = check_listing
         # Who owns the AMIs a Job may name (`amiPolicy`); none known unless a test adds them.
-        self.images = FakeImageOwners()
+        self._images = FakeImageOwners()
         self.fleet: dict[str, InstanceView] = {}
         # The ClientToken of each EC2 Fleet, as DescribeFleets would answer it.
         self.fleets: dict[str, str | None] = {}
@@ -153,6 +155,14 @@ class FakeEngine:
             raise failure
 
     # --- EngineOps ---------------------------------------------------------------------
+
+    @property
+    def images(self) -> FakeImageOwners:
+        return self._images
+
+    @images.setter
+    def images(self, owners: FakeImageOwners) -> None:
+        self._images = owners
 
     def find_managed(
         self,

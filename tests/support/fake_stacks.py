@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
+from provisioner.controllers.ports import StackOps
 from stacks.spec import PoolSpec
 
 
@@ -25,8 +26,9 @@ def outputs_of(pool: str) -> Any:
     )
 
 
-class FakeStacks:
-    """`StackOps` over a set of prepared pools; see the module docstring."""
+class FakeStacks(StackOps):
+    """`StackOps` over a set of prepared pools; see the module docstring. Subclassing the
+    contract makes mypy hold every method to it."""
 
     def __init__(
         self,

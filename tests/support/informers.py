@@ -12,6 +12,7 @@ objects through it.
 
 from __future__ import annotations
 
+import builtins
 import copy
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -45,7 +46,7 @@ class FakeInformer:
     def list(self) -> list[dict[str, Any]]:
         return copy.deepcopy(self.objects)
 
-    def list_labelled(self, value: str) -> list[dict[str, Any]]:
+    def list_labelled(self, value: str) -> builtins.list[dict[str, Any]]:
         return [
             o
             for o in self.list()
@@ -70,7 +71,7 @@ class FakePoolStore:
     def list(self) -> list[dict[str, Any]]:
         return [copy.deepcopy(self.obj)]
 
-    def list_labelled(self, value: str) -> list[dict[str, Any]]:
+    def list_labelled(self, value: str) -> builtins.list[dict[str, Any]]:
         return []  # a pool carries no pool label
 
     def changed(self) -> None:

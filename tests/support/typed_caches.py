@@ -8,6 +8,7 @@ events; what it no longer holds the cache answers None for, as the fake does.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -39,16 +40,23 @@ class _AsInformer:
     def list(self) -> list[Obj]:
         return self._fake.list()
 
-    def list_labelled(self, value: str) -> list[Obj]:
-        labelled: Callable[[str], list[Obj]] | None = getattr(self._fake, "list_labelled", None)
+    def list_labelled(self, value: str) -> builtins.list[Obj]:
+        labelled: Callable[[str], builtins.list[Obj]] | None = getattr(
+            self._fake, "list_labelled", None
+        )
         if labelled is None:
             raise RuntimeError(f"{type(self._fake).__name__} keeps no label index")
         return labelled(value)
 
-    def list_keys(self) -> list[ObjectKey]:
+    def list_keys(self) -> builtins.list[ObjectKey]:
         return [key_of(obj) for obj in self._fake.list()]
 
-    def add_handlers(self, **_: Callable[..., None]) -> None:
+    def add_handlers(
+        self,
+        on_add: Callable[[Obj], None] | None = None,
+        on_update: Callable[[Obj, Obj], None] | None = None,
+        on_delete: Callable[[Obj], None] | None = None,
+    ) -> None:
         """A fake changes under the test's hand: no events to deliver."""
 
 

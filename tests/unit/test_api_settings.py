@@ -59,9 +59,9 @@ def test_defaults_are_the_chart_defaults() -> None:
     assert s.allowed_node_role_arns == ()
     assert s.allowed_node_roles == (ROLE,)
     assert s.acquire_attempts_before_retry == 20
-    assert s.join_deadline_seconds == 600
-    assert s.reap_interval_seconds == 120
-    assert s.instance_index_refresh_seconds == 10
+    assert s.join_deadline == timedelta(seconds=600)
+    assert s.reap_interval == timedelta(seconds=120)
+    assert s.instance_index_refresh == timedelta(seconds=10)
     assert s.max_concurrent_pool_reconciles == 5
     assert s.retry_backoff.initial == timedelta(seconds=5)
     assert s.retry_backoff.max == timedelta(minutes=5)
@@ -212,8 +212,8 @@ def test_file_over_defaults_with_chart_spelling(tmp_path: Path) -> None:
     assert s.cluster_name == "from-file"
     assert s.defaults.keep_warm_ttl == timedelta(minutes=20)
     assert s.limits.max_gang_size == 32
-    assert s.join_deadline_seconds == 300
-    assert s.reap_interval_seconds == 120  # default kept
+    assert s.join_deadline == timedelta(seconds=300)
+    assert s.reap_interval == timedelta(seconds=120)  # default kept
 
 
 def test_json_file_is_accepted(tmp_path: Path) -> None:
@@ -234,7 +234,7 @@ def test_env_over_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     s = load_settings(write(tmp_path, FILE))
     assert s.defaults.keep_warm_ttl == timedelta(minutes=30)
     assert s.defaults.max_lifetime == timedelta(hours=5)  # file value, same section
-    assert s.join_deadline_seconds == 400
+    assert s.join_deadline == timedelta(seconds=400)
     assert s.allowed_instance_types == ("p5.*",)
     assert s.aws.endpoint_url == "http://127.0.0.1:5000"
 
@@ -356,10 +356,10 @@ def test_parser_has_a_flag_per_setting() -> None:
 def test_stack_operation_workers_default_to_two_per_cpu_and_come_from_every_source(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import os
-
-    monkeypatch.setattr("provisioner.api.settings.memory_limit", lambda: None)
-    assert minimal().stack_operations.workers == 2 * len(os.sched_getaffinity(0))
+    # Unset, the executor is sized to the host the composition root reads, not by Settings.
+    unset = minimal().stack_operations
+    assert unset.workers is None
+    assert unset.workers_on(cpus=3, memory_limit=None) == 6
     from_file = load_settings(write(tmp_path, FILE + "stackOperations:\n  workers: 3\n"))
     assert from_file.stack_operations.workers == 3
     monkeypatch.setenv("ATOMIC_GANG_STACK_OPERATIONS__WORKERS", "4")
@@ -402,7 +402,7 @@ def test_the_default_stack_workers_fit_the_cpus_and_the_memory_limit(
 def test_the_memory_limit_is_read_from_either_cgroup_version(
     tmp_path: Path, files: dict[str, str], limit: int | None
 ) -> None:
-    from provisioner.api.settings import memory_limit
+    from provisioner.host import memory_limit
 
     for name, text in files.items():
         (tmp_path / name).write_text(text)

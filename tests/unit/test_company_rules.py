@@ -32,9 +32,14 @@ from provisioner.cloud.tags import (
     tag_specifications,
 )
 from provisioner.cloud.types import LaunchTemplateRef, SubnetRef
-from provisioner.controllers.pool.facts import gather_launch_facts, launch_spec
+from provisioner.controllers.pool.facts import (
+    LaunchTarget,
+    StackNames,
+    gather_launch_facts,
+    launch_spec,
+)
 from stacks.launch_template import launch_template_data, launch_template_request
-from stacks.spec import pool_spec_for, pool_tags
+from stacks.spec import PoolLookups, pool_spec_for, pool_tags
 from tests.support.backends import UNREACHED_BACKEND
 from tests.support.fake_engine import FakeEngine
 from tests.unit.test_cloud_helpers import World, emulated_aws
@@ -142,16 +147,11 @@ def _spec(loaded: Settings, **facts: Any) -> Any:
     gathered = gather_launch_facts(engine, loaded, shape())
     return launch_spec(
         loaded,
-        "pretrain",
-        "uid-1",
-        1,
-        "gen-1",
-        shape(),
-        gathered,
-        (SubnetRef("subnet-1", "us-east-1a"),),
-        template_id="lt-0123456789abcdef0",
-        instance_profile_name=None,
-        placement_group_name=None,
+        target=LaunchTarget(pool_name="pretrain", pool_uid="uid-1", generation=1, group="gen-1"),
+        shape=shape(),
+        facts=gathered,
+        subnets=(SubnetRef("subnet-1", "us-east-1a"),),
+        stack=StackNames(template_id="lt-0123456789abcdef0"),
         **facts,
     )
 
@@ -173,7 +173,9 @@ def test_every_launch_carries_the_installers_tags_beside_the_controllers() -> No
 
 
 def test_the_stacks_resources_carry_the_installers_tags() -> None:
-    spec = pool_spec_for(settings(extraTags=COST), shape(), image_id="ami-1", user_data="x")
+    spec = pool_spec_for(
+        settings(extraTags=COST), shape(), PoolLookups(image_id="ami-1", user_data="x")
+    )
     assert spec.tags == {**COST, **pool_tags("demo", "pretrain", timedelta(hours=4))}
     assert spec.extra_tags == COST
     props = {**spec.launch_template_props("arn:aws:iam::1:instance-profile/p"), "region": "r"}
@@ -192,7 +194,7 @@ def test_unset_root_volume_leaves_the_amis_mapping_and_the_template_inputs_alone
     engine = FakeEngine()
     facts = gather_launch_facts(engine, settings(), shape())
     assert facts.root_device is None  # not even asked
-    spec = pool_spec_for(settings(), shape(), image_id="ami-1", user_data="x")
+    spec = pool_spec_for(settings(), shape(), PoolLookups(image_id="ami-1", user_data="x"))
     props = spec.launch_template_props("arn")
     # A pool prepared before this setting existed diffs as unchanged.
     assert "root_volume" not in props
@@ -207,9 +209,9 @@ def test_root_volume_goes_on_the_amis_root_device_and_dies_with_the_instance() -
     spec = pool_spec_for(
         loaded,
         shape(),
-        image_id="ami-1",
-        user_data="x",
-        root_device_name=facts.root_device.device_name,
+        PoolLookups(
+            image_id="ami-1", user_data="x", root_device_name=facts.root_device.device_name
+        ),
     )
     data = launch_template_data({**spec.launch_template_props("arn"), "region": "r"})
     assert data["BlockDeviceMappings"] == [
@@ -336,7 +338,9 @@ def test_a_fleet_needs_the_tags_on_its_template_too_as_the_pools_stack_makes_it(
         world.engine.acquire(request_only)
     assert "volume/*" in str(err.value)
     spec = pool_spec_for(
-        settings(extraTags={"CostCenter": "x"}), shape(), image_id=world.ami_id(), user_data="x"
+        settings(extraTags={"CostCenter": "x"}),
+        shape(),
+        PoolLookups(image_id=world.ami_id(), user_data="x"),
     )
     props = {**spec.launch_template_props(world.profile.arn), "name": "lt-stack", "region": "r"}
     made = world.ec2.create_launch_template(**launch_template_request(props))
@@ -382,7 +386,9 @@ def test_the_controllers_policy_allows_its_launches_and_stack_creates_with_extra
         config=Config(retries={"total_max_attempts": 1}),
     )
     world.emu.require_launch_tags(["CostCenter"])
-    spec = pool_spec_for(settings(extraTags=COST), shape(), image_id=world.ami_id(), user_data="x")
+    spec = pool_spec_for(
+        settings(extraTags=COST), shape(), PoolLookups(image_id=world.ami_id(), user_data="x")
+    )
     made = ec2.create_launch_template(
         **launch_template_request({**spec.launch_template_props(""), "region": "us-east-1"})
     )

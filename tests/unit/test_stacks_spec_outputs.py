@@ -14,6 +14,7 @@ from stacks import outputs as keys
 from stacks.outputs import OutputsError, PoolOutputs
 from stacks.spec import (
     InstanceSetRecord,
+    PoolLookups,
     PoolSpec,
     launch_template_name,
     placement_group_name,
@@ -101,10 +102,12 @@ def test_pool_spec_for_follows_settings_and_shape() -> None:
     result = pool_spec_for(
         settings,
         shape,
-        image_id="ami-0123456789abcdef0",
-        user_data="ud",
-        security_group_ids=["sg-2", "sg-1"],
-        efa_network_cards=[0, 1],
+        PoolLookups(
+            image_id="ami-0123456789abcdef0",
+            user_data="ud",
+            security_group_ids=["sg-2", "sg-1"],
+            efa_network_cards=[0, 1],
+        ),
     )
 
     assert result.instance_profile_name == "atomic-gang-instance-profile-demo-gang-node"
@@ -126,11 +129,13 @@ def test_pool_spec_for_follows_settings_and_shape() -> None:
     on_block = pool_spec_for(
         settings,
         gpu,
-        image_id="ami-0123456789abcdef0",
-        user_data="ud",
-        efa_network_cards=[0, 1],
-        placement_group=True,
-        capacity_reservation_kind="capacity-block",
+        PoolLookups(
+            image_id="ami-0123456789abcdef0",
+            user_data="ud",
+            efa_network_cards=[0, 1],
+            placement_group=True,
+            capacity_reservation_kind="capacity-block",
+        ),
     )
     assert on_block.capacity_reservation_id == "cr-0fedcba9876543210"
     assert on_block.capacity_reservation_kind == "capacity-block"

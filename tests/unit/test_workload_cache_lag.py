@@ -26,6 +26,7 @@ from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.owners import JOB, GangOwner
 from provisioner.api.workload import AdmissionCheck, Workload
+from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.reconciler import WorkloadReconciler
 from provisioner.kube.errors import KubeConflict
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS
@@ -145,14 +146,16 @@ class World:
             {"metadata": {"name": CHECK}, "spec": {"controllerName": SETTINGS.controller_name}}
         )
         self.reconciler = WorkloadReconciler(
-            self.apiserver,  # type: ignore[arg-type]
-            typed(self.workloads, Workload.from_dict),
-            typed(self.pools, GangNodePool.from_dict),
-            typed(checks, AdmissionCheck.from_dict),
-            {JOB: typed(FakeInformer(job()), GangOwner.from_dict)},
-            SETTINGS,
-            RecordedEvents(),  # type: ignore[arg-type]
-            lambda: NOW,
+            WorkloadReconcilerDeps(
+                kube=self.apiserver,  # type: ignore[arg-type]
+                workloads=typed(self.workloads, Workload.from_dict),
+                pools=typed(self.pools, GangNodePool.from_dict),
+                checks=typed(checks, AdmissionCheck.from_dict),
+                owners={JOB: typed(FakeInformer(job()), GangOwner.from_dict)},
+                settings=SETTINGS,
+                recorder=RecordedEvents(),  # type: ignore[arg-type]
+                now=lambda: NOW,
+            )
         )
 
     def one_pass(self) -> float | None:

@@ -20,6 +20,7 @@ from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.owners import JOB, JOBSET, PYTORCH_JOB, TRAIN_JOB, GangOwner, OwnerKind
 from provisioner.api.workload import AdmissionCheck, Workload
+from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.reconciler import WorkloadReconciler
 from provisioner.kube.errors import KubeAlreadyExists, KubeNotFound
 from provisioner.kube.resources import ResourceRef
@@ -157,17 +158,19 @@ class World:
             }
         )
         self.reconciler = WorkloadReconciler(
-            store,  # type: ignore[arg-type]
-            typed(Live(store, "Workload"), Workload.from_dict),
-            typed(Live(store, c.GNP_KIND), GangNodePool.from_dict),
-            typed(checks, AdmissionCheck.from_dict),
-            {
-                kind: typed(Live(store, kind.kind, labelled=True), GangOwner.from_dict)
-                for kind in informed
-            },
-            SETTINGS,
-            self.events,  # type: ignore[arg-type]
-            lambda: NOW,
+            WorkloadReconcilerDeps(
+                kube=store,  # type: ignore[arg-type]
+                workloads=typed(Live(store, "Workload"), Workload.from_dict),
+                pools=typed(Live(store, c.GNP_KIND), GangNodePool.from_dict),
+                checks=typed(checks, AdmissionCheck.from_dict),
+                owners={
+                    kind: typed(Live(store, kind.kind, labelled=True), GangOwner.from_dict)
+                    for kind in informed
+                },
+                settings=SETTINGS,
+                recorder=self.events,  # type: ignore[arg-type]
+                now=lambda: NOW,
+            )
         )
 
     def one_pass(self) -> float | None:

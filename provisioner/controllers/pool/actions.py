@@ -24,7 +24,9 @@ from provisioner.cloud.errors import CloudError, ErrorKind, ReservationNotActive
 from provisioner.controllers.pool.deps import PoolReconcilerDeps
 from provisioner.controllers.pool.facts import (
     LaunchFacts,
+    LaunchTarget,
     PassFacts,
+    StackNames,
     addresses_needed,
     desired_spec,
     gather_launch_facts,
@@ -135,16 +137,16 @@ class PoolActions:
         outputs = self._outputs(pool, facts)
         spec = launch_spec(
             deps.settings,
-            pool.name,
-            pool.metadata.uid or pool.name,
-            step.status.acquire_generation,
-            marker.group,
-            shape,
-            known,
-            subnets,
-            template_id=outputs.launch_template_id if outputs else None,
-            instance_profile_name=outputs.spec.instance_profile_name if outputs else None,
-            placement_group_name=outputs.placement_group_name if outputs else None,
+            target=LaunchTarget(
+                pool_name=pool.name,
+                pool_uid=pool.metadata.uid or pool.name,
+                generation=step.status.acquire_generation,
+                group=marker.group,
+            ),
+            shape=shape,
+            facts=known,
+            subnets=subnets,
+            stack=StackNames.of(outputs),
         )
         metrics = deps.metrics
         metrics.launch_attempts.labels(mode=shape.mode).inc()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
 
 from provisioner.api import constants as c
 from provisioner.api.ami_policy import REASON_AMI_NOT_ALLOWED, REASON_AMI_UNVERIFIED, ami_problem
@@ -37,7 +36,13 @@ from provisioner.cloud.types import (
     SubnetRef,
 )
 from provisioner.controllers.ports import EngineOps
-from provisioner.pulumi_driver.port import PoolOutputs, PoolSpec, StackError, pool_spec_for
+from provisioner.pulumi_driver.port import (
+    PoolLookups,
+    PoolOutputs,
+    PoolSpec,
+    StackError,
+    pool_spec_for,
+)
 
 log = logging.getLogger(__name__)
 
@@ -160,41 +165,69 @@ def desired_spec(
     return pool_spec_for(
         settings,
         shape,
-        image_id=facts.ami.ami_id,
-        user_data=Ec2Engine.render_user_data(facts.cluster, pool_name, None),
-        security_group_ids=facts.cluster.security_group_ids,
-        efa_network_cards=_efa_cards(shape, facts.instance_type),
-        efa_only=facts.instance_type is not None and uses_efa_only(facts.instance_type),
-        placement_group=shape.placement_group == c.PLACEMENT_CLUSTER,
-        # The template targets the reservation as EC2 describes it (fleet mode reads the
-        # target and a Capacity Block's market type only from the template).
-        capacity_reservation_kind=facts.reservation.kind if facts.reservation else "",
-        root_device_name=facts.root_device.device_name if facts.root_device else "",
+        PoolLookups(
+            image_id=facts.ami.ami_id,
+            user_data=Ec2Engine.render_user_data(facts.cluster, pool_name, None),
+            security_group_ids=facts.cluster.security_group_ids,
+            efa_network_cards=_efa_cards(shape, facts.instance_type),
+            efa_only=facts.instance_type is not None and uses_efa_only(facts.instance_type),
+            placement_group=shape.placement_group == c.PLACEMENT_CLUSTER,
+            # The template targets the reservation as EC2 describes it (fleet mode reads the
+            # target and a Capacity Block's market type only from the template).
+            capacity_reservation_kind=facts.reservation.kind if facts.reservation else "",
+            root_device_name=facts.root_device.device_name if facts.root_device else "",
+        ),
     )
+
+
+@dataclass(frozen=True)
+class LaunchTarget:
+    """The gang a launch is for: its pool, the acquire generation and that generation's
+    group (the launch's ClientToken and tags are derived from them)."""
+
+    pool_name: str
+    pool_uid: str
+    generation: int
+    group: str
+
+
+@dataclass(frozen=True)
+class StackNames:
+    """What the pool's stack made that a launch names; None where it made none."""
+
+    template_id: str | None = None
+    instance_profile_name: str | None = None
+    placement_group_name: str | None = None
+
+    @classmethod
+    def of(cls, outputs: PoolOutputs | None) -> StackNames:
+        """The names in the stack's outputs (none before the stack is prepared)."""
+        if outputs is None:
+            return cls()
+        return cls(
+            template_id=outputs.launch_template_id,
+            instance_profile_name=outputs.spec.instance_profile_name,
+            placement_group_name=outputs.placement_group_name,
+        )
 
 
 def launch_spec(
     settings: Settings,
-    pool_name: str,
-    pool_uid: str,
-    generation: int,
-    group: str,
+    *,
+    target: LaunchTarget,
     shape: GangShape,
     facts: LaunchFacts,
     subnets: tuple[SubnetRef, ...],
-    *,
-    template_id: str | None,
-    instance_profile_name: str | None,
-    placement_group_name: str | None,
+    stack: StackNames,
 ) -> LaunchSpec:
     """The launch the engine makes for ``shape``'s gang (pure: `atomic-gang doctor`'s
     launch check dry-runs the same one). The stack's outputs name the template, the
     instance profile and the placement group."""
     cluster = facts.cluster
     return LaunchSpec(
-        pool_name=pool_name,
-        pool_uid=pool_uid,
-        acquire_generation=generation,
+        pool_name=target.pool_name,
+        pool_uid=target.pool_uid,
+        acquire_generation=target.generation,
         cluster_name=settings.cluster_name,
         count=shape.count,
         instance_type=shape.instance_type,
@@ -202,10 +235,12 @@ def launch_spec(
         subnets=subnets,
         ami_id=facts.ami.ami_id,
         instance_profile=(
-            InstanceProfileRef(name=instance_profile_name) if instance_profile_name else None
+            InstanceProfileRef(name=stack.instance_profile_name)
+            if stack.instance_profile_name
+            else None
         ),
         security_group_ids=cluster.security_group_ids,
-        user_data=Ec2Engine.render_user_data(cluster, pool_name, group),
+        user_data=Ec2Engine.render_user_data(cluster, target.pool_name, target.group),
         max_lifetime=shape.max_lifetime,
         extra_tags=settings.instances.extra_tags,
         # The engine launches by EC2's record of the reservation (kind, zone), read
@@ -216,10 +251,10 @@ def launch_spec(
             else None
         ),
         efa=shape.efa,
-        placement_group_name=placement_group_name,
-        launch_template=LaunchTemplateRef(template_id) if template_id else None,
+        placement_group_name=stack.placement_group_name,
+        launch_template=LaunchTemplateRef(stack.template_id) if stack.template_id else None,
         explicit_placement=shape.availability_zones or shape.subnets,
-        block_release_margin=timedelta(seconds=settings.capacity_block_release_seconds),
+        block_release_margin=settings.capacity_block_release,
         reservation=facts.reservation,
         instance_type_info=facts.instance_type,
     )

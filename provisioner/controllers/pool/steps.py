@@ -87,10 +87,10 @@ class PoolTimings:
     @classmethod
     def from_settings(cls, settings: Settings) -> PoolTimings:
         return cls(
-            join_deadline=timedelta(seconds=settings.join_deadline_seconds),
+            join_deadline=settings.join_deadline,
             backoff_base=settings.retry_backoff.initial,
             backoff_max=settings.retry_backoff.max,
-            block_release_margin=timedelta(seconds=settings.capacity_block_release_seconds),
+            block_release_margin=settings.capacity_block_release,
             idle_stack_ttl=settings.stack_operations.idle_stack_ttl,
         )
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import Enum
 
 from provisioner.api import constants as c
@@ -316,8 +316,8 @@ def _block_window(pool: GangNodePool, shape: GangShape, settings: Settings) -> B
         return None
     return BlockWindow(
         block,
-        release_margin=timedelta(seconds=settings.capacity_block_release_seconds),
-        start_time=timedelta(seconds=settings.join_deadline_seconds),
+        release_margin=settings.capacity_block_release,
+        start_time=settings.join_deadline,
     )
 
 

@@ -19,17 +19,14 @@ short of capacity, Ready or released).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from datetime import datetime
 
 from provisioner.api import constants as c
 from provisioner.api.constants import CheckState
 from provisioner.api.gangnodepool import Claim, GangNodePool, GangNodePoolSpec
 from provisioner.api.meta import ObjectMeta, OwnerReference
 from provisioner.api.owners import GangOwner, OwnerKind, owner_kind
-from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape
-from provisioner.api.workload import AdmissionCheck, Workload
+from provisioner.api.workload import Workload
 from provisioner.controllers.workload.decision import (
     CheckUpdate,
     PoolChange,
@@ -37,13 +34,13 @@ from provisioner.controllers.workload.decision import (
     WorkloadInputs,
     decide,
 )
-from provisioner.kube.cache import TypedCache
+from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.kube.check_state import write_check_state
 from provisioner.kube.errors import KubeAlreadyExists, KubeNotFound
-from provisioner.kube.events import EventRecorder, InvolvedObject
+from provisioner.kube.events import InvolvedObject
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS, OwnWrites
 from provisioner.kube.resources import GANG_NODE_POOLS, WORKLOADS, ObjectKey, owner_resource
-from provisioner.kube.status import ObjectStore, create_object, read_object, update_object
+from provisioner.kube.status import create_object, read_object, update_object
 from provisioner.kube.workqueue import Result
 
 log = logging.getLogger(__name__)
@@ -53,27 +50,15 @@ _OWNER_NOT_SEEN_RETRY = 1.0
 
 
 class WorkloadReconciler:
-    def __init__(
-        self,
-        kube: ObjectStore,
-        workloads: TypedCache[Workload],
-        pools: TypedCache[GangNodePool],
-        checks: TypedCache[AdmissionCheck],
-        owners: Mapping[OwnerKind, TypedCache[GangOwner]],
-        settings: Settings,
-        recorder: EventRecorder,
-        now: Callable[[], datetime],
-    ) -> None:
-        self._kube = kube
-        self._workloads = workloads
-        self._pools = pools
-        self._checks = checks
-        # The owners of each kind that carry the pool label; a kind missing here is read
-        # by a live GET.
-        self._owners = owners
-        self._settings = settings
-        self._recorder = recorder
-        self._now = now
+    def __init__(self, deps: WorkloadReconcilerDeps) -> None:
+        self._kube = deps.kube
+        self._workloads = deps.workloads
+        self._pools = deps.pools
+        self._checks = deps.checks
+        self._owners = deps.owners
+        self._settings = deps.settings
+        self._recorder = deps.recorder
+        self._now = deps.now
         # The Workloads and pools this reconciler wrote over that the caches may still show
         # as before: a pass planned from one would write it again, and meet a conflict.
         self._own_workload_writes = OwnWrites()
