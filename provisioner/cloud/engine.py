@@ -22,7 +22,7 @@ from provisioner.cloud.ec2api import CloudClients
 from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
 from provisioner.cloud.fleet import launch_fleet
 from provisioner.cloud.images import Ec2ImageOwners, root_device_of
-from provisioner.cloud.instancetypes import describe_instance_type
+from provisioner.cloud.instancetypes import Ec2InstanceTypes, describe_instance_type
 from provisioner.cloud.leftovers import Leftover, delete_leftovers, find_leftovers
 from provisioner.cloud.nodeadm import render_user_data
 from provisioner.cloud.ownership import Standing, describe_fleet_tokens, fleet_of, prove
@@ -120,6 +120,7 @@ class Ec2Engine:
         # Signs every launch token (``naming``): the reaper's proof that an orphan is ours.
         self._ownership_key = ownership_key
         self._images = Ec2ImageOwners(clients.ec2)
+        self._instance_types = Ec2InstanceTypes(clients.ec2)
 
     # --- the gang --------------------------------------------------------------------
     def acquire(self, spec: LaunchSpec) -> LaunchResult:
@@ -360,6 +361,12 @@ class Ec2Engine:
 
     def instance_type(self, instance_type: str) -> InstanceTypeInfo:
         return describe_instance_type(self._ec2, instance_type)
+
+    @property
+    def instance_types(self) -> Ec2InstanceTypes:
+        """What one node of a type offers pods, as DescribeInstanceTypes says (kept per
+        type, `cloud.instancetypes`)."""
+        return self._instance_types
 
     @property
     def images(self) -> Ec2ImageOwners:

@@ -37,6 +37,7 @@ from provisioner.cloud.types import (
 )
 from provisioner.cloud.views import LIVE_STATES
 from tests.support.fake_images import FakeImageOwners
+from tests.support.fake_instance_types import FakeInstanceTypes
 from tests.support.instance_views import managed_instance
 
 CLUSTER: Final = ClusterInfo(
@@ -101,6 +102,7 @@ class FakeEngine:
         self.check_listing = check_listing
         # Who owns the AMIs a Job may name (`amiPolicy`); none known unless a test adds them.
         self.images = FakeImageOwners()
+        self.instance_types = FakeInstanceTypes()
         self.fleet: dict[str, InstanceView] = {}
         # The ClientToken of each EC2 Fleet, as DescribeFleets would answer it.
         self.fleets: dict[str, str | None] = {}
@@ -124,6 +126,7 @@ class FakeEngine:
             self.fleets_described.clear()
             self.fail_next = None
             self._holds.clear()
+            self.instance_types.reset()
 
     # --- what the test reads and edits -------------------------------------------------
 
