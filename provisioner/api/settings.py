@@ -47,6 +47,7 @@ __all__ = [
     "Settings",
     "SharedPool",
     "StackOperations",
+    "StartupTaint",
     "Tenancy",
     "WebhookSettings",
     "default_stack_workers",
@@ -652,6 +653,19 @@ class Tenancy(_Section):
         )
 
 
+class StartupTaint(_Section):
+    """A taint some agent puts on a node at registration and removes once it has set the
+    node up (Karpenter's `startupTaints`): a gang node still carrying one is not usable.
+    It matches a Node's taint of the same key and effect, and of the same value when one
+    is given here."""
+
+    key: str = Field(min_length=1, max_length=316, description="The taint's key.")
+    value: str | None = Field(default=None, description="The taint's value; unset matches any.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        default="NoSchedule", description="The taint's effect."
+    )
+
+
 class Settings(_Section):
     """Everything the controller is told at start-up. Build it directly in tests."""
 
@@ -666,7 +680,18 @@ class Settings(_Section):
         default=(), description="Node-role allowlist; empty allows only defaults.nodeRoleArn."
     )
     acquire_attempts_before_retry: int = Field(default=20, ge=1)
-    join_deadline_seconds: int = Field(default=600, ge=1)
+    join_deadline_seconds: int = Field(
+        default=600,
+        ge=1,
+        description="How long a launched set has for every node to join, turn Ready and "
+        "become usable (startup taints gone, allocatable holding one pod's requests); then "
+        "the set is released.",
+    )
+    startup_taints: tuple[StartupTaint, ...] = Field(
+        default=(),
+        description="Taints that agents remove from a node once it is set up (as Karpenter's "
+        "startupTaints); a gang node is not counted while one remains. Empty: none.",
+    )
     capacity_block_release_seconds: int = Field(
         default=2100,
         # EC2 starts terminating a block's instances 30 minutes before its end ("Work with
