@@ -58,6 +58,7 @@ from provisioner.controllers.pool.steps import (
     ReleasePurpose,
     Step,
 )
+from provisioner.controllers.pool.usable import deadline_message
 
 # The phases whose plan reads whether the stack is prepared (see `needs_stack`).
 _STACK_PHASES = frozenset({Phase.ACQUIRING, Phase.RELEASING})
@@ -113,7 +114,11 @@ def _backing_off(view: PoolView, step: Step) -> Step:
     backoff = view.backoff
     if backoff is None or step.action is not backoff.action or view.now >= backoff.until:
         return step
-    status = changed(view.status, ready_nodes=step.status.ready_nodes)
+    status = changed(
+        view.status,
+        ready_nodes=step.status.ready_nodes,
+        unusable_nodes=step.status.unusable_nodes,
+    )
     wait = (backoff.until - view.now).total_seconds()
     return Step(Action.NONE, status, requeue_after=wait, why=f"backing off {step.action.value}")
 
@@ -133,7 +138,11 @@ def _beside_stack_operation(view: PoolView, step: Step, running: Action) -> Step
     if step.action is Action.NONE and not releasing:
         return step
     # Only the Ready count, which this pass observed, is kept of a step that waits.
-    status = changed(view.status, ready_nodes=step.status.ready_nodes)
+    status = changed(
+        view.status,
+        ready_nodes=step.status.ready_nodes,
+        unusable_nodes=step.status.unusable_nodes,
+    )
     return Step(Action.NONE, status, why=f"waiting for the stack's {running.value}")
 
 
@@ -367,8 +376,8 @@ def _plan_active(view: PoolView) -> Step:
     # is bookkeeping (a release terminates by the IDs in this status and by tag), so it never
     # gates Ready, and a record that keeps failing cannot hold a billing set past its deadline.
     recorded = status.active_group is not None and status.recorded_group == status.active_group
-    ready = len(view.ready_instance_ids & set(status.instance_ids))
-    status = changed(status, ready_nodes=ready)
+    ready = len(view.usable_ids() & set(status.instance_ids))
+    status = changed(status, ready_nodes=ready, unusable_nodes=view.unusable_nodes())
     if spec.claim is None:
         # Nobody waits for this set any more, joined or not: keep it warm (or release it)
         # now, rather than bill it until its nodes are Ready.
@@ -404,19 +413,32 @@ def _plan_active(view: PoolView) -> Step:
             ),
         )
     if view.now >= deadline:
-        return _release_for_retry(
-            view,
-            c.EventReason.JOIN_DEADLINE_EXCEEDED,
-            f"Only {ready}/{n} nodes "
-            f"joined within {view.timings.join_deadline}; releasing the set and "
-            "acquiring a new one.",
-        )
+        return _release_at_join_deadline(view, ready)
     status = changed(status, join_deadline=deadline)
     if not recorded:
         # While the nodes join: the record runs beside the join.
         return Step(Action.RECORD_SET, status, why="record set in stack")
     wait = (deadline - view.now).total_seconds()
     return Step(Action.NONE, status, requeue_after=min(wait, 5.0))
+
+
+def _release_at_join_deadline(view: PoolView, ready: int) -> Step:
+    """The set did not become whole in time. When Ready nodes were not usable, what they
+    lacked (and the DaemonSet that provides it) is the release's message and the pool's
+    last error, which the Workload's check repeats while the next set is acquired."""
+    unusable = view.unusable_nodes() or ()
+    message = deadline_message(
+        view.name,
+        ready,
+        view.spec.count,
+        format_duration(view.timings.join_deadline),
+        unusable,
+    )
+    step = _release_for_retry(view, c.EventReason.JOIN_DEADLINE_EXCEEDED, message)
+    if not unusable:
+        return step
+    err = LastError(reason=c.EventReason.JOIN_DEADLINE_EXCEEDED, message=message)
+    return replace(step, status=changed(step.status, last_error=err))
 
 
 def _block_release_at(view: PoolView) -> datetime | None:
@@ -478,7 +500,7 @@ def _plan_keep_warm(view: PoolView) -> Step:
         # A new claimant reuses the warm set: no launch. A whole set of Ready nodes is
         # Satisfied in this one step (its record stands: the set is the one recorded); one
         # that lost readiness while warm goes back to Joining, under a fresh deadline.
-        ready = len(view.ready_instance_ids & set(status.instance_ids))
+        ready = len(view.usable_ids() & set(status.instance_ids))
         whole = ready == view.spec.count == len(status.instance_ids) and not view.gone_ids & set(
             status.instance_ids
         )
@@ -487,6 +509,7 @@ def _plan_keep_warm(view: PoolView) -> Step:
             phase=Phase.SATISFIED if whole else Phase.JOINING,
             keep_warm_until=None,
             ready_nodes=ready,
+            unusable_nodes=view.unusable_nodes(),
             join_deadline=None if whole else view.now + view.timings.join_deadline,
         )
         # No event of its own: the claim's ("Claimed by ...; reusing its warm nodes") says it,

@@ -7,7 +7,8 @@ themselves are `pool_actions`'; this module decides when they run and saves what
 Every status it saves carries the conditions (Ready, Progressing, Degraded) and the
 observedGeneration `pool_conditions.observed` derives from it, so nothing else writes them.
 
-Each pass observes (the pool, its live instances in EC2 found by tag, its Ready Nodes, and
+Each pass observes (the pool, its live instances in EC2 found by tag, its Ready Nodes and
+what keeps any of them from running a gang pod (`pool.usable`), and
 the facts its plan and action need: the stack's outputs, the cluster, AMI, instance type and
 reservation, each read once; see `_read_facts`), asks `pool_plan.plan` for ONE step,
 persists that step's status (for a launch: the marker with the generation) before acting,
@@ -41,7 +42,7 @@ from datetime import timedelta
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
-from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus
+from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus, UnusableNode
 from provisioner.api.nodes import Node
 from provisioner.cloud.errors import CloudError
 from provisioner.cloud.views import LIVE_STATES
@@ -72,6 +73,7 @@ from provisioner.controllers.pool.steps import (
     PoolView,
     Step,
 )
+from provisioner.controllers.pool.usable import missing, pod_requests_of
 from provisioner.kube.errors import KubeConflict, KubeNotFound
 from provisioner.kube.events import InvolvedObject
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS, OwnWrites
@@ -275,6 +277,7 @@ class GangNodePoolReconciler:
             v.instance_id for v in seen if v.instance_id in owned and v.state in GONE_STATES
         )
         ready = self._ready_instances(pool.name, status, {v.instance_id for v in live})
+        unusable = self._unusable(pool, ready)
         facts = self._read_facts(pool, stack_operation, settling)
         view = PoolView(
             name=pool.name,
@@ -292,6 +295,7 @@ class GangNodePoolReconciler:
             now=self._now(),
             timings=self._timings,
             capacity_block=capacity_block_of(facts.launch),
+            unusable=unusable,
         )
         return view, facts
 
@@ -362,6 +366,22 @@ class GangNodePoolReconciler:
             if node.ready:
                 ready.add(instance_id)
         return frozenset(ready)
+
+    def _unusable(self, pool: GangNodePool, ready: frozenset[str]) -> tuple[UnusableNode, ...]:
+        """The Ready nodes of `ready` that cannot run one gang pod yet, and what each lacks
+        (`pool.usable`); `plan` leaves them out of the count while the set joins."""
+        requests = pod_requests_of(pool.spec)
+        taints = self._deps.settings.startup_taints
+        out: list[UnusableNode] = []
+        for node in self._nodes.list_labelled(pool.name):
+            if node.instance_id not in ready:
+                continue
+            lacking = missing(node, requests, taints)
+            if lacking:
+                out.append(
+                    UnusableNode(node=node.name, instance_id=node.instance_id, missing=lacking)
+                )
+        return tuple(sorted(out, key=lambda u: u.node))
 
     def _label_node(self, node: Node, group: str) -> None:
         with contextlib.suppress(KubeNotFound):  # the node left meanwhile
