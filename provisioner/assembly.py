@@ -258,6 +258,7 @@ def build_manager(
         settings,
         recorder,
         now,
+        engine.instance_types,
     )
     # A finished stack operation queues its pool again (pool_ctl exists by then: the
     # executor starts with the reconcilers).

@@ -24,6 +24,7 @@ from provisioner.api.meta import (
     condition_is_true,
 )
 from provisioner.api.owners import owner_of
+from provisioner.api.pod_requests import ResourceAmounts, gang_pod_requests
 
 __all__ = [
     "Admission",
@@ -33,10 +34,13 @@ __all__ = [
     "AdmissionCheckState",
     "AdmissionCheckStatus",
     "CheckState",
+    "Container",
     "PodSet",
     "PodSetAssignment",
     "PodSetUpdate",
+    "PodSpec",
     "PodTemplate",
+    "ResourceRequirements",
     "TemplateMeta",
     "Toleration",
     "Workload",
@@ -53,8 +57,33 @@ class TemplateMeta(OmitEmptyModel):
     annotations: dict[str, str] = Field(default_factory=dict)
 
 
+class ResourceRequirements(KubeModel):
+    """corev1.ResourceRequirements: resource name to quantity (a string, or a number)."""
+
+    requests: dict[str, str | int | float] = Field(default_factory=dict)
+    limits: dict[str, str | int | float] = Field(default_factory=dict)
+
+
+class Container(KubeModel):
+    """A container of a pod set's template, as far as its pod's request goes."""
+
+    name: str = ""
+    resources: ResourceRequirements = ResourceRequirements()
+    # "Always" on an init container makes it a sidecar (it runs beside the containers).
+    restart_policy: str | None = None
+
+
+class PodSpec(KubeModel):
+    """What `api.pod_requests.pod_request` reads of a pod set's pod spec."""
+
+    containers: tuple[Container, ...] = ()
+    init_containers: tuple[Container, ...] = ()
+    overhead: dict[str, str | int | float] = Field(default_factory=dict)
+
+
 class PodTemplate(KubeModel):
     metadata: TemplateMeta = TemplateMeta()
+    spec: PodSpec = PodSpec()
 
 
 class PodSet(KubeModel):
@@ -137,6 +166,12 @@ class Workload(KubeModel):
     @property
     def total_pod_count(self) -> int:
         return sum(ps.count for ps in self.spec.pod_sets)
+
+    def pod_requests(self) -> ResourceAmounts:
+        """Resource by resource, the most one pod of any of its pod sets requests, as the
+        scheduler counts it (`api.pod_requests`). Raises `QuantityError` for a quantity the
+        apiserver would not have taken."""
+        return gang_pod_requests(ps.template.spec.to_dict() for ps in self.spec.pod_sets)
 
     @property
     def is_active(self) -> bool:
