@@ -32,13 +32,16 @@ class Taint(KubeModel):
 class NodeSpec(KubeModel):
     # Go spells it providerID: aws:///us-east-1a/i-0123456789abcdef0 on EKS.
     provider_id: str | None = Field(default=None, alias="providerID")
-    taints: tuple[Taint, ...] = ()
+    # None when the Node has none: a label write (a diff of the model) must never carry a
+    # `taints: []` that would remove a taint added since the read.
+    taints: tuple[Taint, ...] | None = None
 
 
 class NodeStatus(KubeModel):
     conditions: tuple[NodeCondition, ...] = ()
-    # Resource name to quantity, as the kubelet reports it (device plugins add theirs).
-    allocatable: dict[str, str | int] = Field(default_factory=dict)
+    # Resource name to quantity, as the kubelet reports it (device plugins add theirs);
+    # None when the Node reports none yet.
+    allocatable: dict[str, str | int] | None = None
 
 
 class Node(KubeModel):

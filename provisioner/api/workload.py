@@ -9,7 +9,7 @@ reads `AdmissionCheck` to filter on our controllerName.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -34,13 +34,10 @@ __all__ = [
     "AdmissionCheckState",
     "AdmissionCheckStatus",
     "CheckState",
-    "Container",
     "PodSet",
     "PodSetAssignment",
     "PodSetUpdate",
-    "PodSpec",
     "PodTemplate",
-    "ResourceRequirements",
     "TemplateMeta",
     "Toleration",
     "Workload",
@@ -57,33 +54,12 @@ class TemplateMeta(OmitEmptyModel):
     annotations: dict[str, str] = Field(default_factory=dict)
 
 
-class ResourceRequirements(KubeModel):
-    """corev1.ResourceRequirements: resource name to quantity (a string, or a number)."""
-
-    requests: dict[str, str | int | float] = Field(default_factory=dict)
-    limits: dict[str, str | int | float] = Field(default_factory=dict)
-
-
-class Container(KubeModel):
-    """A container of a pod set's template, as far as its pod's request goes."""
-
-    name: str = ""
-    resources: ResourceRequirements = ResourceRequirements()
-    # "Always" on an init container makes it a sidecar (it runs beside the containers).
-    restart_policy: str | None = None
-
-
-class PodSpec(KubeModel):
-    """What `api.pod_requests.pod_request` reads of a pod set's pod spec."""
-
-    containers: tuple[Container, ...] = ()
-    init_containers: tuple[Container, ...] = ()
-    overhead: dict[str, str | int | float] = Field(default_factory=dict)
-
-
 class PodTemplate(KubeModel):
     metadata: TemplateMeta = TemplateMeta()
-    spec: PodSpec = PodSpec()
+    # The pod spec as Kueue copied it from the owner, kept whole and as read (None when the
+    # body has none): `api.pod_requests` reads its containers' resources, and a write of
+    # the Workload carries it back unchanged.
+    spec: dict[str, Any] | None = None
 
 
 class PodSet(KubeModel):
@@ -171,7 +147,7 @@ class Workload(KubeModel):
         """Resource by resource, the most one pod of any of its pod sets requests, as the
         scheduler counts it (`api.pod_requests`). Raises `QuantityError` for a quantity the
         apiserver would not have taken."""
-        return gang_pod_requests(ps.template.spec.to_dict() for ps in self.spec.pod_sets)
+        return gang_pod_requests(ps.template.spec or {} for ps in self.spec.pod_sets)
 
     @property
     def is_active(self) -> bool:

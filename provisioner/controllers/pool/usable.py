@@ -68,7 +68,7 @@ def _matches(taint: Taint, startup: StartupTaint) -> bool:
 
 
 def _allocatable(node: Node, resource: str) -> int:
-    raw = node.status.allocatable.get(resource)
+    raw = (node.status.allocatable or {}).get(resource)
     if raw is None:
         return 0
     try:
@@ -84,7 +84,7 @@ def missing(
     usable. `requests` is in scheduler units (`api.pod_requests`)."""
     out = [
         f"{_STARTUP_TAINT}{t.key}{'=' + t.value if t.value else ''}:{t.effect}"
-        for t in node.spec.taints
+        for t in node.spec.taints or ()
         if any(_matches(t, s) for s in startup_taints)
     ]
     for resource, wanted in sorted(requests.items()):
