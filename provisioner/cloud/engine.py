@@ -22,7 +22,7 @@ from provisioner.cloud.ec2api import CloudClients
 from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
 from provisioner.cloud.fleet import launch_fleet
 from provisioner.cloud.images import Ec2ImageOwners, root_device_of
-from provisioner.cloud.instancetypes import Ec2InstanceTypes, describe_instance_type
+from provisioner.cloud.instancetypes import describe_instance_type
 from provisioner.cloud.leftovers import Leftover, delete_leftovers, find_leftovers
 from provisioner.cloud.nodeadm import render_user_data
 from provisioner.cloud.ownership import Standing, describe_fleet_tokens, fleet_of, prove
@@ -33,6 +33,7 @@ from provisioner.cloud.rollback import roll_back
 from provisioner.cloud.runinstances import launch_runinstances
 from provisioner.cloud.subnets import plan_subnets
 from provisioner.cloud.tags import keep_warm_value
+from provisioner.cloud.type_figures import Ec2InstanceTypes
 from provisioner.cloud.types import (
     AmiChoice,
     ClusterInfo,
@@ -365,7 +366,7 @@ class Ec2Engine:
     @property
     def instance_types(self) -> Ec2InstanceTypes:
         """What one node of a type offers pods, as DescribeInstanceTypes says (kept per
-        type, `cloud.instancetypes`)."""
+        type, `cloud.type_figures`)."""
         return self._instance_types
 
     @property

@@ -20,7 +20,7 @@ them when they change and new TLS sessions get the new certificate without a res
 
 A Job naming its own AMI is checked against `amiPolicy` with EC2 (DescribeImages, on the
 controller's credentials, `cloud.images`), and a gang's pod requests against its instance
-type (DescribeInstanceTypes, `cloud.instancetypes`); those calls run in a worker thread so
+type (DescribeInstanceTypes, `cloud.type_figures`); those calls run in a worker thread so
 one slow answer does not hold up other admissions.
 """
 
@@ -48,7 +48,7 @@ from provisioner.api.pod_fit import InstanceTypes
 from provisioner.api.settings import Settings
 from provisioner.api.tenancy import PoolLookupError
 from provisioner.cloud.images import image_owners_for
-from provisioner.cloud.instancetypes import instance_types_for
+from provisioner.cloud.type_figures import instance_types_for
 from provisioner.webhook.counting import CountedReviews, ReviewObserver
 from provisioner.webhook.review import GANG_KINDS, JOB, GangKind, PoolLookup, review
 
@@ -170,7 +170,7 @@ class WebhookServer:
         instance_types: InstanceTypes | None = None,
     ) -> None:
         """`images` and `instance_types` default to EC2 on the controller's own
-        credentials (`cloud.images`, `cloud.instancetypes`); `observer` (the controller's
+        credentials (`cloud.images`, `cloud.type_figures`); `observer` (the controller's
         metrics) is told of every answer (`counting`)."""
         self.cert_file, self.key_file = Path(cert_file), Path(key_file)
         self._reload_interval = reload_interval

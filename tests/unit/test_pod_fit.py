@@ -29,7 +29,7 @@ from provisioner.api.pod_requests import (
     parse_quantity,
     pod_request,
 )
-from provisioner.cloud.instancetypes import Ec2InstanceTypes
+from provisioner.cloud.type_figures import Ec2InstanceTypes
 from tests.support.fake_instance_types import KNOWN
 
 pytestmark = pytest.mark.unit
