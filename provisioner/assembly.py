@@ -282,6 +282,7 @@ def build_manager(inputs: ManagerInputs) -> Manager:
             settings=settings,
             recorder=recorder,
             now=now,
+            instance_types=engine.instance_types,
         )
     )
     # A finished stack operation queues its pool again (pool_ctl exists by then: the

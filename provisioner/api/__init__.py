@@ -10,6 +10,8 @@
   owns a gang's Workload; `nodes`: the Node view the pool reconciler reads.
 - `meta`, `fields`: shared Kubernetes metadata, conditions and field formats.
 - `tenancy`: which namespace a pool belongs to, and the refusal for a Job of another.
+- `pod_requests`: what one pod of a gang requests; `pod_fit`: what one node of an instance
+  type offers it (EC2's figures less the EKS AMI's kubelet reservations), and the refusal.
 
 The names below are the package's public surface; a unit test holds it in place.
 

@@ -38,6 +38,7 @@ __all__ = [
     "StackOperation",
     "StackOutcome",
     "StackResult",
+    "UnusableNode",
     "load_crd",
 ]
 
@@ -52,10 +53,15 @@ class Claim(KubeModel):
 
 
 class GangNodePoolSpec(GangShape):
-    """The first claimant's shape, the current claim (None while nobody holds it) and the
-    namespace the pool belongs to."""
+    """The first claimant's shape, the current claim (None while nobody holds it), the
+    namespace the pool belongs to, and what one pod of the claimant's gang requests."""
 
     claim: Claim | None = None
+    # Resource name to quantity: resource by resource, the most any one pod of the last
+    # claimant's gang requests (`api.pod_requests.gang_pod_requests`). A node is usable only
+    # when its allocatable holds all of it (`controllers/pool/usable.py`). None: not known
+    # (a pool written before the field), which asks nothing of a node's allocatable.
+    pod_requests: dict[str, str] | None = None
     # The namespace of the Job that created the pool; set once (the CRD refuses a change).
     # None only on a pool made before pools belonged to a namespace, until its next claim
     # binds it (`workload_decision`).
@@ -65,13 +71,20 @@ class GangNodePoolSpec(GangShape):
 
     @classmethod
     def of(
-        cls, shape: GangShape, claim: Claim | None, owner_namespace: str | None = None
+        cls,
+        shape: GangShape,
+        claim: Claim | None,
+        owner_namespace: str | None = None,
+        pod_requests: dict[str, str] | None = None,
     ) -> GangNodePoolSpec:
-        """A new pool's spec: `shape`, held by `claim`, belonging to `owner_namespace`. The
-        shape and claim are validated models already, so the spec is put together from their
-        fields rather than parsed again."""
+        """A new pool's spec: `shape`, held by `claim`, belonging to `owner_namespace`, for
+        pods requesting `pod_requests`. The shape and claim are validated models already, so
+        the spec is put together from their fields rather than parsed again."""
         return cls.model_construct(
-            **_shape_fields(shape), claim=claim, owner_namespace=owner_namespace
+            **_shape_fields(shape),
+            claim=claim,
+            owner_namespace=owner_namespace,
+            pod_requests=dict(pod_requests) if pod_requests else None,
         )
 
     def bound_to(self, namespace: str) -> GangNodePoolSpec:
@@ -82,13 +95,21 @@ class GangNodePoolSpec(GangShape):
         """The shape alone, for comparing with a later claimant's."""
         return GangShape.model_construct(**_shape_fields(self))
 
-    def with_claim(self, claim: Claim | None, shape: GangShape | None = None) -> GangNodePoolSpec:
-        """This spec held by `claim` (None: released), with `shape`'s fields when given.
+    def with_claim(
+        self,
+        claim: Claim | None,
+        shape: GangShape | None = None,
+        pod_requests: dict[str, str] | None = None,
+    ) -> GangNodePoolSpec:
+        """This spec held by `claim` (None: released), with `shape`'s fields and the new
+        claimant's `pod_requests` when given (a release keeps the last claimant's).
 
         A field the new shape leaves unset (None) keeps this spec's value, as merging the
         shape's body (unset fields left out) into the stored spec always has.
         """
         reshaped = {} if shape is None else _shape_fields(shape, skip_none=True)
+        if pod_requests is not None:
+            reshaped["pod_requests"] = dict(pod_requests) or None
         return self.model_copy(update={**reshaped, "claim": claim})
 
 
@@ -206,6 +227,15 @@ class LastError(KubeModel):
     kind: FailureKind | None = None
 
 
+class UnusableNode(KubeModel):
+    """A Ready node of the active set that cannot run one gang pod yet, and why."""
+
+    node: str = Field(min_length=1)
+    instance_id: InstanceId
+    # One phrase per lack: "nvidia.com/gpu: 0 of 8 allocatable", "taint <key>:<effect>".
+    missing: tuple[str, ...] = ()
+
+
 class GangNodePoolStatus(KubeModel):
     phase: Phase = Phase.IDLE
     observed_generation: int = Field(default=0, ge=0)
@@ -215,6 +245,9 @@ class GangNodePoolStatus(KubeModel):
     active_group: str | None = None
     instance_ids: tuple[InstanceId, ...] = ()
     ready_nodes: int = Field(default=0, ge=0)
+    # Ready nodes of the active set that are not usable yet (`controllers/pool/usable.py`),
+    # with what each lacks; not counted in ready_nodes. None when there is none.
+    unusable_nodes: tuple[UnusableNode, ...] | None = None
     keep_warm_until: KubeTime | None = None
     # When the pool last went Idle with no set: its prepared stack (launch template,
     # placement group) is kept for the next claim until `stackOperations.idleStackTTL` later.
@@ -298,6 +331,12 @@ PRINTER_COLUMNS: Final = (
         "priority": 1,
     },
     {"name": "LAST ERROR", "type": "string", "jsonPath": ".status.lastError.reason", "priority": 1},
+    {
+        "name": "NOT USABLE",
+        "type": "string",
+        "jsonPath": ".status.unusableNodes[0].missing[0]",
+        "priority": 1,
+    },
 )
 """`kubectl get gnp` columns, as in the CRD's additionalPrinterColumns."""
 

@@ -1,7 +1,8 @@
 """A typed view of a core/v1 Node: what the GangNodePool reconciler reads of one.
 
 Only its name, labels (the pool and group labels), `spec.providerID` (which names the EC2
-instance) and the Ready condition are modelled; the rest of the body is ignored.
+instance), its taints, its allocatable resources and the Ready condition are modelled; the
+rest of the body is ignored.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pydantic import Field
 
 from provisioner.api.meta import KubeModel, ObjectMeta
 
-__all__ = ["Node", "NodeCondition", "NodeSpec", "NodeStatus"]
+__all__ = ["Node", "NodeCondition", "NodeSpec", "NodeStatus", "Taint"]
 
 
 class NodeCondition(KubeModel):
@@ -20,13 +21,27 @@ class NodeCondition(KubeModel):
     status: str
 
 
+class Taint(KubeModel):
+    """corev1.Taint, as the usable-node check reads it."""
+
+    key: str
+    value: str | None = None
+    effect: str
+
+
 class NodeSpec(KubeModel):
     # Go spells it providerID: aws:///us-east-1a/i-0123456789abcdef0 on EKS.
     provider_id: str | None = Field(default=None, alias="providerID")
+    # None when the Node has none: a label write (a diff of the model) must never carry a
+    # `taints: []` that would remove a taint added since the read.
+    taints: tuple[Taint, ...] | None = None
 
 
 class NodeStatus(KubeModel):
     conditions: tuple[NodeCondition, ...] = ()
+    # Resource name to quantity, as the kubelet reports it (device plugins add theirs);
+    # None when the Node reports none yet.
+    allocatable: dict[str, str | int] | None = None
 
 
 class Node(KubeModel):

@@ -9,6 +9,8 @@ reads `AdmissionCheck` to filter on our controllerName.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from provisioner.api import constants as c
@@ -23,6 +25,7 @@ from provisioner.api.meta import (
     condition_is_true,
 )
 from provisioner.api.owners import owner_of
+from provisioner.api.pod_requests import ResourceAmounts, gang_pod_requests
 
 __all__ = [
     "Admission",
@@ -52,6 +55,10 @@ class TemplateMeta(OmitEmptyModel):
 
 class PodTemplate(KubeModel):
     metadata: TemplateMeta = TemplateMeta()
+    # The pod spec as Kueue copied it from the owner, kept whole and as read (None when the
+    # body has none): `api.pod_requests` reads its containers' resources, and a write of
+    # the Workload carries it back unchanged.
+    spec: dict[str, Any] | None = None
 
 
 class PodSet(KubeModel):
@@ -134,6 +141,12 @@ class Workload(KubeModel):
     @property
     def total_pod_count(self) -> int:
         return sum(ps.count for ps in self.spec.pod_sets)
+
+    def pod_requests(self) -> ResourceAmounts:
+        """Resource by resource, the most one pod of any of its pod sets requests, as the
+        scheduler counts it (`api.pod_requests`). Raises `QuantityError` for a quantity the
+        apiserver would not have taken."""
+        return gang_pod_requests(ps.template.spec or {} for ps in self.spec.pod_sets)
 
     @property
     def is_active(self) -> bool:

@@ -34,6 +34,7 @@ from provisioner.cloud.rollback import roll_back
 from provisioner.cloud.runinstances import launch_runinstances
 from provisioner.cloud.subnets import plan_subnets
 from provisioner.cloud.tags import keep_warm_value
+from provisioner.cloud.type_figures import Ec2InstanceTypes
 from provisioner.cloud.types import (
     AmiChoice,
     ClusterInfo,
@@ -124,6 +125,7 @@ class Ec2Engine(EngineOps):
         # Signs every launch token (``naming``): the reaper's proof that an orphan is ours.
         self._ownership_key = ownership_key
         self._images = Ec2ImageOwners(clients.ec2)
+        self._instance_types = Ec2InstanceTypes(clients.ec2)
 
     # --- the gang --------------------------------------------------------------------
     def acquire(self, spec: LaunchSpec) -> LaunchResult:
@@ -364,6 +366,12 @@ class Ec2Engine(EngineOps):
 
     def instance_type(self, instance_type: str) -> InstanceTypeInfo:
         return describe_instance_type(self._ec2, instance_type)
+
+    @property
+    def instance_types(self) -> Ec2InstanceTypes:
+        """What one node of a type offers pods, as DescribeInstanceTypes says (kept per
+        type, `cloud.type_figures`)."""
+        return self._instance_types
 
     @property
     def images(self) -> Ec2ImageOwners:

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Protocol
 
 from provisioner.api.ami_policy import ImageOwners
+from provisioner.api.pod_fit import InstanceTypes
 from provisioner.cloud.leftovers import Leftover
 from provisioner.cloud.types import (
     AmiChoice,
@@ -66,6 +67,11 @@ class EngineOps(Protocol):
     def instance_type(self, instance_type: str) -> InstanceTypeInfo: ...
 
     def reservation(self, reservation_id: str) -> Reservation: ...
+
+    @property
+    def instance_types(self) -> InstanceTypes:
+        """What one node of a type offers pods, as EC2 says (`api.pod_fit`)."""
+        ...
 
     @property
     def images(self) -> ImageOwners:

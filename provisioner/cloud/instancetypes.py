@@ -1,4 +1,5 @@
 """What EC2 says about an instance type: architecture (for the AMI) and EFA (for networking).
+What one node of a type offers pods is `cloud.type_figures`'.
 
 Called by ``ami.resolve_ami``, by the runinstances launcher when a gang asks for EFA, and
 (through the engine) by the pool reconciler, whose launch template carries the same EFA

@@ -263,6 +263,12 @@ def _pool_lines(kube: Reader, name: str) -> list[str]:
         f"{len(status.get('instanceIds') or [])} of {spec.get('count', '?')} instances, "
         f"{status.get('readyNodes', 0)} Ready nodes, type {spec.get('instanceType', '?')}."
     ]
+    for unusable in status.get("unusableNodes") or ():
+        lacks = ", ".join(unusable.get("missing") or ())
+        lines.append(
+            f"Node {unusable.get('node')} ({unusable.get('instanceId')}) is Ready but not "
+            f"usable yet: {lacks}."
+        )
     error = status.get("lastError")
     if error:
         lines.append(f"Pool {name} last error: {error.get('reason')}: {error.get('message')}")

@@ -26,6 +26,12 @@ One rule needs EC2 (`api.ami_policy`): a Job's own AMI must come from an owner t
 installer allows. `review` is handed the `ImageOwners` port and asks it; a port that
 cannot answer refuses the Job (fail closed), naming the setting.
 
+Another reads EC2 too (`api.pod_fit`): a gang whose pods cannot fit one node of its
+instance type (16 GPUs on an 8-GPU type) is refused, naming the resource, the request and
+what the type offers, from DescribeInstanceTypes through the `InstanceTypes` port on the
+controller's credentials. A port that cannot answer lets the object through (fail open):
+the Workload path asks EC2 again and launches nothing before it has the answer.
+
 Two kinds are made by another controller from an object already judged here, and are
 allowed as they come: a Job whose controller is a JobSet (JobSet v0.12.0 copies a replicated
 job's template labels and annotations, the pool label included, onto each child Job, which
@@ -40,6 +46,7 @@ check compares it with the Workload's pods.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -51,8 +58,16 @@ from provisioner.api.ami_policy import ImageOwners, ami_problem
 from provisioner.api.fields import AMI_PATTERN
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.owners import OwnerKind
+from provisioner.api.pod_fit import (
+    InstanceTypeLookupError,
+    InstanceTypes,
+    UnknownInstanceType,
+    fit_problems,
+    unknown_instance_type_problem,
+)
+from provisioner.api.pod_requests import QuantityError, gang_pod_requests
 from provisioner.api.settings import Settings
-from provisioner.api.shape import GangShapeError, Problem, parse_gang_shape
+from provisioner.api.shape import GangShape, GangShapeError, Problem, parse_gang_shape
 from provisioner.api.tenancy import foreign_pool_problem
 
 __all__ = [
@@ -70,6 +85,8 @@ __all__ = [
     "pytorchjob_pod_count",
     "review",
 ]
+
+log = logging.getLogger(__name__)
 
 PoolLookup = Callable[[str], GangNodePool | None]
 """The GangNodePool of a name as the apiserver holds it now, None when there is none;
@@ -138,15 +155,49 @@ def pytorchjob_pod_count(spec: Mapping[str, Any]) -> int:
     return total
 
 
+def _template_spec(template: Any) -> Mapping[str, Any]:
+    spec = (template or {}).get("spec") if isinstance(template, Mapping) else None
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def job_pod_specs(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [_template_spec(spec.get("template"))]
+
+
+def jobset_pod_specs(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [
+        _template_spec(_template_spec(replicated.get("template")).get("template"))
+        for replicated in spec.get("replicatedJobs") or []
+    ]
+
+
+def pytorchjob_pod_specs(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    replica_specs = spec.get("pytorchReplicaSpecs") or {}
+    return [
+        _template_spec((replica_specs.get(kind) or {}).get("template"))
+        for kind in _PYTORCH_REPLICA_TYPES
+        if replica_specs.get(kind) is not None
+    ]
+
+
+def trainjob_pod_specs(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A TrainJob's pods come from its runtime; what it says itself is the trainer's
+    `resourcesPerNode`, the least each trainer pod requests."""
+    resources = (spec.get("trainer") or {}).get("resourcesPerNode")
+    return [{"containers": [{"resources": resources}]}] if resources else []
+
+
 @dataclass(frozen=True)
 class GangKind:
     """A kind users submit a gang as: how the webhook finds it in a request, counts its
-    pods as Kueue does (None: Kueue counts them from something the object only names), and
-    which controller's children of it are not judged again."""
+    pods as Kueue does (None: Kueue counts them from something the object only names),
+    finds its pods' specs (for their requests), and which controller's children of it are
+    not judged again."""
 
     owner: OwnerKind
     pod_count: Callable[[Mapping[str, Any]], int] | None
     made_by: tuple[OwnerKind, ...] = ()  # controllers whose objects of this kind are theirs
+    pod_specs: Callable[[Mapping[str, Any]], list[Mapping[str, Any]]] = lambda _spec: []
 
     @property
     def group(self) -> str:
@@ -157,10 +208,10 @@ class GangKind:
         return self.owner.kind
 
 
-JOB: Final = GangKind(owners.JOB, job_pod_count, made_by=(owners.JOBSET,))
-JOBSET: Final = GangKind(owners.JOBSET, jobset_pod_count, made_by=(owners.TRAIN_JOB,))
-PYTORCHJOB: Final = GangKind(owners.PYTORCH_JOB, pytorchjob_pod_count)
-TRAINJOB: Final = GangKind(owners.TRAIN_JOB, None)
+JOB: Final = GangKind(owners.JOB, job_pod_count, (owners.JOBSET,), job_pod_specs)
+JOBSET: Final = GangKind(owners.JOBSET, jobset_pod_count, (owners.TRAIN_JOB,), jobset_pod_specs)
+PYTORCHJOB: Final = GangKind(owners.PYTORCH_JOB, pytorchjob_pod_count, (), pytorchjob_pod_specs)
+TRAINJOB: Final = GangKind(owners.TRAIN_JOB, None, (), trainjob_pod_specs)
 TRAINING_KINDS: Final = (JOBSET, PYTORCHJOB, TRAINJOB)
 GANG_KINDS: Final = (JOB, *TRAINING_KINDS)
 
@@ -260,6 +311,29 @@ def _ami_problem(
     return ami_problem(raw, settings.ami_policy, images)
 
 
+# --- pod requests against the instance type, with EC2's figures ---------------------------
+def _fit_problems(
+    kind: GangKind, job: Mapping[str, Any], shape: GangShape, types: InstanceTypes | None
+) -> list[Problem]:
+    """The refusals of a gang whose pods cannot fit one node of its type (`api.pod_fit`).
+    Without EC2's answer the object is let through: the Workload path checks again, with
+    EC2's answer, before anything is launched."""
+    if types is None:
+        return []
+    try:
+        figures = types.figures(shape.instance_type)
+    except UnknownInstanceType:
+        return [unknown_instance_type_problem(shape.instance_type, shape.region)]
+    except InstanceTypeLookupError as err:
+        log.info("pod requests not checked against %s: %s", shape.instance_type, err)
+        return []
+    try:
+        requests = gang_pod_requests(kind.pod_specs(job.get("spec") or {}))
+    except QuantityError:
+        return []  # the apiserver refuses the object for it, with its own words
+    return fit_problems(requests, figures, shape.efa)
+
+
 def _field(problem: Problem) -> str:
     # The pool key is a label, except when a Job wrongly sets it as an annotation.
     on_label = problem.is_label or (
@@ -317,6 +391,7 @@ def _verdict(
     pools: PoolLookup,
     images: ImageOwners | None,
     kind: GangKind,
+    types: InstanceTypes | None,
 ) -> dict[str, Any]:
     uid = str(request["uid"])
     allowed = {"uid": uid, "allowed": True}
@@ -339,9 +414,13 @@ def _verdict(
     if queue is not None:
         problems.append(queue)
     try:
-        parse_gang_shape(labels, annotations, gang_pod_count(kind, job, annotations), settings)
+        shape = parse_gang_shape(
+            labels, annotations, gang_pod_count(kind, job, annotations), settings
+        )
     except GangShapeError as err:
         problems.extend(_runtime_counted(kind, p, settings) for p in err.problems)
+    else:
+        problems.extend(_fit_problems(kind, job, shape, types))
     foreign = _pool_problem(request, labels, settings, pools)
     if foreign is not None:
         problems.append(foreign)
@@ -360,11 +439,13 @@ def review(
     pools: PoolLookup,
     images: ImageOwners | None = None,
     kinds: tuple[GangKind, ...] = GANG_KINDS,
+    instance_types: InstanceTypes | None = None,
 ) -> dict[str, Any]:
     """The AdmissionReview answering `body`, reading the pool a gang job names through
     `pools`; raises `ReviewError` for a malformed one or a kind not in `kinds`,
     `PoolLookupError` when the pool cannot be read. `images` answers who owns a Job's AMI;
-    without it, only amiPolicy.allowedImageIds are admitted."""
+    without it, only amiPolicy.allowedImageIds are admitted. `instance_types` answers what
+    one node of a type offers (`api.pod_fit`); without it, pod requests are not checked."""
     if not isinstance(body, Mapping):
         raise ReviewError("the body is not a JSON object")
     if body.get("apiVersion") != ADMISSION_API_VERSION or body.get("kind") != "AdmissionReview":
@@ -374,7 +455,7 @@ def review(
         raise ReviewError("the AdmissionReview has no request with a uid")
     kind = _kind_of(request, kinds)
     try:
-        response = _verdict(request, settings, pools, images, kind)
+        response = _verdict(request, settings, pools, images, kind, instance_types)
     except (TypeError, ValueError, AttributeError, OverflowError) as err:
         # An object the apiserver accepted always has mappings where the schema says so and
         # integer counts; anything else is a request we cannot judge (a 400, not a 500),

@@ -19,8 +19,9 @@ controller makes and rotates its own). Both are replaced in place, so the server
 them when they change and new TLS sessions get the new certificate without a restart.
 
 A Job naming its own AMI is checked against `amiPolicy` with EC2 (DescribeImages, on the
-controller's credentials, `cloud.images`); that call runs in a worker thread so one slow
-answer does not hold up other admissions.
+controller's credentials, `cloud.images`), and a gang's pod requests against its instance
+type (DescribeInstanceTypes, `cloud.type_figures`); those calls run in a worker thread so
+one slow answer does not hold up other admissions.
 """
 
 from __future__ import annotations
@@ -43,9 +44,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from provisioner.api.ami_policy import ImageOwners
+from provisioner.api.pod_fit import InstanceTypes
 from provisioner.api.settings import Settings
 from provisioner.api.tenancy import PoolLookupError
 from provisioner.cloud.images import image_owners_for
+from provisioner.cloud.type_figures import instance_types_for
 from provisioner.webhook.counting import CountedReviews, ReviewObserver
 from provisioner.webhook.review import GANG_KINDS, JOB, GangKind, PoolLookup, review
 
@@ -81,11 +84,16 @@ async def _read_body(request: Request) -> bytes | None:
 
 
 def build_app(
-    settings: Settings, *, pools: PoolLookup, images: ImageOwners | None = None
+    settings: Settings,
+    *,
+    pools: PoolLookup,
+    images: ImageOwners | None = None,
+    instance_types: InstanceTypes | None = None,
 ) -> Starlette:
     """The ASGI app, judging gang jobs against `settings` (the controller's own), the
-    pools `pools` reads and who owns a Job's AMI as `images` answers (None: only
-    amiPolicy.allowedImageIds pass)."""
+    pools `pools` reads, who owns a Job's AMI as `images` answers (None: only
+    amiPolicy.allowedImageIds pass) and what a node of a type offers as `instance_types`
+    answers (None: pod requests are left to the Workload path)."""
 
     def validator(kinds: tuple[GangKind, ...]) -> Callable[[Request], Awaitable[Response]]:
         async def validate(request: Request) -> Response:
@@ -96,7 +104,13 @@ def build_app(
                 # The pool and image reads block: off the event loop, so one slow read
                 # stalls no other.
                 answer = await run_in_threadpool(
-                    review, json.loads(raw), settings, pools=pools, images=images, kinds=kinds
+                    review,
+                    json.loads(raw),
+                    settings,
+                    pools=pools,
+                    images=images,
+                    kinds=kinds,
+                    instance_types=instance_types,
                 )
             except ValueError as err:  # ReviewError and json.JSONDecodeError are ValueErrors
                 log.warning("bad admission request: %s", err)
@@ -153,15 +167,20 @@ class WebhookServer:
         reload_interval: float = 30.0,
         images: ImageOwners | None = None,
         observer: ReviewObserver | None = None,
+        instance_types: InstanceTypes | None = None,
     ) -> None:
-        """`images` defaults to EC2 on the controller's own credentials (`cloud.images`);
-        `observer` (the controller's metrics) is told of every answer (`counting`)."""
+        """`images` and `instance_types` default to EC2 on the controller's own
+        credentials (`cloud.images`, `cloud.type_figures`); `observer` (the controller's
+        metrics) is told of every answer (`counting`)."""
         self.cert_file, self.key_file = Path(cert_file), Path(key_file)
         self._reload_interval = reload_interval
         app: Any = build_app(
             settings,
             pools=pools,
             images=images if images is not None else image_owners_for(settings),
+            instance_types=(
+                instance_types if instance_types is not None else instance_types_for(settings)
+            ),
         )
         if observer is not None:
             app = CountedReviews(app, observer)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.api.settings import Settings, StackOperations
+from provisioner.api.settings import Settings, StackOperations, StartupTaint
 from provisioner.api.settings_sources import settings_from_argv
 from tests.chart.conftest import NAMESPACE, NODE_ROLE, STATE_BACKEND, STATE_SECRETS, Helm, Rendered
 
@@ -166,3 +166,17 @@ def test_default_ownership_key_is_self_managed_in_the_rendered_secret(
     secret = rendered.one("Secret", ownership.self_managed.secret_name)
     assert secret["metadata"]["name"].endswith("-ownership-key")
     assert ownership.self_managed.namespace == NAMESPACE == secret["metadata"]["namespace"]
+
+
+def test_startup_taints_reach_the_settings(helm: Helm, tmp_path: Path) -> None:
+    # Default: none; a node is usable once Ready with room for one gang pod.
+    assert controller_settings(helm.render({}), tmp_path).startup_taints == ()
+    taints = [
+        {"key": "node.cilium.io/agent-not-ready", "effect": "NoExecute"},
+        {"key": "example.com/setup", "value": "pending"},
+    ]
+    settings = controller_settings(helm.render({"startupTaints": taints}), tmp_path)
+    assert settings.startup_taints == (
+        StartupTaint(key="node.cilium.io/agent-not-ready", effect="NoExecute"),
+        StartupTaint(key="example.com/setup", value="pending", effect="NoSchedule"),
+    )

@@ -241,7 +241,9 @@ def test_gpu_job_on_a_queue_without_gpu_coverage(healthy: LocalEnvironment, name
     cpu_and_memory = {r: ko.LOCAL_QUOTAS[r] for r in ("cpu", "memory")}
     queue = _private_queue(healthy, namespace, [{"name": ko.CHECK_NAME}], cpu_and_memory)
     suffix = uuid.uuid4().hex[:6]
-    job = ko.gang_job(namespace, f"gpu-{suffix}", queue.split("/")[1], f"gpu-{suffix}", 1)
+    # On a GPU type: 8 GPUs of an m5.large would be refused at apply.
+    gpu_type = {c.ANN_INSTANCE_TYPE: "p4d.24xlarge"}
+    job = ko.gang_job(namespace, f"gpu-{suffix}", queue.split("/")[1], f"gpu-{suffix}", 1, gpu_type)
     container = job["spec"]["template"]["spec"]["containers"][0]
     container["resources"]["limits"] = {c.RESOURCE_GPU: "8"}
     api = healthy.control_plane.api_client()  # type: ignore[union-attr]

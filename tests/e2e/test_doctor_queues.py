@@ -38,7 +38,9 @@ def _gpu_gang_on_a_queue_without_gpu(env: LocalEnvironment, namespace: str) -> s
     custom.create_cluster_custom_object(*KUEUE, "clusterqueues", cq)
     lq = ko.local_queue(namespace, f"team-{suffix}", f"team-{suffix}")
     custom.create_namespaced_custom_object(*KUEUE, namespace, "localqueues", lq)
-    job = ko.gang_job(namespace, f"gpu-{suffix}", f"team-{suffix}", f"gpu-{suffix}", 2)
+    # On a GPU type: 8 GPUs of an m5.large would be refused at apply.
+    gpu_type = {c.ANN_INSTANCE_TYPE: "p4d.24xlarge"}
+    job = ko.gang_job(namespace, f"gpu-{suffix}", f"team-{suffix}", f"gpu-{suffix}", 2, gpu_type)
     container = job["spec"]["template"]["spec"]["containers"][0]
     container["resources"]["limits"] = {c.RESOURCE_GPU: "8"}
     k8s.BatchV1Api(api).create_namespaced_job(namespace, job)

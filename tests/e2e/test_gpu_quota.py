@@ -20,7 +20,10 @@ from tests.e2e.conftest import check_state, conditions, eventually, workload_of
 def test_a_gpu_job_is_admitted_with_the_default_queues(gang_local: Any, namespace: str) -> None:
     env = gang_local(join_delay=0.5)
     pool_name = f"gpu-{uuid.uuid4().hex[:6]}"
-    job = ko.gang_job(namespace, "gpu", ko.QUEUE_NAME, pool_name, 2)
+    # A GPU type with EFA: pods asking 8 GPUs and 4 EFA interfaces of an m5.large are
+    # refused at apply (they could never be scheduled there).
+    gpu_type = {c.ANN_INSTANCE_TYPE: "p4d.24xlarge", c.ANN_EFA: "true"}
+    job = ko.gang_job(namespace, "gpu", ko.QUEUE_NAME, pool_name, 2, gpu_type)
     container = job["spec"]["template"]["spec"]["containers"][0]
     container["resources"]["limits"] = {c.RESOURCE_GPU: "8", c.RESOURCE_EFA: "4"}
     k8s.BatchV1Api(env.control_plane.api_client()).create_namespaced_job(namespace, job)

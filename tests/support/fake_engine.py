@@ -38,6 +38,7 @@ from provisioner.cloud.types import (
 )
 from provisioner.cloud.views import LIVE_STATES
 from tests.support.fake_images import FakeImageOwners
+from tests.support.fake_instance_types import FakeInstanceTypes
 from tests.support.instance_views import managed_instance
 
 CLUSTER: Final = ClusterInfo(
@@ -103,6 +104,7 @@ class FakeEngine(EngineOps):
         self.check_listing = check_listing
         # Who owns the AMIs a Job may name (`amiPolicy`); none known unless a test adds them.
         self._images = FakeImageOwners()
+        self._instance_types = FakeInstanceTypes()
         self.fleet: dict[str, InstanceView] = {}
         # The ClientToken of each EC2 Fleet, as DescribeFleets would answer it.
         self.fleets: dict[str, str | None] = {}
@@ -126,6 +128,7 @@ class FakeEngine(EngineOps):
             self.fleets_described.clear()
             self.fail_next = None
             self._holds.clear()
+            self.instance_types.reset()
 
     # --- what the test reads and edits -------------------------------------------------
 
@@ -163,6 +166,10 @@ class FakeEngine(EngineOps):
     @images.setter
     def images(self, owners: FakeImageOwners) -> None:
         self._images = owners
+
+    @property
+    def instance_types(self) -> FakeInstanceTypes:
+        return self._instance_types
 
     def find_managed(
         self,

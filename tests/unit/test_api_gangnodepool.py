@@ -46,6 +46,7 @@ BODY: dict[str, Any] = {
         capacity_reservation_id="cr-0123456789abcdef0",
         efa=True,
         placement_group="cluster",
+        pod_requests={"cpu": "90", "memory": "1000Gi", "nvidia.com/gpu": "8"},
         claim=claim(
             namespace="default",
             name="job-allreduce-pretrain-3c1f2",
@@ -65,6 +66,13 @@ BODY: dict[str, Any] = {
             "i-0123456789abcdef3",
         ],
         "readyNodes": 2,
+        "unusableNodes": [
+            {
+                "node": "ip-10-0-1-7.ec2.internal",
+                "instanceId": "i-0123456789abcdef2",
+                "missing": ["nvidia.com/gpu: 0 of 8 allocatable"],
+            }
+        ],
         "consecutiveShortfalls": 0,
         "consecutiveFailures": 0,
         "lastShortfallTime": "2025-03-01T11:59:00Z",
@@ -127,7 +135,7 @@ def test_new_pool_omits_unset_fields() -> None:
         "consecutiveFailures": 0,
         "conditions": [],
     }
-    beyond_shape = ("claim", "ownerNamespace")
+    beyond_shape = ("claim", "ownerNamespace", "podRequests")
     assert spec.shape().model_dump() == {
         k: v for k, v in spec.model_dump().items() if k not in beyond_shape
     }
@@ -277,7 +285,7 @@ def test_crd_names_scope_and_columns() -> None:
     default = [col["name"] for col in PRINTER_COLUMNS if not col.get("priority")]
     wide = [col["name"] for col in PRINTER_COLUMNS if col.get("priority") == 1]
     assert default == ["PHASE", "READY", "COUNT", "TYPE", "MODE", "AGE"]
-    assert wide == ["CLAIM NAMESPACE", "CLAIM", "RESERVATION", "LAST ERROR"]
+    assert wide == ["CLAIM NAMESPACE", "CLAIM", "RESERVATION", "LAST ERROR", "NOT USABLE"]
 
 
 def test_printer_columns_point_at_real_fields() -> None:
@@ -285,5 +293,8 @@ def test_printer_columns_point_at_real_fields() -> None:
     for column in PRINTER_COLUMNS:
         node: Any = body
         for part in column["jsonPath"].strip(".").split("."):
-            node = node[part]
+            name, _, index = part.partition("[")
+            node = node[name]
+            if index:  # "[0]": the first entry
+                node = node[int(index.rstrip("]"))]
         assert node is not None

@@ -31,6 +31,8 @@ def test_exported_members_exist_and_are_listed_once() -> None:
         "meta",
         "nodes",
         "owners",
+        "pod_fit",
+        "pod_requests",
         "problems",
         "settings",
         "settings_sources",

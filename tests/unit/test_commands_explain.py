@@ -96,6 +96,25 @@ def test_pending_check_with_pool_error_and_shortfalls() -> None:
     assert "3 in a row, 3 recorded as events; last: short by 4" in text
 
 
+def test_nodes_ready_but_not_usable_say_what_they_lack() -> None:
+    pool = _pool(
+        phase="Joining",
+        readyNodes=3,
+        unusableNodes=[
+            {
+                "node": "ip-10-0-1-7",
+                "instanceId": "i-0123456789abcdef0",
+                "missing": ["nvidia.com/gpu: 0 of 8 allocatable"],
+            }
+        ],
+    )
+    lines = explain(FakeKube(_job(**LABELS), _workload(True, "Pending"), pool), NS, "train")
+    assert (
+        "Node ip-10-0-1-7 (i-0123456789abcdef0) is Ready but not usable yet: "
+        "nvidia.com/gpu: 0 of 8 allocatable."
+    ) in lines
+
+
 def test_admitted_and_running() -> None:
     kube = FakeKube(_job(False, **LABELS), _workload(True, "Ready", admitted=True), _pool())
     assert "is admitted and running" in explain(kube, NS, "train")[0]

@@ -32,6 +32,7 @@ from provisioner.kube.errors import KubeConflict
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS
 from provisioner.kube.resources import GANG_NODE_POOLS, ObjectKey, ResourceRef
 from tests.support.events import RecordedEvents
+from tests.support.fake_instance_types import FakeInstanceTypes
 from tests.support.informers import FakeInformer, LaggingCache
 from tests.support.jobs import job as job_body
 from tests.support.typed_caches import typed
@@ -155,6 +156,7 @@ class World:
                 settings=SETTINGS,
                 recorder=RecordedEvents(),  # type: ignore[arg-type]
                 now=lambda: NOW,
+                instance_types=FakeInstanceTypes(),
             )
         )
 

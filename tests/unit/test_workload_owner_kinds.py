@@ -25,6 +25,7 @@ from provisioner.controllers.workload.reconciler import WorkloadReconciler
 from provisioner.kube.errors import KubeAlreadyExists, KubeNotFound
 from provisioner.kube.resources import ResourceRef
 from tests.support.events import RecordedEvents
+from tests.support.fake_instance_types import FakeInstanceTypes
 from tests.support.owners import foreign_owner, owner
 from tests.support.pools import pool as pool_body
 from tests.support.pools import pool_spec
@@ -170,6 +171,7 @@ class World:
                 settings=SETTINGS,
                 recorder=self.events,  # type: ignore[arg-type]
                 now=lambda: NOW,
+                instance_types=FakeInstanceTypes(),
             )
         )
 

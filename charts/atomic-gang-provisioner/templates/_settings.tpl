@@ -32,6 +32,7 @@ instances:
 reapIntervalSeconds: {{ int $v.reapIntervalSeconds }}
 instanceIndexRefreshSeconds: {{ int $v.instanceIndexRefreshSeconds }}
 joinDeadlineSeconds: {{ int $v.joinDeadlineSeconds }}
+startupTaints: {{ $v.startupTaints | default list | toJson }}
 capacityBlockReleaseSeconds: {{ int $v.capacityBlockReleaseSeconds }}
 acquireAttemptsBeforeRetry: {{ int $v.acquireAttemptsBeforeRetry }}
 maxConcurrentPoolReconciles: {{ int $v.maxConcurrentPoolReconciles }}

@@ -32,6 +32,7 @@ from provisioner.api.settings.instances import (
     RootVolume,
 )
 from provisioner.api.settings.leader_election import LeaderElection
+from provisioner.api.settings.nodes import StartupTaint
 from provisioner.api.settings.root import Settings
 from provisioner.api.settings.section import Port, snake_keys
 from provisioner.api.settings.stack_settings import (
@@ -73,6 +74,7 @@ __all__ = [
     "Settings",
     "SharedPool",
     "StackOperations",
+    "StartupTaint",
     "Tenancy",
     "WebhookSettings",
     "default_stack_workers",

@@ -17,6 +17,7 @@ from provisioner.api.settings.aws_identity import AwsSettings, IamSettings, Owne
 from provisioner.api.settings.defaults import Defaults, Limits, RetryBackoff
 from provisioner.api.settings.instances import Instances
 from provisioner.api.settings.leader_election import LeaderElection
+from provisioner.api.settings.nodes import StartupTaint
 from provisioner.api.settings.section import Port, Section, snake_keys
 from provisioner.api.settings.stack_settings import PulumiSettings, StackOperations, backend_url
 from provisioner.api.settings.tenancy import Tenancy
@@ -48,7 +49,18 @@ class Settings(Section):
     acquire_attempts_before_retry: int = Field(default=20, ge=1)
     # Durations the chart spells in whole seconds (`joinDeadlineSeconds: 600`): held as a
     # timedelta like every other duration, read and written under their `*_seconds` keys.
-    join_deadline: Seconds = Field(default=timedelta(seconds=600), alias="join_deadline_seconds")
+    join_deadline: Seconds = Field(
+        default=timedelta(seconds=600),
+        alias="join_deadline_seconds",
+        description="How long a launched set has for every node to join, turn Ready and "
+        "become usable (startup taints gone, allocatable holding one pod's requests); then "
+        "the set is released.",
+    )
+    startup_taints: tuple[StartupTaint, ...] = Field(
+        default=(),
+        description="Taints that agents remove from a node once it is set up (as Karpenter's "
+        "startupTaints); a gang node is not counted while one remains. Empty: none.",
+    )
     capacity_block_release: Annotated[timedelta, WholeSeconds(minimum=1800)] = Field(
         default=timedelta(seconds=2100),
         alias="capacity_block_release_seconds",

@@ -208,6 +208,7 @@ def _after_release_set(view: AnyView, status: GangNodePoolStatus, step: Step) ->
         instance_ids=(),
         active_group=None,
         ready_nodes=0,
+        unusable_nodes=None,
         capacity_block_ends_at=None,
         join_deadline=None,
         release_in_progress=None,

@@ -71,7 +71,11 @@ def _backing_off(view: AnyView, step: Step) -> Step:
     backoff = view.backoff
     if backoff is None or step.action is not backoff.action or view.now >= backoff.until:
         return step
-    status = changed(view.status, ready_nodes=step.status.ready_nodes)
+    status = changed(
+        view.status,
+        ready_nodes=step.status.ready_nodes,
+        unusable_nodes=step.status.unusable_nodes,
+    )
     wait = (backoff.until - view.now).total_seconds()
     return Step(Action.NONE, status, requeue_after=wait, why=f"backing off {step.action.value}")
 
@@ -91,7 +95,11 @@ def _beside_stack_operation(view: AnyView, step: Step, running: Action) -> Step:
     if step.action is Action.NONE and not releasing:
         return step
     # Only the Ready count, which this pass observed, is kept of a step that waits.
-    status = changed(view.status, ready_nodes=step.status.ready_nodes)
+    status = changed(
+        view.status,
+        ready_nodes=step.status.ready_nodes,
+        unusable_nodes=step.status.unusable_nodes,
+    )
     return Step(Action.NONE, status, why=f"waiting for the stack's {running.value}")
 
 

@@ -27,6 +27,7 @@ from provisioner.controllers.pool.steps import (
     PoolView,
     Step,
 )
+from provisioner.controllers.pool.usable import deadline_message
 
 
 def plan_active(view: PoolView[NotFetched, NotFetched]) -> Step:
@@ -47,8 +48,8 @@ def plan_active(view: PoolView[NotFetched, NotFetched]) -> Step:
     # is bookkeeping (a release terminates by the IDs in this status and by tag), so it never
     # gates Ready, and a record that keeps failing cannot hold a billing set past its deadline.
     recorded = status.active_group is not None and status.recorded_group == status.active_group
-    ready = len(view.ready_instance_ids & set(status.instance_ids))
-    status = changed(status, ready_nodes=ready)
+    ready = len(view.usable_ids() & set(status.instance_ids))
+    status = changed(status, ready_nodes=ready, unusable_nodes=view.unusable_nodes())
     if spec.claim is None:
         # Nobody waits for this set any more, joined or not: keep it warm (or release it)
         # now, rather than bill it until its nodes are Ready.
@@ -84,13 +85,7 @@ def plan_active(view: PoolView[NotFetched, NotFetched]) -> Step:
             ),
         )
     if view.now >= deadline:
-        return release_for_retry(
-            view,
-            c.EventReason.JOIN_DEADLINE_EXCEEDED,
-            f"Only {ready}/{n} nodes "
-            f"joined within {view.timings.join_deadline}; releasing the set and "
-            "acquiring a new one.",
-        )
+        return _release_at_join_deadline(view, ready)
     status = changed(status, join_deadline=deadline)
     if not recorded:
         # While the nodes join: the record runs beside the join.
@@ -148,13 +143,32 @@ def _enter_keep_warm(view: AnyView, status: GangNodePoolStatus) -> Step:
     )
 
 
+def _release_at_join_deadline(view: AnyView, ready: int) -> Step:
+    """The set did not become whole in time. When Ready nodes were not usable, what they
+    lacked (and the DaemonSet that provides it) is the release's message and the pool's
+    last error, which the Workload's check repeats while the next set is acquired."""
+    unusable = view.unusable_nodes() or ()
+    message = deadline_message(
+        view.name,
+        ready,
+        view.spec.count,
+        format_duration(view.timings.join_deadline),
+        unusable,
+    )
+    step = release_for_retry(view, c.EventReason.JOIN_DEADLINE_EXCEEDED, message)
+    if not unusable:
+        return step
+    err = LastError(reason=c.EventReason.JOIN_DEADLINE_EXCEEDED, message=message)
+    return replace(step, status=changed(step.status, last_error=err))
+
+
 def plan_keep_warm(view: PoolView[NotFetched, NotFetched]) -> Step:
     status = view.status
     if view.spec.claim is not None:
         # A new claimant reuses the warm set: no launch. A whole set of Ready nodes is
         # Satisfied in this one step (its record stands: the set is the one recorded); one
         # that lost readiness while warm goes back to Joining, under a fresh deadline.
-        ready = len(view.ready_instance_ids & set(status.instance_ids))
+        ready = len(view.usable_ids() & set(status.instance_ids))
         whole = ready == view.spec.count == len(status.instance_ids) and not view.gone_ids & set(
             status.instance_ids
         )
@@ -163,6 +177,7 @@ def plan_keep_warm(view: PoolView[NotFetched, NotFetched]) -> Step:
             phase=Phase.SATISFIED if whole else Phase.JOINING,
             keep_warm_until=None,
             ready_nodes=ready,
+            unusable_nodes=view.unusable_nodes(),
             join_deadline=None if whole else view.now + view.timings.join_deadline,
         )
         # No event of its own: the claim's ("Claimed by ...; reusing its warm nodes") says it,

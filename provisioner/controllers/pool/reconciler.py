@@ -8,7 +8,8 @@ Every status it saves carries the conditions (Ready, Progressing, Degraded) and 
 observedGeneration `conditions.observed` derives from it, so nothing else writes them.
 
 Each pass observes, reading only (the pool, its live instances in EC2 found by tag, its
-Ready Nodes, and the facts its plan and action need: the stack's outputs, the cluster, AMI,
+Ready Nodes and what keeps any of them from running a gang pod (`usable`), and the
+facts its plan and action need: the stack's outputs, the cluster, AMI,
 instance type and reservation, each read once and only where the row of the pool's phase in
 `phases` says; see `_read_facts`), asks `plan.plan` for ONE step, persists that step's
 status (for a launch: the marker with the generation) before acting, performs the action,
@@ -43,7 +44,7 @@ from datetime import timedelta
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
-from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus
+from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus, UnusableNode
 from provisioner.api.nodes import Node
 from provisioner.cloud.errors import CloudError
 from provisioner.cloud.views import LIVE_STATES
@@ -79,6 +80,7 @@ from provisioner.controllers.pool.steps import (
     StackRead,
     Step,
 )
+from provisioner.controllers.pool.usable import missing, pod_requests_of
 from provisioner.kube.errors import KubeConflict, KubeNotFound
 from provisioner.kube.events import InvolvedObject
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS, OwnWrites
@@ -264,6 +266,7 @@ class GangNodePoolReconciler:
             v.instance_id for v in seen if v.instance_id in owned and v.state in GONE_STATES
         )
         ready = self._ready_instances(pool.name, status, {v.instance_id for v in live})
+        unusable = self._unusable(pool, ready)
         facts = self._read_facts(pool, stack_operation, settling)
         launch = facts.launch
         view = PoolView(
@@ -283,6 +286,7 @@ class GangNodePoolReconciler:
             launch=NOT_FETCHED if launch is None else LaunchRead(capacity_block_of(launch)),
             stack_operation=stack_operation,
             backoff=self._backoffs.get(pool.name),
+            unusable=unusable,
         )
         return view, facts
 
@@ -375,6 +379,22 @@ class GangNodePoolReconciler:
             with contextlib.suppress(KubeNotFound):  # the node left meanwhile
                 labelled = node.with_label(c.GROUP_LABEL, group)
                 update_object(self._kube, NODES, node, labelled, c.FIELD_MANAGER)
+
+    def _unusable(self, pool: GangNodePool, ready: frozenset[str]) -> tuple[UnusableNode, ...]:
+        """The Ready nodes of `ready` that cannot run one gang pod yet, and what each lacks
+        (`pool.usable`); `plan` leaves them out of the count while the set joins."""
+        requests = pod_requests_of(pool.spec)
+        taints = self._deps.settings.startup_taints
+        out: list[UnusableNode] = []
+        for node in self._nodes.list_labelled(pool.name):
+            if node.instance_id not in ready:
+                continue
+            lacking = missing(node, requests, taints)
+            if lacking:
+                out.append(
+                    UnusableNode(node=node.name, instance_id=node.instance_id, missing=lacking)
+                )
+        return tuple(sorted(out, key=lambda u: u.node))
 
     # -- writes ---------------------------------------------------------------------------------
     def _persist(

@@ -20,6 +20,7 @@ def idle(status: GangNodePoolStatus) -> GangNodePoolStatus:
         instance_ids=(),
         active_group=None,
         ready_nodes=0,
+        unusable_nodes=None,
         keep_warm_until=None,
         capacity_block_ends_at=None,
         join_deadline=None,

@@ -17,8 +17,13 @@ from datetime import datetime, timedelta
 from enum import Enum, IntEnum
 from typing import Generic, TypeAlias, TypeVar
 
-from provisioner.api.constants import FailureKind
-from provisioner.api.gangnodepool import CapacityBlock, GangNodePoolSpec, GangNodePoolStatus
+from provisioner.api.constants import FailureKind, Phase
+from provisioner.api.gangnodepool import (
+    CapacityBlock,
+    GangNodePoolSpec,
+    GangNodePoolStatus,
+    UnusableNode,
+)
 from provisioner.api.settings import Settings
 
 
@@ -189,6 +194,24 @@ class PoolView(Generic[S, L]):
     stack_operation: Action | None = None
     # The last failed step and when it may run again (the reconciler remembers it).
     backoff: Backoff | None = None
+    # Nodes among `ready_instance_ids` that cannot run one gang pod yet, and why
+    # (`pool.usable`): a set is whole only once none is left (see `usable_ids`).
+    unusable: tuple[UnusableNode, ...] = ()
+
+    def usable_ids(self) -> frozenset[str]:
+        """The Ready nodes that count toward the gang. A Satisfied set's nodes were each
+        usable when it was Satisfied, and stay counted while Ready, as Karpenter's
+        Initialized stays set: a device plugin restarting on a running gang's node (its
+        resources leave the allocatable for a moment) must not take the gang away."""
+        if self.status.phase is Phase.SATISFIED:
+            return self.ready_instance_ids
+        return self.ready_instance_ids - {u.instance_id for u in self.unusable}
+
+    def unusable_nodes(self) -> tuple[UnusableNode, ...] | None:
+        """What the status says of the nodes `usable_ids` leaves out (None: none)."""
+        if self.status.phase is Phase.SATISFIED:
+            return None
+        return self.unusable or None
 
 
 # A view whatever its row fetched: for code that reads neither the stack nor the launch facts.

@@ -12,7 +12,10 @@ The rules, in order:
    whose check we set to Retry holds no claim.
 1a. A Workload whose owner is of no supported kind (`owners.OWNER_KINDS`), or that has no
    owner, is Rejected once, naming the supported kinds and its own; rule 1 keeps it so.
-2. An owner whose gang shape does not parse is Rejected with the parser's sentences.
+2. An owner whose gang shape does not parse is Rejected with the parser's sentences; so is
+   one whose pods could never fit one node of its instance type, or a type EC2 does not
+   know, with the webhook's sentence (`workload.fit`: while EC2 does not answer, a new
+   claim waits, Pending).
 3. No pool yet: create it with this shape and this claim, belonging to the Workload's
    namespace.
 3a. A pool of another namespace, not shared with this one (`tenancy.sharedPools`):
@@ -50,6 +53,7 @@ from provisioner.api import constants as c
 from provisioner.api.constants import CheckState, Phase
 from provisioner.api.gangnodepool import CapacityBlock, Claim, GangNodePool
 from provisioner.api.owners import unsupported_owner_message
+from provisioner.api.pod_requests import ResourceAmounts, format_amount
 from provisioner.api.settings import Settings
 from provisioner.api.shape import (
     GangShape,
@@ -61,6 +65,13 @@ from provisioner.api.shape import (
 from provisioner.api.tenancy import foreign_pool_problem
 from provisioner.api.workload import PodSetUpdate, Workload, gang_pod_set_updates
 from provisioner.controllers.pool.block_window import BlockWindow
+from provisioner.controllers.workload.fit import (
+    EC2_RETRY_SECONDS,
+    InstanceTypeAnswer,
+    gang_requests,
+    pod_fit_verdict,
+    unusable_text,
+)
 
 
 class PoolChange(Enum):
@@ -96,6 +107,11 @@ class WorkloadDecision:
     owner_namespace: str | None = None
     # The Workload's owner is of a supported kind but not visible yet: look again shortly.
     owner_not_visible: bool = False
+    # With CREATE or CLAIM: what one pod of the gang requests, resource to quantity, for
+    # the pool's usable-node check (`GangNodePoolSpec.pod_requests`).
+    pod_requests: dict[str, str] | None = None
+    # Look at the Workload again after this many seconds (EC2 did not answer).
+    retry_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +126,8 @@ class WorkloadInputs:
     claimant_exists: bool  # the pool's current claimant Workload is still in the cache
     settings: Settings
     now: datetime
+    # None: not asked (the owner names no instance type, or a test leaves the check out).
+    instance_type: InstanceTypeAnswer | None = None
 
 
 def drops_claim(workload: Workload | None, check_name: str | None) -> str | None:
@@ -177,6 +195,11 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
         if pool is not None and _holds(pool, workload):
             return WorkloadDecision(PoolChange.RELEASE, pool.name, check=rejected)
         return WorkloadDecision(check=rejected)
+    requests = gang_requests(workload)
+    unfit = _fit_refusal(workload, pool, shape, requests, inputs)
+    if unfit is not None:
+        return unfit
+    shown = {name: format_amount(name, amount) for name, amount in requests.items()}
 
     namespace = workload.metadata.namespace or ""
     if pool is None:
@@ -191,6 +214,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
                 reason=c.EventReason.POOL_CREATED,
             ),
             owner_namespace=namespace,
+            pod_requests=shown,
         )
 
     tenancy = _tenancy_decision(workload, pool, inputs)
@@ -254,12 +278,41 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             notes=stale,
             reuses_warm_set=_warm_set_whole(pool),
             owner_namespace=bind,
+            pod_requests=shown,
         )
 
     check = _check_for_claimant(workload, pool, inputs)
     if bind is not None:
         return WorkloadDecision(PoolChange.BIND, pool.name, check=check, owner_namespace=bind)
     return WorkloadDecision(check=check)
+
+
+def _fit_refusal(
+    workload: Workload,
+    pool: GangNodePool | None,
+    shape: GangShape,
+    requests: ResourceAmounts,
+    inputs: WorkloadInputs,
+) -> WorkloadDecision | None:
+    """Rejected when one pod of the gang cannot fit one node of its instance type, or EC2
+    knows no such type; Pending while EC2 does not answer for a Workload that holds no
+    claim yet; None when the gang may go on."""
+    holds = pool is not None and _holds(pool, workload)
+    problems, waiting = pod_fit_verdict(inputs.instance_type, shape, requests)
+    if waiting is not None and not holds:
+        return WorkloadDecision(
+            check=CheckUpdate(c.CheckState.PENDING, waiting, reason=c.EventReason.WAITING),
+            notes=("EC2 did not describe the instance type",),
+            retry_after=EC2_RETRY_SECONDS,
+        )
+    if not problems:
+        return None
+    err = GangShapeError(problems)
+    rejected = CheckUpdate(c.CheckState.REJECTED, str(err), reason=err.reason)
+    if holds:
+        assert pool is not None
+        return WorkloadDecision(PoolChange.RELEASE, pool.name, check=rejected)
+    return WorkloadDecision(check=rejected)
 
 
 def _tenancy_decision(
@@ -435,7 +488,7 @@ def _progress(pool: GangNodePool) -> str:
             )
         text += "."
     elif phase == Phase.JOINING:
-        text = f"{status.ready_nodes}/{n} nodes joined and Ready."
+        text = f"{status.ready_nodes}/{n} nodes joined, Ready and usable.{unusable_text(status)}"
     elif phase == Phase.KEEP_WARM:
         text = f"reusing {len(status.instance_ids)} warm nodes."
     elif phase == Phase.RELEASING:

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.owners import GangOwner, OwnerKind
+from provisioner.api.pod_fit import InstanceTypes
 from provisioner.api.settings import Settings
 from provisioner.api.workload import AdmissionCheck, Workload
 from provisioner.kube.cache import TypedCache
@@ -33,3 +34,5 @@ class WorkloadReconcilerDeps:
     settings: Settings
     recorder: EventRecorder
     now: Callable[[], datetime]
+    # What one node of a type offers pods, as EC2 says: a gang that cannot fit is Rejected.
+    instance_types: InstanceTypes

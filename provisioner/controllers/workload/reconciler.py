@@ -10,7 +10,8 @@ pool belongs to; the finalizer is set at creation) and our entry in
 `Workload.status.admissionChecks`.
 
 The rules live in `workload_decision.decide`; this module gathers its inputs from the
-informer caches, performs the writes it asks for (each preconditioned on the version read)
+informer caches and EC2's figures for the gang's instance type (`api.pod_fit.InstanceTypes`,
+kept per type), performs the writes it asks for (each preconditioned on the version read)
 and records an Event on the Workload, and on its owner, when our check changes state (the
 owner is what its user wrote and watches: `kubectl describe jobset x` shows the gang held,
 short of capacity, Ready or released).
@@ -25,6 +26,7 @@ from provisioner.api.constants import CheckState
 from provisioner.api.gangnodepool import Claim, GangNodePool, GangNodePoolSpec
 from provisioner.api.meta import ObjectMeta, OwnerReference
 from provisioner.api.owners import GangOwner, OwnerKind, owner_kind
+from provisioner.api.pod_fit import InstanceTypeLookupError, UnknownInstanceType
 from provisioner.api.shape import GangShape
 from provisioner.api.workload import Workload
 from provisioner.controllers.workload.decision import (
@@ -35,6 +37,7 @@ from provisioner.controllers.workload.decision import (
     decide,
 )
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
+from provisioner.controllers.workload.fit import InstanceTypeAnswer
 from provisioner.kube.check_state import write_check_state
 from provisioner.kube.errors import KubeAlreadyExists, KubeNotFound
 from provisioner.kube.events import InvolvedObject
@@ -59,6 +62,8 @@ class WorkloadReconciler:
         self._settings = deps.settings
         self._recorder = deps.recorder
         self._now = deps.now
+        # EC2's figures for the gang's instance type (kept per type by the port).
+        self._instance_types = deps.instance_types
         # The Workloads and pools this reconciler wrote over that the caches may still show
         # as before: a pass planned from one would write it again, and meet a conflict.
         self._own_workload_writes = OwnWrites()
@@ -105,6 +110,7 @@ class WorkloadReconciler:
                 claimant_exists=self._claimant_exists(pool),
                 settings=self._settings,
                 now=self._now(),
+                instance_type=self._instance_type(owner),
             )
         )
         log.debug(
@@ -121,7 +127,7 @@ class WorkloadReconciler:
         self._apply_pool_change(decision, pool, workload, owner)
         if decision.check is not None:
             self._write_check(workload, check_name, decision.check, owner)
-        return Result()
+        return Result(requeue_after=decision.retry_after)
 
     def _check_name(self, workload: Workload | None) -> str | None:
         if workload is None:
@@ -163,6 +169,20 @@ class WorkloadReconciler:
             return None
         return owner
 
+    def _instance_type(self, owner: GangOwner | None) -> InstanceTypeAnswer | None:
+        """EC2's answer for the type the owner names (None: it names none). An answer is
+        kept per type by the port, so this asks EC2 once per type per process."""
+        raw = (owner.annotations.get(c.ANN_INSTANCE_TYPE, "") if owner else "").strip()
+        if not raw:
+            return None
+        try:
+            return InstanceTypeAnswer(raw, figures=self._instance_types.figures(raw))
+        except UnknownInstanceType:
+            return InstanceTypeAnswer(raw, unknown=True)
+        except InstanceTypeLookupError as err:
+            log.info("instance type %s not described by EC2: %s", raw, err)
+            return InstanceTypeAnswer(raw, error=str(err) or type(err).__name__)
+
     def _claimant_exists(self, pool: GangNodePool | None) -> bool:
         claim = pool.spec.claim if pool else None
         if claim is None:
@@ -198,7 +218,12 @@ class WorkloadReconciler:
             assert decision.pool_name is not None
             new = GangNodePool(
                 metadata=ObjectMeta(name=decision.pool_name, finalizers=(c.FINALIZER,)),
-                spec=GangNodePoolSpec.of(decision.shape, decision.claim, decision.owner_namespace),
+                spec=GangNodePoolSpec.of(
+                    decision.shape,
+                    decision.claim,
+                    decision.owner_namespace,
+                    decision.pod_requests,
+                ),
             )
             try:
                 create_object(self._kube, GANG_NODE_POOLS, new)
@@ -219,7 +244,13 @@ class WorkloadReconciler:
             )
         elif change is PoolChange.CLAIM:
             assert pool is not None and decision.claim is not None
-            self._set_claim(pool, decision.claim, decision.shape, decision.owner_namespace)
+            self._set_claim(
+                pool,
+                decision.claim,
+                decision.shape,
+                decision.owner_namespace,
+                decision.pod_requests,
+            )
             reuse = ""
             if decision.reuses_warm_set:
                 reuse = f"; reusing its {pool.spec.count} warm nodes"
@@ -264,8 +295,9 @@ class WorkloadReconciler:
         claim: Claim | None,
         shape: GangShape | None,
         owner_namespace: str | None = None,
+        pod_requests: dict[str, str] | None = None,
     ) -> None:
-        spec = pool.spec.with_claim(claim, shape)
+        spec = pool.spec.with_claim(claim, shape, pod_requests)
         if owner_namespace is not None and spec.owner_namespace is None:
             spec = spec.bound_to(owner_namespace)
         wanted = pool.model_copy(update={"spec": spec})
