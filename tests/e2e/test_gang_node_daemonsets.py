@@ -188,6 +188,9 @@ def test_with_the_toleration_gpus_appear_only_the_delay_after_ready(
         assert min(record.registered.values()) - record.ready >= delay
 
 
+# Why Kueue evicts for pods not Ready in time: the timeout itself, or, once the requeuing
+# limit is reached (at the first with backoffLimitCount 0), the deactivation it causes.
+PODS_READY_EVICTIONS = ("PodsReadyTimeout", "DeactivatedDueToRequeuingLimitExceeded")
 # Short enough for a test to see the eviction; backoffLimitCount 0: deactivated at the first.
 SHORT_WAIT_FOR_PODS_READY = {
     "timeout": "20s",
@@ -227,13 +230,16 @@ def test_with_wait_for_pods_ready_kueue_evicts_a_gang_whose_pods_cannot_start(
         lambda: (
             (wl := workload_of(env, namespace, job))
             and any(
-                x["type"] == c.WL_EVICTED and x.get("reason") == "PodsReadyTimeout"
+                x["type"] == c.WL_EVICTED and x.get("reason") in PODS_READY_EVICTIONS
                 for x in (wl.get("status") or {}).get("conditions") or []
             )
             and wl
         ),
         240,
-        "Kueue evicting the gang for PodsReadyTimeout",
+        lambda: (
+            "Kueue evicting the gang for PodsReadyTimeout: "
+            + json.dumps((workload_of(env, namespace, job) or {}).get("status"))
+        ),
     )
     assert conditions(evicted).get(c.WL_PODS_READY) != "True"
 
