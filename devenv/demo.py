@@ -383,6 +383,7 @@ def _block_scene(env: LocalEnvironment, obs: Observer, gang: _GpuGang) -> None:
         f"{gang.kind} {gang.name} admitted: {GANG} x {GPU_TYPE} in {rid}, "
         f"{'/'.join(map(str, efa))} EFA interfaces each, all in placement group {groups.pop()}"
     )
+    _ready_to_usable(env, obs, gang.pool)
     obs.wait(f"{gang.name} to complete", lambda: obs.jobs[gang.name].done_at is not None)
     custom.delete_cluster_custom_object(*GNP, gang.pool)
     obs.wait(
@@ -396,3 +397,31 @@ def _block_scene(env: LocalEnvironment, obs: Observer, gang: _GpuGang) -> None:
         f"released: {rid} has {block['AvailableInstanceCount']} of "
         f"{block['TotalInstanceCount']} slots free again"
     )
+
+
+def _ready_to_usable(env: LocalEnvironment, obs: Observer, pool: str) -> None:
+    """Per node of `pool`: the wait between its Node turning Ready and its device plugins
+    (the DaemonSets `devenv.device_plugins` models) making its GPUs and EFA allocatable."""
+    assert env.control_plane is not None and env.nodes is not None
+    devices = env.nodes.devices
+    if devices is None:
+        return
+    core = k8s.CoreV1Api(env.control_plane.api_client())
+
+    def names() -> list[str]:
+        nodes = core.list_node(label_selector=f"{c.POOL_LABEL}={pool}").items
+        return sorted(n.metadata.name for n in nodes)
+
+    def usable() -> bool:
+        records = devices.records()
+        return all(
+            n in records and set(records[n].hardware) <= set(records[n].registered) for n in names()
+        )
+
+    obs.wait(f"{pool}'s nodes to advertise their GPUs and EFA", usable)
+    records = devices.records()
+    for name in names():
+        record = records[name]
+        wait = max(record.registered.values(), default=record.ready) - record.ready
+        have = ", ".join(f"{k} {v}" for k, v in sorted(record.hardware.items()))
+        obs.say(f"node {name}: Ready -> usable ({have} allocatable) after {wait:.1f}s")

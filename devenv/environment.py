@@ -6,9 +6,11 @@ controllers' CRDs (JobSet, PyTorchJob, Trainer's: always, so Kueue's integration
 their APIs), Kueue's CRDs and manager, the training controllers themselves
 (`training_controllers`: the JobSet controller, the training operator, Trainer and its
 ClusterTrainingRuntime), the EC2 emulator with an EKS cluster record pointing at the local
-apiserver and the node role, instance profile and access entry the bootstrap would create, the node
-simulator, the chart's settings ConfigMap and ServiceAccount with the controller's role and
-its Pod Identity association, the controller (the production Manager with the real engine
+apiserver and the node role, instance profile and access entry the bootstrap would create, the
+device-plugin DaemonSets (NVIDIA, EFA, Neuron, with the gang toleration unless told otherwise,
+`device_plugins`), the node simulator (whose Nodes get GPUs and EFA only through those), the
+chart's settings ConfigMap and ServiceAccount with the controller's role and its Pod Identity
+association, the controller (the production Manager with the real engine
 and Pulumi driver, in this process, with a short retryBackoff), the bootstrap's Kueue
 objects, and the Job simulator (which, standing in for the scheduler, kubelet and Job
 controller, runs admitted gangs of every kind to completion, with the pod simulator);
@@ -27,7 +29,7 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
-from devenv import chart_install
+from devenv import chart_install, device_plugins
 from devenv import kueue_objects as ko
 from devenv.bootstrap import (
     ControllerIdentity,
@@ -38,7 +40,7 @@ from devenv.bootstrap import (
 from devenv.controlplane import ControlPlane, ensure_namespace
 from devenv.emulator import EmulatorClient, EmulatorProcess
 from devenv.jobsim import JobSimulator
-from devenv.kueue_manager import KueueManager
+from devenv.kueue_manager import DEFAULT_WAIT_FOR_PODS_READY, KueueManager
 from devenv.nodesim import NodeSimulator
 from devenv.podsim import PodSimulator
 from devenv.processes import free_port
@@ -69,6 +71,18 @@ class LocalEnvironment:
     region: str = DEFAULT_REGION
     with_kueue: bool = True
     join_delay: float = 2.0
+    # How long after a Node turns Ready its device plugins register its GPUs, EFA and
+    # Neuron devices (a few seconds, so the demo shows the wait a real cluster has).
+    device_plugin_delay: float = 3.0
+    # Device-plugin DaemonSets installed as upstream ships them, without the gang
+    # toleration (by name, e.g. `device_plugins.NVIDIA_PLUGIN.name`): they never run on gang
+    # nodes, so those Nodes never advertise the plugin's resources.
+    device_plugins_without_gang_toleration: tuple[str, ...] = ()
+    # Kueue's waitForPodsReady when this environment starts its own Kueue manager (the e2e
+    # fixtures share the session's): its Configuration block, or None for off.
+    kueue_wait_for_pods_ready: dict[str, Any] | None = field(
+        default_factory=lambda: dict(DEFAULT_WAIT_FOR_PODS_READY)
+    )
     with_controller: bool = True
     # The chart's Job webhook beside the in-process controller (devenv/webhook.py).
     with_webhook: bool = True
@@ -133,7 +147,9 @@ class LocalEnvironment:
         training = TrainingControllers(self.control_plane, resolved)
         self._timed("training controllers' CRDs", training.install_crds)
         if self.with_kueue:
-            self.kueue = KueueManager(self.control_plane, resolved["kueue"])
+            self.kueue = KueueManager(
+                self.control_plane, resolved["kueue"], self.kueue_wait_for_pods_ready
+            )
             self._timed("Kueue CRDs", self.kueue.install_crds)
             self._timed("Kueue manager", self.kueue.start)
         if self.training_controllers:
@@ -158,12 +174,20 @@ class LocalEnvironment:
         self.identity = register_cluster_and_identity(
             self.emulator.endpoint_url, info, self.cluster_name, self.region
         )
+        api = self.control_plane.api_client()
+        device_plugins.install(
+            k8s.AppsV1Api(api),
+            without_gang_toleration=self.device_plugins_without_gang_toleration,
+        )
         self.nodes = NodeSimulator(
-            core=k8s.CoreV1Api(self.control_plane.api_client()),
+            core=k8s.CoreV1Api(api),
             ec2=self.ec2_client(access_key=NODE_SIMULATOR_KEY),
             cluster_name=self.cluster_name,
             join_delay=self.join_delay,
             events=self.emulator_client,
+            devices=device_plugins.DeviceRegistrar(
+                k8s.CoreV1Api(api), k8s.AppsV1Api(api), delay=self.device_plugin_delay
+            ),
         )
         self.nodes.start()
         if self.with_controller:

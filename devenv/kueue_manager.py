@@ -7,6 +7,11 @@ manager reads the file; the ConfigMap is what tools such as doctor read). In a c
 webhooks are reached through a Service; here there is no Service network, so each webhook's
 clientConfig is rewritten to a URL on 127.0.0.1 with our CA as caBundle, and the manager
 serves with a certificate that CA signed.
+
+Kueue's waitForPodsReady is a knob (`wait_for_pods_ready`): its Configuration block, on by
+default with `DEFAULT_WAIT_FOR_PODS_READY`, or None for off (the DisableWaitForPodsReady
+feature gate, the only way to turn it off from config v1beta2). `restart` applies another
+setting to a running manager, for the tests of a gang whose pods never start.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import shutil
 import ssl
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 from kubernetes import client as k8s
@@ -55,6 +60,11 @@ _WEBHOOK_RESOURCES = {
     ("trainer.kubeflow.org", "trainjobs"),
 }
 _KUEUE_GROUP = "kueue.x-k8s.io"
+# Gang semantics: Kueue holds a workload until all its pods are ready, as the reference
+# requires of production installs; 10 minutes from admission covers a gang's pods being
+# placed and pulling a large training image (docs/GANG-NODES.md has the reasoning).
+DEFAULT_WAIT_FOR_PODS_READY: Final = {"timeout": "10m", "blockAdmission": False}
+DISABLE_WAIT_FOR_PODS_READY: Final = "DisableWaitForPodsReady"
 
 
 def _hook_wanted(hook: dict[str, Any]) -> bool:
@@ -111,8 +121,13 @@ def _webhook_configs(kueue: ResolvedTool, port: int, ca_pem: bytes) -> list[dict
     return configs
 
 
-def _manager_config(webhook_port: int, health_port: int, cert_dir: Path) -> dict[str, Any]:
-    return {
+def _manager_config(
+    webhook_port: int,
+    health_port: int,
+    cert_dir: Path,
+    wait_for_pods_ready: dict[str, Any] | None = DEFAULT_WAIT_FOR_PODS_READY,
+) -> dict[str, Any]:
+    config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "namespace": KUEUE_NAMESPACE,
@@ -122,20 +137,31 @@ def _manager_config(webhook_port: int, health_port: int, cert_dir: Path) -> dict
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
         "manageJobsWithoutQueueName": False,
-        # Gang semantics: Kueue holds a workload until all its pods are ready, as the
-        # reference requires of production installs.
-        "waitForPodsReady": {"timeout": "10m", "blockAdmission": False},
         "integrations": {"frameworks": list(FRAMEWORKS)},
         "clientConnection": {"qps": 100, "burst": 200},
+        # In the config, not on the command line: Kueue refuses gates set in both. The
+        # visibility API server would need an APIService and a fixed port.
+        "featureGates": {"VisibilityOnDemand": False},
     }
+    if wait_for_pods_ready is None:
+        config["featureGates"][DISABLE_WAIT_FOR_PODS_READY] = True
+    else:
+        config["waitForPodsReady"] = dict(wait_for_pods_ready)
+    return config
 
 
 class KueueManager:
     """One Kueue manager process plus its webhook registrations."""
 
-    def __init__(self, control_plane: ControlPlane, kueue: ResolvedTool) -> None:
+    def __init__(
+        self,
+        control_plane: ControlPlane,
+        kueue: ResolvedTool,
+        wait_for_pods_ready: dict[str, Any] | None = DEFAULT_WAIT_FOR_PODS_READY,
+    ) -> None:
         self._cp = control_plane
         self._tool = kueue
+        self.wait_for_pods_ready = wait_for_pods_ready
         self._proc: Supervised | None = None
         self.webhook_port = 0
 
@@ -152,15 +178,14 @@ class KueueManager:
         self._cp.ca.serving("127.0.0.1", "localhost").write(cert_dir, "tls.crt", "tls.key")
         self.webhook_port, health_port = free_port(), free_port()
         config_path = work / "config.yaml"
-        config_text = yaml.safe_dump(_manager_config(self.webhook_port, health_port, cert_dir))
+        config = _manager_config(self.webhook_port, health_port, cert_dir, self.wait_for_pods_ready)
+        config_text = yaml.safe_dump(config)
         config_path.write_text(config_text)
         _publish_config(api, config_text)
         env = {**os.environ, "KUBECONFIG": str(info.kubeconfig)}
         manager = [
             str(self._tool.binary),
             f"--config={config_path}",
-            # The visibility API server would need an APIService and a fixed port.
-            "--feature-gates=VisibilityOnDemand=false",
             "--zap-log-level=info",
         ]
         self._proc = Supervised(
@@ -198,6 +223,12 @@ class KueueManager:
                 if err.status != 404:
                     raise
             create(doc)
+
+    def restart(self, wait_for_pods_ready: dict[str, Any] | None) -> None:
+        """Stop the manager and start it again with this waitForPodsReady (None: off)."""
+        self.stop()
+        self.wait_for_pods_ready = wait_for_pods_ready
+        self.start()
 
     def stop(self) -> None:
         if self._proc is not None:

@@ -1,7 +1,10 @@
-"""What a simulated node advertises, from EC2's own answers about its instance.
+"""What a simulated node has and advertises, from EC2's own answers about its instance.
 
 The node simulator (`devenv.nodesim`) calls these when it registers a Node. They read only
-DescribeInstances and DescribeInstanceTypes data, so a node is what EC2 says it is:
+DescribeInstances and DescribeInstanceTypes data, so a node is what EC2 says it is. The
+Node registers with the base resources only; the extended resources below are the devices
+the instance has, which its device plugins add to the Node's allocatable later, and only
+where their DaemonSets run (`devenv.device_plugins`):
 - `nvidia.com/gpu`: the NVIDIA GPUs of `GpuInfo` (the NVIDIA device plugin's resource);
 - `aws.amazon.com/neuron` and `aws.amazon.com/neuroncore`: the devices and cores of
   `NeuronInfo` (the Neuron device plugin's resources, on trn and inf types);
@@ -37,7 +40,7 @@ BASE_ALLOCATABLE: Final = {"cpu": "95", "memory": "1100Gi", "pods": "110"}
 def accelerators(
     instance: Mapping[str, Any], type_info: Mapping[str, Any] | None
 ) -> dict[str, str]:
-    """The extended resources the node's device plugins would advertise."""
+    """The extended resources the node's device plugins would advertise, once they run."""
     info = type_info or {}
     found: dict[str, int] = {}
     gpus = sum(
@@ -68,14 +71,6 @@ def accelerators(
     if min(attached, efa_max):
         found[EFA] = min(attached, efa_max)
     return {name: str(count) for name, count in found.items()}
-
-
-def node_resources(
-    instance: Mapping[str, Any], type_info: Mapping[str, Any] | None
-) -> tuple[dict[str, str], dict[str, str]]:
-    """(capacity, allocatable) for the Node's status."""
-    extra = accelerators(instance, type_info)
-    return {**BASE_CAPACITY, **extra}, {**BASE_ALLOCATABLE, **extra}
 
 
 def reserved_capacity_labels(instance: Mapping[str, Any]) -> dict[str, str]:

@@ -4,10 +4,12 @@ Used by the integration fixtures, the demo and `atomic-gang dev up`. For each ru
 instance tagged as owned by the cluster, after a join delay, it reads the instance's user
 data, parses the nodeadm NodeConfig with the same parser the product's tests pin, and
 registers a Ready Node whose providerID, labels and taints come from that NodeConfig — so a
-launch whose user data is wrong never produces a node, exactly as on EKS. The Node
-advertises the GPUs, Neuron devices and EFA interfaces EC2 reports for the instance, with
-the labels EKS puts on reserved-capacity nodes (see `devenv.node_shape`). When the instance
-terminates the Node is deleted. Instances can be told never to join (to drive the join
+launch whose user data is wrong never produces a node, exactly as on EKS. The Node carries
+the labels EKS puts on reserved-capacity nodes (see `devenv.node_shape`) and registers with
+cpu, memory and pods only: the GPUs, Neuron devices and EFA interfaces EC2 reports for the
+instance reach its allocatable later, through the device-plugin DaemonSets `devices`
+models (`devenv.device_plugins`), and never without one. When the instance terminates the
+Node is deleted. Instances can be told never to join (to drive the join
 watchdog).
 
 A real node learns that it booted by booting; the simulator, standing in for hundreds, reads
@@ -29,7 +31,13 @@ from botocore.exceptions import ClientError
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from devenv.node_shape import node_resources, reserved_capacity_labels
+from devenv.device_plugins import DeviceRegistrar
+from devenv.node_shape import (
+    BASE_ALLOCATABLE,
+    BASE_CAPACITY,
+    accelerators,
+    reserved_capacity_labels,
+)
 from provisioner.api import constants as c
 from provisioner.cloud.iam_policy import VPC_CNI_CLUSTER_TAG
 from provisioner.cloud.nodeadm import parse_user_data
@@ -125,6 +133,9 @@ class NodeSimulator:
     _last_listing: float = 0.0
     _booting: set[str] = field(default_factory=set)
     _ending: set[str] = field(default_factory=set)
+    # The device plugins' part: what registers GPUs, EFA and Neuron devices after Ready.
+    # None: no device plugin runs, so no Node ever advertises one.
+    devices: DeviceRegistrar | None = None
 
     # -- control -------------------------------------------------------------------------
     def refuse_join(self, *instance_ids: str) -> None:
@@ -164,9 +175,12 @@ class NodeSimulator:
                 if self.events is None:
                     self.run_once()
                 else:
-                    # Booting instances are looked at every poll; otherwise the feed is
-                    # asked to wait for the next launch or termination.
-                    self._feed_pass(self.poll_interval if self._booting else self.idle_wait)
+                    # Booting instances and Nodes awaiting their device plugins are looked
+                    # at every poll; otherwise the feed is asked to wait for the next
+                    # launch or termination.
+                    busy = self._booting or (self.devices is not None and self.devices.pending())
+                    self._feed_pass(self.poll_interval if busy else self.idle_wait)
+                    self._devices_pass()
                     continue
             except Exception:  # the simulator must outlive a flaky emulator call
                 log.exception("node simulator pass failed")
@@ -182,6 +196,11 @@ class NodeSimulator:
             )
         else:
             self._feed_pass(0.0)
+        self._devices_pass()
+
+    def _devices_pass(self) -> None:
+        if self.devices is not None and self.devices.pending():
+            self.devices.run_once()
 
     def _listing_pass(self, sweep_nodes: bool) -> None:
         live = {i["InstanceId"]: i for i in self._managed_instances()}
@@ -377,7 +396,6 @@ class NodeSimulator:
             if err.status != 409:
                 raise
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        capacity, allocatable = node_resources(inst, self._instance_type(inst["InstanceType"]))
         status = {
             "status": {
                 "conditions": [
@@ -390,8 +408,8 @@ class NodeSimulator:
                         "lastTransitionTime": now,
                     }
                 ],
-                "capacity": capacity,
-                "allocatable": allocatable,
+                "capacity": dict(BASE_CAPACITY),
+                "allocatable": dict(BASE_ALLOCATABLE),
                 "addresses": [
                     {"type": "InternalIP", "address": inst.get("PrivateIpAddress", "10.0.0.1")}
                 ],
@@ -403,6 +421,9 @@ class NodeSimulator:
         # The apiserver taints new nodes not-ready; the node lifecycle controller, which
         # does not run here, would lift that taint once the node reports Ready.
         self.core.patch_node(name, {"spec": {"taints": taints or None}})
+        if self.devices is not None:
+            hardware = accelerators(inst, self._instance_type(inst["InstanceType"]))
+            self.devices.node_ready(name, hardware, self.clock())
         log.info("instance %s joined as node %s", iid, name)
 
     def _instance_type(self, name: str) -> dict[str, Any] | None:
@@ -437,3 +458,5 @@ class NodeSimulator:
                 self._seen.pop(iid, None)
                 self._node_names.pop(iid, None)
                 self._ending.discard(iid)
+            if name is not None and self.devices is not None:
+                self.devices.node_gone(name)

@@ -36,6 +36,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from kubernetes.utils import parse_quantity
 
+from devenv.node_match import selector_matches, untolerated
 from devenv.simulator_loop import SimulatorLoop
 from provisioner.api import constants as c
 from provisioner.kube.client import KubeClient
@@ -46,8 +47,6 @@ log = logging.getLogger("atomic-gang.podsim")
 
 PODS = ResourceRef("", "v1", "pods", True, "Pod")
 _TERMINAL = ("Succeeded", "Failed")
-# Taint effects a Pod must tolerate to be scheduled (PreferNoSchedule is only a preference).
-_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 def now() -> str:
@@ -62,56 +61,6 @@ def is_gang_pod(pod: Mapping[str, Any]) -> bool:
 def _ready(node: Mapping[str, Any]) -> bool:
     conditions = (node.get("status") or {}).get("conditions") or []
     return any(x.get("type") == "Ready" and x.get("status") == "True" for x in conditions)
-
-
-def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
-    """Whether one of `tolerations` tolerates `taint` (the Kubernetes toleration rules: an
-    empty key with Exists matches every taint, an empty effect matches every effect)."""
-    for tol in tolerations:
-        effect = tol.get("effect") or ""
-        if effect and effect != taint.get("effect"):
-            continue
-        operator = tol.get("operator") or "Equal"
-        key = tol.get("key") or ""
-        if operator == "Exists":
-            if not key or key == taint.get("key"):
-                return True
-        elif key == taint.get("key") and (tol.get("value") or "") == (taint.get("value") or ""):
-            return True
-    return False
-
-
-def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, operator, values = expr.get("key", ""), expr.get("operator"), expr.get("values") or []
-    if operator == "In":
-        return key in labels and labels[key] in values
-    if operator == "NotIn":
-        return key not in labels or labels[key] not in values
-    if operator == "Exists":
-        return key in labels
-    if operator == "DoesNotExist":
-        return key not in labels
-    if operator in ("Gt", "Lt") and key in labels and values:
-        try:
-            have, bound = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return have > bound if operator == "Gt" else have < bound
-    return False
-
-
-def _affinity_matches(spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """requiredDuringSchedulingIgnoredDuringExecution: any term, all its expressions."""
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    terms = required.get("nodeSelectorTerms") or []
-    if not terms:
-        return True
-    return any(
-        all(_expression_matches(e, labels) for e in term.get("matchExpressions") or [])
-        for term in terms
-    )
 
 
 def pod_requests(spec: Mapping[str, Any]) -> dict[str, float]:
@@ -134,14 +83,10 @@ def fits(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     node_spec = node.get("spec") or {}
     if not _ready(node) or node_spec.get("unschedulable"):
         return False
-    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+    if not selector_matches(spec, labels):
         return False
-    if not _affinity_matches(spec, labels):
+    if untolerated(spec.get("tolerations") or [], node_spec.get("taints") or []):
         return False
-    tolerations = spec.get("tolerations") or []
-    for taint in node_spec.get("taints") or []:
-        if taint.get("effect") in _BLOCKING_EFFECTS and not tolerates(tolerations, taint):
-            return False
     allocatable = (node.get("status") or {}).get("allocatable") or {}
     for name, wanted in pod_requests(spec).items():
         if wanted > 0 and float(parse_quantity(allocatable.get(name, "0"))) < wanted:

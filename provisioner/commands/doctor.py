@@ -3,7 +3,8 @@
 Called by the CLI. Each check reads one link and says pass or fail, and for a failure the
 fix. The Kubernetes links first (`doctor_kube`: the queues, our AdmissionCheck, the leader
 Lease; the queue links of `--queue`, or, without it, of every LocalQueue a gang waits on,
-each line named by its queue, `doctor_queues`), then the installation's (`doctor_install`:
+each line named by its queue, `doctor_queues`; then the DaemonSets every gang node needs,
+`doctor_daemonsets`), then the installation's (`doctor_install`:
 Kueue's waitForPodsReady, cert-manager, the controller's AWS identity and the one the checks
 run as), then the AWS links (`doctor_aws`: node role, instance profile, access entry, AMI,
 subnets), then the Pulumi state (`doctor_install`), and, for a Job or pool shape given on
@@ -29,6 +30,7 @@ from provisioner.cloud.access import AwsAccess
 from provisioner.cloud.ec2api import CloudClients
 from provisioner.commands.checks import Check, Failed, Result, report, report_json, run_checks
 from provisioner.commands.doctor_aws import DEFAULT_INSTANCE_TYPE, NO_CLIENTS, AwsLinks
+from provisioner.commands.doctor_daemonsets import DaemonSetCheck
 from provisioner.commands.doctor_install import InstallChecks
 from provisioner.commands.doctor_kube import KubeLinks, Reader
 from provisioner.commands.doctor_launch import LaunchCheck, LaunchShape, shape_of_job
@@ -36,10 +38,11 @@ from provisioner.commands.doctor_queues import find_queues
 from provisioner.commands.target import Target, Where, connect
 from provisioner.kube.errors import KubeError
 
-__all__ = ["LAUNCH_CHECK", "QUEUES_CHECK", "Doctor", "main"]
+__all__ = ["DAEMONSETS_CHECK", "LAUNCH_CHECK", "QUEUES_CHECK", "Doctor", "main"]
 
 LAUNCH_CHECK = "launch (dry run)"
 QUEUES_CHECK = "LocalQueues"
+DAEMONSETS_CHECK = "DaemonSets on gang nodes"
 
 
 @dataclass
@@ -62,7 +65,8 @@ class Doctor:
 
     def run(self) -> list[Result]:
         aws = AwsLinks(self.clouds, self.iam, self.settings, self.instance_type)
-        return run_checks(self._kube_checks() + aws.checks() + self._launch_checks())
+        daemonsets = (DAEMONSETS_CHECK, DaemonSetCheck(self.kube).check)
+        return run_checks([*self._kube_checks(), daemonsets, *aws.checks(), *self._launch_checks()])
 
     def _links(self, queue: str) -> KubeLinks:
         return KubeLinks(self.kube, self.settings, queue, self.check, self.now)

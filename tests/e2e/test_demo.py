@@ -59,3 +59,11 @@ def test_demo_runs_to_completion_with_zero_stranded_node_seconds(tmp_path: Path)
         r"JobSet gpu-jobset admitted: 2 x p5\.48xlarge in cr-\w+, 32 EFA interfaces each", out
     ), out
     assert re.search(r"\] jobset gpu-jobset\s+Complete\s", out), out
+    # Each GPU node's wait between Ready and usable: its GPUs and EFA registered by the
+    # device-plugin DaemonSets after the Node turned Ready, never at once.
+    waits = re.findall(
+        r"node \S+: Ready -> usable \(nvidia\.com/gpu 8, vpc\.amazonaws\.com/efa 32 "
+        r"allocatable\) after ([\d.]+)s",
+        out,
+    )
+    assert len(waits) == 4, out

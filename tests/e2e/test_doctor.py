@@ -86,6 +86,7 @@ def test_a_healthy_setup_passes_every_check(healthy: LocalEnvironment, namespace
         "ClusterQueue covers pending requests",
         "AdmissionCheck",
         "leader Lease",
+        "DaemonSets on gang nodes",
         "node role",
         "instance profile",
         "access entry",

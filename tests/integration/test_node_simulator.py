@@ -11,6 +11,8 @@ from botocore.exceptions import ClientError
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from devenv import device_plugins
+from devenv.device_plugins import DeviceRegistrar
 from devenv.nodesim import SIMULATED_LABEL, NodeSimulator
 from provisioner.api import constants as c
 from provisioner.cloud.nodeadm import render_user_data
@@ -225,10 +227,8 @@ def test_a_restarted_simulator_removes_the_node_of_an_instance_gone_meanwhile(
     assert iid not in _nodes(kube_api)
 
 
-def test_a_gpu_instance_on_a_block_joins_with_its_gpus_efa_and_reservation_labels(
-    kube_api: Any, ec2: Any, emulator: Any, simulator: tuple[NodeSimulator, SecondsClock]
-) -> None:
-    sim, clock = simulator
+def _launch_p5_on_a_block(ec2: Any, emulator: Any) -> tuple[str, str]:
+    """A p5.48xlarge with 32 EFA interfaces on a Capacity Block: (instance, block)."""
     block = emulator.client.add_capacity_reservation(
         "p5.48xlarge", "us-east-1a", 1, reservation_type="capacity-block"
     )
@@ -250,13 +250,57 @@ def test_a_gpu_instance_on_a_block_joins_with_its_gpus_efa_and_reservation_label
             "CapacityReservationTarget": {"CapacityReservationId": block}
         },
     )
+    return iid, block
+
+
+def _with_device_plugins(
+    kube_api: Any, sim: NodeSimulator, clock: SecondsClock, *without_gang_toleration: str
+) -> None:
+    """The modelled device-plugin DaemonSets in the apiserver, registering 5 s after Ready."""
+    apps = k8s.AppsV1Api(kube_api)
+    device_plugins.install(apps, without_gang_toleration=without_gang_toleration)
+    sim.devices = DeviceRegistrar(k8s.CoreV1Api(kube_api), apps, delay=5.0, clock=clock)
+
+
+def test_a_gpu_instance_on_a_block_gets_its_gpus_and_efa_the_plugin_delay_after_ready(
+    kube_api: Any, ec2: Any, emulator: Any, simulator: tuple[NodeSimulator, SecondsClock]
+) -> None:
+    sim, clock = simulator
+    _with_device_plugins(kube_api, sim, clock)
+    iid, block = _launch_p5_on_a_block(ec2, emulator)
     _past_the_join_delay(sim, clock)
     node = _nodes(kube_api)[iid]
-    allocatable = node.status.allocatable
+    assert {cond.type: cond.status for cond in node.status.conditions}["Ready"] == "True"
+    # Ready, and not yet usable: the device plugins have not registered anything.
+    assert "nvidia.com/gpu" not in node.status.allocatable
+    assert "vpc.amazonaws.com/efa" not in node.status.allocatable
+    clock.now += 4.9
+    sim.run_once()
+    assert "nvidia.com/gpu" not in _nodes(kube_api)[iid].status.allocatable
+    clock.now += 0.2
+    sim.run_once()
+    node = _nodes(kube_api)[iid]
+    allocatable, capacity = node.status.allocatable, node.status.capacity
     assert (allocatable["nvidia.com/gpu"], allocatable["vpc.amazonaws.com/efa"]) == ("8", "32")
+    assert (capacity["nvidia.com/gpu"], capacity["vpc.amazonaws.com/efa"]) == ("8", "32")
     labels = node.metadata.labels
     assert labels["eks.amazonaws.com/capacityType"] == "CAPACITY_BLOCK"
     assert labels["karpenter.k8s.aws/capacity-reservation-id"] == block
+
+
+def test_the_nvidia_plugin_without_the_gang_toleration_leaves_the_gpus_absent(
+    kube_api: Any, ec2: Any, emulator: Any, simulator: tuple[NodeSimulator, SecondsClock]
+) -> None:
+    sim, clock = simulator
+    _with_device_plugins(kube_api, sim, clock, device_plugins.NVIDIA_PLUGIN.name)
+    iid, _ = _launch_p5_on_a_block(ec2, emulator)
+    _past_the_join_delay(sim, clock)
+    for _ in range(5):
+        clock.now += 10
+        sim.run_once()
+    allocatable = _nodes(kube_api)[iid].status.allocatable
+    assert "nvidia.com/gpu" not in allocatable
+    assert allocatable["vpc.amazonaws.com/efa"] == "32", "the EFA plugin tolerates it"
 
 
 # --- with the feed, EC2 is asked only about what is booting ------------------------------

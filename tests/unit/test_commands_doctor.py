@@ -21,6 +21,7 @@ from provisioner.commands.doctor_kube import requested_resources
 from tests.support.backends import UNREACHED_BACKEND
 from tests.support.fake_kube import FakeKube
 from tests.support.workloads import condition, workload
+from tests.unit.test_doctor_daemonsets import NVIDIA_CHART, daemonset
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -118,14 +119,20 @@ CASES = [
         "leader Lease",
         "more than twice its 15s duration",
     ),
+    (
+        "a device plugin without the gang toleration",
+        lambda objects: objects.append(daemonset("nvidia-device-plugin-daemonset", NVIDIA_CHART)),
+        "DaemonSets on gang nodes",
+        "kubectl -n kube-system patch daemonset nvidia-device-plugin-daemonset",
+    ),
 ]
 
 
 def test_a_healthy_setup_passes_every_kubernetes_link() -> None:
     results = _doctor(_healthy()).run()
-    assert all(r.ok for r in results[:5]), [r.render() for r in results[:5]]
+    assert all(r.ok for r in results[:6]), [r.render() for r in results[:6]]
     # No AWS clients given: those lines fail with a fix rather than stop the run.
-    assert [r.ok for r in results[5:]] == [False] * 5
+    assert [r.ok for r in results[6:]] == [False] * 5
 
 
 @pytest.mark.parametrize(("case", "breaks", "line", "words"), CASES, ids=[c[0] for c in CASES])

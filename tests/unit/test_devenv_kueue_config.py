@@ -39,3 +39,27 @@ def test_only_the_webhooks_of_the_managed_kinds_are_registered() -> None:
         _hook("ray.io", "rayjobs"),
     ):
         assert not km._hook_wanted(unwanted), unwanted
+
+
+def test_wait_for_pods_ready_is_a_knob_doctor_reads_both_ways() -> None:
+    from provisioner.commands.doctor_install import wait_for_pods_ready
+
+    on = km._manager_config(1, 2, Path("/certs"))
+    assert on["waitForPodsReady"] == km.DEFAULT_WAIT_FOR_PODS_READY
+    assert wait_for_pods_ready(on, []) == (
+        True,
+        "on (config config.kueue.x-k8s.io/v1beta2), timeout 10m, blockAdmission False",
+    )
+    short = {"timeout": "20s", "requeuingStrategy": {"backoffLimitCount": 0}}
+    assert km._manager_config(1, 2, Path("/certs"), short)["waitForPodsReady"] == short
+    off = km._manager_config(1, 2, Path("/certs"), None)
+    assert "waitForPodsReady" not in off
+    # Every gate in the config: Kueue refuses gates given both there and on the command line.
+    assert off["featureGates"] == {
+        "VisibilityOnDemand": False,
+        km.DISABLE_WAIT_FOR_PODS_READY: True,
+    }
+    assert wait_for_pods_ready(off, []) == (
+        False,
+        "the DisableWaitForPodsReady feature gate is set",
+    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from devenv import jobsim, podsim
+from devenv import jobsim, node_match, podsim
 from provisioner.api import constants as c
 
 POOL = "pool-a"
@@ -65,10 +65,10 @@ def test_a_blocking_taint_must_be_tolerated() -> None:
     assert podsim.choose_node(untolerating, [node("n1")], set()) is None
     prefer = node("n1", taints=[{**TAINT, "effect": "PreferNoSchedule"}])
     assert podsim.choose_node(untolerating, [prefer], set()) == "n1"
-    assert podsim.tolerates([{"operator": "Exists"}], TAINT)
-    assert podsim.tolerates([{"key": c.GANG_TAINT_KEY, "operator": "Exists"}], TAINT)
-    assert not podsim.tolerates([{**TOLERATION, "value": "pool-b"}], TAINT)
-    assert not podsim.tolerates([{**TOLERATION, "effect": "NoExecute"}], TAINT)
+    assert node_match.tolerates([{"operator": "Exists"}], TAINT)
+    assert node_match.tolerates([{"key": c.GANG_TAINT_KEY, "operator": "Exists"}], TAINT)
+    assert not node_match.tolerates([{**TOLERATION, "value": "pool-b"}], TAINT)
+    assert not node_match.tolerates([{**TOLERATION, "effect": "NoExecute"}], TAINT)
 
 
 def test_required_node_affinity_and_requests_are_honoured() -> None:

@@ -1,4 +1,5 @@
-"""What a simulated node advertises, computed from the emulator's own EC2 answers."""
+"""What a simulated node has (the devices its device plugins would advertise), computed from
+the emulator's own EC2 answers."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from devenv.node_shape import (
     NEURON_CORE,
     RESERVATION_ID,
     RESERVATION_TYPE,
-    node_resources,
+    accelerators,
     reserved_capacity_labels,
 )
 from tests.unit.test_emulator_fleet_reserved import efa, subnets
@@ -42,9 +43,8 @@ def test_a_p4d_on_an_odcr_with_efa_advertises_its_gpus_interfaces_and_reservatio
         **targeting(odcr),
     )["Instances"][0]
     seen = instance(launched["InstanceId"])
-    capacity, allocatable = node_resources(seen, type_info("p4d.24xlarge"))
-    assert (allocatable[GPU], allocatable[EFA]) == ("8", "4")
-    assert capacity[GPU] == "8" and NEURON not in allocatable
+    devices = accelerators(seen, type_info("p4d.24xlarge"))
+    assert devices == {GPU: "8", EFA: "4"} and NEURON not in devices
     assert reserved_capacity_labels(seen) == {
         EKS_CAPACITY_TYPE: "ON_DEMAND",
         CAPACITY_TYPE: "reserved",
@@ -61,8 +61,8 @@ def test_a_p5_on_a_block_without_efa_interfaces_advertises_no_efa(
     )
     launched = run(1, **targeting(block, block=True))["Instances"][0]
     seen = instance(launched["InstanceId"])
-    _, allocatable = node_resources(seen, type_info("p5.48xlarge"))
-    assert allocatable[GPU] == "8" and EFA not in allocatable
+    devices = accelerators(seen, type_info("p5.48xlarge"))
+    assert devices[GPU] == "8" and EFA not in devices
     labels = reserved_capacity_labels(seen)
     assert (labels[EKS_CAPACITY_TYPE], labels[RESERVATION_TYPE]) == (
         "CAPACITY_BLOCK",
@@ -75,12 +75,10 @@ def test_trainium_advertises_neuron_devices_and_cores_and_plain_types_nothing_ex
 ) -> None:
     launched = run(1, InstanceType="trn1.32xlarge")["Instances"][0]
     seen = instance(launched["InstanceId"])
-    _, allocatable = node_resources(seen, type_info("trn1.32xlarge"))
-    assert (allocatable[NEURON], allocatable[NEURON_CORE]) == ("16", "32")
-    assert GPU not in allocatable
+    devices = accelerators(seen, type_info("trn1.32xlarge"))
+    assert devices == {NEURON: "16", NEURON_CORE: "32"}
     plain = instance(run(1, InstanceType="m5.large")["Instances"][0]["InstanceId"])
-    capacity, allocatable = node_resources(plain, type_info("m5.large"))
-    assert set(allocatable) == {"cpu", "memory", "pods"} and set(capacity) == set(allocatable)
+    assert accelerators(plain, type_info("m5.large")) == {}
     assert reserved_capacity_labels(plain) == {EKS_CAPACITY_TYPE: "ON_DEMAND"}
 
 
@@ -99,5 +97,5 @@ def test_a_p5_with_an_ena_primary_and_efa_only_interfaces_advertises_32_efa_devi
     launched = run(1, az=None, NetworkInterfaces=[{**n, "SubnetId": subnet} for n in layout])[
         "Instances"
     ][0]
-    _, allocatable = node_resources(instance(launched["InstanceId"]), type_info("p5.48xlarge"))
-    assert allocatable[EFA] == "32"
+    devices = accelerators(instance(launched["InstanceId"]), type_info("p5.48xlarge"))
+    assert devices[EFA] == "32"
