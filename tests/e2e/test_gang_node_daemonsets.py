@@ -32,7 +32,7 @@ from devenv.kueue_manager import DEFAULT_WAIT_FOR_PODS_READY
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
 from provisioner.commands.doctor import DAEMONSETS_CHECK
-from tests.e2e.conftest import conditions, eventually, phase, pool, workload_of
+from tests.e2e.conftest import check_state, conditions, eventually, phase, pool, workload_of
 from tests.e2e.test_doctor import _doctor
 from tests.support.ec2_listing import described_instances
 
@@ -188,6 +188,56 @@ def test_with_the_toleration_gpus_appear_only_the_delay_after_ready(
         assert min(record.registered.values()) - record.ready >= delay
 
 
+def test_the_check_goes_ready_only_once_every_node_advertises_its_gpus_and_efa(
+    gang_local: Any, namespace: str
+) -> None:
+    """The device plugins register 20 s after each node turns Ready: for those 20 s the
+    nodes are Ready and not usable, and the check stays Pending. At every poll where the
+    check is Ready, every node of the set advertises the GPUs and EFA interfaces a gang pod
+    asks for, so no gang pod waits Pending for a device (none is ever bound to a node
+    without its GPUs); and the check turned Ready no sooner than the last registration."""
+    delay = 20.0
+    env: LocalEnvironment = gang_local(join_delay=0.5, device_plugin_delay=delay)
+    assert env.nodes is not None and env.nodes.devices is not None
+    tag = uuid.uuid4().hex[:5]
+    job, pool_name = f"gpu-{tag}", f"gpu-{tag}"
+    _gpu_job(env, namespace, job, pool_name)
+    ready_polls = 0
+    pending_polls_with_ready_nodes = 0
+    first_ready_check: float | None = None
+    unusable_seen = False
+    deadline = time.monotonic() + 240
+    while conditions(workload_of(env, namespace, job)).get(c.WL_FINISHED) != "True":
+        assert time.monotonic() < deadline, "the gang did not finish"
+        state = check_state(workload_of(env, namespace, job))
+        nodes = _nodes(env, pool_name)
+        status = (pool(env, pool_name) or {}).get("status") or {}
+        unusable_seen = unusable_seen or bool(status.get("unusableNodes"))
+        if state == c.CheckState.READY:
+            ready_polls += 1
+            if first_ready_check is None:
+                first_ready_check = time.monotonic()  # the registrar's clock
+            assert len(nodes) == 2
+            for node in nodes:
+                allocatable = node.status.allocatable or {}
+                assert allocatable.get(c.RESOURCE_GPU) == str(GPUS), node.metadata.name
+                assert allocatable.get(c.RESOURCE_EFA) == str(EFAS), node.metadata.name
+        elif len(nodes) == 2 and all(_ready(n) for n in nodes):
+            pending_polls_with_ready_nodes += 1
+        for p in _pods(env, namespace, job):
+            node = next((n for n in nodes if n.metadata.name == p.spec.node_name), None)
+            if node is not None:
+                assert c.RESOURCE_GPU in (node.status.allocatable or {}), p.metadata.name
+        time.sleep(0.5)
+    assert ready_polls > 0, "the check was never seen Ready"
+    # The nodes were seen Ready with the check still Pending, and the pool said why.
+    assert pending_polls_with_ready_nodes > 0 and unusable_seen
+    records = env.nodes.devices.records()
+    assert first_ready_check is not None
+    last_registration = max(max(r.registered.values()) for r in records.values())
+    assert first_ready_check >= last_registration
+
+
 # Why Kueue evicts for pods not Ready in time: the timeout itself, or, once the requeuing
 # limit is reached (at the first with backoffLimitCount 0), the deactivation it causes.
 PODS_READY_EVICTIONS = ("PodsReadyTimeout", "DeactivatedDueToRequeuingLimitExceeded")
@@ -256,11 +306,6 @@ def test_with_wait_for_pods_ready_kueue_evicts_a_gang_whose_pods_cannot_start(
     assert all(p.spec.node_name is None for p in _pods(env, namespace, job))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the controller to count only usable nodes (issue 40 item 1): today the "
-    "check goes Ready on Ready Nodes and nothing bounds the wait for GPUs",
-)
 def test_without_wait_for_pods_ready_the_join_deadline_bounds_the_bill(
     kueue_without_wait: Any, gang_local: Any, namespace: str
 ) -> None:
