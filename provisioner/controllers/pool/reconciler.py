@@ -57,6 +57,7 @@ from provisioner.controllers.pool.facts import (
     StackAnswer,
     capacity_block_of,
     gather_launch_facts,
+    launch_tokens,
     stack_holds_what_launch_needs,
 )
 from provisioner.controllers.pool.outcomes import outcome, settle
@@ -280,7 +281,14 @@ class GangNodePoolReconciler:
             timings=self._timings,
             # What the row of the pool's phase reads, and nothing else (see `phases`).
             stack=self._stack_read(pool, stack_operation, settling, facts),
-            launch=NOT_FETCHED if launch is None else LaunchRead(capacity_block_of(launch)),
+            launch=(
+                NOT_FETCHED
+                if launch is None
+                else LaunchRead(
+                    capacity_block_of(launch),
+                    launch_tokens(self._deps.engine, self._deps.settings, pool, launch),
+                )
+            ),
             stack_operation=stack_operation,
             backoff=self._backoffs.get(pool.name),
         )
@@ -310,7 +318,9 @@ class GangNodePoolReconciler:
         launch: LaunchFacts | CloudError | None = None
         if may_launch(pool):
             try:
-                launch = gather_launch_facts(self._deps.engine, settings, pool.spec.shape())
+                launch = gather_launch_facts(
+                    self._deps.engine, settings, pool.spec.shape(), with_subnets=True
+                )
             except CloudError as err:
                 launch = err
         return PassFacts(stack=stack, launch=launch)
