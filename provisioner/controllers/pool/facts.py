@@ -5,8 +5,10 @@ The cluster (DescribeCluster), the AMI (the EKS-optimized SSM parameter, unless 
 one), the instance type (DescribeInstanceTypes, for EFA) and the reservation
 (DescribeCapacityReservations) feed both the check "is the stack prepared from today's
 inputs?" that `plan` needs, and the launch itself. The GangNodePool reconciler gathers them
-in its observe step, only for a pass that may prepare or launch, and hands the same facts to
-the plan's inputs and to the action.
+in its observe step, only for a pass that may prepare or launch, with the subnet plan
+(DescribeSubnets), and hands the same facts to the plan's inputs (the ClientTokens the
+launch marker records, `launch_tokens`) and to the action (which launches into those
+subnets, so it sends those tokens).
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ observedGeneration `conditions.observed` derives from it, so nothing else writes
 
 Each pass observes, reading only (the pool, its live instances in EC2 found by tag, its
 Ready Nodes, and the facts its plan and action need: the stack's outputs, the cluster, AMI,
-instance type and reservation, each read once and only where the row of the pool's phase in
-`phases` says; see `_read_facts`), asks `plan.plan` for ONE step, persists that step's
-status (for a launch: the marker with the generation) before acting, performs the action,
+instance type, reservation and subnet plan, each read once and only where the row of the
+pool's phase in `phases` says; see `_read_facts`), asks `plan.plan` for ONE step, persists
+that step's status (for a launch: the marker with the generation and the ClientTokens the
+launch sends) before acting, performs the action,
 and persists what `outcomes.outcome` makes of the result; then it gives the active set's
 Nodes the group label they lack (`_label_set_nodes`). The work queue runs one pass per pool
 at a time, so a pool can never launch twice concurrently; the launch marker and ClientToken
