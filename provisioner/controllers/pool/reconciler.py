@@ -299,7 +299,8 @@ class GangNodePoolReconciler:
         self, pool: GangNodePool, stack_operation: Action | None, settling: bool
     ) -> PassFacts:
         """The stack's outputs, for a plan that reads them (`needs_stack`), and the cluster,
-        AMI, instance type and reservation, for a pass that may prepare or launch.
+        AMI, instance type and reservation, for a pass that may prepare or launch, with the
+        subnet plan unless the stack holds nothing yet (that pass prepares, not launches).
 
         Neither is read while the pool's stack operation runs (the answer would wait for
         its lock, and every step that reads them waits for it anyway), nor by the pass that
@@ -318,9 +319,10 @@ class GangNodePoolReconciler:
                 stack = StackAnswer(None, err)
         launch: LaunchFacts | CloudError | None = None
         if may_launch(pool):
+            unprepared = stack is not None and stack.outputs is None and stack.error is None
             try:
                 launch = gather_launch_facts(
-                    self._deps.engine, settings, pool.spec.shape(), with_subnets=True
+                    self._deps.engine, settings, pool.spec.shape(), with_subnets=not unprepared
                 )
             except CloudError as err:
                 launch = err
