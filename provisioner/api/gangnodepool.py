@@ -122,8 +122,13 @@ class LaunchInProgress(KubeModel):
     """Written before a launch call. Found on restart without a result, it means "ask EC2
     with the same client token", never "launch again"."""
 
-    # EC2 accepts client tokens of up to 64 ASCII characters.
+    # The first ClientToken EC2 receives for this generation's launch (EC2 accepts up to 64
+    # ASCII characters). A marker written by an older controller holds `<uid>/<generation>`
+    # here; nothing reads it back (a resumed launch derives its tokens again), so it resumes.
     client_token: str = Field(min_length=1, max_length=64)
+    # Every token the launch may send, in order: fleet mode's one, or runinstances mode's
+    # one per subnet of the sweep. None in a marker from an older controller.
+    client_tokens: tuple[Annotated[str, Field(min_length=1, max_length=64)], ...] | None = None
     mode: Mode
     group: str = Field(min_length=1)
     started_at: KubeTime

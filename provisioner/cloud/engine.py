@@ -8,6 +8,7 @@ preparation helpers: cluster, AMI, subnets, user data, node identity) and by the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -182,6 +183,18 @@ class Ec2Engine(EngineOps):
             raise
         self._refuse_ended_replay(spec, result)
         return replace(result, capacity_block_ends_at=_block_end(reservation))
+
+    def launch_tokens(self, spec: LaunchSpec) -> tuple[str, ...]:
+        if spec.ownership_key is None:
+            spec = replace(spec, ownership_key=self._ownership_key)
+        # The reservation as the caller read it this pass (the controller always does).
+        reservation = self._reservation_of(spec)
+        if reservation is not None:
+            # `acquire` launches only in the reservation's zone; one that cannot take the
+            # gang sends nothing, so the untargeted tokens are as good as any.
+            with contextlib.suppress(CloudError):
+                spec = targeted_spec(spec, reservation, self._clock.now())
+        return spec.request_tokens()
 
     def _token_reused(self, spec: LaunchSpec, err: CloudError) -> CloudError:
         """EC2 answered ``IdempotentParameterMismatch``: this generation's token was used

@@ -40,6 +40,12 @@ class EngineOps(Protocol):
 
     def acquire(self, spec: LaunchSpec) -> LaunchResult: ...
 
+    def launch_tokens(self, spec: LaunchSpec) -> tuple[str, ...]:
+        """The ClientTokens `acquire(spec)` sends EC2 if it launches, in the order it sends
+        them (signed with the engine's ownership key; the first is the first EC2 receives):
+        what the pool's launch marker records before the launch."""
+        ...
+
     def describe(self, instance_ids: Sequence[str]) -> list[InstanceView]: ...
 
     def find_managed(

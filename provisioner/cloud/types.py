@@ -156,6 +156,14 @@ class LaunchSpec:
             pool=self.pool_name,
         )
 
+    def request_tokens(self) -> tuple[str, ...]:
+        """The ClientTokens a launch of this spec sends, in the order it may send them:
+        fleet mode one CreateFleet (``naming.FLEET_DISCRIMINATOR``), runinstances mode one
+        RunInstances per subnet of the sweep (a try that succeeds ends it)."""
+        if self.mode == c.MODE_FLEET:
+            return (self.client_token(naming.FLEET_DISCRIMINATOR),)
+        return tuple(self.client_token(s.subnet_id) for s in self.subnets)
+
 
 @dataclass(frozen=True)
 class LaunchAttempt:

@@ -111,6 +111,8 @@ class FakeEngine(EngineOps):
         self.fleets_described: list[str] = []
         self.listings: list[Listing] = []
         self.launched: list[LaunchSpec] = []
+        # The ClientToken each launch sent, as EC2 would have received it.
+        self.sent_tokens: list[str] = []
         self.released: list[str] = []
         self.keep_warm_tags: list[tuple[tuple[str, ...], datetime | None]] = []
         self.fail_next: Exception | None = None
@@ -123,6 +125,7 @@ class FakeEngine(EngineOps):
             self.fleet = {v.instance_id: v for v in self._initial}
             self.listings.clear()
             self.launched.clear()
+            self.sent_tokens.clear()
             self.released.clear()
             self.keep_warm_tags.clear()
             self.fleets_described.clear()
@@ -284,8 +287,14 @@ class FakeEngine(EngineOps):
         self._fail("plan_subnets")
         return self.subnets
 
+    def launch_tokens(self, spec: LaunchSpec) -> tuple[str, ...]:
+        return spec.request_tokens()
+
     def acquire(self, spec: LaunchSpec) -> LaunchResult:
         self.launched.append(spec)
+        # The first request: the fleet's, or the first subnet's (where this fake lands).
+        token = spec.request_tokens()[0]
+        self.sent_tokens.append(token)
         self._fail("acquire")  # before anything runs: N or nothing
         ids = tuple(f"i-{n:017x}" for n in range(1, spec.count + 1))
         subnet = spec.subnets[0]
@@ -304,7 +313,7 @@ class FakeEngine(EngineOps):
             ids,
             spec.mode,
             spec.group,
-            "tok",
+            token,
             spec.subnets[:1],
             adopted=self.adopts,
             capacity_block_ends_at=self.block_ends_at,

@@ -35,6 +35,9 @@ TIMINGS = PoolTimings(
     idle_stack_ttl=timedelta(days=7),
 )
 
+# The ClientTokens the engine says a launch of the pass would send (two subnets' worth).
+TOKENS = ("agp-3-0123456789abcdef-aaaa", "agp-3-fedcba9876543210-bbbb")
+
 
 def view(
     *,
@@ -50,6 +53,7 @@ def view(
     idle_stack_ttl: timedelta = TIMINGS.idle_stack_ttl,
     capacity_reservation_id: str | None = None,
     capacity_block: CapacityBlock | None = None,
+    tokens: tuple[str, ...] = TOKENS,
 ) -> AnyView:
     """The pool as a pass sees it. Whether the stack is prepared, and the Capacity Block EC2
     reports, are given only where the reconciler would read them (the row of the pool's
@@ -77,7 +81,7 @@ def view(
         timings=replace(TIMINGS, idle_stack_ttl=idle_stack_ttl),
         stack=StackRead(prepared) if needs_stack(spec, st, deleting=deleting) else NOT_FETCHED,
         launch=(
-            LaunchRead(capacity_block)
+            LaunchRead(capacity_block, tokens)
             if needs_launch_facts(spec, st, deleting=deleting)
             else NOT_FETCHED
         ),

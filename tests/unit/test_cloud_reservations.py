@@ -214,6 +214,18 @@ def test_active_odcr_is_targeted_in_its_zone_only(mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_the_tokens_named_for_a_reservation_are_those_sent_in_its_zone(mode: str) -> None:
+    ec2 = StubEc2({ODCR: reservation()})
+    engine = engine_for(ec2)
+    named = engine.launch_tokens(spec(mode))
+
+    engine.acquire(spec(mode))
+
+    (sent,) = ec2.launches()
+    assert named == (sent["ClientToken"],)  # runinstances: the zone's one subnet only
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_active_capacity_block_is_launched_as_a_block(mode: str) -> None:
     ec2 = StubEc2({BLOCK: block()})
     result = engine_for(ec2).acquire(spec(mode, BLOCK))

@@ -23,11 +23,22 @@ from provisioner.controllers.pool.steps import (
     Instance,
     ReleasePurpose,
 )
-from tests.support.pool_views import IDS, LIVE, NOW, TIMINGS, active, view
+from tests.support.pool_views import IDS, LIVE, NOW, TIMINGS, TOKENS, active, view
 
 MARKER = LaunchInProgress(
-    client_token="pool-uid/3", mode="runinstances", group="gen-3", started_at=NOW
+    client_token=TOKENS[0],
+    client_tokens=TOKENS,
+    mode="runinstances",
+    group="gen-3",
+    started_at=NOW,
 )
+# A marker written by an older controller: `<uid>/<generation>`, no token list.
+OLD_MARKER = {
+    "clientToken": "pool-uid/3",
+    "mode": "runinstances",
+    "group": "gen-3",
+    "startedAt": "2026-11-29T11:00:00Z",
+}
 STRAY = Instance("i-00000000000000099", "gen-7")
 MARGIN = TIMINGS.block_release_margin
 BLOCK_SOON = (NOW + MARGIN - timedelta(seconds=1)).isoformat()  # inside the release margin
@@ -128,6 +139,47 @@ ROWS = [
         Action.LAUNCH,
         Phase.ACQUIRING,
         status={"launchInProgress": {**MARKER.to_dict(), "startedAt": "2026-11-29T11:00:00Z"}},
+    ),
+    Row(
+        "the marker holds the tokens the engine says the launch sends, first one first",
+        view(phase=Phase.ACQUIRING, status={"acquireGeneration": 3}, tokens=("tok-b", "tok-a")),
+        Action.LAUNCH,
+        Phase.ACQUIRING,
+        status={
+            "launchInProgress": {
+                **MARKER.to_dict(),
+                "clientToken": "tok-b",
+                "clientTokens": ["tok-b", "tok-a"],
+            }
+        },
+    ),
+    Row(
+        "an older controller's marker (uid/generation) is resumed, saying what is now sent",
+        view(
+            phase=Phase.ACQUIRING,
+            status={"acquireGeneration": 3, "launchInProgress": OLD_MARKER},
+        ),
+        Action.LAUNCH,
+        Phase.ACQUIRING,
+        status={"launchInProgress": {**MARKER.to_dict(), "startedAt": "2026-11-29T11:00:00Z"}},
+    ),
+    Row(
+        "launch facts unread: no token to mark, the launch reports the failure",
+        view(phase=Phase.ACQUIRING, status={"acquireGeneration": 3}, tokens=()),
+        Action.LAUNCH,
+        Phase.ACQUIRING,
+        status={"launchInProgress": None},
+    ),
+    Row(
+        "launch facts unread on a resumed launch: its marker stays as it was",
+        view(
+            phase=Phase.ACQUIRING,
+            status={"acquireGeneration": 3, "launchInProgress": OLD_MARKER},
+            tokens=(),
+        ),
+        Action.LAUNCH,
+        Phase.ACQUIRING,
+        status={"launchInProgress": {**OLD_MARKER, "clientTokens": None}},
     ),
     Row(
         "instances of an in-flight launch are not strays",

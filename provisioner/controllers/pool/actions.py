@@ -24,13 +24,11 @@ from provisioner.cloud.errors import CloudError, ErrorKind, ReservationNotActive
 from provisioner.controllers.pool.deps import PoolReconcilerDeps
 from provisioner.controllers.pool.facts import (
     LaunchFacts,
-    LaunchTarget,
     PassFacts,
     StackNames,
-    addresses_needed,
     desired_spec,
     gather_launch_facts,
-    launch_spec,
+    pool_launch_spec,
 )
 from provisioner.controllers.pool.steps import Action, ActionResult, Step
 from provisioner.kube.errors import KubeNotFound
@@ -109,7 +107,9 @@ class PoolActions:
         if isinstance(facts.launch, CloudError):
             raise facts.launch
         if facts.launch is None:
-            return gather_launch_facts(self._deps.engine, self._deps.settings, pool.spec.shape())
+            return gather_launch_facts(
+                self._deps.engine, self._deps.settings, pool.spec.shape(), with_subnets=True
+            )
         return facts.launch
 
     def _outputs(self, pool: GangNodePool, facts: PassFacts) -> PoolOutputs | None:
@@ -122,32 +122,21 @@ class PoolActions:
 
     def _launch(self, pool: GangNodePool, step: Step, facts: PassFacts) -> ActionResult:
         deps = self._deps
+        shape = pool.spec.shape()
+        # First: a pass whose launch facts failed planned no marker and sends nothing.
+        known = self._launch_facts(pool, facts)
         marker = step.status.launch_in_progress
         assert marker is not None
-        shape = pool.spec.shape()
-        known = self._launch_facts(pool, facts)
-        cluster = known.cluster
-        subnets = deps.engine.plan_subnets(
-            mode=shape.mode,
-            cluster=cluster,
-            explicit_subnet_ids=shape.subnets,
-            availability_zones=shape.availability_zones,
-            addresses_needed=addresses_needed(shape, known.instance_type),
-        )
         outputs = self._outputs(pool, facts)
-        spec = launch_spec(
+        # The subnets the pass planned, so the tokens sent are the ones the marker holds.
+        spec = pool_launch_spec(
             deps.settings,
-            target=LaunchTarget(
-                pool_name=pool.name,
-                pool_uid=pool.metadata.uid or pool.name,
-                generation=step.status.acquire_generation,
-                group=marker.group,
-            ),
-            shape=shape,
-            facts=known,
-            subnets=subnets,
-            stack=StackNames.of(outputs),
+            pool,
+            known,
+            StackNames.of(outputs),
+            step.status.acquire_generation,
         )
+        assert spec.group == marker.group  # the marker names its generation's group
         metrics = deps.metrics
         metrics.launch_attempts.labels(mode=shape.mode).inc()
         try:

@@ -5,8 +5,10 @@ The cluster (DescribeCluster), the AMI (the EKS-optimized SSM parameter, unless 
 one), the instance type (DescribeInstanceTypes, for EFA) and the reservation
 (DescribeCapacityReservations) feed both the check "is the stack prepared from today's
 inputs?" that `plan` needs, and the launch itself. The GangNodePool reconciler gathers them
-in its observe step, only for a pass that may prepare or launch, and hands the same facts to
-the plan's inputs and to the action.
+in its observe step, only for a pass that may prepare or launch, with the subnet plan
+(DescribeSubnets), and hands the same facts to the plan's inputs (the ClientTokens the
+launch marker records, `launch_tokens`) and to the action (which launches into those
+subnets, so it sends those tokens).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from provisioner.api.shape import GangShape
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.instancetypes import efa_cards, uses_efa_only
+from provisioner.cloud.naming import group_name
 from provisioner.cloud.types import (
     AmiChoice,
     CapacityReservationRef,
@@ -59,10 +62,16 @@ class LaunchFacts:
     reservation: Reservation | None
     # The AMI's root device, read only when the installer sets `instances.rootVolume`.
     root_device: RootDevice | None = None
+    # The subnets a launch sweeps, in order (`EngineOps.plan_subnets`); read by a pool's
+    # pass, whose launch marker records the tokens they give and whose launch uses them.
+    subnets: tuple[SubnetRef, ...] = ()
 
 
-def gather_launch_facts(engine: EngineOps, settings: Settings, shape: GangShape) -> LaunchFacts:
-    """One read of each; raises the first `CloudError` met (its kind says what it means)."""
+def gather_launch_facts(
+    engine: EngineOps, settings: Settings, shape: GangShape, *, with_subnets: bool = False
+) -> LaunchFacts:
+    """One read of each (and the subnet plan, `with_subnets`); raises the first
+    `CloudError` met (its kind says what it means)."""
     if shape.ami_id:
         _vet_job_ami(engine, settings, shape.ami_id)
     cluster = engine.cluster(settings.cluster_name)
@@ -79,8 +88,24 @@ def gather_launch_facts(engine: EngineOps, settings: Settings, shape: GangShape)
         engine.reservation(shape.capacity_reservation_id) if shape.capacity_reservation_id else None
     )
     root = _root_device(engine, settings, ami.ami_id)
+    subnets = (
+        engine.plan_subnets(
+            mode=shape.mode,
+            cluster=cluster,
+            explicit_subnet_ids=shape.subnets,
+            availability_zones=shape.availability_zones,
+            addresses_needed=addresses_needed(shape, info),
+        )
+        if with_subnets
+        else ()
+    )
     return LaunchFacts(
-        cluster=cluster, ami=ami, instance_type=info, reservation=reservation, root_device=root
+        cluster=cluster,
+        ami=ami,
+        instance_type=info,
+        reservation=reservation,
+        root_device=root,
+        subnets=subnets,
     )
 
 
@@ -258,6 +283,44 @@ def launch_spec(
         reservation=facts.reservation,
         instance_type_info=facts.instance_type,
     )
+
+
+def pool_launch_spec(
+    settings: Settings, pool: GangNodePool, facts: LaunchFacts, stack: StackNames, generation: int
+) -> LaunchSpec:
+    """The launch of the pool's ``generation``, into the subnets this pass planned: the one
+    its action makes and the one its marker's tokens are derived from."""
+    return launch_spec(
+        settings,
+        target=LaunchTarget(
+            pool_name=pool.name,
+            pool_uid=pool.metadata.uid or pool.name,
+            generation=generation,
+            group=group_name(generation),
+        ),
+        shape=pool.spec.shape(),
+        facts=facts,
+        subnets=facts.subnets,
+        stack=stack,
+    )
+
+
+def launch_tokens(
+    engine: EngineOps, settings: Settings, pool: GangNodePool, launch: LaunchFacts | CloudError
+) -> tuple[str, ...]:
+    """The ClientTokens this pass's launch would send EC2, in order (the engine signs
+    them: only it holds the cluster's key); none when the launch facts could not be read
+    (the launch then sends nothing: it reports that failure). The tokens do not depend on
+    the stack's names."""
+    if isinstance(launch, CloudError) or not launch.subnets:
+        return ()
+    try:
+        spec = pool_launch_spec(
+            settings, pool, launch, StackNames(), pool.status.acquire_generation
+        )
+        return engine.launch_tokens(spec)
+    except CloudError:
+        return ()
 
 
 @dataclass(frozen=True)

@@ -229,10 +229,10 @@ def _block_of(view: AnyView, result: ActionResult) -> CapacityBlock | None:
 
 
 def _launch_outcome(view: AnyView, status: GangNodePoolStatus, result: ActionResult) -> Outcome:
-    marker = status.launch_in_progress
-    assert marker is not None
     n = view.spec.count
     if result.ok:
+        marker = status.launch_in_progress  # a launch that ran was marked (`plan_acquiring`)
+        assert marker is not None
         return (
             changed(
                 status,

@@ -115,14 +115,24 @@ def plan_acquiring(view: PoolView[StackRead, LaunchRead | NotFetched]) -> Step:
         return Step(Action.PREPARE_STACK, status, refresh_stack=True, why="stack drifted")
     if not view.stack.prepared:
         return Step(Action.PREPARE_STACK, status, why="stack not prepared")
+    tokens = view.launch.tokens if isinstance(view.launch, LaunchRead) else ()
+    if not tokens:
+        # The launch facts could not be read: the launch sends nothing and reports that
+        # failure, so there is no token to mark (a marked launch stays marked).
+        return Step(Action.LAUNCH, status, why="launch (its facts unread)")
     if marker is None:
-        group = group_name(status.acquire_generation)
         marker = LaunchInProgress(
-            client_token=f"{view.uid}/{status.acquire_generation}"[:64],
+            client_token=tokens[0],
+            client_tokens=tokens,
             mode=spec.mode,
-            group=group,
+            group=group_name(status.acquire_generation),
             started_at=view.now,
         )
+    elif marker.client_tokens != tokens:
+        # A marked launch resumes under the same generation and is adopted by it, not by
+        # its token; the marker says what this pass sends (the same tokens unless the
+        # subnet plan changed; a marker of an older controller holds `<uid>/<generation>`).
+        marker = marker.model_copy(update={"client_token": tokens[0], "client_tokens": tokens})
     return Step(Action.LAUNCH, changed(status, launch_in_progress=marker), why="launch")
 
 

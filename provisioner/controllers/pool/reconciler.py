@@ -8,11 +8,12 @@ Every status it saves carries the conditions (Ready, Progressing, Degraded) and 
 observedGeneration `conditions.observed` derives from it, so nothing else writes them.
 
 Each pass observes, reading only (the pool, its live instances in EC2 found by tag, its
-Ready Nodes and what keeps any of them from running a gang pod (`usable`), and the
-facts its plan and action need: the stack's outputs, the cluster, AMI,
-instance type and reservation, each read once and only where the row of the pool's phase in
-`phases` says; see `_read_facts`), asks `plan.plan` for ONE step, persists that step's
-status (for a launch: the marker with the generation) before acting, performs the action,
+Ready Nodes and what keeps any of them from running a gang pod (`usable`), and the facts
+its plan and action need: the stack's outputs, the cluster, AMI, instance type, reservation
+and subnet plan, each read once and only where the row of the pool's phase in `phases`
+says; see `_read_facts`), asks `plan.plan` for ONE step, persists that step's status (for
+a launch: the marker with the generation and the ClientTokens the launch sends) before
+acting, performs the action,
 and persists what `outcomes.outcome` makes of the result; then it gives the active set's
 Nodes the group label they lack (`_label_set_nodes`). The work queue runs one pass per pool
 at a time, so a pool can never launch twice concurrently; the launch marker and ClientToken
@@ -58,6 +59,7 @@ from provisioner.controllers.pool.facts import (
     StackAnswer,
     capacity_block_of,
     gather_launch_facts,
+    launch_tokens,
     stack_holds_what_launch_needs,
 )
 from provisioner.controllers.pool.outcomes import outcome, settle
@@ -283,7 +285,14 @@ class GangNodePoolReconciler:
             timings=self._timings,
             # What the row of the pool's phase reads, and nothing else (see `phases`).
             stack=self._stack_read(pool, stack_operation, settling, facts),
-            launch=NOT_FETCHED if launch is None else LaunchRead(capacity_block_of(launch)),
+            launch=(
+                NOT_FETCHED
+                if launch is None
+                else LaunchRead(
+                    capacity_block_of(launch),
+                    launch_tokens(self._deps.engine, self._deps.settings, pool, launch),
+                )
+            ),
             stack_operation=stack_operation,
             backoff=self._backoffs.get(pool.name),
             unusable=unusable,
@@ -294,7 +303,8 @@ class GangNodePoolReconciler:
         self, pool: GangNodePool, stack_operation: Action | None, settling: bool
     ) -> PassFacts:
         """The stack's outputs, for a plan that reads them (`needs_stack`), and the cluster,
-        AMI, instance type and reservation, for a pass that may prepare or launch.
+        AMI, instance type and reservation, for a pass that may prepare or launch, with the
+        subnet plan unless the stack holds nothing yet (that pass prepares, not launches).
 
         Neither is read while the pool's stack operation runs (the answer would wait for
         its lock, and every step that reads them waits for it anyway), nor by the pass that
@@ -313,8 +323,11 @@ class GangNodePoolReconciler:
                 stack = StackAnswer(None, err)
         launch: LaunchFacts | CloudError | None = None
         if may_launch(pool):
+            unprepared = stack is not None and stack.outputs is None and stack.error is None
             try:
-                launch = gather_launch_facts(self._deps.engine, settings, pool.spec.shape())
+                launch = gather_launch_facts(
+                    self._deps.engine, settings, pool.spec.shape(), with_subnets=not unprepared
+                )
             except CloudError as err:
                 launch = err
         return PassFacts(stack=stack, launch=launch)

@@ -156,9 +156,12 @@ class StackRead:
 class LaunchRead:
     """What the plan reads of the launch facts (cluster, AMI, type, reservation) a pass
     that may launch gathers: EC2's record of the Capacity Block the spec names (None: not
-    a block, or the read failed; the status's record stands in)."""
+    a block, or the read failed; the status's record stands in), and the ClientTokens the
+    pass's launch would send EC2, in order (`EngineOps.launch_tokens`; none when the read
+    failed), which the launch marker records."""
 
     capacity_block: CapacityBlock | None
+    tokens: tuple[str, ...] = ()
 
 
 # What a view holds of the stack and of the launch facts: the row's read, or NotFetched.
