@@ -85,7 +85,8 @@ def chart_webhook_config(tools: Any, webhook: WebhookProcess, namespace: str) ->
     config["metadata"] = {"name": f"atomic-gang-test-{uuid.uuid4().hex[:8]}"}
     for hook in config["webhooks"]:
         hook["clientConfig"] = {
-            "url": webhook.url,
+            # Each hook at its own path: the gang job one, or the pod one.
+            "url": f"https://127.0.0.1:{webhook.port}{hook['clientConfig']['service']['path']}",
             "caBundle": base64.b64encode(webhook.ca_pem).decode(),
         }
         hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
