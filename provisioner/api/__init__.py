@@ -10,6 +10,7 @@
   owns a gang's Workload; `nodes`: the Node view the pool reconciler reads.
 - `meta`, `fields`: shared Kubernetes metadata, conditions and field formats.
 - `tenancy`: which namespace a pool belongs to, and the refusal for a Job of another.
+- `pod_reach`: which pools' nodes a Pod can run on (the pod webhook's rule).
 
 The names below are the package's public surface; a unit test holds it in place.
 

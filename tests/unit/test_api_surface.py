@@ -31,6 +31,7 @@ def test_exported_members_exist_and_are_listed_once() -> None:
         "meta",
         "nodes",
         "owners",
+        "pod_reach",
         "problems",
         "settings",
         "settings_sources",
