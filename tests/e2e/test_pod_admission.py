@@ -144,22 +144,32 @@ def test_a_job_naming_a_foreign_jobset_is_judged_like_any_job(
 ) -> None:
     gang_local()
     batch = k8s.BatchV1Api(kube_api)
+    # A JobSet of this namespace (no queue, nothing runs it here): Kueue's own Job webhook
+    # refuses a Job whose controller JobSet does not exist by name, so the foreign one
+    # below is named after this one and differs only in its uid.
+    jobset = k8s.CustomObjectsApi(kube_api).create_namespaced_custom_object(
+        "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets",
+        {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+         "metadata": {"name": "decoy"},
+         "spec": {"suspend": True, "replicatedJobs": [{"name": "w", "replicas": 1, "template": {
+             "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                 {"name": "c", "image": "registry.example/trainer:1"}]}}}}}]}},
+    )  # fmt: skip
     # A gang Job without a queue: refused on its own.
     body = ko.gang_job(namespace, "child", ko.QUEUE_NAME, "pool-f", 2)
     del body["metadata"]["labels"][c.QUEUE_NAME_LABEL]
     alone = _refused(lambda: batch.create_namespaced_job(namespace, body, dry_run="All"))
     assert alone["message"].startswith(f'admission webhook "{JOB_HOOK}" denied the request')
     assert c.QUEUE_NAME_LABEL in alone["message"]
-    # Naming a JobSet as its controller, one that does not exist here, changes nothing.
-    body["metadata"]["ownerReferences"] = [
-        {
-            "apiVersion": "jobset.x-k8s.io/v1alpha2",
-            "kind": "JobSet",
-            "name": "someone-elses",
-            "uid": str(uuid.uuid4()),
-            "controller": True,
-        }
-    ]
+    # Naming as its controller a JobSet that is not the one here (another uid: another
+    # namespace's, or one deleted and made again) changes nothing.
+    ref = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "decoy",
+           "uid": str(uuid.uuid4()), "controller": True}  # fmt: skip
+    body["metadata"]["ownerReferences"] = [ref]
     named = _refused(lambda: batch.create_namespaced_job(namespace, body, dry_run="All"))
     assert named["message"] == alone["message"]
     assert batch.list_namespaced_job(namespace).items == []
+    # The JobSet's own child (its uid) is left to the JobSet's verdict.
+    body["metadata"]["ownerReferences"] = [{**ref, "uid": jobset["metadata"]["uid"]}]
+    child = batch.create_namespaced_job(namespace, body, dry_run="All")
+    assert child.metadata.name == "child"
