@@ -1,4 +1,4 @@
-"""The Job webhook in the embedded default, installed exactly as the chart installs it.
+"""The gang job and pod webhook in the embedded default, installed as the chart installs it.
 
 Used by `LocalEnvironment` (dev up, the demo, the e2e fixtures). Renders the chart's
 webhook objects with the pinned helm in its default certificate mode (selfSigned): the
@@ -29,7 +29,6 @@ from provisioner.api.settings import SelfManagedCerts, Settings, WebhookSettings
 from provisioner.assembly import ServedWebhook, build_webhook
 from provisioner.kube.client import KubeClient
 from provisioner.webhook.review import PoolLookup
-from provisioner.webhook.server import GANG_JOB_WEBHOOK_PATH
 
 CONFIG_NAME = "atomic-gang-devenv"
 _TEMPLATES = ("templates/webhook.yaml", "templates/configmap.yaml")
@@ -50,12 +49,15 @@ def render_chart_webhook(
     return secret, config, yaml.safe_load(settings_map["data"]["settings.yaml"])
 
 
-def chart_webhook_configuration(config: dict[str, Any], url: str) -> dict[str, Any]:
-    """The chart's configuration, renamed for the embedded default and reached at `url`."""
+def chart_webhook_configuration(config: dict[str, Any], base_url: str) -> dict[str, Any]:
+    """The chart's configuration, renamed for the embedded default, each hook reached at
+    `base_url` plus the path the chart's Service reference names (the gang job and the
+    pod webhook serve different paths)."""
     config = dict(config)
     config["metadata"] = {"name": CONFIG_NAME, "labels": config["metadata"].get("labels", {})}
     for hook in config["webhooks"]:
-        hook["clientConfig"] = {"url": url}  # the caBundle is the controller's to set
+        path = hook["clientConfig"]["service"]["path"]
+        hook["clientConfig"] = {"url": f"{base_url}{path}"}  # the caBundle is the controller's
     return config
 
 
@@ -80,8 +82,7 @@ class LocalWebhook:
             self_managed=SelfManagedCerts.model_validate(managed),
         )
         self._create_secret(secret)
-        url = f"https://127.0.0.1:{port}{GANG_JOB_WEBHOOK_PATH}"
-        self.config = chart_webhook_configuration(config, url)
+        self.config = chart_webhook_configuration(config, f"https://127.0.0.1:{port}")
         self._register(self.config)
         self._served = build_webhook(
             settings.model_copy(update={"webhook": webhook}),

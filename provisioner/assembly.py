@@ -49,6 +49,7 @@ from provisioner.controllers.reaper import Reaper, pool_facts
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.reconciler import WorkloadReconciler
 from provisioner.host import HostResources, read_host
+from provisioner.kube.admission_reads import node_pool_lookup, owner_lookup
 from provisioner.kube.cache import TypedCache
 from provisioner.kube.client import KubeClient
 from provisioner.kube.errors import KubeError
@@ -444,16 +445,26 @@ def build_webhook(
 ) -> ServedWebhook:
     """The webhook as `settings.webhook` asks: mounted certificate files, or self-managed.
     It reads the pools a Job names live (`pools`; by default a GET through `kube`, short
-    enough to answer within the API server's webhook timeout), and counts its answers on
+    enough to answer within the API server's webhook timeout), the Nodes a pod names and
+    the owners a controller reference names the same way, and counts its answers on
     `metrics` (the controller's) when given."""
+    reader = kube.with_timeout(_POOL_READ_SECONDS)
     if pools is None:
-        pools = pool_lookup(kube.with_timeout(_POOL_READ_SECONDS))
+        pools = pool_lookup(reader)
+    nodes, owners = node_pool_lookup(reader), owner_lookup(reader)
     observer = WebhookMetrics(metrics) if metrics is not None else None
     managed = settings.webhook.self_managed
     cert_dir = settings.webhook.cert_dir
     if managed is None:
         server = WebhookServer.from_cert_dir(
-            settings, cert_dir, pools=pools, host=host, port=port, observer=observer
+            settings,
+            cert_dir,
+            pools=pools,
+            host=host,
+            port=port,
+            observer=observer,
+            nodes=nodes,
+            owners=owners,
         )
         return ServedWebhook(server, None, threading.Event())
     server = WebhookServer.from_cert_dir(
@@ -464,6 +475,8 @@ def build_webhook(
         port=port,
         reload_interval=_SELF_MANAGED_RELOAD_SECONDS,
         observer=observer,
+        nodes=nodes,
+        owners=owners,
     )
     store = KubeCertStore(
         kube,

@@ -25,6 +25,7 @@ from typing import Final
 from provisioner.api.meta import KubeModel, ObjectMeta, OwnerReference
 
 __all__ = [
+    "DAEMON_SET",
     "JOB",
     "JOBSET",
     "OWNER_KINDS",
@@ -43,7 +44,8 @@ __all__ = [
 class OwnerKind:
     """A kind a gang can be submitted as: its API group, the version this controller reads,
     its kind and plural, and the name of Kueue's integration framework for it (what Kueue's
-    `integrations.frameworks` must list)."""
+    `integrations.frameworks` must list). `DAEMON_SET` is the one other kind: an owner the
+    webhook reads, with no framework."""
 
     group: str
     version: str
@@ -78,6 +80,9 @@ TRAIN_JOB: Final = OwnerKind(
 )
 # The kinds a gang's shape is read from, in the order messages name them.
 OWNER_KINDS: Final = (JOB, JOBSET, PYTORCH_JOB, TRAIN_JOB)
+# Not a gang kind (no Kueue framework): the webhook proves a pod's DaemonSet exists before
+# it lets the pod onto a gang node (`webhook.pods`).
+DAEMON_SET: Final = OwnerKind("apps", "v1", "DaemonSet", "daemonsets", "")
 
 
 def _group_of(api_version: str) -> str:

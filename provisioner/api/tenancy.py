@@ -16,10 +16,16 @@ from provisioner.api import constants as c
 from provisioner.api.problems import Problem
 from provisioner.api.settings import Tenancy
 
-__all__ = ["PoolLookupError", "foreign_pool_problem"]
+__all__ = ["ClusterReadError", "PoolLookupError", "foreign_pool_problem", "shares_every_pool"]
 
 
-class PoolLookupError(RuntimeError):
+class ClusterReadError(RuntimeError):
+    """Something a verdict rests on could not be read from the apiserver (it failed or
+    refused the read): the object can be neither refused nor let through on it, and the
+    webhook's failurePolicy decides."""
+
+
+class PoolLookupError(ClusterReadError):
     """The pool a Job names could not be read (the apiserver failed or refused the read):
     its owner is unknown, so the Job can be neither refused nor let through on it."""
 
@@ -42,4 +48,14 @@ def foreign_pool_problem(
         accepted=f"a pool name of your own, or ask the installer to share pool {pool} with "
         f"namespace {namespace} in the controller's tenancy.sharedPools setting",
         is_label=True,
+    )
+
+
+def shares_every_pool(tenancy: Tenancy, namespace: str) -> bool:
+    """True when `namespace` may use every pool, whoever owns it (a `"*"` entry in
+    tenancy.sharedPools naming it): the one case where a pod that could run on any
+    pool's nodes may do so."""
+    return any(
+        entry.pool == "*" and ("*" in entry.namespaces or namespace in entry.namespaces)
+        for entry in tenancy.shared_pools
     )

@@ -63,7 +63,11 @@ CLUSTER_PERMISSIONS: Final[tuple[Permission, ...]] = (
     Permission("jobset.x-k8s.io", "jobsets", _READ),
     Permission("kubeflow.org", "pytorchjobs", _READ),
     Permission("trainer.kubeflow.org", "trainjobs", _READ),
-    # Join tracking reads Nodes; the pool reconciler labels only its own.
+    # The webhook proves a pod's DaemonSet exists before letting it onto a gang node
+    # (a JobSet or TrainJob named as a controller is read with the rows above).
+    Permission("apps", "daemonsets", ("get",)),
+    # Join tracking reads Nodes; the pool reconciler labels only its own; the webhook
+    # reads the one Node a pod names.
     Permission("", "nodes", (*_READ, "patch")),
     # Events on Workloads, their owners and pools, in whichever namespace the object lives.
     Permission("", "events", ("create", "patch")),

@@ -1,9 +1,11 @@
-"""`python -m provisioner.webhook`: serve the Job webhook alone, without the controller.
+"""`python -m provisioner.webhook`: serve the gang job and pod webhook alone, without the
+controller.
 
 Used by the integration tests (which stop it to show the webhook fails closed) and for
 trying the webhook against a cluster. The controller itself starts `WebhookServer` in
-process; both read the same settings file. The webhook reads the pool a gang Job names
-from the cluster: `--kubeconfig`, or the pod's in-cluster account.
+process; both read the same settings file. The webhook reads the pool a gang Job names,
+the Node a pod names and the owner a controller reference names from the cluster:
+`--kubeconfig`, or the pod's in-cluster account.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import sys
 
 from provisioner.api.settings_sources import SettingsError, load_settings
+from provisioner.kube.admission_reads import node_pool_lookup, owner_lookup
 from provisioner.kube.client import KubeClient
 from provisioner.kube.pool_reads import pool_lookup
 from provisioner.webhook.server import WebhookServer
@@ -38,11 +41,14 @@ def main(argv: list[str] | None = None) -> int:
     kube = (
         KubeClient.from_kubeconfig(args.kubeconfig) if args.kubeconfig else KubeClient.in_cluster()
     )
+    reader = kube.with_timeout(5.0)
     WebhookServer(
         settings,
         args.tls_cert_file,
         args.tls_key_file,
-        pools=pool_lookup(kube.with_timeout(5.0)),
+        pools=pool_lookup(reader),
+        nodes=node_pool_lookup(reader),
+        owners=owner_lookup(reader),
         host=args.host,
         port=args.port,
     ).run()

@@ -20,9 +20,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 
-# The kinds of gang jobs the webhook judges; any other kind a request names is counted as
-# "other", so a caller cannot grow the label set.
-KINDS: Final = frozenset({"Job", "JobSet", "PyTorchJob", "TrainJob"})
+# The kinds the webhook judges (gang jobs, and the pods it keeps off other namespaces' gang
+# nodes); any other kind a request names is counted as "other", so a caller cannot grow
+# the label set.
+KINDS: Final = frozenset({"Job", "JobSet", "PyTorchJob", "TrainJob", "Pod"})
 # The most of a request body read for its kind (the server refuses larger ones anyway).
 _BODY_LIMIT: Final = 8 * 1024 * 1024
 

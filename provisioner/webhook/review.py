@@ -36,7 +36,10 @@ Two kinds are made by another controller from an object already judged here, and
 allowed as they come: a Job whose controller is a JobSet (JobSet v0.12.0 copies a replicated
 job's template labels and annotations, the pool label included, onto each child Job, which
 has no queue of its own: Kueue admits it through its JobSet's Workload) and a JobSet whose
-controller is a TrainJob (Trainer builds it from the TrainJob and its runtime).
+controller is a TrainJob (Trainer builds it from the TrainJob and its runtime). Only a
+proven controller counts (`controller_refs`): the owner must exist in the object's
+namespace with the reference's uid, read through the `OwnerLookup` port; a Job naming a
+JobSet that does not exist, or lives in another namespace, is judged like any Job.
 
 A TrainJob's pod count is decided by its training runtime (Kueue builds the runtime's JobSet
 to count it), which the TrainJob only names; the webhook does not read runtimes, so for a
@@ -69,6 +72,7 @@ from provisioner.api.pod_requests import QuantityError, gang_pod_requests
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape, GangShapeError, Problem, parse_gang_shape
 from provisioner.api.tenancy import foreign_pool_problem
+from provisioner.webhook.controller_refs import OwnerLookup, no_owners, proven_controller
 
 __all__ = [
     "GANG_KINDS",
@@ -237,15 +241,15 @@ def _kind_of(request: Mapping[str, Any], accepted: tuple[GangKind, ...]) -> Gang
     raise ReviewError(f"this webhook judges {names}, not {name or 'an unnamed kind'} ({group})")
 
 
-def _made_by_controller(meta: Mapping[str, Any], kind: GangKind) -> bool:
-    """True when the object's controller is one whose children are judged on the parent."""
-    for owner in meta.get("ownerReferences") or []:
-        if not owner.get("controller"):
-            continue
-        api_version, owner_kind = str(owner.get("apiVersion", "")), str(owner.get("kind", ""))
-        if any(parent.matches(api_version, owner_kind) for parent in kind.made_by):
-            return True
-    return False
+def _made_by_controller(
+    request: Mapping[str, Any], meta: Mapping[str, Any], kind: GangKind, owners: OwnerLookup
+) -> bool:
+    """True when the object's controller, one whose children are judged on the parent,
+    exists: a reference alone proves nothing."""
+    if not kind.made_by:
+        return False
+    namespace = str(request.get("namespace") or meta.get("namespace") or "")
+    return proven_controller(meta, namespace, kind.made_by, owners) is not None
 
 
 def gang_pod_count(kind: GangKind, obj: Mapping[str, Any], annotations: Mapping[str, str]) -> int:
@@ -392,6 +396,7 @@ def _verdict(
     images: ImageOwners | None,
     kind: GangKind,
     types: InstanceTypes | None,
+    owners: OwnerLookup,
 ) -> dict[str, Any]:
     uid = str(request["uid"])
     allowed = {"uid": uid, "allowed": True}
@@ -399,7 +404,7 @@ def _verdict(
     if request.get("operation") not in _CHECKED_OPERATIONS or not isinstance(job, Mapping):
         return allowed
     meta = job.get("metadata") or {}
-    if not is_gang_job(meta) or _made_by_controller(meta, kind):
+    if not is_gang_job(meta) or _made_by_controller(request, meta, kind, owners):
         return allowed
     old = request.get("oldObject")
     # Kueue and the job controllers update admitted objects (suspend, node selectors); only
@@ -440,12 +445,15 @@ def review(
     images: ImageOwners | None = None,
     kinds: tuple[GangKind, ...] = GANG_KINDS,
     instance_types: InstanceTypes | None = None,
+    owners: OwnerLookup = no_owners,
 ) -> dict[str, Any]:
     """The AdmissionReview answering `body`, reading the pool a gang job names through
     `pools`; raises `ReviewError` for a malformed one or a kind not in `kinds`,
-    `PoolLookupError` when the pool cannot be read. `images` answers who owns a Job's AMI;
-    without it, only amiPolicy.allowedImageIds are admitted. `instance_types` answers what
-    one node of a type offers (`api.pod_fit`); without it, pod requests are not checked."""
+    `ClusterReadError` when the pool or an owner cannot be read. `images` answers who owns
+    a Job's AMI; without it, only amiPolicy.allowedImageIds are admitted. `instance_types`
+    answers what one node of a type offers (`api.pod_fit`); without it, pod requests are not
+    checked. `owners` proves a child's controller exists; without it, every child is judged
+    on its own."""
     if not isinstance(body, Mapping):
         raise ReviewError("the body is not a JSON object")
     if body.get("apiVersion") != ADMISSION_API_VERSION or body.get("kind") != "AdmissionReview":
@@ -455,7 +463,7 @@ def review(
         raise ReviewError("the AdmissionReview has no request with a uid")
     kind = _kind_of(request, kinds)
     try:
-        response = _verdict(request, settings, pools, images, kind, instance_types)
+        response = _verdict(request, settings, pools, images, kind, instance_types, owners)
     except (TypeError, ValueError, AttributeError, OverflowError) as err:
         # An object the apiserver accepted always has mappings where the schema says so and
         # integer counts; anything else is a request we cannot judge (a 400, not a 500),

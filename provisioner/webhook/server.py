@@ -11,6 +11,9 @@ provisioner.webhook` runs it alone, as the integration tests do. Routes:
 - `POST /validate-batch-v1-job`: the same for Jobs only, the path a webhook configuration
   written before the other kinds names (it stays served until that configuration is
   replaced by an upgrade).
+- `POST /validate-gang-pods`: AdmissionReview v1 for Pods (`pods.review_pod`): a pod that
+  would run on a pool's nodes is refused unless its namespace may use the pool. When a
+  node, pool or owner cannot be read, a 503, as above.
 - `GET /healthz`: 200 once serving.
 
 The certificate and key are read from files: a mounted Secret (cert-manager, or a provided
@@ -46,15 +49,18 @@ from starlette.routing import Route
 from provisioner.api.ami_policy import ImageOwners
 from provisioner.api.pod_fit import InstanceTypes
 from provisioner.api.settings import Settings
-from provisioner.api.tenancy import PoolLookupError
+from provisioner.api.tenancy import ClusterReadError
 from provisioner.cloud.images import image_owners_for
 from provisioner.cloud.type_figures import instance_types_for
+from provisioner.webhook.controller_refs import OwnerLookup, no_owners
 from provisioner.webhook.counting import CountedReviews, ReviewObserver
+from provisioner.webhook.pods import NodeLookup, no_nodes, review_pod
 from provisioner.webhook.review import GANG_KINDS, JOB, GangKind, PoolLookup, review
 
 __all__ = [
     "DEFAULT_CERT_DIR",
     "GANG_JOB_WEBHOOK_PATH",
+    "GANG_POD_WEBHOOK_PATH",
     "JOB_WEBHOOK_PATH",
     "MAX_BODY_BYTES",
     "WebhookServer",
@@ -65,6 +71,7 @@ log = logging.getLogger(__name__)
 
 GANG_JOB_WEBHOOK_PATH: Final = "/validate-gang-jobs"
 JOB_WEBHOOK_PATH: Final = "/validate-batch-v1-job"
+GANG_POD_WEBHOOK_PATH: Final = "/validate-gang-pods"
 # Where the chart mounts the serving certificate Secret (tls.crt, tls.key).
 DEFAULT_CERT_DIR: Final = Path("/run/secrets/atomic-gang/webhook")
 # The apiserver caps a request at 3 MiB; an AdmissionReview holds the object twice on update.
@@ -89,34 +96,43 @@ def build_app(
     pools: PoolLookup,
     images: ImageOwners | None = None,
     instance_types: InstanceTypes | None = None,
+    nodes: NodeLookup = no_nodes,
+    owners: OwnerLookup = no_owners,
 ) -> Starlette:
-    """The ASGI app, judging gang jobs against `settings` (the controller's own), the
-    pools `pools` reads, who owns a Job's AMI as `images` answers (None: only
+    """The ASGI app, judging gang jobs and pods against `settings` (the controller's own),
+    the pools `pools` reads, who owns a Job's AMI as `images` answers (None: only
     amiPolicy.allowedImageIds pass) and what a node of a type offers as `instance_types`
-    answers (None: pod requests are left to the Workload path)."""
+    answers (None: pod requests are left to the Workload path). `nodes` tells the pool of a
+    node a pod names and `owners` proves a controller reference; the defaults prove nothing
+    (fail closed)."""
 
-    def validator(kinds: tuple[GangKind, ...]) -> Callable[[Request], Awaitable[Response]]:
+    def judge(kinds: tuple[GangKind, ...] | None, body: Any) -> dict[str, Any]:
+        if kinds is None:
+            return review_pod(body, settings, pools=pools, nodes=nodes, owners=owners)
+        return review(
+            body,
+            settings,
+            pools=pools,
+            images=images,
+            kinds=kinds,
+            instance_types=instance_types,
+            owners=owners,
+        )
+
+    def validator(kinds: tuple[GangKind, ...] | None) -> Callable[[Request], Awaitable[Response]]:
         async def validate(request: Request) -> Response:
             raw = await _read_body(request)
             if raw is None:
                 return PlainTextResponse("request body too large", status_code=413)
             try:
-                # The pool and image reads block: off the event loop, so one slow read
-                # stalls no other.
-                answer = await run_in_threadpool(
-                    review,
-                    json.loads(raw),
-                    settings,
-                    pools=pools,
-                    images=images,
-                    kinds=kinds,
-                    instance_types=instance_types,
-                )
+                # The pool, node, owner and image reads block: off the event loop, so one
+                # slow read stalls no other.
+                answer = await run_in_threadpool(judge, kinds, json.loads(raw))
             except ValueError as err:  # ReviewError and json.JSONDecodeError are ValueErrors
                 log.warning("bad admission request: %s", err)
                 return PlainTextResponse(f"bad admission request: {err}", status_code=400)
-            except PoolLookupError as err:
-                log.warning("gang job not judged: %s", err)
+            except ClusterReadError as err:
+                log.warning("object not judged: %s", err)
                 return PlainTextResponse(str(err), status_code=503)
             verdict = answer["response"]
             if not verdict["allowed"]:
@@ -138,6 +154,7 @@ def build_app(
         routes=[
             Route(GANG_JOB_WEBHOOK_PATH, validator(GANG_KINDS), methods=["POST"]),
             Route(JOB_WEBHOOK_PATH, validator((JOB,)), methods=["POST"]),
+            Route(GANG_POD_WEBHOOK_PATH, validator(None), methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
         ]
     )
@@ -168,10 +185,13 @@ class WebhookServer:
         images: ImageOwners | None = None,
         observer: ReviewObserver | None = None,
         instance_types: InstanceTypes | None = None,
+        nodes: NodeLookup = no_nodes,
+        owners: OwnerLookup = no_owners,
     ) -> None:
         """`images` and `instance_types` default to EC2 on the controller's own
         credentials (`cloud.images`, `cloud.type_figures`); `observer` (the controller's
-        metrics) is told of every answer (`counting`)."""
+        metrics) is told of every answer (`counting`); `nodes` and `owners` as in
+        `build_app`."""
         self.cert_file, self.key_file = Path(cert_file), Path(key_file)
         self._reload_interval = reload_interval
         app: Any = build_app(
@@ -181,6 +201,8 @@ class WebhookServer:
             instance_types=(
                 instance_types if instance_types is not None else instance_types_for(settings)
             ),
+            nodes=nodes,
+            owners=owners,
         )
         if observer is not None:
             app = CountedReviews(app, observer)

@@ -87,6 +87,11 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         'webhook.failurePolicy "Retry" is not a failure policy',
     ),
     (
+        "bad pod failure policy",
+        {"webhook.pods.failurePolicy": "Retry"},
+        'webhook.pods.failurePolicy "Retry" is not a failure policy',
+    ),
+    (
         "no local queue namespaces",
         {"kueue.localQueueNamespaces": []},
         "kueue.localQueueNamespaces is empty",

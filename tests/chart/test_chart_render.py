@@ -12,7 +12,11 @@ import yaml  # type: ignore[import-untyped]  # no stubs in the pinned dev set
 
 from provisioner.api import constants as c
 from provisioner.api.gangnodepool import load_crd
-from provisioner.webhook.server import DEFAULT_CERT_DIR, GANG_JOB_WEBHOOK_PATH
+from provisioner.webhook.server import (
+    DEFAULT_CERT_DIR,
+    GANG_JOB_WEBHOOK_PATH,
+    GANG_POD_WEBHOOK_PATH,
+)
 from tests.chart.conftest import (
     CHART,
     NAMESPACE,
@@ -155,7 +159,7 @@ def test_pdb_and_service_select_the_controller_pods(rendered: Rendered) -> None:
 
 def test_webhook_reaches_the_service_and_fails_closed(rendered: Rendered) -> None:
     config = rendered.one("ValidatingWebhookConfiguration")
-    (hook,) = config["webhooks"]
+    hook, _ = config["webhooks"]
     service = rendered.one("Service")["metadata"]
     assert hook["failurePolicy"] == "Fail"
     assert hook["sideEffects"] == "None"
@@ -188,6 +192,44 @@ def test_webhook_reaches_the_service_and_fails_closed(rendered: Rendered) -> Non
     (condition,) = hook["matchConditions"]
     assert f"'{c.POOL_LABEL}' in object.metadata.labels" in condition["expression"]
     assert f"k.startsWith('{c.PREFIX}')" in condition["expression"]
+
+
+def test_the_pod_webhook_sends_only_pods_that_may_reach_gang_nodes(rendered: Rendered) -> None:
+    """Only a pool's own pods on its nodes (docs/POD_ADMISSION.md): the second hook of the
+    same configuration (one caBundle, one rotator), on its own path, failing closed, never
+    for kube-system, and only for pods that tolerate the gang taint or every taint, or name
+    a node."""
+    job_hook, hook = rendered.one("ValidatingWebhookConfiguration")["webhooks"]
+    assert hook["name"] == "validate-pod.atomic-gang.k8s.aws"
+    assert hook["clientConfig"]["service"] == {
+        **job_hook["clientConfig"]["service"],
+        "path": GANG_POD_WEBHOOK_PATH,
+    }
+    assert hook["rules"] == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods"],
+            "operations": ["CREATE", "UPDATE"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert (hook["failurePolicy"], hook["sideEffects"]) == ("Fail", "None")
+    assert hook["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}
+    ]
+    (condition,) = hook["matchConditions"]
+    assert f"t.key == '{c.GANG_TAINT_KEY}'" in condition["expression"]
+    assert "t.operator == 'Exists'" in condition["expression"]
+    assert "object.spec.nodeName" in condition["expression"]
+
+
+def test_the_pod_webhook_can_be_turned_off_or_fail_open(helm: Helm) -> None:
+    off = helm.render({"webhook.pods.enabled": False})
+    (hook,) = off.one("ValidatingWebhookConfiguration")["webhooks"]
+    assert hook["name"] == "validate-job.atomic-gang.k8s.aws"
+    ignore = helm.render({"webhook.pods.failurePolicy": "Ignore"})
+    assert ignore.one("ValidatingWebhookConfiguration")["webhooks"][1]["failurePolicy"] == "Ignore"
 
 
 def test_cert_manager_mode(helm: Helm) -> None:
@@ -231,9 +273,9 @@ def test_self_signed_is_the_default_and_needs_no_cert_manager(rendered: Rendered
     assert not [o for o in rendered.objects if o["apiVersion"].startswith("cert-manager.io/")]
     config = rendered.one("ValidatingWebhookConfiguration")
     assert "cert-manager.io/inject-ca-from" not in (config["metadata"].get("annotations") or {})
-    (hook,) = config["webhooks"]
     # An empty caBundle in the manifest would be "restored" by every sync; it is left out.
-    assert "caBundle" not in hook["clientConfig"]
+    for hook in config["webhooks"]:
+        assert "caBundle" not in hook["clientConfig"]
     secret = webhook_secret(rendered)
     assert secret["type"] == "Opaque" and "data" not in secret and "stringData" not in secret
     # Served from what the controller writes, not from a mounted Secret.

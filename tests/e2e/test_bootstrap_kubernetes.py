@@ -188,10 +188,13 @@ def test_up_makes_the_queues_and_the_release_and_destroy_removes_them(
         "nodeRoleArn": "arn:aws:iam::123456789012:role/bootstrap-test-nodes",
         "stackBackendUrl": "s3://bootstrap-test-stacks?region=us-east-1",
         "stackSecretsProvider": "awskms://alias/bootstrap-test?region=us-east-1",
-        # The chart's Job webhook (failurePolicy Fail) sees only this test's namespace.
+        # The chart's Job and pod webhooks (failurePolicy Fail) see only this test's namespace.
         "chartValues": {
             "webhook": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "pods": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
             }
         },
     }
@@ -223,9 +226,8 @@ def test_up_makes_the_queues_and_the_release_and_destroy_removes_them(
         )
         .items
     )
-    assert webhook.webhooks[0].namespace_selector.match_labels == {
-        "kubernetes.io/metadata.name": namespace
-    }
+    for hook in webhook.webhooks:  # the Job hook and the pod hook
+        assert hook.namespace_selector.match_labels == {"kubernetes.io/metadata.name": namespace}
     # Nothing holds the queues: destroy needs no Workload evicted first.
     workloads = custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads")["items"]
     assert workloads == []

@@ -21,7 +21,6 @@ from kubernetes import client as k8s  # type: ignore[import-untyped]
 from devenv.environment import LocalEnvironment
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
-from provisioner.webhook.server import GANG_JOB_WEBHOOK_PATH
 from tests.e2e.conftest import GNP, check_state, phase, submit, workload_of
 from tests.image.conftest import ImageInstall
 from tests.integration.test_webhook_apiserver import GANG_ANNOTATIONS, GANG_LABELS, job, refusal
@@ -43,7 +42,8 @@ def test_the_images_webhook_refuses_a_broken_gang_job_naming_the_field(
     for hook in config["webhooks"]:
         # No Service network here: the apiserver reaches the container on the host network.
         hook["clientConfig"] = {
-            "url": f"https://127.0.0.1:{running.ports['webhook']}{GANG_JOB_WEBHOOK_PATH}",
+            "url": f"https://127.0.0.1:{running.ports['webhook']}"
+            + hook["clientConfig"]["service"]["path"],
             "caBundle": base64.b64encode(running.ca_pem).decode(),
         }
         hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}

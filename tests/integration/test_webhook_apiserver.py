@@ -32,6 +32,8 @@ from provisioner.api.settings_sources import load_settings
 from provisioner.api.shape import GangShapeError, parse_gang_shape
 from provisioner.webhook.server import GANG_JOB_WEBHOOK_PATH
 from tests.chart.conftest import Helm
+from tests.support.pools import pool as pool_body
+from tests.support.pools import pool_spec
 
 ROLE = "arn:aws:iam::123456789012:role/eks-gang-node-role"
 SETTINGS = {
@@ -85,7 +87,8 @@ def chart_webhook_config(tools: Any, webhook: WebhookProcess, namespace: str) ->
     config["metadata"] = {"name": f"atomic-gang-test-{uuid.uuid4().hex[:8]}"}
     for hook in config["webhooks"]:
         hook["clientConfig"] = {
-            "url": webhook.url,
+            # Each hook at its own path: the gang job one, or the pod one.
+            "url": f"https://127.0.0.1:{webhook.port}{hook['clientConfig']['service']['path']}",
             "caBundle": base64.b64encode(webhook.ca_pem).decode(),
         }
         hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
@@ -238,3 +241,58 @@ def test_with_the_controller_stopped_a_gang_job_is_refused(
     batch.create_namespaced_job(namespace, job("etl", {"app": "etl"}, {}, pods=1))
     status = refusal(batch, namespace, job("no-pool", {}, GANG_ANNOTATIONS))
     assert f'failed calling webhook "{HOOK}"' in status["message"]
+
+
+# --- only a pool's own pods on its nodes (docs/POD_ADMISSION.md) ---------------------------
+POD_HOOK = "validate-pod.atomic-gang.k8s.aws"
+EVERYTHING = [{"operator": "Exists"}]
+
+
+def pod(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    containers = [{"name": "c", "image": "registry.example/agent:1"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": containers, **spec}}  # fmt: skip
+
+
+@pytest.fixture
+def pool_of_team_a(kube_api: Any) -> Iterator[tuple[str, str]]:
+    """A pool owned by namespace team-a and one Node of it: (pool, node)."""
+    name = f"int-{uuid.uuid4().hex[:8]}"
+    custom, core = k8s.CustomObjectsApi(kube_api), k8s.CoreV1Api(kube_api)
+    body = pool_body(name, spec=pool_spec(pool=name, owner_namespace="team-a"))
+    custom.create_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, body)
+    node = f"ip-{name}"
+    core.create_node({"metadata": {"name": node, "labels": {c.POOL_LABEL: name}}})
+    yield name, node
+    core.delete_node(node)
+    custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, name)
+
+
+def test_a_pod_reaching_a_pool_of_another_namespace_is_refused_and_plain_pods_are_not_sent(
+    chart_webhook: WebhookProcess, kube_api: Any, namespace: str, pool_of_team_a: tuple[str, str]
+) -> None:
+    pool_name, node = pool_of_team_a
+    core = k8s.CoreV1Api(kube_api)
+    on_node = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}  # fmt: skip
+    for spec in (
+        {"tolerations": EVERYTHING, "nodeSelector": {c.POOL_LABEL: pool_name}},
+        {"tolerations": EVERYTHING, "affinity": on_node},
+        {"nodeName": node},
+    ):
+        with pytest.raises(ApiException) as err:
+            core.create_namespaced_pod(namespace, pod("intruder", spec))
+        message = json.loads(err.value.body)["message"]
+        assert message.startswith(f'admission webhook "{POD_HOOK}" denied the request'), message
+        assert f"pool {pool_name}" in message and "belongs to namespace team-a" in message
+    # Tolerating everything without selecting a gang node, or nothing at all: created.
+    for name, spec in (("agent", {"tolerations": EVERYTHING}), ("plain", {})):
+        assert core.create_namespaced_pod(namespace, pod(name, spec), dry_run="All").metadata
+
+    # With no replica answering, only the pods the matchCondition sends are held back.
+    chart_webhook.proc.stop()
+    assert core.create_namespaced_pod(namespace, pod("plain", {}), dry_run="All").metadata
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_pod(namespace, pod("agent", {"tolerations": EVERYTHING}))
+    assert f'failed calling webhook "{POD_HOOK}"' in json.loads(err.value.body)["message"]

@@ -30,7 +30,6 @@ from provisioner.api.settings import Settings
 from provisioner.assembly import ServedWebhook, build_webhook
 from provisioner.kube.client import KubeClient
 from provisioner.webhook.certs import WebhookCerts
-from provisioner.webhook.server import GANG_JOB_WEBHOOK_PATH
 from tests.chart.conftest import Helm
 
 ROLE = "arn:aws:iam::123456789012:role/eks-gang-node-role"
@@ -99,7 +98,8 @@ class Installed:
         config["metadata"]["name"] = f"atomic-gang-certs-{uuid.uuid4().hex[:8]}"
         for hook in config["webhooks"]:
             assert "caBundle" not in hook["clientConfig"]  # as the chart renders it
-            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{GANG_JOB_WEBHOOK_PATH}"}
+            path = hook["clientConfig"]["service"]["path"]  # the job or the pod path
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}"}
             hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
         self.manifest = config
         self.name = config["metadata"]["name"]

@@ -32,6 +32,7 @@ def test_exported_members_exist_and_are_listed_once() -> None:
         "nodes",
         "owners",
         "pod_fit",
+        "pod_reach",
         "pod_requests",
         "problems",
         "settings",

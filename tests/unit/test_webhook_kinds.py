@@ -18,6 +18,7 @@ import pytest
 from devenv.pki import CertificateAuthority
 from devenv.processes import free_port
 from provisioner.api import constants as c
+from provisioner.api.owners import OwnerKind
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShapeError, parse_gang_shape
 from provisioner.webhook.review import (
@@ -162,8 +163,18 @@ def admission(
     }
 
 
+# The parents that exist in namespace "default" (kind, name) -> uid: what the webhook's
+# owner reads find there.
+PARENTS = {("JobSet", "pretrain"): "u", ("TrainJob", "pretrain"): "u"}
+
+
+def parents(kind: OwnerKind, namespace: str, name: str) -> str | None:
+    return PARENTS.get((kind.kind, name)) if namespace == "default" else None
+
+
 def answer(obj: dict[str, Any], operation: str = "CREATE", old: Any = None) -> dict[str, Any]:
-    out = review(admission(obj, operation, old), SETTINGS, pools=pool_lookup())
+    body = admission(obj, operation, old)
+    out = review(body, SETTINGS, pools=pool_lookup(), owners=parents)
     return dict(out["response"])
 
 
@@ -314,6 +325,36 @@ def test_only_a_controlling_jobset_exempts_a_job() -> None:
     pytorch = pytorchjob(annotations=gang("3"))
     _owned_by(pytorch, "jobset.x-k8s.io/v1alpha2", "JobSet", controller=True)
     assert answer(pytorch)["allowed"] is False  # a JobSet makes Jobs, not PyTorchJobs
+
+
+@pytest.mark.parametrize(
+    ("name", "uid", "namespace"),
+    [("not-there", "u", "default"), ("pretrain", "u", "team-b"), ("pretrain", "u2", "default")],
+    ids=["no-such-jobset", "jobset-of-another-namespace", "another-jobset-uid"],
+)
+def test_a_job_naming_a_foreign_jobset_is_judged_like_any_job(
+    name: str, uid: str, namespace: str
+) -> None:
+    child = _child_job()
+    alone = answer(child)
+    assert alone["allowed"] is False  # a gang Job with no queue
+    child["metadata"]["ownerReferences"] = [
+        {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": name, "uid": uid,
+         "controller": True}
+    ]  # fmt: skip
+    body = admission(child)
+    body["request"]["namespace"] = namespace
+    child["metadata"]["namespace"] = namespace
+    out = review(body, SETTINGS, pools=pool_lookup(), owners=parents)["response"]
+    assert out["allowed"] is False
+    assert out["status"]["message"] == alone["status"]["message"]
+
+
+def test_without_an_owner_reader_no_reference_is_proven() -> None:
+    child = _child_job()
+    _owned_by(child, "jobset.x-k8s.io/v1alpha2", "JobSet", controller=True)
+    out = review(admission(child), SETTINGS, pools=pool_lookup())["response"]
+    assert out["allowed"] is False
 
 
 def test_a_jobset_a_trainjob_makes_is_left_to_the_trainjob() -> None:

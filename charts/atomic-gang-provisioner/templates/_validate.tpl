@@ -82,6 +82,9 @@ what to set.
 {{- if not (has $v.webhook.failurePolicy (list "Fail" "Ignore")) }}
 {{- fail (printf "webhook.failurePolicy %q is not a failure policy: use Fail (refuse gang Jobs while the webhook is down) or Ignore." $v.webhook.failurePolicy) }}
 {{- end }}
+{{- if and $v.webhook.pods.enabled (not (has $v.webhook.pods.failurePolicy (list "Fail" "Ignore"))) }}
+{{- fail (printf "webhook.pods.failurePolicy %q is not a failure policy: use Fail (refuse pods that could reach gang nodes while the webhook is down) or Ignore." $v.webhook.pods.failurePolicy) }}
+{{- end }}
 {{- if eq $v.webhook.certMode "provided" }}
 {{- $_ := required "webhook.tls.secretName is required with webhook.certMode=provided: a kubernetes.io/tls Secret in the release namespace" $v.webhook.tls.secretName }}
 {{- $_ := required "webhook.caBundle is required with webhook.certMode=provided: the base64 PEM of the CA that signed the webhook certificate" $v.webhook.caBundle }}
