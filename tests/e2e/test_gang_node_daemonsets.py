@@ -41,9 +41,16 @@ ZONE = "us-east-1b"
 GPUS, EFAS = "8", "4"  # a p4d.24xlarge's GPUs and EFA interfaces (one per network card)
 
 
-def _gpu_job(env: LocalEnvironment, namespace: str, name: str, pool_name: str) -> None:
+def _gpu_job(
+    env: LocalEnvironment,
+    namespace: str,
+    name: str,
+    pool_name: str,
+    node_selector: dict[str, str] | None = None,
+) -> None:
     """A 2 x p4d.24xlarge gang on an ODCR, each pod asking for every GPU and EFA device of
-    its node (as limits: the apiserver copies them to requests)."""
+    its node (as limits: the apiserver copies them to requests); `node_selector` adds to
+    the pods' own."""
     emu = env.emulator_client
     reservation = emu.add_capacity_reservation(P4D, ZONE, 2)
     annotations = {
@@ -56,6 +63,9 @@ def _gpu_job(env: LocalEnvironment, namespace: str, name: str, pool_name: str) -
     job = ko.gang_job(namespace, name, ko.QUEUE_NAME, pool_name, 2, annotations)
     container = job["spec"]["template"]["spec"]["containers"][0]
     container["resources"]["limits"] = {c.RESOURCE_GPU: GPUS, c.RESOURCE_EFA: EFAS}
+    if node_selector:
+        pod_spec = job["spec"]["template"]["spec"]
+        pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **node_selector}
     k8s.BatchV1Api(env.control_plane.api_client()).create_namespaced_job(namespace, job)  # type: ignore[union-attr]
 
 
@@ -129,10 +139,16 @@ def test_without_the_gang_toleration_gpus_never_appear_and_doctor_said_so_first(
     for node in nodes:
         assert node.status.allocatable[c.RESOURCE_EFA] == EFAS
         assert c.RESOURCE_GPU not in node.status.allocatable, node.metadata.name
-    pods = eventually(lambda: len(found := _pods(env, namespace, job)) == 2 and found)
-    assert all(p.spec.node_name is None and p.status.phase == "Pending" for p in pods), [
-        (p.metadata.name, p.spec.node_name, p.status.phase) for p in pods
-    ]
+    # Ready without their GPUs, the nodes are not usable: the check stays Pending, so the
+    # Job stays suspended and no gang pod waits Pending for a device; the pool says why.
+    status = eventually(
+        lambda: ((pool(env, pool_name) or {}).get("status") or {}).get("unusableNodes"),
+        60,
+        "the pool naming its unusable nodes",
+    )
+    assert len(status) == 2 and all(c.RESOURCE_GPU in json.dumps(u) for u in status)
+    assert check_state(workload_of(env, namespace, job)) == c.CheckState.PENDING
+    assert _pods(env, namespace, job) == []
 
     # doctor's patch, applied: the plugin's pods start, the GPUs appear, the gang runs.
     _apply(env, patch)
@@ -268,14 +284,16 @@ def kueue_without_wait(kueue: Any) -> Any:
 def test_with_wait_for_pods_ready_kueue_evicts_a_gang_whose_pods_cannot_start(
     kueue_short_wait: Any, gang_local: Any, namespace: str
 ) -> None:
-    env: LocalEnvironment = gang_local(
-        join_delay=0.5,
-        device_plugin_delay=1.0,
-        device_plugins_without_gang_toleration=(NVIDIA_PLUGIN.name,),
-    )
+    """A gang whose pods cannot start for a reason the controller cannot see from the
+    nodes (here a node selector no gang node satisfies; in a cluster, an image that cannot
+    be pulled or a volume that cannot mount): its nodes are usable, the check goes Ready,
+    the pods stay Pending, and Kueue's waitForPodsReady evicts it. (A device that never
+    registers is the controller's to see: the check never goes Ready, and the join
+    deadline bounds the bill, as the next test shows.)"""
+    env: LocalEnvironment = gang_local(join_delay=0.5, device_plugin_delay=1.0)
     tag = uuid.uuid4().hex[:5]
     job, pool_name = f"gpu-{tag}", f"gpu-{tag}"
-    _gpu_job(env, namespace, job, pool_name)
+    _gpu_job(env, namespace, job, pool_name, node_selector={"example.com/rack": "none"})
     evicted = eventually(
         lambda: (
             (wl := workload_of(env, namespace, job))
