@@ -290,9 +290,17 @@ def test_a_pod_reaching_a_pool_of_another_namespace_is_refused_and_plain_pods_ar
     for name, spec in (("agent", {"tolerations": EVERYTHING}), ("plain", {})):
         assert core.create_namespaced_pod(namespace, pod(name, spec), dry_run="All").metadata
 
+    # A pod created bound to a node of no pool (as a static or hand-placed pod is): sent
+    # once, at its creation, and allowed.
+    core.create_namespaced_pod(namespace, pod("bound", {"nodeName": "no-gang-node"}))
+
     # With no replica answering, only the pods the matchCondition sends are held back.
     chart_webhook.proc.stop()
     assert core.create_namespaced_pod(namespace, pod("plain", {}), dry_run="All").metadata
+    # A bound pod's later updates are not sent: its node cannot change, and it tolerates
+    # nothing of ours, so a label on it does not wait on the webhook.
+    labelled = core.patch_namespaced_pod("bound", namespace, {"metadata": {"labels": {"x": "y"}}})
+    assert labelled.metadata.labels["x"] == "y"
     with pytest.raises(ApiException) as err:
         core.create_namespaced_pod(namespace, pod("agent", {"tolerations": EVERYTHING}))
     assert f'failed calling webhook "{POD_HOOK}"' in json.loads(err.value.body)["message"]
