@@ -165,17 +165,22 @@ def _scenario(env: LocalEnvironment, state: dict[str, Any]) -> int:
 
 def _summary(obs: Observer) -> float:
     print("\n== summary", flush=True)
-    print(f"{'JOB':<14}{'POOL':<9}{'TIME TO READY':>14}{'LAUNCHED':>10}")
-    for record in obs.jobs.values():
+    # Columns as wide as their longest entry, so a long Job or pool name keeps them apart.
+    records = list(obs.jobs.values())
+    job_w = max([len("JOB"), *(len(r.name) for r in records)]) + 2
+    pool_w = max([len("POOL"), *(len(r.pool) for r in records)]) + 2
+    print(f"{'JOB':<{job_w}}{'POOL':<{pool_w}}{'TIME TO READY':>14}{'LAUNCHED':>10}")
+    for record in records:
         ready = f"{record.ready_at - record.submitted:.1f}s" if record.ready_at else "-"
-        print(f"{record.name:<14}{record.pool:<9}{ready:>14}{len(record.launched):>10}")
+        print(f"{record.name:<{job_w}}{record.pool:<{pool_w}}{ready:>14}{len(record.launched):>10}")
+    bills = obs.pool_bills()
+    bill_w = max([len("POOL"), *(len(pool) for pool in bills)]) + 2
     print(
-        f"\n{'POOL':<9}{'NODE-S BILLED':>15}{'NODE-S STRANDED':>17}   "
+        f"\n{'POOL':<{bill_w}}{'NODE-S BILLED':>15}{'NODE-S STRANDED':>17}   "
         "(from EC2's launch and termination times; 60 s minimum per instance)"
     )
-    bills = obs.pool_bills()
     for pool, one in sorted(bills.items()):
-        print(f"{pool:<9}{one.billed:>15.1f}{one.stranded:>17.1f}")
+        print(f"{pool:<{bill_w}}{one.billed:>15.1f}{one.stranded:>17.1f}")
     total = sum(one.stranded for one in bills.values())
     running = sorted(iid for iid, i in obs.instances.items() if not i.gone)
     if running:
