@@ -31,6 +31,7 @@ from provisioner.api.workload import AdmissionCheck, Workload
 from provisioner.cloud import naming
 from provisioner.cloud.ec2api import build_clients, default_session
 from provisioner.cloud.engine import Ec2Engine
+from provisioner.cloud.fencing import leader_gate
 from provisioner.controllers.admissioncheck import AdmissionCheckReconciler
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.manager import WORKLOAD_WORKERS, ControllerParts, Manager
@@ -118,6 +119,8 @@ def build_system(
     chain: Pod Identity, IRSA, env, instance role)."""
     region = settings.defaults.region
     metrics = ControllerMetrics()
+    # Enforced when replicas elect a leader: each renewal extends it (`build_manager`).
+    fence = Fence(enforced=settings.leader_election.enabled)
     clients = build_clients(
         session or default_session(),
         region,
@@ -125,11 +128,11 @@ def build_system(
         max_attempts=aws_max_attempts,
         # Every EC2, SSM, EKS and IAM call the engine makes, by action and error code.
         observer=AwsCallMetrics(metrics),
+        # No mutating call leaves while the fence is closed (``cloud.fencing``).
+        gate=leader_gate(lambda: fence.token() is not None),
     )
     ownership_key = read_ownership_key(settings, kube)
     engine = Ec2Engine(clients, SystemClock(), ownership_key)
-    # Enforced when replicas elect a leader: each renewal extends it (`build_manager`).
-    fence = Fence(enforced=settings.leader_election.enabled)
     driver = StackDriver(settings, pulumi_root, logging.getLogger("pulumi"), fence=fence)
     stacks = PoolStacks(driver, StackMetrics(metrics))
     manager = build_manager(

@@ -8,7 +8,9 @@ default credential chain, so the provider host acts as the controller's own iden
 Identity in a cluster, dummy keys against the emulator). Clients are kept per (service,
 region, endpoint): the shared provider host lives as long as the controller, and making a
 client costs tens of milliseconds each call would pay again. A boto3 client may be used
-from several threads; its credentials refresh themselves.
+from several threads; its credentials refresh themselves. Each client is fenced: while the
+controller's leadership fence is closed, no mutating call leaves this process
+(``provisioner.cloud.fencing``, the fence file the stack driver names).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Final
 
 from provisioner.cloud.ec2api import client_config, default_session, make_client
 from provisioner.cloud.errors import error_code
+from provisioner.cloud.fencing import fence_client, host_gate
 from stacks.props import Connection
 
 __all__ = ["client", "code_of", "common_props"]
@@ -27,6 +30,9 @@ _CONFIG: Final = client_config()
 _lock = threading.Lock()
 _session: Any = None
 _clients: dict[tuple[str, str, str], Any] = {}
+# The controller's leadership fence, as the stack driver names it to this process: every
+# client refuses a mutating call while it is closed (``provisioner.cloud.fencing``).
+_GATE: Final = host_gate()
 
 
 def _shared_session() -> Any:
@@ -46,7 +52,10 @@ def client(service: str, props: Mapping[str, Any]) -> Any:
     with _lock:
         found = _clients.get(key)
         if found is None:
-            found = _clients[key] = make_client(session, *key, _CONFIG)
+            found = make_client(session, *key, _CONFIG)
+            if _GATE is not None:
+                fence_client(found, _GATE)
+            _clients[key] = found
         return found
 
 

@@ -348,6 +348,10 @@ class EmulatorClient:
         """Every S3 PUT/POST/DELETE received after the ``after``-th, in order (`s3_writes`)."""
         return list(self._call("GET", f"s3-writes?after={int(after)}")["writes"])
 
+    def ec2_writes(self, after: int = 0) -> list[dict[str, Any]]:
+        """Every mutating EC2 call numbered above ``after`` (see `ec2_writes`)."""
+        return list(self._call("GET", f"ec2-writes?after={after}")["writes"])
+
     def advance_clock(self, seconds: float) -> float:
         """Move the emulator's clock forward (a block starts or ends); the new now."""
         return float(self._call("POST", "clock", {"advance_seconds": seconds})["now"])

@@ -83,3 +83,11 @@ def string_list(body: dict[str, Any], name: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise BadField(name, f"{name} must be a list of strings")
     return tuple(value)
+
+
+def after(query: dict[str, Any]) -> int:
+    """A log's ``after=N`` query argument (0 when absent)."""
+    value = query.get("after")
+    if value is not None and not str(value).isdigit():
+        raise BadField("after", "after must be a non-negative integer")
+    return int(value or 0)

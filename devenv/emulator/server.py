@@ -53,8 +53,8 @@ of threads (`SERVER_THREADS`).
     GET  /_emulator/requests          {requests: {"ec2:DescribeInstances": {requests,
                                        cpu_seconds}, ...}}: what each AWS call cost, costliest
                                        first (see `accounting`)
-    GET  /_emulator/s3-writes?after=N {writes: [...]}: every S3 PUT/POST/DELETE received, with
-                                       its time, key and signer (see `s3_writes`)
+    GET  /_emulator/{s3,ec2}-writes?after=N {writes: [...]}: every S3 PUT/POST/DELETE and
+                                       mutating EC2 call, when, by whom (`s3_writes`, `ec2_writes`)
     GET  /_emulator/clock             {now, offset_seconds}: the clock reservations follow
     POST /_emulator/clock             {advance_seconds} moves it forward -> {now}
 
@@ -80,6 +80,7 @@ from werkzeug.wrappers import Request, Response
 from devenv.emulator import control_fields as fields
 from devenv.emulator.accounting import RequestAccounting
 from devenv.emulator.client import CONTROL_PREFIX, DEFAULT_HOST
+from devenv.emulator.ec2_writes import Ec2WriteLog
 from devenv.emulator.install import install
 from devenv.emulator.model import (
     DEFAULT_CLUSTER_VERSION,
@@ -103,6 +104,7 @@ class ControlApp:
         self._aws_app = aws_app
         self._accounting = RequestAccounting()
         self._s3_writes = S3WriteLog()
+        self._ec2_writes = Ec2WriteLog()
         self._routes = Map(
             [
                 Rule("/_emulator/health", methods=["GET"], endpoint="health"),
@@ -149,6 +151,7 @@ class ControlApp:
                 Rule("/_emulator/instance-events", methods=["GET"], endpoint="instance_events"),
                 Rule("/_emulator/requests", methods=["GET"], endpoint="requests"),
                 Rule("/_emulator/s3-writes", methods=["GET"], endpoint="s3_writes"),
+                Rule("/_emulator/ec2-writes", methods=["GET"], endpoint="ec2_writes"),
                 Rule("/_emulator/clock", methods=["GET"], endpoint="clock"),
                 Rule("/_emulator/clock", methods=["POST"], endpoint="advance_clock"),
             ]
@@ -181,7 +184,8 @@ class ControlApp:
             "launch_requests": self._launch_requests,
             "instance_events": self._instance_events,
             "requests": lambda _: {"requests": self._accounting.report()},
-            "s3_writes": self._s3_write_report,
+            "s3_writes": lambda query: {"writes": self._s3_writes.report(fields.after(query))},
+            "ec2_writes": lambda query: {"writes": self._ec2_writes.report(fields.after(query))},
             "clock": lambda _: {"now": state.now(), "offset_seconds": state.clock_offset},
             "advance_clock": self._advance_clock,
         }
@@ -190,7 +194,7 @@ class ControlApp:
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
         if not str(environ.get("PATH_INFO", "")).startswith(CONTROL_PREFIX):
-            return self._s3_writes.wrap(self._timed, environ, start_response)
+            return self._ec2_writes.wrap(self._logged, environ, start_response)
         response = self._answer(Request(environ))
         return response(environ, start_response)
 
@@ -210,16 +214,14 @@ class ControlApp:
     def _timed(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         return self._accounting.timed(self._aws_app, environ, start_response)
 
-    def _s3_write_report(self, query: dict[str, Any]) -> Any:
-        after = query.get("after")
-        if after is not None and not str(after).isdigit():
-            raise fields.BadField("after", "after must be a non-negative integer")
-        return {"writes": self._s3_writes.report(int(after or 0))}
+    def _logged(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        return self._s3_writes.wrap(self._timed, environ, start_response)
 
     def _reset(self, _: dict[str, Any]) -> Any:
         self._state.reset()
         self._accounting.clear()
         self._s3_writes.clear()
+        self._ec2_writes.clear()
         return self._state.snapshot()
 
     def _capacity(self, body: dict[str, Any]) -> Any:

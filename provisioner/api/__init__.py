@@ -15,6 +15,7 @@
 - `pod_reach`: which pools' nodes a Pod can run on (the pod webhook's rule).
 - `tolerations`: whether tolerations tolerate a taint, by Kubernetes' rules (doctor, the
   simulators).
+- `fencing`: `NotLeader`, what a mutating AWS call refused by the leadership fence raises.
 
 The names below are the package's public surface; a unit test holds it in place.
 

@@ -20,6 +20,8 @@ import botocore.session  # type: ignore[import-untyped,unused-ignore]
 from botocore.config import Config  # type: ignore[import-untyped,unused-ignore]
 from botocore.utils import parse_timestamp  # type: ignore[import-untyped,unused-ignore]
 
+from provisioner.cloud.fencing import Gate, fence_client
+
 AwsResponse = dict[str, Any]
 
 
@@ -207,15 +209,20 @@ def build_clients(
     connect_timeout: float = 5.0,
     read_timeout: float = 30.0,
     observer: AwsCallObserver | None = None,
+    gate: Gate | None = None,
 ) -> CloudClients:
     """Clients from ``session`` for ``region``; ``endpoint_url`` points all four at one
-    endpoint. With ``observer``, each client reports its calls (`watch_calls`)."""
+    endpoint. With ``observer``, each client reports its calls (`watch_calls`); with
+    ``gate`` (the leadership fence's), no mutating call of any of them is sent while the
+    gate refuses it (``fencing``)."""
     config = client_config(
         max_attempts=max_attempts, connect_timeout=connect_timeout, read_timeout=read_timeout
     )
 
     def make(service: str) -> Any:
         client = make_client(session, service, region, endpoint_url, config)
+        if gate is not None:
+            fence_client(client, gate)
         return client if observer is None else watch_calls(client, observer)
 
     return CloudClients(ec2=make("ec2"), ssm=make("ssm"), eks=make("eks"), iam=make("iam"))

@@ -15,7 +15,11 @@ a stack operation already running is ended, not let finish: the stack driver's f
 closes and kills its CLI (``pulumi_driver.fence``). The fence closes on its own when the
 renew deadline passes, before another replica may take the Lease, and the CLI's writes to
 the state bucket pass only while it is open, so a leader paused and resumed writes nothing
-to a stack afterwards. Safety does not rest on the Lease alone — every write is
+to a stack afterwards. Every mutating EC2 call, the controller's and the provider host's,
+is refused the same way once the fence has closed (``cloud.fencing``): a pass or a sweep
+already running stops at its next write (`NotLeader`). Leading starts on a thread of its
+own, so the elector's thread goes on renewing while the caches sync. Safety does not rest
+on the Lease alone — every write is
 preconditioned and every launch carries its ClientToken.
 """
 
@@ -50,7 +54,8 @@ log = logging.getLogger(__name__)
 # writes wait on the API server and Kueue's webhook, not on this process's CPU; each write
 # is preconditioned on the version read, so two passes never overwrite each other.
 WORKLOAD_WORKERS: Final = 5
-# How long `start_leading` waits on the elector's thread for the caches to sync.
+# How long the leading thread waits for the caches before it logs which have not synced
+# (and waits again).
 SYNC_WAIT: Final = 60.0
 
 
@@ -108,7 +113,7 @@ class Manager:
     _servers: list[uvicorn.Server] = field(default_factory=list)
     _leading: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    # How long `start_leading` waits for the caches on the elector's thread.
+    # How long the leading thread waits for the caches between two log lines.
     sync_wait: float = SYNC_WAIT
     # Counts terms led: a waiter from an ended term starts nothing (`start_leading`).
     _term: int = 0
@@ -125,31 +130,22 @@ class Manager:
 
     def start_leading(self) -> None:
         """Lead: the reaper at once (it acts only while the caches it reads are trusted,
-        see `Reaper`), the rest once every informer has synced. Reconcilers read caches as
-        the truth ("no such pool" creates one), so they never start on an unsynced cache:
-        when the caches are not synced within `sync_wait`, a waiter thread keeps waiting
-        and starts them once they are, unless this term has ended by then. The elector's
-        thread is never held longer than `sync_wait`: it must keep renewing the Lease."""
+        see `Reaper`), the rest once every informer has synced, on a thread of this term's
+        own. Called on the elector's thread, which must go on renewing the Lease (every
+        `retry_period`, within `renew_deadline`) while the caches sync, so nothing here
+        waits on them. Reconcilers read caches as the truth ("no such pool" creates one),
+        so they never start on an unsynced cache; a term that ends before the caches sync
+        starts nothing."""
         with self._lock:
             if self._leading.is_set():
                 return
             self._term += 1
             term = self._term
-            synced = all(i.wait_for_sync(timeout=self.sync_wait) for i in self.parts.informers)
             self.parts.reaper.start()
             self._leading.set()
             self.metrics.leader.set(1)
-            if synced:
-                self._start_cache_readers()
-                return
-        log.error(
-            "%s: leading, but informers %s have not synced (RBAC? apiserver?); reconcilers "
-            "wait for them, the reaper acts on nothing until then",
-            self.identity,
-            self._unsynced(),
-        )
         threading.Thread(
-            target=self._start_when_synced, args=(term,), name="leader-sync-wait", daemon=True
+            target=self._start_when_synced, args=(term,), name="leader-start", daemon=True
         ).start()
 
     def _unsynced(self) -> list[str]:
@@ -164,7 +160,12 @@ class Manager:
                 if synced:
                     self._start_cache_readers()
                     return
-            log.error("%s: informers %s still not synced", self.identity, self._unsynced())
+            log.error(
+                "%s: leading, but informers %s have not synced (RBAC? apiserver?); "
+                "reconcilers wait for them, the reaper acts on nothing until then",
+                self.identity,
+                self._unsynced(),
+            )
 
     def _start_cache_readers(self) -> None:
         """Stack recovery, the instance index, the executor and the reconcilers (under

@@ -6,6 +6,9 @@ Writes, alone: TerminateInstances (with ENI cleanup) of instances EC2's record p
 cluster's controller launched, and the deletion of our launch templates and placement
 groups whose pool no longer exists.
 Tells the instance index which pools it terminated instances of (`forget`).
+Each of those writes is refused once this replica no longer surely leads (the engine's
+clients are fenced, ``cloud.fencing``): a sweep already running when the Lease is lost
+stops at its next write (`NotLeader`) and the loop waits for the next one.
 
 **It fails closed.** "The pool no longer exists" is read from the pool cache, so a cache
 that is empty because it never synced (RBAC denying `list gangnodepools`, a slow apiserver)
@@ -59,6 +62,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from provisioner.api.constants import Phase
+from provisioner.api.fencing import NotLeader
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.cloud.billing import Gang, InstanceLife, Meter, life_of
 from provisioner.cloud.errors import CloudError
@@ -335,6 +339,8 @@ class Reaper:
         while not self._stop.is_set():
             try:
                 self.sweep()
+            except NotLeader as fenced:  # not leading: this sweep writes nothing more
+                log.info("reaper sweep stopped, not leader: %s", fenced)
             except Exception:  # the backstop must keep sweeping
                 log.exception("reaper sweep failed")
             self._stop.wait(self._interval)

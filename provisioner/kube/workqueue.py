@@ -33,15 +33,19 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from provisioner.api.clock import SYSTEM_CLOCK, Clock
+from provisioner.api.fencing import NotLeader
 from provisioner.kube.errors import KubeConflict
 from provisioner.kube.informer import Informer
 from provisioner.kube.resources import ObjectKey, key_of
 
-__all__ = ["Controller", "QueueObserver", "Result", "WorkQueue"]
+__all__ = ["NOT_LEADER_REQUEUE", "Controller", "QueueObserver", "Result", "WorkQueue"]
 
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
+
+# A pass stopped by the leadership fence (`NotLeader`) looks again after this long, once.
+NOT_LEADER_REQUEUE = 5.0
 
 
 class QueueObserver(Protocol):
@@ -51,7 +55,7 @@ class QueueObserver(Protocol):
         """A key was taken `seconds` after it became ready (scheduled keys: after due)."""
 
     def reconciled(self, seconds: float, result: str) -> None:
-        """A reconcile ended: result is "success", "conflict" or "error"."""
+        """A reconcile ended: result is "success", "conflict", "fenced" or "error"."""
 
     def depth(self, ready: int) -> None:
         """Keys ready and waiting for a worker."""
@@ -230,7 +234,9 @@ class Controller:
 
     A successful reconcile resets the key's backoff and honours `requeue_after`; a
     `KubeConflict` (someone wrote after we read) is requeued through the rate limiter,
-    whose first steps are near-immediate; any other exception backs off and is logged.
+    whose first steps are near-immediate; `NotLeader` (a mutating AWS call refused by the
+    leadership fence) ends the pass quietly and looks once more later; any other exception
+    backs off and is logged.
     """
 
     def __init__(
@@ -296,6 +302,12 @@ class Controller:
             outcome = "conflict"
             delay = self.queue.add_rate_limited(key)
             log.info("%s %s: conflict (%s); requeue in %.3fs", self.name, key, err, delay)
+        except NotLeader as fenced:
+            # Stop, not a failure: no backoff step, no error logged. A term that goes on
+            # (the fence reopens on the next renewal) looks at the key again once.
+            outcome = "fenced"
+            self.queue.add_after(key, NOT_LEADER_REQUEUE)
+            log.info("%s %s: pass stopped, not leader (%s)", self.name, key, fenced)
         except Exception:
             delay = self.queue.add_rate_limited(key)
             log.exception("%s %s: reconcile failed; retry in %.3fs", self.name, key, delay)

@@ -61,6 +61,7 @@ from pulumi import automation as auto
 
 from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
+from provisioner.cloud.fencing import FENCE_FILE_VARIABLE, FenceFile
 from provisioner.cloud.s3_signing import S3RequestSigner
 from provisioner.pulumi_driver import oplog
 from provisioner.pulumi_driver.cli_env import StatePaths, aws_environment, cli_environment
@@ -126,6 +127,13 @@ class StackDriver:
         paths.home.mkdir(parents=True, exist_ok=True)
         self._oplog = oplog.OperationLog(paths.operations)
         self.fence = fence if fence is not None else Fence(enforced=False)
+        # The provider host's EC2 calls check the fence's deadline in this file
+        # (``cloud.fencing``); every CLI process, and the host it starts, is told where.
+        # One file per fence: another driver on the same state directory (an operator's
+        # command) must not open this one's.
+        self._fence_file = FenceFile(paths.root / f"fence-{os.getpid()}-{id(self.fence):x}")
+        self.fence.publish_to(self._fence_file)
+        self._env[FENCE_FILE_VARIABLE] = str(self._fence_file.path)
         self._term: FencingToken | None = None  # the term `recover()` ran under
         try:
             command = FencedCommand(str(pulumi_root), self.fence)
@@ -166,6 +174,7 @@ class StackDriver:
             self._provider_host.close()
         if self.s3_fence is not None:
             self.s3_fence.close()
+        self._fence_file.path.unlink(missing_ok=True)
 
     # --- reads (no CLI on the warm path) ---------------------------------------------------
     def outputs(self, pool: str) -> PoolOutputs | None:

@@ -14,6 +14,11 @@ before ``valid_until`` is checked before anyone else can lead. Monotonic time ke
 while the process is stopped (SIGSTOP), so a replica resumed after a pause finds its fence
 closed before it does anything else — the check needs no message from anyone.
 
+Published, for the provider host's EC2 calls, to a file (`publish_to`, ``cloud.fencing``):
+the host checks the deadline on the same machine-wide monotonic clock before each mutating
+call. The controller's own EC2 calls check `token()` (``assembly`` builds its AWS clients
+with this fence's gate).
+
 Checked before each stack write: by the driver before each operation (`check`, against the
 term it recovered under), by `FencedCommand` before starting a CLI command that changes a
 stack, and by the S3 fence (``s3_fence``) before forwarding each write the CLI sends to the
@@ -40,6 +45,8 @@ from typing import Final
 
 from pulumi import automation as auto
 from pulumi.automation.errors import create_command_error
+
+from provisioner.cloud.fencing import FenceFile
 
 __all__ = [
     "STATE_CHANGING_COMMANDS",
@@ -107,6 +114,14 @@ class Fence:
         self._token: FencingToken | None = None if enforced else UNFENCED
         self._on_close: list[Callable[[str], None]] = []
         self._watch: threading.Thread | None = None
+        self._files: list[FenceFile] = []
+
+    def publish_to(self, file: FenceFile) -> None:
+        """Keep ``file`` holding this fence's deadline ("closed" while closed), for the
+        processes that check it on their own (the provider host, ``cloud.fencing``)."""
+        with self._cond:
+            self._files.append(file)
+            file.publish(self._token.valid_until if self._token is not None else None)
 
     def on_close(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(why)`` each time the fence closes (explicitly or by expiry)."""
@@ -116,6 +131,7 @@ class Fence:
         """A renewal succeeded: writes may go on until ``token.valid_until``."""
         with self._cond:
             self._token = token
+            self._publish(token.valid_until)
             self._cond.notify_all()
             if self._watch is None and token.valid_until != float("inf"):
                 self._watch = threading.Thread(target=self._expire, name="fence", daemon=True)
@@ -126,6 +142,7 @@ class Fence:
         with self._cond:
             was_open = self._token is not None
             self._token = None
+            self._publish(None)
             self._cond.notify_all()
         if was_open:
             self._closed(why)
@@ -165,7 +182,16 @@ class Fence:
                     self._cond.wait(left)
                     continue
                 self._token = None
+                self._publish(None)
             self._closed("no renewal of the Lease within the renew deadline")
+
+    def _publish(self, valid_until: float | None) -> None:
+        # Under the lock: the files change in the order the fence did.
+        for file in self._files:
+            try:
+                file.publish(valid_until)
+            except OSError as err:  # a reader of a stale or missing file refuses
+                log.error("could not publish the fence to %s: %s", file.path, err)
 
     def _closed(self, why: str) -> None:
         log.warning("stack fence closed: %s", why)

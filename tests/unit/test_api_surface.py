@@ -25,6 +25,7 @@ def test_exported_members_exist_and_are_listed_once() -> None:
         "clock",
         "constants",
         "durations",
+        "fencing",
         "fields",
         "gangnodepool",
         "kueue_objects",

@@ -5,6 +5,7 @@ Time is a FakeClock; threads synchronise on events and barriers, never on sleeps
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from collections import Counter
@@ -12,9 +13,10 @@ from collections import Counter
 import pytest
 
 from provisioner.api.clock import FakeClock
+from provisioner.api.fencing import NotLeader
 from provisioner.kube.errors import KubeConflict
 from provisioner.kube.resources import ObjectKey
-from provisioner.kube.workqueue import Controller, Result, WorkQueue
+from provisioner.kube.workqueue import NOT_LEADER_REQUEUE, Controller, Result, WorkQueue
 
 A, B, C = ObjectKey("", "a"), ObjectKey("", "b"), ObjectKey("ns", "c")
 WAIT = 10.0  # real seconds a thread may take before a test fails (never reached when green)
@@ -165,7 +167,7 @@ def controller_on_fake_clock(
     def reconcile(key: ObjectKey) -> Result | None:
         seen.append(key)
         outcome = outcomes[key].pop(0)
-        if isinstance(outcome, Exception):
+        if isinstance(outcome, BaseException):
             raise outcome
         assert outcome is None or isinstance(outcome, Result)
         return outcome
@@ -198,6 +200,24 @@ def test_other_errors_back_off_and_are_logged(caplog: pytest.LogCaptureFixture) 
     assert controller.process_one(timeout=0)
     assert "reconcile failed" in caplog.text and "boom" in caplog.text
     clock.advance(1)
+    assert controller.process_one(timeout=0)
+    assert seen == [A, A]
+
+
+def test_a_pass_stopped_by_the_fence_is_no_failure_and_looks_again_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`NotLeader`: no backoff step, no error logged; one look later, for a term that goes
+    on (the fence reopens at the next renewal)."""
+    caplog.set_level(logging.INFO)
+    controller, clock, seen = controller_on_fake_clock({A: [NotLeader("fenced"), None]})
+    controller.enqueue(A)
+    assert controller.process_one(timeout=0)
+    assert controller.queue.num_requeues(A) == 0
+    assert "reconcile failed" not in caplog.text and "not leader" in caplog.text
+    clock.advance(NOT_LEADER_REQUEUE - 0.5)
+    assert not controller.process_one(timeout=0)
+    clock.advance(0.5)
     assert controller.process_one(timeout=0)
     assert seen == [A, A]
 

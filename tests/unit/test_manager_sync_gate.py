@@ -19,6 +19,7 @@ WAIT = 10.0
 class Informer:
     def __init__(self, name: str, synced: bool) -> None:
         self.name = name
+        self.waited_on: list[threading.Thread] = []  # the threads that waited for the sync
         self._synced = threading.Event()
         if synced:
             self._synced.set()
@@ -34,6 +35,7 @@ class Informer:
         return self._synced.is_set()
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
+        self.waited_on.append(threading.current_thread())
         return self._synced.wait(timeout)
 
 
@@ -53,7 +55,9 @@ class Part:
         return lambda *a, **k: self.log.append(f"{attr} {self.name}")
 
 
-def manager(informers: list[Informer], log: list[str]) -> tuple[Manager, dict[str, Part]]:
+def manager(
+    informers: list[Informer], log: list[str], sync_wait: float = 0.05
+) -> tuple[Manager, dict[str, Part]]:
     parts = {n: Part(n, log) for n in ("controller", "executor", "index", "reaper", "stacks")}
     settings = Settings.model_validate(
         {
@@ -78,7 +82,7 @@ def manager(informers: list[Informer], log: list[str]) -> tuple[Manager, dict[st
         ),
         identity="test",
         metrics=ControllerMetrics(),
-        sync_wait=0.05,
+        sync_wait=sync_wait,
     )
     return built, parts
 
@@ -88,7 +92,25 @@ def test_synced_caches_start_everything_at_once() -> None:
     lead, parts = manager([Informer("pools", True), Informer("nodes", True)], log)
     lead.start_leading()
     assert lead.is_leading()
-    assert parts["controller"].started.is_set() and "recover stacks" in log
+    assert parts["controller"].started.wait(WAIT) and "recover stacks" in log
+
+
+def test_leading_starts_off_the_electors_thread_so_renewals_go_on_while_caches_sync() -> None:
+    """`start_leading` runs on the elector's thread: it returns without waiting for a
+    cache (a 60 s wait there once outlasted the 10 s renew deadline), and the wait happens
+    on a thread of the term's own."""
+    log: list[str] = []
+    pools = Informer("gangnodepools", False)
+    lead, parts = manager([pools], log, sync_wait=3600.0)
+    returned = threading.Event()
+    elector = threading.Thread(target=lambda: (lead.start_leading(), returned.set()), daemon=True)
+    elector.start()
+    assert returned.wait(WAIT), "start_leading held the elector's thread for the sync"
+    assert lead.is_leading() and parts["reaper"].started.is_set()
+    assert not parts["controller"].started.is_set()
+    pools.sync()
+    assert parts["controller"].started.wait(WAIT)
+    assert pools.waited_on and elector not in pools.waited_on
 
 
 def test_an_unsynced_cache_holds_the_reconcilers_until_it_syncs() -> None:

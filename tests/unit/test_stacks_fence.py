@@ -21,6 +21,7 @@ import pytest
 
 from provisioner.api.clock import FakeClock
 from provisioner.api.settings import Settings
+from provisioner.cloud.fencing import FENCE_FILE_VARIABLE, FencedCall, host_gate
 from provisioner.cloud.s3_signing import S3RequestSigner
 from provisioner.kube.leader import LeaderElector, LeaseTerm
 from provisioner.pulumi_driver.driver import StackDriver
@@ -389,5 +390,29 @@ def test_the_cli_reaches_an_s3_backend_through_the_fence(fake_cli: Path) -> None
         assert driver.s3_fence is not None
         assert driver._env["AWS_ENDPOINT_URL_S3"] == driver.s3_fence.endpoint_url
         assert driver._env["AWS_ENDPOINT_URL_S3"].startswith("http://127.0.0.1:")
+    finally:
+        driver.close()
+
+
+def test_the_provider_host_is_told_where_the_fence_is_and_its_gate_follows_it(
+    fake_cli: Path,
+) -> None:
+    """Every CLI process (and the provider host, shared or its own) gets the fence file in
+    its environment; the gate the host builds from it opens and closes with the fence."""
+    fence = Fence(enforced=True)
+    driver = _driver(fake_cli, fence, f"file://{fake_cli / 'state'}")
+    try:
+        gate = host_gate(dict(driver._env))
+        assert gate is not None
+        assert isinstance(gate("RunInstances"), FencedCall)  # before the first renewal
+        fence.extend(token(time.monotonic() + 60))
+        assert gate("RunInstances") is None
+        fence.close("stepped down")
+        assert isinstance(gate("CreateLaunchTemplate"), FencedCall)
+        # Another driver on the same state directory, unfenced, opens nothing of this one's.
+        other = _driver(fake_cli, Fence(enforced=False), f"file://{fake_cli / 'state'}")
+        assert other._env[FENCE_FILE_VARIABLE] != driver._env[FENCE_FILE_VARIABLE]
+        assert isinstance(gate("CreateLaunchTemplate"), FencedCall)
+        other.close()
     finally:
         driver.close()
