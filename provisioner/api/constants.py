@@ -193,6 +193,8 @@ class EventReason(StrEnum):
     KEEP_WARM = "KeepWarm"
     KEEP_WARM_EXPIRED = "KeepWarmExpired"
     STRAY_INSTANCES = "StrayInstances"
+    # Tagged as the pool's, in no set, and not proven ours by EC2's record: left running.
+    UNPROVEN_INSTANCES = "UnprovenInstances"
     # A launch's rollback EC2 has not yet shown terminating: the pool releases those ids.
     ROLLBACK_UNCONFIRMED = "RollbackUnconfirmed"
     # A launch's rollback EC2 shows terminating: the pool still releases those ids by id, for
