@@ -319,6 +319,7 @@ def build_reconciler(
         recorder=Events(),  # type: ignore[arg-type]
         now=lambda: datetime.now(UTC),
         metrics=metrics,
+        ownership_key=None,
     )
     return GangNodePoolReconciler(deps)
 

@@ -318,6 +318,7 @@ def build_manager(inputs: ManagerInputs) -> Manager:
             recorder=recorder,
             now=now,
             metrics=metrics,
+            ownership_key=ownership_key,
         )
     )
     check_ctl = Controller(

@@ -30,7 +30,6 @@ from devenv.emulator.fleet_reserved import (
     RESERVED_LIFECYCLE,
     SlotSource,
     check_block_fleet,
-    effective_options,
     is_block_fleet,
     reservations_first,
     reserved_slot_source,
@@ -142,7 +141,7 @@ def _fill_fleet(
 ) -> dict[str, Any]:
     block = is_block_fleet(params)
     reserved = reserved_target(backend, params)
-    options = [effective_options(_options(backend, spec), block) for spec in fleet.launch_specs]
+    options = [_options(backend, spec) for spec in fleet.launch_specs]
     if block:
         check_block_fleet(params, options)
     if reserved is not None:

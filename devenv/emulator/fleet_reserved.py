@@ -20,11 +20,14 @@ As EC2's fleet documentation states it:
   shortfall launches the part the reservations hold is documented only for interruptible
   reservations (it does); `fleet_answers.reserved_shortfall` gives each answer. Resource
   groups are not modelled.
-- On-Demand fleets ("Use Capacity Reservations in EC2 Fleet"): a launch template takes part
-  in reservations as Open or Target by group; one that targets a reservation by id is not
-  drawn on that way, and the page does not say whether it is ignored or refused
-  (`fleet_answers.template_reservation_target`). Active `open` ODCRs of the slot's type and
-  AZ are used before ordinary capacity (unless the template's preference is `none`), and
+- On-Demand fleets: a launch template's `CapacityReservationSpecification` is read as
+  for any launch ("Launch instances into an existing Capacity Reservation": into any open
+  reservation, into a specific one, or into a group). A template that targets a
+  reservation by id (`CapacityReservationTarget.CapacityReservationId`, the way Karpenter
+  launches into an ODCR) draws only on that reservation (`slot_source`), and is refused
+  per slot as a launch would be when it does not match. Otherwise ("Use Capacity
+  Reservations in EC2 Fleet") active `open` ODCRs of the slot's type and AZ are used before
+  ordinary capacity (unless the template's preference is `none`), and
   `CapacityReservationOptions.UsageStrategy=use-capacity-reservations-first` makes slots
   with unused reservations go first.
 """
@@ -32,7 +35,7 @@ As EC2's fleet documentation states it:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 from moto.ec2.exceptions import EC2ClientError
@@ -145,20 +148,6 @@ def reserved_target(backend: Any, params: Mapping[str, Any]) -> ReservedTarget |
     types = tuple(str(t) for t in options.get("ReservationTypes") or RESERVATION_TYPES)
     fallback = options.get("ReservedCapacityFallbackOptions") or {}
     return ReservedTarget(ids, types, "on-demand" in (fallback.get("MarketTypes") or ()))
-
-
-def effective_options(options: LaunchOptions, block: bool) -> LaunchOptions:
-    """A template's id target, as a fleet other than a capacity-block one reads it."""
-    if block or not options.reservation_id or options.market_type == CAPACITY_BLOCK_MARKET:
-        return options
-    if EMULATOR.fleet_answers.template_reservation_target == "refused":
-        raise EC2ClientError(
-            "InvalidParameterCombination",
-            f"The launch template targets Capacity Reservation {options.reservation_id}; an "
-            "EC2 Fleet uses Capacity Reservations through ReservedCapacityOptions, or a "
-            "template that is Open or targets a resource group.",
-        )
-    return replace(options, reservation_id=None, preference=None)
 
 
 def reserved_slot_source(

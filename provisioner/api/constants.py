@@ -193,6 +193,8 @@ class EventReason(StrEnum):
     KEEP_WARM = "KeepWarm"
     KEEP_WARM_EXPIRED = "KeepWarmExpired"
     STRAY_INSTANCES = "StrayInstances"
+    # Tagged as the pool's, in no set, and not proven ours by EC2's record: left running.
+    UNPROVEN_INSTANCES = "UnprovenInstances"
     # A launch's rollback EC2 has not yet shown terminating: the pool releases those ids.
     ROLLBACK_UNCONFIRMED = "RollbackUnconfirmed"
     # A launch's rollback EC2 shows terminating: the pool still releases those ids by id, for
@@ -207,7 +209,8 @@ class EventReason(StrEnum):
     STACK_REPAIRED = "StackRepaired"  # the stack made it again
     # Workload admission check (workload_decision), and the Workload reconciler's Events on
     # the pool and the gang's owner. A claim says CLAIMED on the pool and the owner, and
-    # POOL_CLAIMED with the check's Pending write (on the Workload and the owner).
+    # POOL_CLAIMED with the check's Pending write (on the Workload and the owner). A pool
+    # made for a Workload says POOL_CREATED once on each of the pool, Workload and owner.
     POOL_CREATED = "PoolCreated"
     CLAIMED = "Claimed"
     CLAIM_RELEASED = "ClaimReleased"

@@ -7,10 +7,27 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kubernetes import client as k8s
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
 from tests.integration.controller_harness import GangEnv, eventually
+
+
+def _told_pool_created(env: GangEnv, names: set[str]) -> list[str]:
+    """The kinds of the objects named `names` that PoolCreated Events are about, one entry
+    per occurrence (an Event repeated in its window is counted, not listed again)."""
+    core = k8s.CoreV1Api(env.custom.api_client)
+    found = [
+        *core.list_namespaced_event(env.namespace).items,
+        *core.list_namespaced_event("default").items,  # the cluster-scoped pool's
+    ]
+    return sorted(
+        e.involved_object.kind
+        for e in found
+        for _ in range(e.count or 1)
+        if e.reason == c.EventReason.POOL_CREATED and e.involved_object.name in names
+    )
 
 
 def test_full_life_of_a_pool(gang_env_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -31,6 +48,14 @@ def test_full_life_of_a_pool(gang_env_factory: Any, monkeypatch: pytest.MonkeyPa
     assert len(ids) == 2 and len(env.live_instances("pool-life")) == 2
 
     check = env.wait_check(first, c.CheckState.READY)
+    # The pool made for train-1 is told once to the pool, to the Workload and to its Job.
+    once = [c.GNP_KIND, "Job", "Workload"]
+    told = {"pool-life", first, "train-1"}
+    eventually(
+        lambda: _told_pool_created(env, told) == once,
+        30,
+        lambda: f"PoolCreated once each; told: {_told_pool_created(env, told)}",
+    )
     (update,) = check["podSetUpdates"]
     assert update["nodeSelector"] == {c.POOL_LABEL: "pool-life", c.GROUP_LABEL: group}
     assert update["tolerations"] == [

@@ -20,9 +20,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final
 
+from provisioner.api.constants import MODE_FLEET
 from provisioner.cloud.engine_ops import EngineOps
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.leftovers import Leftover
+from provisioner.cloud.ownership import FLEET_ID_TAG
 from provisioner.cloud.types import (
     AmiChoice,
     ClusterInfo,
@@ -298,7 +300,13 @@ class FakeEngine(EngineOps):
         self._fail("acquire")  # before anything runs: N or nothing
         ids = tuple(f"i-{n:017x}" for n in range(1, spec.count + 1))
         subnet = spec.subnets[0]
+        # EC2's record of the launch token, where `ownership.prove` reads it: a fleet
+        # instance names its fleet (whose ClientToken DescribeFleets answers), any other
+        # keeps the token itself.
+        fleet_id = f"fleet-{token[-12:]}" if spec.mode == MODE_FLEET else None
         with self._lock:
+            if fleet_id is not None:
+                self.fleets[fleet_id] = token
             for iid in ids:
                 view = managed_instance(
                     iid, cluster=spec.cluster_name, pool=spec.pool_name, group=spec.group
@@ -308,6 +316,8 @@ class FakeEngine(EngineOps):
                     instance_type=spec.instance_type,
                     availability_zone=subnet.availability_zone,
                     subnet_id=subnet.subnet_id,
+                    client_token=None if fleet_id else token,
+                    tags={FLEET_ID_TAG: fleet_id} if fleet_id else {},
                 )
         return LaunchResult(
             ids,

@@ -11,6 +11,7 @@ from provisioner.api.clock import FakeClock
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.nodes import Node
 from provisioner.api.settings import Settings
+from provisioner.cloud.naming import OwnershipKey
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool.deps import PoolReconcilerDeps
@@ -44,6 +45,7 @@ def pool_deps(
     now: Callable[[], datetime] = lambda: DEFAULT_NOW,
     metrics: ControllerMetrics | None = None,
     index_interval: float = 10,
+    ownership_key: OwnershipKey | None = None,
 ) -> PoolReconcilerDeps:
     """Dependencies for a pool reconciler (or its actions) under test. The instance index
     defaults to a real one over `engine`."""
@@ -73,4 +75,5 @@ def pool_deps(
         recorder=part(recorder, "recorder"),
         now=now,
         metrics=metrics,
+        ownership_key=ownership_key,
     )

@@ -433,14 +433,13 @@ def test_odcr_fleet_after_a_race_leaves_no_partial_set_whichever_way_ec2_answers
     assert available(world, rid) == N - 1
 
 
-@pytest.mark.parametrize("answer", ["ignored", "refused"])
-def test_odcr_fleet_lands_in_the_reservation_whether_template_targets_are_ignored_or_refused(
-    world: World, answer: str
+def test_odcr_fleet_lands_in_the_reservation_now_that_templates_target_by_id(
+    world: World,
 ) -> None:
-    """Whether a fleet ignores or refuses a template that targets an ODCR by id is not
-    settled; the product's template does not target one, so both answers launch N into
-    the reservation."""
-    world.emu.fleet_answers.set(template_reservation_target=answer)
+    """The emulator launches a fleet into an ODCR its template targets by id, as EC2 does
+    ("Launch instances into an existing Capacity Reservation"). The product's fleet still
+    names the reservation in ReservedCapacityOptions, with a template that targets none:
+    N launch into the reservation, in its zone, and nothing else is taken from it."""
     rid = odcr(world)
 
     result = world.engine.acquire(spec(world, "fleet", rid))
@@ -448,4 +447,9 @@ def test_odcr_fleet_lands_in_the_reservation_whether_template_targets_are_ignore
     launched = instances(world, result.instance_ids)
     assert len(launched) == N
     assert {i["CapacityReservationId"] for i in launched} == {rid}
+    assert {i["Placement"]["AvailabilityZone"] for i in launched} == {ZONE}
     assert available(world, rid) == 6 - N
+    (sent,) = world.emu.launch_requests("CreateFleet")
+    assert sent["params"]["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == (
+        "reserved-capacity"
+    )

@@ -233,24 +233,30 @@ def test_reserved_capacity_refusals_are_ec2s(emulator: EmulatorState) -> None:
     assert live_count() == 0
 
 
-@pytest.mark.parametrize("answer", ["ignored", "refused"])
-def test_an_on_demand_fleet_does_not_draw_on_an_odcr_its_template_targets(
-    emulator: EmulatorState, answer: str
+def test_an_on_demand_fleet_draws_on_the_odcr_its_template_targets_by_id(
+    emulator: EmulatorState,
 ) -> None:
-    """ "Use Capacity Reservations in EC2 Fleet": a template takes part as Open or Target by
-    group. Whether an id target is ignored or refused is not settled: both are switchable."""
-    emulator.fleet_answers.set(template_reservation_target=answer)
+    """ "Launch instances into an existing Capacity Reservation": a launch targets a specific
+    reservation by id, and a launch template carries that target (Karpenter launches ODCRs
+    so: LaunchTemplateData.CapacityReservationSpecification.CapacityReservationTarget).
+    An On-Demand fleet of that template launches into the reservation, and only there."""
     odcr = emulator.add_capacity_reservation(P5, "us-east-1b", 3)
-    lt = template("odcr", **targeting(odcr))
-    if answer == "refused":
-        code, _ = refusal(lambda: fleet(lt, 2, ["us-east-1b"]))
-        assert code == "InvalidParameterCombination"
-        assert live_count() == 0
-        return
+    only = {"CapacityReservationPreference": "capacity-reservations-only"}
+    spec = targeting(odcr)
+    lt = template("odcr", **spec)
+    only_lt = template(
+        "odcr-only",
+        CapacityReservationSpecification={**spec["CapacityReservationSpecification"], **only},
+    )
     ids = fleet_ids(fleet(lt, 2, ["us-east-1b"]))
     assert len(ids) == 2
-    assert {instance(i).get("CapacityReservationId") for i in ids} == {None}
-    assert reservation(odcr)["AvailableInstanceCount"] == 3
+    assert {instance(i).get("CapacityReservationId") for i in ids} == {odcr}
+    assert reservation(odcr)["AvailableInstanceCount"] == 1
+    # More than it holds: N-or-0 as for any instant fleet; nothing taken from elsewhere.
+    short = fleet(only_lt, 2, ["us-east-1b"])
+    assert short["Instances"] == [] and short["Errors"]
+    assert reservation(odcr)["AvailableInstanceCount"] == 1
+    assert live_count() == 2
 
 
 def test_use_capacity_reservations_first_prefers_the_az_with_an_open_odcr(

@@ -12,6 +12,7 @@ instance EC2 lost within the refresh interval.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ from provisioner.api.clock import FakeClock
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
+from provisioner.cloud import naming
 from provisioner.cloud.types import InstanceView
 from provisioner.controllers.instance_index import CHANGED_STATES, OBSERVED_STATES, InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
@@ -81,7 +83,10 @@ def pool_object(status: Mapping[str, Any], claim: bool = True) -> dict[str, Any]
 
 
 def instance(iid: str, state: str = "running") -> InstanceView:
-    return managed_instance(iid, cluster="demo", pool="pool-a", state=state)
+    """One of the pool's set, with the launch token EC2 recorded for it: a listing that
+    shows it after the set is released shows a stray the pool may release."""
+    view = managed_instance(iid, cluster="demo", pool="pool-a", state=state)
+    return replace(view, client_token=naming.client_token("pool-uid", 1, "subnet-1"))
 
 
 def fake_engine() -> FakeEngine:
@@ -188,6 +193,7 @@ def test_our_own_release_makes_the_pools_next_read_fresh() -> None:
     world.one_pass()
     # From the snapshot the set would still run, as instances no set owns: strays.
     assert c.EventReason.STRAY_INSTANCES not in world.recorder.reasons
+    assert c.EventReason.UNPROVEN_INSTANCES not in world.recorder.reasons
     assert "releaseInProgress" not in world.store.obj["status"]
     assert world.observed() == [None, "pool-a"], "fresh once, then the pool's own entry"
 

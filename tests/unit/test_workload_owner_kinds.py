@@ -225,6 +225,30 @@ def test_the_owner_of_each_kind_makes_the_pool_and_hears_of_it(
     assert (f"{kind.kind} ml/train" in store.gets) is not informed
 
 
+@pytest.mark.parametrize("was", [c.CheckState.PENDING, c.CheckState.READY])
+def test_a_pool_made_for_a_workload_is_told_once_to_the_pool_the_workload_and_its_owner(
+    was: c.CheckState,
+) -> None:
+    """One PoolCreated per object per pool, whatever state the check moves from: Kueue's
+    Pending, or Ready for an admitted gang whose pool was deleted under it, where the
+    check's write to Pending used to tell the owner a second time."""
+    top = gang_owner(JOBSET)
+    wl = workload_of(top)
+    wl["status"]["admissionChecks"][0]["state"] = was
+    world = World(Store(top, wl))
+
+    def told() -> list[str]:
+        events = zip(world.events.events, world.events.involved, strict=True)
+        return sorted(o.kind for (_, r, _), o in events if r == c.EventReason.POOL_CREATED)
+
+    world.one_pass()
+    assert world.check()["state"] == c.CheckState.PENDING
+    assert told() == [c.GNP_KIND, "JobSet", "Workload"]
+    world.one_pass()
+    world.one_pass()
+    assert told() == [c.GNP_KIND, "JobSet", "Workload"]
+
+
 def test_ready_and_release_are_told_to_the_owner_and_every_pod_set_is_pinned() -> None:
     top = gang_owner(JOBSET)
     wl = workload_of(top)

@@ -30,6 +30,7 @@ from provisioner.controllers.pool.facts import (
     gather_launch_facts,
     pool_launch_spec,
 )
+from provisioner.controllers.pool.proofs import PoolProofs
 from provisioner.controllers.pool.steps import Action, ActionResult, Step
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import GANG_NODE_POOLS
@@ -45,6 +46,9 @@ _CHANGES_INSTANCES = frozenset({Action.LAUNCH, Action.RELEASE_SET, Action.DESTRO
 class PoolActions:
     def __init__(self, deps: PoolReconcilerDeps) -> None:
         self._deps = deps
+        self._proofs = PoolProofs(
+            deps.engine, deps.settings.cluster_name, deps.ownership_key, deps.recorder
+        )
 
     def run(
         self, step: Step, pool: GangNodePool, facts: PassFacts, written: GangNodePool
@@ -219,7 +223,11 @@ class PoolActions:
         # Whatever no stack holds (its state lost, or gone from the backend while this
         # controller still believed in it) is found by tag and removed, never skipped in
         # silence: instances first, since a placement group in use cannot be deleted.
-        leftover = deps.engine.find_managed(cluster, pool.name)
+        # Only what EC2's record proves ours, as for strays: a tag alone proves nothing.
+        leftover, unproven = self._proofs.releasable(
+            pool, deps.engine.find_managed(cluster, pool.name)
+        )
+        self._proofs.report(pool, unproven)
         if leftover:
             deps.engine.release([v.instance_id for v in leftover])
         # And what the status holds, by id: a listing may not show a fresh launch yet.

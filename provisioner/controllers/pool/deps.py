@@ -13,6 +13,7 @@ from datetime import datetime
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.nodes import Node
 from provisioner.api.settings import Settings
+from provisioner.cloud.naming import OwnershipKey
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool.stack_executor import StackExecutor
@@ -35,3 +36,6 @@ class PoolReconcilerDeps:
     recorder: EventRecorder
     now: Callable[[], datetime]
     metrics: ControllerMetrics
+    # Proves a tagged instance ours before a release touches it (`pool.proofs`); None when
+    # the installer configured none (then only this pool object's own tokens prove).
+    ownership_key: OwnershipKey | None

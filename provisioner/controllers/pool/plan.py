@@ -124,7 +124,11 @@ def _plan(view: AnyView) -> Step:
 def _strays(view: AnyView) -> tuple[str, ...]:
     """Live instances of this pool that neither the active set nor an in-flight launch owns,
     and the ids a release (or a launch's rollback) has not yet seen go, which the set does
-    not own either: EC2's listing may not show those, so they are released by id."""
+    not own either: EC2's listing may not show those, so they are released by id.
+
+    `view.live` holds only instances the pool may release: the pass left out those that
+    carry its tags but that EC2's record does not prove ours (`pool.proofs`; DESIGN §11),
+    which it reports instead (`view.unproven`)."""
     owned = set(view.status.instance_ids)
     marker = view.status.launch_in_progress
     listed = [

@@ -66,6 +66,7 @@ from provisioner.controllers.pool.facts import (
 from provisioner.controllers.pool.outcomes import outcome, settle
 from provisioner.controllers.pool.phases import may_launch, needs_stack, reads_fresh
 from provisioner.controllers.pool.plan import plan
+from provisioner.controllers.pool.proofs import PoolProofs
 from provisioner.controllers.pool.stack_executor import Finished, Operation
 from provisioner.controllers.pool.steps import (
     NOT_FETCHED,
@@ -123,6 +124,9 @@ class GangNodePoolReconciler:
         self._metrics = deps.metrics
         self._timings = PoolTimings.from_settings(deps.settings)
         self._actions = PoolActions(deps)
+        self._proofs = PoolProofs(
+            deps.engine, deps.settings.cluster_name, deps.ownership_key, deps.recorder
+        )
         # Each pool's last failed step and when it may run again. In memory only: a new
         # leader tries once at once, then backs off from the count kept in the status.
         self._backoffs: dict[str, Backoff] = {}
@@ -140,6 +144,7 @@ class GangNodePoolReconciler:
             self._executor.forget(key.name)
             self._backoffs.pop(key.name, None)
             self._own_writes.forget(key.name)
+            self._proofs.forget(key.name)
             return Result()
         if self._cache_behind_own_write(pool):
             # Our write's watch event wakes the pool when the cache has it; this is the
@@ -156,6 +161,7 @@ class GangNodePoolReconciler:
         else:
             result = self._plan_and_act(pool, view, facts)
         self._label_set_nodes(pool.name, view)
+        self._proofs.report(pool, view.unproven)
         return result
 
     def _plan_and_act(self, pool: GangNodePool, view: AnyView, facts: PassFacts) -> Result:
@@ -263,7 +269,9 @@ class GangNodePoolReconciler:
                 # The listing predates the launch, or EC2 listed the launch late: the set is
                 # judged on what EC2 says of every member now.
                 seen = self._index.read_fresh(pool.name)
-        live = [v for v in seen if v.state in LIVE_STATES]
+        # Tags only index: what no set of the pool holds is released only once EC2's
+        # record proves it ours (DESIGN §11); the rest stays out of `live`, reported.
+        live, unproven = self._proofs.releasable(pool, [v for v in seen if v.state in LIVE_STATES])
         owned = set(status.instance_ids)
         gone = frozenset(
             v.instance_id for v in seen if v.instance_id in owned and v.state in GONE_STATES
@@ -298,6 +306,7 @@ class GangNodePoolReconciler:
             stack_operation=stack_operation,
             backoff=self._backoffs.get(pool.name),
             unusable=unusable,
+            unproven=unproven,
         )
         return view, facts
 

@@ -120,6 +120,15 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class Unproven:
+    """A live instance tagged as the pool's, in no set of it, that EC2's record does not
+    prove ours (`ownership.prove`): never released, only reported (`pool.proofs`)."""
+
+    instance_id: str
+    reason: str  # `ownership.NO_LAUNCH_TOKEN`, `TOKEN_NOT_OURS`, ...
+
+
+@dataclass(frozen=True)
 class Backoff:
     """A step that failed is not tried again before `until`: the wait its result asked for.
 
@@ -200,6 +209,9 @@ class PoolView(Generic[S, L]):
     # Nodes among `ready_instance_ids` that cannot run one gang pod yet, and why
     # (`pool.usable`): a set is whole only once none is left (see `usable_ids`).
     unusable: tuple[UnusableNode, ...] = ()
+    # Tagged as the pool's, in no set, and not proven ours: left out of `live`, so no
+    # release names them (`pool.proofs`); the pass reports them.
+    unproven: tuple[Unproven, ...] = ()
 
     def usable_ids(self) -> frozenset[str]:
         """The Ready nodes that count toward the gang. A Satisfied set's nodes were each

@@ -14,7 +14,9 @@ informer caches and EC2's figures for the gang's instance type (`api.pod_fit.Ins
 kept per type), performs the writes it asks for (each preconditioned on the version read)
 and records an Event on the Workload, and on its owner, when our check changes state (the
 owner is what its user wrote and watches: `kubectl describe jobset x` shows the gang held,
-short of capacity, Ready or released).
+short of capacity, Ready or released). A pool created for a Workload is told once to each
+of the pool, the Workload and its owner (`PoolCreated`), whatever state the check moves
+from: the check's write in that pass records no second Event.
 """
 
 from __future__ import annotations
@@ -124,9 +126,9 @@ class WorkloadReconciler:
         )
         if decision.owner_not_visible:
             return Result(requeue_after=_OWNER_NOT_SEEN_RETRY)
-        self._apply_pool_change(decision, pool, workload, owner)
+        told = self._apply_pool_change(decision, pool, workload, owner)
         if decision.check is not None:
-            self._write_check(workload, check_name, decision.check, owner)
+            self._write_check(workload, check_name, decision.check, owner, told=told)
         return Result(requeue_after=decision.retry_after)
 
     def _check_name(self, workload: Workload | None) -> str | None:
@@ -211,7 +213,10 @@ class WorkloadReconciler:
         pool: GangNodePool | None,
         workload: Workload,
         owner: GangOwner | None,
-    ) -> None:
+    ) -> bool:
+        """Make the pool change the decision asks for and record its Events. True when
+        those told the Workload and its owner what the check's write says (a pool created
+        for it): that write records no Event of its own, so each hears of the pool once."""
         change = decision.pool_change
         if change is PoolChange.CREATE:
             assert decision.shape is not None and decision.claim is not None
@@ -236,12 +241,15 @@ class WorkloadReconciler:
                 f"Created for Workload {_name(workload)}.",
             )
             shape = decision.shape
-            self._tell_owner(
-                owner,
-                c.EventReason.POOL_CREATED,
+            told = (
                 f"Pool {new.name} created; acquiring {shape.count}x {shape.instance_type} "
-                f"all-or-nothing. The gang is held until all {shape.count} nodes are Ready.",
+                f"all-or-nothing. The gang is held until all {shape.count} nodes are Ready."
             )
+            self._recorder.normal(
+                InvolvedObject.of(WORKLOADS, workload.metadata), c.EventReason.POOL_CREATED, told
+            )
+            self._tell_owner(owner, c.EventReason.POOL_CREATED, told)
+            return True
         elif change is PoolChange.CLAIM:
             assert pool is not None and decision.claim is not None
             self._set_claim(
@@ -283,6 +291,7 @@ class WorkloadReconciler:
             written = update_object(self._kube, GANG_NODE_POOLS, pool, wanted, c.FIELD_MANAGER)
             self._own_pool_writes.wrote(pool.name, pool, written)
             log.info("pool %s: bound to namespace %s", pool.name, decision.owner_namespace)
+        return False
 
     def _tell_owner(self, owner: GangOwner | None, reason: c.EventReason, message: str) -> None:
         """A Normal Event on the object the gang was submitted as, when it was read."""
@@ -310,6 +319,8 @@ class WorkloadReconciler:
         check_name: str,
         update: CheckUpdate,
         owner: GangOwner | None,
+        *,
+        told: bool,
     ) -> None:
         before = workload.check(check_name)
         written = write_check_state(
@@ -325,6 +336,8 @@ class WorkloadReconciler:
         if written is None:
             return
         self._own_workload_writes.wrote(_key(workload.metadata), workload, written)
+        if told:
+            return  # the pool change's Events said it, to the Workload and its owner
         if before is None or before.state != update.state:
             kind = (
                 c.EVENT_WARNING
