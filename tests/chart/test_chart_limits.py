@@ -68,10 +68,10 @@ def test_empty_lists_stay_empty(helm: Helm, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("values", "words"),
     [
-        ({"amiPolicy.allowedOwners": ["amazn"]}, 'amiPolicy.allowedOwners entry "amazn"'),
-        ({"amiPolicy.allowedOwners": ["12345"]}, 'amiPolicy.allowedOwners entry "12345"'),
-        ({"amiPolicy.allowedImageIds": ["ami-XYZ"]}, 'amiPolicy.allowedImageIds entry "ami-XYZ"'),
-        ({"allowedInstanceTypes": ["p5*.large"]}, 'allowedInstanceTypes entry "p5*.large"'),
+        ({"amiPolicy.allowedOwners": ["amazn"]}, "at '/amiPolicy/allowedOwners/0'"),
+        ({"amiPolicy.allowedOwners": ["12345"]}, "at '/amiPolicy/allowedOwners/0'"),
+        ({"amiPolicy.allowedImageIds": ["ami-XYZ"]}, "'ami-XYZ' does not match pattern"),
+        ({"allowedInstanceTypes": ["p5*.large"]}, "'p5*.large' does not match pattern"),
     ],
 )
 def test_a_bad_entry_fails_the_render_naming_the_value(

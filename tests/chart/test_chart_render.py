@@ -71,6 +71,7 @@ def test_the_default_render_holds_every_object(rendered: Rendered) -> None:
             "ClusterQueue",
             "ClusterRole",
             "ClusterRole",  # the webhook certificate's (certMode=selfSigned)
+            "ClusterRole",  # people's: read-only pools, aggregated into view/edit/admin
             "ClusterRoleBinding",
             "ClusterRoleBinding",
             "ConfigMap",  # the settings

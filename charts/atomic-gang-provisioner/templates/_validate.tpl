@@ -120,7 +120,47 @@ what to set.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- /* Rules between values that the controller checks at start and a JSON schema cannot
+compare: the schema has already checked each duration's form. */}}
+{{- $seconds := dict }}
+{{- range $name, $text := dict "keepWarm" $v.defaults.keepWarmTTL "maxKeepWarm" $v.limits.maxKeepWarmTTL "lifetime" $v.defaults.maxLifetime "maxLifetime" ($v.limits.maxLifetime | default "168h") "initial" $v.retryBackoff.initial "max" $v.retryBackoff.max "ca" $v.webhook.selfSigned.caValidity "cert" $v.webhook.selfSigned.certValidity "check" $v.webhook.selfSigned.checkInterval }}
+{{- $_ := set $seconds $name (include "agp.durationSeconds" $text | float64) }}
+{{- end }}
+{{- if gt $seconds.keepWarm $seconds.maxKeepWarm }}
+{{- fail (printf "defaults.keepWarmTTL %s is longer than limits.maxKeepWarmTTL %s: Jobs relying on the default would be refused. Shorten the default or raise the limit." $v.defaults.keepWarmTTL $v.limits.maxKeepWarmTTL) }}
+{{- end }}
+{{- if gt $seconds.lifetime $seconds.maxLifetime }}
+{{- fail (printf "defaults.maxLifetime %s is longer than limits.maxLifetime %s: Jobs relying on the default would be refused. Shorten the default or raise the limit." $v.defaults.maxLifetime ($v.limits.maxLifetime | default "168h")) }}
+{{- end }}
+{{- if gt $seconds.initial $seconds.max }}
+{{- fail (printf "retryBackoff.initial %s is longer than retryBackoff.max %s: the wait starts at initial and doubles up to max, e.g. {initial: 5s, max: 5m}." $v.retryBackoff.initial $v.retryBackoff.max) }}
+{{- end }}
+{{- $ports := list (int $v.metrics.port) (int $v.health.port) (int $v.webhook.port) }}
+{{- if ne (len (uniq $ports)) 3 }}
+{{- fail (printf "metrics.port, health.port and webhook.port must differ, got %v: each is its own listener in the controller." $ports) }}
+{{- end }}
+{{- if and $v.webhook.enabled (eq $v.webhook.certMode "selfSigned") }}
+{{- if ge $seconds.cert $seconds.ca }}
+{{- fail (printf "webhook.selfSigned.certValidity %s must be shorter than caValidity %s: a serving certificate cannot outlive the CA that signs it." $v.webhook.selfSigned.certValidity $v.webhook.selfSigned.caValidity) }}
+{{- end }}
+{{- /* The controller renews at 2/3 of a life and checks ten times in the last third. */}}
+{{- if gt (mulf $seconds.check 30.0) $seconds.cert }}
+{{- fail (printf "webhook.selfSigned.checkInterval %s is too long for certValidity %s: the certificate could expire between two checks. Keep checkInterval under a thirtieth of certValidity." $v.webhook.selfSigned.checkInterval $v.webhook.selfSigned.certValidity) }}
+{{- end }}
+{{- end }}
 {{- if and $v.kueue.create.localQueues (not $v.kueue.localQueueNamespaces) }}
 {{- fail "kueue.localQueueNamespaces is empty with kueue.create.localQueues=true: list the namespaces whose Jobs use the gang queue, or set kueue.create.localQueues=false." }}
 {{- end }}
+{{- end }}
+
+{{/* A Go duration (already of the schema's form) in seconds, as a float: "1h30m" is 5400. */}}
+{{- define "agp.durationSeconds" -}}
+{{- $text := toString . }}
+{{- $unitSeconds := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "μs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 }}
+{{- $total := 0.0 }}
+{{- range $term := regexFindAll "([0-9]+[.]?[0-9]*|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h)" $text -1 }}
+{{- $unit := regexFind "(ns|us|µs|μs|ms|s|m|h)$" $term }}
+{{- $total = addf $total (mulf (float64 (trimSuffix $unit $term)) (get $unitSeconds $unit)) }}
+{{- end }}
+{{- if hasPrefix "-" $text }}{{ mulf $total -1.0 }}{{ else }}{{ $total }}{{ end }}
 {{- end }}
