@@ -4,8 +4,8 @@ Called by the CLI. The object is the one the user submitted: a Job, JobSet, PyTo
 TrainJob, named as kubectl names it (`job/x -n team-a`, `jobset x`, `x`; the namespace is
 -n's, else the kubeconfig context's), or as the first releases did (`NAMESPACE/NAME`,
 `NAMESPACE/KIND/NAME`); `parse_target` reads every form. Without a kind the one object of
-that name is taken. Walks its path and stops describing at the first link
-that holds it, while still listing what it knows further on: the object, its Kueue Workload
+that name is taken. Walks its path and stops describing at the first link that holds it,
+while still listing what it knows further on: the object, its Kueue Workload
 (the one Kueue owns by it; none yet means Kueue has not seen it: label or LocalQueue),
 quota (Kueue's own message when none is reserved), our check's state and message, the
 GangNodePool's phase, counts and last error, and the capacity shortfalls so far (the

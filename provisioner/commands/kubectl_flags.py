@@ -41,6 +41,7 @@ EXIT_CODES: Final = (
     "exit codes: 0 ok; 1 an error (cluster not reached, object not found, a check failed); "
     "2 a usage error (unknown, missing or contradicting arguments)"
 )
+# `installation.CHART_NAMESPACE`, repeated: --help must not import the Kubernetes client.
 CHART_NAMESPACE: Final = "atomic-gang-system"
 
 

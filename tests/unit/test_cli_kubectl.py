@@ -192,3 +192,9 @@ def test_without_n_the_namespace_is_the_contexts_as_in_kubectl(tmp_path: Path) -
 def test_the_exit_codes_are_kubectls() -> None:
     assert (EXIT_OK, EXIT_ERROR, EXIT_USAGE) == (0, 1, 2)
     assert cli.EXIT_CANNOT_RUN == EXIT_ERROR  # a cluster not reached is an error, not usage
+
+
+def test_the_help_names_the_charts_namespace_as_discovery_uses_it() -> None:
+    from provisioner.commands import installation, kubectl_flags
+
+    assert kubectl_flags.CHART_NAMESPACE == installation.CHART_NAMESPACE
