@@ -10,7 +10,6 @@ JSON document). Used by `doctor` and by each area's checks (`doctor_kube`, `doct
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -76,10 +75,13 @@ def to_json(result: Result) -> dict[str, object]:
     }
 
 
-def report_json(results: list[Result], target: str) -> int:
-    """`doctor -o json`: one object on stdout: ``target`` (where it looked, the text
-    header), ``checks`` (in order, each ``name``, ``ok``, ``warn``, ``detail``, ``fix``),
-    and ``summary`` (``passed``, ``warned``, ``failed``). The exit code is report's."""
+def report_json(results: list[Result], target: str, output: str = "json") -> int:
+    """`doctor -o json` (or `-o yaml`, the same keys): one object on stdout: ``target``
+    (where it looked, the text header), ``checks`` (in order, each ``name``, ``ok``,
+    ``warn``, ``detail``, ``fix``), and ``summary`` (``passed``, ``warned``, ``failed``).
+    The exit code is report's."""
+    from provisioner.commands.kubectl_flags import dump
+
     failed = sum(1 for r in results if not r.ok)
     warned = sum(1 for r in results if r.warn)
     document = {
@@ -87,7 +89,7 @@ def report_json(results: list[Result], target: str) -> int:
         "checks": [to_json(r) for r in results],
         "summary": {"passed": len(results) - failed - warned, "warned": warned, "failed": failed},
     }
-    print(json.dumps(document, indent=2))
+    print(dump(document, output))
     return 0 if not failed else 1
 
 

@@ -12,13 +12,19 @@ import sys
 from typing import Any
 
 from provisioner.api import kueue_objects as ko
+from provisioner.commands.kubectl_flags import (
+    EXIT_CODES,
+    EXIT_ERROR,
+    UsageError,
+    add_cluster_flags,
+    add_output_flag,
+    formatter,
+)
 
-# The chart's documented release namespace (kept here: the CLI imports no client on --help).
-CHART_NAMESPACE = "atomic-gang-system"
 DISTRIBUTION = "atomic-gang-provisioner"
-# Exit codes: 0 all well, 1 a check failed (doctor), 2 the command could not run (bad
-# arguments, no cluster, settings not found).
-EXIT_CANNOT_RUN = 2
+# An error the command met (no cluster, settings not found): 1, as kubectl. Usage errors
+# are argparse's 2 (`kubectl_flags`).
+EXIT_CANNOT_RUN = EXIT_ERROR
 
 
 def version() -> str:
@@ -43,9 +49,10 @@ def _where(args: argparse.Namespace) -> Any:
 
     return Where(
         kubeconfig=args.kubeconfig,
+        context=args.context,
         work_dir=args.work_dir,
         config=args.config,
-        namespace=args.namespace,
+        controller_namespace=args.controller_namespace,
         settings_configmap=args.settings_configmap,
         service_account=args.service_account,
         as_controller=getattr(args, "as_controller", False),
@@ -57,8 +64,27 @@ def _doctor(args: argparse.Namespace, rest: list[str]) -> int:
 
     check = args.check or ko.CHECK_NAME
     return doctor.main(
-        _where(args), args.queue, check, args.kueue_config, _launch(args), output=args.output
+        _where(args),
+        _queue(args),
+        check,
+        args.kueue_config,
+        _launch(args),
+        output=args.output,
+        namespace=args.namespace,
     )
+
+
+def _queue(args: argparse.Namespace) -> str | None:
+    """--queue as NAMESPACE/NAME: kubectl's way, a bare NAME is in -n's namespace, else the
+    kubeconfig context's."""
+    queue: str | None = args.queue
+    if not queue or "/" in queue:
+        return queue
+    if args.namespace:
+        return f"{args.namespace}/{queue}"
+    from provisioner.kube.connect import default_namespace
+
+    return f"{default_namespace(args.kubeconfig, args.context)}/{queue}"
 
 
 def _launch(args: argparse.Namespace) -> Any:
@@ -84,7 +110,9 @@ def _launch(args: argparse.Namespace) -> Any:
 def _explain(args: argparse.Namespace, rest: list[str]) -> int:
     from provisioner.commands import explain
 
-    return explain.main(args.job, _where(args), args.check, output=args.output)
+    return explain.main(
+        args.job, _where(args), args.check, namespace=args.namespace, output=args.output
+    )
 
 
 def _controller(args: argparse.Namespace, rest: list[str]) -> int:
@@ -96,19 +124,33 @@ def _controller(args: argparse.Namespace, rest: list[str]) -> int:
 def _pools(args: argparse.Namespace, rest: list[str]) -> int:
     from provisioner.commands.pools import main
 
-    return main(rest)
+    return main(rest, prog=f"{args.prog} pools")
 
 
 def _drain(args: argparse.Namespace, rest: list[str]) -> int:
     from provisioner.commands.drain import main
 
-    return main(rest)
+    return main(rest, prog=f"{args.prog} drain")
+
+
+EXAMPLES = """examples (kubectl's flags mean what they mean in kubectl):
+  {prog} explain -n team-a job/train          # or: explain job/train -n team-a
+  {prog} explain team-a/train                 # the first releases' NAMESPACE/NAME
+  {prog} explain -n team-a jobset/pretrain -o yaml
+  {prog} doctor --context prod -n team-a --queue gpu
+  {prog} pools -o wide                        # reads no Pulumi CLI
+  {prog} drain --controller-namespace platform
+
+"""
 
 
 def build_parser(prog: str = "atomic-gang") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="N-or-0 EKS node provisioning for Kueue gang jobs.",
+        description="N-or-0 EKS node provisioning for Kueue gang jobs. Installed as "
+        "`atomic-gang` and as the kubectl plugin `kubectl-atomic_gang` (`kubectl atomic-gang`).",
+        epilog=EXAMPLES.format(prog=prog) + EXIT_CODES,
+        formatter_class=formatter,
     )
     parser.add_argument("--version", action="version", version=f"{prog} {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -129,7 +171,8 @@ def build_parser(prog: str = "atomic-gang") -> argparse.ArgumentParser:
 
     pools = sub.add_parser(
         "pools",
-        help="table of pools: phase, instance IDs, stack state, last stack operation",
+        help="table of pools: phase, instance IDs, stack state, last stack operation "
+        "(-o wide|json|yaml; no Pulumi CLI needed)",
         add_help=False,
     )
     pools.set_defaults(handler=_pools)
@@ -149,21 +192,27 @@ def build_parser(prog: str = "atomic-gang") -> argparse.ArgumentParser:
             "preflight checks of the queue, check, Lease, Kueue, cert-manager, AWS identity "
             "and Pulumi state; with --launch-job or --launch-type, a dry run of the launch",
         ),
-        ("explain", _explain, "why a Job is not running yet: explain NAMESPACE/JOB"),
+        ("explain", _explain, "why a Job is not running yet: explain [-n NS] [KIND/]NAME"),
     ):
-        cmd = sub.add_parser(name, help=text)
+        cmd = sub.add_parser(
+            name, help=text, description=text, epilog=EXIT_CODES, formatter_class=formatter
+        )
         if name == "explain":
-            cmd.add_argument("job", help="NAMESPACE/JOB")
-        cmd.add_argument(
-            "--kubeconfig",
-            help="kubeconfig (default: $KUBECONFIG or ~/.kube/config's current context, "
-            "else in-cluster)",
-        )
-        cmd.add_argument(
-            "--namespace",
-            help=f"the release's namespace, where the chart's settings ConfigMap is looked "
-            f"for (default: {CHART_NAMESPACE}, then every namespace)",
-        )
+            cmd.add_argument(
+                "job",
+                nargs="+",
+                metavar="[KIND/]NAME",
+                help="the Job, JobSet, PyTorchJob or TrainJob, as kubectl names it (job/x, "
+                "jobset x, x) in -n's namespace; NAMESPACE/NAME and NAMESPACE/KIND/NAME work "
+                "too",
+            )
+            namespace = "the object's namespace (default: the kubeconfig context's, else default)"
+        else:
+            namespace = (
+                "the namespace of --queue NAME, and without --queue the namespace whose "
+                "LocalQueues are checked (default: every namespace)"
+            )
+        add_cluster_flags(cmd, namespace=namespace)
         cmd.add_argument(
             "--settings-configmap", metavar="NAMESPACE/NAME", help="the settings ConfigMap to use"
         )
@@ -181,75 +230,78 @@ def build_parser(prog: str = "atomic-gang") -> argparse.ArgumentParser:
         cmd.add_argument(
             "--check", help="our AdmissionCheck (default: the one naming our controller)"
         )
-        cmd.add_argument(
-            "-o",
-            "--output",
-            choices=["text", "json"],
-            default="text",
-            help="text (default), or one JSON document on stdout (see docs: CLI output)",
+        add_output_flag(
+            cmd,
+            "text",
+            wide="the same as text (no columns to widen)",
+            documents="one document on stdout (see docs: CLI output)",
         )
         if name == "doctor":
-            cmd.add_argument(
-                "--queue",
-                metavar="NAMESPACE/NAME",
-                help="check this LocalQueue only (default: every LocalQueue with a pending "
-                "gang Workload, else every LocalQueue whose ClusterQueue lists our check)",
-            )
-            cmd.add_argument(
-                "--as-controller",
-                action="store_true",
-                help="run the AWS checks as the controller's role (STS AssumeRole of the "
-                "role its ServiceAccount's IRSA annotation or Pod Identity association names)",
-            )
-            cmd.add_argument(
-                "--kueue-config",
-                default="kueue-system/kueue-manager-config",
-                metavar="NAMESPACE/NAME",
-                help="the ConfigMap Kueue's manager reads its configuration from",
-            )
-            launch = cmd.add_argument_group(
-                "launch check",
-                "Send the launch the controller would send for a Job or a pool shape to EC2 "
-                "with DryRun=True (the pool's CreateLaunchTemplate if it does not exist yet, "
-                "then RunInstances per subnet or the one CreateFleet) and report EC2's "
-                "answer: DryRunOperation (it would launch), UnauthorizedOperation naming the "
-                "missing action, or the parameter error, each with its fix. Nothing is "
-                "launched or created.",
-            )
-            launch.add_argument(
-                "--launch-job", metavar="FILE", help="a Job manifest: check its gang's launch"
-            )
-            launch.add_argument(
-                "--launch-type", metavar="TYPE", help="or a pool shape: its instance type"
-            )
-            launch.add_argument("--launch-count", type=int, default=1, help="gang size N")
-            launch.add_argument(
-                "--launch-mode", choices=["runinstances", "fleet"], default="runinstances"
-            )
-            launch.add_argument("--launch-zones", metavar="AZ,AZ", help="availability zones")
-            launch.add_argument("--launch-subnets", metavar="SUBNET,SUBNET", help="subnets")
-            launch.add_argument(
-                "--launch-reservation", metavar="CR_ID", help="a capacity reservation to target"
-            )
+            _doctor_flags(cmd)
         cmd.set_defaults(handler=handler)
     return parser
+
+
+def _doctor_flags(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument(
+        "--queue",
+        metavar="[NAMESPACE/]NAME",
+        help="check this LocalQueue only (a bare NAME is in -n's namespace; default: every "
+        "LocalQueue with a pending gang Workload, else every LocalQueue whose ClusterQueue "
+        "lists our check)",
+    )
+    cmd.add_argument(
+        "--as-controller",
+        action="store_true",
+        help="run the AWS checks as the controller's role (STS AssumeRole of the "
+        "role its ServiceAccount's IRSA annotation or Pod Identity association names)",
+    )
+    cmd.add_argument(
+        "--kueue-config",
+        default="kueue-system/kueue-manager-config",
+        metavar="NAMESPACE/NAME",
+        help="the ConfigMap Kueue's manager reads its configuration from",
+    )
+    launch = cmd.add_argument_group(
+        "launch check",
+        "Send the launch the controller would send for a Job or a pool shape to EC2 "
+        "with DryRun=True (the pool's CreateLaunchTemplate if it does not exist yet, "
+        "then RunInstances per subnet or the one CreateFleet) and report EC2's "
+        "answer: DryRunOperation (it would launch), UnauthorizedOperation naming the "
+        "missing action, or the parameter error, each with its fix. Nothing is "
+        "launched or created.",
+    )
+    launch.add_argument(
+        "--launch-job", metavar="FILE", help="a Job manifest: check its gang's launch"
+    )
+    launch.add_argument("--launch-type", metavar="TYPE", help="or a pool shape: its instance type")
+    launch.add_argument("--launch-count", type=int, default=1, help="gang size N")
+    launch.add_argument("--launch-mode", choices=["runinstances", "fleet"], default="runinstances")
+    launch.add_argument("--launch-zones", metavar="AZ,AZ", help="availability zones")
+    launch.add_argument("--launch-subnets", metavar="SUBNET,SUBNET", help="subnets")
+    launch.add_argument(
+        "--launch-reservation", metavar="CR_ID", help="a capacity reservation to target"
+    )
 
 
 def main(argv: list[str] | None = None, *, prog: str = "atomic-gang") -> int:
     parser = build_parser(prog)
     args, rest = parser.parse_known_args(argv)
+    args.prog = prog
     passes_through = args.command in ("controller", "drain", "pools", "tools")
     if rest and not passes_through:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         return int(args.handler(args, rest))
+    except UsageError as err:
+        parser.error(f"{args.command}: {err}")  # exits 2
     except Exception as err:
         return _cannot_run(err, prog)
 
 
 def _cannot_run(err: Exception, prog: str) -> int:
     """A cluster that cannot be reached (or that fails mid-command) is one line on stderr and
-    exit code 2; anything else is a bug and keeps its traceback."""
+    exit code 1; anything else is a bug and keeps its traceback."""
     # Imported here: `tools` and --help must work before the Kubernetes client imports.
     from provisioner.kube.errors import KubeError
 

@@ -19,7 +19,7 @@ without acting).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,8 @@ class Doctor:
     # One LocalQueue ("NAMESPACE/NAME", --queue), or None: every queue a gang waits on
     # (`doctor_queues`).
     queue: str | None = None
+    # -n without --queue: only that namespace's LocalQueues (None: every namespace's).
+    namespace: str | None = None
     check: str = ko.CHECK_NAME
     instance_type: str = DEFAULT_INSTANCE_TYPE
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
@@ -79,16 +81,20 @@ class Doctor:
         shared = self._links(f"default/{ko.QUEUE_NAME}").controller_checks()
         try:
             choice = find_queues(self.kube, self.settings.controller_name, self.check)
+            if self.namespace is not None:
+                mine = tuple(q for q in choice.queues if q.partition("/")[0] == self.namespace)
+                choice = replace(choice, queues=mine)
         except KubeError as err:
             failure = _fails(f"could not list the queues: {err}", "see the error above")
             return [(QUEUES_CHECK, failure), *shared]
         if not choice.queues:
+            where = f" in namespace {self.namespace}" if self.namespace else ""
             return [
                 (
                     QUEUES_CHECK,
                     _fails(
-                        f"no gang Workload is pending and no LocalQueue leads to a ClusterQueue "
-                        f"listing AdmissionCheck {self.check}",
+                        f"no gang Workload is pending and no LocalQueue{where} leads to a "
+                        f"ClusterQueue listing AdmissionCheck {self.check}",
                         "create the queues (the chart's kueue.create.* values), or list "
                         f"{self.check} in spec.admissionChecksStrategy of the ClusterQueue "
                         "your Jobs' LocalQueue points at",
@@ -140,15 +146,18 @@ def main(
     launch: Path | LaunchShape | None = None,
     *,
     output: str = "text",
+    namespace: str | None = None,
 ) -> int:
+    """Exit code 0 when every check passed (warnings included), 1 when one failed."""
     target = connect(where)
-    if output != "json":
+    documents = output in ("json", "yaml")
+    if not documents:
         print(target.header(), flush=True)
     try:
-        results = _run(target, queue, check, kueue_config, launch)
+        results = _run(target, queue, check, kueue_config, launch, namespace)
     finally:
         target.kube.close()
-    return report_json(results, target.header()) if output == "json" else report(results)
+    return report_json(results, target.header(), output) if documents else report(results)
 
 
 def _run(
@@ -157,6 +166,7 @@ def _run(
     check: str,
     kueue_config: str,
     launch: Path | LaunchShape | None = None,
+    namespace: str | None = None,
 ) -> list[Result]:
     access = target.access
     clouds = access.clients() if isinstance(access, AwsAccess) else None
@@ -168,6 +178,7 @@ def _run(
         iam,
         target.settings,
         queue=queue,
+        namespace=namespace,
         check=check,
         launch=launch,
         sts=sts,

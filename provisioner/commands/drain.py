@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +35,12 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from provisioner.api import constants as c
+from provisioner.commands.kubectl_flags import (
+    EXIT_CODES,
+    EXIT_ERROR,
+    add_cluster_flags,
+    formatter,
+)
 from provisioner.commands.kueue_reads import checks_of_controller, condition_true, lists_check
 
 __all__ = [
@@ -276,23 +281,24 @@ class ClusterDrain:
             self.kube.delete(GANG_NODE_POOLS, name, resource_version=None)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "atomic-gang drain") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="atomic-gang drain",
+        prog=prog,
         description="Before `helm uninstall`: stop the ClusterQueues that list our "
         "AdmissionCheck (Kueue evicts the admitted gangs), delete every GangNodePool (the "
         "running controller releases each through its finalizer) and wait until EC2 lists "
-        "no instance of this cluster, no stack is left and no GangNodePool remains.",
+        "no instance of this cluster, no stack is left and no GangNodePool remains. The "
+        "stacks are read from the state backend directly: no Pulumi CLI needed.",
+        epilog=f"exit codes: 0 drained (or resumed); 1 something is left at --timeout, or an "
+        f"error; 2 a usage error\n\n{EXIT_CODES}",
+        formatter_class=formatter,
     )
+    add_cluster_flags(parser, namespace=None)
     parser.add_argument(
-        "--kubeconfig", help="default: $KUBECONFIG or ~/.kube/config's current context"
+        "--pulumi-root",
+        type=Path,
+        help="directory holding bin/pulumi: only for a backend neither file:// nor s3://",
     )
-    parser.add_argument(
-        "--namespace",
-        help="where the chart's settings ConfigMap is looked for (default: "
-        "atomic-gang-system, then every namespace)",
-    )
-    parser.add_argument("--pulumi-root", type=Path, help="directory holding bin/pulumi")
     parser.add_argument(
         "--timeout", type=float, default=1800.0, help="seconds to wait (default 1800)"
     )
@@ -307,48 +313,55 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _settings(args: argparse.Namespace, rest: Sequence[str]) -> tuple[Any, str]:
     """The controller's settings: from its flags (`--config FILE`, ...) when given, else
-    from the chart's settings ConfigMap as `pools` finds it. The stacks are only listed, so
-    their work files go to a temporary directory, never the controller's state directory."""
+    from the chart's settings ConfigMap as `pools` finds it."""
     from provisioner.api.settings_sources import settings_from_argv
-    from provisioner.commands.pools import _installed_settings, _stack_work_elsewhere
+    from provisioner.commands.pools import installed_settings
 
     if not rest:
-        return _installed_settings(args)
-    settings = settings_from_argv(list(rest))
-    return _stack_work_elsewhere(settings, "atomic-gang-drain-"), "the settings flags"
+        return installed_settings(args)
+    return settings_from_argv(list(rest)), "the settings flags"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args, rest = build_parser().parse_known_args(argv)
+def main(argv: Sequence[str] | None = None, *, prog: str = "atomic-gang drain") -> int:
+    parser = build_parser(prog)
+    args, rest = parser.parse_known_args(argv)
+    if args.namespace is not None:
+        parser.error(
+            "drain works on every namespace; -n/--namespace is a Job's namespace, as in "
+            "kubectl. The controller's namespace is --controller-namespace"
+        )
     from provisioner.api.settings_sources import SettingsError
     from provisioner.cloud.access import operator_access
     from provisioner.cloud.errors import CloudError
     from provisioner.commands.installation import DiscoveryError
-    from provisioner.commands.pools import _default_pulumi_root, _kube
-    from provisioner.pulumi_driver import StackDriver
+    from provisioner.commands.pools import _kube, stack_reader
 
     def say(line: str) -> None:
         print(line, flush=True)
 
     try:
         settings, source = _settings(args, rest)
-    except (SettingsError, DiscoveryError) as exc:
-        print(exc, file=sys.stderr)
-        return 2
+    except SettingsError as exc:
+        parser.error(str(exc))
+    except DiscoveryError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     say(f"settings: {source}; cluster {settings.cluster_name}")
-    root = args.pulumi_root or _default_pulumi_root()
-    if root is None:
-        print("no Pulumi CLI found: pass --pulumi-root or put pulumi on PATH", file=sys.stderr)
-        return 2
+    stacks = stack_reader(
+        settings, local_state=bool(rest), pulumi_root=args.pulumi_root, prefix="atomic-gang-drain-"
+    )
+    if isinstance(stacks, str):
+        # The drain's end is "no stack left": without reading the stacks it cannot tell.
+        parser.error(f"the stacks cannot be read: {stacks}")
     try:
         access = operator_access(settings.defaults.region, settings.aws.endpoint_url)
     except CloudError as exc:
-        print(f"AWS not reachable with your credentials: {exc}", file=sys.stderr)
-        return 2
+        print(f"{prog}: error: AWS not reachable with your credentials: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     world = ClusterDrain(
         kube=_kube(args),
         ec2=access.clients().ec2,
-        stacks=StackDriver(settings, root, logging.getLogger("atomic_gang.drain")),
+        stacks=stacks,
         cluster=settings.cluster_name,
         controller_name=settings.controller_name,
     )

@@ -1,9 +1,11 @@
-"""`atomic-gang explain NAMESPACE/NAME`: why this gang job is not running yet.
+"""`atomic-gang explain [-n NS] [KIND/]NAME`: why this gang job is not running yet.
 
 Called by the CLI. The object is the one the user submitted: a Job, JobSet, PyTorchJob or
-TrainJob (`NAMESPACE/KIND/NAME` names the kind when two kinds share the name; without it the
-one object of that name is taken). Walks its path and stops describing at the first link
-that holds it, while still listing what it knows further on: the object, its Kueue Workload
+TrainJob, named as kubectl names it (`job/x -n team-a`, `jobset x`, `x`; the namespace is
+-n's, else the kubeconfig context's), or as the first releases did (`NAMESPACE/NAME`,
+`NAMESPACE/KIND/NAME`); `parse_target` reads every form. Without a kind the one object of
+that name is taken. Walks its path and stops describing at the first link that holds it,
+while still listing what it knows further on: the object, its Kueue Workload
 (the one Kueue owns by it; none yet means Kueue has not seen it: label or LocalQueue),
 quota (Kueue's own message when none is reserved), our check's state and message, the
 GangNodePool's phase, counts and last error, and the capacity shortfalls so far (the
@@ -14,14 +16,14 @@ parent. It only reads, through `provisioner.kube`.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from provisioner.api import constants as c
 from provisioner.api import kueue_objects as ko
 from provisioner.commands.doctor_kube import requested_resources
+from provisioner.commands.kubectl_flags import UsageError, dump
 from provisioner.commands.kueue_reads import condition_true
 from provisioner.commands.target import Where, connect
 from provisioner.kube.errors import KubeNotFound
@@ -38,6 +40,7 @@ from provisioner.kube.resources import (
 )
 
 CHECK_NAME = ko.CHECK_NAME
+EXIT_OK, EXIT_NOT_FOUND = 0, 1
 
 
 @dataclass(frozen=True)
@@ -61,10 +64,62 @@ _KINDS: tuple[_Kind, ...] = (
 )
 
 
+_KIND_NAMES = ", ".join(k.ref.kind for k in _KINDS)
+
+
 def _kind_named(word: str) -> _Kind | None:
-    """The kind a command-line word names: its kind or plural, any case ("jobset")."""
-    word = word.lower()
-    return next((k for k in _KINDS if word in (k.ref.kind.lower(), k.ref.plural)), None)
+    """The kind a command-line word names, as kubectl reads a resource type: its kind or
+    plural, any case, bare or with its group ("jobset", "jobs.batch")."""
+    word, _, group = word.lower().partition(".")
+    return next(
+        (
+            k
+            for k in _KINDS
+            if word in (k.ref.kind.lower(), k.ref.plural) and group in ("", k.ref.group)
+        ),
+        None,
+    )
+
+
+class TargetError(UsageError):
+    """The words do not name one object; the message says how to name it (a usage error)."""
+
+
+def parse_target(words: Sequence[str], namespace: str | None) -> tuple[str | None, str | None, str]:
+    """The object the command line names, as (namespace or None for the default, kind or
+    None, name). kubectl's forms: `KIND/NAME`, `KIND NAME`, `NAME`, each in -n's
+    ``namespace``; and the first releases' `NAMESPACE/NAME` and `NAMESPACE/KIND/NAME`. A
+    first segment that names a kind is a kind (as in kubectl); a namespace in the words
+    that -n contradicts is a `TargetError`."""
+    if len(words) == 2:
+        kind, name = words
+        if _kind_named(kind) is None:
+            raise TargetError(
+                f"{kind!r} is not a kind explain follows ({_KIND_NAMES}): name "
+                "the object as KIND/NAME or NAME, with -n NAMESPACE"
+            )
+        if "/" in name:
+            raise TargetError(f"{kind} {name}: a NAME after a KIND holds no '/'")
+        return namespace, kind, name
+    if len(words) != 1:
+        raise TargetError(
+            "explain takes one object: KIND/NAME, KIND NAME or NAME (with -n NAMESPACE), or "
+            "NAMESPACE/NAME"
+        )
+    parts = words[0].split("/")
+    if any(not p for p in parts) or len(parts) > 3:
+        raise TargetError(f"{words[0]!r} names no object: use KIND/NAME, NAME or NAMESPACE/NAME")
+    if len(parts) == 1:
+        return namespace, None, parts[0]
+    if len(parts) == 2 and _kind_named(parts[0]) is not None:
+        return namespace, parts[0], parts[1]
+    written = parts[0]
+    if namespace is not None and namespace != written:
+        raise TargetError(
+            f"{words[0]} is in namespace {written} but -n says {namespace}: drop one (with -n, "
+            f"name the object as KIND/NAME, e.g. job/{parts[-1]})"
+        )
+    return written, (parts[1] if len(parts) == 3 else None), parts[-1]
 
 
 def _find(
@@ -86,7 +141,7 @@ def _find(
         first = found[0][0].ref.kind.lower()
         return (
             f"{namespace}/{name} names a {kinds}: say which, e.g. "
-            f"`atomic-gang explain {namespace}/{first}/{name}`."
+            f"`atomic-gang explain -n {namespace} {first}/{name}`."
         )
     return found[0]
 
@@ -131,6 +186,15 @@ def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {x["type"]: x for x in (obj.get("status") or {}).get("conditions") or []}
 
 
+@dataclass(frozen=True)
+class Explanation:
+    """explain's answer: the lines (the first is the verdict), and the object's kind (None
+    when no one object was found: the command exits 1)."""
+
+    lines: list[str]
+    kind: str | None = None
+
+
 def explain(
     kube: Reader,
     namespace: str,
@@ -141,14 +205,37 @@ def explain(
 ) -> list[str]:
     """Lines, most decisive first; the first says the verdict. `kind` names the object's
     kind ("JobSet", "jobsets"); None finds it among the four."""
+    return explanation(kube, namespace, name, check, kind, depth).lines
+
+
+def explanation(
+    kube: Reader,
+    namespace: str,
+    name: str,
+    check: str = CHECK_NAME,
+    kind: str | None = None,
+    depth: int = 0,
+) -> Explanation:
     chosen = _kind_named(kind) if kind else None
     if kind and chosen is None:
-        names = ", ".join(k.ref.kind for k in _KINDS)
-        return [f"explain follows {names}; {kind!r} is none of them."]
+        return Explanation([f"explain follows {_KIND_NAMES}; {kind!r} is none of them."])
     found = _find(kube, namespace, name, chosen)
     if isinstance(found, str):
-        return [found]
+        return Explanation([found])
     gang_kind, job = found
+    lines = _lines(kube, namespace, name, check, gang_kind, job, depth)
+    return Explanation(lines, gang_kind.ref.kind)
+
+
+def _lines(
+    kube: Reader,
+    namespace: str,
+    name: str,
+    check: str,
+    gang_kind: _Kind,
+    job: dict[str, Any],
+    depth: int,
+) -> list[str]:
     noun = gang_kind.ref.kind
     parent = _controlling_gang(job)
     if parent is not None and depth < len(_KINDS):
@@ -302,40 +389,46 @@ def our_check(kube: Reader, controller_name: str) -> str:
     return CHECK_NAME
 
 
-def parse_target(text: str) -> tuple[str, str | None, str]:
-    """NAMESPACE/NAME, NAMESPACE/KIND/NAME or NAME as (namespace, kind or None, name)."""
-    parts = text.split("/")
-    if len(parts) >= 3:
-        return parts[0] or "default", parts[1], "/".join(parts[2:])
-    namespace, _, name = text.rpartition("/")
-    return namespace or "default", None, name
+def main(
+    words: Sequence[str],
+    where: Where,
+    check: str | None,
+    *,
+    namespace: str | None = None,
+    output: str = "text",
+) -> int:
+    """`atomic-gang explain`: 0 when the object was found and explained, 1 when not. A
+    `TargetError` (the words name no one object) is the caller's usage error."""
+    from provisioner.kube.connect import default_namespace
 
-
-def main(job: str, where: Where, check: str | None, *, output: str = "text") -> int:
-    namespace, kind, name = parse_target(job)
+    namespace, kind, name = parse_target(words, namespace)
     target = connect(where, aws=False)
+    namespace = namespace or default_namespace(where.kubeconfig, where.context)
     try:
         check = check or our_check(target.kube, target.settings.controller_name)
-        lines = explain(target.kube, namespace, name, check, kind=kind)
+        found = explanation(target.kube, namespace, name, check, kind=kind)
     finally:
         target.kube.close()
-    print(render(f"{namespace or 'default'}/{name}", check, target.header(), lines, output))
-    return 0
+    header = target.header()
+    print(render(f"{namespace}/{name}", check, header, found.lines, output, kind=found.kind))
+    return EXIT_OK if found.kind is not None else EXIT_NOT_FOUND
 
 
-def render(job: str, check: str, header: str, lines: list[str], output: str) -> str:
-    """Text: the header, then the lines. JSON (`-o json`), one object: ``job``
-    ("NAMESPACE/NAME"), ``check``, ``target`` (the header), ``verdict`` (the first, decisive
-    line) and ``details`` (the rest, in order)."""
-    if output == "json":
-        return json.dumps(
-            {
-                "job": job,
-                "check": check,
-                "target": header,
-                "verdict": lines[0] if lines else "",
-                "details": lines[1:],
-            },
-            indent=2,
-        )
+def render(
+    job: str, check: str, header: str, lines: list[str], output: str, *, kind: str | None = None
+) -> str:
+    """Text (`wide` is the same: explain has no columns to widen): the header, then the
+    lines. JSON or YAML (`-o json|yaml`), one object: ``job`` ("NAMESPACE/NAME"), ``kind``
+    (the object's, null when none was found), ``check``, ``target`` (the header),
+    ``verdict`` (the first, decisive line) and ``details`` (the rest, in order)."""
+    if output in ("json", "yaml"):
+        document = {
+            "job": job,
+            "kind": kind,
+            "check": check,
+            "target": header,
+            "verdict": lines[0] if lines else "",
+            "details": lines[1:],
+        }
+        return dump(document, output)
     return "\n".join([f"{header}; check {check}", *lines])

@@ -4,12 +4,13 @@ ServiceAccount.
 Called by `target.connect` for `atomic-gang doctor` and `explain`. The chart labels all it
 renders `app.kubernetes.io/part-of=atomic-gang-provisioner`; its settings ConfigMap is the
 one of those holding `settings.yaml` (the dashboard ConfigMap carries the same labels). It
-is looked for in `--namespace` (default: the chart's documented `atomic-gang-system`), and,
-when that namespace was not given and holds none, in every namespace. None, or more than one,
-is an error naming the flag that picks one. The file is parsed by the product's own loader;
-the Lease is where the chart puts it (the release namespace, the release's full name) unless
-the release's Deployment passes other `--leader-election.*` flags; the ServiceAccount is the
-Deployment's, else the release's labelled one, else `--service-account`. It only reads.
+is looked for in `--controller-namespace` (default: the chart's documented
+`atomic-gang-system`), and, when that namespace was not given and holds none, in every
+namespace. None, or more than one, is an error naming the flag that picks one. The file is
+parsed by the product's own loader; the Lease is where the chart puts it (the release
+namespace, the release's full name) unless the release's Deployment passes other
+`--leader-election.*` flags; the ServiceAccount is the Deployment's, else the release's
+labelled one, else `--service-account`. It only reads.
 """
 
 from __future__ import annotations
@@ -85,14 +86,14 @@ def choose_settings_configmap(found: Sequence[Mapping[str, Any]], where: str) ->
     if not settings:
         raise DiscoveryError(
             f"no settings ConfigMap of the atomic-gang-provisioner chart ({CHART_SELECTOR}, "
-            f"key {SETTINGS_KEY}) in {where}; pass --namespace with the release's namespace, "
-            "--settings-configmap NAMESPACE/NAME, or --config FILE with a local copy"
+            f"key {SETTINGS_KEY}) in {where}; pass --controller-namespace with the release's "
+            "namespace, --settings-configmap NAMESPACE/NAME, or --config FILE with a local copy"
         )
     if len(settings) > 1:
         names = ", ".join(sorted(_name(cm) for cm in settings))
         raise DiscoveryError(
             f"{len(settings)} settings ConfigMaps of the chart in {where} ({names}); pass "
-            "--settings-configmap NAMESPACE/NAME (or --namespace) to pick one"
+            "--settings-configmap NAMESPACE/NAME (or --controller-namespace) to pick one"
         )
     return settings[0]
 
@@ -185,7 +186,7 @@ def from_settings_file(
     kube: Reader, path: str, *, namespace: str | None, service_account: str | None
 ) -> Installation:
     """An explicit local settings file (`--config`): the installation's namespace is
-    `--namespace` (default the chart's), its ServiceAccount found there as above."""
+    `--controller-namespace` (default the chart's), its ServiceAccount found there as above."""
     try:
         settings = load_settings(path)
     except SettingsError as err:

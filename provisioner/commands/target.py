@@ -1,8 +1,8 @@
 """Where `atomic-gang doctor` and `explain` look: the cluster, the installation, AWS.
 
-The command line gives a `Where` (its --kubeconfig, --work-dir, --config, --namespace,
---settings-configmap, --service-account and --as-controller); `connect` turns it into a
-`Target`: the Kubernetes client, the installation found from the cluster
+The command line gives a `Where` (its --kubeconfig, --context, --work-dir, --config,
+--controller-namespace, --settings-configmap, --service-account and --as-controller);
+`connect` turns it into a `Target`: the Kubernetes client, the installation found from the cluster
 (`provisioner.commands.installation`) and the AWS identity the checks run as. Called by
 `doctor.main`, `explain.main` and the CLI (which builds the `Where`). It only reads.
 """
@@ -27,9 +27,11 @@ class Where:
     """The command line's answer to "which cluster, which installation, as whom"."""
 
     kubeconfig: str | None = None
+    context: str | None = None  # the kubeconfig context (kubectl's --context)
     work_dir: str | None = None  # a local environment (`make dev-up`): its kubeconfig, file
     config: str | None = None  # a local settings file instead of the cluster's ConfigMap
-    namespace: str | None = None
+    # The controller's release namespace (--controller-namespace); -n is the user's objects'.
+    controller_namespace: str | None = None
     settings_configmap: str | None = None
     service_account: str | None = None
     as_controller: bool = False
@@ -94,7 +96,8 @@ def _access(installation: Installation, operator: AwsAccess, kube: Any) -> AwsAc
 
 
 def connect(where: Where, *, aws: bool = True) -> Target:
-    """The cluster from --kubeconfig (else kubectl's current context, else in-cluster), the
+    """The cluster from --kubeconfig and --context (else kubectl's current context, else
+    in-cluster), the
     installation from its settings ConfigMap (or an explicit --config / --work-dir file),
     and AWS as the operator or, with --as-controller, as the controller's role."""
     import json
@@ -121,16 +124,19 @@ def connect(where: Where, *, aws: bool = True) -> Target:
         config = config or state["settings"]
     # A missing kubeconfig or a silent API server is `ClusterUnreachable`: one line from
     # the command line, not a traceback.
-    kube, cluster = open_cluster(str(kubeconfig) if kubeconfig else None)
+    kube, cluster = open_cluster(str(kubeconfig) if kubeconfig else None, context=where.context)
     try:
         if config:
             installation = from_settings_file(
-                kube, str(config), namespace=where.namespace, service_account=where.service_account
+                kube,
+                str(config),
+                namespace=where.controller_namespace,
+                service_account=where.service_account,
             )
         else:
             installation = find_installation(
                 kube,
-                namespace=where.namespace,
+                namespace=where.controller_namespace,
                 configmap=where.settings_configmap,
                 service_account=where.service_account,
             )

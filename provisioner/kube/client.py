@@ -147,14 +147,18 @@ class KubeClient:
         return cls(k8s.ApiClient(configuration))
 
     @classmethod
-    def from_environment(cls) -> tuple[KubeClient, str]:
-        """As kubectl finds a cluster: $KUBECONFIG or ~/.kube/config's current context,
-        else the pod's in-cluster account. Returns the client and where it came from."""
+    def from_environment(cls, *, context: str | None = None) -> tuple[KubeClient, str]:
+        """As kubectl finds a cluster: $KUBECONFIG or ~/.kube/config's current context (or
+        ``context``), else the pod's in-cluster account. Returns the client and where it
+        came from."""
         try:
             _, current = k8s_config.list_kube_config_contexts()
         except k8s_config.ConfigException:
+            if context:
+                raise  # kubectl too: a named context needs a kubeconfig that holds it
             return cls.in_cluster(), "the in-cluster service account"
-        return cls(k8s_config.new_client_from_config()), f"context {current['name']}"
+        name = context or current["name"]
+        return cls(k8s_config.new_client_from_config(context=context)), f"context {name}"
 
     def with_timeout(self, seconds: float) -> KubeClient:
         """The same connection pool with a different per-request timeout."""

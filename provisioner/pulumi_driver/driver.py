@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
 import shutil
 import socket
 import subprocess
@@ -64,7 +63,7 @@ from provisioner.api.settings import Settings
 from provisioner.cloud.fencing import FENCE_FILE_VARIABLE, FenceFile
 from provisioner.cloud.s3_signing import S3RequestSigner
 from provisioner.pulumi_driver import oplog
-from provisioner.pulumi_driver.cli_env import StatePaths, aws_environment, cli_environment
+from provisioner.pulumi_driver.cli_env import StatePaths, cli_environment
 from provisioner.pulumi_driver.drift import DroppedResource, up_repairing
 from provisioner.pulumi_driver.engine_log import REFRESH, EngineLog
 from provisioner.pulumi_driver.errors import (
@@ -83,6 +82,7 @@ from provisioner.pulumi_driver.fence import (
     FencedCommand,
     FencingToken,
 )
+from provisioner.pulumi_driver.inventory import operator_command
 from provisioner.pulumi_driver.locks import BreakRule
 from provisioner.pulumi_driver.orphan_locks import s3_location
 from provisioner.pulumi_driver.provider_host import SharedProviderHost
@@ -213,15 +213,7 @@ class StackDriver:
 
     def operator_command(self) -> str:
         """The exact command an operator runs to list every pool's stack."""
-        # Listing reads the bucket only: no KMS call, so only the S3 endpoint (if any).
-        variables = {
-            k: v
-            for k, v in aws_environment(self._settings).items()
-            if k == "AWS_ENDPOINT_URL_S3" and self.backend_url.startswith("s3://")
-        }
-        variables["PULUMI_BACKEND_URL"] = self.backend_url
-        assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items())
-        return f"{assigns} pulumi stack ls --project {shlex.quote(self.project)}"
+        return operator_command(self._settings)
 
     # --- operations ------------------------------------------------------------------------
     def prepare(self, spec: PoolSpec, *, refresh_first: bool = False) -> StackResult:

@@ -11,8 +11,12 @@ that its line fails (or warns) with the fix.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -29,7 +33,6 @@ from provisioner.api.constants import Phase
 from provisioner.cloud.iam_policy import pod_identity_trust_policy
 from provisioner.commands import cli
 from tests.e2e.conftest import eventually, phase, submit
-from tests.integration.test_stack_support import pulumi_root
 
 LINE = re.compile(r"^(pass|FAIL|WARN)  ([^:]+): (.*)$")
 SETTINGS_CM = "atomic-gang-provisioner-settings"
@@ -218,14 +221,15 @@ def test_settings_configmap_absent_is_an_error_naming_the_flags(
         doctor(healthy, namespace, capsys)
     message = str(exit_.value)
     assert "no settings ConfigMap" in message and "any other namespace" in message
-    assert "--namespace" in message and "--settings-configmap" in message
+    assert "--controller-namespace" in message and "--settings-configmap" in message
 
 
 def test_explain_with_only_a_kubeconfig_names_the_configmap_and_our_check(
     healthy: LocalEnvironment, namespace: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kubeconfig = str(healthy.kubeconfig_path())
-    assert cli.main(["explain", f"{namespace}/absent", "--kubeconfig", kubeconfig]) == 0
+    # Not found is exit code 1, as `kubectl get` answers it.
+    assert cli.main(["explain", f"{namespace}/absent", "--kubeconfig", kubeconfig]) == 1
     header, verdict = capsys.readouterr().out.splitlines()
     assert header.startswith(f"settings: ConfigMap {CONTROLLER_NAMESPACE}/{SETTINGS_CM};")
     assert header.endswith(f"check {ko.CHECK_NAME}")
@@ -233,25 +237,26 @@ def test_explain_with_only_a_kubeconfig_names_the_configmap_and_our_check(
 
 
 def test_pools_from_a_laptop_needs_only_the_kubeconfig(
-    healthy: LocalEnvironment,
-    namespace: str,
-    capsys: pytest.CaptureFixture[str],
-    pulumi_tool: Any,
+    healthy: LocalEnvironment, namespace: str, tmp_path: Path
 ) -> None:
     pool = "inventory"
     submit(healthy, namespace, "inventory", pool)
     eventually(lambda: phase(healthy, pool) == Phase.SATISFIED, 120, "pool Satisfied")
-    argv = ["pools", "--kubeconfig", str(healthy.kubeconfig_path()), "--json"]
+    # A laptop: the installed command, your AWS credentials, a PATH with no Pulumi CLI.
+    command = Path(sys.executable).parent / "atomic-gang"
+    env = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+    env |= {"PATH": os.pathsep.join(["/usr/bin", "/bin"]), "HOME": str(tmp_path)}
+    argv = [str(command), "pools", "--kubeconfig", str(healthy.kubeconfig_path()), "-o", "json"]
 
-    code = cli.main([*argv, "--pulumi-root", str(pulumi_root(pulumi_tool))])
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
 
-    out, err = capsys.readouterr()
-    assert code == 0, err
+    assert done.returncode == 0, done.stderr
     # The state backend came from the ConfigMap, not from a file on this machine.
-    assert f"settings: ConfigMap {CONTROLLER_NAMESPACE}/{SETTINGS_CM}" in err
-    rows = {row["pool"]: row for row in json.loads(out)}
+    assert f"settings: ConfigMap {CONTROLLER_NAMESPACE}/{SETTINGS_CM}" in done.stderr
+    rows = {row["pool"]: row for row in json.loads(done.stdout)}
     # The Job runs for 2 s: on a busy machine it may have finished before `pools` read the
     # pool, which then holds the same whole set warm.
     assert rows[pool]["phase"] in (Phase.SATISFIED, Phase.KEEP_WARM), rows
+    # Read from the stack the controller's Pulumi wrote in the bucket, without a CLI.
     assert rows[pool]["stack"].startswith("ok"), rows
     assert len(rows[pool]["instances"]) == 2, rows

@@ -512,6 +512,10 @@ def test_a_replica_restarted_without_its_local_state_loses_no_stack(
     assert restarted.list_stacks() == []
     assert world.launch_templates() == []
     assert stack_ls(command, Path(pulumi_tool.binary), home) == []
+    # The inventory read from the bucket (what `drain` waits on) agrees: no stack is left.
+    assert pools_command.main(argv) == 0
+    table = capsys.readouterr().out.split("\n\n")[0].splitlines()
+    assert table == [table[0]], table  # the header only
 
 
 def test_an_update_that_meets_its_template_deleted_by_hand_refreshes_once_and_remakes_it(

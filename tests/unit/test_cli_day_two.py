@@ -190,6 +190,7 @@ def test_explain_json() -> None:
     document = json.loads(render("ns/a", "atomic-gang-check", "settings: x", lines, "json"))
     assert document == {
         "job": "ns/a",
+        "kind": None,
         "check": "atomic-gang-check",
         "target": "settings: x",
         "verdict": lines[0],
@@ -207,6 +208,10 @@ def test_pools_json() -> None:
             "instances": ["i-1", "i-2"],
             "stack": "ok, 5 resources",
             "last_operation": "up succeeded",
+            "namespace": "-",
+            "instance_type": "-",
+            "count": "-",
+            "ready": "-",
         }
     ]
 

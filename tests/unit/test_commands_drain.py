@@ -300,12 +300,14 @@ def test_the_cli_hands_drain_its_flags() -> None:
     assert rest == ["--timeout", "5", "--resume"]
 
 
-def test_settings_flags_are_the_controllers_and_the_stacks_work_files_go_elsewhere(
+def test_settings_flags_are_the_controllers_and_reading_the_stacks_writes_nothing(
     tmp_path: Any,
 ) -> None:
     import json
 
     from provisioner.commands.drain import _settings, build_parser
+    from provisioner.commands.pools import stack_reader
+    from provisioner.pulumi_driver.inventory import StackInventory
 
     settings_file = tmp_path / "settings.yaml"
     settings_file.write_text(
@@ -328,4 +330,7 @@ def test_settings_flags_are_the_controllers_and_the_stacks_work_files_go_elsewhe
     settings, source = _settings(args, rest)
     assert settings.cluster_name == "prod"
     assert source == "the settings flags"
-    assert settings.pulumi.state_dir != tmp_path / "controller-state"
+    # The stacks are read from the bucket itself: no Pulumi CLI, no work files anywhere.
+    reader = stack_reader(settings, local_state=True, pulumi_root=None, prefix="drain-")
+    assert isinstance(reader, StackInventory)
+    assert not (tmp_path / "controller-state").exists()

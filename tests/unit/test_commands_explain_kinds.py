@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
-from provisioner.commands.explain import explain, parse_target
+from provisioner.commands.explain import explain
 from tests.support.fake_kube import FakeKube
 from tests.support.jobs import job
 from tests.support.pools import pool, pool_spec
@@ -154,7 +154,7 @@ def test_a_name_two_kinds_share_asks_for_the_kind() -> None:
     kube = FakeKube(jobset, same_name, held(jobset))
     assert explain(kube, NS, "pretrain") == [
         f"{NS}/pretrain names a Job, JobSet: say which, e.g. "
-        f"`atomic-gang explain {NS}/job/pretrain`."
+        f"`atomic-gang explain -n {NS} job/pretrain`."
     ]
     assert explain(kube, NS, "pretrain", kind="jobsets")[0].startswith(f"JobSet {NS}/pretrain")
     assert explain(kube, NS, "pretrain", kind="JobSet")[0].startswith(f"JobSet {NS}/pretrain")
@@ -164,17 +164,3 @@ def test_a_name_two_kinds_share_asks_for_the_kind() -> None:
     assert explain(FakeKube(), NS, "pretrain", kind="pytorchjob") == [
         f"PyTorchJob {NS}/pretrain does not exist."
     ]
-
-
-@pytest.mark.parametrize(
-    ("text", "parsed"),
-    [
-        ("team/pretrain", ("team", None, "pretrain")),
-        ("team/jobset/pretrain", ("team", "jobset", "pretrain")),
-        ("pretrain", ("default", None, "pretrain")),
-    ],
-)
-def test_the_target_names_a_namespace_an_optional_kind_and_a_name(
-    text: str, parsed: tuple[str, str | None, str]
-) -> None:
-    assert parse_target(text) == parsed

@@ -59,14 +59,14 @@ def test_other_namespaces_are_searched_when_no_namespace_was_given() -> None:
 
 def test_a_given_namespace_is_the_only_one_searched() -> None:
     kube = FakeKube(_settings_cm("platform"))
-    with pytest.raises(DiscoveryError, match=r"namespace elsewhere.*--namespace"):
+    with pytest.raises(DiscoveryError, match=r"namespace elsewhere.*--controller-namespace"):
         find_installation(kube, namespace="elsewhere")
 
 
 def test_none_anywhere_names_the_flags() -> None:
     with pytest.raises(DiscoveryError) as err:
         find_installation(FakeKube(_dashboard(CHART_NAMESPACE)))
-    for flag in ("--namespace", "--settings-configmap", "--config"):
+    for flag in ("--controller-namespace", "--settings-configmap", "--config"):
         assert flag in str(err.value)
 
 
