@@ -53,7 +53,6 @@ def _run(response: Any, backend: Any, params: dict[str, Any]) -> ActionResult:
             return ActionResult(earlier)
     min_count, max_count = _launch_counts(params)
     template = template_data(backend, params.get("LaunchTemplate"))
-    refuse_unknown_profile(backend, params, template)
     options = LaunchOptions.of(params, template)
     options.check()
     group = options.placement_group(backend, EMULATOR.placement_groups)
@@ -66,6 +65,8 @@ def _run(response: Any, backend: Any, params: dict[str, Any]) -> ActionResult:
         EMULATOR.reservations.check_target(
             reservation, instance_type=instance_type, az=az, market_type=options.market_type
         )
+    # Which of EC2's refusals comes first is not documented; the profile's comes last.
+    refuse_unknown_profile(backend, params, template)
     # Every refusal EC2 makes from the request itself is above; capacity is not checked.
     dry_run_answer(response)
     if options.reservation_id:
