@@ -11,6 +11,11 @@ Create is idempotent by name: the name is derived from cluster and pool, so a te
 already exists (an earlier create whose result was lost in a crash) is adopted and brought
 to the wanted data as a new default version, never duplicated. Data changes make a new
 version and set it as default; name or region changes replace the template.
+
+Each create sends its own ClientToken (`client_token`): EC2 answers a repeated token with
+the original result ("Ensuring idempotency in Amazon EC2 API requests"), so a template made
+again after it was deleted outside the stack must not reuse the token of the first create,
+or EC2 would hand back the deleted template.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import uuid
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -75,6 +81,8 @@ NOT_FOUND_CODES: Final = frozenset(
     }
 )
 ALREADY_EXISTS_CODE: Final = "InvalidLaunchTemplateName.AlreadyExistsException"
+# The input naming one create of the template (`LaunchTemplateProvider.check`).
+CREATE_ATTEMPT: Final = "create_attempt"
 # A container on the node (the kubelet's pods) is one hop past the instance; IMDSv2 answers
 # only within the hop limit, so 2 lets pods reach it while a third hop (a proxy) cannot.
 DEFAULT_HOP_LIMIT: Final = 2
@@ -152,9 +160,19 @@ def root_volume_mapping(volume: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def client_token(props: Mapping[str, Any]) -> str:
-    """The same request always carries the same token, so EC2 answers a retried create
-    with the template it already made."""
-    body = json.dumps({"name": props["name"], "data": launch_template_data(props)}, sort_keys=True)
+    """The token of one create: the same for a retry of that create (botocore's retries
+    of the call, a replay of the same recorded inputs), so EC2 answers it with the template
+    it already made; another for the next create of the same name and data (a template
+    made again after it was deleted outside the stack), which EC2 must not answer with the
+    deleted one. What tells the two apart is the create's attempt (`CREATE_ATTEMPT`)."""
+    body = json.dumps(
+        {
+            "name": props["name"],
+            "data": launch_template_data(props),
+            "attempt": str(props.get(CREATE_ATTEMPT) or ""),
+        },
+        sort_keys=True,
+    )
     return "agp-lt-" + hashlib.sha256(body.encode()).hexdigest()[:32]
 
 
@@ -199,7 +217,7 @@ def _new_default_version(ec2: Any, template_id: str, props: Mapping[str, Any]) -
 
 
 class LaunchTemplateProvider(PoolProvider):
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         failures = [
             CheckFailure(key, f"{key} is required")
             for key in ("name", "region", "image_id", "instance_type", "user_data")
@@ -213,6 +231,14 @@ class LaunchTemplateProvider(PoolProvider):
             failures.append(CheckFailure("efa_network_cards", "list each network card once"))
         inputs = dict(news)
         inputs["security_group_ids"] = sorted(news.get("security_group_ids") or [])
+        # A template in the state keeps its attempt (no diff reads it); a create, which
+        # Pulumi checks with no old inputs (the first one, or one after a refresh dropped
+        # the template), gets a new one. Checked inputs are written to the stack's state
+        # with the pending create before `create` runs, so a replay of that create sends
+        # the same token. A crash between the create and its record cannot make a second
+        # template either way: the name is unique in the region, and a create that meets
+        # it taken adopts it (`create`), as the driver's recovery does (`adopt`).
+        inputs[CREATE_ATTEMPT] = str(olds.get(CREATE_ATTEMPT) or uuid.uuid4().hex)
         return CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:

@@ -20,6 +20,7 @@ from devenv.emulator.authorization import (
     dry_run_answer,
     permission_answer,
 )
+from devenv.emulator.launch_templates import remembered_create
 from devenv.emulator.patching import original
 from devenv.emulator.state import EMULATOR
 
@@ -56,7 +57,8 @@ def create_launch_template(self: Any) -> Any:
             dry_run_answer(self)
     except StatusAnswer as answer:
         return as_answer(answer)
-    return original(EC2Response, "create_launch_template")(self)
+    # A ClientToken seen before answers as it did then (``launch_templates``).
+    return remembered_create(self, lambda: original(EC2Response, "create_launch_template")(self))
 
 
 def describe_capacity_reservations(self: Any) -> ActionResult:

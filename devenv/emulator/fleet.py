@@ -36,6 +36,7 @@ from devenv.emulator.fleet_reserved import (
     reserved_target,
     slot_source,
 )
+from devenv.emulator.instance_profiles import profile_refusal
 from devenv.emulator.instances import request_az, template_data
 from devenv.emulator.interfaces import check_fleet_layouts
 from devenv.emulator.launch import LaunchOptions, decorate, recorded_launch
@@ -79,10 +80,33 @@ def _instant(response: Any, backend: Any, params: dict[str, Any]) -> dict[str, A
         if is_block_fleet(params):
             check_block_fleet(params, [_options(backend, spec) for spec in fleet.launch_specs])
         dry_run_answer(response)
-    answer = _fill_fleet(backend, fleet, request, params)
+    answer = _unknown_profile(fleet, backend, request) or _fill_fleet(
+        backend, fleet, request, params
+    )
     if token:
         EMULATOR.remember(backend, ACTION, token, fingerprint, copy.deepcopy(answer))
     return answer
+
+
+def _unknown_profile(fleet: Any, backend: Any, request: FleetRequest) -> dict[str, Any] | None:
+    """A fleet whose launch template names an instance profile EC2 does not know launches
+    nothing and lists EC2's answer per override (``instance_profiles``)."""
+    errors = []
+    for spec in fleet.launch_specs:
+        # moto keeps the template's IamInstanceProfile as it came ({"Arn": ...} or
+        # {"Name": ...}) and its property wraps that once more in {"Arn": ...}.
+        raw = getattr(spec, "_iam_instance_profile_arn", None)
+        refusal = profile_refusal(backend, raw if isinstance(raw, dict) else {"Arn": raw})
+        if refusal is not None:
+            errors.append(
+                {
+                    "LaunchTemplateAndOverrides": _template_and_overrides(spec),
+                    "Lifecycle": request.lifecycle,
+                    "ErrorCode": refusal[0],
+                    "ErrorMessage": refusal[1],
+                }
+            )
+    return {"FleetId": fleet.id, "Instances": [], "Errors": errors} if errors else None
 
 
 def _refuse_duplicate_pools(backend: Any, fleet: Any) -> None:

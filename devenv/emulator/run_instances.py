@@ -8,9 +8,10 @@ run before moto creates them:
 - otherwise active `open` ODCRs matching the type and AZ first (unless the preference is
   `none`), then the pool's ordinary capacity (not at all with
   `capacity-reservations-only`); short of MinCount is InsufficientInstanceCapacity.
-It launches min(MaxCount, what fits), applies the launch template's subnet or AZ (which
-moto ignores) so the instance lands where capacity was charged, and records the request
-as received in the launch log, whatever the answer.
+An instance profile EC2 does not know (the request's or its template's) is refused as EC2
+refuses it (``instance_profiles``). It launches min(MaxCount, what fits), applies the
+launch template's subnet or AZ (which moto ignores) so the instance lands where capacity
+was charged, and records the request as received in the launch log, whatever the answer.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses import EC2Response
 
 from devenv.emulator.authorization import dry_run_answer
+from devenv.emulator.instance_profiles import refuse_unknown_profile
 from devenv.emulator.instances import request_az, spec_subnet, template_data
 from devenv.emulator.interfaces import check_layout, first_card_only
 from devenv.emulator.launch import LaunchOptions, check_networks, decorate, recorded_launch
@@ -63,6 +65,8 @@ def _run(response: Any, backend: Any, params: dict[str, Any]) -> ActionResult:
         EMULATOR.reservations.check_target(
             reservation, instance_type=instance_type, az=az, market_type=options.market_type
         )
+    # Which of EC2's refusals comes first is not documented; the profile's comes last.
+    refuse_unknown_profile(backend, params, template)
     # Every refusal EC2 makes from the request itself is above; capacity is not checked.
     dry_run_answer(response)
     if options.reservation_id:

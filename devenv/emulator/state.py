@@ -20,6 +20,7 @@ from devenv.emulator.consistency import ConsistencySwitches
 from devenv.emulator.eks_cluster import register_cluster
 from devenv.emulator.faults import FaultSwitches
 from devenv.emulator.instance_events import InstanceEventFeed
+from devenv.emulator.instance_profiles import VISIBILITY as PROFILE_VISIBILITY
 from devenv.emulator.interfaces import detach_interface
 from devenv.emulator.model import (
     DEFAULT_FREE_SLOTS,
@@ -99,6 +100,7 @@ class EmulatorState(FaultSwitches, ConsistencySwitches, ReservedCapacity, Organi
         self._records: dict[tuple[str, str, str, str], _Record] = {}
         self._regions: dict[tuple[str, str], RegionSeed] = {}
         self.instance_events.forget()
+        PROFILE_VISIBILITY.reset()
 
     # --- lifecycle -----------------------------------------------------------------------
     def reset(self) -> None:
@@ -117,6 +119,13 @@ class EmulatorState(FaultSwitches, ConsistencySwitches, ReservedCapacity, Organi
         """
         with self.lock:
             self._clear()
+
+    def set_instance_profile_lag(self, seconds: float) -> dict[str, float]:
+        """EC2 does not know an instance profile until `seconds` after IAM made it (IAM's
+        eventual consistency; ``instance_profiles``), until the next reset."""
+        with self.lock:
+            PROFILE_VISIBILITY.set_lag(seconds)
+            return {"seconds": PROFILE_VISIBILITY.lag}
 
     def set_dry_run_validation(self, on: bool) -> None:
         """Whether a launch call's DryRun also checks its parameters (default: permission

@@ -207,6 +207,8 @@ class EventReason(StrEnum):
     CAPACITY_BLOCK_ENDED = "CapacityBlockEnded"  # the block has no time left for a new gang
     STACK_DRIFT = "StackDrift"  # a launch met a resource of the stack deleted outside it
     STACK_REPAIRED = "StackRepaired"  # the stack made it again
+    # EC2 does not see the instance profile the stack just made or verified (IAM propagation)
+    INSTANCE_PROFILE_PROPAGATING = "InstanceProfilePropagating"
     # Workload admission check (workload_decision), and the Workload reconciler's Events on
     # the pool and the gang's owner. A claim says CLAIMED on the pool and the owner, and
     # POOL_CLAIMED with the check's Pending write (on the Workload and the owner). A pool

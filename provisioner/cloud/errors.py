@@ -17,6 +17,9 @@ Hierarchy::
      │                     Except a resource of the pool's stack gone from EC2 (its launch
      │                     template, its placement group: ``STACK_RESOURCE_GONE_CODES``),
      │                     whose ``failure`` is NOT_PREPARED: the pool re-prepares its stack.
+     │                     So is EC2 not knowing the pool's instance profile (a code shared
+     │                     with request errors, told apart by ``stack_gone``); ``gone``
+     │                     names which resource it is.
      │     kind=NOT_FOUND  the thing asked about does not exist (release treats it as done).
      │     kind=NOT_ACTIVE a reservation that has not started: nothing was asked of EC2;
      │                     hold at $0 until ``starts_at`` (ReservationNotActive carries it).
@@ -59,6 +62,12 @@ from provisioner.cloud.error_codes import (
     is_unoffered,
 )
 from provisioner.cloud.error_reasons import describe_code
+from provisioner.cloud.stack_gone import (
+    INSTANCE_PROFILE_FIX,
+    INSTANCE_PROFILE_REASON,
+    StackResource,
+    gone_resource,
+)
 
 __all__ = [
     "CAPACITY_CODES",
@@ -166,6 +175,7 @@ class CloudError(Exception):
         *,
         instance_ids: tuple[str, ...] = (),
         rolled_back: tuple[str, ...] = (),
+        gone: StackResource | None = None,
     ) -> None:
         super().__init__(f"{reason}: {message}")
         self.kind = kind
@@ -174,11 +184,14 @@ class CloudError(Exception):
         self.message = message
         self.instance_ids = instance_ids
         self.rolled_back = rolled_back
+        # The resource of the pool's stack EC2 says is missing (``stack_gone``): from the
+        # code alone unless the caller read EC2's message at the edge.
+        self.gone = gone if gone is not None else gone_resource(code)
 
     @property
     def failure(self) -> c.FailureKind:
         """This failure as the pool's state machine acts on it."""
-        if self.code in STACK_RESOURCE_GONE_CODES:
+        if self.gone is not None:
             return c.FailureKind.NOT_PREPARED
         return _FAILURE_OF_KIND.get(self.kind, c.FailureKind.RETRYABLE)
 
@@ -202,14 +215,18 @@ def to_cloud_error(exc: BaseException, action: str) -> CloudError:
     code = error_code(exc)
     if code is None and isinstance(exc, ConnectionError | HTTPClientError):
         code = type(exc).__name__
-    reason, fix = describe_code(code, kind)
     aws_says = (
         exc.response.get("Error", {}).get("Message", "")
         if isinstance(exc, ClientError)
         else str(exc)
     )
+    gone = gone_resource(code, str(aws_says))
+    if gone is StackResource.INSTANCE_PROFILE:
+        reason, fix = INSTANCE_PROFILE_REASON, INSTANCE_PROFILE_FIX
+    else:
+        reason, fix = describe_code(code, kind)
     detail = f" ({code}: {aws_says})" if code else f" ({aws_says})"
-    return CloudError(kind, code, reason, f"{action} failed{detail}. {fix}")
+    return CloudError(kind, code, reason, f"{action} failed{detail}. {fix}", gone=gone)
 
 
 class ReservationNotActive(CloudError):

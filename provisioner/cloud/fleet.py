@@ -45,6 +45,12 @@ from provisioner.cloud.errors import (
     to_cloud_error,
 )
 from provisioner.cloud.rollback import roll_back
+from provisioner.cloud.stack_gone import (
+    INSTANCE_PROFILE_FIX,
+    INSTANCE_PROFILE_REASON,
+    StackResource,
+    is_instance_profile_unknown,
+)
 from provisioner.cloud.tags import (
     FLEET_RESOURCE_TYPES,
     launch_tags,
@@ -188,6 +194,21 @@ def _failed(
             code=codes[0] if codes else None,
             reason="PartialFleet",
             message=said,
+        )
+    unknown_profile = [
+        str(e.get("ErrorCode", ""))
+        for e in response.get("Errors") or ()
+        if is_instance_profile_unknown(e.get("ErrorCode"), str(e.get("ErrorMessage", "")))
+    ]
+    if unknown_profile:
+        # EC2 lists it per override (Karpenter meets it so); the fleet, and its token, are
+        # spent on it like any other answer (the module docstring).
+        return CloudError(
+            ErrorKind.CONFIG,
+            unknown_profile[0],
+            INSTANCE_PROFILE_REASON,
+            f"{said} {INSTANCE_PROFILE_FIX}",
+            gone=StackResource.INSTANCE_PROFILE,
         )
     if codes and all(is_unoffered(code) for code in codes):
         reason, fix = describe_code(codes[0], ErrorKind.CONFIG)

@@ -2,7 +2,7 @@
 
 Used by the stack driver (``driver``) around every `up` (prepare, record, remove). A stack's
 state says what it made; when someone deletes one of those resources by hand (the launch
-template, the cluster placement group, a self-managed instance profile), the state still
+template, the cluster placement group, the instance profile, the access entry), the state still
 names it, so an update that touches it fails with AWS's not-found answer, and an update that
 does not touch it leaves the launch pointing at nothing. Pulumi's `refresh` asks each
 provider to read its resource; a provider whose resource is gone answers with an empty
@@ -40,10 +40,17 @@ __all__ = [
     "up_repairing",
 ]
 
-# The provider reasons (``stacks.failures``, named by ``provisioner.cloud.errors``) that an
-# AWS not-found answer for one of the stack's own resources becomes.
+# The provider reasons (``stacks.failures``, named by ``provisioner.cloud.errors`` and
+# ``provisioner.cloud.preflight``) that an AWS not-found answer for one of the stack's own
+# resources becomes: one per resource of ``RESOURCE_NAMES`` that can be missing (the
+# instance set's read drops terminated instances itself).
 DRIFT_REASONS: Final = frozenset(
-    {"LaunchTemplateNotFound", "InvalidPlacementGroup", "InstanceProfileNotFound"}
+    {
+        "LaunchTemplateNotFound",
+        "InvalidPlacementGroup",
+        "InstanceProfileNotFound",
+        "AccessEntryMissing",
+    }
 )
 _KINDS: Final = {
     RESOURCE_NAMES["launch_template"]: "launch template",

@@ -1,10 +1,17 @@
 """A resource of the pool's stack deleted by hand between two gangs (its launch template, its
-cluster placement group) is made again, and the pool says so once.
+cluster placement group, its self-managed instance profile) is made again, and the pool says
+so once.
 
 The first gang runs and is released (the prepared stack is kept for the next claim); then the
-resource is deleted with EC2's own API, as an operator cleaning up would. The next gang's
-launch meets it gone, the pool goes back to a prepare that refreshes the stack (Pulumi's
-`refresh` drops what AWS no longer has) and makes it again, and the gang is Ready on it.
+resource is deleted with AWS's own API, as an operator cleaning up would. The next gang's
+launch meets it gone (for the profile, EC2's ``InvalidParameterValue`` "Invalid IAM Instance
+Profile ARN"), the pool goes back to a prepare that refreshes the stack (Pulumi's `refresh`
+drops what AWS no longer has) and makes it again, and the gang is Ready on it.
+
+The emulator remembers CreateLaunchTemplate's ClientTokens as EC2 documents (a repeated token
+answers the original template, deleted or not), so the template's repair passes only if its
+create sends a new token: with the token of the first create, EC2 hands back the deleted
+template and the gang never launches.
 Real apiserver, Pulumi CLI and emulator; the harness's in-process controller.
 """
 
@@ -12,11 +19,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
 import pytest
 from kubernetes import client as k8s
 
 from provisioner.api import constants as c
-from tests.integration.controller_harness import GangEnv, eventually
+from provisioner.cloud.naming import instance_profile_name
+from tests.integration.controller_harness import (
+    CLUSTER,
+    REGION,
+    ROLE_NAME,
+    TEST_CLIENT_KEY,
+    GangEnv,
+    eventually,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -90,3 +106,37 @@ def test_a_placement_group_deleted_by_hand_is_made_again_for_the_next_gang(
     assert _repairs(env, pool) == [
         f"Placement group {group} was deleted outside the stack; recreated."
     ]
+
+
+def _iam(env: GangEnv) -> Any:
+    return boto3.client(
+        "iam",
+        region_name=REGION,
+        endpoint_url=env.emulator.endpoint_url,
+        aws_access_key_id=TEST_CLIENT_KEY,
+        aws_secret_access_key="testing",
+    )
+
+
+@pytest.mark.parametrize("mode", ["runinstances", "fleet"])
+def test_an_instance_profile_deleted_by_hand_is_made_again_for_the_next_gang(
+    gang_env_factory: Any, mode: str
+) -> None:
+    env: GangEnv = gang_env_factory(iam={"selfManageInstanceProfile": True})
+    pool = f"pool-drift-ip-{mode}"
+    _first_gang_run_and_released(env, pool, **{c.ANN_MODE: mode})
+    iam = _iam(env)
+    name = instance_profile_name(CLUSTER, ROLE_NAME)
+    iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=ROLE_NAME)
+    iam.delete_instance_profile(InstanceProfileName=name)
+
+    _second_gang_ready(env, pool, **{c.ANN_MODE: mode})
+
+    profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+    assert [r["RoleName"] for r in profile["Roles"]] == [ROLE_NAME]
+    assert _repairs(env, pool) == [
+        f"Instance profile {name} was deleted outside the stack; recreated."
+    ]
+    assert not [m for reason, m in _pool_events(env, pool) if reason == "InvalidRequest"], (
+        "the unknown profile was read as a shape error"
+    )

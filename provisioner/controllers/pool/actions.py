@@ -168,6 +168,7 @@ class PoolActions:
                 message=str(err),
                 unreleased_ids=err.instance_ids,
                 rolled_back_ids=err.rolled_back,
+                gone=err.gone,
             )
         if launched.adopted:
             # The generation's set was already in EC2 (a crash, a lost answer, or a pass

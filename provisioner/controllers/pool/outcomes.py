@@ -25,6 +25,7 @@ from provisioner.api.gangnodepool import (
     StackOperation,
     StackResult,
 )
+from provisioner.controllers.pool.drift_outcome import drift_outcome
 from provisioner.controllers.pool.status import changed, idle, seconds_until
 from provisioner.controllers.pool.steps import (
     STACK_ACTIONS,
@@ -293,22 +294,9 @@ def _launch_outcome(view: AnyView, status: GangNodePoolStatus, result: ActionRes
             wait,
             (Event(c.EVENT_NORMAL, err.reason, err.message),),
         )
-    if kind is FailureKind.NOT_PREPARED and status.last_stack_operation != StackOperation.REPAIR:
-        # A resource of the pool's stack (its launch template, its placement group) was
-        # deleted outside it. Nothing was launched, so the generation stays; the next pass
-        # prepares with a refresh, which makes it again. Once: a launch that still meets it
-        # gone right after that repair is reported as a configuration failure below.
-        return (
-            changed(status, launch_in_progress=None, stack_drift=err.message, last_error=err),
-            0.0,
-            (
-                Event(
-                    c.EVENT_WARNING,
-                    c.EventReason.STACK_DRIFT,
-                    f"{err.message} Refreshing the pool's stack before the next launch.",
-                ),
-            ),
-        )
+    if kind is FailureKind.NOT_PREPARED:
+        # A resource of the pool's stack is missing from EC2: see `drift_outcome`.
+        return drift_outcome(view, status, result, err)
     if kind is FailureKind.RETRYABLE:
         # Keep the marker: the same ClientToken is replayed, so a launch that did happen
         # is returned rather than repeated.
@@ -320,14 +308,6 @@ def _launch_outcome(view: AnyView, status: GangNodePoolStatus, result: ActionRes
         )
     # Configuration: nothing was launched; the user must fix something. The generation
     # stays (no request reached a terminal result) and the marker is cleared.
-    if kind is FailureKind.NOT_PREPARED:
-        message = (
-            f"{err.message} The pool's stack was refreshed and the resource made again just "
-            "before this launch, and EC2 still finds it missing: something deletes the pool's "
-            "resources as they are made, or the controller's role cannot see them. Fix that; "
-            "the launch is tried again after the configuration delay."
-        )
-        err = err.model_copy(update={"kind": FailureKind.CONFIG, "message": message})
     return (
         changed(status, launch_in_progress=None, last_error=err),
         view.timings.config_delay,

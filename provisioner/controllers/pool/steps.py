@@ -25,6 +25,7 @@ from provisioner.api.gangnodepool import (
     UnusableNode,
 )
 from provisioner.api.settings import Settings
+from provisioner.cloud.stack_gone import StackResource
 
 
 class Action(Enum):
@@ -274,3 +275,5 @@ class ActionResult:
     # A failed launch's instances its rollback terminated: released by id on the next pass
     # too, for the ENIs a node that joined before the rollback leaves behind.
     rolled_back_ids: tuple[str, ...] = ()
+    # A launch EC2 refused because a resource of the pool's stack is missing: which one.
+    gone: StackResource | None = None
