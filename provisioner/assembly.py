@@ -353,6 +353,7 @@ def build_manager(inputs: ManagerInputs) -> Manager:
         # The reaper reads the pool cache: it acts only while that cache can be trusted.
         cache_problem=pools.problem,
         ownership_key=ownership_key,
+        max_lifetime=settings.limits.max_lifetime,
     )
     parts = ControllerParts(
         informers=tuple(informers),

@@ -35,12 +35,17 @@ and then tagged as ours) is left alone and reported: logged when the set changes
 counted in `atomic_gang_instances_unproven{reason}`. Without an ownership key, orphans
 cannot be proven and are reported the same way instead of terminated.
 
-An instance proven ours goes when it is past its max-lifetime tag, past an expired
+An instance proven ours goes when it is past its max lifetime, past an expired
 keep-warm tag (with a grace period, the pool reconciler being the one expected to release
 it), or when it was launched for a pool the cache no longer holds (and is older than one
 sweep interval, as the cache may lag a pool just created). Because the proof and
 these tags are written atomically at launch, the reaper works after a controller crash, a
 lost Pulumi state or a deleted CRD.
+
+**Max lifetime is `min(tag, limits.maxLifetime)`.** The tag is written at launch from the
+Job's annotation, which the webhook and the Workload path bound by `limits.maxLifetime`; but
+anyone allowed to tag can rewrite it, so the tag can only shorten the life the installer
+allows, never lengthen it: a tag removed, unparsable or set to `876000h` means the limit.
 
 The sweep also feeds the billing metrics. It lists every managed instance, terminated ones
 included (one DescribeInstances listing serves both jobs), and bills that history with
@@ -110,11 +115,14 @@ def verdict(
     pools: dict[str, PoolFacts],
     now: datetime,
     keep_warm_grace: timedelta,
+    *,
+    max_lifetime: timedelta,
 ) -> str | None:
     """Why this instance must go, or None. ``standing`` is how EC2's record proves it
     ours (`ownership.prove`): an unproven instance never goes; one launched for a pool the
     cache does not hold (gone, or recreated under another UID) is an orphan once older
-    than ``keep_warm_grace`` (one sweep interval)."""
+    than ``keep_warm_grace`` (one sweep interval). ``max_lifetime`` is the installer's
+    `limits.maxLifetime`: no tag makes a life longer (`lifetime_of`)."""
     if standing is Standing.UNPROVEN:
         return None
     tags = instance.managed
@@ -123,13 +131,20 @@ def verdict(
         born = instance.launch_time
         young = born is not None and now < born + keep_warm_grace
         return None if young else ORPHANED
-    born, lifetime = instance.launch_time, tags.max_lifetime
-    if born is not None and lifetime is not None and now >= born + lifetime:
+    born, lifetime = instance.launch_time, lifetime_of(tags.max_lifetime, max_lifetime)
+    if born is not None and now >= born + lifetime:
         return MAX_LIFETIME
     until = tags.keep_warm_until
     if until is not None and now >= until + keep_warm_grace and not pools[tags.pool].claimed:
         return KEEP_WARM_EXPIRED
     return None
+
+
+def lifetime_of(tagged: timedelta | None, limit: timedelta) -> timedelta:
+    """The life an instance gets: its tag's, but never more than the limit. A tag that is
+    missing or not a duration (`tags.parse_go_duration` reads it as None) is the limit,
+    not "forever": the tag is mutable, the limit is the installer's."""
+    return limit if tagged is None else min(tagged, limit)
 
 
 @dataclass(frozen=True)
@@ -157,8 +172,11 @@ class Reaper:
         *,
         cache_problem: Callable[[], str | None],
         ownership_key: OwnershipKey | None,
+        max_lifetime: timedelta,
     ) -> None:
+        """``max_lifetime``: `limits.maxLifetime`, the longest any instance lives."""
         self._engine = engine
+        self._max_lifetime = max_lifetime
         # Why the pool cache cannot be trusted now (None: it can): `Informer.problem`.
         self._cache_problem = cache_problem
         self._ownership_key = ownership_key
@@ -212,7 +230,12 @@ class Reaper:
             if proof.reason is not None:
                 unproven.setdefault(proof.reason, []).append(instance.instance_id)
             reason = verdict(
-                instance, proof.standing, pools, now, timedelta(seconds=self._interval)
+                instance,
+                proof.standing,
+                pools,
+                now,
+                timedelta(seconds=self._interval),
+                max_lifetime=self._max_lifetime,
             )
             if reason is not None:
                 doomed.setdefault(reason, []).append(instance.instance_id)

@@ -4,7 +4,7 @@ the release of a pool whose stack is gone and by the reaper once the pool itself
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -87,6 +87,7 @@ def test_the_reaper_deletes_the_infrastructure_of_gone_pools_only(world: World) 
         ControllerMetrics(),
         cache_problem=lambda: None,
         ownership_key=None,
+        max_lifetime=timedelta(hours=168),
     )
 
     report = reaper.sweep()

@@ -69,6 +69,7 @@ class Sweeps:
             self.metrics,
             cache_problem=lambda: None,
             ownership_key=None,
+            max_lifetime=timedelta(hours=168),
         )
 
     def add(self, *entries: dict[str, Any]) -> None:
