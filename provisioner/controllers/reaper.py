@@ -3,8 +3,9 @@
 Watches: EC2, by tag, every `reapIntervalSeconds`, and the GangNodePool cache (which pools
 exist, their UIDs, whether a warm set is claimed again).
 Writes, alone: TerminateInstances (with ENI cleanup) of instances EC2's record proves this
-cluster's controller launched, and the deletion of our launch templates and placement
-groups whose pool no longer exists.
+cluster's controller launched, and the deletion of launch templates and placement groups
+whose pool no longer exists and whose ids that pool's stack recorded (`cloud.leftovers`:
+tags find them, the stack's record proves them; the rest is reported, not deleted).
 Tells the instance index which pools it terminated instances of (`forget`).
 
 **It fails closed.** "The pool no longer exists" is read from the pool cache, so a cache
@@ -67,12 +68,14 @@ from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.cloud.billing import Gang, InstanceLife, Meter, life_of
 from provisioner.cloud.errors import CloudError
+from provisioner.cloud.leftovers import Leftover, split_proven
 from provisioner.cloud.naming import OwnershipKey
 from provisioner.cloud.ownership import Standing, fleet_of, prove
 from provisioner.cloud.types import InstanceView
 from provisioner.cloud.views import ALL_STATES, LIVE_STATES
 from provisioner.controllers.metrics import ControllerMetrics
-from provisioner.controllers.ports import EngineOps
+from provisioner.controllers.ports import EngineOps, StackOps
+from provisioner.pulumi_driver.port import StackError
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +150,22 @@ def lifetime_of(tagged: timedelta | None, limit: timedelta) -> timedelta:
     return limit if tagged is None else min(tagged, limit)
 
 
+def stack_resource_ids(stacks: StackOps) -> Callable[[str], frozenset[str]]:
+    """The EC2 ids (launch template, placement group) a pool's stack recorded, read through
+    the stack port: none when the pool has no stack, or when it cannot be read (then
+    nothing is proven, and nothing is deleted, this sweep)."""
+
+    def read(pool: str) -> frozenset[str]:
+        try:
+            outputs = stacks.outputs(pool)
+        except StackError as err:
+            log.warning("reaper: the stack of gone pool %s could not be read: %s", pool, err)
+            return frozenset()
+        return outputs.resource_ids if outputs is not None else frozenset()
+
+    return read
+
+
 @dataclass(frozen=True)
 class SweepReport:
     examined: int
@@ -157,6 +176,8 @@ class SweepReport:
     unproven: dict[str, list[str]] = field(default_factory=dict)
     # Why this sweep acted on nothing (a cache it reads could not be trusted).
     skipped: str | None = None
+    # Templates and groups tagged as a gone pool's that no stack of it records: left alone.
+    foreign_infrastructure: tuple[str, ...] = ()
 
 
 class Reaper:
@@ -173,8 +194,12 @@ class Reaper:
         cache_problem: Callable[[], str | None],
         ownership_key: OwnershipKey | None,
         max_lifetime: timedelta,
+        stack_record: Callable[[str], frozenset[str]],
     ) -> None:
-        """``max_lifetime``: `limits.maxLifetime`, the longest any instance lives."""
+        """``max_lifetime``: `limits.maxLifetime`, the longest any instance lives.
+        ``stack_record``: the EC2 ids a pool's stack recorded (`stack_resource_ids`)."""
+        self._stack_record = stack_record
+        self._foreign: frozenset[str] = frozenset()
         self._engine = engine
         self._max_lifetime = max_lifetime
         # Why the pool cache cannot be trusted now (None: it can): `Informer.problem`.
@@ -253,12 +278,13 @@ class Reaper:
                 log.warning("reaper terminated %d instances (%s): %s", len(group), reason, group)
         self._report_unproven(unproven)
         self._sample(history, pools, now, set(ids))
-        removed = self._sweep_infrastructure(pools)
+        removed, foreign = self._sweep_infrastructure(pools)
         return SweepReport(
             examined=len(instances),
             terminated=doomed,
             infrastructure=removed,
             unproven=unproven,
+            foreign_infrastructure=foreign,
         )
 
     def _fleets_of(self, instances: Iterable[InstanceView]) -> dict[str, str | None]:
@@ -291,10 +317,25 @@ class Reaper:
                 )
         self._reported = ids
 
-    def _sweep_infrastructure(self, pools: dict[str, PoolFacts]) -> tuple[str, ...]:
+    def _sweep_infrastructure(
+        self, pools: dict[str, PoolFacts]
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Launch templates and placement groups our tags give to a pool that is gone (its
-        stack lost, or its release interrupted after the instances went)."""
-        orphans = [o for o in self._engine.leftovers(self._cluster) if o.pool not in pools]
+        release interrupted after the instances went, or the pool deleted without its
+        finalizer): deleted when that pool's stack recorded their ids, else reported.
+        Returns (deleted, reported)."""
+        gone = [o for o in self._engine.leftovers(self._cluster) if o.pool not in pools]
+        records = {
+            pool: self._stack_record(pool) if pool else frozenset()
+            for pool in {o.pool for o in gone}
+        }
+        orphans: list[Leftover] = []
+        foreign: list[Leftover] = []
+        for pool, record in records.items():
+            proven, unproven = split_proven([o for o in gone if o.pool == pool], record)
+            orphans += proven
+            foreign += unproven
+        self._report_foreign(foreign)
         removed: list[str] = []
         for orphan in orphans:
             try:
@@ -306,7 +347,23 @@ class Reaper:
             log.warning(
                 "reaper deleted %s %s of gone pool %s", orphan.kind, orphan.name, orphan.pool
             )
-        return tuple(removed)
+        return tuple(removed), tuple(f"{o.kind}/{o.resource_id}" for o in foreign)
+
+    def _report_foreign(self, foreign: list[Leftover]) -> None:
+        """Count and log what carries a gone pool's tags that its stack does not know (logged
+        when the set changes): anyone who may tag can make a template look ours."""
+        for kind in ("launch-template", "placement-group"):
+            count = sum(1 for o in foreign if o.kind == kind)
+            self._metrics.leftovers_unproven.labels(kind=kind).set(count)
+        ids = frozenset(f"{o.kind}/{o.resource_id}" for o in foreign)
+        if ids and ids != self._foreign:
+            log.warning(
+                "reaper: %d launch templates or placement groups carry this cluster's tags "
+                "for a gone pool but no stack of that pool recorded them; left alone: %s",
+                len(ids),
+                sorted(ids),
+            )
+        self._foreign = ids
 
     def _sample(
         self,

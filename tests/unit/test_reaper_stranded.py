@@ -70,6 +70,7 @@ class Sweeps:
             cache_problem=lambda: None,
             ownership_key=None,
             max_lifetime=timedelta(hours=168),
+            stack_record=lambda _pool: frozenset(),
         )
 
     def add(self, *entries: dict[str, Any]) -> None:

@@ -202,6 +202,7 @@ def reaper(
         cache_problem=lambda: problem,
         ownership_key=key,
         max_lifetime=LIMIT,
+        stack_record=lambda _pool: frozenset(),
     )
 
 
