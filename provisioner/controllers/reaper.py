@@ -324,7 +324,11 @@ class Reaper:
         release interrupted after the instances went, or the pool deleted without its
         finalizer): deleted when that pool's stack recorded their ids, else reported.
         Returns (deleted, reported)."""
-        gone = [o for o in self._engine.leftovers(self._cluster) if o.pool not in pools]
+        found = self._engine.leftovers(self._cluster)
+        # EC2 first, the pools after (as for instances): a pool made since the sweep's
+        # first read, whose stack just made its template, is in this read.
+        now_held = self._pool_facts()
+        gone = [o for o in found if o.pool not in pools and o.pool not in now_held]
         records = {
             pool: self._stack_record(pool) if pool else frozenset()
             for pool in {o.pool for o in gone}

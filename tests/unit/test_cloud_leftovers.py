@@ -5,7 +5,7 @@ look-alike the stack never recorded is reported and left alone."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -118,14 +118,14 @@ def test_only_what_the_stack_recorded_by_id_is_proven(
 
 def _reaper(
     world: World,
-    facts: dict[str, Any],
+    facts: dict[str, Any] | Callable[[], dict[str, Any]],
     records: dict[str, frozenset[str]],
     metrics: ControllerMetrics | None = None,
 ) -> Reaper:
     return Reaper(
         world.engine,
         CLUSTER,
-        lambda: facts,
+        facts if callable(facts) else lambda: facts,
         3.0,
         lambda: datetime.now(UTC),
         metrics or ControllerMetrics(),
@@ -174,6 +174,19 @@ def test_the_reaper_reports_a_tagged_look_alike_its_stack_never_recorded(world: 
     gauge = "atomic_gang_leftovers_unproven"
     for kind in ("launch-template", "placement-group"):
         assert metrics.registry.get_sample_value(gauge, {"kind": kind}) == 2
+
+
+def test_a_pool_made_during_the_sweep_keeps_its_template(world: World) -> None:
+    """The pool cache is read before the listing of templates: a pool created in between,
+    whose stack has just made its template, is not gone. The pools are read again after
+    EC2, as they are for instances."""
+    made = _pool_infrastructure(world, "new")
+    reads = iter([{}, {"new": PoolFacts(phase=Phase.ACQUIRING, claimed=True)}])
+
+    report = _reaper(world, lambda: next(reads), {"new": made}).sweep()
+
+    assert report.infrastructure == () and report.foreign_infrastructure == ()
+    assert len(world.engine.leftovers(CLUSTER, "new")) == 2
 
 
 def test_a_stack_that_cannot_be_read_proves_nothing() -> None:
