@@ -68,6 +68,8 @@ class _NoWait(SystemClock):
 
 # Launch tokens are signed as the controller signs them, so the sweep proves them ours.
 KEY = naming.OwnershipKey(b"bench-ownership-key-of-32-bytes!")
+# limits.maxLifetime's default: the reaper never lets an instance live longer.
+MAX_LIFETIME = timedelta(hours=168)
 
 
 def _uid(pool: str) -> str:
@@ -157,7 +159,9 @@ def _judge(instances: Sequence[InstanceView], pools: dict[str, PoolFacts], now: 
             key=KEY,
             fleet_tokens={},
         )
-        reason = verdict(inst, proof.standing, pools, now, timedelta(seconds=120))
+        reason = verdict(
+            inst, proof.standing, pools, now, timedelta(seconds=120), max_lifetime=MAX_LIFETIME
+        )
         if reason is not None:
             doomed.setdefault(reason, []).append(inst.instance_id)
     return doomed
@@ -200,6 +204,9 @@ def _sweep_at(size: int) -> dict[str, float]:
             ControllerMetrics(),
             cache_problem=lambda: None,
             ownership_key=KEY,
+            max_lifetime=MAX_LIFETIME,
+            # The bench's fleet has no launch templates or groups to prove.
+            stack_record=lambda _pool: frozenset(),
         )
         t0 = time.perf_counter()
         first = reaper.sweep()

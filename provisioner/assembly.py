@@ -46,7 +46,7 @@ from provisioner.controllers.pool.deps import PoolReconcilerDeps
 from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
 from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.controllers.ports import EngineOps, StackOps
-from provisioner.controllers.reaper import Reaper, pool_facts
+from provisioner.controllers.reaper import Reaper, pool_facts, stack_resource_ids
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.reconciler import WorkloadReconciler
 from provisioner.host import HostResources, read_host
@@ -357,6 +357,8 @@ def build_manager(inputs: ManagerInputs) -> Manager:
         # The reaper reads the pool cache: it acts only while that cache can be trusted.
         cache_problem=pools.problem,
         ownership_key=ownership_key,
+        max_lifetime=settings.limits.max_lifetime,
+        stack_record=stack_resource_ids(stacks),
     )
     parts = ControllerParts(
         informers=tuple(informers),

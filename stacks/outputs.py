@@ -17,6 +17,7 @@ from stacks.spec import InstanceSetRecord, PoolSpec
 _ROOT_TYPE: Final = "pulumi:pulumi:Stack"
 # Written out rather than imported from `stacks.base`, so reading outputs needs no Pulumi SDK.
 _INSTANCE_SET_TYPE: Final = "pulumi-python:dynamic/atomicgang:InstanceSet"
+_PLACEMENT_GROUP_TYPE: Final = "pulumi-python:dynamic/atomicgang:PlacementGroup"
 
 __all__ = ["OUTPUT_KEYS", "OutputsError", "PoolOutputs"]
 
@@ -28,6 +29,9 @@ LAUNCH_TEMPLATE_NAME: Final = "launchTemplateName"
 LAUNCH_TEMPLATE_VERSION: Final = "launchTemplateVersion"
 INSTANCE_PROFILE_ARN: Final = "instanceProfileArn"
 PLACEMENT_GROUP_NAME: Final = "placementGroupName"
+# EC2's GroupId of the pool's placement group: with the launch template's id, what proves a
+# tagged leftover the stack's own (names can be taken again; ids cannot).
+PLACEMENT_GROUP_ID: Final = "placementGroupId"
 GROUP: Final = "group"
 INSTANCE_IDS: Final = "instanceIds"
 OUTPUT_KEYS: Final = (
@@ -39,6 +43,7 @@ OUTPUT_KEYS: Final = (
     LAUNCH_TEMPLATE_VERSION,
     INSTANCE_PROFILE_ARN,
     PLACEMENT_GROUP_NAME,
+    PLACEMENT_GROUP_ID,
     GROUP,
     INSTANCE_IDS,
 )
@@ -61,6 +66,7 @@ class PoolOutputs:
     instance_profile_arn: str
     placement_group_name: str | None
     record: InstanceSetRecord | None
+    placement_group_id: str | None = None
 
     @property
     def instance_ids(self) -> tuple[str, ...]:
@@ -87,6 +93,14 @@ class PoolOutputs:
         outs = (gang or {}).get("outputs") or {}
         raw[INSTANCE_IDS] = list(outs.get("instance_ids") or ())
         raw[GROUP] = str(outs.get("group") or "")
+        if not raw.get(PLACEMENT_GROUP_ID):
+            # A stack last updated before the output existed: the group resource holds it.
+            group_ids = [
+                str((r.get("outputs") or {}).get("group_id") or "")
+                for r in resources
+                if r.get("type") == _PLACEMENT_GROUP_TYPE
+            ]
+            raw[PLACEMENT_GROUP_ID] = next(iter(group_ids), "")
         return cls.from_outputs(raw)
 
     @classmethod
@@ -116,4 +130,11 @@ class PoolOutputs:
             instance_profile_arn=str(values.get(INSTANCE_PROFILE_ARN) or ""),
             placement_group_name=str(values.get(PLACEMENT_GROUP_NAME) or "") or None,
             record=record,
+            placement_group_id=str(values.get(PLACEMENT_GROUP_ID) or "") or None,
         )
+
+    @property
+    def resource_ids(self) -> frozenset[str]:
+        """EC2's ids of the launch template and placement group this stack made: the proof
+        that a leftover carrying the pool's tags is the stack's (`cloud.leftovers`)."""
+        return frozenset(i for i in (self.launch_template_id, self.placement_group_id) if i)

@@ -66,6 +66,7 @@ def pool_program(spec: PoolSpec, record: InstanceSetRecord | None) -> Callable[[
         entry = AccessEntry(RESOURCE_NAMES["access_entry"], entry_props)
         depends: list[pulumi.Resource] = [profile, entry]
         group_name = spec.placement_group_name
+        group_id: Any = ""
         if group_name:
             group_props: PlacementGroupInputs = {
                 **conn,
@@ -73,7 +74,9 @@ def pool_program(spec: PoolSpec, record: InstanceSetRecord | None) -> Callable[[
                 "strategy": "cluster",
                 "tags": dict(spec.tags),
             }
-            depends.append(PlacementGroup(RESOURCE_NAMES["placement_group"], group_props))
+            placement = PlacementGroup(RESOURCE_NAMES["placement_group"], group_props)
+            depends.append(placement)
+            group_id = placement.group_id
         template = LaunchTemplate(
             RESOURCE_NAMES["launch_template"],
             {**conn, **spec.launch_template_props(profile.arn)},
@@ -87,6 +90,7 @@ def pool_program(spec: PoolSpec, record: InstanceSetRecord | None) -> Callable[[
         pulumi.export(keys.LAUNCH_TEMPLATE_VERSION, template.version)
         pulumi.export(keys.INSTANCE_PROFILE_ARN, profile.arn)
         pulumi.export(keys.PLACEMENT_GROUP_NAME, group_name or "")
+        pulumi.export(keys.PLACEMENT_GROUP_ID, group_id)
         group: Any = ""
         ids: Any = []
         if record is not None:

@@ -77,12 +77,14 @@ class ReservedCapacity:
         end: When = None,
         match: str = "targeted",
         account_id: str = DEFAULT_ACCOUNT_ID,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         """An ODCR (`default`) or Capacity Block (`capacity-block`) of `count` instances; its id
         (the same call as `EmulatorClient.add_capacity_reservation`, in-process).
 
         `start`/`end` are epoch seconds or datetimes. An ODCR without them is active from now
-        with no end; a block without them runs from now for a day.
+        with no end; a block without them runs from now for a day. `tags`: its owner's
+        (the cluster tag gives it to a cluster).
         """
         check_instance_type(instance_type)
         check_count("count", count, minimum=1)
@@ -99,6 +101,7 @@ class ReservedCapacity:
                 start=_epoch_seconds("start", start),
                 end=_epoch_seconds("end", end),
                 match=match,
+                tags=tags,
             )
             return made.reservation_id
 

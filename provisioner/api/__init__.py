@@ -13,6 +13,8 @@
 - `pod_requests`: what one pod of a gang requests; `pod_fit`: what one node of an instance
   type offers it (EC2's figures less the EKS AMI's kubelet reservations), and the refusal.
 - `pod_reach`: which pools' nodes a Pod can run on (the pod webhook's rule).
+- `reservation_policy`: which capacity reservations a Job may name (their EC2 tags), and
+  the refusal.
 - `tolerations`: whether tolerations tolerate a taint, by Kubernetes' rules (doctor, the
   simulators).
 - `fencing`: `NotLeader`, what a mutating AWS call refused by the leadership fence raises.

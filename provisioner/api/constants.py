@@ -75,6 +75,10 @@ TAG_POOL: Final = f"{PREFIX}pool"
 TAG_GROUP: Final = f"{PREFIX}group"
 TAG_MAX_LIFETIME: Final = f"{PREFIX}max-lifetime"
 TAG_KEEP_WARM_UNTIL: Final = f"{PREFIX}keep-warm-until"
+# On a capacity reservation (ODCR or Capacity Block) the installer or its owner tags: the
+# cluster may launch into it (TAG_CLUSTER), and, when set, only gang Jobs of these
+# namespaces (space-separated) may name it (`api.reservation_policy`).
+TAG_NAMESPACE: Final = f"{PREFIX}namespace"
 
 
 def cluster_ownership_tag(cluster_name: str) -> str:

@@ -1,9 +1,18 @@
-"""Launch templates and placement groups of a pool, found and removed by our tags alone.
+"""Launch templates and placement groups of a pool: found by our tags, deleted only on proof.
 
 A pool's stack owns its launch template and placement group, and destroying the stack
-removes them. When the stack is gone (lost state, a backend that was emptied) they would be
-left behind: the pool reconciler's release and the reaper find them by the tags every
-resource of a pool carries (managed, cluster, pool) and delete them, never silently.
+removes them. When the stack's release did not (its state lost, a backend that was emptied,
+a pool deleted without its finalizer) they would be left behind: the pool reconciler's
+release and the reaper find them by the tags every resource of a pool carries (managed,
+cluster, pool).
+
+Tags only find candidates; they prove nothing: anyone who may tag could put this cluster's
+tags on another team's template, and the controller's IAM policy allows deleting any
+template or group that carries them. So a leftover is deleted only when the pool's stack
+proves it ours: its EC2 id (the template's `lt-` id, the group's `pg-` GroupId) is one the
+stack recorded (`stacks.outputs.PoolOutputs.resource_ids`, read before a destroy, or from
+a stack the pool left behind). `split_proven` is that rule; a tagged resource the stack
+does not know is reported (logged, counted) and left alone.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from provisioner.cloud.ec2api import Ec2Api
 from provisioner.cloud.errors import to_cloud_error
 from provisioner.cloud.tags import tags_to_dict
 
-__all__ = ["Leftover", "delete_leftovers", "find_leftovers"]
+__all__ = ["Leftover", "delete_leftovers", "find_leftovers", "split_proven"]
 
 _GONE_CODES = frozenset(
     {
@@ -82,6 +91,15 @@ def find_leftovers(ec2: Ec2Api, cluster: str, pool: str | None = None) -> list[L
             )
         )
     return found
+
+
+def split_proven(
+    found: list[Leftover], recorded: frozenset[str]
+) -> tuple[list[Leftover], list[Leftover]]:
+    """(`found` whose EC2 id the pool's stack recorded, the rest): only the first may be
+    deleted. Ids, not names: a name is taken again once its resource is gone, an id never."""
+    proven = [item for item in found if item.resource_id in recorded]
+    return proven, [item for item in found if item.resource_id not in recorded]
 
 
 def delete_leftovers(ec2: Ec2Api, leftovers: list[Leftover]) -> list[Leftover]:

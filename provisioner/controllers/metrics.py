@@ -120,6 +120,13 @@ class ControllerMetrics:
             ["reason"],
             registry=r,
         )
+        self.leftovers_unproven = Gauge(
+            "atomic_gang_leftovers_unproven",
+            "Launch templates and placement groups tagged as a gone pool's that no stack of "
+            "that pool records, at the last sweep: left alone, by kind.",
+            ["kind"],
+            registry=r,
+        )
         self.queue_wait = Histogram(
             "atomic_gang_workqueue_wait_seconds",
             "Reconcile lag: from a key becoming ready (an event, or a requeue falling due) to a "

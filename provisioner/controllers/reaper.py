@@ -3,8 +3,9 @@
 Watches: EC2, by tag, every `reapIntervalSeconds`, and the GangNodePool cache (which pools
 exist, their UIDs, whether a warm set is claimed again).
 Writes, alone: TerminateInstances (with ENI cleanup) of instances EC2's record proves this
-cluster's controller launched, and the deletion of our launch templates and placement
-groups whose pool no longer exists.
+cluster's controller launched, and the deletion of launch templates and placement groups
+whose pool no longer exists and whose ids that pool's stack recorded (`cloud.leftovers`:
+tags find them, the stack's record proves them; the rest is reported, not deleted).
 Tells the instance index which pools it terminated instances of (`forget`).
 Each of those writes is refused once this replica no longer surely leads (the engine's
 clients are fenced, ``cloud.fencing``): a sweep already running when the Lease is lost
@@ -38,12 +39,17 @@ and then tagged as ours) is left alone and reported: logged when the set changes
 counted in `atomic_gang_instances_unproven{reason}`. Without an ownership key, orphans
 cannot be proven and are reported the same way instead of terminated.
 
-An instance proven ours goes when it is past its max-lifetime tag, past an expired
+An instance proven ours goes when it is past its max lifetime, past an expired
 keep-warm tag (with a grace period, the pool reconciler being the one expected to release
 it), or when it was launched for a pool the cache no longer holds (and is older than one
 sweep interval, as the cache may lag a pool just created). Because the proof and
 these tags are written atomically at launch, the reaper works after a controller crash, a
 lost Pulumi state or a deleted CRD.
+
+**Max lifetime is `min(tag, limits.maxLifetime)`.** The tag is written at launch from the
+Job's annotation, which the webhook and the Workload path bound by `limits.maxLifetime`; but
+anyone allowed to tag can rewrite it, so the tag can only shorten the life the installer
+allows, never lengthen it: a tag removed, unparsable or set to `876000h` means the limit.
 
 The sweep also feeds the billing metrics. It lists every managed instance, terminated ones
 included (one DescribeInstances listing serves both jobs), and bills that history with
@@ -66,12 +72,14 @@ from provisioner.api.fencing import NotLeader
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.cloud.billing import Gang, InstanceLife, Meter, life_of
 from provisioner.cloud.errors import CloudError
+from provisioner.cloud.leftovers import Leftover, split_proven
 from provisioner.cloud.naming import OwnershipKey
 from provisioner.cloud.ownership import Standing, fleet_of, prove
 from provisioner.cloud.types import InstanceView
 from provisioner.cloud.views import ALL_STATES, LIVE_STATES
 from provisioner.controllers.metrics import ControllerMetrics
-from provisioner.controllers.ports import EngineOps
+from provisioner.controllers.ports import EngineOps, StackOps
+from provisioner.pulumi_driver.port import StackError
 
 log = logging.getLogger(__name__)
 
@@ -114,11 +122,14 @@ def verdict(
     pools: dict[str, PoolFacts],
     now: datetime,
     keep_warm_grace: timedelta,
+    *,
+    max_lifetime: timedelta,
 ) -> str | None:
     """Why this instance must go, or None. ``standing`` is how EC2's record proves it
     ours (`ownership.prove`): an unproven instance never goes; one launched for a pool the
     cache does not hold (gone, or recreated under another UID) is an orphan once older
-    than ``keep_warm_grace`` (one sweep interval)."""
+    than ``keep_warm_grace`` (one sweep interval). ``max_lifetime`` is the installer's
+    `limits.maxLifetime`: no tag makes a life longer (`lifetime_of`)."""
     if standing is Standing.UNPROVEN:
         return None
     tags = instance.managed
@@ -127,13 +138,36 @@ def verdict(
         born = instance.launch_time
         young = born is not None and now < born + keep_warm_grace
         return None if young else ORPHANED
-    born, lifetime = instance.launch_time, tags.max_lifetime
-    if born is not None and lifetime is not None and now >= born + lifetime:
+    born, lifetime = instance.launch_time, lifetime_of(tags.max_lifetime, max_lifetime)
+    if born is not None and now >= born + lifetime:
         return MAX_LIFETIME
     until = tags.keep_warm_until
     if until is not None and now >= until + keep_warm_grace and not pools[tags.pool].claimed:
         return KEEP_WARM_EXPIRED
     return None
+
+
+def lifetime_of(tagged: timedelta | None, limit: timedelta) -> timedelta:
+    """The life an instance gets: its tag's, but never more than the limit. A tag that is
+    missing or not a duration (`tags.parse_go_duration` reads it as None) is the limit,
+    not "forever": the tag is mutable, the limit is the installer's."""
+    return limit if tagged is None else min(tagged, limit)
+
+
+def stack_resource_ids(stacks: StackOps) -> Callable[[str], frozenset[str]]:
+    """The EC2 ids (launch template, placement group) a pool's stack recorded, read through
+    the stack port: none when the pool has no stack, or when it cannot be read (then
+    nothing is proven, and nothing is deleted, this sweep)."""
+
+    def read(pool: str) -> frozenset[str]:
+        try:
+            outputs = stacks.outputs(pool)
+        except StackError as err:
+            log.warning("reaper: the stack of gone pool %s could not be read: %s", pool, err)
+            return frozenset()
+        return outputs.resource_ids if outputs is not None else frozenset()
+
+    return read
 
 
 @dataclass(frozen=True)
@@ -146,6 +180,8 @@ class SweepReport:
     unproven: dict[str, list[str]] = field(default_factory=dict)
     # Why this sweep acted on nothing (a cache it reads could not be trusted).
     skipped: str | None = None
+    # Templates and groups tagged as a gone pool's that no stack of it records: left alone.
+    foreign_infrastructure: tuple[str, ...] = ()
 
 
 class Reaper:
@@ -161,8 +197,15 @@ class Reaper:
         *,
         cache_problem: Callable[[], str | None],
         ownership_key: OwnershipKey | None,
+        max_lifetime: timedelta,
+        stack_record: Callable[[str], frozenset[str]],
     ) -> None:
+        """``max_lifetime``: `limits.maxLifetime`, the longest any instance lives.
+        ``stack_record``: the EC2 ids a pool's stack recorded (`stack_resource_ids`)."""
+        self._stack_record = stack_record
+        self._foreign: frozenset[str] = frozenset()
         self._engine = engine
+        self._max_lifetime = max_lifetime
         # Why the pool cache cannot be trusted now (None: it can): `Informer.problem`.
         self._cache_problem = cache_problem
         self._ownership_key = ownership_key
@@ -216,7 +259,12 @@ class Reaper:
             if proof.reason is not None:
                 unproven.setdefault(proof.reason, []).append(instance.instance_id)
             reason = verdict(
-                instance, proof.standing, pools, now, timedelta(seconds=self._interval)
+                instance,
+                proof.standing,
+                pools,
+                now,
+                timedelta(seconds=self._interval),
+                max_lifetime=self._max_lifetime,
             )
             if reason is not None:
                 doomed.setdefault(reason, []).append(instance.instance_id)
@@ -234,12 +282,13 @@ class Reaper:
                 log.warning("reaper terminated %d instances (%s): %s", len(group), reason, group)
         self._report_unproven(unproven)
         self._sample(history, pools, now, set(ids))
-        removed = self._sweep_infrastructure(pools)
+        removed, foreign = self._sweep_infrastructure(pools)
         return SweepReport(
             examined=len(instances),
             terminated=doomed,
             infrastructure=removed,
             unproven=unproven,
+            foreign_infrastructure=foreign,
         )
 
     def _fleets_of(self, instances: Iterable[InstanceView]) -> dict[str, str | None]:
@@ -272,10 +321,29 @@ class Reaper:
                 )
         self._reported = ids
 
-    def _sweep_infrastructure(self, pools: dict[str, PoolFacts]) -> tuple[str, ...]:
+    def _sweep_infrastructure(
+        self, pools: dict[str, PoolFacts]
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """Launch templates and placement groups our tags give to a pool that is gone (its
-        stack lost, or its release interrupted after the instances went)."""
-        orphans = [o for o in self._engine.leftovers(self._cluster) if o.pool not in pools]
+        release interrupted after the instances went, or the pool deleted without its
+        finalizer): deleted when that pool's stack recorded their ids, else reported.
+        Returns (deleted, reported)."""
+        found = self._engine.leftovers(self._cluster)
+        # EC2 first, the pools after (as for instances): a pool made since the sweep's
+        # first read, whose stack just made its template, is in this read.
+        now_held = self._pool_facts()
+        gone = [o for o in found if o.pool not in pools and o.pool not in now_held]
+        records = {
+            pool: self._stack_record(pool) if pool else frozenset()
+            for pool in {o.pool for o in gone}
+        }
+        orphans: list[Leftover] = []
+        foreign: list[Leftover] = []
+        for pool, record in records.items():
+            proven, unproven = split_proven([o for o in gone if o.pool == pool], record)
+            orphans += proven
+            foreign += unproven
+        self._report_foreign(foreign)
         removed: list[str] = []
         for orphan in orphans:
             try:
@@ -287,7 +355,23 @@ class Reaper:
             log.warning(
                 "reaper deleted %s %s of gone pool %s", orphan.kind, orphan.name, orphan.pool
             )
-        return tuple(removed)
+        return tuple(removed), tuple(f"{o.kind}/{o.resource_id}" for o in foreign)
+
+    def _report_foreign(self, foreign: list[Leftover]) -> None:
+        """Count and log what carries a gone pool's tags that its stack does not know (logged
+        when the set changes): anyone who may tag can make a template look ours."""
+        for kind in ("launch-template", "placement-group"):
+            count = sum(1 for o in foreign if o.kind == kind)
+            self._metrics.leftovers_unproven.labels(kind=kind).set(count)
+        ids = frozenset(f"{o.kind}/{o.resource_id}" for o in foreign)
+        if ids and ids != self._foreign:
+            log.warning(
+                "reaper: %d launch templates or placement groups carry this cluster's tags "
+                "for a gone pool but no stack of that pool recorded them; left alone: %s",
+                len(ids),
+                sorted(ids),
+            )
+        self._foreign = ids
 
     def _sample(
         self,

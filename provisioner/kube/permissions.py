@@ -67,7 +67,9 @@ CLUSTER_PERMISSIONS: Final[tuple[Permission, ...]] = (
     # (a JobSet or TrainJob named as a controller is read with the rows above).
     Permission("apps", "daemonsets", ("get",)),
     # Join tracking reads Nodes; the pool reconciler labels only its own; the webhook
-    # reads the one Node a pod names.
+    # reads the one Node a pod names. RBAC cannot narrow patch to a field: the chart's
+    # ValidatingAdmissionPolicy (templates/node-writes.yaml) lets this account change only
+    # the group label, and only on a Node labelled with a pool.
     Permission("", "nodes", (*_READ, "patch")),
     # Events on Workloads, their owners and pools, in whichever namespace the object lives.
     Permission("", "events", ("create", "patch")),

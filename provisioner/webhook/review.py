@@ -26,6 +26,9 @@ One rule needs EC2 (`api.ami_policy`): a Job's own AMI must come from an owner t
 installer allows. `review` is handed the `ImageOwners` port and asks it; a port that
 cannot answer refuses the Job (fail closed), naming the setting.
 
+A Job naming a capacity reservation is refused unless EC2 shows it tagged for this cluster
+(and the Job's namespace, when it names namespaces): `api.reservation_policy`, fail closed.
+
 Another reads EC2 too (`api.pod_fit`): a gang whose pods cannot fit one node of its
 instance type (16 GPUs on an 8-GPU type) is refused, naming the resource, the request and
 what the type offers, from DescribeInstanceTypes through the `InstanceTypes` port on the
@@ -69,6 +72,7 @@ from provisioner.api.pod_fit import (
     unknown_instance_type_problem,
 )
 from provisioner.api.pod_requests import QuantityError, gang_pod_requests
+from provisioner.api.reservation_policy import ReservationTags, job_reservation_problem
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape, GangShapeError, Problem, parse_gang_shape
 from provisioner.api.tenancy import foreign_pool_problem
@@ -397,6 +401,7 @@ def _verdict(
     kind: GangKind,
     types: InstanceTypes | None,
     owners: OwnerLookup,
+    reservations: ReservationTags | None,
 ) -> dict[str, Any]:
     uid = str(request["uid"])
     allowed = {"uid": uid, "allowed": True}
@@ -432,6 +437,10 @@ def _verdict(
     ami = _ami_problem(annotations, settings, images)
     if ami is not None:
         problems.append(ami)
+    namespace = str(request.get("namespace") or "")
+    reserved = job_reservation_problem(annotations, settings.cluster_name, namespace, reservations)
+    if reserved is not None:
+        problems.append(reserved)
     if not problems:
         return allowed
     return _denied(uid, kind, job, GangShapeError(problems))
@@ -446,6 +455,7 @@ def review(
     kinds: tuple[GangKind, ...] = GANG_KINDS,
     instance_types: InstanceTypes | None = None,
     owners: OwnerLookup = no_owners,
+    reservations: ReservationTags | None = None,
 ) -> dict[str, Any]:
     """The AdmissionReview answering `body`, reading the pool a gang job names through
     `pools`; raises `ReviewError` for a malformed one or a kind not in `kinds`,
@@ -453,7 +463,8 @@ def review(
     a Job's AMI; without it, only amiPolicy.allowedImageIds are admitted. `instance_types`
     answers what one node of a type offers (`api.pod_fit`); without it, pod requests are not
     checked. `owners` proves a child's controller exists; without it, every child is judged
-    on its own."""
+    on its own. `reservations` answers how a named capacity reservation is tagged; without
+    it, a Job naming one is refused."""
     if not isinstance(body, Mapping):
         raise ReviewError("the body is not a JSON object")
     if body.get("apiVersion") != ADMISSION_API_VERSION or body.get("kind") != "AdmissionReview":
@@ -463,7 +474,9 @@ def review(
         raise ReviewError("the AdmissionReview has no request with a uid")
     kind = _kind_of(request, kinds)
     try:
-        response = _verdict(request, settings, pools, images, kind, instance_types, owners)
+        response = _verdict(
+            request, settings, pools, images, kind, instance_types, owners, reservations
+        )
     except (TypeError, ValueError, AttributeError, OverflowError) as err:
         # An object the apiserver accepted always has mappings where the schema says so and
         # integer counts; anything else is a request we cannot judge (a 400, not a 500),

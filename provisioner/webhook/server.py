@@ -21,10 +21,12 @@ Secret), or the files `rotator.CertRotator` writes (the chart's selfSigned mode,
 controller makes and rotates its own). Both are replaced in place, so the server re-reads
 them when they change and new TLS sessions get the new certificate without a restart.
 
-A Job naming its own AMI is checked against `amiPolicy` with EC2 (DescribeImages, on the
-controller's credentials, `cloud.images`), and a gang's pod requests against its instance
-type (DescribeInstanceTypes, `cloud.type_figures`); those calls run in a worker thread so
-one slow answer does not hold up other admissions.
+A Job naming a capacity reservation is checked against its tags
+(DescribeCapacityReservations, `cloud.reservation_tags`), a Job naming its own AMI against
+`amiPolicy` with EC2 (DescribeImages, on the controller's credentials, `cloud.images`),
+and a gang's pod requests against its instance type (DescribeInstanceTypes,
+`cloud.type_figures`); those calls run in a worker thread so one slow answer does not hold
+up other admissions.
 """
 
 from __future__ import annotations
@@ -48,9 +50,11 @@ from starlette.routing import Route
 
 from provisioner.api.ami_policy import ImageOwners
 from provisioner.api.pod_fit import InstanceTypes
+from provisioner.api.reservation_policy import ReservationTags
 from provisioner.api.settings import Settings
 from provisioner.api.tenancy import ClusterReadError
 from provisioner.cloud.images import image_owners_for
+from provisioner.cloud.reservation_tags import reservation_tags_for
 from provisioner.cloud.type_figures import instance_types_for
 from provisioner.webhook.controller_refs import OwnerLookup, no_owners
 from provisioner.webhook.counting import CountedReviews, ReviewObserver
@@ -98,13 +102,15 @@ def build_app(
     instance_types: InstanceTypes | None = None,
     nodes: NodeLookup = no_nodes,
     owners: OwnerLookup = no_owners,
+    reservations: ReservationTags | None = None,
 ) -> Starlette:
     """The ASGI app, judging gang jobs and pods against `settings` (the controller's own),
     the pools `pools` reads, who owns a Job's AMI as `images` answers (None: only
     amiPolicy.allowedImageIds pass) and what a node of a type offers as `instance_types`
     answers (None: pod requests are left to the Workload path). `nodes` tells the pool of a
     node a pod names and `owners` proves a controller reference; the defaults prove nothing
-    (fail closed)."""
+    (fail closed). `reservations` answers a capacity reservation's tags (None: a Job
+    naming one is refused)."""
 
     def judge(kinds: tuple[GangKind, ...] | None, body: Any) -> dict[str, Any]:
         if kinds is None:
@@ -117,6 +123,7 @@ def build_app(
             kinds=kinds,
             instance_types=instance_types,
             owners=owners,
+            reservations=reservations,
         )
 
     def validator(kinds: tuple[GangKind, ...] | None) -> Callable[[Request], Awaitable[Response]]:
@@ -187,11 +194,12 @@ class WebhookServer:
         instance_types: InstanceTypes | None = None,
         nodes: NodeLookup = no_nodes,
         owners: OwnerLookup = no_owners,
+        reservations: ReservationTags | None = None,
     ) -> None:
-        """`images` and `instance_types` default to EC2 on the controller's own
-        credentials (`cloud.images`, `cloud.type_figures`); `observer` (the controller's
-        metrics) is told of every answer (`counting`); `nodes` and `owners` as in
-        `build_app`."""
+        """`images`, `instance_types` and `reservations` default to EC2 on the controller's
+        own credentials (`cloud.images`, `cloud.type_figures`, `cloud.reservation_tags`);
+        `observer` (the controller's metrics) is told of every answer (`counting`); `nodes`
+        and `owners` as in `build_app`."""
         self.cert_file, self.key_file = Path(cert_file), Path(key_file)
         self._reload_interval = reload_interval
         app: Any = build_app(
@@ -203,6 +211,9 @@ class WebhookServer:
             ),
             nodes=nodes,
             owners=owners,
+            reservations=(
+                reservations if reservations is not None else reservation_tags_for(settings)
+            ),
         )
         if observer is not None:
             app = CountedReviews(app, observer)

@@ -91,6 +91,8 @@ def test_the_default_render_holds_every_object(rendered: Rendered) -> None:
             "Secret",  # the ownership key's, rendered empty
             "Service",
             "ServiceAccount",
+            "ValidatingAdmissionPolicy",  # the controller's Node writes, narrowed
+            "ValidatingAdmissionPolicyBinding",
             "ValidatingWebhookConfiguration",
         ]
     )

@@ -1,5 +1,6 @@
 """A pool whose stack is gone from the backend while it owns instances, a launch template and
-a placement group: its release still leaves none of them.
+a placement group: its release still leaves none of them, and deletes nothing else that
+merely carries its tags (a look-alike its stack never recorded stays, reported).
 
 The state is removed behind the running controller's back (the objects deleted from the
 emulator's S3 bucket, as an emptied or mistargeted backend would), so the controller's own
@@ -53,6 +54,22 @@ def test_a_pool_whose_stack_is_lost_leaves_no_instance_template_or_group_after_r
     )
     assert len(env.live_instances(POOL)) == 2
     assert len(launch_templates(env)) == 1 and len(placement_groups(env)) == 1
+    # Someone else's template, tagged as this pool's: tags prove nothing.
+    look_alike = "team-b-template"
+    env.ec2.create_launch_template(
+        LaunchTemplateName=look_alike,
+        LaunchTemplateData={"InstanceType": "m5.large"},
+        TagSpecifications=[
+            {
+                "ResourceType": "launch-template",
+                "Tags": [
+                    {"Key": c.TAG_MANAGED, "Value": "true"},
+                    {"Key": c.TAG_CLUSTER, "Value": CLUSTER},
+                    {"Key": c.TAG_POOL, "Value": POOL},
+                ],
+            }
+        ],
+    )
 
     project = env.settings.pulumi.project_name
     stack_keys = [
@@ -70,6 +87,7 @@ def test_a_pool_whose_stack_is_lost_leaves_no_instance_template_or_group_after_r
     eventually(lambda: env.pool(POOL) is None, 180, "the pool released and removed")
 
     assert env.live_instances(POOL) == []
-    assert launch_templates(env) == []
+    assert launch_templates(env) == [look_alike]
+    env.ec2.delete_launch_template(LaunchTemplateName=look_alike)
     assert placement_groups(env) == []
     assert [s.name for s in env.driver.list_stacks()] == []

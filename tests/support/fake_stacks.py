@@ -22,6 +22,8 @@ def outputs_of(pool: str) -> Any:
     return SimpleNamespace(
         launch_template_id="lt-0123456789abcdef0",
         placement_group_name=f"pg-{pool}",
+        placement_group_id="pg-0123456789abcdef0",
+        resource_ids=frozenset({"lt-0123456789abcdef0", "pg-0123456789abcdef0"}),
         spec=SimpleNamespace(instance_profile_name=None),
     )
 

@@ -36,6 +36,7 @@ def test_exported_members_exist_and_are_listed_once() -> None:
         "pod_reach",
         "pod_requests",
         "problems",
+        "reservation_policy",
         "settings",
         "settings_sources",
         "shape",

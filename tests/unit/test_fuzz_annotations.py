@@ -15,6 +15,7 @@ default; `make fuzz` sets 10000, see docs/EVIDENCE.md).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,6 +49,18 @@ class _AmazonOwnsEveryImage:
 
 
 AMAZON_IMAGES = _AmazonOwnsEveryImage()
+
+
+class _EveryReservationIsTheClusters:
+    """EC2 as the webhook asks it: every capacity reservation a generated Job names is
+    tagged for the configs' cluster, so the webhook's tag check (which the Workload path
+    leaves to IAM) refuses nothing here."""
+
+    def tags(self, reservation_id: str) -> Mapping[str, str] | None:
+        return {c.TAG_CLUSTER: "demo"}
+
+
+GIVEN_RESERVATIONS = _EveryReservationIsTheClusters()
 
 
 pytestmark = pytest.mark.unit
@@ -180,7 +193,9 @@ def webhook(obj: dict[str, Any], config: Settings) -> dict[str, Any]:
             "object": obj,
         },
     }
-    out = review(body, config, pools=pool_lookup(), images=AMAZON_IMAGES)
+    out = review(
+        body, config, pools=pool_lookup(), images=AMAZON_IMAGES, reservations=GIVEN_RESERVATIONS
+    )
     assert out["response"]["uid"] == UID
     return dict(out["response"])
 
@@ -363,7 +378,9 @@ def test_the_webhook_answers_or_says_the_request_is_malformed_and_never_crashes(
                     "oldObject": old},
     }  # fmt: skip
     try:
-        out = review(body, config, pools=pool_lookup(), images=AMAZON_IMAGES)
+        out = review(
+            body, config, pools=pool_lookup(), images=AMAZON_IMAGES, reservations=GIVEN_RESERVATIONS
+        )
     except ReviewError as err:
         # The server turns this into an HTTP 400 carrying the reason.
         event("malformed")
@@ -393,4 +410,10 @@ def test_schema_violating_jobs_are_malformed_requests(obj: dict[str, Any]) -> No
         "request": {"uid": UID, "operation": "CREATE", "object": obj},
     }
     with pytest.raises(ReviewError):
-        review(body, CONFIGS[0], pools=pool_lookup(), images=AMAZON_IMAGES)
+        review(
+            body,
+            CONFIGS[0],
+            pools=pool_lookup(),
+            images=AMAZON_IMAGES,
+            reservations=GIVEN_RESERVATIONS,
+        )

@@ -69,6 +69,8 @@ class Sweeps:
             self.metrics,
             cache_problem=lambda: None,
             ownership_key=None,
+            max_lifetime=timedelta(hours=168),
+            stack_record=lambda _pool: frozenset(),
         )
 
     def add(self, *entries: dict[str, Any]) -> None:

@@ -34,6 +34,7 @@ from tests.support.fake_engine import FakeEngine
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=2)
+LIMIT = timedelta(hours=168)  # limits.maxLifetime
 CLUSTER = "prod"
 KEY = OwnershipKey(b"k" * 32)
 OTHER_KEY = OwnershipKey(b"o" * 32)  # another cluster's controller
@@ -91,7 +92,9 @@ def signed(
         (instance(None), ORPHANED),
         (instance("busy", age=timedelta(hours=4)), MAX_LIFETIME),
         (instance("busy", age=timedelta(hours=3, minutes=59)), None),
-        (instance("busy", max_lifetime=None, age=timedelta(days=9)), None),
+        # A tag removed or unreadable is the limit, not forever.
+        (instance("busy", max_lifetime=None, age=timedelta(days=9)), MAX_LIFETIME),
+        (instance("busy", max_lifetime=None, age=timedelta(days=6)), None),
         (instance("warm", keep_warm_until=NOW - timedelta(minutes=3)), KEEP_WARM_EXPIRED),
         # The pool reconciler releases on time; the reaper waits out a grace period.
         (instance("warm", keep_warm_until=NOW - timedelta(minutes=1)), None),
@@ -105,7 +108,7 @@ def signed(
 def test_verdict_of_an_instance_of_the_pool_the_cache_holds(
     inst: InstanceView, expected: str | None
 ) -> None:
-    assert verdict(inst, Standing.CURRENT, POOLS, NOW, GRACE) == expected
+    assert verdict(inst, Standing.CURRENT, POOLS, NOW, GRACE, max_lifetime=LIMIT) == expected
 
 
 @pytest.mark.parametrize(
@@ -118,20 +121,65 @@ def test_verdict_of_an_instance_of_the_pool_the_cache_holds(
     ids=["no-such-pool", "past-max-lifetime", "keep-warm-expired"],
 )
 def test_an_unproven_instance_never_goes_whatever_its_tags_say(inst: InstanceView) -> None:
-    assert verdict(inst, Standing.UNPROVEN, POOLS, NOW, GRACE) is None
+    assert verdict(inst, Standing.UNPROVEN, POOLS, NOW, GRACE, max_lifetime=LIMIT) is None
+
+
+@pytest.mark.parametrize(
+    "tagged",
+    [None, timedelta(hours=876000), timedelta(days=30)],
+    ids=["tag-removed-or-unparsable", "876000h", "longer-than-the-limit"],
+)
+def test_a_rewritten_max_lifetime_tag_never_outlives_the_limit(tagged: timedelta | None) -> None:
+    """The tag is mutable: anyone who may tag could remove it or write `876000h` on a
+    proven instance. Its life is min(tag, limits.maxLifetime): past the limit it goes,
+    before the limit it stays."""
+    old = instance("busy", max_lifetime=tagged, age=LIMIT)
+    assert verdict(old, Standing.CURRENT, POOLS, NOW, GRACE, max_lifetime=LIMIT) == MAX_LIFETIME
+    young = instance("busy", max_lifetime=tagged, age=LIMIT - timedelta(minutes=1))
+    assert verdict(young, Standing.CURRENT, POOLS, NOW, GRACE, max_lifetime=LIMIT) is None
+
+
+def test_a_shorter_tag_still_holds_under_the_limit() -> None:
+    """The Job's own max-lifetime (the tag) shortens the life; the limit only caps it."""
+    inst = instance("busy", max_lifetime=timedelta(hours=4), age=timedelta(hours=4))
+    assert verdict(inst, Standing.CURRENT, POOLS, NOW, GRACE, max_lifetime=LIMIT) == MAX_LIFETIME
+
+
+def test_a_sweep_reaps_an_instance_whose_tag_was_removed_once_past_the_limit() -> None:
+    """The same on a whole sweep: a proven instance with its tag gone, or rewritten to
+    100 years, older than limits.maxLifetime, is terminated as past its max lifetime."""
+    fleet = FakeEngine(
+        [
+            instance("busy", max_lifetime=None, age=LIMIT, token=signed("busy"), instance_id="i-a"),
+            instance(
+                "busy",
+                max_lifetime=timedelta(hours=876000),
+                age=LIMIT + timedelta(hours=1),
+                token=signed("busy"),
+                instance_id="i-b",
+            ),
+            instance("busy", max_lifetime=None, token=signed("busy"), instance_id="i-young"),
+        ]
+    )
+    report = reaper(fleet).sweep()
+    assert report.terminated == {MAX_LIFETIME: ["i-a", "i-b"]}
+    assert sorted(fleet.released) == ["i-a", "i-b"]
 
 
 def test_an_instance_launched_within_the_grace_is_not_an_orphan_yet() -> None:
     """The pool cache may lag the apiserver: a pool created a moment before its launch."""
     young = instance("new-pool", age=GRACE - timedelta(seconds=1))
-    assert verdict(young, Standing.CURRENT, POOLS, NOW, GRACE) is None
-    assert verdict(young, Standing.EARLIER, POOLS, NOW, GRACE) is None
+    assert verdict(young, Standing.CURRENT, POOLS, NOW, GRACE, max_lifetime=LIMIT) is None
+    assert verdict(young, Standing.EARLIER, POOLS, NOW, GRACE, max_lifetime=LIMIT) is None
 
 
 def test_an_instance_of_an_earlier_pool_of_that_name_is_an_orphan() -> None:
     """Proven ours by its signature, not by the UID of the pool the cache holds: launched
     for a pool since deleted and recreated, whose new object owns none of it."""
-    assert verdict(instance("busy"), Standing.EARLIER, POOLS, NOW, GRACE) == ORPHANED
+    assert (
+        verdict(instance("busy"), Standing.EARLIER, POOLS, NOW, GRACE, max_lifetime=LIMIT)
+        == ORPHANED
+    )
 
 
 def reaper(
@@ -153,6 +201,8 @@ def reaper(
         forget=(forget if forget is not None else []).append,
         cache_problem=lambda: problem,
         ownership_key=key,
+        max_lifetime=LIMIT,
+        stack_record=lambda _pool: frozenset(),
     )
 
 

@@ -211,3 +211,24 @@ def test_state_takes_the_gang_from_the_instance_set_resource() -> None:
     assert no_gang.record is None
     with pytest.raises(OutputsError):
         PoolOutputs.from_state({"resources": []})
+
+
+def test_the_stacks_resource_ids_prove_its_template_and_group() -> None:
+    """What the stack made, by EC2 id: the proof a leftover found by tag is the pool's
+    (`cloud.leftovers`). A stack last updated before `placementGroupId` was exported
+    still proves its group, from the group resource's own outputs."""
+    fresh = PoolOutputs.from_outputs(root_outputs(placementGroupId="pg-0123456789abcdef0"))
+    assert fresh.resource_ids == {fresh.launch_template_id, "pg-0123456789abcdef0"}
+    older = PoolOutputs.from_state(
+        {
+            "resources": [
+                {"type": "pulumi:pulumi:Stack", "outputs": root_outputs()},
+                {
+                    "type": "pulumi-python:dynamic/atomicgang:PlacementGroup",
+                    "outputs": {"name": "atomic-gang-c-p", "group_id": "pg-0aaaaaaaaaaaaaaa1"},
+                },
+            ]
+        }
+    )
+    assert older.resource_ids == {older.launch_template_id, "pg-0aaaaaaaaaaaaaaa1"}
+    assert PoolOutputs.from_outputs(root_outputs()).resource_ids == {fresh.launch_template_id}

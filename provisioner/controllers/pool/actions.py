@@ -21,6 +21,7 @@ from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.cloud.errors import CloudError, ErrorKind, ReservationNotActive
+from provisioner.cloud.leftovers import split_proven
 from provisioner.controllers.pool.deps import PoolReconcilerDeps
 from provisioner.controllers.pool.facts import (
     LaunchFacts,
@@ -219,7 +220,10 @@ class PoolActions:
     def _destroy(self, pool: GangNodePool) -> None:
         deps = self._deps
         cluster = deps.settings.cluster_name
-        if deps.stacks.is_prepared(pool.name):
+        # What the stack made, read before it goes: the only proof that a template or group
+        # found by tag below is the pool's (`cloud.leftovers`).
+        stack = deps.stacks.outputs(pool.name)
+        if stack is not None:
             deps.stacks.destroy(pool.name)
         # Whatever no stack holds (its state lost, or gone from the backend while this
         # controller still believed in it) is found by tag and removed, never skipped in
@@ -237,10 +241,18 @@ class PoolActions:
         self._release_by_id(
             list(dict.fromkeys(held)), None if marker is None else marker.started_at
         )
-        orphans = deps.engine.leftovers(cluster, pool.name)
+        found = deps.engine.leftovers(cluster, pool.name)
+        orphans, foreign = split_proven(found, stack.resource_ids if stack else frozenset())
+        if foreign:
+            log.warning(
+                "pool %s: %s carry its tags but its stack never recorded them; left alone "
+                "(tags prove nothing): delete them by hand if they are the pool's",
+                pool.name,
+                ", ".join(f"{o.kind} {o.resource_id} ({o.name})" for o in foreign),
+            )
         if orphans:
             log.warning(
-                "pool %s: no stack holds what its tags name; deleting %s",
+                "pool %s: its stack's %s outlived the destroy; deleting",
                 pool.name,
                 ", ".join(f"{o.kind} {o.name}" for o in orphans),
             )
