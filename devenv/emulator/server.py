@@ -79,6 +79,7 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from devenv.emulator import control_fields as fields
+from devenv.emulator.access_log import ACCESS_LOG, AccessLog
 from devenv.emulator.accounting import RequestAccounting
 from devenv.emulator.client import CONTROL_PREFIX, DEFAULT_HOST
 from devenv.emulator.ec2_writes import Ec2WriteLog
@@ -419,29 +420,6 @@ SERVER_CONNECTION_LIMIT: Final = 1000
 # An idle connection is closed after this long. Longer than the clients' own idle timeouts
 # (Go's 90 s): a close from this side can cross a request being sent on the connection.
 SERVER_IDLE_SECONDS: Final = 600
-
-ACCESS_LOG: Final = "atomic-gang.emulator.access"
-
-
-class AccessLog:
-    """WSGI middleware for `--access-log`: a line per request, method, path and status."""
-
-    def __init__(self, app: Callable[..., Any]) -> None:
-        self._app = app
-        self._log = logging.getLogger(ACCESS_LOG)
-
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        def logged(status: str, headers: Any, *rest: Any) -> Any:
-            self._log.info(
-                '"%s %s%s" %s',
-                environ.get("REQUEST_METHOD"),
-                environ.get("PATH_INFO"),
-                f"?{environ['QUERY_STRING']}" if environ.get("QUERY_STRING") else "",
-                status.split(" ", 1)[0],
-            )
-            return start_response(status, headers, *rest)
-
-        return self._app(environ, logged)
 
 
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
