@@ -13,7 +13,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -270,8 +270,9 @@ class EmulatorClient:
         start: float | dt.datetime | None = None,
         end: float | dt.datetime | None = None,
         match: str = "targeted",
+        tags: Mapping[str, str] | None = None,
     ) -> str:
-        """Create an ODCR (`default`) or a Capacity Block (`capacity-block`); its id.
+        """Create an ODCR (`default`) or a Capacity Block (`capacity-block`) with `tags`; its id.
 
         `start`/`end` are epoch seconds or aware datetimes on the emulator's clock. A block
         is `scheduled` until `start`, `active` until `end`, then `expired` (and EC2 reclaims
@@ -285,6 +286,7 @@ class EmulatorClient:
             "start": _epoch(start),
             "end": _epoch(end),
             "match": match,
+            "tags": dict(tags or {}),
         }
         return str(self._call("POST", "capacity-reservations", body)["capacity_reservation_id"])
 

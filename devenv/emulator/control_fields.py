@@ -83,3 +83,12 @@ def string_list(body: dict[str, Any], name: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise BadField(name, f"{name} must be a list of strings")
     return tuple(value)
+
+
+def string_map(body: dict[str, Any], name: str) -> dict[str, str]:
+    value = body.get(name) or {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise BadField(name, f'{name} must be an object of strings, such as {{"team": "a"}}')
+    return dict(value)

@@ -300,7 +300,10 @@ class ReservationBook:
             "InstanceMatchCriteria": r.match,
             "CreateDate": _datetime(r.created),
             "ReservationType": r.reservation_type,
-            "Tags": [],
+            "Tags": [
+                {"Key": k, "Value": v}
+                for k, v in sorted((backend.tags.get(r.reservation_id) or {}).items())
+            ],
         }
         if r.start is not None:
             entry["StartDate"] = _datetime(r.start)

@@ -77,12 +77,15 @@ class ReservedCapacity:
         end: When = None,
         match: str = "targeted",
         account_id: str = DEFAULT_ACCOUNT_ID,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         """An ODCR (`default`) or Capacity Block (`capacity-block`) of `count` instances; its id
         (the same call as `EmulatorClient.add_capacity_reservation`, in-process).
 
         `start`/`end` are epoch seconds or datetimes. An ODCR without them is active from now
-        with no end; a block without them runs from now for a day.
+        with no end; a block without them runs from now for a day. `tags` are its tags, as
+        CreateCapacityReservation's TagSpecifications or a Capacity Block's purchase give
+        them (DescribeCapacityReservations shows them; IAM reads them as aws:ResourceTag).
         """
         check_instance_type(instance_type)
         check_count("count", count, minimum=1)
@@ -100,6 +103,8 @@ class ReservedCapacity:
                 end=_epoch_seconds("end", end),
                 match=match,
             )
+            if tags:
+                backend.tags[made.reservation_id].update({str(k): str(v) for k, v in tags.items()})
             return made.reservation_id
 
     def force_reservation_state(

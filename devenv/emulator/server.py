@@ -35,7 +35,8 @@ of threads (`SERVER_THREADS`).
                                        public AMI -> {image_id, owner_id}
     POST /_emulator/capacity-reservations {instance_type, availability_zone, count,
                                        reservation_type? (default|capacity-block),
-                                       start?, end? (epoch seconds), match? (open|targeted)}
+                                       start?, end? (epoch seconds), match? (open|targeted),
+                                       tags? {key: value}}
                                        -> {capacity_reservation_id}
     GET  /_emulator/capacity-reservations  what DescribeCapacityReservations answers
     POST /_emulator/capacity-reservation-state {reservation_id, state (a documented state,
@@ -337,6 +338,7 @@ class ControlApp:
             start=fields.number(body, "start"),
             end=fields.number(body, "end"),
             match=fields.opt_string(body, "match") or "targeted",
+            tags=fields.string_map(body, "tags"),
         )
         return {"capacity_reservation_id": made}
 
