@@ -318,7 +318,14 @@ def _block_scene(env: LocalEnvironment, obs: Observer, gang: _GpuGang) -> None:
     now = emu.now()
     starts = now + GPU_BLOCK_LEAD_SECONDS
     rid = emu.add_capacity_reservation(
-        GPU_TYPE, zone, GANG, "capacity-block", start=starts, end=now + 2 * 3600
+        GPU_TYPE,
+        zone,
+        GANG,
+        "capacity-block",
+        start=starts,
+        end=now + 2 * 3600,
+        # The controller launches only into reservations tagged for its cluster.
+        tags={c.TAG_CLUSTER: env.cluster_name},
     )
     print(
         f"\n== {gang.title} on a Capacity Block: {GANG} x {GPU_TYPE}, EFA, cluster placement "

@@ -114,7 +114,15 @@ def test_a_gang_requeued_after_its_blocks_set_was_released_is_rejected_naming_th
     pool_name = f"p5e-{tag}"
     now = emu.now()
     ends_at = now + BLOCK_SECONDS
-    block = emu.add_capacity_reservation(P5, ZONE, 2, "capacity-block", start=now - 60, end=ends_at)
+    block = emu.add_capacity_reservation(
+        P5,
+        ZONE,
+        2,
+        "capacity-block",
+        start=now - 60,
+        end=ends_at,
+        tags={c.TAG_CLUSTER: env.cluster_name},
+    )
     ends_iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(ends_at)))
     annotations = {
         "count": "2",

@@ -104,7 +104,9 @@ def test_fleet_mode_on_public_and_private_subnets_in_every_zone_is_ready_and_n_o
     # The cluster was registered with every subnet: both of every zone.
     assert len(ec2.describe_subnets()["Subnets"]) == 2 * len(private)
     emu.set_capacity(SHORT_ZONE, TYPE, N - 1)
-    rid = emu.add_capacity_reservation(TYPE, ODCR_ZONE, N + 1)
+    rid = emu.add_capacity_reservation(
+        TYPE, ODCR_ZONE, N + 1, tags={c.TAG_CLUSTER: env.cluster_name}
+    )
     tag = uuid.uuid4().hex[:5]
     wide, short = (f"wide-{tag}", f"fw-{tag}"), (f"short-{tag}", f"fs-{tag}")
     odcr = (f"odcr-{tag}", f"fo-{tag}")

@@ -52,7 +52,7 @@ def _gpu_job(
     its node (as limits: the apiserver copies them to requests); `node_selector` adds to
     the pods' own."""
     emu = env.emulator_client
-    reservation = emu.add_capacity_reservation(P4D, ZONE, 2)
+    reservation = emu.add_capacity_reservation(P4D, ZONE, 2, tags={c.TAG_CLUSTER: env.cluster_name})
     annotations = {
         c.ANN_INSTANCE_TYPE: P4D,
         c.ANN_MODE: "runinstances",

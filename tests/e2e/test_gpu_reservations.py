@@ -98,16 +98,18 @@ def test_gpu_gangs_on_capacity_blocks_and_an_odcr_with_efa_in_a_placement_group(
     ec2 = env.ec2_client()
     now = emu.now()
     tag = uuid.uuid4().hex[:5]
+    # The controller may launch only into reservations tagged for its cluster.
+    ours = {c.TAG_CLUSTER: env.cluster_name}
     block = Gang(f"p5-block-{tag}", f"p5b-{tag}", P5, 2, "fleet", "", 3, 32)
     block.reservation = emu.add_capacity_reservation(
-        P5, ZONE, block.slots, "capacity-block", start=now - 60, end=now + TWO_HOURS
+        P5, ZONE, block.slots, "capacity-block", start=now - 60, end=now + TWO_HOURS, tags=ours
     )
     odcr = Gang(f"p4d-odcr-{tag}", f"p4d-{tag}", P4D, 4, "runinstances", "", 5, 4)
-    odcr.reservation = emu.add_capacity_reservation(P4D, ZONE, odcr.slots)
+    odcr.reservation = emu.add_capacity_reservation(P4D, ZONE, odcr.slots, tags=ours)
     late = Gang(f"p5-late-{tag}", f"p5l-{tag}", P5, 2, "fleet", "", 2, 32)
     late.starts_at = now + LATE_START_SECONDS
     late.reservation = emu.add_capacity_reservation(
-        P5, ZONE, late.slots, "capacity-block", start=late.starts_at, end=now + TWO_HOURS
+        P5, ZONE, late.slots, "capacity-block", start=late.starts_at, end=now + TWO_HOURS, tags=ours
     )
     gangs = (block, odcr, late)
     assert {r["State"] for r in emu.capacity_reservations()} == {"active", "scheduled"}
