@@ -89,6 +89,7 @@ _CHECKED_BEFORE_MOTO: Final = frozenset(
         "ec2:CreatePlacementGroup",
         "ec2:DeletePlacementGroup",
         "ssm:GetParameter",
+        "eks:CreateAccessEntry",
     }
 )
 ENFORCED_ACTIONS: Final = (
@@ -212,6 +213,13 @@ def refusal(response: Any, action: str) -> Any | None:
     try:
         authorize(response, qualified)
     except StatusAnswer as answer:
+        if response.service_name == "eks":  # EKS answers REST-JSON with a 403
+            body = json.dumps({"message": answer.message})
+            headers = {
+                "Content-Type": "application/json",
+                "x-amzn-ErrorType": "AccessDeniedException",
+            }
+            return 403, headers, body
         if response.service_name == "ssm":  # SSM answers in JSON ("AccessDeniedException")
             body = json.dumps({"__type": "AccessDeniedException", "message": answer.message})
             return 400, {"Content-Type": "application/x-amz-json-1.1"}, body
@@ -287,6 +295,21 @@ def request_contexts(response: Any, action: str) -> list[RequestContext]:
                 _tag_keys("ResourceTag", dict(group.tags)),
             )
         ]
+    if action == "eks:CreateAccessEntry":
+        # "Actions, resources, and condition keys for Amazon EKS": the cluster, with the
+        # entry's principal, type (STANDARD when the request names none), groups, username
+        # and request tags.
+        keys: dict[str, Any] = {
+            "eks:principalArn": str(get("principalArn") or ""),
+            "eks:accessEntryType": str(get("type") or "STANDARD"),
+            **_request_keys({str(k): str(v) for k, v in (get("tags") or {}).items()}),
+        }
+        if get("kubernetesGroups"):
+            keys["eks:kubernetesGroups"] = [str(g) for g in get("kubernetesGroups")]
+        if get("username"):
+            keys["eks:username"] = str(get("username"))
+        cluster = str(get("name") or "")
+        return [RequestContext(action, _arn(response, "cluster", cluster, service="eks"), keys)]
     if action == "ssm:GetParameter":
         name = str(get("Name") or "")
         account = "" if name.startswith("/aws/") else response.current_account

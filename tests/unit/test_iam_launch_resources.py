@@ -358,3 +358,27 @@ def test_only_the_node_roles_ec2_linux_access_entry_is_allowed() -> None:
     assert entry(node_role, "STANDARD") is Decision.IMPLICIT_DENY
     assert entry(f"arn:aws:iam::{ACCOUNT}:role/someone", "EC2_LINUX") is Decision.IMPLICIT_DENY
     assert entry(f"arn:aws:iam::{ACCOUNT}:user/admin", "STANDARD") is Decision.IMPLICIT_DENY
+
+
+def test_the_emulator_refuses_a_standard_access_entry_to_the_controller(
+    emulator: EmulatorState, node_profile: str
+) -> None:
+    eks = root("eks")
+    eks.create_cluster(
+        name=CLUSTER,
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks",
+        resourcesVpcConfig={"subnetIds": [_subnet()]},
+    )
+    controller = as_controller(the_policy(manage_access_entry=True))
+    admin = f"arn:aws:iam::{ACCOUNT}:role/nodes"
+    with pytest.raises(ClientError) as err:
+        controller("eks").create_access_entry(
+            clusterName=CLUSTER,
+            principalArn=admin,
+            type="STANDARD",
+            kubernetesGroups=["cluster-admins"],
+        )
+    assert err.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert eks.list_access_entries(clusterName=CLUSTER)["accessEntries"] == []
+    controller("eks").create_access_entry(clusterName=CLUSTER, principalArn=admin, type="EC2_LINUX")
+    assert eks.list_access_entries(clusterName=CLUSTER)["accessEntries"] == [admin]
