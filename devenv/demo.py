@@ -329,7 +329,8 @@ def _block_scene(env: LocalEnvironment, obs: Observer, gang: _GpuGang) -> None:
         "capacity-block",
         start=starts,
         end=now + 2 * 3600,
-        # Given to the cluster by its tag, as an installer does: the webhook refuses others.
+        # Given to the cluster by its tag, as an installer does: the webhook refuses others,
+        # and the controller's policy launches only into reservations tagged so.
         tags={c.TAG_CLUSTER: env.cluster_name},
     )
     print(

@@ -24,15 +24,9 @@ Resource and Condition read as IAM documents them (`policy_evaluation`, after "P
 evaluation logic"), for the calls in `ENFORCED_ACTIONS`. Each call is authorized per
 resource, with the condition keys the page "Actions, resources, and condition keys for
 Amazon EC2" lists for it:
-- a launch (RunInstances, CreateFleet): each resource type it creates
-  (`instance/*`, `volume/*`, `network-interface/*`, and `fleet/*` for a fleet) with
-  `aws:RequestTag/<key>` and `aws:TagKeys` from the request's TagSpecifications for that
-  type, and the launch template's for that type beneath them; each resource it references
-  (image, subnet, security groups, launch template) with that resource's `aws:ResourceTag`.
-  Tags applied at creation are also authorized as `ec2:CreateTags` with `ec2:CreateAction`
-  ("Grant permission to tag Amazon EC2 resources during creation"), once per tagged type.
-  Whether a launch template's tags count as the request's tags is not settled by the
-  pages: `set_template_tags_are_request_tags` gives each answer (default: they count).
+- a launch (RunInstances, CreateFleet): every resource it creates and uses, with the keys
+  the reference lists for each, and `iam:PassRole` of its instance profile's role
+  (`launch_contexts`, which says what it follows).
 - CreateLaunchTemplate, CreatePlacementGroup: the new resource with its request tags (and
   CreateTags with `ec2:CreateAction` when tagged).
 - calls on existing resources (CreateTags, DeleteTags, TerminateInstances, DeleteFleets,
@@ -40,7 +34,9 @@ Amazon EC2" lists for it:
   DeletePlacementGroup): each named resource's ARN with its `aws:ResourceTag/<key>`, and
   for the tag calls `aws:RequestTag/<key>` and `aws:TagKeys`.
 - ssm:GetParameter: the parameter's ARN (AWS's public parameters have no account).
-Every key is also given as its `ec2:` alias (`ec2:ResourceTag/<key>`), which EC2 accepts.
+Every key is also given as its `ec2:` alias (`ec2:ResourceTag/<key>`); the evaluator keeps
+only the keys the Service Authorization Reference lists for the action and resource type
+(`service_reference`), as IAM does.
 A refusal names the first resource not allowed. The organization's SCPs are evaluated first,
 on every caller (`organization`: one switch, an SCP requiring launch tags). NotPrincipal,
 permission boundaries, session policies and policy variables are NOT modelled. A caller
@@ -63,6 +59,13 @@ from moto.core.responses import ActionResult
 from moto.sts.responses import TokenResponse
 
 from devenv.emulator import callers
+from devenv.emulator.context_keys import arn as _arn
+from devenv.emulator.context_keys import as_list as _as_list
+from devenv.emulator.context_keys import existing as _existing
+from devenv.emulator.context_keys import request_tag_keys as _request_keys
+from devenv.emulator.context_keys import tag_keys as _tag_keys
+from devenv.emulator.context_keys import tag_specs as _tag_specs
+from devenv.emulator.launch_contexts import launch_contexts
 from devenv.emulator.patching import patch
 from devenv.emulator.policy_evaluation import Decision, RequestContext, evaluate
 from devenv.emulator.state import EMULATOR
@@ -86,6 +89,7 @@ _CHECKED_BEFORE_MOTO: Final = frozenset(
         "ec2:CreatePlacementGroup",
         "ec2:DeletePlacementGroup",
         "ssm:GetParameter",
+        "eks:CreateAccessEntry",
     }
 )
 ENFORCED_ACTIONS: Final = (
@@ -209,6 +213,13 @@ def refusal(response: Any, action: str) -> Any | None:
     try:
         authorize(response, qualified)
     except StatusAnswer as answer:
+        if response.service_name == "eks":  # EKS answers REST-JSON with a 403
+            body = json.dumps({"message": answer.message})
+            headers = {
+                "Content-Type": "application/json",
+                "x-amzn-ErrorType": "AccessDeniedException",
+            }
+            return 403, headers, body
         if response.service_name == "ssm":  # SSM answers in JSON ("AccessDeniedException")
             body = json.dumps({"__type": "AccessDeniedException", "message": answer.message})
             return 400, {"Content-Type": "application/x-amz-json-1.1"}, body
@@ -218,160 +229,6 @@ def refusal(response: Any, action: str) -> Any | None:
 
 
 # --- the request contexts ----------------------------------------------------------------
-_TYPES_BY_PREFIX: Final = {
-    "i": "instance",
-    "vol": "volume",
-    "eni": "network-interface",
-    "lt": "launch-template",
-    "fleet": "fleet",
-    "pg": "placement-group",
-    "ami": "image",
-    "sg": "security-group",
-    "subnet": "subnet",
-    "snap": "snapshot",
-}
-_CREATED_BY_LAUNCH: Final = {
-    "ec2:RunInstances": ("instance", "volume", "network-interface"),
-    "ec2:CreateFleet": ("fleet", "instance", "volume", "network-interface"),
-}
-
-
-_template_tags_are_request_tags = True
-
-
-def set_template_tags_are_request_tags(counted: bool) -> None:
-    """Whether a launch template's TagSpecifications count as a launch's request tags
-    (`aws:RequestTag`) for the types they tag: the pages do not say; each answer here."""
-    global _template_tags_are_request_tags
-    _template_tags_are_request_tags = counted
-
-
-def _as_list(value: Any) -> list[str]:
-    return [value] if isinstance(value, str) else [str(v) for v in value]
-
-
-def _arn(response: Any, kind: str, name: str, *, service: str = "ec2") -> str:
-    account = "" if kind == "image" else response.current_account
-    return f"arn:{response.partition}:{service}:{response.region}:{account}:{kind}/{name}"
-
-
-def _tag_keys(prefix: str, tags: dict[str, str]) -> dict[str, Any]:
-    keys: dict[str, Any] = {}
-    for key, value in tags.items():
-        keys[f"aws:{prefix}/{key}"] = value
-        keys[f"ec2:{prefix}/{key}"] = value
-    return keys
-
-
-def _request_keys(tags: dict[str, str]) -> dict[str, Any]:
-    keys = _tag_keys("RequestTag", tags)
-    if tags:
-        keys["aws:TagKeys"] = sorted(tags)
-    return keys
-
-
-def _tag_specs(specs: Any) -> dict[str, dict[str, str]]:
-    """TagSpecifications (of a request or a launch template's data) by resource type."""
-    by_type: dict[str, dict[str, str]] = {}
-    for spec in specs or ():
-        tags = spec.get("Tags") or spec.get("Tag") or []
-        by_type.setdefault(str(spec.get("ResourceType") or ""), {}).update(
-            {str(t["Key"]): str(t.get("Value") or "") for t in tags}
-        )
-    return by_type
-
-
-def _resource_tags(response: Any, resource_id: str) -> dict[str, str]:
-    backend = response.ec2_backend
-    if resource_id.startswith("pg-") or _kind(resource_id) == "placement-group":
-        try:
-            group = EMULATOR.placement_groups.find(backend, group_id=resource_id)
-        except Exception:
-            return {}
-        return dict(group.tags)
-    return dict(backend.tags.get(resource_id) or {})
-
-
-def _kind(resource_id: str) -> str:
-    return _TYPES_BY_PREFIX.get(resource_id.split("-", 1)[0], "unknown")
-
-
-def _existing(
-    response: Any, action: str, resource_id: str, kind: str | None = None
-) -> RequestContext:
-    kind = kind or _kind(resource_id)
-    return RequestContext(
-        action,
-        _arn(response, kind, resource_id),
-        _tag_keys("ResourceTag", _resource_tags(response, resource_id)),
-    )
-
-
-def _template_id(response: Any, spec: Any) -> str | None:
-    backend = response.ec2_backend
-    spec = spec or {}
-    tid = spec.get("LaunchTemplateId")
-    if tid:
-        return str(tid)
-    name = spec.get("LaunchTemplateName")
-    found = backend.launch_template_name_to_ids.get(str(name)) if name else None
-    return str(found) if found else None
-
-
-def _template_tag_specs(response: Any, spec: Any) -> dict[str, dict[str, str]]:
-    tid = _template_id(response, spec)
-    template = response.ec2_backend.launch_templates.get(tid) if tid else None
-    if template is None:
-        return {}
-    wanted = str((spec or {}).get("Version") or "$Default")
-    versions = list(template.versions)
-    version = (
-        versions[-1]
-        if wanted == "$Latest"
-        else next((v for v in versions if str(v.number) == wanted), template.default_version())
-    )
-    return _tag_specs((version.data or {}).get("TagSpecifications"))
-
-
-def _launch_contexts(response: Any, action: str) -> list[RequestContext]:
-    params = response.params
-    create_action = action.split(":", 1)[1]
-    if action == "ec2:RunInstances":
-        templates = [params.get("LaunchTemplate")] if params.get("LaunchTemplate") else []
-    else:
-        templates = [
-            c.get("LaunchTemplateSpecification")
-            for c in params.get("LaunchTemplateConfigs") or ()
-            if c.get("LaunchTemplateSpecification")
-        ]
-    requested = _tag_specs(params.get("TagSpecifications"))
-    contexts = []
-    for kind in _CREATED_BY_LAUNCH[action]:
-        tags: dict[str, str] = {}
-        for template in templates if _template_tags_are_request_tags else ():
-            tags.update(_template_tag_specs(response, template).get(kind, {}))
-        tags.update(requested.get(kind, {}))
-        keys = _request_keys(tags)
-        contexts.append(RequestContext(action, _arn(response, kind, "*"), keys))
-        if kind in requested:
-            contexts.append(
-                RequestContext(
-                    "ec2:CreateTags",
-                    _arn(response, kind, "*"),
-                    {**keys, "ec2:CreateAction": create_action},
-                )
-            )
-    for template in templates:
-        tid = _template_id(response, template)
-        if tid:
-            contexts.append(_existing(response, action, tid, "launch-template"))
-    if params.get("ImageId"):
-        contexts.append(RequestContext(action, _arn(response, "image", str(params["ImageId"]))))
-    if params.get("SubnetId"):
-        contexts.append(_existing(response, action, str(params["SubnetId"]), "subnet"))
-    return contexts
-
-
 def _create_contexts(response: Any, action: str, kind: str) -> list[RequestContext]:
     tags = _tag_specs(response.params.get("TagSpecifications")).get(kind)
     keys = _request_keys(tags or {})
@@ -399,8 +256,8 @@ def _named_template(response: Any) -> list[str]:
 def request_contexts(response: Any, action: str) -> list[RequestContext]:
     """Every authorization `action` needs, one per resource the request touches."""
     get = response._get_param
-    if action in _CREATED_BY_LAUNCH:
-        return _launch_contexts(response, action)
+    if action in ("ec2:RunInstances", "ec2:CreateFleet"):
+        return launch_contexts(response, action)
     if action == "ec2:CreateLaunchTemplate":
         return _create_contexts(response, action, "launch-template")
     if action == "ec2:CreatePlacementGroup":
@@ -438,6 +295,21 @@ def request_contexts(response: Any, action: str) -> list[RequestContext]:
                 _tag_keys("ResourceTag", dict(group.tags)),
             )
         ]
+    if action == "eks:CreateAccessEntry":
+        # "Actions, resources, and condition keys for Amazon EKS": the cluster, with the
+        # entry's principal, type (STANDARD when the request names none), groups, username
+        # and request tags.
+        keys: dict[str, Any] = {
+            "eks:principalArn": str(get("principalArn") or ""),
+            "eks:accessEntryType": str(get("type") or "STANDARD"),
+            **_request_keys({str(k): str(v) for k, v in (get("tags") or {}).items()}),
+        }
+        if get("kubernetesGroups"):
+            keys["eks:kubernetesGroups"] = [str(g) for g in get("kubernetesGroups")]
+        if get("username"):
+            keys["eks:username"] = str(get("username"))
+        cluster = str(get("name") or "")
+        return [RequestContext(action, _arn(response, "cluster", cluster, service="eks"), keys)]
     if action == "ssm:GetParameter":
         name = str(get("Name") or "")
         account = "" if name.startswith("/aws/") else response.current_account

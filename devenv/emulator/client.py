@@ -272,7 +272,7 @@ class EmulatorClient:
         match: str = "targeted",
         tags: Mapping[str, str] | None = None,
     ) -> str:
-        """Create an ODCR (`default`) or a Capacity Block (`capacity-block`); its id.
+        """Create an ODCR (`default`) or a Capacity Block (`capacity-block`) with `tags`; its id.
 
         `start`/`end` are epoch seconds or aware datetimes on the emulator's clock. A block
         is `scheduled` until `start`, `active` until `end`, then `expired` (and EC2 reclaims

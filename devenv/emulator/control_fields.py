@@ -91,3 +91,12 @@ def after(query: dict[str, Any]) -> int:
     if value is not None and not str(value).isdigit():
         raise BadField("after", "after must be a non-negative integer")
     return int(value or 0)
+
+
+def string_map(body: dict[str, Any], name: str) -> dict[str, str]:
+    value = body.get(name) or {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise BadField(name, f'{name} must be an object of strings, such as {{"team": "a"}}')
+    return dict(value)

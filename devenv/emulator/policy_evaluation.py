@@ -21,6 +21,13 @@ What it follows (IAM User Guide):
   value matches some policy value, also when the key is absent or empty; `ForAnyValue:`
   when at least one does, false when the key is absent.
 
+- "Actions, resources, and condition keys for AWS services" (the Service Authorization
+  Reference, read through `service_reference`): a request carries only the condition keys
+  its action supports for the resource's type (and the global `aws:` keys), so a condition
+  on a key the action does not support finds it absent, and an Allow naming it with a
+  positive operator does not match, as on AWS. A context whose resource is of a type its
+  action does not take is refused (no AWS request makes one).
+
 Not modelled: policy variables (`${aws:username}`), `NotPrincipal`, resource-based
 policies, permission boundaries, SCPs and session policies, Date and IpAddress operators.
 A document that uses an operator not listed here is refused loudly (`UnsupportedPolicy`),
@@ -35,6 +42,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Final
+
+from devenv.emulator.service_reference import request_keys
 
 __all__ = [
     "Decision",
@@ -227,6 +236,7 @@ def statements_of(documents: Iterable[Any]) -> Iterator[Mapping[str, Any]]:
 
 def evaluate(documents: Iterable[Any], ctx: RequestContext) -> Decision:
     """IAM's decision for `ctx` under the identity policies `documents`."""
+    ctx = RequestContext(ctx.action, ctx.resource, request_keys(ctx.action, ctx.resource, ctx.keys))
     allowed = False
     for statement in statements_of(documents):
         effect = statement.get("Effect")

@@ -17,8 +17,6 @@ is modelled as its documentation states:
   the product must read each. What a launch into a forced state answers is not written
   down, so the switch carries the answer (default InsufficientInstanceCapacity, the
   answer documented for a block that cannot take a launch yet).
-- Tags are the ones it was made with (the owner's, e.g. the cluster tag that gives it to a
-  cluster), shown in `Tags` as DescribeCapacityReservations shows them.
 - Capacity Blocks are always `targeted`; an `open` ODCR is consumed by any launch whose
   type and AZ match and that does not opt out, as EC2 does.
 - "Work with Capacity Blocks": thirty minutes before a block expires, EC2 begins to
@@ -31,7 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -72,7 +70,6 @@ class CapacityReservation:
     end: float | None
     platform: str = "Linux/UNIX"
     tenancy: str = "default"
-    tags: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_block(self) -> bool:
@@ -120,7 +117,6 @@ class ReservationBook:
         start: float | None,
         end: float | None,
         match: str,
-        tags: Mapping[str, str] | None = None,
     ) -> CapacityReservation:
         if reservation_type not in RESERVATION_TYPES:
             raise EmulatorInputError(
@@ -148,7 +144,6 @@ class ReservationBook:
             created=now,
             start=start,
             end=end,
-            tags=tuple(sorted((tags or {}).items())),
         )
         self._by_id[reservation.reservation_id] = reservation
         return reservation
@@ -305,7 +300,10 @@ class ReservationBook:
             "InstanceMatchCriteria": r.match,
             "CreateDate": _datetime(r.created),
             "ReservationType": r.reservation_type,
-            "Tags": [{"Key": k, "Value": v} for k, v in r.tags],
+            "Tags": [
+                {"Key": k, "Value": v}
+                for k, v in sorted((backend.tags.get(r.reservation_id) or {}).items())
+            ],
         }
         if r.start is not None:
             entry["StartDate"] = _datetime(r.start)

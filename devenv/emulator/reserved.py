@@ -83,8 +83,9 @@ class ReservedCapacity:
         (the same call as `EmulatorClient.add_capacity_reservation`, in-process).
 
         `start`/`end` are epoch seconds or datetimes. An ODCR without them is active from now
-        with no end; a block without them runs from now for a day. `tags`: its owner's
-        (the cluster tag gives it to a cluster).
+        with no end; a block without them runs from now for a day. `tags` are its tags, as
+        CreateCapacityReservation's TagSpecifications or a Capacity Block's purchase give
+        them (DescribeCapacityReservations shows them; IAM reads them as aws:ResourceTag).
         """
         check_instance_type(instance_type)
         check_count("count", count, minimum=1)
@@ -101,8 +102,9 @@ class ReservedCapacity:
                 start=_epoch_seconds("start", start),
                 end=_epoch_seconds("end", end),
                 match=match,
-                tags=tags,
             )
+            if tags:
+                backend.tags[made.reservation_id].update({str(k): str(v) for k, v in tags.items()})
             return made.reservation_id
 
     def force_reservation_state(

@@ -341,7 +341,7 @@ class ControlApp:
             start=fields.number(body, "start"),
             end=fields.number(body, "end"),
             match=fields.opt_string(body, "match") or "targeted",
-            tags={str(k): str(v) for k, v in (body.get("tags") or {}).items()},
+            tags=fields.string_map(body, "tags"),
         )
         return {"capacity_reservation_id": made}
 

@@ -8,12 +8,15 @@ puts these first in its document.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from provisioner.api import constants as c
+from provisioner.api.settings.ami_policy import AmiPolicy
 from provisioner.cloud.iam_document import Policy, request_tags, resource_tags, statement
 
 __all__ = [
+    "DEFAULT_IMAGE_OWNERS",
     "DESCRIBE",
     "LAUNCH_TEMPLATE_CHANGES",
     "RETAGGABLE_KEYS",
@@ -22,6 +25,8 @@ __all__ = [
     "ec2_statements",
 ]
 
+# amiPolicy.allowedOwners' default: the policy lets launches use what the webhook accepts.
+DEFAULT_IMAGE_OWNERS: Final = AmiPolicy().allowed_owners
 # The tag the VPC CNI puts on the ENIs it creates for pods, naming the cluster (its
 # CLUSTER_NAME setting, which the EKS add-on sets): the controller deletes only those.
 VPC_CNI_CLUSTER_TAG: Final = "cluster.k8s.amazonaws.com/name"
@@ -59,59 +64,116 @@ LAUNCH_TEMPLATE_CHANGES: Final = (
     "ec2:DeleteLaunchTemplateVersions",
 )
 
-# Resource types a RunInstances/CreateFleet call creates (tagged at launch) and those it only
-# uses. AMIs are owned by AWS or another account, hence no account in their ARN.
+# What a launch uses besides its image, template and reservation: authorized per resource,
+# unconditioned (the instance itself is conditioned on this cluster's template). No key
+# pair: the pool's templates name none, so a launch with one is refused.
+LAUNCH_NETWORK = ("subnet", "security-group", "placement-group")
+# What a launch creates, tagged at creation (RunInstances' volumes and ENIs, and a fleet's
+# volumes, take their tags from the template: see the statements).
 LAUNCH_CREATES = ("instance", "volume", "network-interface", "fleet")
-LAUNCH_REFERENCES = (
-    "image",
-    "subnet",
-    "security-group",
-    "placement-group",
-    "capacity-reservation",
-    "key-pair",
-)
 
 
-def ec2_statements(part: str, region: str, account_id: str, cluster_name: str) -> list[Policy]:
-    """The EC2 statements for `cluster_name` in `region` of `account_id` (ARN partition `part`)."""
+def _image_owners(owners: Sequence[str], account_id: str) -> list[str]:
+    # `ec2:Owner` is the owner alias (amazon, aws-marketplace) or the owner account id
+    # ("Actions, resources, and condition keys for Amazon EC2"); DescribeImages' `self`
+    # is the caller's account.
+    return sorted({account_id if o == "self" else o for o in owners})
+
+
+def _launch_statements(
+    part: str,
+    region: str,
+    account_id: str,
+    cluster_name: str,
+    image_owners: Sequence[str],
+    image_ids: Sequence[str],
+) -> list[Policy]:
     ec2 = f"arn:{part}:ec2:{region}:{account_id}"
-    mine = resource_tags(cluster_name)
+    launch = ("ec2:RunInstances", "ec2:CreateFleet")
+    from_a_template = {"ArnLike": {"ec2:LaunchTemplate": f"{ec2}:launch-template/*"}}
+    images = []
+    if image_owners:
+        images.append(
+            statement(
+                "LaunchOnlyImagesOfTheAllowedOwners",
+                launch,
+                f"arn:{part}:ec2:{region}::image/*",
+                Condition={"StringEquals": {"ec2:Owner": _image_owners(image_owners, account_id)}},
+            )
+        )
+    if image_ids:
+        images.append(
+            statement(
+                "LaunchTheAllowedImageIds",
+                launch,
+                sorted(f"arn:{part}:ec2:{region}::image/{i}" for i in image_ids),
+            )
+        )
     return [
-        # A launch is authorized per resource: what it creates must carry this cluster's
-        # tags, while what it only references (image, subnet, security groups, template, ...)
-        # has no request tags, so one tag-conditioned statement over "*" would deny every
-        # launch.
+        # A launch is authorized per resource (the reference's rows for RunInstances and
+        # CreateFleet). The instance must carry this cluster's tags and, for RunInstances,
+        # come from a launch template (`ec2:LaunchTemplate`): the statement below allows
+        # only this cluster's templates, so the AMI, user data and profile are the pool
+        # stack's. A fleet always launches from a template.
         statement(
-            "LaunchGang",
-            ("ec2:RunInstances", "ec2:CreateFleet"),
-            [f"{ec2}:{kind}/*" for kind in LAUNCH_CREATES],
+            "LaunchGangInstancesFromATemplate",
+            "ec2:RunInstances",
+            f"{ec2}:instance/*",
+            Condition={**request_tags(cluster_name), **from_a_template},
+        ),
+        statement(
+            "LaunchGangFleets",
+            "ec2:CreateFleet",
+            [f"{ec2}:fleet/*", f"{ec2}:instance/*"],
             Condition=request_tags(cluster_name),
         ),
-        # An instant fleet's request can tag only the fleet and its instances (CreateFleet,
-        # TagSpecifications); its volumes and ENIs take their tags from the launch template,
-        # which the pages do not say count as request tags. They exist only with an instance
-        # the statement above scopes, launched from a template the one below scopes.
+        # A launch's volumes and ENIs (an instant fleet's too, launched as RunInstances on
+        # the caller's permissions) take their tags from the launch template, which the
+        # pages do not say count as request tags: allowed with a template only. They exist
+        # only with an instance the statements above scope.
         statement(
-            "LaunchGangFleetVolumesAndInterfaces",
-            "ec2:CreateFleet",
-            [f"{ec2}:{kind}/*" for kind in ("volume", "network-interface")],
+            "LaunchGangVolumesAndInterfacesFromATemplate",
+            "ec2:RunInstances",
+            [f"{ec2}:volume/*", f"{ec2}:network-interface/*"],
+            Condition=from_a_template,
         ),
-        statement(
-            "LaunchGangReferencedResources",
-            ("ec2:RunInstances", "ec2:CreateFleet"),
-            [
-                f"arn:{part}:ec2:{region}:{'' if kind == 'image' else account_id}:{kind}/*"
-                for kind in LAUNCH_REFERENCES
-            ],
-        ),
+        statement("LaunchGangFleetVolumes", "ec2:CreateFleet", f"{ec2}:volume/*"),
+        statement("LaunchIntoTheClustersNetwork", launch, [f"{ec2}:{k}/*" for k in LAUNCH_NETWORK]),
+        *images,
         # A launch from a template runs what the template says (AMI, user data, profile):
         # only this cluster's templates, as the pool stack makes them.
         statement(
             "LaunchFromThisClustersTemplates",
-            ("ec2:RunInstances", "ec2:CreateFleet"),
+            launch,
             f"{ec2}:launch-template/*",
-            Condition=mine,
+            Condition=resource_tags(cluster_name),
         ),
+        # A reservation (an ODCR or a Capacity Block) is paid for by its owner team: usable
+        # only when its owner tagged it for this cluster.
+        statement(
+            "UseOnlyReservationsTaggedForThisCluster",
+            launch,
+            f"{ec2}:capacity-reservation/*",
+            Condition={"StringEquals": {f"aws:ResourceTag/{c.TAG_CLUSTER}": cluster_name}},
+        ),
+    ]
+
+
+def ec2_statements(
+    part: str,
+    region: str,
+    account_id: str,
+    cluster_name: str,
+    image_owners: Sequence[str] = DEFAULT_IMAGE_OWNERS,
+    image_ids: Sequence[str] = (),
+) -> list[Policy]:
+    """The EC2 statements for `cluster_name` in `region` of `account_id` (ARN partition
+    `part`); launches may use images of `image_owners` (amiPolicy.allowedOwners) or listed
+    in `image_ids` (amiPolicy.allowedImageIds)."""
+    ec2 = f"arn:{part}:ec2:{region}:{account_id}"
+    mine = resource_tags(cluster_name)
+    return [
+        *_launch_statements(part, region, account_id, cluster_name, image_owners, image_ids),
         # The tags a create call applies are authorized as ec2:CreateTags with
         # ec2:CreateAction set; without that key (a CreateTags call of its own) this
         # statement does not apply.

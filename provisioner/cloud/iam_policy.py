@@ -38,6 +38,7 @@ from typing import Final
 
 from provisioner.cloud.iam_document import VERSION, Policy, partition_of, statement
 from provisioner.cloud.iam_ec2 import (
+    DEFAULT_IMAGE_OWNERS,
     RETAGGABLE_KEYS,
     TAGGING_CREATE_ACTIONS,
     VPC_CNI_CLUSTER_TAG,
@@ -56,6 +57,8 @@ from provisioner.cloud.iam_trust import (
 from provisioner.cloud.naming import instance_profile_name, role_name_from_arn
 
 __all__ = [
+    "ACCESS_ENTRY_TYPE",
+    "DEFAULT_IMAGE_OWNERS",
     "EC2_PRINCIPAL",
     "EKS_AMI_PARAMETERS",
     "NODE_ROLE_POLICY_NAMES",
@@ -74,6 +77,8 @@ __all__ = [
     "pod_identity_trust_policy",
 ]
 
+# The access entry type of the node roles' entries (`stacks.access_entry`).
+ACCESS_ENTRY_TYPE: Final = "EC2_LINUX"
 # The SSM parameters the controller reads the EKS-optimized AMI from (`cloud.ami`).
 EKS_AMI_PARAMETERS: Final = "/aws/service/eks/optimized-ami/*"
 _SELF_MANAGED_PROFILE: Final = (
@@ -112,6 +117,8 @@ def controller_policy(
     self_manage_instance_profile: bool = False,
     manage_access_entry: bool = False,
     state: StackState | None = None,
+    image_owners: Sequence[str] = DEFAULT_IMAGE_OWNERS,
+    image_ids: Sequence[str] = (),
 ) -> Policy:
     """The controller role's least-privilege policy document, scoped to `cluster_name`.
 
@@ -131,6 +138,13 @@ def controller_policy(
     `aws:RequestTag/<key>` and never bound `aws:TagKeys` at creation, so a request that
     also carries CostCenter or team tags still matches them. `state` is the stacks' S3
     bucket and KMS key; without it (a `file://` backend) nothing is granted on S3 or KMS.
+
+    Launches (RunInstances, CreateFleet) are allowed only from this cluster's launch
+    templates (`ec2:LaunchTemplate`, and the template's own tags), with images of
+    `image_owners` or listed in `image_ids` (amiPolicy's `allowedOwners` and
+    `allowedImageIds`, `ec2:Owner`), and into capacity reservations tagged
+    `atomic-gang.k8s.aws/cluster=<cluster>` only. The node access entry the controller
+    creates is the node roles' and of type EC2_LINUX only.
     """
     _check_inputs(account_id, region, node_role_arns)
     if not _CLUSTER.match(cluster_name or ""):
@@ -141,7 +155,7 @@ def controller_policy(
     part = partition_of(region)
     roles = sorted(dict.fromkeys(node_role_arns))
     statements = [
-        *ec2_statements(part, region, account_id, cluster_name),
+        *ec2_statements(part, region, account_id, cluster_name, image_owners, image_ids),
         statement("VerifyNodeInstanceProfile", "iam:GetInstanceProfile", "*"),
         statement(
             "PassNodeRoleToEC2Only",
@@ -179,6 +193,12 @@ def controller_policy(
                 "ManageNodeAccessEntry",
                 "eks:CreateAccessEntry",
                 f"arn:{part}:eks:{region}:{account_id}:cluster/{cluster_name}",
+                # Only the node roles' entries, and only as EC2 Linux nodes: an entry of
+                # type STANDARD could map any principal to any Kubernetes group.
+                Condition={
+                    "ArnEquals": {"eks:principalArn": roles},
+                    "StringEquals": {"eks:accessEntryType": ACCESS_ENTRY_TYPE},
+                },
             )
         )
     if state is not None:
@@ -206,6 +226,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--self-manage-instance-profile", action="store_true")
     parser.add_argument("--manage-access-entry", action="store_true")
+    parser.add_argument(
+        "--image-owner",
+        action="append",
+        default=None,
+        help="an owner launches may use images of (amiPolicy.allowedOwners; repeat; "
+        f"default: {', '.join(DEFAULT_IMAGE_OWNERS)})",
+    )
+    parser.add_argument(
+        "--image-id", action="append", default=[], help="an allowed image id (allowedImageIds)"
+    )
     parser.add_argument("--state-bucket", default="", help="the stacks' S3 bucket (s3:// backend)")
     parser.add_argument("--state-prefix", default="", help="the backend URL's path in the bucket")
     parser.add_argument("--state-key-arn", default="", help="the stacks' KMS key (awskms://)")
@@ -222,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             self_manage_instance_profile=args.self_manage_instance_profile,
             manage_access_entry=args.manage_access_entry,
             state=state,
+            image_owners=args.image_owner or DEFAULT_IMAGE_OWNERS,
+            image_ids=args.image_id,
         )
     except ValueError as err:
         parser.error(str(err))

@@ -98,6 +98,8 @@ def test_gpu_gangs_on_capacity_blocks_and_an_odcr_with_efa_in_a_placement_group(
     ec2 = env.ec2_client()
     now = emu.now()
     tag = uuid.uuid4().hex[:5]
+    # The controller may launch only into reservations tagged for its cluster.
+    ours = {c.TAG_CLUSTER: env.cluster_name}
     block = Gang(f"p5-block-{tag}", f"p5b-{tag}", P5, 2, "fleet", "", 3, 32)
     # Each reservation is given to the cluster by its tag: the webhook refuses any other.
     ours = {c.TAG_CLUSTER: env.cluster_name}

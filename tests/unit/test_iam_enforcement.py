@@ -18,7 +18,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from devenv.emulator import EmulatorState
-from devenv.emulator.authorization import set_template_tags_are_request_tags
+from devenv.emulator.launch_contexts import set_template_tags_are_request_tags
 from provisioner.api import constants as c
 from provisioner.cloud.iam_policy import VPC_CNI_CLUSTER_TAG, controller_policy
 from provisioner.cloud.tags import (
@@ -107,6 +107,23 @@ def _launch(ec2: Any, tags: dict[str, str] | None) -> str:
     return str(made["Instances"][0]["InstanceId"])
 
 
+def _launch_own(
+    controller: Callable[[str], Any], tags: dict[str, str] | None, template: str | None = None
+) -> str:
+    """A launch with the controller's credentials from its own pool template, as it launches
+    (its policy allows no launch without one of this cluster's templates)."""
+    extra = (
+        {"TagSpecifications": tag_specifications(tags, RUNINSTANCES_RESOURCE_TYPES)} if tags else {}
+    )
+    made = controller("ec2").run_instances(
+        LaunchTemplate={"LaunchTemplateId": template or _own_template(controller)},
+        MinCount=1,
+        MaxCount=1,
+        **extra,
+    )
+    return str(made["Instances"][0]["InstanceId"])
+
+
 def _refused(call: Callable[[], Any], code: str = "UnauthorizedOperation") -> str:
     with pytest.raises(ClientError) as err:
         call()
@@ -175,7 +192,7 @@ def test_refused_to_tag_another_clusters_gang_instance(controller: Callable[[str
 def test_refused_to_change_an_own_instances_ownership_tags(
     controller: Callable[[str], Any],
 ) -> None:
-    mine = _launch(controller("ec2"), _gang_tags())
+    mine = _launch_own(controller, _gang_tags())
     for key, value in ((c.TAG_POOL, "another-pool"), (c.TAG_CLUSTER, "x"), (c.TAG_MANAGED, "no")):
         tag = [{"Key": key, "Value": value}]
         _refused(lambda tag=tag: controller("ec2").create_tags(Resources=[mine], Tags=tag))  # type: ignore[misc]
@@ -190,18 +207,11 @@ def test_refused_to_change_an_own_instances_ownership_tags(
 def test_refused_to_launch_for_another_cluster_or_untagged(
     controller: Callable[[str], Any],
 ) -> None:
-    _refused(lambda: _launch(controller("ec2"), _gang_tags("other-cluster")))
+    mine = _own_template(controller)
+    _refused(lambda: _launch_own(controller, _gang_tags("other-cluster"), mine))
+    # From this cluster's template an untagged request takes the template's tags, which
+    # name this cluster; without one, an untagged launch is refused.
     _refused(lambda: _launch(controller("ec2"), None))
-    untagged_volumes = tag_specifications(_gang_tags(), ("instance",))
-    _refused(
-        lambda: controller("ec2").run_instances(
-            ImageId=_ami(),
-            InstanceType="m5.large",
-            MinCount=1,
-            MaxCount=1,
-            TagSpecifications=untagged_volumes,
-        )
-    )
     assert root("ec2").describe_instances()["Reservations"] == []
 
 
@@ -321,14 +331,14 @@ def test_refused_an_ssm_parameter_outside_the_eks_ami_path(
 
 # --- allowed ---------------------------------------------------------------------------------
 def test_allowed_to_launch_with_this_clusters_tags(controller: Callable[[str], Any]) -> None:
-    mine = _launch(controller("ec2"), _gang_tags())
+    mine = _launch_own(controller, _gang_tags())
     assert _tags_of(mine)[c.TAG_CLUSTER] == CLUSTER
 
 
 def test_allowed_keep_warm_retag_and_terminate_of_its_own_instance(
     controller: Callable[[str], Any],
 ) -> None:
-    mine = _launch(controller("ec2"), _gang_tags())
+    mine = _launch_own(controller, _gang_tags())
     _keep_warm(controller("ec2"), mine)
     assert _tags_of(mine)[c.TAG_KEEP_WARM_UNTIL] == "2030-01-01T00:00:00Z"
     controller("ec2").terminate_instances(InstanceIds=[mine])

@@ -74,7 +74,7 @@ def test_not_action_and_not_resource() -> None:
     policy = doc({"Effect": "Allow", "NotAction": "iam:*", "NotResource": INSTANCE})
     assert decide(policy, "ec2:RunInstances", INSTANCE + "x") is ALLOW
     assert decide(policy, "ec2:RunInstances") is IMPLICIT
-    assert decide(policy, "iam:PassRole", INSTANCE + "x") is IMPLICIT
+    assert decide(policy, "iam:PassRole", "arn:aws:iam::111122223333:role/x") is IMPLICIT
 
 
 def test_the_documented_tag_on_create_example_allows_launch_tags_but_no_direct_tagging() -> None:
@@ -164,10 +164,11 @@ def test_arn_like_compares_segment_by_segment() -> None:
     policy = doc(
         allow("iam:PassRole", ArnLike={"aws:SourceArn": "arn:aws:ec2:*:111122223333:instance/*"})
     )
-    assert decide(policy, "iam:PassRole", **{"aws:SourceArn": INSTANCE}) is ALLOW
+    role = "arn:aws:iam::111122223333:role/nodes"
+    assert decide(policy, "iam:PassRole", role, **{"aws:SourceArn": INSTANCE}) is ALLOW
     other = INSTANCE.replace("111122223333", "444455556666")
-    assert decide(policy, "iam:PassRole", **{"aws:SourceArn": other}) is IMPLICIT
-    assert decide(policy, "iam:PassRole", **{"aws:SourceArn": "not-an-arn"}) is IMPLICIT
+    assert decide(policy, "iam:PassRole", role, **{"aws:SourceArn": other}) is IMPLICIT
+    assert decide(policy, "iam:PassRole", role, **{"aws:SourceArn": "not-an-arn"}) is IMPLICIT
 
 
 def test_an_operator_it_does_not_model_is_refused_not_read_as_allowing() -> None:

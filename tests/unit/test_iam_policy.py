@@ -63,8 +63,13 @@ def test_every_mutating_ec2_grant_names_this_cluster() -> None:
             if a.startswith("ec2:") and not a.startswith("ec2:Describe")
         ]
         # Launch parts that carry no tags of their own; each launch also needs the
-        # instance's request tags (LaunchGang) and, from a template, this cluster's template.
-        unscoped = ("LaunchGangReferencedResources", "LaunchGangFleetVolumesAndInterfaces")
+        # instance's request tags and this cluster's template (test_iam_launch_resources).
+        unscoped = (
+            "LaunchGangVolumesAndInterfacesFromATemplate",
+            "LaunchGangFleetVolumes",
+            "LaunchIntoTheClustersNetwork",
+            "LaunchOnlyImagesOfTheAllowedOwners",
+        )
         if not mutating or statement["Sid"] in unscoped:
             continue
         text = json.dumps(statement.get("Condition"))
@@ -74,26 +79,29 @@ def test_every_mutating_ec2_grant_names_this_cluster() -> None:
 
 def test_the_tag_condition_covers_only_what_a_launch_creates() -> None:
     by_sid = statements(policy())
-    created = by_sid["LaunchGang"]["Resource"]
-    assert sorted(arn.split(":")[-1] for arn in created) == [
-        "fleet/*",
-        "instance/*",
-        "network-interface/*",
-        "volume/*",
-    ]
-    assert by_sid["LaunchGang"]["Condition"] == {
+    tagged = {
         "StringEquals": {
             f"aws:RequestTag/{c.TAG_MANAGED}": "true",
             f"aws:RequestTag/{c.TAG_CLUSTER}": "demo",
         }
     }
-    referenced = by_sid["LaunchGangReferencedResources"]
-    assert "Condition" not in referenced
-    kinds = {arn.split(":")[-1].split("/")[0] for arn in referenced["Resource"]}
-    assert {"image", "subnet", "security-group"} <= kinds
-    assert not kinds & {"instance", "volume", "network-interface", "fleet", "launch-template"}
-    image = next(arn for arn in referenced["Resource"] if ":image/" in arn)
-    assert image == "arn:aws:ec2:us-east-1::image/*"  # AMIs belong to AWS or other accounts
+    run = by_sid["LaunchGangInstancesFromATemplate"]
+    assert run["Resource"] == "arn:aws:ec2:us-east-1:123456789012:instance/*"
+    assert run["Condition"] == {
+        **tagged,
+        "ArnLike": {"ec2:LaunchTemplate": "arn:aws:ec2:us-east-1:123456789012:launch-template/*"},
+    }
+    fleet = by_sid["LaunchGangFleets"]
+    assert sorted(arn.split(":")[-1] for arn in fleet["Resource"]) == ["fleet/*", "instance/*"]
+    assert fleet["Condition"] == tagged
+    network = by_sid["LaunchIntoTheClustersNetwork"]
+    assert "Condition" not in network
+    kinds = {arn.split(":")[-1].split("/")[0] for arn in network["Resource"]}
+    assert kinds == {"subnet", "security-group", "placement-group"}
+    image = by_sid["LaunchOnlyImagesOfTheAllowedOwners"]
+    assert image["Resource"] == "arn:aws:ec2:us-east-1::image/*"  # AMIs have no account
+    # amiPolicy's default owners; `self` is the account itself in ec2:Owner.
+    assert image["Condition"] == {"StringEquals": {"ec2:Owner": ["123456789012", "amazon"]}}
 
 
 def test_ssm_reaches_only_the_eks_optimized_ami_parameters() -> None:
@@ -138,10 +146,14 @@ def test_no_wildcard_actions() -> None:
 
 def test_the_reference_statements_are_all_there() -> None:
     assert list(statements(policy())) == [
-        "LaunchGang",
-        "LaunchGangFleetVolumesAndInterfaces",
-        "LaunchGangReferencedResources",
+        "LaunchGangInstancesFromATemplate",
+        "LaunchGangFleets",
+        "LaunchGangVolumesAndInterfacesFromATemplate",
+        "LaunchGangFleetVolumes",
+        "LaunchIntoTheClustersNetwork",
+        "LaunchOnlyImagesOfTheAllowedOwners",
         "LaunchFromThisClustersTemplates",
+        "UseOnlyReservationsTaggedForThisCluster",
         "TagOnlyWhatThisClusterCreates",
         "MoveKeepWarmTagOnThisClustersGangs",
         "ReleaseThisClustersGangs",

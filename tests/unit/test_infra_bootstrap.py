@@ -140,11 +140,15 @@ def test_the_policy_keeps_its_tag_conditions_and_pass_role_scope(recorded: Recor
     document = json.loads(recorded.one("aws:iam/rolePolicy:RolePolicy")["policy"])
     by_sid = {s["Sid"]: s for s in document["Statement"]}
     # The bootstrap's cluster is the one the tag conditions name.
-    assert by_sid["LaunchGang"]["Condition"]["StringEquals"] == {
+    launch = by_sid["LaunchGangInstancesFromATemplate"]
+    assert launch["Condition"]["StringEquals"] == {
         f"aws:RequestTag/{c.TAG_MANAGED}": "true",
         f"aws:RequestTag/{c.TAG_CLUSTER}": "prod-gpu",
     }
-    assert "ec2:RunInstances" in by_sid["LaunchGang"]["Action"]
+    assert launch["Action"] == "ec2:RunInstances"
+    assert by_sid["UseOnlyReservationsTaggedForThisCluster"]["Condition"] == {
+        "StringEquals": {f"aws:ResourceTag/{c.TAG_CLUSTER}": "prod-gpu"}
+    }
     assert by_sid["ReleaseThisClustersGangs"]["Condition"]["StringEquals"] == {
         f"aws:ResourceTag/{c.TAG_MANAGED}": "true",
         f"aws:ResourceTag/{c.TAG_CLUSTER}": "prod-gpu",
