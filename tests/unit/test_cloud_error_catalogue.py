@@ -1,10 +1,11 @@
-"""Every CreateFleet and RunInstances error code a launch can meet, as the pool acts on it.
+"""Every EC2 error code the engine's calls can meet, as the pool acts on it.
 
-One row per code from EC2's "Error codes for the Amazon EC2 API" page that a launch can
-answer (and the CreateFleet codes users report, such as InvalidFleetConfig): the kind the
-pool acts on, the reason users see, and a phrase of the fix the message must name. A code
-that falls to UNKNOWN is retried with the same token forever, so the table is the place
-to add the next one.
+The list itself is data (``provisioner.cloud.ec2_error_codes``, copied from EC2's "Error codes
+for the Amazon EC2 API" page with its address and the date it was read): every row of it is
+checked to have a class, a kind that class means, and a non-empty fix in the message users
+read. The hand-written table below adds the exact reason and a phrase of the fix for the
+codes whose words matter most. A code in no row falls to UNKNOWN: retried at most
+``unknownErrorAttemptsBeforeRetry`` times, then the Workload's check goes to Retry.
 """
 
 from __future__ import annotations
@@ -13,7 +14,19 @@ import pytest
 from botocore.exceptions import ClientError
 
 from provisioner.api import constants as c
-from provisioner.cloud.errors import ErrorKind, classify_code, is_quota, to_cloud_error
+from provisioner.cloud.ec2_error_codes import (
+    EC2_ERROR_CODES,
+    SOURCE_READ_ON,
+    SOURCE_URL,
+    CodeClass,
+)
+from provisioner.cloud.errors import (
+    ErrorKind,
+    classify_code,
+    describe_code,
+    is_quota,
+    to_cloud_error,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -41,18 +54,18 @@ CATALOGUE = [
     ("InvalidParameterValue", CONFIG, "InvalidRequest", "fix the pool's shape"),
     ("InvalidParameterCombination", CONFIG, "InvalidRequest", "fix the pool's shape"),
     ("MissingParameter", CONFIG, "InvalidRequest", "fix the pool's shape"),
-    ("UnknownParameter", CONFIG, "InvalidRequest", "fix the pool's shape"),
-    ("InvalidInstanceType", CONFIG, "InvalidRequest", "fix the pool's shape"),
+    ("UnknownParameter", CONFIG, "InvalidRequest", "upgrade the controller image"),
+    ("InvalidInstanceType", CONFIG, "InvalidRequest", "instance type EC2 offers"),
     ("InvalidBlockDeviceMapping", CONFIG, "InvalidRequest", "fix the pool's shape"),
-    ("InvalidUserData.Malformed", CONFIG, "InvalidRequest", "fix the pool's shape"),
+    ("InvalidUserData.Malformed", CONFIG, "InvalidRequest", "node config"),
     ("UnsupportedOperation", CONFIG, "InvalidRequest", "fix the pool's shape"),
     ("EbsOptimizedNotSupported", CONFIG, "InvalidRequest", "another instance type"),
     ("InvalidInterface.IpAddressLimitExceeded", CONFIG, "InvalidNetworkInterfaces", "type"),
     ("TagLimitExceeded", CONFIG, "InvalidTags", "50 tags"),
     ("InvalidTagKey.Malformed", CONFIG, "InvalidTags", "aws:"),
-    ("OptInRequired", CONFIG, "InvalidRequest", "fix the pool's shape"),
-    ("PendingVerification", CONFIG, "InvalidRequest", "fix the pool's shape"),
-    ("Blocked", CONFIG, "InvalidRequest", "fix the pool's shape"),
+    ("OptInRequired", CONFIG, "AccountActionRequired", "account must opt in"),
+    ("PendingVerification", CONFIG, "AccountActionRequired", "account"),
+    ("Blocked", CONFIG, "AccountActionRequired", "account"),
     ("UnauthorizedOperation", CONFIG, "AccessDenied", "controller policy"),
     ("AuthFailure", CONFIG, "AccessDenied", "controller policy"),
     ("InvalidAMIID.NotFound", CONFIG, "InvalidAMI", c.ANN_AMI_ID),
@@ -68,7 +81,7 @@ CATALOGUE = [
     ("InvalidGroup.NotFound", CONFIG, "InvalidSecurityGroup", "security group"),
     ("InvalidSecurityGroupID.NotFound", CONFIG, "InvalidSecurityGroup", "security group"),
     ("InvalidPlacementGroup.Unknown", CONFIG, "InvalidPlacementGroup", "placement group"),
-    ("InvalidKeyPair.NotFound", CONFIG, "InvalidRequest", "fix the pool's shape"),
+    ("InvalidKeyPair.NotFound", CONFIG, "InvalidRequest", "key pair that exists"),
     ("RequestLimitExceeded", RETRY, "AwsUnavailable", "retried"),
     ("InternalError", RETRY, "AwsUnavailable", "retried"),
     ("ServiceUnavailable", RETRY, "AwsUnavailable", "retried"),
@@ -99,3 +112,55 @@ def test_each_launch_code_has_a_kind_a_reason_and_a_fix(
     assert (err.kind, err.code, err.reason) == (kind, code, reason)
     assert fix in err.message and "EC2 says so" in err.message
     assert is_quota(code) == (code in QUOTAS)
+
+
+# What each class of the data means for the engine: NOT_FOUND is a transient answer too (an
+# instance not yet visible after its launch, one already gone at a release).
+KINDS_OF_CLASS = {
+    CodeClass.CAPACITY: {ErrorKind.CAPACITY},
+    CodeClass.THROTTLE: {ErrorKind.RETRYABLE},
+    CodeClass.TRANSIENT: {ErrorKind.RETRYABLE, ErrorKind.NOT_FOUND},
+    CodeClass.CONFIG: {ErrorKind.CONFIG},
+    CodeClass.ACCOUNT: {ErrorKind.CONFIG},
+}
+
+
+def test_the_list_names_its_source() -> None:
+    assert SOURCE_URL.startswith("https://docs.aws.amazon.com/") and "errors-overview" in SOURCE_URL
+    assert len(SOURCE_READ_ON) == 10 and SOURCE_READ_ON.startswith("20")
+
+
+@pytest.mark.parametrize("code", sorted(EC2_ERROR_CODES))
+def test_every_listed_code_has_a_class_a_kind_and_a_fix(code: str) -> None:
+    row = EC2_ERROR_CODES[code]
+    assert isinstance(row.cls, CodeClass)
+    assert row.fix.strip()
+    kind = classify_code(code)
+    assert kind in KINDS_OF_CLASS[row.cls]
+    reason, fix = describe_code(code, kind)
+    assert reason and fix.strip()
+    if row.cls is CodeClass.ACCOUNT:
+        # The account must act; the pool's shape has nothing to do with it.
+        assert "account" in fix.lower() and "pool's shape" not in fix
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "AddressLimitExceeded",
+        "InvalidParameterDependency",
+        "InvalidGroupId.Malformed",
+        "InvalidNetworkInterface.InUse",
+        "InvalidInstanceCreditSpecification.NotSupported",
+    ],
+)
+def test_the_codes_met_unknown_before_are_listed(code: str) -> None:
+    assert code in EC2_ERROR_CODES
+    assert classify_code(code) is not ErrorKind.UNKNOWN
+    assert describe_code(code, classify_code(code))[0] != "UnknownAwsError"
+
+
+def test_a_code_in_no_row_is_unknown_and_says_it_will_stop_retrying() -> None:
+    assert classify_code("InvalidFrobnicatorState") is ErrorKind.UNKNOWN
+    reason, fix = describe_code("InvalidFrobnicatorState", ErrorKind.UNKNOWN)
+    assert reason == "UnknownAwsError" and "unknownErrorAttemptsBeforeRetry" in fix
