@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from provisioner.api.tolerations import tolerates
+
 __all__ = [
     "BLOCKING_EFFECTS",
     "affinity_matches",
@@ -30,23 +32,6 @@ __all__ = [
 
 # Taint effects a pod must tolerate to be scheduled (PreferNoSchedule is only a preference).
 BLOCKING_EFFECTS: Final = ("NoSchedule", "NoExecute")
-
-
-def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
-    """Whether one of `tolerations` tolerates `taint` (the Kubernetes toleration rules: an
-    empty key with Exists matches every taint, an empty effect matches every effect)."""
-    for tol in tolerations:
-        effect = tol.get("effect") or ""
-        if effect and effect != taint.get("effect"):
-            continue
-        operator = tol.get("operator") or "Equal"
-        key = tol.get("key") or ""
-        if operator == "Exists":
-            if not key or key == taint.get("key"):
-                return True
-        elif key == taint.get("key") and (tol.get("value") or "") == (taint.get("value") or ""):
-            return True
-    return False
 
 
 def untolerated(

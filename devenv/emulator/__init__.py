@@ -65,7 +65,8 @@ P14 the caller's IAM policy and DryRun for the launch calls (see `authorization`
    instant CreateFleet and CreateLaunchTemplate are refused with UnauthorizedOperation
    (403, an encoded message STS DecodeAuthorizationMessage decodes) unless the caller's
    identity policy allows them (actions only: no resources or conditions), and with DryRun
-   answer DryRunOperation (412) after their own validation, launching nothing. A launch
+   answer DryRunOperation (412) once authorized (a permission check, as EC2 documents;
+   `set_dry_run_validation(True)`: after their own validation), launching nothing. A launch
    with a security group of another VPC than its subnet is refused with InvalidParameter.
 Seeding (no patch): per region, the EKS-optimized AL2023 AMIs (one per Kubernetes version,
 architecture and variant, with the matching architecture) and their SSM parameters under

@@ -12,9 +12,11 @@ request, with HTTP 400. EC2 does neither:
   provides an error response. If you have the required permissions, the error response is
   DryRunOperation. Otherwise, it is UnauthorizedOperation." "Error codes for the Amazon EC2
   API" gives DryRunOperation's message ("Request would have succeeded, but DryRun flag is
-  set.") and HTTP 412, and UnauthorizedOperation's 403. The request's parameters are
-  checked too (a dry run with a subnet that does not exist is refused for it), so the
-  launch handlers answer `DryRunOperation` only after their own validation (`dry_run_answer`).
+  set.") and HTTP 412, and UnauthorizedOperation's 403. The page documents a permission
+  check only, so by default a launch call's dry run answers right after authorization
+  (`permission_answer`). Whether EC2 also checks the request's parameters on a dry run is
+  not settled by the pages: `set_dry_run_validation(True)` makes the launch handlers
+  answer `DryRunOperation` only after their own validation (`dry_run_answer`).
 
 What is evaluated: the identity policies of the caller (an IAM user's inline and attached
 policies and its groups'; an assumed role's inline and attached policies), with Action,
@@ -110,6 +112,13 @@ class StatusAnswer(Exception):
 def install_authorization() -> None:
     # STS's DecodeAuthorizationMessage, which moto lacks (its model has the operation).
     patch(TokenResponse, "decode_authorization_message", _decode_authorization_message)
+
+
+def permission_answer(response: Any) -> None:
+    """Raise DryRunOperation for a dry run already authorized, unless the switch asks for
+    the request's parameters to be checked first (then `dry_run_answer` answers)."""
+    if not EMULATOR.dry_run_validates:
+        dry_run_answer(response)
 
 
 def dry_run_answer(response: Any) -> None:

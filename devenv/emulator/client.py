@@ -305,6 +305,11 @@ class EmulatorClient:
         placement group's instances: `per-override` (default) or `refuse-call`."""
         self._call("POST", "fleet-placement-answer", {"answer": answer})
 
+    def set_dry_run_validation(self, on: bool) -> None:
+        """Whether RunInstances/CreateFleet/CreateLaunchTemplate with DryRun also check
+        their parameters (off: a permission check only, as EC2's DryRun documents)."""
+        self._call("POST", "dry-run-validation", {"on": on})
+
     def require_launch_tags(self, keys: list[str]) -> None:
         """The account's organization denies RunInstances/CreateFleet whose instances lack
         any of `keys` (an SCP, `organization`); [] lifts it."""

@@ -13,7 +13,13 @@ from moto.core.responses import ActionResult, EmptyResult
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses import EC2Response
 
-from devenv.emulator.authorization import StatusAnswer, as_answer, authorize, dry_run_answer
+from devenv.emulator.authorization import (
+    StatusAnswer,
+    as_answer,
+    authorize,
+    dry_run_answer,
+    permission_answer,
+)
 from devenv.emulator.patching import original
 from devenv.emulator.state import EMULATOR
 
@@ -39,6 +45,7 @@ def create_launch_template(self: Any) -> Any:
     InvalidLaunchTemplateName.AlreadyExistsException), without creating anything."""
     try:
         authorize(self, "ec2:CreateLaunchTemplate")
+        permission_answer(self)
         if str(self._get_param("DryRun", False)).lower() == "true":
             name = str(self._get_param("LaunchTemplateName") or "")
             if name in self.ec2_backend.launch_template_name_to_ids:

@@ -19,7 +19,12 @@ from typing import Any
 
 from moto.ec2.exceptions import EC2ClientError
 
-from devenv.emulator.authorization import StatusAnswer, as_answer, authorize
+from devenv.emulator.authorization import (
+    StatusAnswer,
+    as_answer,
+    authorize,
+    permission_answer,
+)
 from devenv.emulator.interfaces import apply_interfaces
 from devenv.emulator.placement import PlacementBook, PlacementGroup
 from devenv.emulator.reservations import CAPACITY_BLOCK_MARKET
@@ -35,6 +40,7 @@ def recorded_launch(response: Any, action: str, launch: Callable[[], tuple[Any, 
     received = copy.deepcopy(response.params)
     try:
         authorize(response, f"ec2:{action}")
+        permission_answer(response)
         answer, instance_ids = launch()
     except EC2ClientError as error:
         EMULATOR.record_launch(action, received, [], str(error.code))

@@ -142,6 +142,9 @@ class ControlApp:
                     methods=["POST"],
                     endpoint="required_launch_tags",
                 ),
+                Rule(
+                    "/_emulator/dry-run-validation", methods=["POST"], endpoint="dry_run_validation"
+                ),
                 Rule("/_emulator/launch-requests", methods=["GET"], endpoint="launch_requests"),
                 Rule("/_emulator/instance-events", methods=["GET"], endpoint="instance_events"),
                 Rule("/_emulator/requests", methods=["GET"], endpoint="requests"),
@@ -174,6 +177,7 @@ class ControlApp:
             "fleet_placement_answer": self._fleet_placement_answer,
             "required_launch_tags": self._required_launch_tags,
             "reservations": lambda _: {"capacity_reservations": state.capacity_reservation_views()},
+            "dry_run_validation": self._dry_run_validation,
             "launch_requests": self._launch_requests,
             "instance_events": self._instance_events,
             "requests": lambda _: {"requests": self._accounting.report()},
@@ -353,6 +357,13 @@ class ControlApp:
         with self._state.lock:
             self._state.require_launch_tags(keys)
         return {"ok": True, "tags": keys}
+
+    def _dry_run_validation(self, body: dict[str, Any]) -> Any:
+        on = body.get("on")
+        if not isinstance(on, bool):
+            raise fields.BadField("on", "on is required and must be true or false")
+        self._state.set_dry_run_validation(on)
+        return {"ok": True, "on": on}
 
     def _launch_requests(self, query: dict[str, Any]) -> Any:
         last = query.get("last")

@@ -87,6 +87,9 @@ class EmulatorState(FaultSwitches, ConsistencySwitches, ReservedCapacity, Organi
     def _clear(self) -> None:
         self.default_free = self._initial_default_free
         self.eni_detach_delay = 0.0
+        # DryRun as EC2 documents it checks permissions only; on, the launch calls also
+        # check their parameters before answering DryRunOperation (`authorization`).
+        self.dry_run_validates = False
         self._totals: dict[tuple[str, str], int] = {}
         self._clear_faults_state()
         self._clear_consistency_state()
@@ -114,6 +117,12 @@ class EmulatorState(FaultSwitches, ConsistencySwitches, ReservedCapacity, Organi
         """
         with self.lock:
             self._clear()
+
+    def set_dry_run_validation(self, on: bool) -> None:
+        """Whether a launch call's DryRun also checks its parameters (default: permission
+        only, as EC2's DryRun parameter documents)."""
+        with self.lock:
+            self.dry_run_validates = on
 
     def ensure_seeded(self, account_id: str, region: str) -> RegionSeed:
         """Seed `region` unless this incarnation of its backends already was."""

@@ -13,6 +13,8 @@
 - `pod_requests`: what one pod of a gang requests; `pod_fit`: what one node of an instance
   type offers it (EC2's figures less the EKS AMI's kubelet reservations), and the refusal.
 - `pod_reach`: which pools' nodes a Pod can run on (the pod webhook's rule).
+- `tolerations`: whether tolerations tolerate a taint, by Kubernetes' rules (doctor, the
+  simulators).
 
 The names below are the package's public surface; a unit test holds it in place.
 

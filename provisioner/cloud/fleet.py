@@ -116,10 +116,7 @@ def request_params(spec: LaunchSpec, token: str) -> dict[str, Any]:
         **params,
         "LaunchTemplateConfigs": [
             {
-                "LaunchTemplateSpecification": {
-                    "LaunchTemplateId": lt.template_id,
-                    "Version": lt.version,
-                },
+                "LaunchTemplateSpecification": lt.specification(),
                 "Overrides": overrides,
             }
         ],
@@ -127,9 +124,15 @@ def request_params(spec: LaunchSpec, token: str) -> dict[str, Any]:
     }
 
 
+def request(spec: LaunchSpec) -> dict[str, Any]:
+    """The CreateFleet request with its token: what `launch_fleet` sends and
+    `atomic-gang doctor` dry-runs."""
+    return request_params(spec, spec.client_token(naming.FLEET_DISCRIMINATOR))
+
+
 def launch_fleet(ec2: Ec2Api, spec: LaunchSpec) -> LaunchResult:
-    token = spec.client_token(naming.FLEET_DISCRIMINATOR)
-    params = request_params(spec, token)
+    params = request(spec)
+    token = str(params["ClientToken"])
     try:
         response = ec2.create_fleet(**params)
     except Exception as exc:

@@ -54,10 +54,7 @@ def request_params(
         "TagSpecifications": tag_specifications(launch_tags(spec), RUNINSTANCES_RESOURCE_TYPES),
     }
     if spec.launch_template is not None:
-        params["LaunchTemplate"] = {
-            "LaunchTemplateId": spec.launch_template.template_id,
-            "Version": spec.launch_template.version,
-        }
+        params["LaunchTemplate"] = spec.launch_template.specification()
     else:
         # The launch template carries IMDSv2 when there is one; without it, set it here.
         params["MetadataOptions"] = {"HttpTokens": "required", "HttpPutResponseHopLimit": 2}
@@ -88,6 +85,12 @@ def request_params(
     return params
 
 
+def request(spec: LaunchSpec, subnet: SubnetRef, info: InstanceTypeInfo | None) -> dict[str, Any]:
+    """The RunInstances request of the sweep's try in ``subnet``, with its own token: what
+    `launch_runinstances` sends and `atomic-gang doctor` dry-runs."""
+    return request_params(spec, subnet, spec.client_token(subnet.subnet_id), info)
+
+
 def launch_runinstances(
     ec2: Ec2Api, spec: LaunchSpec, info: InstanceTypeInfo | None
 ) -> LaunchResult:
@@ -103,9 +106,10 @@ def launch_runinstances(
     for subnet in spec.subnets:
         if subnet.availability_zone in short_zones:
             continue
-        token = spec.client_token(subnet.subnet_id)
+        params = request(spec, subnet, info)
+        token = str(params["ClientToken"])
         try:
-            response = ec2.run_instances(**request_params(spec, subnet, token, info))
+            response = ec2.run_instances(**params)
         except Exception as exc:
             code = error_code(exc) or type(exc).__name__
             attempts.append(LaunchAttempt(token, subnet, code))

@@ -43,8 +43,23 @@ class InstanceProfileRef:
 
 @dataclass(frozen=True)
 class LaunchTemplateRef:
-    template_id: str
+    """The pool's launch template by id, or by name where its id is not known yet
+    (`atomic-gang doctor` before the pool's first prepare: EC2 takes either)."""
+
+    template_id: str | None
     version: str = "$Latest"
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.template_id and not self.name:
+            raise ValueError("a launch template needs an id or a name")
+
+    def specification(self) -> dict[str, str]:
+        """The request's LaunchTemplate (RunInstances) or LaunchTemplateSpecification
+        (CreateFleet)."""
+        if self.template_id:
+            return {"LaunchTemplateId": self.template_id, "Version": self.version}
+        return {"LaunchTemplateName": str(self.name), "Version": self.version}
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from enum import Enum
 from typing import Any, Final
 
 from provisioner.api import constants as c
+from provisioner.api.tolerations import tolerates
 from provisioner.commands.checks import Failed
 from provisioner.commands.doctor_kube import Reader
 from provisioner.kube.resources import ResourceRef
@@ -134,19 +135,10 @@ def needed(daemonsets: Iterable[Mapping[str, Any]]) -> list[tuple[Mapping[str, A
 
 
 def tolerates_every_pool(tolerations: Iterable[Mapping[str, Any]]) -> bool:
-    """Whether these tolerate `atomic-gang.k8s.aws/gang=<pool>:NoSchedule` for any pool."""
+    """Whether these tolerate `atomic-gang.k8s.aws/gang=<pool>:NoSchedule` for any pool:
+    a value no pool has, so only a toleration of the key (or of everything) passes."""
     taint = {"key": c.GANG_TAINT_KEY, "value": _ANY_POOL, "effect": "NoSchedule"}
-    for tol in tolerations:
-        effect = tol.get("effect") or ""
-        if effect and effect != taint["effect"]:
-            continue
-        key = tol.get("key") or ""
-        if (tol.get("operator") or "Equal") == "Exists":
-            if not key or key == taint["key"]:
-                return True
-        elif key == taint["key"] and (tol.get("value") or "") == taint["value"]:
-            return True
-    return False
+    return tolerates(tolerations, taint)
 
 
 def _patch(ds: Mapping[str, Any]) -> str:

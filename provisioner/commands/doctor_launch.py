@@ -14,12 +14,14 @@ succeed), `UnauthorizedOperation` (its encoded message is decoded with STS
 named from the call), or the parameter error. `answer_line` turns each into a line and its
 fix.
 
+The launch requests are `launch_request.requests_for`'s, the builders the controller's
+launch sends through, so what is checked is what the controller would send, field by field.
 The pool's launch template exists only once the controller's first prepare made it. Until
-then the template's creation is dry-run instead, RunInstances is dry-run without it (its
-fields inline, as `runinstances.request_params` builds a launch without a template), and
-CreateFleet — which takes its launch specification only from a template — names the
-template by the name the stack will give it: EC2 checks the permission, then cannot find
-the template, so the rest of the fleet request is checked on a later run.
+then its creation is dry-run too, and the launch names the template by the name the stack
+will give it (EC2 takes a template by name): the controller never launches without its
+template, so neither does the check. EC2's DryRun checks the permission; an EC2 that also
+checks parameters on a dry run then cannot find the template, which is a warning: the rest
+of the request is checked on a later run.
 """
 
 from __future__ import annotations
@@ -38,10 +40,11 @@ from provisioner.api import constants as c
 from provisioner.api.clock import Clock, SystemClock
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape, parse_gang_shape
-from provisioner.cloud import fleet, naming, runinstances
+from provisioner.cloud import naming
 from provisioner.cloud.ec2api import CloudClients
 from provisioner.cloud.engine import Ec2Engine, targeted_spec
 from provisioner.cloud.errors import CloudError, classify_code, describe_code, error_code
+from provisioner.cloud.launch_request import LaunchRequest, requests_for
 from provisioner.cloud.subnets import plan_subnets
 from provisioner.cloud.types import LaunchSpec, LaunchTemplateRef, SubnetRef
 from provisioner.commands.checks import Failed, Warned
@@ -141,7 +144,7 @@ def answer_line(answer: DryRunAnswer) -> tuple[str, str, str]:
     if answer.template_pending and answer.code.startswith(_TEMPLATE_MISSING):
         return (
             "warn",
-            f"{answer.call}: permitted; the rest of the fleet request is checked once the "
+            f"{answer.call}: permitted; the rest of the request is checked once the "
             "pool's launch template exists",
             "run doctor again after the pool's first prepare created the template, or check "
             "the shape with --launch-mode runinstances",
@@ -183,7 +186,9 @@ class LaunchCheck:
             notes,
         )
         stack = desired_spec(self.settings, self.shape.pool, self.shape, facts)
-        template_id = self._template_id(stack.launch_template_name)
+        template_name = stack.launch_template_name
+        template_id = self._template_id(template_name)
+        pending = template_id is None
         answers: list[DryRunAnswer] = []
         if template_id is None:
             account = self.shape.node_role_arn.split(":")[4]
@@ -223,11 +228,22 @@ class LaunchCheck:
                 spec = targeted_spec(spec, facts.reservation, self.clock.now())
             except CloudError as err:
                 raise Failed(f"the controller would not launch: {err}", "see above") from err
-        if spec.mode == c.MODE_FLEET:
-            answers.append(self._fleet(spec, stack.launch_template_name))
-        else:
-            answers += self._runinstances(spec)
+        answers += self.launch_answers(spec, template_name if pending else None)
         return self._verdict(answers, notes)
+
+    def launch_answers(self, spec: LaunchSpec, pending_template: str | None) -> list[DryRunAnswer]:
+        """EC2's answers to the controller's own launch requests for `spec` (already
+        targeted), each sent with DryRun. Before the stack made the template
+        (`pending_template`, its name) the launch names it as the stack will: the controller
+        never launches without it."""
+        if pending_template is not None:
+            spec = replace(spec, launch_template=LaunchTemplateRef(None, name=pending_template))
+        answers = []
+        for request in requests_for(spec, spec.instance_type_info):
+            action, call, method = _described(request, spec)
+            answer = self._send(action, call, getattr(self.clouds.ec2, method), request.params)
+            answers.append(replace(answer, template_pending=pending_template is not None))
+        return answers
 
     def _subnets(
         self,
@@ -277,46 +293,6 @@ class LaunchCheck:
         templates = found.get("LaunchTemplates") or []
         return str(templates[0]["LaunchTemplateId"]) if templates else None
 
-    def _fleet(self, spec: LaunchSpec, template_name: str) -> DryRunAnswer:
-        token = naming.client_token(
-            spec.pool_uid, spec.acquire_generation, naming.FLEET_DISCRIMINATOR
-        )
-        pending = spec.launch_template is None
-        if pending:
-            spec = replace(spec, launch_template=LaunchTemplateRef(template_name))
-        params = fleet.request_params(spec, token)
-        if pending:
-            # Named as the stack will name it: CreateFleet takes a template by name too.
-            for config in params["LaunchTemplateConfigs"]:
-                config["LaunchTemplateSpecification"] = {
-                    "LaunchTemplateName": template_name,
-                    "Version": "$Latest",
-                }
-        zones = ", ".join(sorted({s.availability_zone for s in spec.subnets}))
-        answer = self._send(
-            "ec2:CreateFleet",
-            f"CreateFleet of {spec.count} x {spec.instance_type} over {zones}",
-            self.clouds.ec2.create_fleet,
-            params,
-        )
-        return replace(answer, template_pending=pending)
-
-    def _runinstances(self, spec: LaunchSpec) -> list[DryRunAnswer]:
-        answers = []
-        for subnet in spec.subnets:  # each try of the controller's sweep
-            token = naming.client_token(spec.pool_uid, spec.acquire_generation, subnet.subnet_id)
-            params = runinstances.request_params(spec, subnet, token, spec.instance_type_info)
-            answers.append(
-                self._send(
-                    "ec2:RunInstances",
-                    f"RunInstances of {spec.count} x {spec.instance_type} in "
-                    f"{subnet.subnet_id} ({subnet.availability_zone})",
-                    self.clouds.ec2.run_instances,
-                    params,
-                )
-            )
-        return answers
-
     def _send(self, action: str, call: str, method: Any, params: dict[str, Any]) -> DryRunAnswer:
         try:
             method(**params, DryRun=True)
@@ -352,3 +328,21 @@ class LaunchCheck:
         if warned:
             raise Warned(detail, "; ".join(dict.fromkeys(fix for _, fix in warned)))
         return f"would launch: {'; '.join(passed)}"
+
+
+def _described(request: LaunchRequest, spec: LaunchSpec) -> tuple[str, str, str]:
+    """The IAM action, the line's words and the client method for one launch request."""
+    subnet = request.subnet
+    if subnet is None:
+        zones = ", ".join(sorted({s.availability_zone for s in spec.subnets}))
+        return (
+            "ec2:CreateFleet",
+            f"CreateFleet of {spec.count} x {spec.instance_type} over {zones}",
+            "create_fleet",
+        )
+    return (
+        "ec2:RunInstances",
+        f"RunInstances of {spec.count} x {spec.instance_type} in "
+        f"{subnet.subnet_id} ({subnet.availability_zone})",
+        "run_instances",
+    )

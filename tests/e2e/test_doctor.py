@@ -362,7 +362,20 @@ def test_launch_check_with_a_subnet_of_another_vpc(
     zone = ec2.describe_subnets()["Subnets"][0]["AvailabilityZone"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.77.1.0/24", AvailabilityZone=zone)
     subnet_id = subnet["Subnet"]["SubnetId"]
+    # The pool's template as its stack made it, so the launch is checked whole, by an EC2
+    # that checks parameters on a dry run too (its documented DryRun checks permissions).
+    ami = ec2.describe_images()["Images"][0]["ImageId"]
+    ec2.create_launch_template(
+        LaunchTemplateName=f"atomic-gang-{healthy.cluster_name}-{pool}",
+        LaunchTemplateData={"ImageId": ami, "InstanceType": "m5.large"},
+    )
     shape = LaunchShape("m5.large", 2, subnets=(subnet_id,), pool=pool)
-    results = _results(_launch_doctor(healthy, namespace, shape))
+    assert healthy.emulator is not None
+    emulator = EmulatorClient(healthy.emulator.endpoint_url)
+    emulator.set_dry_run_validation(True)
+    try:
+        results = _results(_launch_doctor(healthy, namespace, shape))
+    finally:
+        emulator.set_dry_run_validation(False)
     _only_failure(results, LAUNCH_CHECK, "InvalidParameter", "belong to different networks", "VPC")
     assert [r["error"] for r in _dry_runs(healthy, pool)] == ["InvalidParameter"]

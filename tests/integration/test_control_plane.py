@@ -32,7 +32,13 @@ def test_gangnodepool_crd_is_served_with_short_name_and_columns(kube_api: Any) -
     default = [c.name.upper() for c in version.additional_printer_columns if not c.priority]
     # The reference's columns by default; `-o wide` adds the claim, reservation and error.
     assert default == ["PHASE", "READY", "COUNT", "TYPE", "MODE", "AGE"]
-    assert columns[len(default) :] == ["CLAIM NAMESPACE", "CLAIM", "RESERVATION", "LAST ERROR"]
+    assert columns[len(default) :] == [
+        "CLAIM NAMESPACE",
+        "CLAIM",
+        "RESERVATION",
+        "LAST ERROR",
+        "NOT USABLE",
+    ]
 
 
 def test_gangnodepool_round_trips_through_the_apiserver(kube_api: Any) -> None:

@@ -40,6 +40,7 @@ def test_exported_members_exist_and_are_listed_once() -> None:
         "shape",
         "shape_rules",
         "tenancy",
+        "tolerations",
         "workload",
     }
     assert public - modules == set(api.__all__)

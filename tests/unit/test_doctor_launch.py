@@ -197,6 +197,7 @@ def test_a_policy_without_create_fleet_is_refused_naming_it(emulator: EmulatorSt
 def test_a_fleet_before_its_template_exists_warns_after_the_permission_passed(
     emulator: EmulatorState,
 ) -> None:
+    emulator.set_dry_run_validation(True)  # an EC2 that also checks parameters on a dry run
     with pytest.raises(Warned) as warned:
         _check(LaunchShape("m5.large", 2, mode=c.MODE_FLEET)).run()
     assert "CreateLaunchTemplate" in warned.value.detail and "permitted" in warned.value.detail
@@ -204,12 +205,20 @@ def test_a_fleet_before_its_template_exists_warns_after_the_permission_passed(
 
 
 def test_a_subnet_of_another_vpc_gets_ec2s_parameter_error(emulator: EmulatorState) -> None:
+    emulator.set_dry_run_validation(True)
     ec2 = _session().client("ec2", config=NO_RETRIES)
     vpc = ec2.create_vpc(CidrBlock="10.99.0.0/16")["Vpc"]["VpcId"]
     other = ec2.create_subnet(VpcId=vpc, CidrBlock="10.99.1.0/24", AvailabilityZone="us-east-1a")
     subnet = other["Subnet"]["SubnetId"]
+    check = _check(LaunchShape("m5.large", 2, subnets=(subnet,)))
+    # The pool's template as the stack made it: the launch request is then checked whole.
+    ami = ec2.describe_images()["Images"][0]["ImageId"]
+    ec2.create_launch_template(
+        LaunchTemplateName=f"atomic-gang-demo-{check.shape.pool}",
+        LaunchTemplateData={"ImageId": ami, "InstanceType": "m5.large"},
+    )
     with pytest.raises(Failed) as failed:
-        _check(LaunchShape("m5.large", 2, subnets=(subnet,))).run()
+        check.run()
     assert "InvalidParameter" in failed.value.detail
     assert "belong to different networks" in failed.value.detail
     assert "VPC" in failed.value.fix
@@ -217,7 +226,10 @@ def test_a_subnet_of_another_vpc_gets_ec2s_parameter_error(emulator: EmulatorSta
 
 
 # --- the emulator's answers themselves ------------------------------------------------------
-def test_the_emulators_dry_run_answers_412_after_its_checks(emulator: EmulatorState) -> None:
+def test_the_emulators_dry_run_answers_412_after_its_checks_when_switched(
+    emulator: EmulatorState,
+) -> None:
+    emulator.set_dry_run_validation(True)
     ec2 = _session().client("ec2", config=NO_RETRIES)
     ami = ec2.describe_images()["Images"][0]["ImageId"]
     with pytest.raises(ClientError) as refused:
@@ -229,6 +241,63 @@ def test_the_emulators_dry_run_answers_412_after_its_checks(emulator: EmulatorSt
         ec2.run_instances(ImageId=ami, MinCount=1, MaxCount=1, DryRun=True)
     assert answered.value.response["Error"]["Code"] == "DryRunOperation"
     assert answered.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+
+
+def test_the_emulators_dry_run_is_a_permission_check_by_default(emulator: EmulatorState) -> None:
+    """EC2's DryRun parameter: "Checks whether you have the required permissions for the
+    action, without actually making the request": a subnet, a template or a reservation
+    that does not exist is not looked at, and nothing is launched or created."""
+    ec2 = _session().client("ec2", config=NO_RETRIES)
+    ami = ec2.describe_images()["Images"][0]["ImageId"]
+    calls = [
+        lambda: ec2.run_instances(
+            ImageId=ami, MinCount=1, MaxCount=1, SubnetId="subnet-00000000", DryRun=True
+        ),
+        lambda: ec2.run_instances(
+            MinCount=1,
+            MaxCount=1,
+            LaunchTemplate={"LaunchTemplateName": "none-such", "Version": "$Latest"},
+            DryRun=True,
+        ),
+        lambda: ec2.create_fleet(
+            Type="instant",
+            TargetCapacitySpecification={
+                "TotalTargetCapacity": 1,
+                "DefaultTargetCapacityType": "on-demand",
+            },
+            LaunchTemplateConfigs=[
+                {"LaunchTemplateSpecification": {"LaunchTemplateName": "none-such"}}
+            ],
+            DryRun=True,
+        ),
+    ]
+    for call in calls:
+        with pytest.raises(ClientError) as answered:
+            call()
+        assert answered.value.response["Error"]["Code"] == "DryRunOperation"
+        assert answered.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    denied = _session(_user_without("ec2:RunInstances")).client("ec2", config=NO_RETRIES)
+    with pytest.raises(ClientError) as refused:
+        denied.run_instances(
+            ImageId=ami, MinCount=1, MaxCount=1, SubnetId="subnet-00000000", DryRun=True
+        )
+    assert refused.value.response["Error"]["Code"] == "UnauthorizedOperation"
+    assert _live_instances() == 0 and ec2.describe_fleets()["Fleets"] == []
+
+
+def test_the_emulators_dry_run_validation_switch_is_on_the_control_api(
+    emulator: EmulatorState,
+) -> None:
+    from werkzeug.test import Client
+
+    from devenv.emulator.server import ControlApp
+
+    control = Client(ControlApp(emulator, aws_app=lambda environ, start: []))
+    assert control.post("/_emulator/dry-run-validation", json={"on": "yes"}).status_code == 400
+    assert control.post("/_emulator/dry-run-validation", json={"on": True}).status_code == 200
+    assert emulator.dry_run_validates
+    assert control.post("/_emulator/dry-run-validation", json={"on": False}).status_code == 200
+    assert not emulator.dry_run_validates
 
 
 def test_the_emulators_unauthorized_answer_decodes_to_the_action(

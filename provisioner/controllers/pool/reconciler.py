@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Iterable
 from datetime import timedelta
 
 from provisioner.api import constants as c
@@ -267,8 +268,9 @@ class GangNodePoolReconciler:
         gone = frozenset(
             v.instance_id for v in seen if v.instance_id in owned and v.state in GONE_STATES
         )
-        ready = self._ready_instances(pool.name, status, {v.instance_id for v in live})
-        unusable = self._unusable(pool, ready)
+        ready_nodes = self._ready_nodes(pool.name, status, {v.instance_id for v in live})
+        ready = frozenset(ready_nodes)
+        unusable = self._unusable(pool, ready_nodes.values())
         facts = self._read_facts(pool, stack_operation, settling)
         launch = facts.launch
         view = PoolView(
@@ -353,17 +355,17 @@ class GangNodePoolReconciler:
             return StackRead(prepared=False)
         return NOT_FETCHED
 
-    def _ready_instances(
+    def _ready_nodes(
         self, pool: str, status: GangNodePoolStatus, live: set[str]
-    ) -> frozenset[str]:
-        """Instances of the active set whose Node is Ready and labelled pool + group.
+    ) -> dict[str, Node]:
+        """The Nodes, by instance, of the active set that are Ready and labelled pool + group.
 
         Nodes of the active set that lack the group label get it after the plan
         (`_label_set_nodes`); they are counted on the pass that label change triggers.
         """
         group = status.active_group
         wanted = set(status.instance_ids)
-        ready: set[str] = set()
+        ready: dict[str, Node] = {}
         for node in self._nodes.list_labelled(pool):
             instance_id = node.instance_id
             if instance_id not in wanted or instance_id not in live or group is None:
@@ -373,8 +375,8 @@ class GangNodePoolReconciler:
             if node.labels.get(c.GROUP_LABEL) != group:
                 continue  # labelled after the plan; counted on the pass that triggers
             if node.ready:
-                ready.add(instance_id)
-        return frozenset(ready)
+                ready[instance_id] = node
+        return ready
 
     def _label_set_nodes(self, pool: str, view: AnyView) -> None:
         """Give the group label to the active set's Nodes that lack it: a launch template
@@ -393,15 +395,14 @@ class GangNodePoolReconciler:
                 labelled = node.with_label(c.GROUP_LABEL, group)
                 update_object(self._kube, NODES, node, labelled, c.FIELD_MANAGER)
 
-    def _unusable(self, pool: GangNodePool, ready: frozenset[str]) -> tuple[UnusableNode, ...]:
-        """The Ready nodes of `ready` that cannot run one gang pod yet, and what each lacks
-        (`pool.usable`); `plan` leaves them out of the count while the set joins."""
+    def _unusable(self, pool: GangNodePool, ready: Iterable[Node]) -> tuple[UnusableNode, ...]:
+        """The `ready` nodes that cannot run one gang pod yet, and what each lacks
+        (`pool.usable`); `plan` leaves them out of the count while the set joins. They are
+        the nodes `_ready_nodes` already read: the label index is read once a pass."""
         requests = pod_requests_of(pool.spec)
         taints = self._deps.settings.startup_taints
         out: list[UnusableNode] = []
-        for node in self._nodes.list_labelled(pool.name):
-            if node.instance_id not in ready:
-                continue
+        for node in ready:
             lacking = missing(node, requests, taints)
             if lacking:
                 out.append(

@@ -9,7 +9,7 @@ after the kubelet reports Ready; a DaemonSet that does not tolerate the gang tai
 runs there, and the node never becomes usable.
 
 Pure: the GangNodePool reconciler calls `missing` for each Ready node of the active set
-(`_ready_instances`), and the pool plan words the join deadline's release with
+(`_ready_nodes`), and the pool plan words the join deadline's release with
 `deadline_message`. Table-driven tests: tests/unit/test_pool_usable.py.
 """
 
