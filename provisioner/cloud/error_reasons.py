@@ -126,6 +126,15 @@ _EXACT: Final[dict[str, tuple[str, str]]] = {
         "LaunchTemplateExists",
         EC2_ERROR_CODES["InvalidLaunchTemplateName.AlreadyExistsException"].fix,
     ),
+    # Not "gone" like the rest of the InvalidLaunchTemplate family: the name or id is refused.
+    "InvalidLaunchTemplateId.Malformed": (
+        "InvalidRequest",
+        EC2_ERROR_CODES["InvalidLaunchTemplateId.Malformed"].fix,
+    ),
+    "InvalidLaunchTemplateName.MalformedException": (
+        "InvalidRequest",
+        EC2_ERROR_CODES["InvalidLaunchTemplateName.MalformedException"].fix,
+    ),
     "NoSuchEntity": (
         "InstanceProfileNotFound",
         "The node instance profile does not exist; create "
