@@ -13,6 +13,8 @@ Run as ``python -m lint.house_rules [--root DIR]``; it prints one line per viola
   product; every reason the product chooses is an ``EventReason`` member (habit 10). A
   reason relayed from an error (an EC2 code, a refusal's machine reason) is a value, not a
   literal, and is not this rule's business.
+* ``readme-size``: ``README.md`` is a manual of at most ``MAX_README_LINES`` lines; history,
+  figures and the evidence table live in ``docs/``.
 
 This module is tooling: it is not in the product's wheel and imports nothing of it.
 """
@@ -31,6 +33,7 @@ from typing import Final
 PRODUCT_ROOTS: Final = ("provisioner", "stacks", "infra", "release")
 SIZED_ROOTS: Final = (*PRODUCT_ROOTS, "devenv")
 MAX_LINES: Final = 500
+MAX_README_LINES: Final = 700
 # Files allowed over MAX_LINES for a while (a split under way on a branch of its own).
 # Empty: every file is within the limit. An entry no longer over it is itself reported.
 ALLOWED_LARGE: Final[frozenset[str]] = frozenset()
@@ -71,6 +74,7 @@ def check(root: Path, allowed_large: frozenset[str] = ALLOWED_LARGE) -> list[Vio
             found += _state_as_string(rel, tree)
         found += _event_reasons(rel, tree)
     found += _stale_allowances(root, allowed_large)
+    found += _readme_size(root)
     return sorted(found, key=lambda v: (v.path, v.line, v.rule))
 
 
@@ -114,6 +118,26 @@ def _stale_allowances(root: Path, allowed_large: frozenset[str]) -> list[Violati
             )
         )
     return stale
+
+
+# --- readme-size -------------------------------------------------------------------------
+def _readme_size(root: Path) -> list[Violation]:
+    readme = root / "README.md"
+    if not readme.is_file():
+        return []
+    lines = len(readme.read_text(encoding="utf-8").splitlines())
+    if lines <= MAX_README_LINES:
+        return []
+    return [
+        Violation(
+            "README.md",
+            MAX_README_LINES + 1,
+            "readme-size",
+            f"{lines} lines, over the manual's limit of {MAX_README_LINES}",
+            "move history, figures, evidence and long reference material to a page in docs/ "
+            "and link it from the README",
+        )
+    ]
 
 
 # --- state-as-string ---------------------------------------------------------------------

@@ -28,6 +28,7 @@ READMES = [
     ROOT / "README.md",
     *sorted((ROOT / "charts").glob("*/README.md")),
     ROOT / "docs" / "UPGRADING.md",
+    ROOT / "docs" / "RELEASE.md",
 ]
 # Flags only `helm upgrade` knows; they change nothing a render shows.
 _UPGRADE_ONLY = {"--install", "--reuse-values", "--reset-values", "--reset-then-reuse-values"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lint.house_rules import ALLOWED_LARGE, MAX_LINES, check
+from lint.house_rules import ALLOWED_LARGE, MAX_LINES, MAX_README_LINES, check
 
 REPO = Path(__file__).resolve().parents[2]
 NOTHING_ALLOWED: frozenset[str] = frozenset()
@@ -34,6 +34,18 @@ def test_the_checkout_keeps_every_house_rule() -> None:
 def test_make_lint_runs_the_house_rules() -> None:
     lint = (REPO / "Makefile").read_text().split("\nlint:", 1)[1].split("\n\n", 1)[0]
     assert "$(PY) -m lint.house_rules" in lint
+
+
+# --- readme-size -------------------------------------------------------------------------
+def test_a_readme_over_the_manual_s_limit_fails_and_one_at_it_passes(tmp_path: Path) -> None:
+    readme = write(tmp_path, "README.md", "line\n" * MAX_README_LINES)
+    assert messages(tmp_path) == []
+    readme.write_text("line\n" * (MAX_README_LINES + 1))
+    assert messages(tmp_path) == [
+        "README.md:701: [readme-size] 701 lines, over the manual's limit of 700. "
+        "Fix: move history, figures, evidence and long reference material to a page in docs/ "
+        "and link it from the README"
+    ]
 
 
 # --- file-size ---------------------------------------------------------------------------

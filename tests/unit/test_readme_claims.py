@@ -1,4 +1,4 @@
-"""The README's "What is shown, and where" table names only tests that exist.
+"""The "What is shown, and where" table (docs/SHOWN.md) names only tests that exist.
 
 Each row's last cell names the tests that pin the claim, in the short forms the table uses:
 `tests/unit/test_x.py`, a bare `test_y.py` in the directory of the path before it,
@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+TABLE = ROOT / "docs" / "SHOWN.md"
 SECTION = "## What is shown, and where"
 # A repository path (a glob allowed), a bare test file, or ::name[param] / ::prefix*.
 _REF = re.compile(
@@ -60,16 +60,14 @@ def missing_references(shown: str, root: Path = ROOT) -> list[str]:
 
 
 def test_every_row_names_tests_that_exist() -> None:
-    rows = claim_rows(README.read_text())
+    rows = claim_rows(TABLE.read_text())
     assert len(rows) > 100, "the table was not found"
     stale = {claim[:80]: missing for claim, shown in rows if (missing := missing_references(shown))}
     assert not stale, stale
 
 
 def test_every_row_names_at_least_one_test_or_document() -> None:
-    empty = [
-        claim[:80] for claim, shown in claim_rows(README.read_text()) if not _REF.search(shown)
-    ]
+    empty = [claim[:80] for claim, shown in claim_rows(TABLE.read_text()) if not _REF.search(shown)]
     assert not empty, empty
 
 
