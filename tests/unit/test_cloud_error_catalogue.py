@@ -157,7 +157,7 @@ PAGE_CODES = {code for code, _, _ in PAGE_ROWS}
 OURS = sorted(code for code, _, actions in PAGE_ROWS if actions != "-")
 
 
-def test_the_list_names_its_source_and_the_catalogue_the_same() -> None:
+def test_the_list_and_the_catalogue_name_one_source() -> None:
     assert HEADER == {"source": SOURCE_URL, "read": SOURCE_READ_ON}
     assert SOURCE_URL.startswith("https://docs.aws.amazon.com/") and "errors-overview" in SOURCE_URL
     assert len(SOURCE_READ_ON) == 10 and SOURCE_READ_ON.startswith("20")
