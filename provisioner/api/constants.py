@@ -188,6 +188,7 @@ class EventReason(StrEnum):
     ACQUIRING = "Acquiring"
     LAUNCHED = "Launched"
     CAPACITY_SHORTFALL = "CapacityShortfall"
+    UNKNOWN_AWS_ERROR = "UnknownAwsError"
     LAUNCH_FAILED = "LaunchFailed"
     ACTION_FAILED = "Failed"
     SATISFIED = "Satisfied"
@@ -248,6 +249,8 @@ class FailureKind(StrEnum):
     CONFIG = "config"  # can never succeed as written; the message names the fix
     NOT_PREPARED = "not-prepared"  # the pool's stack is not there yet (prepare comes first)
     NOT_ACTIVE = "not-active"  # a Capacity Block not started yet: hold at $0 until it does
+    UNKNOWN = "unknown"  # an AWS code the catalogue lacks: retried like RETRYABLE, counted,
+    # and after `unknownErrorAttemptsBeforeRetry` in a row the Workload's check goes to Retry
 
 
 # --- GangNodePool conditions (metav1.Condition; `pool_conditions` writes them) ----------
@@ -269,6 +272,7 @@ class DegradedReason(StrEnum):
     TRANSIENT_FAILURE = "TransientFailure"  # FailureKind.RETRYABLE
     CONFIGURATION_ERROR = "ConfigurationError"  # FailureKind.CONFIG
     STACK_NOT_PREPARED = "StackNotPrepared"  # FailureKind.NOT_PREPARED
+    UNKNOWN_AWS_ERROR = "UnknownAwsError"  # FailureKind.UNKNOWN
     # The Degraded condition's reason when False.
     NO_FAILURE = "NoFailure"
 

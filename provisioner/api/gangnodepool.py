@@ -265,6 +265,9 @@ class GangNodePoolStatus(KubeModel):
     # block's set was released is refused from it, with nothing asked of EC2.
     capacity_block: CapacityBlock | None = None
     consecutive_shortfalls: int = Field(default=0, ge=0)
+    # Launches in a row that EC2 answered with a code the catalogue lacks (FailureKind.UNKNOWN):
+    # at `unknownErrorAttemptsBeforeRetry` the Workload's check goes to Retry naming the code.
+    consecutive_unknown_errors: int = Field(default=0, ge=0)
     # Failed actions in a row of any kind (a stack step, a release, a retryable launch):
     # the retry backoff escalates with it, so no failing step retries at full speed forever.
     consecutive_failures: int = Field(default=0, ge=0)

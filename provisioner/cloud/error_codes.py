@@ -16,14 +16,19 @@ are kept apart because the sweep must treat them differently:
   the gang waits, quota frees when other instances stop) with reason ``QuotaExceeded`` so the
   message can name the real fix, a Service Quotas increase.
 
-``MaxSpotInstanceCountExceeded`` is left out on purpose: the engine never asks for Spot, so
-that code would mean a launch template we did not expect, which UNKNOWN surfaces better.
+Every code in AWS's error-code list that the engine's calls can meet has a row in
+``ec2_error_codes`` (its class and fix); a code these sets do not name is sorted by that row
+(``capacity`` CAPACITY, ``throttle``/``transient`` RETRYABLE, ``config``/``account`` CONFIG). A
+code in neither is UNKNOWN: retried at most ``unknownErrorAttemptsBeforeRetry`` times, then
+the Workload's check goes to Retry naming it.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 from typing import Final
+
+from provisioner.cloud.ec2_error_codes import EC2_ERROR_CODES, CodeClass
 
 __all__ = [
     "CAPACITY_CODES",
@@ -65,6 +70,7 @@ CAPACITY_CODES: Final = frozenset(
         "InsufficientFreeAddressesInSubnet",
         # CreateFleet: no spare capacity for the request as written (EC2's error-code list).
         "UnfulfillableCapacity",
+        "InsufficientAddressCapacity",
     }
 )
 # The instance type is not offered where we asked; see the module docstring.
@@ -212,9 +218,23 @@ def classify_code(code: str, http_status: int | None = None) -> ErrorKind:
         return ErrorKind.NOT_FOUND
     if code in CONFIG_CODES or code.startswith(CONFIG_PREFIXES):
         return ErrorKind.CONFIG
+    row = EC2_ERROR_CODES.get(code)
+    if row is not None:
+        return _KIND_OF_CLASS[row.cls]
     if http_status is not None and http_status >= 500:
         return ErrorKind.RETRYABLE
     return ErrorKind.UNKNOWN
+
+
+# What each class of ``ec2_error_codes`` means for the engine. An account's state (opt-in,
+# verification, a block, a grant) is CONFIG: no wait fixes it, a person must act.
+_KIND_OF_CLASS: Final = {
+    CodeClass.CAPACITY: ErrorKind.CAPACITY,
+    CodeClass.THROTTLE: ErrorKind.RETRYABLE,
+    CodeClass.TRANSIENT: ErrorKind.RETRYABLE,
+    CodeClass.CONFIG: ErrorKind.CONFIG,
+    CodeClass.ACCOUNT: ErrorKind.CONFIG,
+}
 
 
 def is_quota(code: str | None) -> bool:

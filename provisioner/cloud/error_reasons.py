@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from provisioner.api import constants as c
+from provisioner.cloud.ec2_error_codes import EC2_ERROR_CODES, CodeClass
 from provisioner.cloud.error_codes import ErrorKind
 
 __all__ = ["describe_code"]
@@ -121,6 +122,19 @@ _EXACT: Final[dict[str, tuple[str, str]]] = {
         "No EKS-optimized AL2023 AMI is published for this Kubernetes version, architecture "
         f"and variant; set {c.ANN_AMI_ID} or a different {c.ANN_AMI_VARIANT}.",
     ),
+    "InvalidLaunchTemplateName.AlreadyExistsException": (
+        "LaunchTemplateExists",
+        EC2_ERROR_CODES["InvalidLaunchTemplateName.AlreadyExistsException"].fix,
+    ),
+    # Not "gone" like the rest of the InvalidLaunchTemplate family: the name or id is refused.
+    "InvalidLaunchTemplateId.Malformed": (
+        "InvalidRequest",
+        EC2_ERROR_CODES["InvalidLaunchTemplateId.Malformed"].fix,
+    ),
+    "InvalidLaunchTemplateName.MalformedException": (
+        "InvalidRequest",
+        EC2_ERROR_CODES["InvalidLaunchTemplateName.MalformedException"].fix,
+    ),
     "NoSuchEntity": (
         "InstanceProfileNotFound",
         "The node instance profile does not exist; create "
@@ -188,19 +202,29 @@ _ACCESS: Final = frozenset(
 )
 
 
+def _prefixed(code: str | None) -> bool:
+    return code is not None and code.startswith(tuple(p for p, _, _ in _PREFIXED))
+
+
 def describe_code(code: str | None, kind: ErrorKind) -> tuple[str, str]:
     """The (reason, fix sentence) users see for ``code``."""
     if code in _EXACT:
         return _EXACT[code]
+    row = EC2_ERROR_CODES.get(code or "")
+    if row is not None and row.cls is CodeClass.ACCOUNT and code not in _ACCESS:
+        # The account itself must act (opt in, verify, unblock, a quota): never the pool.
+        return "AccountActionRequired", row.fix
+    if row is not None and row.cls is CodeClass.CONFIG and not _prefixed(code):
+        return "InvalidRequest", row.fix
     for prefix, reason, fix in _PREFIXED:
         if code and code.startswith(prefix):
             return reason, fix
     if code in _ACCESS:
         return (
             "AccessDenied",
-            "The controller's IAM identity lacks a permission this call needs; attach the "
-            "controller policy (IAM appendix) to its role and check iam:PassRole for the "
-            "node role.",
+            "The controller's IAM identity lacks a permission this call needs; an account "
+            "administrator must attach the controller policy (IAM appendix) to its role and "
+            "check iam:PassRole for the node role.",
         )
     if kind is ErrorKind.CAPACITY:
         return "InsufficientCapacity", _CAPACITY_FIX
@@ -210,4 +234,8 @@ def describe_code(code: str | None, kind: ErrorKind) -> tuple[str, str]:
         return "InvalidRequest", "AWS rejected the request as written; fix the pool's shape."
     if kind is ErrorKind.NOT_FOUND:
         return "NotFound", "The resource no longer exists."
-    return "UnknownAwsError", "An AWS error this controller does not know; it is retried."
+    return (
+        "UnknownAwsError",
+        "An AWS error this controller does not know; the same request is retried a few times "
+        "(unknownErrorAttemptsBeforeRetry), then the Workload's check goes to Retry.",
+    )

@@ -23,7 +23,8 @@ Hierarchy::
      │     kind=NOT_FOUND  the thing asked about does not exist (release treats it as done).
      │     kind=NOT_ACTIVE a reservation that has not started: nothing was asked of EC2;
      │                     hold at $0 until ``starts_at`` (ReservationNotActive carries it).
-     │     kind=UNKNOWN    a code this module has never seen; surfaced verbatim, backed off.
+     │     kind=UNKNOWN    a code this module has never seen; surfaced verbatim, backed off,
+     │                     and after `unknownErrorAttemptsBeforeRetry` tries the check Retries.
      │     └── ReservationNotActive(starts_at)   kind=NOT_ACTIVE
      └── ValueError
            └── InvalidUserDataError   user data that is not a nodeadm NodeConfig
@@ -151,6 +152,8 @@ _FAILURE_OF_KIND: Final = {
     ErrorKind.MALFORMED: c.FailureKind.MALFORMED,
     ErrorKind.CONFIG: c.FailureKind.CONFIG,
     ErrorKind.NOT_ACTIVE: c.FailureKind.NOT_ACTIVE,
+    # Retried like RETRYABLE (the same token), but counted: see `unknownErrorAttemptsBeforeRetry`.
+    ErrorKind.UNKNOWN: c.FailureKind.UNKNOWN,
 }
 
 

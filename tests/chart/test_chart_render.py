@@ -601,6 +601,7 @@ REFERENCE_DEFAULTS: dict[str, Any] = {
     "reapIntervalSeconds": 120,
     "joinDeadlineSeconds": 600,
     "acquireAttemptsBeforeRetry": 20,
+    "unknownErrorAttemptsBeforeRetry": 3,
     "maxConcurrentPoolReconciles": 5,
     "stackOperations.workers": None,  # two per CPU, within the memory limit
     "leaderElection.enabled": True,

@@ -74,6 +74,7 @@ BODY: dict[str, Any] = {
             }
         ],
         "consecutiveShortfalls": 0,
+        "consecutiveUnknownErrors": 0,
         "consecutiveFailures": 0,
         "lastShortfallTime": "2025-03-01T11:59:00Z",
         "joinDeadline": "2025-03-01T12:10:00Z",
@@ -132,6 +133,7 @@ def test_new_pool_omits_unset_fields() -> None:
         "instanceIds": [],
         "readyNodes": 0,
         "consecutiveShortfalls": 0,
+        "consecutiveUnknownErrors": 0,
         "consecutiveFailures": 0,
         "conditions": [],
     }

@@ -71,7 +71,7 @@ def client_error(code: str, status: int = 400, message: str = "AWS says no") -> 
         ("ParameterNotFound", 400, ErrorKind.CONFIG),
         ("InvalidInstanceID.NotFound", 400, ErrorKind.NOT_FOUND),
         ("InvalidNetworkInterfaceID.NotFound", 400, ErrorKind.NOT_FOUND),
-        ("MaxSpotInstanceCountExceeded", 400, ErrorKind.UNKNOWN),
+        ("MaxSpotInstanceCountExceeded", 400, ErrorKind.CONFIG),
         ("SomethingNew", 400, ErrorKind.UNKNOWN),
     ],
 )
@@ -146,7 +146,7 @@ def test_cloud_errors_pass_through_and_generation_rule() -> None:
         (ErrorKind.CONFIG, "config"),
         (ErrorKind.RETRYABLE, "retryable"),
         (ErrorKind.NOT_FOUND, "retryable"),
-        (ErrorKind.UNKNOWN, "retryable"),
+        (ErrorKind.UNKNOWN, "unknown"),
     ],
 )
 def test_each_kind_is_one_failure_kind_of_the_state_machine(kind: ErrorKind, failure: str) -> None:

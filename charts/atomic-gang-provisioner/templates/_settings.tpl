@@ -35,6 +35,7 @@ joinDeadlineSeconds: {{ int $v.joinDeadlineSeconds }}
 startupTaints: {{ $v.startupTaints | default list | toJson }}
 capacityBlockReleaseSeconds: {{ int $v.capacityBlockReleaseSeconds }}
 acquireAttemptsBeforeRetry: {{ int $v.acquireAttemptsBeforeRetry }}
+unknownErrorAttemptsBeforeRetry: {{ int $v.unknownErrorAttemptsBeforeRetry }}
 maxConcurrentPoolReconciles: {{ int $v.maxConcurrentPoolReconciles }}
 stackOperations:
 {{- with ($v.stackOperations | default dict).workers }}

@@ -47,6 +47,9 @@ class Settings(Section):
         default=(), description="Node-role allowlist; empty allows only defaults.nodeRoleArn."
     )
     acquire_attempts_before_retry: int = Field(default=20, ge=1)
+    # Launches in a row answered with an AWS code the catalogue lacks before the Workload's
+    # check goes to Retry (naming it): few, since no wait is known to fix an unknown answer.
+    unknown_error_attempts_before_retry: int = Field(default=3, ge=1)
     # Durations the chart spells in whole seconds (`joinDeadlineSeconds: 600`): held as a
     # timedelta like every other duration, read and written under their `*_seconds` keys.
     join_deadline: Seconds = Field(

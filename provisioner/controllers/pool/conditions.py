@@ -35,6 +35,7 @@ _DEGRADED_REASONS = {
     FailureKind.RETRYABLE: DegradedReason.TRANSIENT_FAILURE,
     FailureKind.CONFIG: DegradedReason.CONFIGURATION_ERROR,
     FailureKind.NOT_PREPARED: DegradedReason.STACK_NOT_PREPARED,
+    FailureKind.UNKNOWN: DegradedReason.UNKNOWN_AWS_ERROR,
 }
 # What `lastError` may hold that is not a failure: a wait or a release the user planned.
 _PLANNED_REASONS = frozenset({c.EventReason.CAPACITY_BLOCK_ENDING})

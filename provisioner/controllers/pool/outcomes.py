@@ -244,6 +244,7 @@ def _launch_outcome(view: AnyView, status: GangNodePoolStatus, result: ActionRes
                 launch_in_progress=None,
                 acquire_generation=status.acquire_generation + 1,
                 consecutive_shortfalls=0,
+                consecutive_unknown_errors=0,
                 consecutive_failures=0,
                 capacity_block_ends_at=result.block_ends_at,
                 capacity_block=_block_of(view, result) or status.capacity_block,
@@ -271,6 +272,7 @@ def _launch_outcome(view: AnyView, status: GangNodePoolStatus, result: ActionRes
                 launch_in_progress=None,
                 acquire_generation=status.acquire_generation + 1,
                 consecutive_shortfalls=shortfalls,
+                consecutive_unknown_errors=0,
                 last_shortfall_time=view.now,
                 last_error=err,
             ),
@@ -305,6 +307,28 @@ def _launch_outcome(view: AnyView, status: GangNodePoolStatus, result: ActionRes
             changed(status, last_error=err, consecutive_failures=failures),
             view.timings.backoff(failures + 1),
             (Event(c.EVENT_WARNING, err.reason, err.message),),
+        )
+    if kind is FailureKind.UNKNOWN:
+        # A code the catalogue lacks: replayed with the same token like a transient failure
+        # (it may have launched), but counted, so the Workload's check goes to Retry after
+        # `unknownErrorAttemptsBeforeRetry` of them instead of holding quota forever.
+        failures = status.consecutive_failures + 1
+        unknown = status.consecutive_unknown_errors + 1
+        return (
+            changed(
+                status,
+                last_error=err,
+                consecutive_failures=failures,
+                consecutive_unknown_errors=unknown,
+            ),
+            view.timings.backoff(failures + 1),
+            (
+                Event(
+                    c.EVENT_WARNING,
+                    c.EventReason.UNKNOWN_AWS_ERROR,
+                    f"Attempt {unknown}: {err.message}",
+                ),
+            ),
         )
     # Configuration: nothing was launched; the user must fix something. The generation
     # stays (no request reached a terminal result) and the marker is cleared.

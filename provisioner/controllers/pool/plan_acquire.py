@@ -37,6 +37,7 @@ def plan_idle(view: PoolView[StackRead | NotFetched, NotFetched]) -> Step:
         view.status,
         phase=Phase.ACQUIRING,
         consecutive_shortfalls=0,
+        consecutive_unknown_errors=0,
         last_error=None,
         idle_since=None,
     )
@@ -100,7 +101,11 @@ def plan_acquiring(view: PoolView[StackRead, LaunchRead | NotFetched]) -> Step:
     status, spec = view.status, view.spec
     marker = status.launch_in_progress
     if spec.claim is None and marker is None:
-        return Step(Action.NONE, idle(changed(status, consecutive_shortfalls=0)), why="claim gone")
+        return Step(
+            Action.NONE,
+            idle(changed(status, consecutive_shortfalls=0, consecutive_unknown_errors=0)),
+            why="claim gone",
+        )
     if marker is None:
         # A marked launch is resumed whatever the block (it may have reached EC2: the same
         # token adopts its set); a new one is not made on a block that cannot take it.

@@ -37,9 +37,11 @@ The rules, in order:
 6. Claimed by another live Workload: Retry (Kueue releases our quota and requeues us).
    A claim whose Workload no longer exists is stale and is replaced.
 7. Our claim: Ready only when the pool reports Satisfied with exactly N Ready nodes; Retry
-   after `acquireAttemptsBeforeRetry` consecutive shortfalls, or when an admitted gang loses
-   its nodes; Pending with the pool's progress otherwise. A claim on a whole warm set gets no
-   progress message, when made or before the pool answers it: Satisfied comes in one pass.
+   after `acquireAttemptsBeforeRetry` consecutive shortfalls (or
+   `unknownErrorAttemptsBeforeRetry` launches answered with an unknown AWS code), or when an
+   admitted gang loses its nodes; Pending with the pool's progress otherwise. A claim on a
+   whole warm set gets no progress message, when made or before the pool answers it:
+   Satisfied comes in one pass.
 """
 
 from __future__ import annotations
@@ -70,8 +72,8 @@ from provisioner.controllers.workload.fit import (
     InstanceTypeAnswer,
     gang_requests,
     pod_fit_verdict,
-    unusable_text,
 )
+from provisioner.controllers.workload.progress import progress, unknown_error_retry
 
 
 class PoolChange(Enum):
@@ -258,7 +260,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
         stale = (f"replaced a stale claim by {claim.namespace}/{claim.name}",) if claim else ()
         claimed: CheckUpdate | None = CheckUpdate(
             CheckState.PENDING,
-            f"Pool {pool.name} claimed; {_progress(pool)}",
+            f"Pool {pool.name} claimed; {progress(pool)}",
             reason=c.EventReason.POOL_CLAIMED,
         )
         current = workload.check(inputs.check_name)
@@ -472,29 +474,8 @@ def _check_for_claimant(
             f"({c.ANN_CAPACITY_RESERVATION_ID}).",
             reason=c.EventReason.CAPACITY_SHORTFALL,
         )
-    return CheckUpdate(CheckState.PENDING, _progress(pool), reason=c.EventReason.WAITING)
-
-
-def _progress(pool: GangNodePool) -> str:
-    status, n = pool.status, pool.spec.count
-    phase = status.phase
-    if phase == Phase.IDLE:
-        text = f"waiting to acquire {n}x {pool.spec.instance_type}."
-    elif phase == Phase.ACQUIRING:
-        text = f"acquiring {n}x {pool.spec.instance_type} all-or-nothing"
-        if status.consecutive_shortfalls:
-            text += (
-                f" (capacity shortfalls so far: {status.consecutive_shortfalls}; $0 while short)"
-            )
-        text += "."
-    elif phase == Phase.JOINING:
-        text = f"{status.ready_nodes}/{n} nodes joined, Ready and usable.{unusable_text(status)}"
-    elif phase == Phase.KEEP_WARM:
-        text = f"reusing {len(status.instance_ids)} warm nodes."
-    elif phase == Phase.RELEASING:
-        text = "the previous node set is being released; acquiring next."
-    else:
-        text = f"phase {phase}."
-    if status.last_error is not None:
-        text += f" Last error: {status.last_error.reason}: {status.last_error.message}"
-    return f"Pool {pool.name}: {text}"
+    if status.consecutive_unknown_errors >= inputs.settings.unknown_error_attempts_before_retry:
+        return CheckUpdate(
+            CheckState.RETRY, unknown_error_retry(pool), reason=c.EventReason.UNKNOWN_AWS_ERROR
+        )
+    return CheckUpdate(CheckState.PENDING, progress(pool), reason=c.EventReason.WAITING)
