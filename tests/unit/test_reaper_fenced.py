@@ -4,7 +4,7 @@ failure logged, and the loop is still there for the next sweep (a term that goes
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -48,6 +48,8 @@ def test_a_sweep_stopped_by_the_fence_ends_quietly_and_the_loop_sweeps_again(
         ControllerMetrics(),
         cache_problem=lambda: None,
         ownership_key=None,
+        max_lifetime=timedelta(days=7),
+        stack_record=lambda _pool: frozenset(),
     )
     reaper.start()
     try:
