@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from provisioner.api.constants import FailureKind, Phase
+from provisioner.api.fencing import NotLeader
 from provisioner.api.gangnodepool import GangNodePoolStatus
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool.stack_executor import Operation, StackExecutor
@@ -127,6 +128,23 @@ def test_an_operation_that_raises_comes_back_as_a_retryable_failure() -> None:
     assert finished.result.failure is FailureKind.RETRYABLE
     assert finished.result.reason == "RuntimeError" and "a bug" in finished.result.message
     assert h.requeued == ["a"]
+
+
+def test_an_operation_stopped_by_the_fence_ends_and_its_worker_runs_the_next() -> None:
+    # On the test's thread: a NotLeader escaping run_next would end a worker's loop.
+    h = Harness()
+
+    def fenced() -> ActionResult:
+        raise NotLeader("TerminateInstances not sent: the Lease's term ended")
+
+    h.executor.submit(op("a", Action.DESTROY_STACK, fenced))
+    assert h.executor.run_next(timeout=0)
+    finished = h.executor.state("a").finished
+    assert finished is not None and not finished.result.ok
+    assert finished.result.reason == "NotLeader"
+    h.submit("b", Action.PREPARE_STACK)
+    h.drain()
+    assert h.ran == ["b"] and h.requeued == ["a", "b"]
 
 
 class Held:

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from provisioner.api.constants import FailureKind
+from provisioner.api.fencing import NotLeader
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool.steps import ActionResult, Step, stack_priority
 
@@ -164,6 +165,15 @@ class StackExecutor:
         started = time.monotonic()
         try:
             result = operation.run()
+        except NotLeader as fenced:
+            # A destroy's own EC2 calls (the leftovers it terminates) meet the fence like a
+            # pass's do. NotLeader is not an Exception, so that nothing on the way turns it
+            # into a failure to retry; caught here, it ends this operation and not the
+            # worker thread, which the next term needs.
+            log.info("pool %s: stack %s stopped: %s", operation.pool, action, fenced)
+            result = ActionResult(
+                False, failure=FailureKind.RETRYABLE, reason="NotLeader", message=str(fenced)
+            )
         except Exception as err:  # the call reports its failures; this is a bug
             log.exception("pool %s: stack operation %s raised", operation.pool, action)
             result = ActionResult(
