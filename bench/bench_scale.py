@@ -371,14 +371,13 @@ class Run:
             for reconciler in RECONCILERS:
                 for q in (0.5, 0.99):
                     self.figures[f"lag{reconciler}P{int(q * 100)}"] = _quantile(
-                        metrics, "atomic_gang_workqueue_wait_seconds", q, controller=reconciler
+                        metrics, "workqueue_queue_duration_seconds", q, name=reconciler
                     )
                     self.figures[f"work{reconciler}P{int(q * 100)}"] = _quantile(
                         metrics,
-                        "atomic_gang_reconcile_seconds",
+                        "controller_runtime_reconcile_time_seconds",
                         q,
                         controller=reconciler,
-                        result="success",
                     )
             for operation in STACK_OPERATIONS:
                 for q in (0.5, 0.99):
@@ -513,7 +512,7 @@ class Run:
         """How much the controller did: passes per reconciler, EC2 listings per kind."""
         for (name, labels), value in metrics.items():
             found = dict(labels)
-            if name == "atomic_gang_reconcile_seconds_count":
+            if name == "controller_runtime_reconcile_total":
                 key = f"passes{found.get('controller', '')}"
             elif name == "atomic_gang_instance_index_describes_total":
                 key = f"describes{found.get('kind', '')}"

@@ -325,14 +325,14 @@ def build_manager(inputs: ManagerInputs) -> Manager:
     check_ctl = Controller(
         "admissioncheck",
         check_reconciler.reconcile,
-        observer=QueueMetrics(metrics, "admissioncheck"),
+        observer=QueueMetrics(metrics.runtime, "admissioncheck"),
     )
     check_ctl.watch(checks)
     workload_ctl = Controller(
         "workload",
         workload_reconciler.reconcile,
         max_concurrent=WORKLOAD_WORKERS,
-        observer=QueueMetrics(metrics, "workload"),
+        observer=QueueMetrics(metrics.runtime, "workload"),
     )
     workload_ctl.watch(workloads)
     workload_ctl.watch(pools, typed_pools.to_keys(workload_reconciler.keys_for_pool))
@@ -340,7 +340,7 @@ def build_manager(inputs: ManagerInputs) -> Manager:
         "gangnodepool",
         pool_reconciler.reconcile,
         max_concurrent=settings.max_concurrent_pool_reconciles,
-        observer=QueueMetrics(metrics, "gangnodepool"),
+        observer=QueueMetrics(metrics.runtime, "gangnodepool"),
     )
     pool_ctl.watch(pools)
     pool_ctl.watch(nodes, typed_nodes.to_keys(pool_reconciler.keys_for_node))

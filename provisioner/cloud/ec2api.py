@@ -11,6 +11,7 @@ and to the controller's IAM policy.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -89,31 +90,56 @@ class S3Api(Protocol):
 
 class AwsCallObserver(Protocol):
     """Told of every call a watched client makes (`watch_calls`): the service, the action
-    as AWS names it (RunInstances), and EC2's error code, or None when it succeeded."""
+    as AWS names it (RunInstances), AWS's error code (None when it succeeded), and the
+    call's wall time in seconds, botocore's retries and their back-off included (None when
+    the call's start was not seen: a handler registered ahead of ours answered it)."""
 
-    def called(self, service: str, action: str, error_code: str | None) -> None: ...
+    def called(
+        self, service: str, action: str, error_code: str | None, seconds: float | None
+    ) -> None: ...
 
 
 def watch_calls(client: Any, observer: AwsCallObserver) -> Any:
     """Report each of ``client``'s calls to ``observer``, once per call after botocore's
     retries: its answer (``after-call``: HTTP status and, for an error, AWS's code), or the
     exception that left no answer (``after-call-error``: a timeout, a refused connection,
-    counted under the exception's name). Returns ``client``."""
+    counted under the exception's name), with the time since ``before-call``. The start
+    rides in the call's own request context, so concurrent calls on one client never mix
+    their times. Returns ``client``."""
     service = str(client.meta.service_model.service_id.hyphenize())
 
-    def answered(http_response: Any, parsed: Any, model: Any, **_: Any) -> None:
+    def started(context: Any = None, **_: Any) -> None:
+        if isinstance(context, dict):
+            context[_STARTED] = time.monotonic()
+
+    def elapsed(context: Any) -> float | None:
+        start = context.get(_STARTED) if isinstance(context, dict) else None
+        return None if start is None else max(time.monotonic() - start, 0.0)
+
+    def answered(
+        http_response: Any, parsed: Any, model: Any, context: Any = None, **_: Any
+    ) -> None:
         code = None
         if int(getattr(http_response, "status_code", 200)) >= 300:
             code = str(((parsed or {}).get("Error") or {}).get("Code") or "Unknown")
-        observer.called(service, str(model.name), code)
+        observer.called(service, str(model.name), code, elapsed(context))
 
-    def unanswered(exception: BaseException, event_name: str, **_: Any) -> None:
+    def unanswered(
+        exception: BaseException, event_name: str, context: Any = None, **_: Any
+    ) -> None:
         # The event is named after-call-error.<service>.<Action>.
-        observer.called(service, event_name.rpartition(".")[2], type(exception).__name__)
+        action = event_name.rpartition(".")[2]
+        observer.called(service, action, type(exception).__name__, elapsed(context))
 
+    # First: a before-call handler that answers the call itself ends the chain there.
+    client.meta.events.register_first("before-call", started)
     client.meta.events.register("after-call", answered)
     client.meta.events.register("after-call-error", unanswered)
     return client
+
+
+# The key `watch_calls` keeps a call's start under, in botocore's per-call request context.
+_STARTED = "atomic_gang_call_started"
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,31 @@ controller it drives. The composition root (``assembly.build_system``) makes one
 it to the Manager, which passes it to the pool reconciler (acquisitions, shortfalls, time
 to Ready), the pool reconciler's instance index (its DescribeInstances listings), the
 reaper's sweep (pools by phase, instances billed, node-seconds billed and stranded), the
-stack executor (operations waiting and running) and the work queues (`QueueMetrics`: lag,
-reconcile time, depth); the stack port (``pulumi_driver.port.PoolStacks``) reports each
-stack operation through `StackMetrics`. The Manager sets the leader gauge as it starts and
-stops leading; the webhook counts each admission answer through `WebhookMetrics`; the
-engine's AWS clients count each call, by action and error code, through `AwsCallMetrics`
-(``cloud.ec2api.watch_calls``). The process's own series (CPU, memory, file descriptors)
-are collected onto the same registry.
+stack executor (operations waiting and running) and the work queues (`QueueMetrics`, under
+controller-runtime's names: ``runtime_metrics``); the stack port
+(``pulumi_driver.port.PoolStacks``) reports each stack operation through `StackMetrics`.
+The Manager sets the leader gauge as it starts and stops leading; the webhook counts each
+admission answer through `WebhookMetrics`; the engine's AWS clients count and time each
+call, by service, action and error code, through `AwsCallMetrics`
+(``cloud.ec2api.watch_calls``). ``atomic_gang_build_info`` is 1, labelled with the version.
+The process's own series (CPU, memory, file descriptors) are collected onto the same
+registry.
+
+Cardinality is bounded by construction; no label carries a pool's, a Job's or an
+instance's name:
+
+- ``instance_type`` (acquisitions, shortfalls, time to Ready, pools by phase): only types a
+  pool was admitted with, so at most the settings' ``allowedInstanceTypes`` (exact names,
+  or globs over EC2's families), and without an allowlist the types this cluster's pools
+  actually use; ``atomic_gang_pools`` removes a phase and type pair no pool has any more.
+- ``mode``, ``phase``, ``result``, ``reason``, ``kind``, ``operation``: fixed sets in code.
+- AWS ``service`` and ``action``: the calls listed in ``cloud.ec2api`` (a few dozen);
+  ``error_code``: AWS's documented codes for those calls, or an exception's class name.
+- ``controller`` / ``name`` on the queue families: the three reconcilers.
+- Per-pool and per-zone labels are deliberately absent: pools come and go with workloads
+  (one series per pool would grow without bound on counters and histograms, which
+  Prometheus cannot forget), and a zone is chosen per launch inside EC2's answer; ``atomic-gang
+  pools`` and the pool's status answer "which pool, which zone".
 
 "Stranded" is what the product exists to drive to zero; the reaper computes it with
 ``provisioner.cloud.billing``, the one definition the demo and the benchmarks
@@ -21,6 +39,10 @@ use: node-seconds billed outside the time the whole gang ran.
 """
 
 from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
 
 from prometheus_client import (
     CollectorRegistry,
@@ -32,10 +54,16 @@ from prometheus_client import (
     ProcessCollector,
 )
 
+from provisioner.controllers.runtime_metrics import QueueMetrics, RuntimeMetrics
+
+# The package whose version `atomic_gang_build_info` reports.
+DISTRIBUTION = "atomic-gang-provisioner"
+
 __all__ = [
     "AwsCallMetrics",
     "ControllerMetrics",
     "QueueMetrics",
+    "RuntimeMetrics",
     "StackMetrics",
     "WebhookMetrics",
 ]
@@ -55,25 +83,32 @@ class ControllerMetrics:
         )
         self.acquisitions = Counter(
             "atomic_gang_acquisitions_total",
-            "Acquisition results by mode: launched, adopted (a set this generation had already "
-            "launched, found by tag), shortfall, not-active, retryable, config.",
-            ["mode", "result"],
+            "Acquisition results by mode and instance type: launched, adopted (a set this "
+            "generation had already launched, found by tag), shortfall, not-active, retryable, "
+            "config.",
+            ["mode", "instance_type", "result"],
             registry=r,
         )
         self.shortfalls = Counter(
             "atomic_gang_capacity_shortfalls_total",
-            "Launches EC2 refused for capacity (nothing was left running).",
-            ["mode"],
+            "Launches EC2 refused for capacity (nothing was left running), by mode and "
+            "instance type.",
+            ["mode", "instance_type"],
             registry=r,
         )
         self.time_to_ready = Histogram(
             "atomic_gang_time_to_ready_seconds",
-            "From a pool's claim to all N nodes Ready.",
-            ["mode"],
+            "From a pool's claim to all N nodes Ready, by mode and instance type.",
+            ["mode", "instance_type"],
             buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1200, 3600),
             registry=r,
         )
-        self.pools = Gauge("atomic_gang_pools", "GangNodePools by phase.", ["phase"], registry=r)
+        self.pools = Gauge(
+            "atomic_gang_pools",
+            "GangNodePools by phase and instance type (a pair no pool has is removed).",
+            ["phase", "instance_type"],
+            registry=r,
+        )
         self.instances_billed = Gauge(
             "atomic_gang_instances_billed",
             "Managed instances pending or running right now.",
@@ -127,49 +162,12 @@ class ControllerMetrics:
             ["kind"],
             registry=r,
         )
-        self.queue_wait = Histogram(
-            "atomic_gang_workqueue_wait_seconds",
-            "Reconcile lag: from a key becoming ready (an event, or a requeue falling due) to a "
-            "worker taking it, by controller.",
-            ["controller"],
-            buckets=(
-                0.001,
-                0.0025,
-                0.005,
-                0.01,
-                0.025,
-                0.05,
-                0.1,
-                0.25,
-                0.5,
-                1,
-                2.5,
-                5,
-                10,
-                30,
-                60,
-            ),
-            registry=r,
-        )
-        self.reconcile_seconds = Histogram(
-            "atomic_gang_reconcile_seconds",
-            "Time spent in one reconcile, by controller and result (success, conflict, error).",
-            ["controller", "result"],
-            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
-            registry=r,
-        )
         self.stack_operation_seconds = Histogram(
             "atomic_gang_stack_operation_seconds",
             "Pulumi stack operations through the stack port, by operation (read, prepare, "
             "record, remove, destroy, recover) and result (succeeded, or the failure's kind).",
             ["operation", "result"],
             buckets=(0.01, 0.1, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120, 300, 600),
-            registry=r,
-        )
-        self.queue_depth = Gauge(
-            "atomic_gang_workqueue_depth",
-            "Keys ready and waiting for a worker, by controller.",
-            ["controller"],
             registry=r,
         )
         self.stack_operations_queued = Gauge(
@@ -203,31 +201,30 @@ class ControllerMetrics:
             ["service", "action", "error_code"],
             registry=r,
         )
+        self.aws_call_seconds = Histogram(
+            "atomic_gang_aws_call_duration_seconds",
+            "Wall time of the controller's AWS API calls, botocore's retries and their "
+            "back-off included, by service and action.",
+            ["service", "action"],
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+            registry=r,
+        )
+        self.build_info = Gauge(
+            "atomic_gang_build_info",
+            "1, labelled with the controller's version (its package's), the source revision "
+            "it was built from (empty when unknown) and the Python it runs on.",
+            ["version", "revision", "python_version"],
+            registry=r,
+        )
+        self.build_info.labels(*build_labels()).set(1)
+        # The work queues' and reconcilers' families, under controller-runtime's names.
+        self.runtime = RuntimeMetrics(r)
         # The standard process_* and python_info series (CPU, memory, open files, start
         # time), on this registry: what every controller's dashboard expects, under the
         # names every dashboard uses.
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         GCCollector(registry=r)
-
-
-class QueueMetrics:
-    """The work queue's `QueueObserver` for one controller, onto `metrics`' histograms."""
-
-    def __init__(self, metrics: ControllerMetrics, controller: str) -> None:
-        self._controller = controller
-        self._reconciled = metrics.reconcile_seconds
-        self._wait = metrics.queue_wait.labels(controller)
-        self._depth = metrics.queue_depth.labels(controller)
-
-    def waited(self, seconds: float) -> None:
-        self._wait.observe(seconds)
-
-    def reconciled(self, seconds: float, result: str) -> None:
-        self._reconciled.labels(self._controller, result).observe(seconds)
-
-    def depth(self, ready: int) -> None:
-        self._depth.set(ready)
 
 
 class StackMetrics:
@@ -252,10 +249,32 @@ class WebhookMetrics:
 
 class AwsCallMetrics:
     """The AWS clients' `AwsCallObserver` (``cloud.ec2api.watch_calls``), onto
-    `metrics.aws_calls`."""
+    `metrics.aws_calls` and `metrics.aws_call_seconds`."""
 
     def __init__(self, metrics: ControllerMetrics) -> None:
         self._calls = metrics.aws_calls
+        self._seconds = metrics.aws_call_seconds
 
-    def called(self, service: str, action: str, error_code: str | None) -> None:
+    def called(
+        self, service: str, action: str, error_code: str | None, seconds: float | None
+    ) -> None:
         self._calls.labels(service, action, error_code or "none").inc()
+        if seconds is not None:
+            self._seconds.labels(service, action).observe(seconds)
+
+
+def build_labels() -> tuple[str, str, str]:
+    """(version, revision, python_version): the installed package's version, the commit an
+    install from version control recorded (PEP 610's direct_url.json; else empty), and the
+    interpreter's version."""
+    try:
+        dist = importlib.metadata.distribution(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown", "", platform.python_version()
+    revision = ""
+    try:
+        recorded = json.loads(dist.read_text("direct_url.json") or "{}")
+        revision = str((recorded.get("vcs_info") or {}).get("commit_id") or "")
+    except (ValueError, AttributeError):
+        pass  # no record, or not one of version control: the revision stays unknown
+    return str(dist.version), revision, platform.python_version()

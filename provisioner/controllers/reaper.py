@@ -67,7 +67,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from provisioner.api.constants import Phase
 from provisioner.api.fencing import NotLeader
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.cloud.billing import Gang, InstanceLife, Meter, life_of
@@ -100,6 +99,8 @@ class PoolFacts:
     gang_size: int = 0
     # metadata.uid: launch tokens of this pool object derive from it (`ownership.prove`).
     uid: str = ""
+    # spec.instanceType: a label of the pools-by-phase gauge.
+    instance_type: str = ""
 
 
 def pool_facts(pools: Iterable[GangNodePool]) -> dict[str, PoolFacts]:
@@ -111,6 +112,7 @@ def pool_facts(pools: Iterable[GangNodePool]) -> dict[str, PoolFacts]:
             claimed=pool.spec.claim is not None,
             gang_size=pool.spec.count,
             uid=pool.metadata.uid or "",
+            instance_type=pool.spec.instance_type,
         )
         for pool in pools
     }
@@ -204,6 +206,9 @@ class Reaper:
         ``stack_record``: the EC2 ids a pool's stack recorded (`stack_resource_ids`)."""
         self._stack_record = stack_record
         self._foreign: frozenset[str] = frozenset()
+        # The (phase, instance type) pairs the pools gauge carries, so a pair no pool has
+        # any more is removed rather than left at its last count.
+        self._pool_series: set[tuple[str, str]] = set()
         self._engine = engine
         self._max_lifetime = max_lifetime
         # Why the pool cache cannot be trusted now (None: it can): `Informer.problem`.
@@ -373,6 +378,18 @@ class Reaper:
             )
         self._foreign = ids
 
+    def _count_pools(self, pools: Iterable[PoolFacts]) -> None:
+        """Pools by phase and instance type; a pair that no pool has any more is removed."""
+        counts: dict[tuple[str, str], int] = {}
+        for facts in pools:
+            pair = (str(facts.phase), facts.instance_type)
+            counts[pair] = counts.get(pair, 0) + 1
+        for phase, instance_type in self._pool_series - counts.keys():
+            self._metrics.pools.remove(phase, instance_type)
+        for (phase, instance_type), count in counts.items():
+            self._metrics.pools.labels(phase=phase, instance_type=instance_type).set(count)
+        self._pool_series = set(counts)
+
     def _sample(
         self,
         history: Iterable[InstanceView],
@@ -383,11 +400,7 @@ class Reaper:
         history = list(history)
         live = [i for i in history if i.state in LIVE_STATES and i.instance_id not in terminated]
         self._metrics.instances_billed.set(len(live))
-        phases: dict[str, int] = {phase: 0 for phase in tuple(Phase)}
-        for facts in pools.values():
-            phases[facts.phase] = phases.get(facts.phase, 0) + 1
-        for phase, count in phases.items():
-            self._metrics.pools.labels(phase=phase).set(count)
+        self._count_pools(pools.values())
         lives: list[InstanceLife] = []
         sizes: dict[Gang, int] = {}
         for view in history:

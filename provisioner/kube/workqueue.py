@@ -13,9 +13,11 @@ the guarantees a reconciler leans on:
 - `add_after` schedules a key (the earliest schedule wins);
 - `shutdown(drain=True)` lets queued and in-flight keys finish.
 
-An optional `QueueObserver` hears how long each key waited between becoming ready and a
-worker taking it (the reconcile lag), how long each reconcile took, and the queue's depth;
-the manager plugs the Prometheus metrics in there.
+An optional `QueueObserver` hears each key newly queued and each rate-limited retry, how
+long each key waited between becoming ready and a worker taking it (the reconcile lag), how
+long each key was processed and how each reconcile ended, and it can read the queue's state
+now (`WorkQueue.stats`: depth, in-flight work) whenever it likes; the manager plugs the
+Prometheus metrics in there (``controllers.runtime_metrics``).
 
 Time comes from an injected `Clock`, so tests move it instead of sleeping.
 """
@@ -30,6 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
 from provisioner.api.clock import SYSTEM_CLOCK, Clock
@@ -38,7 +41,15 @@ from provisioner.kube.errors import KubeConflict
 from provisioner.kube.informer import Informer
 from provisioner.kube.resources import ObjectKey, key_of
 
-__all__ = ["NOT_LEADER_REQUEUE", "Controller", "QueueObserver", "Result", "WorkQueue"]
+__all__ = [
+    "NOT_LEADER_REQUEUE",
+    "Controller",
+    "Outcome",
+    "QueueObserver",
+    "QueueStats",
+    "Result",
+    "WorkQueue",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +59,45 @@ K = TypeVar("K", bound=Hashable)
 NOT_LEADER_REQUEUE = 5.0
 
 
+class Outcome(StrEnum):
+    """How one reconcile ended."""
+
+    SUCCESS = "success"
+    REQUEUE_AFTER = "requeue_after"  # succeeded and asked to look again later
+    CONFLICT = "conflict"  # someone wrote after we read: back through the rate limiter
+    FENCED = "fenced"  # the leadership fence stopped the pass: looked at once more later
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """A queue now: keys ready and waiting, and its keys in flight (by clock seconds)."""
+
+    depth: int
+    unfinished_seconds: float  # the in-flight keys' time so far, summed
+    longest_running_seconds: float  # the oldest in-flight key's time so far (0: none)
+
+
 class QueueObserver(Protocol):
     """What a queue and its controller report; called with no lock of theirs held."""
+
+    def follow(self, stats: Callable[[], QueueStats]) -> None:
+        """The queue (made with this observer) offers its state-now for reading at will."""
+
+    def added(self) -> None:
+        """A key was queued that was not already waiting (a duplicate add is not counted)."""
+
+    def retried(self) -> None:
+        """A key was scheduled again through the rate limiter (`add_rate_limited`)."""
 
     def waited(self, seconds: float) -> None:
         """A key was taken `seconds` after it became ready (scheduled keys: after due)."""
 
-    def reconciled(self, seconds: float, result: str) -> None:
-        """A reconcile ended: result is "success", "conflict", "fenced" or "error"."""
+    def worked(self, seconds: float) -> None:
+        """A key was done `seconds` after it was taken."""
 
-    def depth(self, ready: int) -> None:
-        """Keys ready and waiting for a worker."""
+    def reconciled(self, seconds: float, outcome: Outcome) -> None:
+        """A reconcile ended, with `outcome`."""
 
 
 class WorkQueue(Generic[K]):
@@ -85,20 +124,23 @@ class WorkQueue(Generic[K]):
         self._due: dict[K, float] = {}  # the live schedule of each waiting key
         self._seq = itertools.count()
         self._failures: dict[K, int] = {}
+        self._started: dict[K, float] = {}  # when each key in flight was taken
         self._shutting_down = False
+        if observer is not None:
+            observer.follow(self.stats)
 
     # -- adding -----------------------------------------------------------------------------
     def add(self, key: K) -> None:
         with self._cond:
-            if not self._shutting_down:
-                self._insert(key)
+            added = not self._shutting_down and self._insert(key)
+        self._report_added(int(added))
 
     def add_after(self, key: K, delay: float) -> None:
+        if delay <= 0:
+            self.add(key)
+            return
         with self._cond:
             if self._shutting_down:
-                return
-            if delay <= 0:
-                self._insert(key)
                 return
             due = self._clock.monotonic() + delay
             if self._due.get(key, float("inf")) <= due:
@@ -113,8 +155,10 @@ class WorkQueue(Generic[K]):
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
             delay = min(self._base_delay * 2.0 ** min(failures, 62), self._max_delay)
-            self.add_after(key, delay)
-            return delay
+        self.add_after(key, delay)
+        if self._observer is not None:
+            self._observer.retried()
+        return delay
 
     def forget(self, key: K) -> None:
         """Reset `key`'s backoff (after a successful reconcile)."""
@@ -131,33 +175,46 @@ class WorkQueue(Generic[K]):
 
         `timeout` is in clock seconds; 0 never blocks. The caller must call `done(key)`.
         """
+        promoted = 0
+        key: K | None = None
         with self._cond:
             deadline = None if timeout is None else self._clock.monotonic() + timeout
             while True:
                 now = self._clock.monotonic()
-                self._promote(now)
+                promoted += self._promote(now)
                 if self._queue:
                     key = self._queue.popleft()
                     self._dirty.discard(key)
                     self._processing.add(key)
+                    self._started[key] = now
                     waited = now - self._ready_since.pop(key, now)
-                    ready = len(self._queue)
                     break
                 if self._shutting_down or (deadline is not None and now >= deadline):
-                    return None
+                    break
                 waits = [t - now for t in (deadline, self._next_due()) if t is not None]
                 self._clock.wait(self._cond, min(waits) if waits else None)
-        if self._observer is not None:
+        self._report_added(promoted)
+        if key is not None and self._observer is not None:
             self._observer.waited(waited)
-            self._observer.depth(ready)
         return key
 
     def done(self, key: K) -> None:
         with self._cond:
             self._processing.discard(key)
+            started = self._started.pop(key, None)
+            worked = None if started is None else self._clock.monotonic() - started
             if key in self._dirty:
                 self._append_ready(key)
             self._cond.notify_all()
+        if worked is not None and self._observer is not None:
+            self._observer.worked(worked)
+
+    def stats(self) -> QueueStats:
+        """Keys ready now, and how long the keys in flight have been (clock seconds)."""
+        with self._cond:
+            now = self._clock.monotonic()
+            running = [max(now - t, 0.0) for t in self._started.values()]
+            return QueueStats(len(self._queue), sum(running), max(running, default=0.0))
 
     # -- lifecycle --------------------------------------------------------------------------
     def shutdown(self, *, drain: bool = True, timeout: float | None = None) -> bool:
@@ -195,24 +252,35 @@ class WorkQueue(Generic[K]):
             return set(self._processing)
 
     # -- internals (lock held) --------------------------------------------------------------
-    def _insert(self, key: K, ready_at: float | None = None) -> None:
+    def _insert(self, key: K, ready_at: float | None = None) -> bool:
+        """Queue `key` (or mark it for after its processing); False when already queued."""
         if key in self._dirty:
-            return
+            return False
         self._dirty.add(key)
         if key not in self._processing:
             self._append_ready(key, ready_at)
             self._cond.notify()
+        return True
 
     def _append_ready(self, key: K, ready_at: float | None = None) -> None:
         self._queue.append(key)
         self._ready_since[key] = self._clock.monotonic() if ready_at is None else ready_at
 
-    def _promote(self, now: float) -> None:
+    def _promote(self, now: float) -> int:
+        """Queue the scheduled keys now due; returns how many were newly queued."""
+        added = 0
         while self._waiting and self._waiting[0][0] <= now:
             due, _, key = heapq.heappop(self._waiting)
             if self._due.get(key) == due:  # else superseded by an earlier schedule
                 del self._due[key]
-                self._insert(key, ready_at=due)  # lag counts from due, not from this look
+                added += self._insert(key, ready_at=due)  # lag counts from due, not now
+        return added
+
+    def _report_added(self, count: int) -> None:
+        """Tell the observer of `count` keys newly queued (called with no lock held)."""
+        if self._observer is not None:
+            for _ in range(count):
+                self._observer.added()
 
     def _next_due(self) -> float | None:
         return self._waiting[0][0] if self._waiting else None
@@ -295,26 +363,27 @@ class Controller:
         if key is None:
             return False
         started = time.monotonic()
-        outcome = "error"
+        outcome = Outcome.ERROR
         try:
             result = self._reconcile(key)
         except KubeConflict as err:
-            outcome = "conflict"
+            outcome = Outcome.CONFLICT
             delay = self.queue.add_rate_limited(key)
             log.info("%s %s: conflict (%s); requeue in %.3fs", self.name, key, err, delay)
         except NotLeader as fenced:
             # Stop, not a failure: no backoff step, no error logged. A term that goes on
             # (the fence reopens on the next renewal) looks at the key again once.
-            outcome = "fenced"
+            outcome = Outcome.FENCED
             self.queue.add_after(key, NOT_LEADER_REQUEUE)
             log.info("%s %s: pass stopped, not leader (%s)", self.name, key, fenced)
         except Exception:
             delay = self.queue.add_rate_limited(key)
             log.exception("%s %s: reconcile failed; retry in %.3fs", self.name, key, delay)
         else:
-            outcome = "success"
+            outcome = Outcome.SUCCESS
             self.queue.forget(key)
             if result is not None and result.requeue_after is not None:
+                outcome = Outcome.REQUEUE_AFTER
                 self.queue.add_after(key, result.requeue_after)
         finally:
             self.queue.done(key)

@@ -6,7 +6,6 @@ PrometheusRule, error panels, and `webhook.enabled=false` reaching the controlle
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from kubernetes import dynamic  # type: ignore[import-untyped]
 from provisioner.controllers.metrics import ControllerMetrics
 from tests.chart.conftest import CHART, KUBE_VERSION, REQUIRED, Helm, Rendered
 from tests.chart.test_chart_settings import controller_settings
+from tests.support.charted_metrics import metric_names
 
 _SCHEMA_ERROR = "values don't meet the specifications of the schema"
 
@@ -39,7 +39,7 @@ def _exported_metric_names() -> set[str]:
 
 
 def _metric_names(expr: str) -> set[str]:
-    return set(re.findall(r"\b(atomic_gang_[a-z_]+)\b", expr))
+    return metric_names(expr)
 
 
 # -- the values schema ------------------------------------------------------------------------
@@ -353,7 +353,14 @@ def test_prometheus_rule_alerts_on_metrics_the_controller_exports(
     assert (
         "atomic_gang_node_seconds_stranded_total" in alerts["AtomicGangStrandedNodeSeconds"]["expr"]
     )
-    assert "absent(atomic_gang_pools" in alerts["AtomicGangNoLeader"]["expr"]
+    # The no-leader alert reads the leader gauge every replica exports, not a side effect.
+    no_leader = alerts["AtomicGangNoLeader"]
+    assert _metric_names(no_leader["expr"]) == {"atomic_gang_leader"}
+    assert "max(atomic_gang_leader" in no_leader["expr"] and "absent(" in no_leader["expr"]
+    assert no_leader["for"]
+    assert (
+        "controller_runtime_reconcile_errors_total" in alerts["AtomicGangReconcileErrors"]["expr"]
+    )
     assert ">= 5" in alerts["AtomicGangShortfallStreak"]["expr"]
     streak = helm.render(
         {
@@ -381,7 +388,7 @@ def test_dashboard_has_error_panels_on_exported_metrics(rendered: Rendered) -> N
     errors = [p for p in dashboard["panels"] if p["title"].startswith("Errors:")]
     queried = " ".join(t["expr"] for p in errors for t in p["targets"])
     for metric in (
-        "atomic_gang_reconcile_seconds_count",
+        "controller_runtime_reconcile_errors_total",
         "atomic_gang_stack_operation_seconds_count",
         "atomic_gang_acquisitions_total",
         "atomic_gang_reaper_sweeps_skipped_total",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import urllib.request
 import uuid
 from typing import Any
@@ -25,6 +24,7 @@ from tests.e2e.conftest import GNP, check_state, phase, submit, workload_of
 from tests.image.conftest import ImageInstall
 from tests.integration.test_webhook_apiserver import GANG_ANNOTATIONS, GANG_LABELS, job, refusal
 from tests.integration.test_webhook_apiserver import register as register_webhook
+from tests.support.charted_metrics import metric_names
 from tests.support.waiting import eventually
 
 POOL = "img-pool"
@@ -138,6 +138,6 @@ def test_every_dashboard_query_names_a_metric_the_controller_exports(
     for panel in dashboard["panels"]:
         assert panel["targets"], panel["title"]
         for target in panel["targets"]:
-            named = set(re.findall(r"\b(atomic_gang_[a-z_]+)\b", target["expr"]))
+            named = metric_names(target["expr"])
             assert named, f"{panel['title']}: no metric in {target['expr']!r}"
             assert named <= exported, f"{panel['title']}: {named - exported} not exported"

@@ -9,6 +9,7 @@ import logging
 import random
 import threading
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
@@ -16,7 +17,14 @@ from provisioner.api.clock import FakeClock
 from provisioner.api.fencing import NotLeader
 from provisioner.kube.errors import KubeConflict
 from provisioner.kube.resources import ObjectKey
-from provisioner.kube.workqueue import NOT_LEADER_REQUEUE, Controller, Result, WorkQueue
+from provisioner.kube.workqueue import (
+    NOT_LEADER_REQUEUE,
+    Controller,
+    Outcome,
+    QueueStats,
+    Result,
+    WorkQueue,
+)
 
 A, B, C = ObjectKey("", "a"), ObjectKey("", "b"), ObjectKey("ns", "c")
 WAIT = 10.0  # real seconds a thread may take before a test fails (never reached when green)
@@ -332,17 +340,62 @@ def test_keys_print_as_namespace_slash_name() -> None:
 class RecordingObserver:
     def __init__(self) -> None:
         self.waits: list[float] = []
+        self.worked_for: list[float] = []
         self.results: list[str] = []
-        self.depths: list[int] = []
+        self.adds = 0
+        self.retries = 0
+        self.stats: Callable[[], QueueStats] | None = None
+
+    def follow(self, stats: Callable[[], QueueStats]) -> None:
+        self.stats = stats
+
+    def added(self) -> None:
+        self.adds += 1
+
+    def retried(self) -> None:
+        self.retries += 1
 
     def waited(self, seconds: float) -> None:
         self.waits.append(seconds)
 
-    def reconciled(self, seconds: float, result: str) -> None:
-        self.results.append(result)
+    def worked(self, seconds: float) -> None:
+        self.worked_for.append(seconds)
 
-    def depth(self, ready: int) -> None:
-        self.depths.append(ready)
+    def reconciled(self, seconds: float, outcome: Outcome) -> None:
+        self.results.append(outcome)
+
+
+def test_the_observer_counts_adds_once_per_queued_key_and_retries_apart() -> None:
+    clock = FakeClock()
+    observer = RecordingObserver()
+    queue: WorkQueue[str] = WorkQueue(clock=clock, observer=observer)
+    queue.add("a")
+    queue.add("a")  # already waiting: not a new add
+    queue.add_after("b", 5)  # counted when it falls due, as client-go's AddAfter
+    assert observer.adds == 1
+    queue.add_rate_limited("c")
+    assert observer.retries == 1
+    clock.advance(6)
+    assert drain_now(queue) == ["a", "c", "b"]
+    assert observer.adds == 3
+
+
+def test_the_queue_state_now_shows_depth_and_a_stuck_key() -> None:
+    clock = FakeClock()
+    observer = RecordingObserver()
+    queue: WorkQueue[str] = WorkQueue(clock=clock, observer=observer)
+    assert observer.stats is not None
+    queue.add("a")
+    queue.add("b")
+    assert observer.stats() == QueueStats(2, 0.0, 0.0)
+    assert queue.get(timeout=0) == "a"
+    clock.advance(30)  # "a" is stuck in its reconcile: the gauges see it without an event
+    assert queue.get(timeout=0) == "b"
+    clock.advance(10)
+    assert observer.stats() == QueueStats(0, 50.0, 40.0)
+    queue.done("a")
+    assert observer.worked_for == [40.0]
+    assert observer.stats() == QueueStats(0, 10.0, 10.0)
 
 
 def test_the_observer_hears_the_wait_from_ready_not_from_scheduling() -> None:
@@ -354,7 +407,6 @@ def test_the_observer_hears_the_wait_from_ready_not_from_scheduling() -> None:
     clock.advance(2)
     queue.add_after("c", 10)  # its lag counts from when it falls due, not from now
     assert queue.get(timeout=0) == "a"
-    assert observer.depths == [1]
     clock.advance(11)
     assert drain_now(queue) == ["b", "c"]
     queue.done("a")
@@ -377,18 +429,26 @@ def test_a_key_made_dirty_while_processing_waits_from_when_it_was_released() -> 
 
 def test_the_controller_reports_each_outcome() -> None:
     observer = RecordingObserver()
-    outcomes = iter([KubeConflict("moved", status=409), RuntimeError("boom"), None])
+    outcomes = iter(
+        [KubeConflict("moved", status=409), RuntimeError("boom"), None, Result(requeue_after=30)]
+    )
 
-    def reconcile(key: ObjectKey) -> None:
-        if (next_outcome := next(outcomes)) is not None:
+    def reconcile(key: ObjectKey) -> Result | None:
+        if isinstance(next_outcome := next(outcomes), Exception):
             raise next_outcome
+        return next_outcome
 
     clock = FakeClock()
     controller = Controller(
         "t", reconcile, queue=WorkQueue(clock=clock, observer=observer), observer=observer
     )
-    for _ in range(3):
+    for _ in range(4):
         controller.enqueue(A)
         clock.advance(10)
         assert controller.process_one(timeout=0)
-    assert observer.results == ["conflict", "error", "success"]
+    assert observer.results == [
+        Outcome.CONFLICT,
+        Outcome.ERROR,
+        Outcome.SUCCESS,
+        Outcome.REQUEUE_AFTER,
+    ]

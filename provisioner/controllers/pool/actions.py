@@ -147,7 +147,9 @@ class PoolActions:
         try:
             launched = deps.engine.acquire(spec)
         except ReservationNotActive as err:
-            metrics.acquisitions.labels(mode=shape.mode, result="not-active").inc()
+            metrics.acquisitions.labels(
+                mode=shape.mode, instance_type=shape.instance_type, result="not-active"
+            ).inc()
             return ActionResult(
                 False,
                 failure=FailureKind.NOT_ACTIVE,
@@ -159,9 +161,11 @@ class PoolActions:
             failure = err.failure
             shortfall = failure in (FailureKind.CAPACITY, FailureKind.MALFORMED)
             result = "shortfall" if shortfall else failure
-            metrics.acquisitions.labels(mode=shape.mode, result=result).inc()
+            metrics.acquisitions.labels(
+                mode=shape.mode, instance_type=shape.instance_type, result=result
+            ).inc()
             if shortfall:
-                metrics.shortfalls.labels(mode=shape.mode).inc()
+                metrics.shortfalls.labels(mode=shape.mode, instance_type=shape.instance_type).inc()
             return ActionResult(
                 False,
                 failure=failure,
@@ -181,7 +185,9 @@ class PoolActions:
                 launched.group,
             )
         result = "adopted" if launched.adopted else "launched"
-        metrics.acquisitions.labels(mode=shape.mode, result=result).inc()
+        metrics.acquisitions.labels(
+            mode=shape.mode, instance_type=shape.instance_type, result=result
+        ).inc()
         return ActionResult(
             True,
             instance_ids=launched.instance_ids,

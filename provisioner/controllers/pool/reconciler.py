@@ -489,4 +489,6 @@ class GangNodePoolReconciler:
             claim = pool.spec.claim
             if claim is not None:
                 waited = (self._now() - claim.claimed_at).total_seconds()
-                self._metrics.time_to_ready.labels(mode=pool.spec.mode).observe(max(waited, 0.0))
+                self._metrics.time_to_ready.labels(
+                    mode=pool.spec.mode, instance_type=pool.spec.instance_type
+                ).observe(max(waited, 0.0))
