@@ -117,6 +117,7 @@ class ReservationBook:
         start: float | None,
         end: float | None,
         match: str,
+        platform: str = "Linux/UNIX",
     ) -> CapacityReservation:
         if reservation_type not in RESERVATION_TYPES:
             raise EmulatorInputError(
@@ -144,6 +145,7 @@ class ReservationBook:
             created=now,
             start=start,
             end=end,
+            platform=platform,
         )
         self._by_id[reservation.reservation_id] = reservation
         return reservation
