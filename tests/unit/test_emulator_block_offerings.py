@@ -312,3 +312,30 @@ def test_the_engine_reads_offerings_as_typed_offerings_with_decimal_fees(world: 
     }
     later = world.engine.capacity_block_offerings(P5, 2, 24, earliest_start=_at(world, 301))
     assert [o.upfront_fee for o in later] == [Decimal("2469.12")]
+
+
+def test_the_control_api_seeds_the_calendar_and_names_a_bad_field(world: World) -> None:
+    from werkzeug.test import Client
+
+    from devenv.emulator.server import ControlApp
+
+    app = Client(ControlApp(world.emu, aws_app=lambda environ, start: []))
+    body = {
+        "instance_type": P5,
+        "availability_zone": ZONE,
+        "instances": 2,
+        "start": _at(world, 300).timestamp(),
+        "duration_hours": 24,
+        "upfront_fee": "1000",
+    }
+    made = app.post("/_emulator/capacity-block-offerings", json=body)
+    assert made.status_code == 200
+    listed = app.get("/_emulator/capacity-block-offerings").get_json()["calendar"]
+    assert [(e["entry_id"], e["instances"], e["upfront_fee"]) for e in listed] == [
+        (made.get_json()["entry_id"], 2, "1000")
+    ]
+    assert [o["UpfrontFee"] for o in _offerings(world)] == ["2000.00"]
+
+    for field, bad in (("upfront_fee", -1), ("start", None), ("instances", 0)):
+        refused = app.post("/_emulator/capacity-block-offerings", json={**body, field: bad})
+        assert refused.status_code == 400 and refused.get_json()["field"] == field
