@@ -88,6 +88,8 @@ _CHECKED_BEFORE_MOTO: Final = frozenset(
         "ec2:DeleteLaunchTemplateVersions",
         "ec2:CreatePlacementGroup",
         "ec2:DeletePlacementGroup",
+        "ec2:DescribeCapacityBlockOfferings",
+        "ec2:PurchaseCapacityBlock",
         "ssm:GetParameter",
         "eks:CreateAccessEntry",
     }
@@ -262,6 +264,9 @@ def request_contexts(response: Any, action: str) -> list[RequestContext]:
         return _create_contexts(response, action, "launch-template")
     if action == "ec2:CreatePlacementGroup":
         return _create_contexts(response, action, "placement-group")
+    if action == "ec2:PurchaseCapacityBlock":
+        # The reference lists one resource, the new capacity-reservation, with request tags.
+        return _create_contexts(response, action, "capacity-reservation")
     if action in ("ec2:CreateTags", "ec2:DeleteTags"):
         tags = {str(t["Key"]): str(t.get("Value") or "") for t in get("Tags", []) or []}
         each = [_existing(response, action, str(rid)) for rid in get("Resources", []) or []]

@@ -318,6 +318,33 @@ class EmulatorClient:
         any of `keys` (an SCP, `organization`); [] lifts it."""
         self._call("POST", "organization/required-launch-tags", {"tags": keys})
 
+    def add_capacity_block_offering(
+        self,
+        instance_type: str,
+        availability_zone: str,
+        instances: int,
+        start: float | dt.datetime,
+        duration_hours: int,
+        upfront_fee: float | int | str,
+    ) -> str:
+        """Capacity on EC2's Capacity Block calendar: `instances` of a type in a zone from
+        `start` for `duration_hours`, each at `upfront_fee` for the whole block (an offering
+        for k instances costs k times it); DescribeCapacityBlockOfferings answers it and
+        PurchaseCapacityBlock shrinks it. Returns the calendar entry's id."""
+        body = {
+            "instance_type": instance_type,
+            "availability_zone": availability_zone,
+            "instances": instances,
+            "start": _epoch(start),
+            "duration_hours": duration_hours,
+            "upfront_fee": upfront_fee,
+        }
+        return str(self._call("POST", "capacity-block-offerings", body)["entry_id"])
+
+    def capacity_block_calendar(self) -> list[dict[str, Any]]:
+        """What is left on the Capacity Block calendar, soonest first."""
+        return list(self._call("GET", "capacity-block-offerings")["calendar"])
+
     def capacity_reservations(self) -> list[dict[str, Any]]:
         """Every reservation as DescribeCapacityReservations shows it (dates as strings)."""
         return list(self._call("GET", "capacity-reservations")["capacity_reservations"])

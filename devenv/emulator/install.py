@@ -38,6 +38,10 @@ from devenv.emulator.launch_templates import (
     backend_delete_launch_template,
     backend_describe_launch_templates,
 )
+from devenv.emulator.offering_actions import (
+    describe_capacity_block_offerings,
+    purchase_capacity_block,
+)
 from devenv.emulator.patching import ORIGINALS, original, patch
 from devenv.emulator.reserved_tags import reserved_tag_refusal
 from devenv.emulator.run_instances import run_instances_handler
@@ -70,6 +74,10 @@ def install() -> EmulatorState:
             patch(EC2Backend, "attach_network_interface", backend_attach_network_interface)
             patch(EC2Response, "describe_capacity_reservations", describe_capacity_reservations)
             patch(EC2Response, "create_placement_group", create_placement_group)
+            patch(
+                EC2Response, "describe_capacity_block_offerings", describe_capacity_block_offerings
+            )
+            patch(EC2Response, "purchase_capacity_block", purchase_capacity_block)
             patch(EC2Response, "create_launch_template", create_launch_template)
             patch(EC2Response, "describe_placement_groups", describe_placement_groups)
             patch(EC2Response, "delete_placement_group", delete_placement_group)

@@ -1,9 +1,9 @@
 """Capacity Reservations: On-Demand Capacity Reservations (ODCRs) and Capacity Blocks for ML.
 
-moto has none. The control API creates them (`ReservationBook.add`): EC2's own
-CreateCapacityReservation and PurchaseCapacityBlock are not modelled, because a test needs a
-block that starts at a time it chooses, which no real offering gives. What EC2 shows of them
-is modelled as its documentation states:
+moto has none. The control API creates them (`ReservationBook.add`), as does
+PurchaseCapacityBlock from the seeded offerings (`offerings`, `offering_actions`); EC2's own
+CreateCapacityReservation is not modelled. What EC2 shows of them is modelled as its
+documentation states:
 - The state is derived from the emulator's wall clock at every read: `scheduled` before the
   start, `active` until the end, `expired` after it. A scheduled reservation's slots are
   still all its own (it just cannot launch yet); an expired one has none.
@@ -117,6 +117,7 @@ class ReservationBook:
         start: float | None,
         end: float | None,
         match: str,
+        platform: str = "Linux/UNIX",
     ) -> CapacityReservation:
         if reservation_type not in RESERVATION_TYPES:
             raise EmulatorInputError(
@@ -144,6 +145,7 @@ class ReservationBook:
             created=now,
             start=start,
             end=end,
+            platform=platform,
         )
         self._by_id[reservation.reservation_id] = reservation
         return reservation

@@ -27,6 +27,7 @@ from devenv.emulator.model import (
     check_instance_type,
     zone_backend,
 )
+from devenv.emulator.offerings import OfferingBook
 from devenv.emulator.placement import PlacementBook
 from devenv.emulator.reservations import ReservationBook
 
@@ -48,6 +49,7 @@ class ReservedCapacity:
         self.wall_clock: Callable[[], float] = time.time
         self.clock_offset = 0.0
         self.reservations = ReservationBook(self.now)
+        self.offerings = OfferingBook(self.now)
         self.placement_groups = PlacementBook()
         self._launches: deque[dict[str, Any]] = deque(maxlen=LAUNCH_LOG_SIZE)
         # What the fleet pages leave open, answered one way or the other (`fleet_answers`).
@@ -106,6 +108,53 @@ class ReservedCapacity:
             if tags:
                 backend.tags[made.reservation_id].update({str(k): str(v) for k, v in tags.items()})
             return made.reservation_id
+
+    def add_capacity_block_offering(
+        self,
+        instance_type: str,
+        availability_zone: str,
+        instances: int,
+        start: When,
+        duration_hours: int,
+        upfront_fee: float | int | str,
+        account_id: str = DEFAULT_ACCOUNT_ID,
+    ) -> str:
+        """Put capacity on EC2's Capacity Block calendar (`offerings`): `instances` of a
+        type in a zone from `start` for `duration_hours`, each at `upfront_fee` for the
+        whole block; DescribeCapacityBlockOfferings answers it until it is bought or starts.
+        Returns the calendar entry's id."""
+        epoch = _epoch_seconds("start", start)
+        if epoch is None:
+            raise EmulatorInputError("start", "start is required")
+        with self.lock:
+            backend = zone_backend(account_id, availability_zone)
+            self.ensure_seeded(account_id, backend.region_name)
+            return self.offerings.add(
+                account_id=account_id,
+                region=backend.region_name,
+                instance_type=instance_type,
+                availability_zone=availability_zone,
+                start=epoch,
+                hours=duration_hours,
+                instances=instances,
+                upfront_fee=upfront_fee,
+            ).entry_id
+
+    def capacity_block_calendar(self) -> list[dict[str, Any]]:
+        """What is left on the calendar, soonest first."""
+        with self.lock:
+            return [
+                {
+                    "entry_id": e.entry_id,
+                    "instance_type": e.instance_type,
+                    "availability_zone": e.availability_zone,
+                    "start": e.start,
+                    "duration_hours": e.hours,
+                    "instances": e.available,
+                    "upfront_fee": str(e.fee),
+                }
+                for e in self.offerings.entries()
+            ]
 
     def force_reservation_state(
         self, reservation_id: str, state: str | None, launch_error: str | None = None

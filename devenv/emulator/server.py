@@ -39,6 +39,9 @@ of threads (`SERVER_THREADS`).
                                        tags? {key: value}}
                                        -> {capacity_reservation_id}
     GET  /_emulator/capacity-reservations  what DescribeCapacityReservations answers
+    POST /_emulator/capacity-block-offerings {instance_type, availability_zone, instances,
+                                      start, duration_hours, upfront_fee}: capacity on the
+                                      Capacity Block calendar (GET: what is left)
     POST /_emulator/capacity-reservation-state {reservation_id, state (a documented state,
                                        or null for the clock's), launch_error?}
     POST /_emulator/fleet-placement-answer {answer: per-override|refuse-call}
@@ -91,11 +94,14 @@ from devenv.emulator.model import (
     ClusterSpec,
     EmulatorInputError,
 )
+from devenv.emulator.offering_control import add_offering
 from devenv.emulator.organization import checked_keys
 from devenv.emulator.s3_writes import S3WriteLog
 from devenv.emulator.state import EmulatorState
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+_OFFERINGS: Final = "/_emulator/capacity-block-offerings"
 
 
 class ControlApp:
@@ -131,6 +137,8 @@ class ControlApp:
                     "/_emulator/capacity-reservations", methods=["POST"], endpoint="add_reservation"
                 ),
                 Rule("/_emulator/capacity-reservations", methods=["GET"], endpoint="reservations"),
+                Rule(f"{_OFFERINGS}", methods=["POST"], endpoint="add_offering"),
+                Rule(f"{_OFFERINGS}", methods=["GET"], endpoint="offerings"),
                 Rule(
                     "/_emulator/capacity-reservation-state",
                     methods=["POST"],
@@ -179,6 +187,8 @@ class ControlApp:
             "eks_ami_alias": self._eks_ami_alias,
             "add_reservation": self._add_reservation,
             "reservation_state": self._reservation_state,
+            "add_offering": lambda body: add_offering(state, body),
+            "offerings": lambda _: {"calendar": state.capacity_block_calendar()},
             "fleet_placement_answer": self._fleet_placement_answer,
             "required_launch_tags": self._required_launch_tags,
             "reservations": lambda _: {"capacity_reservations": state.capacity_reservation_views()},

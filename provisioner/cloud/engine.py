@@ -18,6 +18,7 @@ from provisioner.api import constants as c
 from provisioner.api.clock import Clock
 from provisioner.cloud import naming
 from provisioner.cloud.ami import resolve_ami
+from provisioner.cloud.block_offerings import CapacityBlockOffering, list_offerings
 from provisioner.cloud.cluster import describe_cluster
 from provisioner.cloud.ec2api import CloudClients
 from provisioner.cloud.engine_ops import EngineOps
@@ -280,6 +281,24 @@ class Ec2Engine(EngineOps):
     def reservation(self, reservation_id: str) -> Reservation:
         """The reservation as EC2 reports it now (its kind shapes the launch template)."""
         return describe_reservation(self._ec2, reservation_id)
+
+    def capacity_block_offerings(
+        self,
+        instance_type: str,
+        count: int,
+        duration_hours: int,
+        *,
+        earliest_start: datetime | None = None,
+        latest_end: datetime | None = None,
+    ) -> list[CapacityBlockOffering]:
+        return list_offerings(
+            self._ec2,
+            instance_type=instance_type,
+            count=count,
+            duration_hours=duration_hours,
+            earliest_start=earliest_start,
+            latest_end=latest_end,
+        )
 
     def _reservation_of(self, spec: LaunchSpec) -> Reservation | None:
         cr = spec.capacity_reservation

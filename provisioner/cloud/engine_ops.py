@@ -14,6 +14,7 @@ from typing import Protocol
 
 from provisioner.api.ami_policy import ImageOwners
 from provisioner.api.pod_fit import InstanceTypes
+from provisioner.cloud.block_offerings import CapacityBlockOffering
 from provisioner.cloud.leftovers import Leftover
 from provisioner.cloud.types import (
     AmiChoice,
@@ -73,6 +74,20 @@ class EngineOps(Protocol):
     def instance_type(self, instance_type: str) -> InstanceTypeInfo: ...
 
     def reservation(self, reservation_id: str) -> Reservation: ...
+
+    def capacity_block_offerings(
+        self,
+        instance_type: str,
+        count: int,
+        duration_hours: int,
+        *,
+        earliest_start: datetime | None = None,
+        latest_end: datetime | None = None,
+    ) -> list[CapacityBlockOffering]:
+        """The Capacity Blocks EC2 offers for `count` x `instance_type` for `duration_hours`
+        (a duration EC2 sells, `block_offerings.ALLOWED_DURATION_HOURS`), starting no
+        earlier than `earliest_start` and ending by `latest_end`, soonest first."""
+        ...
 
     @property
     def instance_types(self) -> InstanceTypes:

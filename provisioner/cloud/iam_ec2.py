@@ -53,6 +53,9 @@ DESCRIBE: Final = (
     "ec2:DescribeLaunchTemplateVersions",
     "ec2:DescribePlacementGroups",
     "ec2:DescribeCapacityReservations",
+    # The Capacity Blocks EC2 would sell for a gang (`cloud.block_offerings`). Read-only;
+    # buying one (ec2:PurchaseCapacityBlock) is not granted here.
+    "ec2:DescribeCapacityBlockOfferings",
     # Who owns a Job's own AMI (amiPolicy, `cloud.images`). Read-only.
     "ec2:DescribeImages",
 )

@@ -127,6 +127,12 @@ def _pools(args: argparse.Namespace, rest: list[str]) -> int:
     return main(rest, prog=f"{args.prog} pools")
 
 
+def _offerings(args: argparse.Namespace, rest: list[str]) -> int:
+    from provisioner.commands.offerings import main
+
+    return main(rest, prog=f"{args.prog} offerings")
+
+
 def _drain(args: argparse.Namespace, rest: list[str]) -> int:
     from provisioner.commands.drain import main
 
@@ -139,6 +145,7 @@ EXAMPLES = """examples (kubectl's flags mean what they mean in kubectl):
   {prog} explain -n team-a jobset/pretrain -o yaml
   {prog} doctor --context prod -n team-a --queue gpu
   {prog} pools -o wide                        # reads no Pulumi CLI
+  {prog} offerings --instance-type p5.48xlarge --count 2 --duration 24h --max-fee 1600
   {prog} drain --controller-namespace platform
 
 """
@@ -176,6 +183,14 @@ def build_parser(prog: str = "atomic-gang") -> argparse.ArgumentParser:
         add_help=False,
     )
     pools.set_defaults(handler=_pools)
+
+    offerings = sub.add_parser(
+        "offerings",
+        help="the Capacity Blocks EC2 offers for a gang and the one that would be bought "
+        "(earliest within --max-fee); buys nothing",
+        add_help=False,
+    )
+    offerings.set_defaults(handler=_offerings)
 
     drain = sub.add_parser(
         "drain",
@@ -288,7 +303,7 @@ def main(argv: list[str] | None = None, *, prog: str = "atomic-gang") -> int:
     parser = build_parser(prog)
     args, rest = parser.parse_known_args(argv)
     args.prog = prog
-    passes_through = args.command in ("controller", "drain", "pools", "tools")
+    passes_through = args.command in ("controller", "drain", "offerings", "pools", "tools")
     if rest and not passes_through:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:

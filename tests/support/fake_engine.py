@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Final
 
 from provisioner.api.constants import MODE_FLEET
+from provisioner.cloud.block_offerings import CapacityBlockOffering
 from provisioner.cloud.engine_ops import EngineOps
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.leftovers import Leftover
@@ -89,12 +90,15 @@ class FakeEngine(EngineOps):
         block_ends_at: datetime | None = None,
         failing: Mapping[str, Exception] | None = None,
         check_listing: Callable[[Listing], None] | None = None,
+        offerings: Sequence[CapacityBlockOffering] = (),
     ) -> None:
         self._lock = threading.Lock()
         self._initial = tuple(fleet)
         self.cluster_info = cluster
         self.type_info = type_info
         self.reservations = dict(reservations or {})
+        # EC2's Capacity Block offerings, as DescribeCapacityBlockOfferings would list them.
+        self.offerings = list(offerings)
         self.ami = ami
         self.subnets = subnets
         # A launch finds its set already in EC2 (a re-issued launch finds it by tag).
@@ -259,6 +263,28 @@ class FakeEngine(EngineOps):
             raise CloudError(
                 ErrorKind.CONFIG, None, "ReservationNotFound", f"{reservation_id} does not exist"
             ) from None
+
+    def capacity_block_offerings(
+        self,
+        instance_type: str,
+        count: int,
+        duration_hours: int,
+        *,
+        earliest_start: datetime | None = None,
+        latest_end: datetime | None = None,
+    ) -> list[CapacityBlockOffering]:
+        self._fail("capacity_block_offerings")
+        return sorted(
+            (
+                o
+                for o in self.offerings
+                if (o.instance_type, o.instance_count, o.duration_hours)
+                == (instance_type, count, duration_hours)
+                and (earliest_start is None or o.start >= earliest_start)
+                and (latest_end is None or o.end <= latest_end)
+            ),
+            key=lambda o: (o.start, o.upfront_fee, o.offering_id),
+        )
 
     def root_device(self, image_id: str) -> RootDevice:
         """The EKS AMIs' root device and snapshot size (DescribeImages for AL2023)."""
