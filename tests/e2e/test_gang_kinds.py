@@ -1,6 +1,6 @@
 """With the real Kueue manager, JobSet controller, training operator and Trainer, and our
-controller: gangs submitted as a JobSet, a PyTorchJob or a TrainJob, and a Workload of a
-kind we do not support.
+controller: gangs submitted as a JobSet, a PyTorchJob or a TrainJob, an MPIJob against its
+CRD, and a Workload of a kind we do not support.
 
 The pool label and gang annotations are on the top-level object. Each gang of 4 Pods over
 two pod sets (a JobSet's leader and workers, a PyTorchJob's Master and Workers; a
@@ -17,7 +17,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
 
 from devenv.environment import LocalEnvironment
 from provisioner.api import constants as c
@@ -35,6 +37,7 @@ from tests.e2e.conftest import (
     pool,
     submit,
     submit_jobset,
+    submit_mpijob,
     submit_pytorchjob,
     submit_trainjob,
     workload_of,
@@ -170,6 +173,56 @@ def test_a_trainjob_is_held_at_zero_then_gets_its_gang(gang_local: Any, namespac
         "trainer",
         lambda p: submit_trainjob(env, namespace, "trainer", p, nodes=4),
     )
+
+
+def test_an_mpijob_gets_its_gang_of_launcher_plus_workers(gang_local: Any, namespace: str) -> None:
+    """Against mpi-operator's MPIJob CRD (the embedded default installs it; the controller
+    itself is not run there yet, so no Pods are made): Kueue counts the Launcher as a pod set
+    beside the Workers, so the gang is 1 + 3 nodes, our check goes Ready on all 4 at once,
+    and Kueue starts the MPIJob with both pod sets pinned to the gang's nodes. A mis-counted
+    MPIJob is refused at apply, naming its kind."""
+    env = gang_local()
+    with pytest.raises(ApiException) as refused:
+        submit_mpijob(env, namespace, "miscounted", "mpi-miscounted", workers=4, count="4")
+    assert refused.value.status in (400, 403, 422), refused.value
+    assert "the MPIJob runs 5 pods" in str(refused.value.body), refused.value.body
+
+    pool_name = f"mpijob-{uuid.uuid4().hex[:6]}"
+    submit_mpijob(env, namespace, "allreduce", pool_name, workers=3)
+
+    def ready() -> dict[str, Any] | None:
+        wl = workload_of(env, namespace, "allreduce", "MPIJob")
+        return wl if check_state(wl) == c.CheckState.READY else None
+
+    wl = eventually(ready, 240, "the MPIJob's check Ready")
+    pod_sets = [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]]
+    assert pod_sets == [("launcher", 1), ("worker", 3)], pod_sets
+    assert launched(env, pool_name) == 4
+    api = env.control_plane.api_client()  # type: ignore[union-attr]
+    ready_nodes = [
+        n
+        for n in k8s.CoreV1Api(api).list_node(label_selector=f"{c.POOL_LABEL}={pool_name}").items
+        if any(x.type == "Ready" and x.status == "True" for x in n.status.conditions or [])
+    ]
+    assert len(ready_nodes) == 4
+    eventually(
+        lambda: (
+            conditions(workload_of(env, namespace, "allreduce", "MPIJob")).get("Admitted") == "True"
+        ),
+        120,
+        "the MPIJob admitted",
+    )
+
+    def started() -> dict[str, Any] | None:
+        job = k8s.CustomObjectsApi(api).get_namespaced_custom_object(
+            "kubeflow.org", "v2beta1", namespace, "mpijobs", "allreduce"
+        )
+        return None if job["spec"]["runPolicy"].get("suspend") else job
+
+    job = eventually(started, 60, "Kueue unsuspending the MPIJob")
+    for replica in ("Launcher", "Worker"):
+        template = job["spec"]["mpiReplicaSpecs"][replica]["template"]["spec"]
+        assert template.get("nodeSelector", {}).get(c.POOL_LABEL) == pool_name, (replica, template)
 
 
 def test_a_workload_of_another_kind_is_rejected_once_and_no_pool_is_made(
