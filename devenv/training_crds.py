@@ -89,7 +89,7 @@ def trainer_crds(trainer: ResolvedTool) -> list[dict[str, Any]]:
 def mpi_operator_crds() -> list[dict[str, Any]]:
     """mpi-operator's MPIJob (v2beta1) CRD, from its module at the pinned release
     (`versions.MPI_OPERATOR`, its manifests' base), fetched through the Go module proxy as
-    the tools are. Only the CRD: the controller is not run here (yet)."""
+    the tools are (installed before Kueue starts, whether or not the controller runs)."""
     fetched = f"{MPI_OPERATOR.module}@{MPI_OPERATOR.version}"
     done = subprocess.run(
         ["go", "mod", "download", "-json", fetched],
@@ -107,8 +107,8 @@ def mpi_operator_crds() -> list[dict[str, Any]]:
 
 
 def training_crds(tools: Mapping[str, ResolvedTool]) -> list[dict[str, Any]]:
-    """Every CRD the training controllers serve here: JobSet's, PyTorchJob's, Trainer's, and
-    mpi-operator's MPIJob (whose controller does not run here yet)."""
+    """Every CRD the training controllers serve here: JobSet's, PyTorchJob's, Trainer's,
+    mpi-operator's MPIJob."""
     return [
         *jobset_crds(tools["jobset"]),
         *training_operator_crds(tools["training-operator"], PYTORCHJOBS),

@@ -192,9 +192,7 @@ TRAINER = GoTool(
 )
 
 # mpi-operator v2 (MPIJob: a launcher Job and worker pods). Its CRD sits beside the
-# deployment manifests; it serves no webhook. Built only on request (`atomic-gang tools
-# --only mpi-operator`): the embedded default installs its CRD from the module (so Kueue's
-# `kubeflow.org/mpijob` integration runs) but does not run the controller yet.
+# deployment manifests; it serves no webhook.
 MPI_OPERATOR = GoTool(
     name="mpi-operator",
     version="v0.8.2",
@@ -209,10 +207,10 @@ MPI_OPERATOR = GoTool(
     build_tag="health-address",
 )
 
-TRAINING_TOOLS: tuple[GoTool, ...] = (JOBSET, TRAINING_OPERATOR, TRAINER)
+TRAINING_TOOLS: tuple[GoTool, ...] = (JOBSET, TRAINING_OPERATOR, TRAINER, MPI_OPERATOR)
 # The default set (`make tools`): the embedded default always installs the training
 # controllers' CRDs before Kueue starts (Kueue's integrations for them are enabled), and the
-# e2e tests of JobSet, PyTorchJob and TrainJob gangs run the controllers themselves.
+# e2e tests of JobSet, PyTorchJob, TrainJob and MPIJob gangs run the controllers themselves.
 ALL_TOOLS: tuple[GoTool, ...] = (ETCD, KUBE_APISERVER, PULUMI, KUEUE, HELM, *TRAINING_TOOLS)
 TOOLS_BY_NAME = {tool.name: tool for tool in ALL_TOOLS}
 
@@ -240,7 +238,6 @@ KUBECTL = GoTool(
 )
 TEST_TOOLS: tuple[GoTool, ...] = (KUBECTL,)
 TOOLS_BY_NAME[KUBECTL.name] = KUBECTL
-TOOLS_BY_NAME[MPI_OPERATOR.name] = MPI_OPERATOR
 
 # The OCI registry the release test pushes the image and the chart to, and pulls and installs
 # them back from: the CNCF Distribution registry (the one most registries are built on), its

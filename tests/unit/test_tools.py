@@ -178,6 +178,7 @@ def test_training_controllers_are_in_the_default_set_at_the_versions_kueue_pins(
         "jobset": "v0.12.0",
         "training-operator": "v1.9.3",
         "trainer": "v2.2.1",
+        "mpi-operator": "v0.8.2",
     }
     for tool in TRAINING_TOOLS:
         # CRDs and webhook manifests come from the same build, like Kueue's.
@@ -191,7 +192,7 @@ def test_training_controllers_are_in_the_default_set_at_the_versions_kueue_pins(
     monkeypatch.setattr(tools, "resolve", fake_resolve)
     tools.ensure_all()
     assert asked == [tool.name for tool in ALL_TOOLS]
-    assert asked[-3:] == ["jobset", "training-operator", "trainer"]
+    assert asked[-4:] == ["jobset", "training-operator", "trainer", "mpi-operator"]
     asked.clear()
     tools.ensure_all(["trainer"])
     assert asked == ["trainer"]
