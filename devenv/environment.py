@@ -2,10 +2,11 @@
 
 Used by `atomic-gang dev up` (through `daemon.py`), the demo and the e2e fixtures. It starts,
 in order: the tools (built if missing), etcd + kube-apiserver, our CRD, the training
-controllers' CRDs (JobSet, PyTorchJob, Trainer's: always, so Kueue's integrations for them find
-their APIs), Kueue's CRDs and manager, the training controllers themselves
+controllers' CRDs (JobSet, PyTorchJob, Trainer's, MPIJob's: always, so Kueue's integrations
+for them find their APIs), Kueue's CRDs and manager, the training controllers themselves
 (`training_controllers`: the JobSet controller, the training operator, Trainer and its
-ClusterTrainingRuntime), the EC2 emulator with an EKS cluster record pointing at the local
+ClusterTrainingRuntime, and mpi-operator),
+the EC2 emulator with an EKS cluster record pointing at the local
 apiserver and the node role, instance profile and access entry the bootstrap would create, the
 device-plugin DaemonSets (NVIDIA, EFA, Neuron, with the gang toleration unless told otherwise,
 `device_plugins`), the node simulator (whose Nodes get GPUs and EFA only through those), the
@@ -105,9 +106,9 @@ class LocalEnvironment:
     # The controller's `instances` settings (company rules: {"extraTags": {...},
     # "rootVolume": {...}}); empty: the default.
     instances: dict[str, Any] = field(default_factory=dict)
-    # Run the JobSet controller, the training operator and Trainer (their CRDs are installed
-    # either way), so JobSet, PyTorchJob and TrainJob gangs run. The e2e fixture sets the
-    # session's shared ones instead (`training`).
+    # Run the JobSet controller, the training operator, Trainer and mpi-operator (their CRDs
+    # are installed either way), so JobSet, PyTorchJob, TrainJob and MPIJob gangs run. The
+    # e2e fixture sets the session's shared ones instead (`training`).
     training_controllers: bool = True
     # The Job simulator creates each running Job's Pods, as the Job controller would, and
     # places and runs them (`jobsim`); off, it only writes Job status, which keeps benches of

@@ -44,20 +44,22 @@ CONFIG_KEY = "controller_manager_config.yaml"
 # installs the training controllers' CRDs before Kueue starts. From Kueue 0.19.2's source:
 # the TrainJob integration also watches the JobSets a TrainJob owns and reads Trainer's
 # (Cluster)TrainingRuntimes to compute its pod sets, so it needs JobSet's and Trainer's
-# CRDs; none of the four names another framework as a dependency.
+# CRDs; none of the five names another framework as a dependency.
 FRAMEWORKS = (
     "batch/job",
     "jobset.x-k8s.io/jobset",
     "kubeflow.org/pytorchjob",
     "trainer.kubeflow.org/trainjob",
+    "kubeflow.org/mpijob",
 )
-# Kueue's webhooks registered here: its own objects' and the four frameworks' kinds. Every
+# Kueue's webhooks registered here: its own objects' and the five frameworks' kinds. Every
 # other hook in its manifests is left out: fail-closed, in front of kinds nothing here runs.
 _WEBHOOK_RESOURCES = {
     ("batch", "jobs"),
     ("jobset.x-k8s.io", "jobsets"),
     ("kubeflow.org", "pytorchjobs"),
     ("trainer.kubeflow.org", "trainjobs"),
+    ("kubeflow.org", "mpijobs"),
 }
 _KUEUE_GROUP = "kueue.x-k8s.io"
 # Gang semantics: Kueue holds a workload until all its pods are ready, as the reference

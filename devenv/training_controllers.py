@@ -47,6 +47,7 @@ from devenv.controlplane import (
     http_ok,
     load_yaml_documents,
 )
+from devenv.mpi_operator import MPIOperator
 from devenv.processes import Supervised, descendants, free_port
 from devenv.training_crds import (
     PYTORCHJOBS,
@@ -344,6 +345,7 @@ class TrainingControllers:
     jobset: JobSetManager | None = None
     training_operator: RotatingCertController | None = None
     trainer: TrainerManager | None = None
+    mpi_operator: MPIOperator | None = None
     # Seconds from launch to ready (its /readyz, and its webhooks registered), by tool name.
     start_seconds: dict[str, float] = field(default_factory=dict)
 
@@ -355,19 +357,20 @@ class TrainingControllers:
         self.jobset = JobSetManager(cp, self.tools["jobset"])
         self.training_operator = training_operator(cp, self.tools["training-operator"])
         self.trainer = TrainerManager(cp, self.tools["trainer"])
-        for part in (self.jobset, self.training_operator, self.trainer):
+        self.mpi_operator = MPIOperator(cp, self.tools["mpi-operator"])
+        for part in (self.jobset, self.training_operator, self.trainer, self.mpi_operator):
             started = time.monotonic()
             part.start()
             self.start_seconds[part.name] = time.monotonic() - started
         install_cluster_training_runtime(cp.api_client(), torch_runtime())
 
     def stop(self) -> None:
-        for part in (self.trainer, self.training_operator, self.jobset):
+        for part in (self.mpi_operator, self.trainer, self.training_operator, self.jobset):
             if part is not None:
                 part.stop()
 
     def processes(self) -> dict[str, Supervised]:
-        parts = (self.jobset, self.training_operator, self.trainer)
+        parts = (self.jobset, self.training_operator, self.trainer, self.mpi_operator)
         return {p.name: p.process for p in parts if p is not None and p.process is not None}
 
     def rss_kib(self) -> dict[str, int]:

@@ -3,11 +3,16 @@ of each one's own build, and the ClusterTrainingRuntime TrainJobs name."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from devenv.controlplane import load_yaml_documents
 from provisioner.toolchain.installer import ResolvedTool
+from provisioner.toolchain.versions import MPI_OPERATOR
 
 # The training operator runs only its PyTorchJob controller (`--enable-scheme`), so only that
 # CRD of its six is installed.
@@ -81,10 +86,32 @@ def trainer_crds(trainer: ResolvedTool) -> list[dict[str, Any]]:
     )
 
 
+def mpi_operator_crds() -> list[dict[str, Any]]:
+    """mpi-operator's MPIJob (v2beta1) CRD, from its module at the pinned release
+    (`versions.MPI_OPERATOR`, its manifests' base), fetched through the Go module proxy as
+    the tools are (installed before Kueue starts, whether or not the controller runs)."""
+    fetched = f"{MPI_OPERATOR.module}@{MPI_OPERATOR.version}"
+    done = subprocess.run(
+        ["go", "mod", "download", "-json", fetched],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env={**os.environ, "GOFLAGS": "-mod=mod", "GOWORK": "off", "GOTOOLCHAIN": "local"},
+    )
+    info = json.loads(done.stdout or "{}")
+    if done.returncode != 0 or info.get("Error") or not info.get("Dir"):
+        why = info.get("Error") or done.stderr.strip()
+        raise RuntimeError(f"the Go module proxy did not serve {fetched}: {why}")
+    return load_yaml_documents([Path(info["Dir"]) / "manifests/base/kubeflow.org_mpijobs.yaml"])
+
+
 def training_crds(tools: Mapping[str, ResolvedTool]) -> list[dict[str, Any]]:
-    """Every CRD the three controllers serve here: JobSet's, PyTorchJob's, Trainer's."""
+    """Every CRD the training controllers serve here: JobSet's, PyTorchJob's, Trainer's,
+    mpi-operator's MPIJob."""
     return [
         *jobset_crds(tools["jobset"]),
         *training_operator_crds(tools["training-operator"], PYTORCHJOBS),
         *trainer_crds(tools["trainer"]),
+        *mpi_operator_crds(),
     ]

@@ -261,8 +261,8 @@ def build_manager(inputs: ManagerInputs) -> Manager:
     checks = informer("admissionchecks", ADMISSION_CHECKS)
     # Indexed by pool: each pool pass reads its own Nodes, not every pool's.
     nodes = informer("nodes", NODES, label_selector=c.POOL_LABEL, index_label=c.POOL_LABEL)
-    # Only the owners of gang pools (Jobs, and the JobSets, PyTorchJobs and TrainJobs the
-    # apiserver serves): the warm path reads owners from here, not by GET.
+    # Only the owners of gang pools (Jobs, and the JobSets, PyTorchJobs, TrainJobs and
+    # MPIJobs the apiserver serves): the warm path reads owners from here, not by GET.
     owners = {
         kind: TypedCache(
             informer(kind.plural, owner_resource(kind), label_selector=c.POOL_LABEL),

@@ -112,11 +112,12 @@ def kueue(control_plane: object, tools: _Tools) -> Iterator[object]:
 
 @pytest.fixture(scope="session")
 def training_controllers(control_plane: object, kueue: object, tools: _Tools) -> Iterator[object]:
-    """The JobSet controller, the training operator and Trainer (with the ClusterTrainingRuntime
-    `devenv.training_crds.TORCH_RUNTIME`), started once a test first asks for them."""
+    """The JobSet controller, the training operator, Trainer (with the ClusterTrainingRuntime
+    `devenv.training_crds.TORCH_RUNTIME`) and mpi-operator, started once a test first asks
+    for them."""
     from devenv.training_controllers import TrainingControllers
 
-    names = ("jobset", "training-operator", "trainer")
+    names = ("jobset", "training-operator", "trainer", "mpi-operator")
     controllers = TrainingControllers(control_plane, {n: tools[n] for n in names})  # type: ignore[arg-type,misc]
     controllers.start()
     yield controllers

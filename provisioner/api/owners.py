@@ -3,10 +3,11 @@
 Kueue makes one Workload per job and names the job in the Workload's ownerReferences (as
 its controller). The job carries what the gang needs: the pool label and the gang
 annotations, from which `shape.parse_gang_shape` reads the shape. A gang is submitted as
-one of the `OWNER_KINDS`: a batch/v1 Job, a JobSet, a Kubeflow PyTorchJob or a Kubeflow
-Trainer TrainJob. The label and annotations go on that top-level object, with the same
-names and rules whatever its kind; its pod sets (the replicated jobs of a JobSet, the
-master and workers of a PyTorchJob) are the Workload's, and the gang is all of them
+one of the `OWNER_KINDS`: a batch/v1 Job, a JobSet, a Kubeflow PyTorchJob, a Kubeflow
+Trainer TrainJob or a Kubeflow MPIJob (mpi-operator v2). The label and annotations go on
+that top-level object, with the same names and rules whatever its kind; its pod sets (the
+replicated jobs of a JobSet, the master and workers of a PyTorchJob, the launcher and
+workers of an MPIJob) are the Workload's, and the gang is all of them
 (`Workload.total_pod_count`).
 
 A Workload owned by any other kind (or by nothing) has no gang to read:
@@ -28,6 +29,7 @@ __all__ = [
     "DAEMON_SET",
     "JOB",
     "JOBSET",
+    "MPI_JOB",
     "OWNER_KINDS",
     "PYTORCH_JOB",
     "TRAIN_JOB",
@@ -78,8 +80,11 @@ PYTORCH_JOB: Final = OwnerKind(
 TRAIN_JOB: Final = OwnerKind(
     "trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs", "trainer.kubeflow.org/trainjob"
 )
+# mpi-operator v2's MPIJob (the kind AWS's EFA samples use): Kueue makes a pod set of its
+# Launcher and one of its Workers, so the launcher holds a gang node like any worker.
+MPI_JOB: Final = OwnerKind("kubeflow.org", "v2beta1", "MPIJob", "mpijobs", "kubeflow.org/mpijob")
 # The kinds a gang's shape is read from, in the order messages name them.
-OWNER_KINDS: Final = (JOB, JOBSET, PYTORCH_JOB, TRAIN_JOB)
+OWNER_KINDS: Final = (JOB, JOBSET, PYTORCH_JOB, TRAIN_JOB, MPI_JOB)
 # Not a gang kind (no Kueue framework): the webhook proves a pod's DaemonSet exists before
 # it lets the pod onto a gang node (`webhook.pods`).
 DAEMON_SET: Final = OwnerKind("apps", "v1", "DaemonSet", "daemonsets", "")
@@ -101,8 +106,8 @@ def supported_kinds() -> str:
 
 
 class GangOwner(KubeModel):
-    """The top-level object that owns a gang's Workload (a Job, JobSet, PyTorchJob or
-    TrainJob): only its identity and metadata are read; its spec is Kueue's to count."""
+    """The top-level object that owns a gang's Workload (a Job, JobSet, PyTorchJob,
+    TrainJob or MPIJob): only its identity and metadata are read; its spec is Kueue's to count."""
 
     api_version: str = JOB.api_version
     kind: str = JOB.kind

@@ -83,13 +83,15 @@ def parse_gang_shape(
     annotations: Mapping[str, str],
     total_pod_count: int,
     settings: Settings,
+    kind: str = "Job",
 ) -> GangShape:
     """Validate a Job's pool label and gang annotations against the controller's settings.
 
     Returns the shape with every default filled in, or raises `GangShapeError` listing
-    every problem. Annotations outside the atomic-gang.k8s.aws/ prefix are ignored.
+    every problem. Annotations outside the atomic-gang.k8s.aws/ prefix are ignored. `kind`
+    is the kind the labels and annotations were applied on (a count problem names it).
     """
-    fields = read_shape_fields(labels, annotations, total_pod_count, settings)
+    fields = read_shape_fields(labels, annotations, total_pod_count, settings, kind)
     try:
         return GangShape.model_validate(fields)
     except ValidationError as exc:

@@ -104,6 +104,7 @@ class _Reader:
         annotations: Mapping[str, str],
         pods: int,
         settings: Settings,
+        kind: str = "Job",
     ) -> None:
         self.labels, self.annotations, self.pods, self.settings = (
             labels,
@@ -111,6 +112,8 @@ class _Reader:
             pods,
             settings,
         )
+        # The kind the user applied (Job, JobSet, MPIJob...), so a count message names it.
+        self.kind = kind
         # An empty value means unset, as in the reference ("empty ⇒ on-demand").
         self.values = {k: v.strip() for k, v in annotations.items() if v.strip()}
         self.problems: list[Problem] = []
@@ -207,8 +210,8 @@ def _pool(r: _Reader) -> str | None:
 
 
 def _count(r: _Reader) -> int | None:
-    limit, pods = r.settings.limits.max_gang_size, r.pods
-    accepted = f"a whole number from 1 to {limit} equal to the Job's pod count ({pods})"
+    limit, pods, kind = r.settings.limits.max_gang_size, r.pods, r.kind
+    accepted = f"a whole number from 1 to {limit} equal to the {kind}'s pod count ({pods})"
     raw = r.values.get(c.ANN_COUNT)
     if raw is None:
         r.missing(c.ANN_COUNT, accepted)
@@ -232,8 +235,8 @@ def _count(r: _Reader) -> int | None:
             c.ANN_COUNT,
             raw,
             c.REASON_COUNT_MISMATCH,
-            f"the Job runs {pods} pods, and the gang must be exactly its pods",
-            f"{pods} (the Job's pod count), or make the Job run {n} pods",
+            f"the {kind} runs {pods} pods, and the gang must be exactly its pods",
+            f"{pods} (the {kind}'s pod count), or make the {kind} run {n} pods",
         )
         return None
     return n
@@ -436,10 +439,12 @@ def read_shape_fields(
     annotations: Mapping[str, str],
     total_pod_count: int,
     settings: Settings,
+    kind: str = "Job",
 ) -> dict[str, Any]:
     """Apply every rule; return GangShape's fields, or raise `GangShapeError` with all
-    problems in annotation-table order (unknown keys last)."""
-    r = _Reader(labels, annotations, total_pod_count, settings)
+    problems in annotation-table order (unknown keys last). `kind` is the applied object's
+    kind, named in the count's messages."""
+    r = _Reader(labels, annotations, total_pod_count, settings, kind)
     pool, count, instance_type = _pool(r), _count(r), _instance_type(r)
     mode, region = _mode(r), _region(r)
     zones, subnets = _placement(r, region)

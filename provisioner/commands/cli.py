@@ -217,7 +217,7 @@ def build_parser(prog: str = "atomic-gang") -> argparse.ArgumentParser:
                 "job",
                 nargs="+",
                 metavar="[KIND/]NAME",
-                help="the Job, JobSet, PyTorchJob or TrainJob, as kubectl names it (job/x, "
+                help="the Job, JobSet, PyTorchJob, TrainJob or MPIJob, as kubectl names it (job/x, "
                 "jobset x, x) in -n's namespace; NAMESPACE/NAME and NAMESPACE/KIND/NAME work "
                 "too",
             )

@@ -104,7 +104,8 @@ def shape_of_job(path: Path, settings: Settings) -> GangShape:
     jobs = [(kind, d) for d in docs if (kind := gang_kind_of(d)) is not None]
     if len(jobs) != 1:
         raise ValueError(
-            f"{path} must hold exactly one Job, JobSet, PyTorchJob or TrainJob (found {len(jobs)})"
+            f"{path} must hold exactly one Job, JobSet, PyTorchJob, TrainJob or MPIJob "
+            f"(found {len(jobs)})"
         )
     kind, job = jobs[0]
     meta = job.get("metadata") or {}

@@ -1,6 +1,6 @@
 """`atomic-gang explain [-n NS] [KIND/]NAME`: why this gang job is not running yet.
 
-Called by the CLI. The object is the one the user submitted: a Job, JobSet, PyTorchJob or
+Called by the CLI. The object is the one the user submitted: a Job, JobSet, PyTorchJob, MPIJob or
 TrainJob, named as kubectl names it (`job/x -n team-a`, `jobset x`, `x`; the namespace is
 -n's, else the kubeconfig context's), or as the first releases did (`NAMESPACE/NAME`,
 `NAMESPACE/KIND/NAME`); `parse_target` reads every form. Without a kind the one object of
@@ -33,6 +33,7 @@ from provisioner.kube.resources import (
     GANG_NODE_POOLS,
     JOBS,
     JOBSETS,
+    MPI_JOBS,
     PYTORCH_JOBS,
     TRAIN_JOBS,
     WORKLOADS,
@@ -61,6 +62,7 @@ _KINDS: tuple[_Kind, ...] = (
         PYTORCH_JOBS, (("Succeeded", "completed"), ("Failed", "failed")), ("runPolicy", "suspend")
     ),
     _Kind(TRAIN_JOBS, (("Complete", "completed"), ("Failed", "failed")), ("suspend",)),
+    _Kind(MPI_JOBS, (("Succeeded", "completed"), ("Failed", "failed")), ("runPolicy", "suspend")),
 )
 
 
@@ -134,7 +136,7 @@ def _find(
             continue
         # A cluster without a kind's CRD answers 404 for it too: not found, as it should be.
     if not found:
-        what = kind.ref.kind if kind is not None else "Job, JobSet, PyTorchJob or TrainJob"
+        what = kind.ref.kind if kind is not None else "Job, JobSet, PyTorchJob, TrainJob or MPIJob"
         return f"{what} {namespace}/{name} does not exist."
     if len(found) > 1:
         kinds = ", ".join(k.ref.kind for k, _ in found)

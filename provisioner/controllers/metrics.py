@@ -188,7 +188,8 @@ class ControllerMetrics:
         self.webhook_requests = Counter(
             "atomic_gang_webhook_requests_total",
             "Admission requests the webhook answered, by the object's kind (Job, JobSet, "
-            "PyTorchJob, TrainJob; other) and result: allowed, denied, bad-request, too-large, "
+            "PyTorchJob, TrainJob, MPIJob; other) and result: allowed, denied, bad-request, "
+            "too-large, "
             "unavailable (the pool could not be read: the failurePolicy decides), error.",
             ["kind", "result"],
             registry=r,

@@ -58,11 +58,12 @@ CLUSTER_PERMISSIONS: Final[tuple[Permission, ...]] = (
     Permission(c.GROUP, f"{c.GNP_PLURAL}/status", _STATUS),
     Permission(c.GROUP, f"{c.GNP_PLURAL}/finalizers", ("update",)),
     # A Workload's owner carries the gang's label and annotations: a Job, JobSet,
-    # PyTorchJob or TrainJob (`owners.OWNER_KINDS`), each read by an informer or a GET.
+    # PyTorchJob, TrainJob or MPIJob (`owners.OWNER_KINDS`), each read by an informer or a GET.
     Permission("batch", "jobs", _READ),
     Permission("jobset.x-k8s.io", "jobsets", _READ),
     Permission("kubeflow.org", "pytorchjobs", _READ),
     Permission("trainer.kubeflow.org", "trainjobs", _READ),
+    Permission("kubeflow.org", "mpijobs", _READ),
     # The webhook proves a pod's DaemonSet exists before letting it onto a gang node
     # (a JobSet or TrainJob named as a controller is read with the rows above).
     Permission("apps", "daemonsets", ("get",)),

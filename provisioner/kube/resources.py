@@ -14,7 +14,15 @@ from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from provisioner.api import constants as c
-from provisioner.api.owners import JOB, JOBSET, OWNER_KINDS, PYTORCH_JOB, TRAIN_JOB, OwnerKind
+from provisioner.api.owners import (
+    JOB,
+    JOBSET,
+    MPI_JOB,
+    OWNER_KINDS,
+    PYTORCH_JOB,
+    TRAIN_JOB,
+    OwnerKind,
+)
 
 __all__ = [
     "ADMISSION_CHECKS",
@@ -26,6 +34,7 @@ __all__ = [
     "JOBS",
     "JOBSETS",
     "LEASES",
+    "MPI_JOBS",
     "NAMESPACES",
     "NODES",
     "OWNER_RESOURCES",
@@ -119,6 +128,7 @@ JOBS = owner_resource(JOB)
 JOBSETS = owner_resource(JOBSET)
 PYTORCH_JOBS = owner_resource(PYTORCH_JOB)
 TRAIN_JOBS = owner_resource(TRAIN_JOB)
+MPI_JOBS = owner_resource(MPI_JOB)
 # The resource of each kind a gang's Workload may belong to, in `OWNER_KINDS` order.
 OWNER_RESOURCES = tuple(owner_resource(kind) for kind in OWNER_KINDS)
 GANG_NODE_POOLS = ResourceRef(c.GROUP, c.VERSION, c.GNP_PLURAL, False, c.GNP_KIND)

@@ -1,6 +1,10 @@
 """Source patches applied to a tool's dependencies before it is compiled.
 
-One patch today, on the Pulumi CLI. The CLI links two copies of zxcvbn-go, a password
+Two patches. mpi-operator (`HEALTH_ADDRESS`) binds its health endpoint to :8080, fixed in
+its source; two local environments on one machine would collide there, so the address is
+read from `MPI_OPERATOR_HEALTH_ADDRESS` when set (upstream's port otherwise).
+
+On the Pulumi CLI: the CLI links two copies of zxcvbn-go, a password
 strength estimator (`github.com/nbutton23/zxcvbn-go` for `pulumi config set`'s "this looks
 like a secret" warning, `github.com/ccojocar/zxcvbn-go` for `esc env set`). Each parses its
 embedded word lists into dictionaries in a package `init`, so every CLI process spends
@@ -76,4 +80,31 @@ _WHY_LAZY = "parse zxcvbn's word lists on first use, not in every CLI process's 
 LAZY_WORD_LISTS: tuple[ModulePatch, ...] = (
     ModulePatch("github.com/nbutton23/zxcvbn-go", _WHY_LAZY, lazy_word_lists),
     ModulePatch("github.com/ccojocar/zxcvbn-go", _WHY_LAZY, lazy_word_lists),
+)
+
+
+def health_address(root: Path) -> None:
+    """mpi-operator: the health endpoint's address from MPI_OPERATOR_HEALTH_ADDRESS."""
+    server = root / "cmd" / "mpi-operator" / "app" / "server.go"
+    _edit(
+        server,
+        r'Addr: +fmt\.Sprintf\(":%d", healthCheckPort\),',
+        "Addr:    healthCheckAddress(),",
+    )
+    with server.open("a") as out:
+        out.write(
+            "\n// healthCheckAddress (atomic-gang patch): upstream always binds :8080.\n"
+            "func healthCheckAddress() string {\n"
+            '\tif address := os.Getenv("MPI_OPERATOR_HEALTH_ADDRESS"); address != "" {\n'
+            "\t\treturn address\n\t}\n"
+            '\treturn fmt.Sprintf(":%d", healthCheckPort)\n}\n'
+        )
+
+
+HEALTH_ADDRESS: tuple[ModulePatch, ...] = (
+    ModulePatch(
+        "github.com/kubeflow/mpi-operator",
+        "its health endpoint's address from MPI_OPERATOR_HEALTH_ADDRESS, not a fixed :8080",
+        health_address,
+    ),
 )

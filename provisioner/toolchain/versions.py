@@ -18,13 +18,15 @@ Why these versions:
   older ones (0.10.1, 1.8.1, 2.0.0), but Kueue 0.19's TrainJob integration writes
   `spec.runtimePatches`, a field Trainer 2.0.0's TrainJob CRD does not have, so those would
   refuse every queued TrainJob. Trainer 2.2.1 is itself compiled against JobSet 0.12.0.
+- mpi-operator 0.8.2 (MPIJob, kubeflow.org/v2beta1): the release Kueue 0.19.2's go.mod pins,
+  for the same reason.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from provisioner.toolchain.patches import LAZY_WORD_LISTS, ModulePatch
+from provisioner.toolchain.patches import HEALTH_ADDRESS, LAZY_WORD_LISTS, ModulePatch
 
 GO_MIN_VERSION = (1, 26)
 
@@ -147,7 +149,7 @@ HELM = GoTool(
     build_tag="kube1.37",
 )
 
-# The training-job controllers gang jobs run under (JobSet, PyTorchJob, TrainJob), at the
+# The training-job controllers gang jobs run under (JobSet, PyTorchJob, TrainJob, MPIJob), at the
 # versions Kueue 0.19.2's go.mod pins (see the module docstring). Like Kueue, each takes its
 # CRDs and webhook manifests from the module that built it, so a binary on PATH is never
 # taken. The wrapper module builds them the same way as the others, one code path for all.
@@ -189,10 +191,26 @@ TRAINER = GoTool(
     reuse_from_path=False,
 )
 
-TRAINING_TOOLS: tuple[GoTool, ...] = (JOBSET, TRAINING_OPERATOR, TRAINER)
+# mpi-operator v2 (MPIJob: a launcher Job and worker pods). Its CRD sits beside the
+# deployment manifests; it serves no webhook.
+MPI_OPERATOR = GoTool(
+    name="mpi-operator",
+    version="v0.8.2",
+    module="github.com/kubeflow/mpi-operator",
+    package="github.com/kubeflow/mpi-operator/cmd/mpi-operator",
+    binary="mpi-operator",
+    sibling_version="v0.8.2",
+    version_args=(),
+    assets=("manifests/base",),
+    reuse_from_path=False,
+    patches=HEALTH_ADDRESS,
+    build_tag="health-address",
+)
+
+TRAINING_TOOLS: tuple[GoTool, ...] = (JOBSET, TRAINING_OPERATOR, TRAINER, MPI_OPERATOR)
 # The default set (`make tools`): the embedded default always installs the training
 # controllers' CRDs before Kueue starts (Kueue's integrations for them are enabled), and the
-# e2e tests of JobSet, PyTorchJob and TrainJob gangs run the controllers themselves.
+# e2e tests of JobSet, PyTorchJob, TrainJob and MPIJob gangs run the controllers themselves.
 ALL_TOOLS: tuple[GoTool, ...] = (ETCD, KUBE_APISERVER, PULUMI, KUEUE, HELM, *TRAINING_TOOLS)
 TOOLS_BY_NAME = {tool.name: tool for tool in ALL_TOOLS}
 

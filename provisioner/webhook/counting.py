@@ -23,7 +23,7 @@ App = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 # The kinds the webhook judges (gang jobs, and the pods it keeps off other namespaces' gang
 # nodes); any other kind a request names is counted as "other", so a caller cannot grow
 # the label set.
-KINDS: Final = frozenset({"Job", "JobSet", "PyTorchJob", "TrainJob", "Pod"})
+KINDS: Final = frozenset({"Job", "JobSet", "PyTorchJob", "TrainJob", "MPIJob", "Pod"})
 # The most of a request body read for its kind (the server refuses larger ones anyway).
 _BODY_LIMIT: Final = 8 * 1024 * 1024
 

@@ -1,12 +1,10 @@
 """One AdmissionReview (admission.k8s.io/v1) for a gang job object in, its answer out.
 
-The objects are the four kinds a user submits a gang as (`GANG_KINDS`): a batch/v1 Job, a
-JobSet, a Kubeflow PyTorchJob and a Kubeflow Trainer TrainJob. Each is judged on its own
-metadata, with the pod count Kueue gives its Workload (`GangKind.pod_count`), so every kind
-gets the same rules and the same messages. Called by `server` for every request the
-apiserver sends to the webhook; tests call it directly. No Kubernetes client: its I/O is
-the two ports it is handed, `PoolLookup` for the pool a gang job names and `ImageOwners`
-for who owns a Job's own AMI.
+The objects are the kinds a user submits a gang as (`GANG_KINDS`: Job, JobSet, PyTorchJob,
+TrainJob, MPIJob), each judged on its own metadata with the pod count Kueue gives its
+Workload (`GangKind.pod_count`): the same rules and messages for every kind. Called by
+`server` per request; tests call it directly. No Kubernetes client: its I/O is the ports it
+is handed (`PoolLookup`, `ImageOwners`, ...).
 
 An object is a gang job when it carries the `atomic-gang.k8s.aws/pool` label or any
 `atomic-gang.k8s.aws/` annotation. Every other object is allowed as it came. A gang job is
@@ -16,18 +14,15 @@ check would say later, only before the Job exists. The webhook adds one rule the
 path cannot see: a gang Job without a Kueue queue never gets a Workload, so it would run
 ungated on whatever nodes exist.
 
-A gang Job naming a pool that belongs to another namespace is refused too, with the
-sentence the admission check would reject it with (`api.tenancy`). The pool is read live
-at each review (gang Jobs are few, and every replica serves, leader or not, so no cache
-is there to read); a failed read raises `PoolLookupError`, which the server answers with
-an error, so the webhook's failurePolicy decides, as for any webhook outage.
+A gang Job naming another namespace's pool is refused with the admission check's sentence
+(`api.tenancy`). The pool is read live (every replica serves, leader or not: no cache); a
+failed read raises `PoolLookupError`, answered with an error: the failurePolicy decides.
 
-One rule needs EC2 (`api.ami_policy`): a Job's own AMI must come from an owner the
-installer allows. `review` is handed the `ImageOwners` port and asks it; a port that
-cannot answer refuses the Job (fail closed), naming the setting.
+One rule needs EC2 (`api.ami_policy`): a Job's own AMI must come from an allowed owner,
+asked through the `ImageOwners` port; one that cannot answer refuses it (fail closed).
 
 A Job naming a capacity reservation is refused unless EC2 shows it tagged for this cluster
-(and the Job's namespace, when it names namespaces): `api.reservation_policy`, fail closed.
+(and namespace, when it names namespaces): `api.reservation_policy`, fail closed.
 
 Another reads EC2 too (`api.pod_fit`): a gang whose pods cannot fit one node of its
 instance type (16 GPUs on an 8-GPU type) is refused, naming the resource, the request and
@@ -90,15 +85,16 @@ __all__ = [
     "is_gang_job",
     "job_pod_count",
     "jobset_pod_count",
+    "mpijob_pod_count",
     "pytorchjob_pod_count",
     "review",
 ]
 
 log = logging.getLogger(__name__)
 
+# The GangNodePool of a name as the apiserver holds it now, None when there is none;
+# raises `api.tenancy.PoolLookupError` when it cannot be read.
 PoolLookup = Callable[[str], GangNodePool | None]
-"""The GangNodePool of a name as the apiserver holds it now, None when there is none;
-raises `api.tenancy.PoolLookupError` when it cannot be read."""
 # A pool label that could name a GangNodePool; any other is refused by the shape rules.
 _POOL_NAME: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -150,17 +146,26 @@ def jobset_pod_count(spec: Mapping[str, Any]) -> int:
 _PYTORCH_REPLICA_TYPES: Final = ("Master", "Worker")
 
 
+def _replica_count(replica_specs: Mapping[str, Any], replica_types: tuple[str, ...]) -> int:
+    """The replicas (each 1 when unset) of those of `replica_types` the job has."""
+    present = [replica_specs[t] for t in replica_types if replica_specs.get(t) is not None]
+    return sum(1 if r.get("replicas") is None else int(r["replicas"]) for r in present)
+
+
 def pytorchjob_pod_count(spec: Mapping[str, Any]) -> int:
     """Pods of a PyTorchJob as Kueue v0.19 counts its Workload: the Master's and the
     Workers' replicas (each 1 when unset)."""
-    replica_specs = spec.get("pytorchReplicaSpecs") or {}
-    total = 0
-    for replica_type in _PYTORCH_REPLICA_TYPES:
-        replica_spec = replica_specs.get(replica_type)
-        if replica_spec is not None:
-            replicas = replica_spec.get("replicas")
-            total += 1 if replicas is None else int(replicas)
-    return total
+    return _replica_count(spec.get("pytorchReplicaSpecs") or {}, _PYTORCH_REPLICA_TYPES)
+
+
+# The replica types of an MPIJob Kueue v0.19 makes pod sets of. The launcher is one whether
+# or not `runLauncherAsWorker` makes it an MPI rank too: a pod, so it needs a gang node.
+_MPI_REPLICA_TYPES: Final = ("Launcher", "Worker")
+
+
+def mpijob_pod_count(spec: Mapping[str, Any]) -> int:
+    """Pods of an MPIJob as Kueue v0.19 counts its Workload: Launcher + Worker replicas."""
+    return _replica_count(spec.get("mpiReplicaSpecs") or {}, _MPI_REPLICA_TYPES)
 
 
 def _template_spec(template: Any) -> Mapping[str, Any]:
@@ -179,13 +184,22 @@ def jobset_pod_specs(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     ]
 
 
-def pytorchjob_pod_specs(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    replica_specs = spec.get("pytorchReplicaSpecs") or {}
+def _replica_pod_specs(
+    replica_specs: Mapping[str, Any], replica_types: tuple[str, ...]
+) -> list[Mapping[str, Any]]:
     return [
         _template_spec((replica_specs.get(kind) or {}).get("template"))
-        for kind in _PYTORCH_REPLICA_TYPES
+        for kind in replica_types
         if replica_specs.get(kind) is not None
     ]
+
+
+def pytorchjob_pod_specs(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return _replica_pod_specs(spec.get("pytorchReplicaSpecs") or {}, _PYTORCH_REPLICA_TYPES)
+
+
+def mpijob_pod_specs(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return _replica_pod_specs(spec.get("mpiReplicaSpecs") or {}, _MPI_REPLICA_TYPES)
 
 
 def trainjob_pod_specs(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -220,7 +234,8 @@ JOB: Final = GangKind(owners.JOB, job_pod_count, (owners.JOBSET,), job_pod_specs
 JOBSET: Final = GangKind(owners.JOBSET, jobset_pod_count, (owners.TRAIN_JOB,), jobset_pod_specs)
 PYTORCHJOB: Final = GangKind(owners.PYTORCH_JOB, pytorchjob_pod_count, (), pytorchjob_pod_specs)
 TRAINJOB: Final = GangKind(owners.TRAIN_JOB, None, (), trainjob_pod_specs)
-TRAINING_KINDS: Final = (JOBSET, PYTORCHJOB, TRAINJOB)
+MPIJOB: Final = GangKind(owners.MPI_JOB, mpijob_pod_count, (), mpijob_pod_specs)
+TRAINING_KINDS: Final = (JOBSET, PYTORCHJOB, TRAINJOB, MPIJOB)
 GANG_KINDS: Final = (JOB, *TRAINING_KINDS)
 
 
@@ -425,7 +440,7 @@ def _verdict(
         problems.append(queue)
     try:
         shape = parse_gang_shape(
-            labels, annotations, gang_pod_count(kind, job, annotations), settings
+            labels, annotations, gang_pod_count(kind, job, annotations), settings, kind.kind
         )
     except GangShapeError as err:
         problems.extend(_runtime_counted(kind, p, settings) for p in err.problems)

@@ -187,6 +187,7 @@ def test_webhook_reaches_the_service_and_fails_closed(rendered: Rendered) -> Non
             ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
             ("kubeflow.org", "v1", "pytorchjobs"),
             ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+            ("kubeflow.org", "v2beta1", "mpijobs"),
         )
     ]
     # Gang Jobs are chosen by a CEL matchCondition (label or any of our annotations), not by

@@ -149,6 +149,21 @@ def submit_trainjob(
     return _create_gang(env, body, count)
 
 
+def submit_mpijob(
+    env: LocalEnvironment,
+    namespace: str,
+    name: str,
+    pool: str,
+    *,
+    workers: int = 3,
+    count: str | None = None,
+    **ann: str,
+) -> dict[str, Any]:
+    """An MPIJob gang on our queue: Launcher 1, Worker `workers`."""
+    body = gang_kinds.mpijob(namespace, name, ko.QUEUE_NAME, pool, workers=workers, annotations=ann)
+    return _create_gang(env, body, count)
+
+
 def _create_gang(env: LocalEnvironment, body: dict[str, Any], count: str | None) -> dict[str, Any]:
     if count is not None:
         body["metadata"]["annotations"][c.ANN_COUNT] = count

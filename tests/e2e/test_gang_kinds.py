@@ -1,13 +1,14 @@
-"""With the real Kueue manager, JobSet controller, training operator and Trainer, and our
-controller: gangs submitted as a JobSet, a PyTorchJob or a TrainJob, and a Workload of a
-kind we do not support.
+"""With the real Kueue manager, JobSet controller, training operator, Trainer and
+mpi-operator, and our controller: gangs submitted as a JobSet, a PyTorchJob, a TrainJob or
+an MPIJob, and a Workload of a kind we do not support.
 
 The pool label and gang annotations are on the top-level object. Each gang of 4 Pods over
-two pod sets (a JobSet's leader and workers, a PyTorchJob's Master and Workers; a
-TrainJob's nodes) is held with 0 instances while EC2 (the emulator) has no room for it,
-gets its 4 nodes all-or-nothing once it has, runs every Pod of every pod set on them, and
-has its claim released once it completes. A Job of the same shape then reuses the warm
-set a JobSet left. Each test makes its own environment on the session's shared parts.
+two pod sets (a JobSet's leader and workers, a PyTorchJob's Master and Workers, an MPIJob's
+Launcher and Workers; a TrainJob's nodes) is held with 0 instances while EC2 (the emulator)
+has no room for it, gets its 4 nodes all-or-nothing once it has, runs every Pod of every
+pod set on them, and has its claim released once it completes. A Job of the same shape
+then reuses the warm set a JobSet left. Each test makes its own environment on the
+session's shared parts.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
 
 from devenv.environment import LocalEnvironment
 from provisioner.api import constants as c
@@ -35,12 +38,15 @@ from tests.e2e.conftest import (
     pool,
     submit,
     submit_jobset,
+    submit_mpijob,
     submit_pytorchjob,
     submit_trainjob,
     workload_of,
 )
 
 INSTANCE_TYPE = "m5.large"  # what `tests.support.gang_kinds` bodies ask for
+# The label mpi-operator puts on each Pod it makes: "launcher" or "worker".
+MPI_ROLE_LABEL = "training.kubeflow.org/job-role"
 
 
 def _zones(env: LocalEnvironment) -> list[str]:
@@ -62,6 +68,7 @@ def _held_then_run(
     kind: str,
     name: str,
     submit_gang: Callable[[str], Any],
+    on_placed: Callable[[list[Any]], None] = lambda _pods: None,
 ) -> str:
     """Submit with EC2 short of the gang's type: held at 0 instances at every poll; then
     room for it: 4 nodes at once, every Pod on them, and the claim released once the gang
@@ -108,6 +115,7 @@ def _held_then_run(
 
     placed = eventually(all_placed, 120, f"every Pod of the {kind} placed")
     assert {p.spec.node_name for p in placed} == pool_nodes, "one Pod per gang node"
+    on_placed(placed)
     eventually(
         lambda: conditions(workload_of(env, namespace, name, kind)).get("Finished") == "True",
         180,
@@ -170,6 +178,42 @@ def test_a_trainjob_is_held_at_zero_then_gets_its_gang(gang_local: Any, namespac
         "trainer",
         lambda p: submit_trainjob(env, namespace, "trainer", p, nodes=4),
     )
+
+
+def test_an_mpijob_is_held_at_zero_then_runs_its_launcher_and_workers_on_its_gang(
+    gang_local: Any, namespace: str
+) -> None:
+    """Under the real mpi-operator: Kueue counts the Launcher as a pod set beside the
+    Workers, so the gang is 1 + 3 nodes; the launcher Job's Pod and the 3 worker Pods land
+    one per gang node, and the MPIJob succeeds. A mis-counted MPIJob is refused at apply,
+    naming its kind."""
+    env = gang_local(training_controllers=True)
+    with pytest.raises(ApiException) as refused:
+        submit_mpijob(env, namespace, "miscounted", "mpi-miscounted", workers=4, count="4")
+    assert refused.value.status in (400, 403, 422), refused.value
+    assert "the MPIJob runs 5 pods" in str(refused.value.body), refused.value.body
+    roles: list[str] = []
+
+    def record_roles(pods: list[Any]) -> None:
+        roles.extend(sorted(p.metadata.labels.get(MPI_ROLE_LABEL, "") for p in pods))
+
+    _held_then_run(
+        env,
+        namespace,
+        "MPIJob",
+        "allreduce",
+        lambda p: submit_mpijob(env, namespace, "allreduce", p, workers=3),
+        record_roles,
+    )
+    assert roles == ["launcher", "worker", "worker", "worker"], roles
+    wl = workload_of(env, namespace, "allreduce", "MPIJob")
+    pod_sets = [(ps["name"], ps["count"]) for ps in (wl or {})["spec"]["podSets"]]
+    assert pod_sets == [("launcher", 1), ("worker", 3)], pod_sets
+    api = env.control_plane.api_client()  # type: ignore[union-attr]
+    done = k8s.CustomObjectsApi(api).get_namespaced_custom_object(
+        "kubeflow.org", "v2beta1", namespace, "mpijobs", "allreduce"
+    )
+    assert conditions(done).get("Succeeded") == "True", done.get("status")
 
 
 def test_a_workload_of_another_kind_is_rejected_once_and_no_pool_is_made(

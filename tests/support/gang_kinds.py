@@ -1,4 +1,4 @@
-"""Gangs as users submit them beyond batch/v1 Job: JobSet, PyTorchJob and TrainJob bodies,
+"""Gangs as users submit them beyond batch/v1 Job: JobSet, PyTorchJob, TrainJob and MPIJob bodies,
 and the Pods each one ends up as.
 
 The pool label and the gang annotations go on the top-level object, as on a Job
@@ -7,7 +7,8 @@ test pins Pods through its ResourceFlavor's nodeLabels instead). Each body asks 
 `cpu: 1, memory: 1Gi` per Pod, as the gang Job does.
 
 `gang_pods` follows ownership down from the top-level object (TrainJob -> JobSet -> Job ->
-Pod; JobSet -> Job -> Pod; PyTorchJob -> Pod; Job -> Pod), so a test sees every Pod a gang
+Pod; JobSet -> Job -> Pod; PyTorchJob -> Pod; MPIJob -> launcher Job -> Pod and MPIJob -> worker
+Pod; Job -> Pod), so a test sees every Pod a gang
 ran as, wherever it was placed.
 """
 
@@ -26,9 +27,15 @@ REQUESTS: Final = {"cpu": "1", "memory": "1Gi"}
 JOBSETS: Final = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 PYTORCHJOBS: Final = ("kubeflow.org", "v1", "pytorchjobs")
 TRAINJOBS: Final = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
-# (group, version, plural) of the three kinds, for creating, listing and cleaning up.
-GANG_KINDS: Final = (JOBSETS, PYTORCHJOBS, TRAINJOBS)
-_BY_KIND: Final = {"JobSet": JOBSETS, "PyTorchJob": PYTORCHJOBS, "TrainJob": TRAINJOBS}
+MPIJOBS: Final = ("kubeflow.org", "v2beta1", "mpijobs")
+# (group, version, plural) of the four kinds, for creating, listing and cleaning up.
+GANG_KINDS: Final = (JOBSETS, PYTORCHJOBS, TRAINJOBS, MPIJOBS)
+_BY_KIND: Final = {
+    "JobSet": JOBSETS,
+    "PyTorchJob": PYTORCHJOBS,
+    "TrainJob": TRAINJOBS,
+    "MPIJob": MPIJOBS,
+}
 
 
 def _metadata(
@@ -129,6 +136,39 @@ def pytorchjob(
         "kind": "PyTorchJob",
         "metadata": _metadata(namespace, name, queue, pool, 1 + workers, annotations),
         "spec": {"pytorchReplicaSpecs": {"Master": replicas(1), "Worker": replicas(workers)}},
+    }
+
+
+def mpijob(
+    namespace: str,
+    name: str,
+    queue: str,
+    pool: str | None,
+    *,
+    workers: int = 3,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """An MPIJob (mpi-operator v2) of one Launcher and `workers` Workers; its gang is
+    1 + workers Pods, the launcher on a gang node like each worker."""
+
+    def replicas(n: int, container: str) -> dict[str, Any]:
+        return {
+            "replicas": n,
+            "restartPolicy": "Never",
+            "template": {"spec": {"containers": [_container(container)]}},
+        }
+
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": _metadata(namespace, name, queue, pool, 1 + workers, annotations),
+        "spec": {
+            "slotsPerWorker": 1,
+            "mpiReplicaSpecs": {
+                "Launcher": replicas(1, "launcher"),
+                "Worker": replicas(workers, "worker"),
+            },
+        },
     }
 
 

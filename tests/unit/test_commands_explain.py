@@ -35,7 +35,7 @@ def _pool(**status: Any) -> dict[str, Any]:
 
 def test_missing_job() -> None:
     assert explain(FakeKube(), NS, "train") == [
-        f"Job, JobSet, PyTorchJob or TrainJob {NS}/train does not exist."
+        f"Job, JobSet, PyTorchJob, TrainJob or MPIJob {NS}/train does not exist."
     ]
 
 

@@ -159,7 +159,7 @@ def test_a_name_two_kinds_share_asks_for_the_kind() -> None:
     assert explain(kube, NS, "pretrain", kind="jobsets")[0].startswith(f"JobSet {NS}/pretrain")
     assert explain(kube, NS, "pretrain", kind="JobSet")[0].startswith(f"JobSet {NS}/pretrain")
     assert explain(kube, NS, "pretrain", kind="deployment") == [
-        "explain follows Job, JobSet, PyTorchJob, TrainJob; 'deployment' is none of them."
+        "explain follows Job, JobSet, PyTorchJob, TrainJob, MPIJob; 'deployment' is none of them."
     ]
     assert explain(FakeKube(), NS, "pretrain", kind="pytorchjob") == [
         f"PyTorchJob {NS}/pretrain does not exist."

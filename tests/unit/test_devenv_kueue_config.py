@@ -12,13 +12,14 @@ def _hook(group: str, resource: str) -> dict[str, object]:
     return {"rules": [{"apiGroups": [group], "resources": [resource]}]}
 
 
-def test_kueue_manages_jobs_jobsets_pytorchjobs_and_trainjobs() -> None:
+def test_kueue_manages_jobs_jobsets_pytorchjobs_trainjobs_and_mpijobs() -> None:
     config = km._manager_config(1, 2, Path("/certs"))
     assert config["integrations"]["frameworks"] == [
         "batch/job",
         "jobset.x-k8s.io/jobset",
         "kubeflow.org/pytorchjob",
         "trainer.kubeflow.org/trainjob",
+        "kubeflow.org/mpijob",
     ]
 
 
@@ -28,12 +29,12 @@ def test_only_the_webhooks_of_the_managed_kinds_are_registered() -> None:
         _hook("jobset.x-k8s.io", "jobsets"),
         _hook("kubeflow.org", "pytorchjobs"),
         _hook("trainer.kubeflow.org", "trainjobs"),
+        _hook("kubeflow.org", "mpijobs"),
         _hook("kueue.x-k8s.io", "workloads"),
     ):
         assert km._hook_wanted(wanted), wanted
     for unwanted in (
         _hook("kubeflow.org", "tfjobs"),
-        _hook("kubeflow.org", "mpijobs"),
         _hook("", "pods"),
         _hook("apps", "deployments"),
         _hook("ray.io", "rayjobs"),

@@ -96,5 +96,5 @@ def test_the_launch_check_reads_a_jobset_manifest_as_the_webhook_does(tmp_path: 
 
 def test_the_launch_check_wants_exactly_one_gang_job(tmp_path: Path) -> None:
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "pretrain"}}
-    with pytest.raises(ValueError, match="exactly one Job, JobSet, PyTorchJob or TrainJob"):
+    with pytest.raises(ValueError, match="exactly one Job, JobSet, PyTorchJob, TrainJob or MPIJob"):
         shape_of_job(_manifest(tmp_path, service), SETTINGS)

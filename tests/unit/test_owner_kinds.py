@@ -12,6 +12,7 @@ from provisioner.api.meta import OwnerReference
 from provisioner.api.owners import (
     JOB,
     JOBSET,
+    MPI_JOB,
     OWNER_KINDS,
     PYTORCH_JOB,
     TRAIN_JOB,
@@ -22,7 +23,13 @@ from provisioner.api.owners import (
     unsupported_owner_message,
 )
 from provisioner.api.workload import Workload, gang_pod_set_updates
-from provisioner.kube.resources import JOBSETS, OWNER_RESOURCES, PYTORCH_JOBS, TRAIN_JOBS
+from provisioner.kube.resources import (
+    JOBSETS,
+    MPI_JOBS,
+    OWNER_RESOURCES,
+    PYTORCH_JOBS,
+    TRAIN_JOBS,
+)
 from tests.support.owners import owner
 from tests.support.workloads import workload
 
@@ -41,10 +48,11 @@ def test_the_supported_kinds_and_their_kueue_frameworks() -> None:
         ("jobset.x-k8s.io/v1alpha2", "JobSet", "jobset.x-k8s.io/jobset"),
         ("kubeflow.org/v1", "PyTorchJob", "kubeflow.org/pytorchjob"),
         ("trainer.kubeflow.org/v1alpha1", "TrainJob", "trainer.kubeflow.org/trainjob"),
+        ("kubeflow.org/v2beta1", "MPIJob", "kubeflow.org/mpijob"),
     ]
     assert supported_kinds() == (
-        "batch/v1 Job, jobset.x-k8s.io/v1alpha2 JobSet, kubeflow.org/v1 PyTorchJob and "
-        "trainer.kubeflow.org/v1alpha1 TrainJob"
+        "batch/v1 Job, jobset.x-k8s.io/v1alpha2 JobSet, kubeflow.org/v1 PyTorchJob, "
+        "trainer.kubeflow.org/v1alpha1 TrainJob and kubeflow.org/v2beta1 MPIJob"
     )
 
 
@@ -56,12 +64,13 @@ def test_each_kind_has_its_rest_resource() -> None:
     assert TRAIN_JOBS.path("ml", "t") == (
         "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml/trainjobs/t"
     )
+    assert MPI_JOBS.path("ml", "m") == "/apis/kubeflow.org/v2beta1/namespaces/ml/mpijobs/m"
     assert [(r.api_version, r.kind) for r in OWNER_RESOURCES] == [
         (k.api_version, k.kind) for k in OWNER_KINDS
     ]
 
 
-@pytest.mark.parametrize("kind", [JOB, JOBSET, PYTORCH_JOB, TRAIN_JOB])
+@pytest.mark.parametrize("kind", [JOB, JOBSET, PYTORCH_JOB, TRAIN_JOB, MPI_JOB])
 def test_each_kind_reads_as_a_gang_owner(kind: object) -> None:
     assert isinstance(kind, type(JOB))
     body = owner(kind, uid="o1", labels={c.POOL_LABEL: "p"}, annotations={c.ANN_COUNT: "4"})

@@ -178,6 +178,7 @@ def test_training_controllers_are_in_the_default_set_at_the_versions_kueue_pins(
         "jobset": "v0.12.0",
         "training-operator": "v1.9.3",
         "trainer": "v2.2.1",
+        "mpi-operator": "v0.8.2",
     }
     for tool in TRAINING_TOOLS:
         # CRDs and webhook manifests come from the same build, like Kueue's.
@@ -191,7 +192,7 @@ def test_training_controllers_are_in_the_default_set_at_the_versions_kueue_pins(
     monkeypatch.setattr(tools, "resolve", fake_resolve)
     tools.ensure_all()
     assert asked == [tool.name for tool in ALL_TOOLS]
-    assert asked[-3:] == ["jobset", "training-operator", "trainer"]
+    assert asked[-4:] == ["jobset", "training-operator", "trainer", "mpi-operator"]
     asked.clear()
     tools.ensure_all(["trainer"])
     assert asked == ["trainer"]
@@ -280,3 +281,50 @@ def test_a_patch_whose_upstream_text_changed_fails_loudly(tmp_path: Path) -> Non
 
     with pytest.raises(PatchError, match="the text this patch edits is gone"):
         lazy_word_lists(root)
+
+
+_MPI_SERVER_GO = """package app
+
+import (
+\t"fmt"
+\t"os"
+)
+
+const (
+\thealthCheckPort = 8080
+)
+
+func Run() {
+\tserver := &http.Server{
+\t\tAddr:    fmt.Sprintf(":%d", healthCheckPort),
+\t\tHandler: mux,
+\t}
+}
+"""
+
+
+def test_mpi_operators_health_address_comes_from_the_environment(tmp_path: Path) -> None:
+    """Upstream binds :8080, so two local environments on one machine would collide."""
+    from provisioner.toolchain.patches import HEALTH_ADDRESS, health_address
+    from provisioner.toolchain.versions import MPI_OPERATOR
+
+    server = tmp_path / "cmd" / "mpi-operator" / "app" / "server.go"
+    server.parent.mkdir(parents=True)
+    server.write_text(_MPI_SERVER_GO)
+    health_address(tmp_path)
+    patched = server.read_text()
+    assert "Addr:    healthCheckAddress()," in patched
+    assert 'os.Getenv("MPI_OPERATOR_HEALTH_ADDRESS")' in patched
+    assert 'return fmt.Sprintf(":%d", healthCheckPort)' in patched  # upstream's port otherwise
+    assert MPI_OPERATOR.patches == HEALTH_ADDRESS and MPI_OPERATOR.build_tag
+    assert HEALTH_ADDRESS[0].module == MPI_OPERATOR.module
+
+
+def test_the_health_address_patch_fails_loudly_when_upstream_changed(tmp_path: Path) -> None:
+    from provisioner.toolchain.patches import PatchError, health_address
+
+    server = tmp_path / "cmd" / "mpi-operator" / "app" / "server.go"
+    server.parent.mkdir(parents=True)
+    server.write_text(_MPI_SERVER_GO.replace('":%d", healthCheckPort', '":%d", port'))
+    with pytest.raises(PatchError, match="the text this patch edits is gone"):
+        health_address(tmp_path)

@@ -25,6 +25,7 @@ from provisioner.webhook.review import (
     JOB,
     ReviewError,
     jobset_pod_count,
+    mpijob_pod_count,
     pytorchjob_pod_count,
     review,
 )
@@ -52,6 +53,7 @@ KINDS = {
     "JobSet": ("jobset.x-k8s.io", "v1alpha2"),
     "PyTorchJob": ("kubeflow.org", "v1"),
     "TrainJob": ("trainer.kubeflow.org", "v1alpha1"),
+    "MPIJob": ("kubeflow.org", "v2beta1"),
 }
 
 
@@ -130,6 +132,29 @@ def pytorchjob(
     }
 
 
+def mpijob(
+    annotations: dict[str, str] | None = None,
+    replicas: dict[str, int | None] | None = None,
+    labels: dict[str, str] | None = LABELS,
+    run_launcher_as_worker: bool = False,
+) -> dict[str, Any]:
+    specs: dict[str, Any] = {}
+    for replica_type, count in (replicas or {"Launcher": 1, "Worker": 3}).items():
+        specs[replica_type] = {"template": {"spec": {"containers": [{"name": "mpi"}]}}}
+        if count is not None:
+            specs[replica_type]["replicas"] = count
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": _meta(labels, annotations if annotations is not None else gang()),
+        "spec": {
+            "runPolicy": {"suspend": True},
+            "runLauncherAsWorker": run_launcher_as_worker,
+            "mpiReplicaSpecs": specs,
+        },
+    }
+
+
 def trainjob(
     annotations: dict[str, str] | None = None, labels: dict[str, str] | None = LABELS
 ) -> dict[str, Any]:
@@ -178,10 +203,11 @@ def answer(obj: dict[str, Any], operation: str = "CREATE", old: Any = None) -> d
     return dict(out["response"])
 
 
-def shape_message(annotations: dict[str, str], pods: int) -> str:
-    """What the admission check says for a Workload of `pods` pods with these annotations."""
+def shape_message(annotations: dict[str, str], pods: int, kind: str = "Job") -> str:
+    """What the admission check says for a Workload of `pods` pods with these annotations,
+    owned by an object of `kind`."""
     with pytest.raises(GangShapeError) as err:
-        parse_gang_shape(LABELS, annotations, pods, SETTINGS)
+        parse_gang_shape(LABELS, annotations, pods, SETTINGS, kind)
     return str(err.value)
 
 
@@ -223,8 +249,9 @@ def test_a_jobset_whose_count_is_not_its_pods_is_refused_with_the_number_to_use(
     response = answer(jobset(annotations=gang("3")))
     assert response["allowed"] is False
     status = response["status"]
-    assert status["message"] == shape_message(gang("3"), 4)
-    assert "Use 4 (the Job's pod count)" in status["message"]
+    assert status["message"] == shape_message(gang("3"), 4, "JobSet")
+    assert "the JobSet runs 4 pods" in status["message"]
+    assert "Use 4 (the JobSet's pod count)" in status["message"]
     assert status["details"]["kind"] == "JobSet"
     assert status["details"]["group"] == "jobset.x-k8s.io"
     assert status["details"]["causes"][0]["field"] == f"metadata.annotations[{c.ANN_COUNT}]"
@@ -240,11 +267,49 @@ def test_a_pytorchjob_is_judged_on_master_plus_workers() -> None:
     assert answer(pytorchjob())["allowed"] is True
     response = answer(pytorchjob(annotations=gang("3")))
     assert response["allowed"] is False
-    assert response["status"]["message"] == shape_message(gang("3"), 4)
+    assert response["status"]["message"] == shape_message(gang("3"), 4, "PyTorchJob")
     assert response["status"]["details"]["kind"] == "PyTorchJob"
 
 
-@pytest.mark.parametrize("make", [jobset, pytorchjob, trainjob])
+@pytest.mark.parametrize(
+    ("replicas", "pods"),
+    [
+        ({"Launcher": 1, "Worker": 3}, 4),
+        ({"Launcher": 1, "Worker": 8}, 9),
+        ({"Launcher": None, "Worker": None}, 2),  # each defaults to 1
+        ({"Launcher": 1}, 1),  # no workers: the launcher alone
+        ({"Launcher": 1, "Worker": 0}, 1),
+    ],
+)
+def test_an_mpijobs_pods_are_the_launcher_and_worker_replicas(
+    replicas: dict[str, int | None], pods: int
+) -> None:
+    assert mpijob_pod_count(mpijob(replicas=replicas)["spec"]) == pods
+
+
+@pytest.mark.parametrize("as_worker", [False, True])
+def test_an_mpijobs_launcher_is_counted_whether_or_not_it_also_runs_as_a_worker(
+    as_worker: bool,
+) -> None:
+    """Kueue makes a pod set of the Launcher either way: it is a Pod, so it holds a gang node."""
+    body = mpijob(replicas={"Launcher": 1, "Worker": 3}, run_launcher_as_worker=as_worker)
+    assert mpijob_pod_count(body["spec"]) == 4
+    assert answer(body)["allowed"] is True
+
+
+def test_a_miscounted_mpijob_is_refused_naming_the_mpijob() -> None:
+    response = answer(mpijob(annotations=gang("4"), replicas={"Launcher": 1, "Worker": 4}))
+    assert response["allowed"] is False
+    message = response["status"]["message"]
+    assert message == shape_message(gang("4"), 5, "MPIJob")
+    assert "the MPIJob runs 5 pods" in message
+    assert "Use 5 (the MPIJob's pod count), or make the MPIJob run 4 pods" in message
+    assert "the Job runs" not in message
+    assert response["status"]["details"]["kind"] == "MPIJob"
+    assert response["status"]["details"]["group"] == "kubeflow.org"
+
+
+@pytest.mark.parametrize("make", [jobset, pytorchjob, trainjob, mpijob])
 def test_each_kind_gets_the_job_rules_and_their_messages(make: Any) -> None:
     # A gang without a queue would run ungated; an unknown annotation is refused by name.
     no_queue = answer(make(labels={c.POOL_LABEL: "pretrain-p4d"}))
@@ -414,11 +479,15 @@ def _post(served: tuple[int, CertificateAuthority], path: str, body: Any) -> tup
 def test_the_gang_path_judges_every_kind_and_the_old_job_path_only_jobs(
     served: tuple[int, CertificateAuthority],
 ) -> None:
-    for body in (jobset(annotations=gang("3")), pytorchjob(annotations=gang("3"))):
+    for body in (
+        jobset(annotations=gang("3")),
+        pytorchjob(annotations=gang("3")),
+        mpijob(annotations=gang("3")),
+    ):
         status, out = _post(served, GANG_JOB_WEBHOOK_PATH, admission(body))
         assert status == 200
         assert out["response"]["allowed"] is False
-        assert "Use 4 (the Job's pod count)" in out["response"]["status"]["message"]
+        assert f"Use 4 (the {body['kind']}'s pod count)" in out["response"]["status"]["message"]
     status, text = _post(served, JOB_WEBHOOK_PATH, admission(jobset()))
     assert status == 400
     assert "not JobSet" in text

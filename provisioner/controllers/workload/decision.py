@@ -130,6 +130,8 @@ class WorkloadInputs:
     now: datetime
     # None: not asked (the owner names no instance type, or a test leaves the check out).
     instance_type: InstanceTypeAnswer | None = None
+    # The owner's kind (Job, JobSet, MPIJob...), so a count problem names what the user applied.
+    owner_kind: str = "Job"
 
 
 def drops_claim(workload: Workload | None, check_name: str | None) -> str | None:
@@ -190,7 +192,11 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
 
     try:
         shape = parse_gang_shape(
-            inputs.owner_labels, inputs.owner_annotations, workload.total_pod_count, inputs.settings
+            inputs.owner_labels,
+            inputs.owner_annotations,
+            workload.total_pod_count,
+            inputs.settings,
+            inputs.owner_kind,
         )
     except GangShapeError as err:
         rejected = CheckUpdate(CheckState.REJECTED, str(err), reason=err.reason)

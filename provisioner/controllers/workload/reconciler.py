@@ -113,6 +113,7 @@ class WorkloadReconciler:
                 settings=self._settings,
                 now=self._now(),
                 instance_type=self._instance_type(owner),
+                owner_kind=owner.kind if owner else "Job",
             )
         )
         log.debug(
