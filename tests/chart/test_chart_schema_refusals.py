@@ -94,6 +94,10 @@ ROWS: list[Refused] = [
     Refused("joinDeadlineSeconds", below(Settings, "join_deadline")),
     Refused("joinDeadlineSeconds", "0", as_written=0),
     Refused("acquireAttemptsBeforeRetry", below(Settings, "acquire_attempts_before_retry")),
+    Refused(
+        "unknownErrorAttemptsBeforeRetry",
+        below(Settings, "unknown_error_attempts_before_retry"),
+    ),
     Refused("maxConcurrentPoolReconciles", below(Settings, "max_concurrent_pool_reconciles")),
     Refused("limits.maxGangSize", below(Limits, "max_gang_size")),
     Refused("stackOperations.workers", 0),
