@@ -79,7 +79,7 @@ class _FileStateFiles:
 
 
 class S3StateFiles:
-    """An `s3://` backend's objects, each stack document read once per inventory."""
+    """An `s3://` backend's objects, each stack document read once per listing."""
 
     def __init__(self, store: ObjectStore, prefix: str, project: str) -> None:
         self._store = store
@@ -102,6 +102,10 @@ class S3StateFiles:
         return self._keys
 
     def stack_names(self) -> list[str]:
+        # Each listing reads the bucket again: `drain` asks until the last stack is gone, and
+        # documents read for an earlier listing say nothing of the stacks destroyed since.
+        self._keys = None
+        self._read.clear()
         return sorted(self._stack_keys())
 
     def checkpoint(self, stack: str) -> dict[str, Any] | None:

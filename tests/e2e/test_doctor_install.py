@@ -233,7 +233,9 @@ def test_explain_with_only_a_kubeconfig_names_the_configmap_and_our_check(
     header, verdict = capsys.readouterr().out.splitlines()
     assert header.startswith(f"settings: ConfigMap {CONTROLLER_NAMESPACE}/{SETTINGS_CM};")
     assert header.endswith(f"check {ko.CHECK_NAME}")
-    assert verdict == f"Job, JobSet, PyTorchJob or TrainJob {namespace}/absent does not exist."
+    assert (
+        verdict == f"Job, JobSet, PyTorchJob, TrainJob or MPIJob {namespace}/absent does not exist."
+    )
 
 
 def test_pools_from_a_laptop_needs_only_the_kubeconfig(

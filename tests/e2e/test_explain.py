@@ -30,7 +30,7 @@ def test_explain_names_the_pending_check_and_the_shortfalls(
     pool_name = f"ex-{uuid.uuid4().hex[:6]}"
 
     assert explain(kube, namespace, "held") == [
-        f"Job, JobSet, PyTorchJob or TrainJob {namespace}/held does not exist."
+        f"Job, JobSet, PyTorchJob, TrainJob or MPIJob {namespace}/held does not exist."
     ]
     submit(env, namespace, "held", pool_name, **{c.ANN_INSTANCE_TYPE: SCARCE})
     eventually(

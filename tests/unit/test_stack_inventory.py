@@ -114,6 +114,16 @@ def test_a_bucket_lists_each_stack_with_its_state_and_gang() -> None:
     assert sorted(bucket.reads) == [f"{STACKS}{n}" for n in names]
 
 
+def test_each_listing_reads_the_bucket_again_so_a_destroyed_stack_goes() -> None:
+    # `drain` lists until the last stack is gone, on one inventory.
+    bucket = FakeBucket({f"{STACKS}a.json": _document(), f"{STACKS}b.json": _document()})
+    inventory = StackInventory(S3StateFiles(bucket, "/state/", PROJECT), _settings("s3://b"), None)
+    assert [s.name for s in inventory.list_stacks()] == ["a", "b"]
+    del bucket.objects[f"{STACKS}a.json"]
+    assert [s.name for s in inventory.list_stacks()] == ["b"]
+    assert inventory.outputs("a") is None
+
+
 def test_an_empty_bucket_has_no_stacks() -> None:
     inventory = StackInventory(S3StateFiles(FakeBucket({}), "", PROJECT), _settings("s3://b"), None)
     assert inventory.list_stacks() == []

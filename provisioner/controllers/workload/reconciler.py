@@ -2,7 +2,7 @@
 
 Watches: Kueue Workloads (and, through the manager's mappings, GangNodePools — a pool's
 status change re-evaluates its claimant — and our AdmissionChecks). Reads each Workload's
-owner (a Job, JobSet, PyTorchJob or TrainJob: `owners.OWNER_KINDS`) from an informer of
+owner (a Job, JobSet, PyTorchJob, TrainJob or MPIJob: `owners.OWNER_KINDS`) from an informer of
 that kind's objects carrying the pool label; a live GET only for one it has not seen, or
 for a kind with no informer (its CRD was not served when the controller started).
 Writes, alone: `GangNodePool.spec` (shape snapshot, the one claim and the namespace the
