@@ -200,6 +200,21 @@ def default_session() -> Any:
     return new_session()
 
 
+def webhook_ec2_client(region: str, endpoint_url: str | None, session: Any | None = None) -> Any:
+    """The EC2 client the webhook reads images, instance types and reservations with, on the
+    controller's own credentials (the default chain). Short timeouts and one retry: the
+    webhook answers the apiserver within its timeout, and a refusal that says EC2 did not
+    answer beats a timed-out call the failure policy decides."""
+    return build_clients(
+        session or default_session(),
+        region,
+        endpoint_url,
+        max_attempts=2,
+        connect_timeout=2.0,
+        read_timeout=4.0,
+    ).ec2
+
+
 def client_config(
     *,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,

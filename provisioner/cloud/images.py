@@ -17,15 +17,14 @@ for the life of the process; a missing image or an error is never kept.
 from __future__ import annotations
 
 import threading
-from typing import Any, Final
+from typing import Final
 
 from provisioner.api.ami_policy import ImageLookupError, ImageOwners, ImageOwnership
-from provisioner.api.settings import Settings
-from provisioner.cloud.ec2api import Ec2Api, build_clients, default_session
+from provisioner.cloud.ec2api import Ec2Api
 from provisioner.cloud.errors import CloudError, ErrorKind, error_code, to_cloud_error
 from provisioner.cloud.types import RootDevice
 
-__all__ = ["Ec2ImageOwners", "image_owners_for", "root_device_of"]
+__all__ = ["Ec2ImageOwners", "root_device_of"]
 
 _NOT_FOUND: Final = frozenset({"InvalidAMIID.NotFound", "InvalidAMIID.Malformed"})
 _SELF: Final = "self"
@@ -118,19 +117,3 @@ def root_device_of(ec2: Ec2Api, image_id: str) -> RootDevice:
         if mapping.get("DeviceName") == name and (mapping.get("Ebs") or {}).get("VolumeSize"):
             size = int(mapping["Ebs"]["VolumeSize"])
     return RootDevice(image_id, name, size)
-
-
-def image_owners_for(settings: Settings, session: Any | None = None) -> Ec2ImageOwners:
-    """An `Ec2ImageOwners` on the controller's own credentials (the default chain) for the
-    cluster's region. Short timeouts and one retry: the webhook answers the apiserver
-    within its timeout, and a refusal that says EC2 did not answer beats a timed-out call
-    the failure policy decides."""
-    clients = build_clients(
-        session or default_session(),
-        settings.defaults.region,
-        settings.aws.endpoint_url,
-        max_attempts=2,
-        connect_timeout=2.0,
-        read_timeout=4.0,
-    )
-    return Ec2ImageOwners(clients.ec2)

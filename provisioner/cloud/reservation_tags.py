@@ -11,15 +11,14 @@ kept: every review reads them again.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from provisioner.api.reservation_policy import ReservationLookupError, ReservationTags
-from provisioner.api.settings import Settings
-from provisioner.cloud.ec2api import Ec2Api, build_clients, default_session
+from provisioner.cloud.ec2api import Ec2Api
 from provisioner.cloud.errors import error_code
 from provisioner.cloud.tags import tags_to_dict
 
-__all__ = ["Ec2ReservationTags", "reservation_tags_for"]
+__all__ = ["Ec2ReservationTags"]
 
 _NOT_FOUND: Final = frozenset(
     {"InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed"}
@@ -43,17 +42,3 @@ class Ec2ReservationTags(ReservationTags):
             raise ReservationLookupError(f"{error_code(exc) or type(exc).__name__}") from exc
         mine = [r for r in found or () if r.get("CapacityReservationId") == reservation_id]
         return tags_to_dict(mine[0].get("Tags")) if mine else None
-
-
-def reservation_tags_for(settings: Settings, session: Any | None = None) -> Ec2ReservationTags:
-    """An `Ec2ReservationTags` on the controller's own credentials for the cluster's region,
-    with the webhook's short timeouts (`images.image_owners_for` says why)."""
-    clients = build_clients(
-        session or default_session(),
-        settings.defaults.region,
-        settings.aws.endpoint_url,
-        max_attempts=2,
-        connect_timeout=2.0,
-        read_timeout=4.0,
-    )
-    return Ec2ReservationTags(clients.ec2)

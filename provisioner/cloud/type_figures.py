@@ -17,12 +17,11 @@ from provisioner.api.pod_fit import (
     InstanceTypes,
     UnknownInstanceType,
 )
-from provisioner.api.settings import Settings
-from provisioner.cloud.ec2api import Ec2Api, build_clients, default_session
+from provisioner.cloud.ec2api import Ec2Api
 from provisioner.cloud.errors import error_code
 from provisioner.cloud.instancetypes import efa_cards, instance_type_info_from
 
-__all__ = ["Ec2InstanceTypes", "instance_type_figures", "instance_types_for"]
+__all__ = ["Ec2InstanceTypes", "instance_type_figures"]
 
 
 def instance_type_figures(raw: dict[str, Any]) -> InstanceTypeFigures:
@@ -90,17 +89,3 @@ class Ec2InstanceTypes(InstanceTypes):
         with self._lock:
             self._known[instance_type] = answer
         return answer
-
-
-def instance_types_for(settings: Settings, session: Any | None = None) -> Ec2InstanceTypes:
-    """An `Ec2InstanceTypes` on the controller's own credentials for the cluster's region,
-    with the webhook's short timeouts (`images.image_owners_for` says why)."""
-    clients = build_clients(
-        session or default_session(),
-        settings.defaults.region,
-        settings.aws.endpoint_url,
-        max_attempts=2,
-        connect_timeout=2.0,
-        read_timeout=4.0,
-    )
-    return Ec2InstanceTypes(clients.ec2)

@@ -53,9 +53,10 @@ from provisioner.api.pod_fit import InstanceTypes
 from provisioner.api.reservation_policy import ReservationTags
 from provisioner.api.settings import Settings
 from provisioner.api.tenancy import ClusterReadError
-from provisioner.cloud.images import image_owners_for
-from provisioner.cloud.reservation_tags import reservation_tags_for
-from provisioner.cloud.type_figures import instance_types_for
+from provisioner.cloud.ec2api import webhook_ec2_client
+from provisioner.cloud.images import Ec2ImageOwners
+from provisioner.cloud.reservation_tags import Ec2ReservationTags
+from provisioner.cloud.type_figures import Ec2InstanceTypes
 from provisioner.webhook.controller_refs import OwnerLookup, no_owners
 from provisioner.webhook.counting import CountedReviews, ReviewObserver
 from provisioner.webhook.pods import NodeLookup, no_nodes, review_pod
@@ -202,18 +203,20 @@ class WebhookServer:
         and `owners` as in `build_app`."""
         self.cert_file, self.key_file = Path(cert_file), Path(key_file)
         self._reload_interval = reload_interval
+        if images is None or instance_types is None or reservations is None:
+            # One client serves the three reads: a client per read made four of each.
+            ec2 = webhook_ec2_client(settings.defaults.region, settings.aws.endpoint_url)
+            images = images if images is not None else Ec2ImageOwners(ec2)
+            instance_types = instance_types if instance_types is not None else Ec2InstanceTypes(ec2)
+            reservations = reservations if reservations is not None else Ec2ReservationTags(ec2)
         app: Any = build_app(
             settings,
             pools=pools,
-            images=images if images is not None else image_owners_for(settings),
-            instance_types=(
-                instance_types if instance_types is not None else instance_types_for(settings)
-            ),
+            images=images,
+            instance_types=instance_types,
             nodes=nodes,
             owners=owners,
-            reservations=(
-                reservations if reservations is not None else reservation_tags_for(settings)
-            ),
+            reservations=reservations,
         )
         if observer is not None:
             app = CountedReviews(app, observer)
