@@ -18,15 +18,13 @@ answer began; a call the emulator holds (`/_emulator/delays`) was received befor
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from devenv.emulator.accounting import access_key, call_name
-
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+from devenv.emulator.write_log import WriteLog, WSGIApp
 
 READ_ONLY_PREFIXES: Final = ("Describe", "Get", "List")
 
@@ -41,41 +39,24 @@ class Ec2Write:
     status: int | None
 
 
-class Ec2WriteLog:
+class Ec2WriteLog(WriteLog[Ec2Write]):
     """Records mutating EC2 calls passing to ``app``; thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._writes: list[Ec2Write] = []
 
     def wrap(self, app: WSGIApp, environ: dict[str, Any], start: Callable[..., Any]) -> Any:
         service, _, action = call_name(environ).partition(":")
         if service != "ec2" or action.startswith(READ_ONLY_PREFIXES) or " " in action:
             return app(environ, start)
         authorization = str(environ.get("HTTP_AUTHORIZATION", ""))
-        with self._lock:
-            entry = Ec2Write(
-                seq=len(self._writes) + 1,
+        return self.record(
+            app,
+            environ,
+            start,
+            lambda seq: Ec2Write(
+                seq=seq,
                 received=time.time(),
                 answered=None,
                 action=action,
                 requester=access_key(authorization) or "unsigned",
                 status=None,
-            )
-            self._writes.append(entry)
-
-        def recorded(status: str, headers: Any, *rest: Any) -> Any:
-            with self._lock:
-                entry.answered = time.time()
-                entry.status = int(status.split(" ", 1)[0])
-            return start(status, headers, *rest)
-
-        return app(environ, recorded)
-
-    def report(self, after: int = 0) -> list[dict[str, Any]]:
-        with self._lock:
-            return [asdict(w) for w in self._writes if w.seq > after]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._writes.clear()
+            ),
+        )

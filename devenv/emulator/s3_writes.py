@@ -17,16 +17,14 @@ arrived and when its answer began.
 
 from __future__ import annotations
 
-import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from devenv.emulator.accounting import access_key, signing_service
-
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+from devenv.emulator.write_log import WriteLog, WSGIApp
 
 WRITE_METHODS: Final = frozenset({"PUT", "POST", "DELETE"})
 
@@ -45,12 +43,8 @@ class S3Write:
     status: int | None
 
 
-class S3WriteLog:
+class S3WriteLog(WriteLog[S3Write]):
     """Records S3 write requests passing to ``app``; thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._writes: list[S3Write] = []
 
     def wrap(self, app: WSGIApp, environ: dict[str, Any], start: Callable[..., Any]) -> Any:
         method = str(environ.get("REQUEST_METHOD", ""))
@@ -59,9 +53,12 @@ class S3WriteLog:
             return app(environ, start)
         path = urllib.parse.unquote(str(environ.get("PATH_INFO", ""))).lstrip("/")
         bucket, _, key = path.partition("/")
-        with self._lock:
-            entry = S3Write(
-                seq=len(self._writes) + 1,
+        return self.record(
+            app,
+            environ,
+            start,
+            lambda seq: S3Write(
+                seq=seq,
                 received=time.time(),
                 answered=None,
                 method=method,
@@ -71,21 +68,5 @@ class S3WriteLog:
                 writer=str(environ.get("HTTP_X_ATOMIC_GANG_WRITER", "")),
                 user_agent=str(environ.get("HTTP_USER_AGENT", "")),
                 status=None,
-            )
-            self._writes.append(entry)
-
-        def recorded(status: str, headers: Any, *rest: Any) -> Any:
-            with self._lock:
-                entry.answered = time.time()
-                entry.status = int(status.split(" ", 1)[0])
-            return start(status, headers, *rest)
-
-        return app(environ, recorded)
-
-    def report(self, after: int = 0) -> list[dict[str, Any]]:
-        with self._lock:
-            return [asdict(w) for w in self._writes if w.seq > after]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._writes.clear()
+            ),
+        )
