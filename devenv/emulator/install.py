@@ -22,6 +22,7 @@ from devenv.emulator.ec2_actions import (
     describe_placement_groups,
 )
 from devenv.emulator.eks import install_eks
+from devenv.emulator.eks_setup import install_eks_setup
 from devenv.emulator.faults import access_key_of, fault_response, s3_fault_response
 from devenv.emulator.fleet import create_fleet_handler
 from devenv.emulator.hot_paths import install_hot_paths
@@ -82,6 +83,7 @@ def install() -> EmulatorState:
             patch(EC2Response, "describe_placement_groups", describe_placement_groups)
             patch(EC2Response, "delete_placement_group", delete_placement_group)
             install_eks()
+            install_eks_setup()
             install_identity()
             install_authorization()
             install_hot_paths()

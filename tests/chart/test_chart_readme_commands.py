@@ -1,6 +1,6 @@
-"""Every `helm install`, `helm upgrade` and `helm template` command the READMEs show renders
-with the pinned helm, as written: a reader who copies one gets a chart that installs, not a
-render error naming a value the README forgot.
+"""Every `helm install`, `helm upgrade` and `helm template` command of this project's charts
+that the READMEs show renders with the pinned helm, as written: a reader who copies one gets
+a chart that installs, not a render error naming a value the README forgot.
 
 The commands are read from the fenced shell blocks of README.md, of each chart's README and
 of docs/UPGRADING.md (continuation lines joined). `helm install` and `helm upgrade
@@ -34,6 +34,9 @@ READMES = [
 _UPGRADE_ONLY = {"--install", "--reuse-values", "--reset-values", "--reset-then-reuse-values"}
 _UPGRADE_ONLY_WITH_VALUE = {"--history-max"}
 _FENCE = re.compile(r"^```(\w*)\s*$")
+# This project's charts, by path or OCI reference; the quick start also installs Kueue's
+# chart, which its own test accounts for (tests/e2e/test_readme_quickstart.py).
+_OUR_CHART = re.compile(r"(charts/|oci://\S+/)atomic-gang-provisioner")
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ def readme_helm_commands(path: Path, root: Path = ROOT) -> list[ReadmeCommand]:
             continue
         text = " ".join(pending).split(" #", 1)[0].strip()
         pending = []
-        if re.match(r"^helm\s+(install|upgrade|template)\b", text):
+        if re.match(r"^helm\s+(install|upgrade|template)\b", text) and _OUR_CHART.search(text):
             commands.append(ReadmeCommand(f"{path.relative_to(root)}:{start}", text))
     return commands
 
@@ -141,6 +144,7 @@ def test_the_extractor_reads_continued_lines_and_only_shell_blocks(tmp_path: Pat
         "  --namespace ns --create-namespace \\\n"
         "  --set-string clusterName=c  # the cluster\n"
         "kubectl get pods\n"
+        "helm install kueue oci://registry.k8s.io/kueue/charts/kueue --version 0.19.2\n"
         "```\n"
     )
     (found,) = readme_helm_commands(readme, root=tmp_path)
