@@ -178,8 +178,8 @@ def _forbidden(gang_class: GangClass, key: str, value: str) -> Problem:
             "spec.jobOverrides does not let a Job set it"
         ),
         accepted=(
-            f'no {key} annotation (the class decides it), or ask the platform team to add "{short}" '
-            f"to GangClass {gang_class.name}'s spec.jobOverrides"
+            f"no {key} annotation (the class decides it), or ask the platform team to add "
+            f'"{short}" to GangClass {gang_class.name}\'s spec.jobOverrides'
         ),
     )
 
