@@ -49,6 +49,7 @@ from devenv.state_backend import seed_state_backend
 from devenv.training_controllers import TrainingControllers
 from devenv.webhook import LocalWebhook
 from provisioner.api import constants as c
+from provisioner.api.gang_class import load_class_crd
 from provisioner.api.gangnodepool import load_crd
 from provisioner.api.settings import OwnershipSettings, Settings
 from provisioner.cloud.ec2api import new_session
@@ -144,7 +145,7 @@ class LocalEnvironment:
             self.work_dir / "control-plane", resolved["etcd"], resolved["kube-apiserver"]
         )
         self._timed("control plane", self.control_plane.start)
-        self._timed("CRDs", lambda: self.control_plane.install_crds([load_crd()]))  # type: ignore[union-attr]
+        self._timed("CRDs", lambda: self.control_plane.install_crds([load_crd(), load_class_crd()]))  # type: ignore[union-attr]
         training = TrainingControllers(self.control_plane, resolved)
         self._timed("training controllers' CRDs", training.install_crds)
         if self.with_kueue:

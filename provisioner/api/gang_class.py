@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
@@ -38,14 +38,17 @@ from provisioner.api.meta import KubeModel, ObjectMeta, kube_alias
 from provisioner.api.problems import GangShapeError, Problem
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShape, parse_gang_shape, shape_identity
+from provisioner.api.workload import AdmissionCheckParameters
 
 __all__ = [
     "CLASS_PRINTER_COLUMNS",
+    "CheckClass",
     "ClassedShape",
     "FieldSource",
     "GangClass",
     "GangClassSpec",
     "class_annotations",
+    "check_class",
     "class_problems",
     "derived_pool_name",
     "load_class_crd",
@@ -299,6 +302,59 @@ def class_problems(gang_class: GangClass, settings: Settings) -> list[str]:
                 out.append(p.message)
         return out
     return []
+
+
+@dataclass(frozen=True)
+class CheckClass:
+    """What an AdmissionCheck of ours makes of its `spec.parameters`: the class gangs on its
+    queues are read through (None: it names none, the reference's Job-only reading), or,
+    when it names one no gang can use, the Active condition's reason and message."""
+
+    gang_class: GangClass | None = None
+    reason: str | None = None
+    message: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.reason is None
+
+
+def check_class(
+    check_name: str,
+    parameters: AdmissionCheckParameters | None,
+    classes: Callable[[str], GangClass | None],
+    settings: Settings,
+) -> CheckClass:
+    """The class AdmissionCheck `check_name`'s parameters name, read through `classes`."""
+    if parameters is None:
+        return CheckClass()
+    if (parameters.api_group, parameters.kind) != (c.GROUP, c.GANG_CLASS_KIND):
+        return CheckClass(
+            reason=c.AC_REASON_BAD_PARAMETERS,
+            message=(
+                f"AdmissionCheck {check_name} names {parameters.kind} {parameters.name} "
+                f"({parameters.api_group or 'core'}) in spec.parameters; this controller reads "
+                f"only a {c.GANG_CLASS_KIND} (apiGroup {c.GROUP}). Name one, or remove "
+                "spec.parameters."
+            ),
+        )
+    found = classes(parameters.name)
+    if found is None:
+        return CheckClass(
+            reason=c.AC_REASON_CLASS_NOT_FOUND,
+            message=(
+                f"GangClass {parameters.name}, named by AdmissionCheck {check_name}'s "
+                "spec.parameters, does not exist. Create it (kubectl get gangclasses lists "
+                "those there are), or name another."
+            ),
+        )
+    problems = class_problems(found, settings)
+    if problems:
+        return CheckClass(
+            reason=c.AC_REASON_CLASS_INVALID,
+            message=f"GangClass {found.name} cannot serve a gang: {' '.join(problems)}",
+        )
+    return CheckClass(gang_class=found)
 
 
 def load_class_crd() -> dict[str, Any]:

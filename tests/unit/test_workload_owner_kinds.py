@@ -109,7 +109,7 @@ class Store:
 
 class Live:
     """A cache of one kind that always holds what the store holds (and, for owners, only
-    those carrying the pool label, as the informer's selector asks)."""
+    those carrying the queue label, as the informer's selector asks)."""
 
     def __init__(self, store: Store, kind: str, *, labelled: bool = False) -> None:
         self._store, self._kind, self._labelled = store, kind, labelled
@@ -118,7 +118,7 @@ class Live:
         return [
             o
             for o in self._store.of_kind(self._kind)
-            if not self._labelled or c.POOL_LABEL in o["metadata"].get("labels", {})
+            if not self._labelled or c.QUEUE_NAME_LABEL in o["metadata"].get("labels", {})
         ]
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -164,6 +164,7 @@ class World:
                 workloads=typed(Live(store, "Workload"), Workload.from_dict),
                 pools=typed(Live(store, c.GNP_KIND), GangNodePool.from_dict),
                 checks=typed(checks, AdmissionCheck.from_dict),
+                classes=lambda _name: None,
                 owners={
                     kind: typed(Live(store, kind.kind, labelled=True), GangOwner.from_dict)
                     for kind in informed
