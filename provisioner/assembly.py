@@ -51,7 +51,7 @@ from provisioner.controllers.reaper import Reaper, pool_facts, stack_resource_id
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.reconciler import WorkloadReconciler
 from provisioner.host import HostResources, read_host
-from provisioner.kube.admission_reads import node_pool_lookup, owner_lookup
+from provisioner.kube.admission_reads import node_pool_lookup, owner_lookup, queue_class_lookup
 from provisioner.kube.cache import TypedCache
 from provisioner.kube.client import KubeClient
 from provisioner.kube.errors import KubeError
@@ -449,6 +449,7 @@ def build_webhook(
     if pools is None:
         pools = pool_lookup(reader)
     nodes, owners = node_pool_lookup(reader), owner_lookup(reader)
+    classes = queue_class_lookup(reader, settings.controller_name)
     observer = WebhookMetrics(metrics) if metrics is not None else None
     managed = settings.webhook.self_managed
     cert_dir = settings.webhook.cert_dir
@@ -462,6 +463,7 @@ def build_webhook(
             observer=observer,
             nodes=nodes,
             owners=owners,
+            classes=classes,
         )
         return ServedWebhook(server, None, threading.Event())
     server = WebhookServer.from_cert_dir(
@@ -474,6 +476,7 @@ def build_webhook(
         observer=observer,
         nodes=nodes,
         owners=owners,
+        classes=classes,
     )
     store = KubeCertStore(
         kube,
