@@ -366,11 +366,16 @@ class LocalEnvironment:
     def _apply_kueue_objects(self) -> None:
         assert self.control_plane is not None
         custom = k8s.CustomObjectsApi(self.control_plane.api_client())
-        for obj in ko.default_objects(self.queue_namespaces, ko.LOCAL_QUOTAS):
+        objects = ko.default_objects(
+            self.queue_namespaces, ko.LOCAL_QUOTAS, class_spec=ko.LOCAL_CLASS_SPEC
+        )
+        for obj in objects:
             plural = ko.PLURALS[obj["kind"]]
             namespace = obj["metadata"].get("namespace")
             try:
-                if namespace:
+                if obj["kind"] == c.GANG_CLASS_KIND:
+                    custom.create_cluster_custom_object(c.GROUP, c.VERSION, plural, obj)
+                elif namespace:
                     custom.create_namespaced_custom_object(
                         c.KUEUE_GROUP, c.KUEUE_VERSION, namespace, plural, obj
                     )

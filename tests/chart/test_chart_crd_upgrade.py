@@ -34,9 +34,10 @@ ADDED = "addedByAnUpgrade"
 pytestmark = pytest.mark.integration
 
 
-def test_the_crd_charts_crd_is_the_packages_byte_for_byte() -> None:
-    package = REPO / "provisioner" / "api" / "crds" / "gangnodepool.yaml"
-    assert (CRD_CHART / "files" / "gangnodepool.yaml").read_bytes() == package.read_bytes()
+def test_the_crd_charts_crds_are_the_packages_byte_for_byte() -> None:
+    for name in ("gangnodepool.yaml", "gangclass.yaml"):
+        package = REPO / "provisioner" / "api" / "crds" / name
+        assert (CRD_CHART / "files" / name).read_bytes() == package.read_bytes(), name
 
 
 def _helm(helm: Path, kubeconfig: Path, *args: str) -> str:
