@@ -1,8 +1,10 @@
 """The GangNodePool custom resource: typed spec and status, the CRD and its print columns.
 
 A GangNodePool is the controller's own record of one pool (cluster-scoped, named by the
-Job's pool label). The Workload reconciler alone writes `spec` (the first claimant's shape
-plus the one claim); the GangNodePool reconciler alone writes `status`. `provisioner/kube`
+Job's pool label, or derived from its namespace, GangClass and shape: `api.gang_class`). The
+Workload reconciler alone writes `spec` (the first claimant's shape plus the one claim, the
+class it was read through and who decided each field); the GangNodePool reconciler alone
+writes `status`. `provisioner/kube`
 converts API bodies with `GangNodePool.from_dict` / `to_dict`, and installs `load_crd()`.
 The CRD's schema is written by hand in `crds/gangnodepool.yaml`; a unit test keeps it in
 step with these models.
