@@ -175,8 +175,9 @@ def default_objects(
     makes no GangClass and leaves the check without parameters (Jobs carry the shape)."""
     classes = [gang_class(class_name, class_spec)] if class_name is not None else []
     return [
-        *classes,
         admission_check(check_name, class_name),
+        # After the check: a check whose class is not there yet is only not Active yet.
+        *classes,
         resource_flavor(flavor_name),
         cluster_queue(cluster_queue_name, flavor_name, check_name, quotas, namespace_selector),
         *(local_queue(ns, queue_name, cluster_queue_name) for ns in namespaces),
