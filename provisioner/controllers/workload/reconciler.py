@@ -109,6 +109,10 @@ class WorkloadReconciler:
         named = self._check_class(check_name)
         read = self._read_shape(workload, owner, named.gang_class)
         pool_name = read.shape.pool if read else owner.labels.get(c.POOL_LABEL) if owner else None
+        if owner is not None and c.POOL_LABEL not in owner.labels:
+            # A derived pool's name follows the class: the pool this Workload already holds
+            # stays its own (or is released by the decision), whatever the class says now.
+            pool_name = self._pool_held_by(workload) or pool_name
         pool = self._pools.get("", pool_name) if pool_name else None
         if pool_name and self._own_pool_writes.cache_behind(pool_name, pool):
             # Planned from the pool as it was before our claim or release, this pass would
@@ -151,6 +155,11 @@ class WorkloadReconciler:
             return None
         ours = self.our_check_names()
         return next((s.name for s in workload.status.admission_checks if s.name in ours), None)
+
+    def _pool_held_by(self, workload: Workload) -> str | None:
+        uid = workload.metadata.uid
+        held = (p for p in self._pools.list() if p.spec.claim and p.spec.claim.uid == uid)
+        return next((p.name for p in held), None)
 
     def _check_class(self, check_name: str) -> CheckClass:
         """The GangClass our check names, or why it cannot serve (its Active says so too)."""
