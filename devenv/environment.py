@@ -49,6 +49,7 @@ from devenv.state_backend import seed_state_backend
 from devenv.training_controllers import TrainingControllers
 from devenv.webhook import LocalWebhook
 from provisioner.api import constants as c
+from provisioner.api.gang_class import load_class_crd
 from provisioner.api.gangnodepool import load_crd
 from provisioner.api.settings import OwnershipSettings, Settings
 from provisioner.cloud.ec2api import new_session
@@ -144,7 +145,7 @@ class LocalEnvironment:
             self.work_dir / "control-plane", resolved["etcd"], resolved["kube-apiserver"]
         )
         self._timed("control plane", self.control_plane.start)
-        self._timed("CRDs", lambda: self.control_plane.install_crds([load_crd()]))  # type: ignore[union-attr]
+        self._timed("CRDs", lambda: self.control_plane.install_crds([load_crd(), load_class_crd()]))  # type: ignore[union-attr]
         training = TrainingControllers(self.control_plane, resolved)
         self._timed("training controllers' CRDs", training.install_crds)
         if self.with_kueue:
@@ -365,11 +366,16 @@ class LocalEnvironment:
     def _apply_kueue_objects(self) -> None:
         assert self.control_plane is not None
         custom = k8s.CustomObjectsApi(self.control_plane.api_client())
-        for obj in ko.default_objects(self.queue_namespaces, ko.LOCAL_QUOTAS):
+        objects = ko.default_objects(
+            self.queue_namespaces, ko.LOCAL_QUOTAS, class_spec=ko.LOCAL_CLASS_SPEC
+        )
+        for obj in objects:
             plural = ko.PLURALS[obj["kind"]]
             namespace = obj["metadata"].get("namespace")
             try:
-                if namespace:
+                if obj["kind"] == c.GANG_CLASS_KIND:
+                    custom.create_cluster_custom_object(c.GROUP, c.VERSION, plural, obj)
+                elif namespace:
                     custom.create_namespaced_custom_object(
                         c.KUEUE_GROUP, c.KUEUE_VERSION, namespace, plural, obj
                     )

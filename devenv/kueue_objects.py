@@ -15,11 +15,14 @@ from provisioner.api import constants as c
 from provisioner.api import kueue_objects as product
 from provisioner.api.kueue_objects import *  # noqa: F403  (the product's names, re-exported)
 
-__all__ = [*product.__all__, "LOCAL_QUOTAS", "gang_job"]
+__all__ = [*product.__all__, "LOCAL_CLASS_SPEC", "LOCAL_QUOTAS", "gang_job"]
 
 # What the local cluster's ClusterQueues hold: enough for the demo's and the tests' gangs,
 # and, like the bootstrap's, GPUs and EFA devices by default.
 LOCAL_QUOTAS: Final = {"cpu": "64", "memory": "256Gi", **c.DEFAULT_ACCELERATOR_QUOTA}
+# The local default class: the emulator's cheap type, every annotation a Job's to override,
+# so a Job with only the queue label is a gang, and the reference's Jobs run as before.
+LOCAL_CLASS_SPEC: Final = {**product.DEFAULT_CLASS_SPEC, "instanceType": "m5.large"}
 
 
 def gang_job(

@@ -70,7 +70,11 @@ def _name(resource: CustomResource) -> pulumi.Output[str]:
 
 
 def kueue_objects(cfg: BootstrapConfig, opts: pulumi.ResourceOptions) -> KueueObjects:
-    check = _resource("admission-check", ko.admission_check(cfg.admission_check_name), opts)
+    # Naming the GangClass the Helm release creates (the chart's `kueue.gangClass`): until it
+    # exists the check is only not Active yet.
+    check = _resource(
+        "admission-check", ko.admission_check(cfg.admission_check_name, ko.CLASS_NAME), opts
+    )
     flavor = _resource("resource-flavor", ko.resource_flavor(cfg.resource_flavor_name), opts)
     queue = _resource(
         "cluster-queue",

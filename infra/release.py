@@ -17,6 +17,7 @@ import pulumi
 from pulumi_kubernetes.helm.v3 import Release
 
 from infra.config import BootstrapConfig, ConfigError
+from provisioner.api import kueue_objects as ko
 
 __all__ = ["CHART_PATH", "chart_values", "helm_release"]
 
@@ -51,6 +52,8 @@ def chart_values(
                 "localQueues": False,
             },
             "admissionCheckName": cfg.admission_check_name,
+            # The chart creates the class the bootstrap's AdmissionCheck names.
+            "gangClassName": ko.CLASS_NAME,
             "queueName": cfg.queue_name,
         },
     }

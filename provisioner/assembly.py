@@ -23,6 +23,7 @@ from typing import Any
 
 from provisioner.api import constants as c
 from provisioner.api.clock import SYSTEM_CLOCK, SystemClock
+from provisioner.api.gang_class import GangClass
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.nodes import Node
 from provisioner.api.owners import OWNER_KINDS, GangOwner, OwnerKind
@@ -50,7 +51,7 @@ from provisioner.controllers.reaper import Reaper, pool_facts, stack_resource_id
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.reconciler import WorkloadReconciler
 from provisioner.host import HostResources, read_host
-from provisioner.kube.admission_reads import node_pool_lookup, owner_lookup
+from provisioner.kube.admission_reads import node_pool_lookup, owner_lookup, queue_class_lookup
 from provisioner.kube.cache import TypedCache
 from provisioner.kube.client import KubeClient
 from provisioner.kube.errors import KubeError
@@ -61,6 +62,7 @@ from provisioner.kube.ownership_key import KubeOwnershipKeyStore, ensure_ownersh
 from provisioner.kube.pool_reads import pool_lookup
 from provisioner.kube.resources import (
     ADMISSION_CHECKS,
+    GANG_CLASSES,
     GANG_NODE_POOLS,
     JOBS,
     NODES,
@@ -191,6 +193,14 @@ def utc_now() -> datetime:
 _DISCOVERY_SECONDS = 5.0
 
 
+def _serves(kube: KubeClient, ref: ResourceRef) -> bool:
+    try:
+        return kube.with_timeout(_DISCOVERY_SECONDS).serves(ref)
+    except KubeError as err:
+        log.info("%s not read: discovery failed: %s", ref.kind, err)
+        return False
+
+
 def served_owner_kinds(kube: KubeClient) -> tuple[OwnerKind, ...]:
     """The kinds a gang can be submitted as whose resource the apiserver serves now: each
     gets an informer. A kind whose CRD is not installed (no JobSet controller, say) gets
@@ -261,11 +271,14 @@ def build_manager(inputs: ManagerInputs) -> Manager:
     checks = informer("admissionchecks", ADMISSION_CHECKS)
     # Indexed by pool: each pool pass reads its own Nodes, not every pool's.
     nodes = informer("nodes", NODES, label_selector=c.POOL_LABEL, index_label=c.POOL_LABEL)
-    # Only the owners of gang pools (Jobs, and the JobSets, PyTorchJobs, TrainJobs and
-    # MPIJobs the apiserver serves): the warm path reads owners from here, not by GET.
+    # Only objects Kueue queues (Jobs, and the JobSets, PyTorchJobs, TrainJobs and MPIJobs
+    # the apiserver serves, carrying the queue-name label): a gang of a GangClass carries no
+    # label of ours, and one with the pool label has a queue too, or never gets a Workload.
+    # Memory grows with the objects Kueue queues, as Kueue's own caches do, not with every
+    # Job of the cluster. The warm path reads owners from here, not by GET.
     owners = {
         kind: TypedCache(
-            informer(kind.plural, owner_resource(kind), label_selector=c.POOL_LABEL),
+            informer(kind.plural, owner_resource(kind), label_selector=c.QUEUE_NAME_LABEL),
             GangOwner.from_dict,
         )
         for kind in served_owner_kinds(kube)
@@ -273,16 +286,29 @@ def build_manager(inputs: ManagerInputs) -> Manager:
     typed_workloads = TypedCache(workloads, Workload.from_dict)
     typed_pools = TypedCache(pools, GangNodePool.from_dict)
     typed_checks = TypedCache(checks, AdmissionCheck.from_dict)
+    # Without the GangClass CRD (a CRD chart not yet upgraded) there is no class to read: a
+    # check naming one says it does not exist, and the rest runs as before.
+    class_informer = (
+        informer(c.GANG_CLASS_PLURAL, GANG_CLASSES) if _serves(kube, GANG_CLASSES) else None
+    )
+    typed_classes = TypedCache(class_informer, GangClass.from_dict) if class_informer else None
+
+    def classes(name: str) -> GangClass | None:
+        return typed_classes.get("", name) if typed_classes is not None else None
+
     # Events are written by a thread of their own: no pass waits on one.
     recorder = EventRecorder(kube.with_timeout(5), instance=identity, background=True)
 
-    check_reconciler = AdmissionCheckReconciler(kube, typed_checks, settings.controller_name, now)
+    check_reconciler = AdmissionCheckReconciler(
+        kube, typed_checks, settings.controller_name, now, classes=classes, settings=settings
+    )
     workload_reconciler = WorkloadReconciler(
         WorkloadReconcilerDeps(
             kube=kube,
             workloads=typed_workloads,
             pools=typed_pools,
             checks=typed_checks,
+            classes=classes,
             owners=owners,
             settings=settings,
             recorder=recorder,
@@ -346,6 +372,12 @@ def build_manager(inputs: ManagerInputs) -> Manager:
     pool_ctl.watch(nodes, typed_nodes.to_keys(pool_reconciler.keys_for_node))
     # A Workload whose check becomes ours (or Active) must be looked at again.
     workload_ctl.watch(checks, lambda _check: [ObjectKey(*k) for k in workloads.list_keys()])
+    if class_informer is not None and typed_classes is not None:
+        # A class's change re-judges the checks naming it, and the Workloads behind them.
+        check_ctl.watch(class_informer, typed_classes.to_keys(check_reconciler.keys_for_class))
+        workload_ctl.watch(
+            class_informer, lambda _cls: [ObjectKey(*k) for k in workloads.list_keys()]
+        )
 
     reaper = Reaper(
         engine,
@@ -417,6 +449,7 @@ def build_webhook(
     if pools is None:
         pools = pool_lookup(reader)
     nodes, owners = node_pool_lookup(reader), owner_lookup(reader)
+    classes = queue_class_lookup(reader, settings.controller_name)
     observer = WebhookMetrics(metrics) if metrics is not None else None
     managed = settings.webhook.self_managed
     cert_dir = settings.webhook.cert_dir
@@ -430,6 +463,7 @@ def build_webhook(
             observer=observer,
             nodes=nodes,
             owners=owners,
+            classes=classes,
         )
         return ServedWebhook(server, None, threading.Event())
     server = WebhookServer.from_cert_dir(
@@ -442,6 +476,7 @@ def build_webhook(
         observer=observer,
         nodes=nodes,
         owners=owners,
+        classes=classes,
     )
     store = KubeCertStore(
         kube,

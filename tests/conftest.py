@@ -80,11 +80,12 @@ def tools() -> _Tools:
 @pytest.fixture(scope="session")
 def control_plane(tools: _Tools, session_dir: Path) -> Iterator[object]:
     from devenv.controlplane import ControlPlane
+    from provisioner.api.gang_class import load_class_crd
     from provisioner.api.gangnodepool import load_crd
 
     cp = ControlPlane(session_dir / "control-plane", tools["etcd"], tools["kube-apiserver"])  # type: ignore[arg-type]
     cp.start()
-    cp.install_crds([load_crd()])
+    cp.install_crds([load_crd(), load_class_crd()])
     yield cp
     cp.stop()
 

@@ -6,6 +6,8 @@
 - `shape`: a Job's gang shape, its parser and the pool-reuse comparison; the per-key
   rules are in `shape_rules`, the one error (`GangShapeError`) in `problems`.
 - `gangnodepool`: the GangNodePool resource, its CRD and print columns.
+- `gang_class`: the GangClass resource (a queue's shape defaults, named by our
+  AdmissionCheck's parameters), its CRD, and the overlay a gang's shape is read through.
 - `workload`: Kueue v1beta2 Workload and AdmissionCheck views; `owners`: the job that
   owns a gang's Workload; `nodes`: the Node view the pool reconciler reads.
 - `meta`, `fields`: shared Kubernetes metadata, conditions and field formats.

@@ -21,6 +21,12 @@ GNP_PLURAL: Final = "gangnodepools"
 GNP_SINGULAR: Final = "gangnodepool"
 GNP_SHORT_NAME: Final = "gnp"
 
+# --- GangClass CRD: a queue's shape defaults, named by our AdmissionCheck's parameters ----
+GANG_CLASS_KIND: Final = "GangClass"
+GANG_CLASS_PLURAL: Final = "gangclasses"
+GANG_CLASS_SINGULAR: Final = "gangclass"
+GANG_CLASS_SHORT_NAME: Final = "gcl"
+
 CONTROLLER_NAME: Final = f"{GROUP}/ec2-atomic"
 FINALIZER: Final = f"{GROUP}/release"
 FIELD_MANAGER: Final = "atomic-gang-provisioner"
@@ -166,6 +172,10 @@ WL_EVICTED_REASON_DEACTIVATED: Final = "Deactivated"
 AC_ACTIVE: Final = "Active"
 # The reason of our AdmissionChecks' Active condition.
 AC_ACTIVE_REASON: Final = "ControllerReady"
+# Its reasons when False: the class its parameters name is missing, or no Job could use it.
+AC_REASON_CLASS_NOT_FOUND: Final = "GangClassNotFound"
+AC_REASON_CLASS_INVALID: Final = "GangClassInvalid"
+AC_REASON_BAD_PARAMETERS: Final = "UnsupportedParameters"
 # Kueue caps AdmissionCheckState.message at this many characters.
 CHECK_MESSAGE_MAX_LENGTH: Final = 32768
 JSON_PATCH_CONTENT_TYPE: Final = "application/json-patch+json"

@@ -1,8 +1,10 @@
 """The GangNodePool custom resource: typed spec and status, the CRD and its print columns.
 
 A GangNodePool is the controller's own record of one pool (cluster-scoped, named by the
-Job's pool label). The Workload reconciler alone writes `spec` (the first claimant's shape
-plus the one claim); the GangNodePool reconciler alone writes `status`. `provisioner/kube`
+Job's pool label, or derived from its namespace, GangClass and shape: `api.gang_class`). The
+Workload reconciler alone writes `spec` (the first claimant's shape plus the one claim, the
+class it was read through and who decided each field); the GangNodePool reconciler alone
+writes `status`. `provisioner/kube`
 converts API bodies with `GangNodePool.from_dict` / `to_dict`, and installs `load_crd()`.
 The CRD's schema is written by hand in `crds/gangnodepool.yaml`; a unit test keeps it in
 step with these models.
@@ -21,6 +23,7 @@ from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema, mod
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind, Phase
 from provisioner.api.fields import InstanceId, Mode
+from provisioner.api.gang_class import ClassedShape, FieldSource
 from provisioner.api.meta import Condition, KubeModel, KubeTime, ObjectMeta
 from provisioner.api.shape import GangShape
 
@@ -68,6 +71,10 @@ class GangNodePoolSpec(GangShape):
     owner_namespace: str | None = Field(
         default=None, min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
     )
+    # The GangClass the last claimant's shape was read through (None: its annotations
+    # alone), and who decided each field of it, by annotation name (and "pool").
+    gang_class: str | None = Field(default=None, min_length=1)
+    field_sources: dict[str, FieldSource] | None = None
 
     @classmethod
     def of(
@@ -76,15 +83,18 @@ class GangNodePoolSpec(GangShape):
         claim: Claim | None,
         owner_namespace: str | None = None,
         pod_requests: dict[str, str] | None = None,
+        read: ClassedShape | None = None,
     ) -> GangNodePoolSpec:
         """A new pool's spec: `shape`, held by `claim`, belonging to `owner_namespace`, for
-        pods requesting `pod_requests`. The shape and claim are validated models already, so
-        the spec is put together from their fields rather than parsed again."""
+        pods requesting `pod_requests`, decided as `read` says. The shape and claim are
+        validated models already, so the spec is put together from their fields rather than
+        parsed again."""
         return cls.model_construct(
             **_shape_fields(shape),
             claim=claim,
             owner_namespace=owner_namespace,
             pod_requests=dict(pod_requests) if pod_requests else None,
+            **_provenance(read),
         )
 
     def bound_to(self, namespace: str) -> GangNodePoolSpec:
@@ -100,9 +110,11 @@ class GangNodePoolSpec(GangShape):
         claim: Claim | None,
         shape: GangShape | None = None,
         pod_requests: dict[str, str] | None = None,
+        read: ClassedShape | None = None,
     ) -> GangNodePoolSpec:
-        """This spec held by `claim` (None: released), with `shape`'s fields and the new
-        claimant's `pod_requests` when given (a release keeps the last claimant's).
+        """This spec held by `claim` (None: released), with `shape`'s fields, the new
+        claimant's `pod_requests` and how its shape was decided (`read`) when given (a
+        release keeps the last claimant's).
 
         A field the new shape leaves unset (None) keeps this spec's value, as merging the
         shape's body (unset fields left out) into the stored spec always has.
@@ -110,7 +122,15 @@ class GangNodePoolSpec(GangShape):
         reshaped = {} if shape is None else _shape_fields(shape, skip_none=True)
         if pod_requests is not None:
             reshaped["pod_requests"] = dict(pod_requests) or None
+        if read is not None:
+            reshaped.update(_provenance(read))
         return self.model_copy(update={**reshaped, "claim": claim})
+
+
+def _provenance(read: ClassedShape | None) -> dict[str, Any]:
+    if read is None:
+        return {}
+    return {"gang_class": read.gang_class, "field_sources": dict(read.sources)}
 
 
 def _shape_fields(shape: GangShape, *, skip_none: bool = False) -> dict[str, Any]:

@@ -1,7 +1,8 @@
-"""The four Kueue objects a gang queue needs, and their default names: the one source.
+"""The objects a gang queue needs, and their default names: the one source.
 
-AdmissionCheck (ours, by controller name), ResourceFlavor, ClusterQueue (gated by the
-check) and one LocalQueue per namespace. Built here as plain dicts; used by the bootstrap
+A GangClass (the queue's shape defaults), the AdmissionCheck (ours, by controller name,
+naming the class in `spec.parameters`), ResourceFlavor, ClusterQueue (gated by the check)
+and one LocalQueue per namespace. Built here as plain dicts; used by the bootstrap
 (``infra/kueue.py``, which passes Pulumi outputs for the names so resources are created in
 order), the local environment (``devenv/kueue_objects.py``), and the operator commands'
 defaults (``doctor``, ``explain``, the CLI). The chart's ``templates/kueue.yaml`` renders
@@ -21,7 +22,9 @@ from provisioner.api import constants as c
 
 __all__ = [
     "CHECK_NAME",
+    "CLASS_NAME",
     "CLUSTER_QUEUE_NAME",
+    "DEFAULT_CLASS_SPEC",
     "FLAVOR_NAME",
     "KUEUE_API",
     "PLURALS",
@@ -30,6 +33,7 @@ __all__ = [
     "cluster_queue",
     "cluster_queue_spec",
     "default_objects",
+    "gang_class",
     "local_queue",
     "quota_order",
     "resource_flavor",
@@ -39,6 +43,12 @@ KUEUE_API: Final = f"{c.KUEUE_GROUP}/{c.KUEUE_VERSION}"
 
 # The default names (the chart's values.yaml `kueue.*`, the bootstrap's config defaults).
 CHECK_NAME: Final = "atomic-gang-check"
+CLASS_NAME: Final = "default"
+# The default class decides nothing and lets a Job set every annotation, so an install's
+# Jobs keep working as the reference's did; a platform team fills in the shape.
+DEFAULT_CLASS_SPEC: Final = {
+    "jobOverrides": [key.removeprefix(c.PREFIX) for key in c.GANG_ANNOTATIONS]
+}
 FLAVOR_NAME: Final = "atomic-gang-flavor"
 CLUSTER_QUEUE_NAME: Final = "atomic-gang-cluster-queue"
 QUEUE_NAME: Final = "atomic-gang-queue"
@@ -49,6 +59,7 @@ PLURALS: Final = {
     "ClusterQueue": "clusterqueues",
     "LocalQueue": "localqueues",
     "Workload": "workloads",
+    c.GANG_CLASS_KIND: c.GANG_CLASS_PLURAL,
 }
 
 _FIRST: Final = ("cpu", "memory")
@@ -60,12 +71,25 @@ def quota_order(names: Any) -> list[str]:
     return [n for n in _FIRST if n in names] + rest
 
 
-def admission_check(name: str = CHECK_NAME) -> dict[str, Any]:
+def admission_check(name: str = CHECK_NAME, gang_class: Any | None = None) -> dict[str, Any]:
+    """Our AdmissionCheck; with `gang_class`, naming that GangClass in its parameters."""
+    spec: dict[str, Any] = {"controllerName": c.CONTROLLER_NAME}
+    if gang_class is not None:
+        spec["parameters"] = {"apiGroup": c.GROUP, "kind": c.GANG_CLASS_KIND, "name": gang_class}
     return {
         "apiVersion": KUEUE_API,
         "kind": "AdmissionCheck",
         "metadata": {"name": name},
-        "spec": {"controllerName": c.CONTROLLER_NAME},
+        "spec": spec,
+    }
+
+
+def gang_class(name: str = CLASS_NAME, spec: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.GANG_CLASS_KIND,
+        "metadata": {"name": name},
+        "spec": dict(DEFAULT_CLASS_SPEC if spec is None else spec),
     }
 
 
@@ -144,10 +168,16 @@ def default_objects(
     cluster_queue_name: str = CLUSTER_QUEUE_NAME,
     queue_name: str = QUEUE_NAME,
     namespace_selector: Mapping[str, Any] | None = None,
+    class_name: str | None = CLASS_NAME,
+    class_spec: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """The four kinds of objects an install creates, in the order they must exist."""
+    """The objects an install creates, in the order they must exist; `class_name` None
+    makes no GangClass and leaves the check without parameters (Jobs carry the shape)."""
+    classes = [gang_class(class_name, class_spec)] if class_name is not None else []
     return [
-        admission_check(check_name),
+        admission_check(check_name, class_name),
+        # After the check: a check whose class is not there yet is only not Active yet.
+        *classes,
         resource_flavor(flavor_name),
         cluster_queue(cluster_queue_name, flavor_name, check_name, quotas, namespace_selector),
         *(local_queue(ns, queue_name, cluster_queue_name) for ns in namespaces),

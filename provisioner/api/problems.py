@@ -43,10 +43,15 @@ class Problem(BaseModel):
     detail: str
     accepted: str
     is_label: bool = False
+    # Where a value the Job did not write came from: "GangClass gpu (spec.instanceType)".
+    origin: str | None = None
 
     @property
     def message(self) -> str:
         kind = "Label" if self.is_label else "Annotation"
+        if self.origin is not None and self.value is not None:
+            shown = show_value(self.value)
+            return f"{self.origin} sets {self.key} to {shown}: {self.detail}. Use {self.accepted}."
         if self.value is None:
             return f"{kind} {self.key} is not set: {self.detail}. Set it to {self.accepted}."
         shown = show_value(self.value)

@@ -46,6 +46,7 @@ __all__ = [
     "describe_shape_conflict",
     "parse_gang_shape",
     "shape_differences",
+    "shape_identity",
 ]
 
 
@@ -141,6 +142,12 @@ def shape_differences(a: GangShape, b: GangShape) -> list[str]:
     """Annotation names (without prefix) of the fields on which two shapes differ and must
     not; empty means `b` may reuse a pool built for `a`."""
     return [name for field, name in _MUST_MATCH if getattr(a, field) != getattr(b, field)]
+
+
+def shape_identity(shape: GangShape) -> list[tuple[str, str]]:
+    """The fields a claimant must share with a pool, by annotation name, as text: what
+    makes two shapes one pool's (a derived pool's name hashes it)."""
+    return [(name, _display(getattr(shape, field))) for field, name in _MUST_MATCH]
 
 
 def _display(value: Any) -> str:

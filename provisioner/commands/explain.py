@@ -8,10 +8,11 @@ that name is taken. Walks its path and stops describing at the first link that h
 while still listing what it knows further on: the object, its Kueue Workload
 (the one Kueue owns by it; none yet means Kueue has not seen it: label or LocalQueue),
 quota (Kueue's own message when none is reserved), our check's state and message, the
-GangNodePool's phase, counts and last error, and the capacity shortfalls so far (the
-pool's count and its CapacityShortfall events). An object another gang kind controls (a
-JobSet's Job, a TrainJob's JobSet) has no Workload of its own: explain follows it to that
-parent. It only reads, through `provisioner.kube`.
+GangNodePool's phase, counts and last error, the GangClass its shape was read through and
+who decided each field (the class, the Job's annotations, the defaults, the pods), and the
+capacity shortfalls so far (the pool's count and its CapacityShortfall events). An object
+another gang kind controls (a JobSet's Job, a TrainJob's JobSet) has no Workload of its own:
+explain follows it to that parent. It only reads, through `provisioner.kube`.
 """
 
 from __future__ import annotations
@@ -259,7 +260,8 @@ def _lines(
             "manage it and this controller never sees it; add the label with your "
             "LocalQueue's name."
         ]
-    if not pool_name:
+    gang_class = _class_of(kube, check)
+    if not pool_name and gang_class is None:
         lines.append(
             f"{noun} has no {c.POOL_LABEL} label: our check will reject its Workload; add it."
         )
@@ -322,9 +324,50 @@ def _lines(
     )
     if ours is not None:
         lines.append(f"Check {check}: {ours.get('state')}: {ours.get('message') or '-'}")
+    pool_name = pool_name or _claimed_pool(kube, namespace, wl_name)
     if pool_name:
         lines += _pool_lines(kube, pool_name)
+    elif gang_class is not None:
+        lines.append(
+            f"Pool: none yet; our check derives it from namespace {namespace}, GangClass "
+            f"{gang_class} (named by AdmissionCheck {check}) and the gang's shape."
+        )
     return lines
+
+
+def _class_of(kube: Reader, check: str) -> str | None:
+    """The GangClass our check names in spec.parameters, None when it names none."""
+    try:
+        params = (kube.get(ADMISSION_CHECKS, check).get("spec") or {}).get("parameters") or {}
+    except KubeNotFound:
+        return None
+    if (params.get("apiGroup"), params.get("kind")) != (c.GROUP, c.GANG_CLASS_KIND):
+        return None
+    return str(params.get("name") or "") or None
+
+
+def _claimed_pool(kube: Reader, namespace: str, workload: str) -> str | None:
+    """The pool Workload `namespace/workload` claims (a class's derived pool)."""
+    for pool in kube.list(GANG_NODE_POOLS).items:
+        claim = (pool.get("spec") or {}).get("claim") or {}
+        if (claim.get("namespace"), claim.get("name")) == (namespace, workload):
+            return str(pool["metadata"]["name"])
+    return None
+
+
+def _decided_by(spec: Mapping[str, Any]) -> list[str]:
+    """Who decided each field of the pool's shape, grouped by source."""
+    sources = spec.get("fieldSources") or {}
+    if not sources:
+        return []
+    by: dict[str, list[str]] = {}
+    for name, source in sources.items():
+        by.setdefault(str(source), []).append(name)
+    where = spec.get("gangClass")
+    named = {"class": f"GangClass {where}" if where else "class", "annotation": "the Job"}
+    parts = [f"{named.get(s, s)}: {', '.join(sorted(by[s]))}" for s in sorted(by)]
+    head = f"Shape read through GangClass {where}" if where else "Shape read from the Job alone"
+    return [f"{head}; decided by {'; '.join(parts)}."]
 
 
 def _workload_of(
@@ -352,6 +395,7 @@ def _pool_lines(kube: Reader, name: str) -> list[str]:
         f"{len(status.get('instanceIds') or [])} of {spec.get('count', '?')} instances, "
         f"{status.get('readyNodes', 0)} Ready nodes, type {spec.get('instanceType', '?')}."
     ]
+    lines += _decided_by(spec)
     for unusable in status.get("unusableNodes") or ():
         lacks = ", ".join(unusable.get("missing") or ())
         lines.append(

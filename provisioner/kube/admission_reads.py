@@ -1,9 +1,12 @@
-"""`node_pool_lookup` and `owner_lookup`: what the pod and Job webhook reads, live.
+"""`node_pool_lookup`, `owner_lookup` and `queue_class_lookup`: what the pod and Job
+webhook reads, live.
 
 The webhook runs on every replica, leader or not, so it has no informer cache to read;
 it asks the apiserver, on the controller's own credentials, for the one Node a pod names
-(its pool label) and for the one owner a controller reference names (its uid). The
-chart's ClusterRole grants `get` on nodes and on each owner kind read (permissions.py).
+(its pool label), for the one owner a controller reference names (its uid), and for the
+GangClass behind a Job's queue: its LocalQueue, that queue's ClusterQueue, the
+ClusterQueue's AdmissionChecks, ours among them, and the class its parameters name. The
+chart's ClusterRole grants `get` on each (permissions.py).
 Built by `assembly.build_webhook` and `python -m provisioner.webhook` around their
 `KubeClient`; `webhook.pods` and `webhook.review` call them.
 """
@@ -11,15 +14,25 @@ Built by `assembly.build_webhook` and `python -m provisioner.webhook` around the
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from provisioner.api import constants as c
+from provisioner.api.gang_class import GangClass
 from provisioner.api.owners import OwnerKind
 from provisioner.api.tenancy import ClusterReadError
 from provisioner.kube.errors import KubeError, KubeNotFound
-from provisioner.kube.resources import NODES, owner_resource
+from provisioner.kube.resources import (
+    ADMISSION_CHECKS,
+    CLUSTER_QUEUES,
+    GANG_CLASSES,
+    LOCAL_QUEUES,
+    NODES,
+    ResourceRef,
+    owner_resource,
+)
 from provisioner.kube.status import ObjectStore
 
-__all__ = ["node_pool_lookup", "owner_lookup"]
+__all__ = ["node_pool_lookup", "owner_lookup", "queue_class_lookup"]
 
 
 def node_pool_lookup(kube: ObjectStore) -> Callable[[str], str | None]:
@@ -58,5 +71,57 @@ def owner_lookup(kube: ObjectStore) -> Callable[[OwnerKind, str, str], str | Non
             ) from err
         uid = (owner.get("metadata") or {}).get("uid")
         return str(uid) if uid else None
+
+    return read
+
+
+def _read(kube: ObjectStore, ref: ResourceRef, name: str, namespace: str | None = None) -> Any:
+    """The object; None when there is no such object (Kueue will not admit a Job
+    whose queue chain is broken either: not the webhook's to refuse)."""
+    try:
+        obj = kube.get(ref, name, namespace=namespace)
+    except KubeNotFound:
+        return None
+    except KubeError as err:
+        where = f"{namespace}/{name}" if namespace else name
+        raise ClusterReadError(
+            f"could not read {ref.kind} {where} to find the GangClass of a Job's queue: {err}"
+        ) from err
+    return obj
+
+
+def _spec(obj: Any) -> Any:
+    return (obj or {}).get("spec") or {}
+
+
+def _check_names(queue_spec: Any) -> list[str]:
+    """A ClusterQueue's AdmissionChecks: v1beta2's strategy list, or the older plain list."""
+    strategy = (queue_spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
+    names = [str(entry.get("name")) for entry in strategy if entry.get("name")]
+    return names or [str(name) for name in queue_spec.get("admissionChecks") or []]
+
+
+def queue_class_lookup(
+    kube: ObjectStore, controller_name: str = c.CONTROLLER_NAME
+) -> Callable[[str, str], GangClass | None]:
+    """A reader of the GangClass behind LocalQueue `name` in `namespace`: None when the
+    chain (LocalQueue, ClusterQueue, one of our AdmissionChecks naming a GangClass, the
+    class) is broken anywhere, `ClusterReadError` when the apiserver did not answer."""
+
+    def read(namespace: str, name: str) -> GangClass | None:
+        local = _spec(_read(kube, LOCAL_QUEUES, name, namespace))
+        cluster_queue = str(local.get("clusterQueue") or "")
+        queue = _spec(_read(kube, CLUSTER_QUEUES, cluster_queue)) if cluster_queue else {}
+        for check_name in _check_names(queue):
+            check = _spec(_read(kube, ADMISSION_CHECKS, check_name))
+            if check.get("controllerName") != controller_name:
+                continue
+            params = check.get("parameters") or {}
+            if (params.get("apiGroup"), params.get("kind")) != (c.GROUP, c.GANG_CLASS_KIND):
+                return None
+            class_name = str(params.get("name") or "")
+            body = _read(kube, GANG_CLASSES, class_name) if class_name else None
+            return GangClass.from_dict(body) if body else None
+        return None
 
     return read

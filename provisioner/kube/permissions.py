@@ -57,6 +57,9 @@ CLUSTER_PERMISSIONS: Final[tuple[Permission, ...]] = (
     Permission(c.GROUP, c.GNP_PLURAL, (*_READ, "create", "update", "patch", "delete")),
     Permission(c.GROUP, f"{c.GNP_PLURAL}/status", _STATUS),
     Permission(c.GROUP, f"{c.GNP_PLURAL}/finalizers", ("update",)),
+    # The GangClass an AdmissionCheck of ours names: read for the check's Active condition,
+    # the gang's shape, and the webhook's refusal of an annotation the class forbids.
+    Permission(c.GROUP, c.GANG_CLASS_PLURAL, _READ),
     # A Workload's owner carries the gang's label and annotations: a Job, JobSet,
     # PyTorchJob, TrainJob or MPIJob (`owners.OWNER_KINDS`), each read by an informer or a GET.
     Permission("batch", "jobs", _READ),

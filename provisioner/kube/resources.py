@@ -26,14 +26,17 @@ from provisioner.api.owners import (
 
 __all__ = [
     "ADMISSION_CHECKS",
+    "CLUSTER_QUEUES",
     "CONFIG_MAPS",
     "CORE_EVENTS",
     "CRDS",
     "DEPLOYMENTS",
+    "GANG_CLASSES",
     "GANG_NODE_POOLS",
     "JOBS",
     "JOBSETS",
     "LEASES",
+    "LOCAL_QUEUES",
     "MPI_JOBS",
     "NAMESPACES",
     "NODES",
@@ -136,3 +139,6 @@ WORKLOADS = ResourceRef(c.KUEUE_GROUP, c.KUEUE_VERSION, "workloads", True, "Work
 ADMISSION_CHECKS = ResourceRef(
     c.KUEUE_GROUP, c.KUEUE_VERSION, "admissionchecks", False, "AdmissionCheck"
 )
+GANG_CLASSES = ResourceRef(c.GROUP, c.VERSION, c.GANG_CLASS_PLURAL, False, c.GANG_CLASS_KIND)
+LOCAL_QUEUES = ResourceRef(c.KUEUE_GROUP, c.KUEUE_VERSION, "localqueues", True, "LocalQueue")
+CLUSTER_QUEUES = ResourceRef(c.KUEUE_GROUP, c.KUEUE_VERSION, "clusterqueues", False, "ClusterQueue")

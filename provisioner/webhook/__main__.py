@@ -15,7 +15,7 @@ import logging
 import sys
 
 from provisioner.api.settings_sources import SettingsError, load_settings
-from provisioner.kube.admission_reads import node_pool_lookup, owner_lookup
+from provisioner.kube.admission_reads import node_pool_lookup, owner_lookup, queue_class_lookup
 from provisioner.kube.client import KubeClient
 from provisioner.kube.pool_reads import pool_lookup
 from provisioner.webhook.server import WebhookServer
@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         pools=pool_lookup(reader),
         nodes=node_pool_lookup(reader),
         owners=owner_lookup(reader),
+        classes=queue_class_lookup(reader, settings.controller_name),
         host=args.host,
         port=args.port,
     ).run()

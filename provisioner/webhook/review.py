@@ -7,28 +7,24 @@ Workload (`GangKind.pod_count`): the same rules and messages for every kind. Cal
 is handed (`PoolLookup`, `ImageOwners`, ...).
 
 An object is a gang job when it carries the `atomic-gang.k8s.aws/pool` label or any
-`atomic-gang.k8s.aws/` annotation. Every other object is allowed as it came. A gang job is
-checked by `parse_gang_shape`, the function the Workload reconciler runs, with the pod count
-Kueue gives its Workload, so the refusal here says exactly what the admission
-check would say later, only before the Job exists. The webhook adds one rule the Workload
-path cannot see: a gang Job without a Kueue queue never gets a Workload, so it would run
-ungated on whatever nodes exist.
+`atomic-gang.k8s.aws/` annotation; every other object is allowed as it came (one with only
+a queue label is a gang of its queue's GangClass, judged when its Workload is). A gang job
+is checked by `read_gang_shape`, as the Workload reconciler checks it: through the GangClass
+behind its queue (`QueueClasses`: LocalQueue, ClusterQueue, our AdmissionCheck, its
+parameters; a broken chain is Kueue's to answer, not ours), with the pod count Kueue gives
+its Workload, so the refusal here (an annotation the class forbids, naming the class and the
+fix, included) is the admission check's later one, before the Job exists. One rule only the
+webhook can see: a gang Job without a Kueue queue would run ungated on any nodes.
 
 A gang Job naming another namespace's pool is refused with the admission check's sentence
-(`api.tenancy`). The pool is read live (every replica serves, leader or not: no cache); a
-failed read raises `PoolLookupError`, answered with an error: the failurePolicy decides.
-
-One rule needs EC2 (`api.ami_policy`): a Job's own AMI must come from an allowed owner,
-asked through the `ImageOwners` port; one that cannot answer refuses it (fail closed).
-
-A Job naming a capacity reservation is refused unless EC2 shows it tagged for this cluster
-(and namespace, when it names namespaces): `api.reservation_policy`, fail closed.
-
-Another reads EC2 too (`api.pod_fit`): a gang whose pods cannot fit one node of its
-instance type (16 GPUs on an 8-GPU type) is refused, naming the resource, the request and
-what the type offers, from DescribeInstanceTypes through the `InstanceTypes` port on the
-controller's credentials. A port that cannot answer lets the object through (fail open):
-the Workload path asks EC2 again and launches nothing before it has the answer.
+(`api.tenancy`). The pool and the queue's class are read live (every replica serves, leader
+or not: no cache); a failed read is answered with an error: the failurePolicy decides. A
+Job's own AMI must come from an allowed owner (`api.ami_policy`, the `ImageOwners` port),
+and a capacity reservation it names must be tagged for this cluster (and namespace, when it
+names namespaces: `api.reservation_policy`); both fail closed. A gang
+whose pods cannot fit one node of its instance type is refused with EC2's figures
+(`api.pod_fit`, the `InstanceTypes` port); a port that cannot answer lets it through (fail
+open): the Workload path asks EC2 again and launches nothing before it has the answer.
 
 Two kinds are made by another controller from an object already judged here, and are
 allowed as they come: a Job whose controller is a JobSet (JobSet v0.12.0 copies a replicated
@@ -39,10 +35,9 @@ proven controller counts (`controller_refs`): the owner must exist in the object
 namespace with the reference's uid, read through the `OwnerLookup` port; a Job naming a
 JobSet that does not exist, or lives in another namespace, is judged like any Job.
 
-A TrainJob's pod count is decided by its training runtime (Kueue builds the runtime's JobSet
-to count it), which the TrainJob only names; the webhook does not read runtimes, so for a
-TrainJob the count must be a whole number within limits.maxGangSize here, and the admission
-check compares it with the Workload's pods.
+A TrainJob's pod count is decided by the runtime it names, which the webhook does not read:
+its count must be a whole number within limits.maxGangSize, and the admission check
+compares it with the Workload's pods.
 """
 
 from __future__ import annotations
@@ -57,6 +52,7 @@ from provisioner.api import constants as c
 from provisioner.api import owners
 from provisioner.api.ami_policy import ImageOwners, ami_problem
 from provisioner.api.fields import AMI_PATTERN
+from provisioner.api.gang_class import read_gang_shape
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.owners import OwnerKind
 from provisioner.api.pod_fit import (
@@ -69,9 +65,10 @@ from provisioner.api.pod_fit import (
 from provisioner.api.pod_requests import QuantityError, gang_pod_requests
 from provisioner.api.reservation_policy import ReservationTags, job_reservation_problem
 from provisioner.api.settings import Settings
-from provisioner.api.shape import GangShape, GangShapeError, Problem, parse_gang_shape
+from provisioner.api.shape import GangShape, GangShapeError, Problem
 from provisioner.api.tenancy import foreign_pool_problem
 from provisioner.webhook.controller_refs import OwnerLookup, no_owners, proven_controller
+from provisioner.webhook.gang_queue import QueueClasses, no_classes, queue_problem
 
 __all__ = [
     "GANG_KINDS",
@@ -79,6 +76,7 @@ __all__ = [
     "TRAINING_KINDS",
     "GangKind",
     "PoolLookup",
+    "QueueClasses",
     "ReviewError",
     "gang_kind_of",
     "gang_pod_count",
@@ -308,20 +306,6 @@ def _runtime_counted(kind: GangKind, problem: Problem, settings: Settings) -> Pr
     return problem.model_copy(update={"accepted": accepted})
 
 
-def _queue_problem(labels: Mapping[str, str]) -> Problem | None:
-    if str(labels.get(c.QUEUE_NAME_LABEL, "")).strip():
-        return None
-    return Problem(
-        key=c.QUEUE_NAME_LABEL,
-        value=None,
-        reason=c.REASON_MISSING_LABEL,
-        detail="a gang Job is gated by Kueue, and without a queue it would run on whatever "
-        "nodes exist",
-        accepted="a LocalQueue whose ClusterQueue lists the atomic-gang admission check",
-        is_label=True,
-    )
-
-
 # --- amiPolicy (limits): a Job's own AMI, checked with EC2 ---------------------------------
 def _ami_problem(
     annotations: Mapping[str, str], settings: Settings, images: ImageOwners | None
@@ -417,6 +401,7 @@ def _verdict(
     types: InstanceTypes | None,
     owners: OwnerLookup,
     reservations: ReservationTags | None,
+    classes: QueueClasses,
 ) -> dict[str, Any]:
     uid = str(request["uid"])
     allowed = {"uid": uid, "allowed": True}
@@ -435,24 +420,29 @@ def _verdict(
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
     problems: list[Problem] = []
-    queue = _queue_problem(labels)
+    queue = queue_problem(labels)
     if queue is not None:
         problems.append(queue)
+    namespace = str(request.get("namespace") or meta.get("namespace") or "")
+    queue_name = labels.get(c.QUEUE_NAME_LABEL)
+    gang_class = classes(namespace, queue_name.strip()) if queue_name else None
+    pods = gang_pod_count(kind, job, annotations)
+    if gang_class is not None and kind.pod_count is None and c.ANN_COUNT not in annotations:
+        pods = 1  # the runtime decides: the admission check compares Kueue's count
     try:
-        shape = parse_gang_shape(
-            labels, annotations, gang_pod_count(kind, job, annotations), settings, kind.kind
+        read = read_gang_shape(
+            labels, annotations, pods, settings, kind=kind.kind, gang_class=gang_class
         )
     except GangShapeError as err:
         problems.extend(_runtime_counted(kind, p, settings) for p in err.problems)
     else:
-        problems.extend(_fit_problems(kind, job, shape, types))
+        problems.extend(_fit_problems(kind, job, read.shape, types))
     foreign = _pool_problem(request, labels, settings, pools)
     if foreign is not None:
         problems.append(foreign)
     ami = _ami_problem(annotations, settings, images)
     if ami is not None:
         problems.append(ami)
-    namespace = str(request.get("namespace") or "")
     reserved = job_reservation_problem(annotations, settings.cluster_name, namespace, reservations)
     if reserved is not None:
         problems.append(reserved)
@@ -471,6 +461,7 @@ def review(
     instance_types: InstanceTypes | None = None,
     owners: OwnerLookup = no_owners,
     reservations: ReservationTags | None = None,
+    classes: QueueClasses = no_classes,
 ) -> dict[str, Any]:
     """The AdmissionReview answering `body`, reading the pool a gang job names through
     `pools`; raises `ReviewError` for a malformed one or a kind not in `kinds`,
@@ -479,7 +470,8 @@ def review(
     answers what one node of a type offers (`api.pod_fit`); without it, pod requests are not
     checked. `owners` proves a child's controller exists; without it, every child is judged
     on its own. `reservations` answers how a named capacity reservation is tagged; without
-    it, a Job naming one is refused."""
+    it, a Job naming one is refused. `classes` finds the GangClass behind a Job's queue;
+    without it, Jobs are judged on their annotations alone, as the reference judges them."""
     if not isinstance(body, Mapping):
         raise ReviewError("the body is not a JSON object")
     if body.get("apiVersion") != ADMISSION_API_VERSION or body.get("kind") != "AdmissionReview":
@@ -490,7 +482,7 @@ def review(
     kind = _kind_of(request, kinds)
     try:
         response = _verdict(
-            request, settings, pools, images, kind, instance_types, owners, reservations
+            request, settings, pools, images, kind, instance_types, owners, reservations, classes
         )
     except (TypeError, ValueError, AttributeError, OverflowError) as err:
         # An object the apiserver accepted always has mappings where the schema says so and

@@ -59,6 +59,7 @@ from provisioner.cloud.reservation_tags import Ec2ReservationTags
 from provisioner.cloud.type_figures import Ec2InstanceTypes
 from provisioner.webhook.controller_refs import OwnerLookup, no_owners
 from provisioner.webhook.counting import CountedReviews, ReviewObserver
+from provisioner.webhook.gang_queue import QueueClasses, no_classes
 from provisioner.webhook.pods import NodeLookup, no_nodes, review_pod
 from provisioner.webhook.review import GANG_KINDS, JOB, GangKind, PoolLookup, review
 
@@ -104,6 +105,7 @@ def build_app(
     nodes: NodeLookup = no_nodes,
     owners: OwnerLookup = no_owners,
     reservations: ReservationTags | None = None,
+    classes: QueueClasses = no_classes,
 ) -> Starlette:
     """The ASGI app, judging gang jobs and pods against `settings` (the controller's own),
     the pools `pools` reads, who owns a Job's AMI as `images` answers (None: only
@@ -111,7 +113,7 @@ def build_app(
     answers (None: pod requests are left to the Workload path). `nodes` tells the pool of a
     node a pod names and `owners` proves a controller reference; the defaults prove nothing
     (fail closed). `reservations` answers a capacity reservation's tags (None: a Job
-    naming one is refused)."""
+    naming one is refused). `classes` finds the GangClass behind a Job's queue."""
 
     def judge(kinds: tuple[GangKind, ...] | None, body: Any) -> dict[str, Any]:
         if kinds is None:
@@ -125,6 +127,7 @@ def build_app(
             instance_types=instance_types,
             owners=owners,
             reservations=reservations,
+            classes=classes,
         )
 
     def validator(kinds: tuple[GangKind, ...] | None) -> Callable[[Request], Awaitable[Response]]:
@@ -196,11 +199,12 @@ class WebhookServer:
         nodes: NodeLookup = no_nodes,
         owners: OwnerLookup = no_owners,
         reservations: ReservationTags | None = None,
+        classes: QueueClasses = no_classes,
     ) -> None:
         """`images`, `instance_types` and `reservations` default to EC2 on the controller's
         own credentials (`cloud.images`, `cloud.type_figures`, `cloud.reservation_tags`);
         `observer` (the controller's metrics) is told of every answer (`counting`); `nodes`
-        and `owners` as in `build_app`."""
+        `owners` and `classes` as in `build_app`."""
         self.cert_file, self.key_file = Path(cert_file), Path(key_file)
         self._reload_interval = reload_interval
         if images is None or instance_types is None or reservations is None:
@@ -217,6 +221,7 @@ class WebhookServer:
             nodes=nodes,
             owners=owners,
             reservations=reservations,
+            classes=classes,
         )
         if observer is not None:
             app = CountedReviews(app, observer)

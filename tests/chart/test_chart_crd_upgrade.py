@@ -23,20 +23,23 @@ import yaml  # type: ignore[import-untyped]  # no stubs in the pinned dev set
 from kubernetes import client as k8s  # type: ignore[import-untyped]
 
 from provisioner.api import constants as c
+from provisioner.api.gang_class import load_class_crd
 from provisioner.api.gangnodepool import load_crd
 from tests.support.pools import pool, pool_spec
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_CHART = REPO / "charts" / "atomic-gang-provisioner-crd"
 CRD_NAME = f"{c.GNP_PLURAL}.{c.GROUP}"
+CLASS_CRD_NAME = f"{c.GANG_CLASS_PLURAL}.{c.GROUP}"
 ADDED = "addedByAnUpgrade"
 
 pytestmark = pytest.mark.integration
 
 
-def test_the_crd_charts_crd_is_the_packages_byte_for_byte() -> None:
-    package = REPO / "provisioner" / "api" / "crds" / "gangnodepool.yaml"
-    assert (CRD_CHART / "files" / "gangnodepool.yaml").read_bytes() == package.read_bytes()
+def test_the_crd_charts_crds_are_the_packages_byte_for_byte() -> None:
+    for name in ("gangnodepool.yaml", "gangclass.yaml"):
+        package = REPO / "provisioner" / "api" / "crds" / name
+        assert (CRD_CHART / "files" / name).read_bytes() == package.read_bytes(), name
 
 
 def _helm(helm: Path, kubeconfig: Path, *args: str) -> str:
@@ -106,19 +109,20 @@ def test_an_upgrade_that_adds_a_status_field_keeps_it(
     before = _pool_with_status(custom, f"crd-before-{uuid.uuid4().hex[:6]}")
     assert ADDED not in before["status"]
 
-    # The CRD the main chart's crds/ installed is adopted by the CRD chart's release.
-    ext.patch_custom_resource_definition(
-        CRD_NAME,
-        {
-            "metadata": {
-                "labels": {"app.kubernetes.io/managed-by": "Helm"},
-                "annotations": {
-                    "meta.helm.sh/release-name": release,
-                    "meta.helm.sh/release-namespace": namespace,
-                },
-            }
-        },
-    )
+    # The CRDs the main chart's crds/ installed are adopted by the CRD chart's release.
+    for name in (CRD_NAME, CLASS_CRD_NAME):
+        ext.patch_custom_resource_definition(
+            name,
+            {
+                "metadata": {
+                    "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                    "annotations": {
+                        "meta.helm.sh/release-name": release,
+                        "meta.helm.sh/release-namespace": namespace,
+                    },
+                }
+            },
+        )
     try:
         _helm(helm, kubeconfig, "install", release, str(CRD_CHART), "--namespace", namespace)
         _helm(
@@ -135,7 +139,8 @@ def test_an_upgrade_that_adds_a_status_field_keeps_it(
         assert after["status"][ADDED] == "kept?"
 
         _helm(helm, kubeconfig, "uninstall", release, "--namespace", namespace)
-        assert ext.read_custom_resource_definition(CRD_NAME).metadata.name == CRD_NAME
+        for name in (CRD_NAME, CLASS_CRD_NAME):  # kept by the keep policy
+            assert ext.read_custom_resource_definition(name).metadata.name == name
     finally:
         # Back to the package's CRD for the rest of the session.
         for pool in custom.list_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL)["items"]:
@@ -143,4 +148,4 @@ def test_an_upgrade_that_adds_a_status_field_keeps_it(
                 custom.delete_cluster_custom_object(
                     c.GROUP, c.VERSION, c.GNP_PLURAL, pool["metadata"]["name"]
                 )
-        control_plane.install_crds([load_crd()])
+        control_plane.install_crds([load_crd(), load_class_crd()])

@@ -13,7 +13,32 @@ from provisioner.api import constants as c
 from provisioner.api import kueue_objects as ko
 from tests.chart.conftest import REQUIRED, Helm
 
-_KINDS = ("AdmissionCheck", "ResourceFlavor", "ClusterQueue", "LocalQueue")
+_KINDS = ("GangClass", "AdmissionCheck", "ResourceFlavor", "ClusterQueue", "LocalQueue")
+
+
+# A platform team's class: the shape decided, zones and keep-warm left to the Job.
+GPU_CLASS = {
+    "instanceType": "p5.48xlarge",
+    "mode": "fleet",
+    "efa": True,
+    "placementGroup": "cluster",
+    "capacityReservationId": "cr-0123456789abcdef0",
+    "jobOverrides": ["availability-zones", "keep-warm-ttl"],
+}
+
+
+def test_no_class_name_makes_no_class_and_a_check_without_parameters(helm: Helm) -> None:
+    rendered = _kueue_objects(helm, {"kueue.gangClassName": ""})
+    assert [o for o in rendered if o["kind"] == "GangClass"] == []
+    (check,) = [o for o in rendered if o["kind"] == "AdmissionCheck"]
+    assert check == ko.admission_check()
+
+
+def test_a_class_value_the_crd_would_refuse_is_refused_by_the_schema(helm: Helm) -> None:
+    error = helm.render_error({"kueue.gangClass": {"jobOverrides": ["pool"]}})
+    assert "/kueue/gangClass/jobOverrides/0" in error, error
+    error = helm.render_error({"kueue.gangClass": {"instanceTypes": "p5.48xlarge"}})
+    assert "instanceTypes" in error, error
 
 
 def _kueue_objects(helm: Helm, values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -69,12 +94,16 @@ def test_renamed_objects_and_extra_quotas_match_the_builders(
         "kueue.clusterQueue.nominalQuota.cpu": None,
         "kueue.clusterQueue.nominalQuota.memory": None,
         "kueue.clusterQueue.nominalQuota": quotas,
+        "kueue.gangClassName": "gpu",
+        "kueue.gangClass": GPU_CLASS,
     }
     expected = ko.default_objects(
         ("ml", "research"),
         # nominalQuota wins over the default acceleratorQuota on a shared resource.
         {**c.DEFAULT_ACCELERATOR_QUOTA, **quotas},
         namespace_selector={"matchLabels": {"team": "ml"}},
+        class_name="gpu",
+        class_spec=GPU_CLASS,
         **names,
     )
     assert sorted(_kueue_objects(helm, values), key=_key) == sorted(expected, key=_key)
@@ -83,6 +112,7 @@ def test_renamed_objects_and_extra_quotas_match_the_builders(
 def test_the_builders_default_names_are_the_charts(helm: Helm) -> None:
     values = helm.render().objects
     assert {o["metadata"]["name"] for o in values if o["kind"] in _KINDS} == {
+        ko.CLASS_NAME,
         ko.CHECK_NAME,
         ko.FLAVOR_NAME,
         ko.CLUSTER_QUEUE_NAME,

@@ -64,8 +64,8 @@ def test_bindings_name_the_roles_and_the_service_account(rendered: Rendered) -> 
     subject = {"kind": "ServiceAccount", "name": account["name"], "namespace": NAMESPACE}
     for binding_kind, role_kind in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
         # The role for people (test_chart_people_roles) is aggregated, not bound to us.
-        people = f"{fullname(rendered)}-view"
-        roles = [r for r in rendered.all(role_kind) if r["metadata"]["name"] != people]
+        people = {f"{fullname(rendered)}-view", f"{fullname(rendered)}-class-edit"}
+        roles = [r for r in rendered.all(role_kind) if r["metadata"]["name"] not in people]
         assert len(roles) == len(rendered.all(binding_kind))
         for role in roles:
             binding = rendered.one(binding_kind, role["metadata"]["name"])
@@ -136,6 +136,7 @@ def test_other_certificate_modes_grant_no_certificate_rules(helm: Helm, mode: st
     rendered = helm.render(values)
     assert sorted(r["metadata"]["name"] for r in rendered.all("ClusterRole")) == [
         fullname(rendered),
+        f"{fullname(rendered)}-class-edit",
         f"{fullname(rendered)}-view",
     ]
     assert sorted(r["metadata"]["name"] for r in rendered.all("Role")) == [

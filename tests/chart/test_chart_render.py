@@ -11,6 +11,7 @@ import pytest
 import yaml  # type: ignore[import-untyped]  # no stubs in the pinned dev set
 
 from provisioner.api import constants as c
+from provisioner.api.gang_class import load_class_crd
 from provisioner.api.gangnodepool import load_crd
 from provisioner.webhook.server import (
     DEFAULT_CERT_DIR,
@@ -72,12 +73,15 @@ def test_the_default_render_holds_every_object(rendered: Rendered) -> None:
             "ClusterRole",
             "ClusterRole",  # the webhook certificate's (certMode=selfSigned)
             "ClusterRole",  # people's: read-only pools, aggregated into view/edit/admin
+            "ClusterRole",  # people's: GangClasses, aggregated into edit/admin
             "ClusterRoleBinding",
             "ClusterRoleBinding",
             "ConfigMap",  # the settings
             "ConfigMap",  # the Grafana dashboard
             "CustomResourceDefinition",
+            "CustomResourceDefinition",  # GangClass
             "Deployment",
+            "GangClass",  # the default class the AdmissionCheck names
             "LocalQueue",
             "PodDisruptionBudget",
             "ResourceFlavor",
@@ -101,10 +105,14 @@ def test_the_default_render_holds_every_object(rendered: Rendered) -> None:
             assert obj["metadata"]["labels"]["app.kubernetes.io/instance"] == "atomic-gang"
 
 
-def test_the_crd_is_the_packages_crd_byte_for_byte(rendered: Rendered) -> None:
-    package_crd = Path(__file__).resolve().parents[2] / "provisioner/api/crds/gangnodepool.yaml"
-    assert (CHART / "crds" / "gangnodepool.yaml").read_bytes() == package_crd.read_bytes()
-    assert rendered.one("CustomResourceDefinition") == load_crd()
+def test_the_crds_are_the_packages_crds_byte_for_byte(rendered: Rendered) -> None:
+    package = Path(__file__).resolve().parents[2] / "provisioner/api/crds"
+    for name in ("gangnodepool.yaml", "gangclass.yaml"):
+        assert (CHART / "crds" / name).read_bytes() == (package / name).read_bytes(), name
+    crds = sorted(
+        rendered.all("CustomResourceDefinition"), key=lambda crd: crd["spec"]["names"]["kind"]
+    )
+    assert crds == [load_class_crd(), load_crd()]
 
 
 def test_deployment_runs_two_replicas_under_leader_election(rendered: Rendered) -> None:

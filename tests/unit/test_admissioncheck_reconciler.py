@@ -9,16 +9,29 @@ from typing import Any
 import pytest
 
 from provisioner.api import constants as c
+from provisioner.api.gang_class import GangClass
 from provisioner.api.kueue_objects import admission_check
+from provisioner.api.settings import Settings
 from provisioner.api.workload import AdmissionCheck
 from provisioner.controllers.admissioncheck import AdmissionCheckReconciler
 from provisioner.kube.cache import TypedCache
 from provisioner.kube.resources import ADMISSION_CHECKS, ObjectKey
+from tests.support.backends import UNREACHED_BACKEND
 from tests.support.stored_objects import StoredObjects
 
 pytestmark = pytest.mark.unit
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
+SETTINGS = Settings.model_validate(
+    {
+        "cluster_name": "demo",
+        "pulumi": UNREACHED_BACKEND,
+        "defaults": {
+            "region": "us-east-1",
+            "node_role_arn": "arn:aws:iam::123456789012:role/eks-gang-node-role",
+        },
+    }
+)
 
 
 class StoreCache:
@@ -31,14 +44,26 @@ class StoreCache:
         found = self.store.objects.get((ADMISSION_CHECKS.plural, "", name))
         return dict(found) if found is not None else None
 
+    def list(self) -> list[dict[str, Any]]:
+        return [
+            dict(o)
+            for (plural, _, _), o in self.store.objects.items()
+            if plural == "admissionchecks"
+        ]
+
     def add_handlers(self, **_: Callable[..., None]) -> None:
         """Nothing is deleted here."""
 
 
-def reconciler() -> tuple[StoredObjects, AdmissionCheckReconciler]:
+def reconciler(
+    *classes: GangClass,
+) -> tuple[StoredObjects, AdmissionCheckReconciler]:
     store = StoredObjects()
     checks = TypedCache(StoreCache(store), AdmissionCheck.from_dict)  # type: ignore[arg-type]
-    return store, AdmissionCheckReconciler(store, checks, c.CONTROLLER_NAME, lambda: NOW)
+    named = {cls.name: cls for cls in classes}
+    return store, AdmissionCheckReconciler(
+        store, checks, c.CONTROLLER_NAME, lambda: NOW, classes=named.get, settings=SETTINGS
+    )
 
 
 def check(name: str, controller: str = c.CONTROLLER_NAME) -> dict[str, Any]:
@@ -67,3 +92,56 @@ def test_other_checks_and_missing_ones_are_left_alone() -> None:
     checks.reconcile(ObjectKey("", "theirs"))
     checks.reconcile(ObjectKey("", "missing"))
     assert [call for call in store.calls if call["verb"] != "get"] == []
+
+
+def _naming(name: str, params: dict[str, str]) -> dict[str, Any]:
+    body = check(name)
+    body["spec"]["parameters"] = params
+    return body
+
+
+def _active(store: StoredObjects) -> dict[str, Any]:
+    (call,) = [call for call in store.calls if call["verb"] == "patch_status"]
+    (condition,) = call["patch"]["status"]["conditions"]
+    return dict(condition)
+
+
+CLASS_REF = {"apiGroup": c.GROUP, "kind": c.GANG_CLASS_KIND, "name": "gpu"}
+GPU = GangClass.from_dict({"metadata": {"name": "gpu"}, "spec": {"instanceType": "p5.48xlarge"}})
+# No instance type, and no Job may name one: no gang could run through it.
+EMPTY = GangClass.from_dict({"metadata": {"name": "gpu"}, "spec": {}})
+
+
+@pytest.mark.parametrize(
+    ("classes", "params", "status", "reason", "words"),
+    [
+        ((GPU,), CLASS_REF, "True", c.AC_ACTIVE_REASON, "is running"),
+        ((), CLASS_REF, "False", c.AC_REASON_CLASS_NOT_FOUND, "GangClass gpu"),
+        ((EMPTY,), CLASS_REF, "False", c.AC_REASON_CLASS_INVALID, "instance-type is not set"),
+        (
+            (GPU,),
+            {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "gpu"},
+            "False",
+            c.AC_REASON_BAD_PARAMETERS,
+            "only a GangClass",
+        ),
+    ],
+    ids=["usable", "missing", "unusable", "not-a-class"],
+)
+def test_a_check_is_active_only_when_its_class_can_serve_a_gang(
+    classes: tuple[GangClass, ...], params: dict[str, str], status: str, reason: str, words: str
+) -> None:
+    store, checks = reconciler(*classes)
+    store.put(ADMISSION_CHECKS, _naming("ours", params))
+    checks.reconcile(ObjectKey("", "ours"))
+    condition = _active(store)
+    assert (condition["status"], condition["reason"]) == (status, reason)
+    assert words in condition["message"], condition["message"]
+
+
+def test_a_class_maps_to_the_checks_naming_it() -> None:
+    store, checks = reconciler(GPU)
+    store.put(ADMISSION_CHECKS, _naming("ours", CLASS_REF))
+    store.put(ADMISSION_CHECKS, check("plain"))
+    store.put(ADMISSION_CHECKS, _naming("theirs", CLASS_REF) | {"spec": {"controllerName": "x"}})
+    assert checks.keys_for_class(GPU) == [ObjectKey("", "ours")]

@@ -27,6 +27,7 @@ def test_exported_members_exist_and_are_listed_once() -> None:
         "durations",
         "fencing",
         "fields",
+        "gang_class",
         "gangnodepool",
         "kueue_objects",
         "meta",

@@ -124,3 +124,44 @@ def test_finished_job() -> None:
     job = _job(False, **LABELS)
     job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
     assert "has completed" in explain(FakeKube(job), NS, "train")[0]
+
+
+def _class_check() -> dict[str, Any]:
+    from provisioner.api import kueue_objects as ko
+
+    return ko.admission_check("atomic-gang-check", "gpu")
+
+
+def test_a_gang_of_a_class_shows_its_derived_pool_and_who_decided_each_field() -> None:
+    queue_only = {c.QUEUE_NAME_LABEL: "q"}
+    claimed = workload("job-train", namespace=NS, owner=_job(), checks=[])
+    spec = pool_spec(
+        pool="team-gpu-p5-48xlarge-0123abcd",
+        instance_type="p5.48xlarge",
+        claim={
+            "namespace": NS,
+            "name": "job-train",
+            "uid": "w",
+            "claimedAt": "2026-01-01T00:00:00Z",
+        },
+        gang_class="gpu",
+        field_sources={"instance-type": "class", "count": "pods", "keep-warm-ttl": "annotation"},
+    )
+    derived = pool("team-gpu-p5-48xlarge-0123abcd", spec=spec)
+    claimed["status"] = _workload(True, "Pending")["status"]
+    lines = explain(FakeKube(_job(**queue_only), claimed, _class_check(), derived), NS, "train")
+    assert not any("has no atomic-gang.k8s.aws/pool label" in line for line in lines), lines
+    (shape,) = [line for line in lines if line.startswith("Shape read through")]
+    assert "GangClass gpu" in shape
+    assert "GangClass gpu: instance-type" in shape and "pods: count" in shape
+    assert "the Job: keep-warm-ttl" in shape
+    assert any(line.startswith("Pool team-gpu-p5-48xlarge-0123abcd: phase") for line in lines)
+
+
+def test_a_gang_of_a_class_before_its_pool_says_how_the_pool_is_named() -> None:
+    lines = explain(
+        FakeKube(_job(**{c.QUEUE_NAME_LABEL: "q"}), _workload(True, "Pending"), _class_check()),
+        NS,
+        "train",
+    )
+    assert any("derives it from namespace team, GangClass gpu" in line for line in lines), lines

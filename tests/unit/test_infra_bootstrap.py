@@ -219,7 +219,11 @@ def test_kueue_objects_are_wired_together(recorded: Recorder) -> None:
     (check,) = recorded.kube("AdmissionCheck")
     (flavor,) = recorded.kube("ResourceFlavor")
     (queue,) = recorded.kube("ClusterQueue")
-    assert check["spec"] == {"controllerName": c.CONTROLLER_NAME}
+    # It names the GangClass the Helm release creates (the chart's kueue.gangClass).
+    assert check["spec"] == {
+        "controllerName": c.CONTROLLER_NAME,
+        "parameters": {"apiGroup": c.GROUP, "kind": c.GANG_CLASS_KIND, "name": "default"},
+    }
     strategy = queue["spec"]["admissionChecksStrategy"]
     assert strategy == {"admissionChecks": [{"name": check["metadata"]["name"]}]}
     (group,) = queue["spec"]["resourceGroups"]
@@ -257,6 +261,7 @@ def test_the_helm_release_installs_the_chart_wired_to_the_bootstrap(recorded: Re
     assert set(values["kueue"]["create"].values()) == {False}
     (check,) = recorded.kube("AdmissionCheck")
     assert values["kueue"]["admissionCheckName"] == check["metadata"]["name"]
+    assert values["kueue"]["gangClassName"] == check["spec"]["parameters"]["name"]
 
 
 def test_extra_node_roles_widen_pass_role_and_the_allowlist_together() -> None:

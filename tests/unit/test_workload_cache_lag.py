@@ -152,6 +152,7 @@ class World:
                 workloads=typed(self.workloads, Workload.from_dict),
                 pools=typed(self.pools, GangNodePool.from_dict),
                 checks=typed(checks, AdmissionCheck.from_dict),
+                classes=lambda _name: None,
                 owners={JOB: typed(FakeInformer(job()), GangOwner.from_dict)},
                 settings=SETTINGS,
                 recorder=RecordedEvents(),  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ import pytest
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
+from provisioner.api.gang_class import GangClass
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.owners import JOB, JOBSET, PYTORCH_JOB, TRAIN_JOB, GangOwner, OwnerKind
 from provisioner.api.workload import AdmissionCheck, Workload
@@ -109,7 +110,7 @@ class Store:
 
 class Live:
     """A cache of one kind that always holds what the store holds (and, for owners, only
-    those carrying the pool label, as the informer's selector asks)."""
+    those carrying the queue label, as the informer's selector asks)."""
 
     def __init__(self, store: Store, kind: str, *, labelled: bool = False) -> None:
         self._store, self._kind, self._labelled = store, kind, labelled
@@ -118,7 +119,7 @@ class Live:
         return [
             o
             for o in self._store.of_kind(self._kind)
-            if not self._labelled or c.POOL_LABEL in o["metadata"].get("labels", {})
+            if not self._labelled or c.QUEUE_NAME_LABEL in o["metadata"].get("labels", {})
         ]
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -146,24 +147,27 @@ def workload_of(body: Mapping[str, Any] | None, kind_name: str = "JobSet") -> di
 
 class World:
     def __init__(
-        self, store: Store, informed: Sequence[OwnerKind] = (JOB, JOBSET, PYTORCH_JOB, TRAIN_JOB)
+        self,
+        store: Store,
+        informed: Sequence[OwnerKind] = (JOB, JOBSET, PYTORCH_JOB, TRAIN_JOB),
+        classes: dict[str, GangClass] | None = None,
     ) -> None:
         self.store = store
         self.events = RecordedEvents()
+        self.classes = classes if classes is not None else {}
         checks = Live(store, "AdmissionCheck")
-        store.put(
-            {
-                "kind": "AdmissionCheck",
-                "metadata": {"name": CHECK},
-                "spec": {"controllerName": SETTINGS.controller_name},
-            }
-        )
+        spec: dict[str, Any] = {"controllerName": SETTINGS.controller_name}
+        if self.classes:
+            (name,) = self.classes
+            spec["parameters"] = {"apiGroup": c.GROUP, "kind": c.GANG_CLASS_KIND, "name": name}
+        store.put({"kind": "AdmissionCheck", "metadata": {"name": CHECK}, "spec": spec})
         self.reconciler = WorkloadReconciler(
             WorkloadReconcilerDeps(
                 kube=store,  # type: ignore[arg-type]
                 workloads=typed(Live(store, "Workload"), Workload.from_dict),
                 pools=typed(Live(store, c.GNP_KIND), GangNodePool.from_dict),
                 checks=typed(checks, AdmissionCheck.from_dict),
+                classes=lambda name: self.classes.get(name),
                 owners={
                     kind: typed(Live(store, kind.kind, labelled=True), GangOwner.from_dict)
                     for kind in informed
@@ -346,3 +350,29 @@ def test_a_shape_conflict_across_kinds_is_refused(kind: OwnerKind) -> None:
     assert "p5.48xlarge" in world.check()["message"]
     assert "claim" not in store.objects[(c.GNP_KIND, "", "pool-a")]["spec"]
     assert world.events_on(kind.kind) == [(c.EventReason.SHAPE_CONFLICT, f"{kind.plural}-uid")]
+
+
+def _gpu(instance_type: str) -> GangClass:
+    return GangClass.from_dict(
+        {"metadata": {"name": "gpu"}, "spec": {"instanceType": instance_type}}
+    )
+
+
+def test_a_gang_of_a_class_keeps_the_derived_pool_it_holds_when_the_class_changes() -> None:
+    """A JobSet with only the queue label makes a pool named for its namespace, class and
+    shape; a later change of the class names another shape, but the pool the Workload
+    holds stays its own: no second pool, no claim left behind on the first."""
+    top = gang_owner(JOBSET, labels={c.QUEUE_NAME_LABEL: "q"}, annotations={})
+    store = Store(top, workload_of(top))
+    world = World(store, classes={"gpu": _gpu("p4d.24xlarge")})
+    world.one_pass()
+    (made,) = store.of_kind(c.GNP_KIND)
+    name = made["metadata"]["name"]
+    assert name.startswith("ml-gpu-p4d-24xlarge-")
+    assert (made["spec"]["count"], made["spec"]["gangClass"]) == (4, "gpu")
+    assert made["spec"]["claim"]["uid"] == "wl-uid"
+
+    world.classes["gpu"] = _gpu("p5.48xlarge")
+    world.one_pass()
+    assert [p["metadata"]["name"] for p in store.of_kind(c.GNP_KIND)] == [name]
+    assert store.of_kind(c.GNP_KIND)[0]["spec"]["claim"]["uid"] == "wl-uid"

@@ -1,21 +1,20 @@
 """What the Workload reconciler should do for one Workload: a pure function and its result.
 
-`decide()` reads a Workload, its owner's labels and annotations (the Job, JobSet, PyTorchJob
-or TrainJob the gang was submitted as), the pool the owner names
-and the controller settings, and answers two things: what the pool's claim (and, for a new
-or idle pool, its shape) should become, and what our admission check on the Workload should
-say. It performs no I/O; `workload.py` gathers the inputs, writes the answers and records
-the events. Keeping the rules here lets a table of tests pin every branch.
+`decide()` reads a Workload, its owner's labels and annotations (the object the gang was
+submitted as), the GangClass of its queue's check, the pool the owner names (or its class
+derives) and the settings, and answers what the pool's claim (and, for a new or idle pool,
+its shape) should become and what our check on the Workload should say. No I/O: the
+reconciler gathers the inputs and writes the answers; a table of tests pins every branch.
 
 The rules, in order:
 1. A Workload that is gone, finished, evicted, deactivated, rejected, without quota, or
    whose check we set to Retry holds no claim.
 1a. A Workload whose owner is of no supported kind (`owners.OWNER_KINDS`), or that has no
    owner, is Rejected once, naming the supported kinds and its own; rule 1 keeps it so.
-2. An owner whose gang shape does not parse is Rejected with the parser's sentences; so is
-   one whose pods could never fit one node of its instance type, or a type EC2 does not
-   know, with the webhook's sentence (`workload.fit`: while EC2 does not answer, a new
-   claim waits, Pending).
+2. While the check's GangClass is missing or unusable, Pending naming it. An owner whose
+   shape (read through the class: `api.gang_class`) does not parse is Rejected with the
+   parser's sentences; so is one whose pods could never fit one node of its type, or a
+   type EC2 does not know (`workload.fit`: while EC2 does not answer, a new claim waits).
 3. No pool yet: create it with this shape and this claim, belonging to the Workload's
    namespace.
 3a. A pool of another namespace, not shared with this one (`tenancy.sharedPools`):
@@ -53,6 +52,7 @@ from enum import Enum
 
 from provisioner.api import constants as c
 from provisioner.api.constants import CheckState, Phase
+from provisioner.api.gang_class import ClassedShape, GangClass, read_gang_shape
 from provisioner.api.gangnodepool import CapacityBlock, Claim, GangNodePool
 from provisioner.api.owners import unsupported_owner_message
 from provisioner.api.pod_requests import ResourceAmounts, format_amount
@@ -61,7 +61,6 @@ from provisioner.api.shape import (
     GangShape,
     GangShapeError,
     describe_shape_conflict,
-    parse_gang_shape,
     shape_differences,
 )
 from provisioner.api.tenancy import foreign_pool_problem
@@ -114,6 +113,7 @@ class WorkloadDecision:
     pod_requests: dict[str, str] | None = None
     # Look at the Workload again after this many seconds (EC2 did not answer).
     retry_after: float | None = None
+    read: ClassedShape | None = None  # with CREATE or CLAIM: who decided each field
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,9 @@ class WorkloadInputs:
     instance_type: InstanceTypeAnswer | None = None
     # The owner's kind (Job, JobSet, MPIJob...), so a count problem names what the user applied.
     owner_kind: str = "Job"
+    # The class our check names (None: the reference's Job-only reading), or why it cannot serve.
+    gang_class: GangClass | None = None
+    class_problem: str | None = None
 
 
 def drops_claim(workload: Workload | None, check_name: str | None) -> str | None:
@@ -190,19 +193,25 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
     if inputs.owner_labels is None or inputs.owner_annotations is None:
         return WorkloadDecision(notes=("the owner is not visible yet",), owner_not_visible=True)
 
+    if inputs.class_problem is not None:  # the platform team's fix, not the Job's
+        wait = CheckUpdate(CheckState.PENDING, inputs.class_problem, reason=c.EventReason.WAITING)
+        return WorkloadDecision(check=wait, notes=("its GangClass",), retry_after=30.0)
     try:
-        shape = parse_gang_shape(
+        read = read_gang_shape(
             inputs.owner_labels,
             inputs.owner_annotations,
             workload.total_pod_count,
             inputs.settings,
-            inputs.owner_kind,
+            kind=inputs.owner_kind,
+            gang_class=inputs.gang_class,
+            namespace=workload.metadata.namespace or "",
         )
     except GangShapeError as err:
         rejected = CheckUpdate(CheckState.REJECTED, str(err), reason=err.reason)
         if pool is not None and _holds(pool, workload):
             return WorkloadDecision(PoolChange.RELEASE, pool.name, check=rejected)
         return WorkloadDecision(check=rejected)
+    shape = read.shape
     requests = gang_requests(workload)
     unfit = _fit_refusal(workload, pool, shape, requests, inputs)
     if unfit is not None:
@@ -223,6 +232,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             ),
             owner_namespace=namespace,
             pod_requests=shown,
+            read=read,
         )
 
     tenancy = _tenancy_decision(workload, pool, inputs)
@@ -287,6 +297,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             reuses_warm_set=_warm_set_whole(pool),
             owner_namespace=bind,
             pod_requests=shown,
+            read=read,
         )
 
     check = _check_for_claimant(workload, pool, inputs)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from provisioner.api.gang_class import GangClass
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.owners import GangOwner, OwnerKind
 from provisioner.api.pod_fit import InstanceTypes
@@ -28,7 +29,9 @@ class WorkloadReconcilerDeps:
     workloads: TypedCache[Workload]
     pools: TypedCache[GangNodePool]
     checks: TypedCache[AdmissionCheck]
-    # The owners of each kind that carry the pool label; a kind missing here is read by a
+    # The GangClass of a name (None: none), as our checks name them in spec.parameters.
+    classes: Callable[[str], GangClass | None]
+    # The owners of each kind that carry the queue label; a kind missing here is read by a
     # live GET.
     owners: Mapping[OwnerKind, TypedCache[GangOwner]]
     settings: Settings

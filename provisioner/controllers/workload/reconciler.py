@@ -1,13 +1,15 @@
 """Workload reconciler: turns Kueue Workloads carrying our check into pool claims and back.
 
 Watches: Kueue Workloads (and, through the manager's mappings, GangNodePools — a pool's
-status change re-evaluates its claimant — and our AdmissionChecks). Reads each Workload's
-owner (a Job, JobSet, PyTorchJob, TrainJob or MPIJob: `owners.OWNER_KINDS`) from an informer of
-that kind's objects carrying the pool label; a live GET only for one it has not seen, or
-for a kind with no informer (its CRD was not served when the controller started).
-Writes, alone: `GangNodePool.spec` (shape snapshot, the one claim and the namespace the
-pool belongs to; the finalizer is set at creation) and our entry in
-`Workload.status.admissionChecks`.
+status change re-evaluates its claimant — our AdmissionChecks and the GangClasses they
+name). Reads each Workload's owner (a Job, JobSet, PyTorchJob, TrainJob or MPIJob:
+`owners.OWNER_KINDS`) from an informer of that kind's objects carrying the queue label; a
+live GET only for one it has not seen, or for a kind with no informer (its CRD was not
+served when the controller started). The check's GangClass (`spec.parameters`) gives the
+shape's defaults and, for an owner without the pool label, the pool's name.
+Writes, alone: `GangNodePool.spec` (shape snapshot, the one claim, the namespace the pool
+belongs to, the class and who decided each field; the finalizer is set at creation) and
+our entry in `Workload.status.admissionChecks`.
 
 The rules live in `workload_decision.decide`; this module gathers its inputs from the
 informer caches and EC2's figures for the gang's instance type (`api.pod_fit.InstanceTypes`,
@@ -25,11 +27,18 @@ import logging
 
 from provisioner.api import constants as c
 from provisioner.api.constants import CheckState
+from provisioner.api.gang_class import (
+    CheckClass,
+    ClassedShape,
+    GangClass,
+    check_class,
+    read_gang_shape,
+)
 from provisioner.api.gangnodepool import Claim, GangNodePool, GangNodePoolSpec
 from provisioner.api.meta import ObjectMeta, OwnerReference
 from provisioner.api.owners import GangOwner, OwnerKind, owner_kind
 from provisioner.api.pod_fit import InstanceTypeLookupError, UnknownInstanceType
-from provisioner.api.shape import GangShape
+from provisioner.api.shape import GangShape, GangShapeError
 from provisioner.api.workload import Workload
 from provisioner.controllers.workload.decision import (
     CheckUpdate,
@@ -60,6 +69,7 @@ class WorkloadReconciler:
         self._workloads = deps.workloads
         self._pools = deps.pools
         self._checks = deps.checks
+        self._classes = deps.classes
         self._owners = deps.owners
         self._settings = deps.settings
         self._recorder = deps.recorder
@@ -96,7 +106,13 @@ class WorkloadReconciler:
             return Result()
 
         owner = self._owner(workload)
-        pool_name = owner.labels.get(c.POOL_LABEL) if owner else None
+        named = self._check_class(check_name)
+        read = self._read_shape(workload, owner, named.gang_class)
+        pool_name = read.shape.pool if read else owner.labels.get(c.POOL_LABEL) if owner else None
+        if owner is not None and c.POOL_LABEL not in owner.labels:
+            # A derived pool's name follows the class: the pool this Workload already holds
+            # stays its own (or is released by the decision), whatever the class says now.
+            pool_name = self._pool_held_by(workload) or pool_name
         pool = self._pools.get("", pool_name) if pool_name else None
         if pool_name and self._own_pool_writes.cache_behind(pool_name, pool):
             # Planned from the pool as it was before our claim or release, this pass would
@@ -112,8 +128,10 @@ class WorkloadReconciler:
                 claimant_exists=self._claimant_exists(pool),
                 settings=self._settings,
                 now=self._now(),
-                instance_type=self._instance_type(owner),
+                instance_type=self._instance_type(owner, read),
                 owner_kind=owner.kind if owner else "Job",
+                gang_class=named.gang_class,
+                class_problem=named.message,
             )
         )
         log.debug(
@@ -138,6 +156,38 @@ class WorkloadReconciler:
         ours = self.our_check_names()
         return next((s.name for s in workload.status.admission_checks if s.name in ours), None)
 
+    def _pool_held_by(self, workload: Workload) -> str | None:
+        uid = workload.metadata.uid
+        held = (p for p in self._pools.list() if p.spec.claim and p.spec.claim.uid == uid)
+        return next((p.name for p in held), None)
+
+    def _check_class(self, check_name: str) -> CheckClass:
+        """The GangClass our check names, or why it cannot serve (its Active says so too)."""
+        check = self._checks.get("", check_name)
+        parameters = check.spec.parameters if check is not None else None
+        return check_class(check_name, parameters, self._classes, self._settings)
+
+    def _read_shape(
+        self, workload: Workload, owner: GangOwner | None, gang_class: GangClass | None
+    ) -> ClassedShape | None:
+        """The owner's shape read through its class, to name the pool the class derives
+        (`decide` reads it again, and answers its refusal); None without a class, owner or a
+        shape that reads."""
+        if owner is None or gang_class is None:
+            return None
+        try:
+            return read_gang_shape(
+                owner.labels,
+                owner.annotations,
+                workload.total_pod_count,
+                self._settings,
+                kind=owner.kind,
+                gang_class=gang_class,
+                namespace=workload.metadata.namespace or "",
+            )
+        except GangShapeError:
+            return None
+
     def _owner(self, workload: Workload) -> GangOwner | None:
         """The Workload's owner of a supported kind, from its kind's cache or, not there, a
         live GET; None when it has none, or its owner is not visible (yet)."""
@@ -150,9 +200,8 @@ class WorkloadReconciler:
         cached = cache.get(namespace, ref.name) if cache is not None else None
         if cached is not None and (not ref.uid or cached.uid == ref.uid):
             return cached
-        # Not in the cache: an owner without the pool label (the informer selects on it; its
-        # Workload is refused by name below), one the watch has not delivered yet, or a kind
-        # with no informer.
+        # Not in the cache: an owner without the queue label (the informer selects on it),
+        # one the watch has not delivered yet, or a kind with no informer.
         return self._read_owner(workload, ref, kind)
 
     def _read_owner(
@@ -172,10 +221,13 @@ class WorkloadReconciler:
             return None
         return owner
 
-    def _instance_type(self, owner: GangOwner | None) -> InstanceTypeAnswer | None:
-        """EC2's answer for the type the owner names (None: it names none). An answer is
-        kept per type by the port, so this asks EC2 once per type per process."""
+    def _instance_type(
+        self, owner: GangOwner | None, read: ClassedShape | None
+    ) -> InstanceTypeAnswer | None:
+        """EC2's answer for the type the owner names or its class gives (None: neither). An
+        answer is kept per type by the port, so this asks EC2 once per type per process."""
         raw = (owner.annotations.get(c.ANN_INSTANCE_TYPE, "") if owner else "").strip()
+        raw = read.shape.instance_type if read is not None else raw
         if not raw:
             return None
         try:
@@ -229,6 +281,7 @@ class WorkloadReconciler:
                     decision.claim,
                     decision.owner_namespace,
                     decision.pod_requests,
+                    decision.read,
                 ),
             )
             try:
@@ -259,6 +312,7 @@ class WorkloadReconciler:
                 decision.shape,
                 decision.owner_namespace,
                 decision.pod_requests,
+                decision.read,
             )
             reuse = ""
             if decision.reuses_warm_set:
@@ -306,8 +360,9 @@ class WorkloadReconciler:
         shape: GangShape | None,
         owner_namespace: str | None = None,
         pod_requests: dict[str, str] | None = None,
+        read: ClassedShape | None = None,
     ) -> None:
-        spec = pool.spec.with_claim(claim, shape, pod_requests)
+        spec = pool.spec.with_claim(claim, shape, pod_requests, read)
         if owner_namespace is not None and spec.owner_namespace is None:
             spec = spec.bound_to(owner_namespace)
         wanted = pool.model_copy(update={"spec": spec})
