@@ -241,3 +241,9 @@ class LaunchBudget:
         with self._lock:
             t = self._seconds(now)
             return self._region(region, t).cubic.rate(t)
+
+    def throttles(self, region: str) -> int:
+        """How many times EC2 throttled a launch in `region` (each shrank the rate)."""
+        with self._lock:
+            budget = self._regions.get(region)
+            return 0 if budget is None else budget.throttles
