@@ -53,6 +53,7 @@ import boto3  # type: ignore[import-untyped]
 import moto.ec2.models.instances as moto_instances
 from moto import mock_aws
 
+from bench import baselines
 from bench.scarcity_plot import Lane, counts_over_time, draw
 from devenv.emulator import EmulatorState, install
 from provisioner.api import constants as c
@@ -89,6 +90,7 @@ TRACE: tuple[tuple[float, int], ...] = (
     (2100, 4),
 )
 HORIZON = 4 * 3600.0
+RECORD_HELP = "keep this run's figures as bench/baselines/bench_scarcity.json"
 
 
 def slots_at(t: float, trace: Sequence[tuple[float, int]] = TRACE) -> int:
@@ -412,6 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="retryBackoff.max of the extra atomic-gang row (the setting an operator can lower)",
     )
     parser.add_argument("--plot", type=Path, help="write the trace as a PNG here (matplotlib)")
+    parser.add_argument("--record", action="store_true", help=RECORD_HELP)
     parser.add_argument(
         "--pools",
         type=lambda text: [int(p) for p in text.split(",")],
@@ -469,7 +472,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     hoarders = [o for o in outcomes[3:] if o.time_to_start is not None]
     best = min(hoarders, key=lambda o: o.time_to_start or 0.0)
-    print_rows([replay_pools(p, n, tick, job) for p in args.pools], best)
+    figures = print_rows([replay_pools(p, n, tick, job) for p in args.pools], best)
+    for o in outcomes:
+        if o.time_to_start is not None:
+            figures[f"{o.name}: start s"] = o.time_to_start
+        figures[f"{o.name}: billed / useful"] = o.billed / useful
+    print("\n" + "\n".join(baselines.comparison("bench_scarcity", figures)))
+    if args.record:
+        print(f"Recorded as the baseline: {baselines.record('bench_scarcity', figures)}")
     if args.plot is not None:
         plot(args.plot, outcomes, n, tick)
         print(f"\nTrace drawn to {args.plot}")

@@ -201,9 +201,11 @@ def replay_pools(pools: int, count: int, tick: float, job: float) -> PoolsOutcom
         )
 
 
-def print_rows(outcomes: list[PoolsOutcome], hoarder: Any) -> None:
+def print_rows(outcomes: list[PoolsOutcome], hoarder: Any) -> dict[str, float]:
     """The budget rows beside the best hoarding launcher (the earliest start of the
-    launchers that keep partial sets): start, bill, strand, throttling, calls per gang."""
+    launchers that keep partial sets): start, bill, strand, throttling, calls per gang.
+    Returns the figures, by name, for the bench's baseline."""
+    figures: dict[str, float] = {}
     best = hoarder.time_to_start
     print(
         f"\nThe launch budget (launchBudget defaults: half of EC2's buckets), P pools waiting "
@@ -227,8 +229,18 @@ def print_rows(outcomes: list[PoolsOutcome], hoarder: Any) -> None:
             f"{o.billed / o.useful if o.useful else float('nan'):>15.2f}{o.stranded:>10.0f}"
             f"{o.throttled:>11}{per_gang:>12.1f}{o.attempts:>10}"
         )
+        row = f"budget, {o.pools} pools"
+        if last is not None:
+            figures[f"{row}: last start s"] = last
+        if o.useful:
+            figures[f"{row}: billed / useful"] = o.billed / o.useful
+        figures[f"{row}: stranded node-s"] = o.stranded
+        figures[f"{row}: throttled calls"] = o.throttled
+        if o.started:
+            figures[f"{row}: EC2 calls per gang"] = per_gang
     print(
         "  throttled: calls the emulator refused with RequestLimitExceeded (EC2's documented "
         "buckets, on by default); calls/gang: every EC2/SSM call the pools made, per gang "
         "started; launches: RunInstances attempts."
     )
+    return figures
