@@ -21,7 +21,8 @@ from typing import Any
 BASELINES = Path(__file__).resolve().parent / "baselines"
 
 
-def _commit() -> str:
+def commit() -> str:
+    """The checkout's commit, `+changes` when tracked files differ from it."""
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(
@@ -56,12 +57,15 @@ def path_of(bench: str, root: Path = BASELINES) -> Path:
     return root / f"{bench}.json"
 
 
-def record(bench: str, figures: Mapping[str, float], root: Path = BASELINES) -> Path:
-    """Write `figures` as the bench's baseline, with the commit and machine they ran on."""
+def record(
+    bench: str, figures: Mapping[str, float], root: Path = BASELINES, ran_on: str | None = None
+) -> Path:
+    """Write `figures` as the bench's baseline, with the commit (`ran_on`, read when the run
+    started; by default now) and machine they ran on."""
     root.mkdir(parents=True, exist_ok=True)
     body = {
         "bench": bench,
-        "commit": _commit(),
+        "commit": ran_on or commit(),
         "machine": machine(),
         "recorded_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "figures": {k: float(v) for k, v in figures.items()},

@@ -422,6 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the budget rows: how many pools wait at once, each on its own copy of the trace",
     )
     args = parser.parse_args(argv)
+    ran_on = baselines.commit()  # what the figures measure, whatever is committed meanwhile
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
     n, tick, job = args.count, args.tick, args.job_seconds
     launchers: list[Callable[[World], Any]] = [
@@ -479,7 +480,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures[f"{o.name}: billed / useful"] = o.billed / useful
     print("\n" + "\n".join(baselines.comparison("bench_scarcity", figures)))
     if args.record:
-        print(f"Recorded as the baseline: {baselines.record('bench_scarcity', figures)}")
+        print(
+            f"Recorded as the baseline: {baselines.record('bench_scarcity', figures, ran_on=ran_on)}"
+        )
     if args.plot is not None:
         plot(args.plot, outcomes, n, tick)
         print(f"\nTrace drawn to {args.plot}")
