@@ -480,9 +480,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures[f"{o.name}: billed / useful"] = o.billed / useful
     print("\n" + "\n".join(baselines.comparison("bench_scarcity", figures)))
     if args.record:
-        print(
-            f"Recorded as the baseline: {baselines.record('bench_scarcity', figures, ran_on=ran_on)}"
-        )
+        kept = baselines.record("bench_scarcity", figures, ran_on=ran_on)
+        print(f"Recorded as the baseline: {kept}")
     if args.plot is not None:
         plot(args.plot, outcomes, n, tick)
         print(f"\nTrace drawn to {args.plot}")
