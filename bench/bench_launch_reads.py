@@ -59,6 +59,7 @@ from provisioner.api.settings import Settings
 from provisioner.cloud import Ec2Engine
 from provisioner.cloud.ec2api import build_clients
 from provisioner.controllers.instance_index import InstanceIndex
+from provisioner.controllers.launch_budget import LaunchBudget
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool.deps import PoolReconcilerDeps
 from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
@@ -320,6 +321,7 @@ def build_reconciler(
         now=lambda: datetime.now(UTC),
         metrics=metrics,
         ownership_key=None,
+        budget=LaunchBudget(settings.launch_budget),
     )
     return GangNodePoolReconciler(deps)
 

@@ -8,8 +8,11 @@ Runs in-process moto with the project's emulator patches (`devenv.emulator`)
 and a virtual clock, so the figures are the same on every run and every machine. Each
 launcher gets a fresh emulator and the same capacity trace, replayed tick by tick:
 - **atomic-gang**: this project's engine, `Ec2Engine.acquire` (MinCount = MaxCount = N, or an
-  instant fleet with MinTargetCapacity = N), retried after a shortfall with the controller's
-  own backoff (5 s doubling to 300 s, `pool_steps.PoolTimings`), a new generation each try;
+  instant fleet with MinTargetCapacity = N), retried after a shortfall with the backoff the
+  controller used before its launch budget (5 s doubling to 300 s), a new generation each try;
+- **the launch budget** (`bench.scarcity_budget`): 1, 10 and 100 pools (`--pools`) waiting at
+  once, retrying at the controller's account-wide launch budget, with the emulator enforcing
+  EC2's documented throttling;
 - **incremental**: RunInstances with MinCount = MaxCount = 1, again and again, keeping every
   instance it gets until it holds N;
 - **best-effort**: RunInstances for N with MinCount = 1, topping up the remainder on every
@@ -50,6 +53,7 @@ import boto3  # type: ignore[import-untyped]
 import moto.ec2.models.instances as moto_instances
 from moto import mock_aws
 
+from bench import baselines
 from bench.scarcity_plot import Lane, counts_over_time, draw
 from devenv.emulator import EmulatorState, install
 from provisioner.api import constants as c
@@ -86,6 +90,7 @@ TRACE: tuple[tuple[float, int], ...] = (
     (2100, 4),
 )
 HORIZON = 4 * 3600.0
+RECORD_HELP = "keep this run's figures as bench/baselines/bench_scarcity.json"
 
 
 def slots_at(t: float, trace: Sequence[tuple[float, int]] = TRACE) -> int:
@@ -409,7 +414,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="retryBackoff.max of the extra atomic-gang row (the setting an operator can lower)",
     )
     parser.add_argument("--plot", type=Path, help="write the trace as a PNG here (matplotlib)")
+    parser.add_argument("--record", action="store_true", help=RECORD_HELP)
+    parser.add_argument(
+        "--pools",
+        type=lambda text: [int(p) for p in text.split(",")],
+        default=[1, 10, 100],
+        help="the budget rows: how many pools wait at once, each on its own copy of the trace",
+    )
     args = parser.parse_args(argv)
+    ran_on = baselines.commit()  # what the figures measure, whatever is committed meanwhile
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
     n, tick, job = args.count, args.tick, args.job_seconds
     launchers: list[Callable[[World], Any]] = [
@@ -455,6 +468,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\nUseful work in every case: {useful:.0f} node-s (N x job).")
     for o in outcomes:
         print(f"  {o.name:<36} billed / useful = {o.billed / useful:.2f}")
+    # Deferred: the budget rows build on this module's replay helpers.
+    from bench.scarcity_budget import print_rows, replay_pools
+
+    hoarders = [o for o in outcomes[3:] if o.time_to_start is not None]
+    best = min(hoarders, key=lambda o: o.time_to_start or 0.0)
+    figures = print_rows([replay_pools(p, n, tick, job) for p in args.pools], best)
+    for o in outcomes:
+        if o.time_to_start is not None:
+            figures[f"{o.name}: start s"] = o.time_to_start
+        figures[f"{o.name}: billed / useful"] = o.billed / useful
+    print("\n" + "\n".join(baselines.comparison("bench_scarcity", figures)))
+    if args.record:
+        kept = baselines.record("bench_scarcity", figures, ran_on=ran_on)
+        print(f"Recorded as the baseline: {kept}")
     if args.plot is not None:
         plot(args.plot, outcomes, n, tick)
         print(f"\nTrace drawn to {args.plot}")

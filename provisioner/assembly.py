@@ -35,6 +35,7 @@ from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.fencing import leader_gate
 from provisioner.controllers.admissioncheck import AdmissionCheckReconciler
 from provisioner.controllers.instance_index import InstanceIndex
+from provisioner.controllers.launch_budget import LaunchBudget
 from provisioner.controllers.manager import WORKLOAD_WORKERS, ControllerParts, Manager
 from provisioner.controllers.metrics import (
     AwsCallMetrics,
@@ -346,6 +347,8 @@ def build_manager(inputs: ManagerInputs) -> Manager:
             now=now,
             metrics=metrics,
             ownership_key=ownership_key,
+            # One budget for the account's launches, shared by every pool's passes.
+            budget=LaunchBudget(settings.launch_budget),
         )
     )
     check_ctl = Controller(

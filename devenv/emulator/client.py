@@ -365,6 +365,15 @@ class EmulatorClient:
         query = urllib.parse.urlencode({"after": after, "wait": wait})
         return self._call("GET", f"instance-events?{query}")
 
+    def throttling(self) -> dict[str, Any]:
+        """EC2's buckets as the emulator enforces them, and `throttled`/`total`: the calls
+        they refused (answered RequestLimitExceeded)."""
+        return self._call("GET", "throttling")
+
+    def set_throttling(self, **body: Any) -> dict[str, Any]:
+        """`enabled`, `mutating`/`non_mutating` ({size, refill}), `resources` by action."""
+        return self._call("POST", "throttling", body)
+
     def request_costs(self) -> dict[str, dict[str, Any]]:
         """Requests, CPU seconds and requests by client (access key id) per AWS call since
         the last reset, costliest first."""

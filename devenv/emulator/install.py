@@ -47,6 +47,7 @@ from devenv.emulator.patching import ORIGINALS, original, patch
 from devenv.emulator.reserved_tags import reserved_tag_refusal
 from devenv.emulator.run_instances import run_instances_handler
 from devenv.emulator.state import EMULATOR, EmulatorState
+from devenv.emulator.throttling import instances_of
 
 _SEEDED_SERVICES: Final = frozenset({"ec2", "ssm", "eks"})
 _install_lock = threading.Lock()
@@ -114,13 +115,25 @@ def call_action(self: Any) -> Any:
         fault = EMULATOR.take_fault(action, client) if EMULATOR.has_faults() else None
         if fault is not None and not fault.after:
             return fault_response(self, fault)
+        # EC2's documented throttling (`throttling`): the account's buckets, per region.
+        instances = instances_of(action, self.querystring) if self.service_name == "ec2" else 0
+        if self.service_name == "ec2":
+            throttled = EMULATOR.take_throttle(self.region, action, instances)
+            if throttled is not None:
+                return fault_response(self, throttled)
         with EMULATOR.calling(action, client):
             answer = original(BaseResponse, "call_action")(self)
+        if action == "RunInstances" and _failed(answer):
+            EMULATOR.give_back(self.region, action, instances)
     if delay is not None and delay.after:
         time.sleep(delay.seconds)
     if fault is not None:  # EC2 ran the call; its answer is lost
         return fault_response(self, fault)
     return answer
+
+
+def _failed(answer: Any) -> bool:
+    return isinstance(answer, tuple) and int(answer[0]) >= 400
 
 
 # S3 object calls do not pass through `call_action`; the names are the API's, so a fault

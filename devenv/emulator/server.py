@@ -61,6 +61,8 @@ of threads (`SERVER_THREADS`).
                                        mutating EC2 call, when, by whom (`s3_writes`, `ec2_writes`)
     GET  /_emulator/clock             {now, offset_seconds}: the clock reservations follow
     POST /_emulator/clock             {advance_seconds} moves it forward -> {now}
+    GET  /_emulator/throttling        EC2's buckets (`throttling`) and the calls they refused
+    POST /_emulator/throttling        {enabled?, mutating?, non_mutating?, resources?} sizes
 
 A request the control API cannot use answers 400 with {"error": ..., "field": ...}.
 """
@@ -98,6 +100,7 @@ from devenv.emulator.offering_control import add_offering
 from devenv.emulator.organization import checked_keys
 from devenv.emulator.s3_writes import S3WriteLog
 from devenv.emulator.state import EmulatorState
+from devenv.emulator.throttling import throttling_from_body
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -164,6 +167,8 @@ class ControlApp:
                 Rule("/_emulator/ec2-writes", methods=["GET"], endpoint="ec2_writes"),
                 Rule("/_emulator/clock", methods=["GET"], endpoint="clock"),
                 Rule("/_emulator/clock", methods=["POST"], endpoint="advance_clock"),
+                Rule("/_emulator/throttling", methods=["GET"], endpoint="throttling"),
+                Rule("/_emulator/throttling", methods=["POST"], endpoint="set_throttling"),
             ]
         )
         self._handlers: dict[str, Callable[[dict[str, Any]], Any]] = {
@@ -196,6 +201,8 @@ class ControlApp:
             "launch_requests": self._launch_requests,
             "instance_events": self._instance_events,
             "requests": lambda _: {"requests": self._accounting.report()},
+            "throttling": lambda _: state.throttling_report(),
+            "set_throttling": lambda body: throttling_from_body(state, body),
             "s3_writes": lambda query: {"writes": self._s3_writes.report(fields.after(query))},
             "ec2_writes": lambda query: {"writes": self._ec2_writes.report(fields.after(query))},
             "clock": lambda _: {"now": state.now(), "offset_seconds": state.clock_offset},

@@ -46,6 +46,7 @@ from devenv.emulator.seeding import (
     set_eks_ami_owner_alias,
     share_public_ami,
 )
+from devenv.emulator.throttling import ThrottleBuckets
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,9 @@ class _Record:
     result: Any
 
 
-class EmulatorState(FaultSwitches, ConsistencySwitches, ReservedCapacity, OrganizationPolicies):
+class EmulatorState(
+    FaultSwitches, ThrottleBuckets, ConsistencySwitches, ReservedCapacity, OrganizationPolicies
+):
     """Everything the emulator knows that moto does not; `reset()` returns it to defaults.
 
     Methods are safe to call from the control API's threads: they take `lock`, which the
@@ -93,6 +96,7 @@ class EmulatorState(FaultSwitches, ConsistencySwitches, ReservedCapacity, Organi
         self.dry_run_validates = False
         self._totals: dict[tuple[str, str], int] = {}
         self._clear_faults_state()
+        self._clear_throttling_state()
         self._clear_consistency_state()
         self._clear_reserved_state()
         self._clear_organization_state()

@@ -237,6 +237,30 @@ _KIND_OF_CLASS: Final = {
 }
 
 
+# The throttles among the retryable codes: the caller is going too fast (the rest are AWS's
+# own failures), so the account's launch budget shrinks on them.
+THROTTLE_CODES: Final = frozenset(
+    {
+        "RequestLimitExceeded",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "EC2ThrottledException",
+        "SlowDown",
+    }
+)
+
+
+def is_throttle(code: str | None) -> bool:
+    if code is None:
+        return False
+    row = EC2_ERROR_CODES.get(code)
+    return code in THROTTLE_CODES or (row is not None and row.cls is CodeClass.THROTTLE)
+
+
 def is_quota(code: str | None) -> bool:
     return code in QUOTA_CODES
 

@@ -60,6 +60,7 @@ from provisioner.cloud.error_codes import (
     ErrorKind,
     classify_code,
     is_quota,
+    is_throttle,
     is_unoffered,
 )
 from provisioner.cloud.error_reasons import describe_code
@@ -93,6 +94,7 @@ __all__ = [
     "is_not_found",
     "is_quota",
     "is_retryable",
+    "is_throttle",
     "is_unoffered",
     "to_cloud_error",
 ]
@@ -190,6 +192,12 @@ class CloudError(Exception):
         # The resource of the pool's stack EC2 says is missing (``stack_gone``): from the
         # code alone unless the caller read EC2's message at the edge.
         self.gone = gone if gone is not None else gone_resource(code)
+
+    @property
+    def throttled(self) -> bool:
+        """EC2 throttled the call (RequestLimitExceeded and its kin): the account's launch
+        budget shrinks (``controllers.launch_budget``)."""
+        return is_throttle(self.code)
 
     @property
     def failure(self) -> c.FailureKind:

@@ -22,7 +22,7 @@ import yaml  # type: ignore[import-untyped]  # no stubs in the pinned dev set
 from pydantic import BaseModel
 from pydantic.alias_generators import to_snake
 
-from provisioner.api.settings import Limits, Settings
+from provisioner.api.settings import LaunchBudgetSettings, Limits, Settings
 from provisioner.api.settings.instances import (
     CONTROLLER_TAGS_PER_INSTANCE,
     EC2_TAG_KEY_MAX,
@@ -125,6 +125,12 @@ ROWS: list[Refused] = [
     Refused("limits.maxKeepWarmTTL", "-1h"),
     Refused("limits.maxLifetime", "0"),
     Refused("stackOperations.idleStackTTL", "-1m"),
+    Refused("launchBudget.share", 0),
+    Refused("launchBudget.share", 1.5),
+    Refused("launchBudget.requestBucket", below(LaunchBudgetSettings, "request_bucket")),
+    Refused("launchBudget.requestRefillPerSecond", 0),
+    Refused("launchBudget.instanceBucket", below(LaunchBudgetSettings, "instance_bucket")),
+    Refused("launchBudget.instanceRefillPerSecond", -2),
     Refused("retryBackoff.initial", "0s"),
     Refused("retryBackoff.max", "-5m"),
     Refused("webhook.selfSigned.caValidity", "0h", "webhook.selfManaged.caValidity"),

@@ -13,6 +13,7 @@ from provisioner.api.nodes import Node
 from provisioner.api.settings import Settings
 from provisioner.cloud.naming import OwnershipKey
 from provisioner.controllers.instance_index import InstanceIndex
+from provisioner.controllers.launch_budget import LaunchBudget
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool.deps import PoolReconcilerDeps
 from provisioner.kube.cache import TypedCache
@@ -46,6 +47,7 @@ def pool_deps(
     metrics: ControllerMetrics | None = None,
     index_interval: float = 10,
     ownership_key: OwnershipKey | None = None,
+    budget: LaunchBudget | None = None,
 ) -> PoolReconcilerDeps:
     """Dependencies for a pool reconciler (or its actions) under test. The instance index
     defaults to a real one over `engine`."""
@@ -76,4 +78,5 @@ def pool_deps(
         now=now,
         metrics=metrics,
         ownership_key=ownership_key,
+        budget=budget or LaunchBudget(settings.launch_budget),
     )

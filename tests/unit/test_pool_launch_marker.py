@@ -10,7 +10,7 @@ That `EngineOps.launch_tokens` names the tokens the real engine's requests carry
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,13 +19,22 @@ import pytest
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool, LaunchInProgress
-from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
+from provisioner.api.settings import (
+    Defaults,
+    LaunchBudgetSettings,
+    LeaderElection,
+    PulumiSettings,
+    Settings,
+)
+from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.types import LaunchResult, LaunchSpec, SubnetRef
+from provisioner.controllers.launch_budget import CUBIC_BETA, LaunchBudget, LaunchCost
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool.facts import desired_spec, gather_launch_facts
 from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
 from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
+from provisioner.kube.workqueue import Result
 from tests.support.backends import UNREACHED_BACKEND
 from tests.support.events import RecordedEvents
 from tests.support.fake_engine import FakeEngine
@@ -87,12 +96,19 @@ class TodaysStacks(FakeStacks):
 
 
 class World:
-    def __init__(self, mode: str, status: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        mode: str,
+        status: Mapping[str, Any],
+        budget: LaunchBudget | None = None,
+        failing: Mapping[str, Exception] | None = None,
+    ) -> None:
+        self.now = NOW
         spec = pool_spec(count=2, instance_type="m5.large", mode=mode, claim=claim())
         obj = pool(uid="pool-uid", resource_version="1", finalizers=[c.FINALIZER], spec=spec)
         obj["status"] = {"phase": Phase.ACQUIRING, "acquireGeneration": 3, **status}
         self.store = FakePoolStore(obj)
-        self.engine = WitnessEngine(self.store)
+        self.engine = WitnessEngine(self.store, failing=failing)
         metrics = ControllerMetrics()
         self.reconciler = GangNodePoolReconciler(
             pool_deps(
@@ -104,13 +120,14 @@ class World:
                 stacks=TodaysStacks(self.engine, obj),
                 executor=StackExecutor(1, on_finished=lambda _pool: None, metrics=metrics),
                 recorder=RecordedEvents(),
-                now=lambda: NOW,
+                now=lambda: self.now,
                 metrics=metrics,
+                budget=budget,
             )
         )
 
-    def one_pass(self) -> None:
-        self.reconciler.reconcile(ObjectKey("", "pool-a"))
+    def one_pass(self) -> Result:
+        return self.reconciler.reconcile(ObjectKey("", "pool-a"))
 
     def marker_sent(self) -> tuple[LaunchInProgress, str]:
         """The marker stored when EC2 was asked, and the token EC2 received."""
@@ -183,3 +200,35 @@ def test_a_crash_between_marker_and_result_sends_the_same_token_again(mode: str)
     marker, sent = again.marker_sent()
     assert marker == stored
     assert sent == stored.client_token == world.engine.sent_tokens[0]
+
+
+def test_a_launch_waits_for_its_turn_at_the_budget_writing_nothing() -> None:
+    """Another pool took the budget's last tokens: this pass launches nothing, writes
+    nothing, and looks again when its turn comes, when it launches."""
+    budget = LaunchBudget(LaunchBudgetSettings(request_bucket=2, share=1.0))
+    assert budget.turn("us-east-1", "pool-b", LaunchCost(2, 2), NOW).go
+    world = World(c.MODE_RUNINSTANCES, {}, budget=budget)
+    before = dict(world.store.obj)
+
+    waited = world.one_pass()
+
+    # Two subnets: two calls at most, refilled at 5 a second.
+    assert waited.requeue_after == pytest.approx(0.4)
+    assert world.engine.launched == [] and world.store.obj == before
+    world.now = NOW + timedelta(seconds=0.4)
+    world.one_pass()
+    assert GangNodePool.from_dict(world.store.obj).status.phase == Phase.JOINING
+
+
+def test_request_limit_exceeded_shrinks_the_budget_and_the_pool_asks_for_its_turn() -> None:
+    budget = LaunchBudget(LaunchBudgetSettings())
+    throttle = CloudError(ErrorKind.RETRYABLE, "RequestLimitExceeded", "Throttled", "slow down")
+    world = World(c.MODE_RUNINSTANCES, {}, budget=budget, failing={"acquire": throttle})
+    before = budget.rate("us-east-1", NOW)
+
+    world.one_pass()
+
+    assert budget.rate("us-east-1", NOW) == pytest.approx(before * CUBIC_BETA)
+    status = GangNodePool.from_dict(world.store.obj).status
+    assert status.launch_in_progress is not None  # the same token is replayed
+    assert status.last_error is not None and status.last_error.reason == "Throttled"

@@ -46,6 +46,14 @@ stackOperations:
 retryBackoff:
   initial: {{ $v.retryBackoff.initial | quote }}
   max: {{ $v.retryBackoff.max | quote }}
+{{- with $v.launchBudget }}
+launchBudget:
+  share: {{ .share }}
+  requestBucket: {{ .requestBucket }}
+  requestRefillPerSecond: {{ .requestRefillPerSecond }}
+  instanceBucket: {{ .instanceBucket }}
+  instanceRefillPerSecond: {{ .instanceRefillPerSecond }}
+{{- end }}
 metricsPort: {{ int $v.metrics.port }}
 healthPort: {{ int $v.health.port }}
 webhookPort: {{ int $v.webhook.port }}

@@ -6,8 +6,9 @@ start-up are read in `settings_sources`. Each section accepts the chart's camelC
 spelling (`clusterName`, `defaults.keepWarmTTL`) as well as the Python field names.
 
 One module per group of settings: `defaults` (defaults, limits, retryBackoff),
-`leader_election`, `stack_settings` (pulumi, stackOperations), `aws_identity` (aws, iam,
-ownership), `webhook`, `ami_policy`, `instances`, `tenancy`, and `root` (Settings itself);
+`launch_budget`, `leader_election`, `stack_settings` (pulumi, stackOperations),
+`aws_identity` (aws, iam, ownership), `webhook`, `ami_policy`, `instances`, `tenancy`, and
+`root` (Settings itself);
 `section` holds what they share. Every name is importable from here.
 """
 
@@ -31,6 +32,7 @@ from provisioner.api.settings.instances import (
     Instances,
     RootVolume,
 )
+from provisioner.api.settings.launch_budget import LaunchBudgetSettings
 from provisioner.api.settings.leader_election import LeaderElection
 from provisioner.api.settings.nodes import StartupTaint
 from provisioner.api.settings.root import Settings
@@ -62,6 +64,7 @@ __all__ = [
     "Defaults",
     "IamSettings",
     "Instances",
+    "LaunchBudgetSettings",
     "LeaderElection",
     "Limits",
     "OwnershipSettings",

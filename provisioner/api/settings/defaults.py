@@ -53,12 +53,14 @@ class Limits(Section):
 
 
 class RetryBackoff(Section):
-    """How long a pool waits before its next try after a failed acquisition step.
+    """How long a pool waits before its next try after a failed step that is neither a
+    capacity shortfall nor a throttle (those retry at the account's launch budget's pace,
+    `launchBudget`): a transient AWS or Pulumi failure, and `max / 5` after a configuration
+    failure. The wait doubles per consecutive failure, from `initial` up to `max`.
 
-    The wait doubles per consecutive failure, from `initial` up to `max`. Capacity
-    shortfalls cost nothing while waiting (no instance is held), so a short `initial` only
-    spends API calls; it lets a gang catch a short capacity window that a long wait would
-    sleep through. `max` bounds how long a pool may sleep once capacity comes back.
+    Capacity shortfalls still count toward `acquireAttemptsBeforeRetry` on this schedule
+    (one counted per wait), so a Workload keeps its quota as long as it did when each retry
+    waited that long.
     """
 
     initial: GoDuration = Field(

@@ -16,6 +16,7 @@ from provisioner.api.settings.ami_policy import AmiPolicy
 from provisioner.api.settings.aws_identity import AwsSettings, IamSettings, OwnershipSettings
 from provisioner.api.settings.defaults import Defaults, Limits, RetryBackoff
 from provisioner.api.settings.instances import Instances
+from provisioner.api.settings.launch_budget import LaunchBudgetSettings
 from provisioner.api.settings.leader_election import LeaderElection
 from provisioner.api.settings.nodes import StartupTaint
 from provisioner.api.settings.section import Port, Section, snake_keys
@@ -84,6 +85,7 @@ class Settings(Section):
     )
     max_concurrent_pool_reconciles: int = Field(default=5, ge=1)
     retry_backoff: RetryBackoff = RetryBackoff()
+    launch_budget: LaunchBudgetSettings = LaunchBudgetSettings()
     integration_mode: str = Field(default=c.INTEGRATION_ADMISSIONCHECK)
     controller_name: str = Field(default=c.CONTROLLER_NAME, min_length=1, max_length=253)
     leader_election: LeaderElection = LeaderElection()

@@ -174,6 +174,7 @@ class PoolActions:
                 unreleased_ids=err.instance_ids,
                 rolled_back_ids=err.rolled_back,
                 gone=err.gone,
+                throttled=err.throttled,
             )
         if launched.adopted:
             # The generation's set was already in EC2 (a crash, a lost answer, or a pass

@@ -15,6 +15,7 @@ from provisioner.api.nodes import Node
 from provisioner.api.settings import Settings
 from provisioner.cloud.naming import OwnershipKey
 from provisioner.controllers.instance_index import InstanceIndex
+from provisioner.controllers.launch_budget import LaunchBudget
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.controllers.ports import EngineOps, StackOps
@@ -39,3 +40,6 @@ class PoolReconcilerDeps:
     # Proves a tagged instance ours before a release touches it (`pool.proofs`); None when
     # the installer configured none (then only this pool object's own tokens prove).
     ownership_key: OwnershipKey | None
+    # The account's launch budget, one object shared by every pool's passes (and the
+    # composition root's only): turns at RunInstances/CreateFleet (`launch_budget`).
+    budget: LaunchBudget

@@ -5,10 +5,11 @@ pool again, and the Events to tell users. `settle` does the same for a stack ope
 ran on the executor, applied to the status the pool has reached by the time it ended.
 
 The wait after a failure is chosen from the failure's kind (`FailureKind`): a capacity
-shortfall moves the generation and backs off by the shortfall count; a transient failure
-keeps the launch marker (the same ClientToken is replayed) and backs off by the failure
-count; a configuration failure waits `PoolTimings.config_delay`, since somebody has to fix
-something first.
+shortfall moves the generation and is retried at the account's launch budget's pace
+(`launch_turns`), counted as an attempt on retryBackoff's schedule; a throttled launch
+waits for its turn at the shrunk budget; another transient failure keeps the launch marker
+(the same ClientToken is replayed) and backs off by the failure count; a configuration
+failure waits `PoolTimings.config_delay`, since somebody has to fix something first.
 """
 
 from __future__ import annotations
@@ -265,18 +266,23 @@ def _launch_outcome(view: AnyView, status: GangNodePoolStatus, result: ActionRes
     err = _failure(result, Action.LAUNCH, c.EventReason.LAUNCH_FAILED)
     status = _keep_unreleased(view, status, result.unreleased_ids, result.rolled_back_ids)
     if kind in _SHORTFALLS:
+        # Retried at once: the account's launch budget paces the retries (`launch_turns`).
+        # The attempts that count toward `acquireAttemptsBeforeRetry` (and are said in an
+        # Event) keep retryBackoff's schedule, so a Workload holds its quota as long as it
+        # did when each attempt waited that long.
+        status = changed(
+            status,
+            launch_in_progress=None,
+            acquire_generation=status.acquire_generation + 1,
+            consecutive_unknown_errors=0,
+            last_error=err,
+        )
+        if not _counts(view, status):
+            return status, 0.0, ()
         shortfalls = status.consecutive_shortfalls + 1
         return (
-            changed(
-                status,
-                launch_in_progress=None,
-                acquire_generation=status.acquire_generation + 1,
-                consecutive_shortfalls=shortfalls,
-                consecutive_unknown_errors=0,
-                last_shortfall_time=view.now,
-                last_error=err,
-            ),
-            view.timings.backoff(shortfalls),
+            changed(status, consecutive_shortfalls=shortfalls, last_shortfall_time=view.now),
+            0.0,
             (
                 Event(
                     c.EVENT_WARNING,
@@ -302,10 +308,11 @@ def _launch_outcome(view: AnyView, status: GangNodePoolStatus, result: ActionRes
     if kind is FailureKind.RETRYABLE:
         # Keep the marker: the same ClientToken is replayed, so a launch that did happen
         # is returned rather than repeated.
+        # Throttled: the launch budget shrank and gives the pool its next turn.
         failures = status.consecutive_failures + 1
         return (
             changed(status, last_error=err, consecutive_failures=failures),
-            view.timings.backoff(failures + 1),
+            0.0 if result.throttled else view.timings.backoff(failures + 1),
             (Event(c.EVENT_WARNING, err.reason, err.message),),
         )
     if kind is FailureKind.UNKNOWN:
@@ -337,6 +344,16 @@ def _launch_outcome(view: AnyView, status: GangNodePoolStatus, result: ActionRes
         view.timings.config_delay,
         (Event(c.EVENT_WARNING, err.reason, err.message),),
     )
+
+
+def _counts(view: AnyView, status: GangNodePoolStatus) -> bool:
+    """Whether this shortfall counts as an attempt: the first of an acquisition does, and
+    each one after waits as long after the last counted as retryBackoff says."""
+    last = status.last_shortfall_time
+    if status.consecutive_shortfalls == 0 or last is None:
+        return True
+    wait = view.timings.backoff(status.consecutive_shortfalls)
+    return (view.now - last).total_seconds() >= wait
 
 
 def _keep_unreleased(

@@ -12,12 +12,12 @@ Ready Nodes and what keeps any of them from running a gang pod (`usable`), and t
 its plan and action need: the stack's outputs, the cluster, AMI, instance type, reservation
 and subnet plan, each read once and only where the row of the pool's phase in `phases`
 says; see `_read_facts`), asks `plan.plan` for ONE step, persists that step's status (for
-a launch: the marker with the generation and the ClientTokens the launch sends) before
-acting, performs the action,
-and persists what `outcomes.outcome` makes of the result; then it gives the active set's
-Nodes the group label they lack (`_label_set_nodes`). The work queue runs one pass per pool
-at a time, so a pool can never launch twice concurrently; the launch marker and ClientToken
-make a crash at any point resume rather than repeat.
+a launch: the marker with the generation and the ClientTokens the launch sends; a launch
+first waits for its turn at the account's launch budget, `launch_turns`) before acting,
+performs the action, and persists what `outcomes.outcome` makes of the result; then it
+gives the active set's Nodes the group label they lack (`_label_set_nodes`). The work
+queue runs one pass per pool at a time, so a pool can never launch twice concurrently; the
+launch marker and ClientToken make a crash at any point resume rather than repeat.
 
 Stack steps (prepare, record, release a set, destroy) are handed to the `StackExecutor`
 instead of run here: the pass persists the step's status, submits, and returns. While the
@@ -51,6 +51,7 @@ from provisioner.api.nodes import Node
 from provisioner.cloud.errors import CloudError
 from provisioner.cloud.views import LIVE_STATES
 from provisioner.controllers.instance_index import GONE_STATES
+from provisioner.controllers.pool import launch_turns
 from provisioner.controllers.pool.actions import PoolActions
 from provisioner.controllers.pool.conditions import observed
 from provisioner.controllers.pool.deps import PoolReconcilerDeps
@@ -142,6 +143,7 @@ class GangNodePoolReconciler:
         pool = self._pools.get("", key.name)
         if pool is None:
             self._executor.forget(key.name)
+            self._deps.budget.forget(key.name)
             self._backoffs.pop(key.name, None)
             self._own_writes.forget(key.name)
             self._proofs.forget(key.name)
@@ -166,6 +168,9 @@ class GangNodePoolReconciler:
 
     def _plan_and_act(self, pool: GangNodePool, view: AnyView, facts: PassFacts) -> Result:
         step = plan(view)
+        turn = launch_turns.ask(self._deps.budget, view) if step.action is Action.LAUNCH else None
+        if turn is not None and not turn.go:  # its turn at the launch budget comes later
+            return Result(requeue_after=turn.wait)
         if step.action is not Action.NONE or step.status.phase != view.status.phase:
             log.info(
                 "pool %s: %s -> %s, %s",
@@ -173,12 +178,8 @@ class GangNodePoolReconciler:
                 view.status.phase,
                 step.status.phase,
                 step.action.value,
-                extra={
-                    "pool": pool.name,
-                    "generation": step.status.acquire_generation,
-                    "phase": step.status.phase,
-                    "action": step.action.value,
-                },
+                extra={"pool": pool.name, "generation": step.status.acquire_generation}
+                | {"phase": step.status.phase, "action": step.action.value},
             )
         written = self._persist(pool, step.status)
         if step.action in STACK_ACTIONS:
@@ -190,6 +191,8 @@ class GangNodePoolReconciler:
             return Result(requeue_after=_next_pass(view.status, step.status, step.requeue_after))
         status, requeue, events = outcome(view, step, result)
         self._note_backoff(pool.name, step.action, result, requeue)
+        if turn is not None:
+            launch_turns.settle(self._deps.budget, view, result)
         if step.action is Action.REMOVE_FINALIZER:
             return Result()
         written = self._persist_result(written, status)

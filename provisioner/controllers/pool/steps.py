@@ -277,3 +277,5 @@ class ActionResult:
     rolled_back_ids: tuple[str, ...] = ()
     # A launch EC2 refused because a resource of the pool's stack is missing: which one.
     gone: StackResource | None = None
+    # EC2 answered RequestLimitExceeded (or another throttle): the launch budget shrinks.
+    throttled: bool = False

@@ -1,0 +1,48 @@
+"""A bench's recorded figures (`bench/baselines.py`): what `--record` keeps, and the lines a
+run prints beside them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import baselines
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_recorded_baseline_names_its_commit_and_machine(tmp_path: Path) -> None:
+    path = baselines.record("bench_x", {"start s": 1380.0}, root=tmp_path)
+    body = json.loads(path.read_text())
+    assert body["bench"] == "bench_x" and body["figures"] == {"start s": 1380.0}
+    assert body["commit"] and body["machine"]["cpus"] and body["recorded_at"]
+
+
+@pytest.mark.parametrize(
+    ("now", "expected"),
+    [
+        ({"start s": 1518.0}, "1.10x"),
+        ({"start s": 1380.0}, "1.00x"),
+        ({"calls": 5.0}, "new"),
+    ],
+)
+def test_a_run_prints_each_figure_beside_the_recorded_one(
+    tmp_path: Path, now: dict[str, float], expected: str
+) -> None:
+    baselines.record("bench_x", {"start s": 1380.0}, root=tmp_path)
+    lines = baselines.comparison("bench_x", now, root=tmp_path)
+    (row,) = [line for line in lines if line.strip().startswith(next(iter(now)))]
+    assert row.rstrip().endswith(expected), lines
+
+
+def test_a_figure_no_longer_measured_is_named(tmp_path: Path) -> None:
+    baselines.record("bench_x", {"start s": 1.0, "gone": 2.0}, root=tmp_path)
+    lines = baselines.comparison("bench_x", {"start s": 1.0}, root=tmp_path)
+    assert lines[-1].endswith("gone")
+
+
+def test_without_a_baseline_the_run_says_how_to_keep_one(tmp_path: Path) -> None:
+    (line,) = baselines.comparison("bench_y", {"a": 1.0}, root=tmp_path)
+    assert "--record" in line

@@ -1,0 +1,213 @@
+"""The account's launch budget (`controllers.launch_budget`), on an injected clock.
+
+Pools waiting on capacity are replayed against the budget in virtual time: each asks for a
+turn, launches when given one, meets a shortfall and asks again at once. Two checkers read
+the launches they made: that EC2's buckets (the budget's share of them) were never exceeded,
+and that turns went round-robin. Each checker is also fed, once, a run that breaks it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from provisioner.api.settings import LaunchBudgetSettings
+from provisioner.controllers.launch_budget import (
+    CUBIC_BETA,
+    Bucket,
+    Cubic,
+    LaunchBudget,
+    LaunchCost,
+)
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+REGION = "us-east-1"
+DEFAULTS = LaunchBudgetSettings()
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+@dataclass(frozen=True)
+class Launch:
+    t: float
+    pool: str
+    cost: LaunchCost
+
+
+def replay(
+    budget: LaunchBudget, pools: int, seconds: float, cost: LaunchCost, shortfall: bool = True
+) -> list[Launch]:
+    """Every pool asks at 0; a pool given its turn launches, meets a shortfall (its
+    instances are given back) and asks again at once; one told to wait asks when told."""
+    asks = [(0.0, i, f"pool-{i}") for i in range(pools)]
+    heapq.heapify(asks)
+    launches: list[Launch] = []
+    seq = pools
+    while asks:
+        t, _, pool = heapq.heappop(asks)
+        if t > seconds:
+            break
+        turn = budget.turn(REGION, pool, cost, at(t))
+        if turn.go:
+            launches.append(Launch(t, pool, cost))
+            if shortfall:
+                budget.shortfall(REGION, cost, at(t))
+            nxt = t
+        else:
+            assert turn.wait > 0
+            nxt = t + turn.wait
+        seq += 1
+        heapq.heappush(asks, (nxt, seq, pool))
+    return launches
+
+
+def within(launches: list[Launch], size: float, rate: float, instances: bool = False) -> bool:
+    """No window from the start takes more than the bucket held plus what it refilled."""
+    spent = 0.0
+    for launch in launches:
+        spent += launch.cost.instances if instances else launch.cost.calls
+        if spent > size + rate * launch.t + 1e-6:
+            return False
+    return True
+
+
+def round_robin(launches: list[Launch], pools: int) -> bool:
+    """Among pools that all keep waiting, each turn of a pool comes only after every other
+    pool has had as many: in any `pools` launches in a row, no pool appears twice."""
+    names = [launch.pool for launch in launches]
+    return all(
+        len(set(names[i : i + pools])) == len(names[i : i + pools])
+        for i in range(len(names) - pools + 1)
+    )
+
+
+SHARE = DEFAULTS.share
+REQ_SIZE, REQ_RATE = DEFAULTS.request_bucket * SHARE, DEFAULTS.request_refill_per_second * SHARE
+INST_SIZE, INST_RATE = (
+    DEFAULTS.instance_bucket * SHARE,
+    DEFAULTS.instance_refill_per_second * SHARE,
+)
+
+
+@pytest.mark.parametrize(
+    ("pools", "cost", "shortfall"),
+    [
+        (1, LaunchCost(1, 4), True),
+        (10, LaunchCost(1, 4), True),
+        (100, LaunchCost(1, 4), True),
+        (7, LaunchCost(3, 8), True),  # a sweep over three subnets
+        (10, LaunchCost(1, 64), False),  # launches that succeed spend the instance bucket
+    ],
+)
+def test_waiting_pools_stay_inside_the_buckets_and_take_turns(
+    pools: int, cost: LaunchCost, shortfall: bool
+) -> None:
+    launches = replay(LaunchBudget(DEFAULTS), pools, 600.0, cost, shortfall)
+    assert within(launches, REQ_SIZE, REQ_RATE)
+    if not shortfall:  # a shortfall gives its instances back
+        assert within(launches, INST_SIZE, INST_RATE, instances=True)
+    assert round_robin(launches, pools)
+    # As often as the budget allows: the bucket and its refill, nearly all spent.
+    spent = sum(launch.cost.calls for launch in launches)
+    if shortfall:
+        assert spent >= REQ_SIZE + REQ_RATE * 600.0 - cost.calls * pools - 1
+
+
+def test_the_checkers_fail_on_a_run_that_breaks_them() -> None:
+    one = LaunchCost(1, 4)
+    burst = [Launch(0.0, f"pool-{i % 3}", one) for i in range(int(REQ_SIZE) + 1)]
+    assert not within(burst, REQ_SIZE, REQ_RATE)
+    unfair = [Launch(float(i), "pool-0" if i < 2 else "pool-1", one) for i in range(4)]
+    assert not round_robin(unfair, 2)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "cost", "wait", "left"),
+    [
+        (10.0, 1.0, 0.0, 9.0),
+        (1.0, 1.0, 0.0, 0.0),
+        (0.0, 1.0, 0.4, -1.0),  # in debt: the refill (2.5/s) pays it back in 0.4 s
+        (-2.5, 2.5, 2.0, -5.0),
+    ],
+)
+def test_a_reservation_takes_its_cost_and_says_when_it_is_paid(
+    tokens: float, cost: float, wait: float, left: float
+) -> None:
+    bucket = Bucket(size=25.0, rate=2.5, tokens=tokens, at=0.0)
+    assert bucket.reserve(cost, 0.0) == pytest.approx(wait)
+    assert bucket.tokens == pytest.approx(left)
+
+
+def test_a_bucket_never_holds_more_than_its_size() -> None:
+    bucket = Bucket(size=25.0, rate=2.5, tokens=0.0, at=0.0)
+    bucket.refill(3600.0)
+    bucket.give_back(10.0, 3600.0)
+    assert bucket.tokens == 25.0
+
+
+def test_a_waiting_pool_keeps_its_turn_and_is_told_how_long() -> None:
+    budget = LaunchBudget(LaunchBudgetSettings(request_bucket=1, share=1.0))
+    one = LaunchCost(1, 1)
+    assert budget.turn(REGION, "a", one, at(0)).go
+    told = budget.turn(REGION, "b", one, at(0))
+    assert not told.go and told.wait == pytest.approx(0.2)  # 5 a second
+    # Asking early changes nothing; at its time it goes, and c comes after it.
+    assert budget.turn(REGION, "b", one, at(0.1)).wait == pytest.approx(0.1)
+    assert budget.turn(REGION, "c", one, at(0.1)).wait == pytest.approx(0.3)
+    assert budget.turn(REGION, "b", one, at(0.2)).go
+    # Regions have budgets of their own.
+    assert budget.turn("eu-west-1", "d", one, at(0.2)).go
+
+
+def test_a_forgotten_pool_gives_up_its_turn() -> None:
+    budget = LaunchBudget(LaunchBudgetSettings(request_bucket=1, share=1.0))
+    one = LaunchCost(1, 1)
+    budget.turn(REGION, "a", one, at(0))
+    budget.turn(REGION, "b", one, at(0))
+    budget.forget("b")
+    # b asks again: a new turn, behind the tokens its old one took.
+    assert budget.turn(REGION, "b", one, at(0.2)).wait == pytest.approx(0.2)
+
+
+def test_request_limit_exceeded_shrinks_the_rate_and_it_recovers() -> None:
+    budget = LaunchBudget(DEFAULTS)
+    before = budget.rate(REGION, at(0))
+    budget.throttled(REGION, at(10))
+    assert budget.rate(REGION, at(10)) == pytest.approx(before * CUBIC_BETA)
+    budget.throttled(REGION, at(10))
+    assert budget.rate(REGION, at(10)) == pytest.approx(before * CUBIC_BETA**2)
+    assert budget.rate(REGION, at(11)) < before
+    assert budget.rate(REGION, at(20)) == pytest.approx(before)
+    # And the next pool waits: the buckets were emptied (EC2 said its own were).
+    told = budget.turn(REGION, "a", LaunchCost(1, 1), at(10))
+    assert not told.go
+
+
+@pytest.mark.parametrize(
+    ("w_max", "since", "expected"),
+    [
+        (2.5, 0.0, 2.5 * CUBIC_BETA),
+        (2.5, 1.2331, 2.5),  # k = cbrt(w_max * (1 - beta) / 0.4)
+        (2.5, 60.0, 2.5),  # capped at the configured rate
+        (0.6, 0.0, 0.5),  # floored, as botocore's adaptive mode floors it
+    ],
+)
+def test_the_cubic_curve_is_botocores(w_max: float, since: float, expected: float) -> None:
+    cubic = Cubic(ceiling=2.5, w_max=w_max, last_throttle=100.0)
+    assert cubic.rate(100.0 + since) == pytest.approx(expected, abs=1e-3)
+
+
+def test_after_a_throttle_pools_launch_at_the_recovering_rate_and_still_in_turn() -> None:
+    cost = LaunchCost(1, 4)
+    throttled = LaunchBudget(DEFAULTS)
+    throttled.throttled(REGION, at(0))
+    launches = replay(throttled, 10, 30.0, cost)
+    # The buckets were emptied: nothing but the refill, at most the configured rate.
+    assert within(launches, 1.0, REQ_RATE)
+    assert len(launches) < len(replay(LaunchBudget(DEFAULTS), 10, 30.0, cost))
+    assert round_robin(launches, 10)
