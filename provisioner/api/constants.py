@@ -50,6 +50,9 @@ ANN_CAPACITY_RESERVATION_ID: Final = f"{PREFIX}capacity-reservation-id"
 # Not in the reference: GPU gangs ask for EFA and a cluster placement group with these.
 ANN_EFA: Final = f"{PREFIX}efa"
 ANN_PLACEMENT_GROUP: Final = f"{PREFIX}placement-group"
+# Not in the reference: a gang that asks for time, not capacity; the controller buys a
+# Capacity Block of this duration when the installer allows it (`blockPurchase`).
+ANN_CAPACITY_BLOCK_DURATION: Final = f"{PREFIX}capacity-block-duration"
 
 GANG_ANNOTATIONS: Final = (
     ANN_COUNT,
@@ -66,6 +69,7 @@ GANG_ANNOTATIONS: Final = (
     ANN_CAPACITY_RESERVATION_ID,
     ANN_EFA,
     ANN_PLACEMENT_GROUP,
+    ANN_CAPACITY_BLOCK_DURATION,
 )
 
 # --- EC2 tags (set atomically at launch through TagSpecifications) ----------------------

@@ -7,8 +7,8 @@ spelling (`clusterName`, `defaults.keepWarmTTL`) as well as the Python field nam
 
 One module per group of settings: `defaults` (defaults, limits, retryBackoff),
 `leader_election`, `stack_settings` (pulumi, stackOperations), `aws_identity` (aws, iam,
-ownership), `webhook`, `ami_policy`, `instances`, `tenancy`, and `root` (Settings itself);
-`section` holds what they share. Every name is importable from here.
+ownership), `webhook`, `ami_policy`, `instances`, `tenancy`, `block_purchase`, and `root`
+(Settings itself); `section` holds what they share. Every name is importable from here.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from provisioner.api.settings.aws_identity import (
     OwnershipSettings,
     SelfManagedOwnershipKey,
 )
+from provisioner.api.settings.block_purchase import BlockPurchasePolicy
 from provisioner.api.settings.defaults import Defaults, Limits, RetryBackoff
 from provisioner.api.settings.instances import (
     CONTROLLER_TAGS_PER_INSTANCE,
@@ -59,6 +60,7 @@ __all__ = [
     "STACK_OPERATION_MEMORY",
     "AmiPolicy",
     "AwsSettings",
+    "BlockPurchasePolicy",
     "Defaults",
     "IamSettings",
     "Instances",
