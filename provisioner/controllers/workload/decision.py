@@ -231,7 +231,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
     # A pool from before pools had an owner is bound with this Workload's claim.
     bind = namespace if pool.spec.owner_namespace is None else None
 
-    refused = _block_refusal(workload, pool, shape, inputs)
+    refused = _block_refusal(workload, pool, shape, inputs) or _purchase_refusal(workload, pool)
     if refused is not None:
         if _holds(pool, workload):
             return WorkloadDecision(
@@ -407,6 +407,17 @@ def _block_refusal(
     else:
         message = window.refusal(now, shape.count)
     return CheckUpdate(CheckState.REJECTED, message, reason=c.EventReason.CAPACITY_BLOCK_ENDED)
+
+
+def _purchase_refusal(workload: Workload, pool: GangNodePool) -> CheckUpdate | None:
+    """Rejected when the pool buys no Capacity Block for this claim (none under the cap
+    before the latest start; or purchases whose answers were lost), as the pool recorded."""
+    refusal = pool.status.block_refusal
+    if refusal is None or not _holds(pool, workload) or refusal.claim_uid != workload.metadata.uid:
+        return None
+    error = pool.status.last_error
+    reason = error.reason if error is not None else c.EventReason.NO_AFFORDABLE_CAPACITY_BLOCK
+    return CheckUpdate(CheckState.REJECTED, refusal.message, reason=reason)
 
 
 def _idle_and_empty(pool: GangNodePool) -> bool:
