@@ -8,8 +8,13 @@ a gang and the latest start an hour after the claim:
   runs on it, and is released before the block's end.
 - A second gang whose purchase answer is lost after it took effect: exactly one block is
   bought for it (EC2's record), found by its intent's tag, and the gang runs on it.
+- A gang whose Workload is deleted after its block was bought: the block stays with the
+  pool (an Event says so) and the next gang of that shape runs on it, nothing more bought.
 - A 2 x p4d.24xlarge gang whose only offering costs more than the cap: Rejected naming that
   offering and its fee; nothing is bought.
+
+And with buying off (the default), the same ask is held at $0 as a capacity shortfall and
+nothing is bought.
 
 The controller's clock moves with the emulator's (`LocalEnvironment.advance_clock`), so a
 block's start and its day pass without being waited for.
@@ -84,6 +89,13 @@ def rejected_with(env: Any, namespace: str, job: str, reason: str) -> str | None
     return str(events[-1].message) if events else None
 
 
+def held_event(env: Any, pool_name: str) -> str:
+    core = k8s.CoreV1Api(env.control_plane.api_client())
+    selector = f"involvedObject.name={pool_name},reason={c.EventReason.CAPACITY_BLOCK_HELD}"
+    events = core.list_event_for_all_namespaces(field_selector=selector).items
+    return str(events[-1].message) if events else ""
+
+
 def test_gangs_that_ask_for_time_get_the_earliest_block_under_the_cap_bought_once(
     gang_local: Any, namespace: str
 ) -> None:
@@ -138,6 +150,27 @@ def test_gangs_that_ask_for_time_get_the_earliest_block_under_the_cap_bought_onc
     assert [e["action"] for e in emu.consumed()].count("PurchaseCapacityBlock") == 1
     assert len(bought(env, second_pool)) == 1 and len(bought(env, first_pool)) == 1
 
+    # A block bought for a Workload deleted before its start stays with the pool; the next
+    # gang of that shape runs on it.
+    emu.add_capacity_block_offering(P5, ZONE, 2, now + 7 * MINUTE, 24, 300)
+    gone, kept, kept_pool = f"gone-{tag}", f"next-{tag}", f"p5-kept-{tag}"
+    submit(env, namespace, gone, kept_pool, **asks, **{c.ANN_CAPACITY_BLOCK_DURATION: "24h"})
+    kept_block = eventually(
+        lambda: purchase(env, kept_pool).get("reservationId"), 120, "a block for the gone gang"
+    )
+    k8s.BatchV1Api(env.control_plane.api_client()).delete_namespaced_job(
+        gone, namespace, propagation_policy="Foreground"
+    )
+    eventually(
+        lambda: not ((pool(env, kept_pool) or {}).get("spec") or {}).get("claim"),
+        90,
+        "the deleted Workload's claim dropped",
+    )
+    assert purchase(env, kept_pool).get("reservationId") == kept_block
+    held = eventually(lambda: held_event(env, kept_pool), 30, "the held block's Event")
+    assert kept_block in held and "stays with pool" in held, held
+    submit(env, namespace, kept, kept_pool, **asks, **{c.ANN_CAPACITY_BLOCK_DURATION: "24h"})
+
     # No offering under the cap: rejected naming the earliest and its fee; nothing bought.
     emu.add_capacity_block_offering(P4D, ZONE, 2, now + 5 * MINUTE, 24, 5000)
     dear, dear_pool = f"dear-{tag}", f"p4d-dear-{tag}"
@@ -156,9 +189,9 @@ def test_gangs_that_ask_for_time_get_the_earliest_block_under_the_cap_bought_onc
     assert re.search(r"10000(\.00)? USD upfront", message) and "Nothing was bought" in message
     assert bought(env, dear_pool) == []
 
-    # The blocks start: both gangs run on theirs.
-    env.advance_clock(6 * MINUTE + 5)
-    for job, pool_name in ((first, first_pool), (second, second_pool)):
+    # The blocks start: each gang runs on its own (the next gang on the kept one).
+    env.advance_clock(7 * MINUTE + 5)
+    for job, pool_name in ((first, first_pool), (second, second_pool), (kept, kept_pool)):
         eventually(lambda j=job: admitted(env, namespace, j), 180, f"{job} admitted on its block")
         reservation = purchase(env, pool_name)["reservationId"]
         running = live(ec2, pool_name)
@@ -171,3 +204,25 @@ def test_gangs_that_ask_for_time_get_the_earliest_block_under_the_cap_bought_onc
     eventually(lambda: live(ec2, first_pool) == [], 120, "the first gang released before the end")
     assert emu.now() < ends_at - 1800  # before EC2's own reclaim
     assert len(bought(env, first_pool)) == 1  # bought once, start to end
+    assert len(bought(env, kept_pool)) == 1  # the next gang bought nothing more
+
+
+def test_with_buying_off_a_gang_that_asks_for_time_is_held_as_a_shortfall(
+    gang_local: Any, namespace: str
+) -> None:
+    env = gang_local(join_delay=0.5)
+    emu, ec2 = env.emulator_client, env.ec2_client()
+    for zone in sorted({s["AvailabilityZone"] for s in ec2.describe_subnets()["Subnets"]}):
+        emu.set_capacity(zone, P5, 0)
+    emu.add_capacity_block_offering(P5, ZONE, 2, emu.now() + 5 * MINUTE, 24, 100)
+    job, pool_name = f"off-{uuid.uuid4().hex[:5]}", f"p5-off-{uuid.uuid4().hex[:5]}"
+    asks = {"count": "2", c.ANN_INSTANCE_TYPE: P5, c.ANN_MODE: "fleet"}
+    submit(env, namespace, job, pool_name, **asks, **{c.ANN_CAPACITY_BLOCK_DURATION: "24h"})
+    eventually(
+        lambda: ((pool(env, pool_name) or {}).get("status") or {}).get("consecutiveShortfalls"),
+        120,
+        lambda: f"a capacity shortfall: {pool(env, pool_name)}",
+    )
+    assert check_state(workload_of(env, namespace, job)) == c.CheckState.PENDING
+    assert live(ec2, pool_name) == [] and bought(env, pool_name) == []
+    assert [e["instances"] for e in emu.capacity_block_calendar()] == [2]  # nothing sold

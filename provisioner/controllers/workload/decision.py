@@ -243,7 +243,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
     if (
         not _holds(pool, workload)
         and shape_differences(pool.spec.shape(), shape)
-        and not _idle_and_empty(pool)
+        and not _idle_and_empty(pool, inputs.now)
     ):
         return WorkloadDecision(
             check=CheckUpdate(
@@ -420,8 +420,10 @@ def _purchase_refusal(workload: Workload, pool: GangNodePool) -> CheckUpdate | N
     return CheckUpdate(CheckState.REJECTED, refusal.message, reason=reason)
 
 
-def _idle_and_empty(pool: GangNodePool) -> bool:
-    return pool.status.phase == Phase.IDLE and not pool.status.instance_ids
+def _idle_and_empty(pool: GangNodePool, now: datetime) -> bool:
+    block = pool.status.block_purchase  # a bought block waits for a gang of its own shape
+    held = block is not None and block.reservation_id is not None and now < block.ends_at
+    return pool.status.phase == Phase.IDLE and not pool.status.instance_ids and not held
 
 
 def _whole_set_in(pool: GangNodePool, phase: str) -> bool:
