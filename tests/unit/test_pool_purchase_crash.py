@@ -14,7 +14,13 @@ import pytest
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import BlockPurchase, GangNodePool
-from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
+from provisioner.api.settings import (
+    BlockPurchasePolicy,
+    Defaults,
+    LeaderElection,
+    PulumiSettings,
+    Settings,
+)
 from provisioner.cloud.block_offerings import CapacityBlockOffering
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
@@ -36,7 +42,9 @@ SETTINGS = Settings(
     defaults=Defaults(region="us-east-1", node_role_arn="arn:aws:iam::123456789012:role/node"),
     leader_election=LeaderElection(enabled=False),
     pulumi=PulumiSettings.model_validate(UNREACHED_BACKEND),
-    block_purchase={"enabled": True, "maxUpfrontFeePerGang": "800", "latestStart": "1h"},
+    block_purchase=BlockPurchasePolicy.model_validate(
+        {"enabled": True, "maxUpfrontFeePerGang": "800", "latestStart": "1h"}
+    ),
 )
 
 
