@@ -133,6 +133,13 @@ class ControllerMetrics:
             ["pool"],
             registry=r,
         )
+        self.block_seconds_stranded = Gauge(
+            "atomic_gang_capacity_block_seconds_stranded",
+            "Of the Capacity Block bought for each pool, the instance-seconds paid for so far "
+            "that no gang of the pool ran on (`cloud.block_bill`), by pool.",
+            ["pool"],
+            registry=r,
+        )
         self.instance_index_describes = Counter(
             "atomic_gang_instance_index_describes_total",
             "Paged DescribeInstances listings the pool reconciler's instance index made, by "
