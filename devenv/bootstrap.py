@@ -94,6 +94,7 @@ def register_controller_identity(
     service_account: str,
     node_role_arn: str,
     state: StackState,
+    buy_capacity_blocks: bool = False,
 ) -> ControllerIdentity:
     """The controller role with the product's policy, and its Pod Identity association.
 
@@ -124,6 +125,7 @@ def register_controller_identity(
         node_role_arns=[node_role_arn],
         cluster_name=cluster,
         state=state,
+        buy_capacity_blocks=buy_capacity_blocks,
     )
     iam.put_role_policy(
         RoleName=CONTROLLER_ROLE_NAME,

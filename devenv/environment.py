@@ -24,6 +24,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ from devenv.state_backend import seed_state_backend
 from devenv.training_controllers import TrainingControllers
 from devenv.webhook import LocalWebhook
 from provisioner.api import constants as c
+from provisioner.api.clock import SystemClock
 from provisioner.api.gang_class import load_class_crd
 from provisioner.api.gangnodepool import load_crd
 from provisioner.api.settings import OwnershipSettings, Settings
@@ -64,6 +66,20 @@ PASSPHRASE = "local-devenv"
 # The node simulator signs with a key of its own, so the emulator's per-call accounting tells
 # its polling (what kubelets and nodeadm stand in for) apart from the controller's calls.
 NODE_SIMULATOR_KEY = "node-simulator"
+
+
+class MovableClock(SystemClock):
+    """Real time plus `offset` seconds, for the wall clock only: the controller's
+    timestamps and decisions follow the emulator's clock when a test moves it."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def wall(self) -> datetime:
+        return super().wall() + timedelta(seconds=self.offset)
+
+    def now(self) -> datetime:
+        return super().now() + timedelta(seconds=self.offset)
 
 
 @dataclass
@@ -107,6 +123,11 @@ class LocalEnvironment:
     # The controller's `instances` settings (company rules: {"extraTags": {...},
     # "rootVolume": {...}}); empty: the default.
     instances: dict[str, Any] = field(default_factory=dict)
+    # The controller's `blockPurchase` settings ({"enabled": true, "maxUpfrontFeePerGang":
+    # ...}); enabled, its role's policy grants the purchase too. Empty: buying is off.
+    block_purchase: dict[str, Any] = field(default_factory=dict)
+    # The controller's clock: real time, moved forward with the emulator's (`advance_clock`).
+    clock: MovableClock = field(default_factory=lambda: MovableClock())
     # Run the JobSet controller, the training operator, Trainer and mpi-operator (their CRDs
     # are installed either way), so JobSet, PyTorchJob, TrainJob and MPIJob gangs run. The
     # e2e fixture sets the session's shared ones instead (`training`).
@@ -257,6 +278,7 @@ class LocalEnvironment:
                 "webhook": {"enabled": False},
                 "tenancy": self.tenancy,
                 **({"instances": self.instances} if self.instances else {}),
+                **({"blockPurchase": self.block_purchase} if self.block_purchase else {}),
             }
         )
 
@@ -311,6 +333,7 @@ class LocalEnvironment:
             identity=f"devenv-{uuid.uuid4().hex[:6]}",
             session=session,
             aws_max_attempts=2,
+            clock=self.clock,
         )
         self.manager, self._stack_driver = system.manager, system.driver
         self.manager.start(serve_http=True)
@@ -322,6 +345,22 @@ class LocalEnvironment:
                 CONTROLLER_NAMESPACE,
             )
             self.webhook.start(self.settings, pool_lookup(kube.with_timeout(5.0)))
+
+    def advance_clock(self, seconds: float) -> None:
+        """Move EC2's clock and the controller's together (a Capacity Block's start or end
+        comes without waiting for it), then wake every pool, as a resync would: a pool
+        waiting for a time on its own clock is not woken by the move."""
+        self.emulator_client.advance_clock(seconds)
+        self.clock.offset += seconds
+        assert self.control_plane is not None
+        custom = k8s.CustomObjectsApi(self.control_plane.api_client())
+        gnp = (c.GROUP, c.VERSION, c.GNP_PLURAL)
+        for pool in custom.list_cluster_custom_object(*gnp)["items"]:
+            custom.patch_cluster_custom_object(
+                *gnp,
+                pool["metadata"]["name"],
+                {"metadata": {"annotations": {"devenv/clock": str(self.clock.offset)}}},
+            )
 
     def _controller_keys(self) -> dict[str, str]:
         """The controller's credentials: its role's, through STS AssumeRole (the role's
@@ -357,6 +396,7 @@ class LocalEnvironment:
             service_account=chart_install.SERVICE_ACCOUNT,
             node_role_arn=self.identity.role_arn,
             state=StackState(backend.bucket, key, backend.prefix),
+            buy_capacity_blocks=self.block_purchase.get("enabled", False),
         )
 
     def kubeconfig_path(self) -> Path:

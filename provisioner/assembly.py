@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.api import constants as c
-from provisioner.api.clock import SYSTEM_CLOCK, SystemClock
+from provisioner.api.clock import SYSTEM_CLOCK, Clock, SystemClock
 from provisioner.api.gang_class import GangClass
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.nodes import Node
@@ -117,10 +117,13 @@ def build_system(
     session: Any | None = None,
     aws_max_attempts: int = DEFAULT_AWS_ATTEMPTS,
     on_lost_leadership: Callable[[], None] | None = None,
+    clock: Clock | None = None,
 ) -> System:
     """The controller for ``settings`` on ``kube``, with the Pulumi CLI under
     ``pulumi_root``. ``session`` is a boto3 session (default: the default credential
-    chain: Pod Identity, IRSA, env, instance role)."""
+    chain: Pod Identity, IRSA, env, instance role). ``clock`` (default: the system's) is the
+    time the engine and the reconcilers read: the local environment's moves with its EC2
+    emulator's, so a Capacity Block's day passes in a test without waiting it."""
     region = settings.defaults.region
     metrics = ControllerMetrics()
     # Enforced when replicas elect a leader: each renewal extends it (`build_manager`).
@@ -136,7 +139,8 @@ def build_system(
         gate=leader_gate(lambda: fence.token() is not None),
     )
     ownership_key = read_ownership_key(settings, kube)
-    engine = Ec2Engine(clients, SystemClock(), ownership_key)
+    clock = clock or SystemClock()
+    engine = Ec2Engine(clients, clock, ownership_key)
     driver = StackDriver(settings, pulumi_root, logging.getLogger("pulumi"), fence=fence)
     stacks = PoolStacks(driver, StackMetrics(metrics))
     manager = build_manager(
@@ -157,6 +161,7 @@ def build_system(
                 )
             ),
             ownership_key=ownership_key,
+            now=clock.now,
         )
     )
     return System(manager=manager, engine=engine, stacks=stacks, driver=driver)

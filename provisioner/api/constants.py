@@ -56,6 +56,9 @@ ANN_CAPACITY_RESERVATION_ID: Final = f"{PREFIX}capacity-reservation-id"
 # Not in the reference: GPU gangs ask for EFA and a cluster placement group with these.
 ANN_EFA: Final = f"{PREFIX}efa"
 ANN_PLACEMENT_GROUP: Final = f"{PREFIX}placement-group"
+# Not in the reference: a gang that asks for time, not capacity; the controller buys a
+# Capacity Block of this duration when the installer allows it (`blockPurchase`).
+ANN_CAPACITY_BLOCK_DURATION: Final = f"{PREFIX}capacity-block-duration"
 
 GANG_ANNOTATIONS: Final = (
     ANN_COUNT,
@@ -72,6 +75,7 @@ GANG_ANNOTATIONS: Final = (
     ANN_CAPACITY_RESERVATION_ID,
     ANN_EFA,
     ANN_PLACEMENT_GROUP,
+    ANN_CAPACITY_BLOCK_DURATION,
 )
 
 # --- EC2 tags (set atomically at launch through TagSpecifications) ----------------------
@@ -85,6 +89,11 @@ TAG_KEEP_WARM_UNTIL: Final = f"{PREFIX}keep-warm-until"
 # cluster may launch into it (TAG_CLUSTER), and, when set, only gang Jobs of these
 # namespaces (space-separated) may name it (`api.reservation_policy`).
 TAG_NAMESPACE: Final = f"{PREFIX}namespace"
+# On a Capacity Block the controller buys, with TAG_CLUSTER, TAG_POOL and TAG_NAMESPACE: the
+# Workload it was bought for, and the purchase's intent (`status.blockPurchase.intent`),
+# which the pool looks for before it may call PurchaseCapacityBlock again (no ClientToken).
+TAG_WORKLOAD: Final = f"{PREFIX}workload"
+TAG_PURCHASE_INTENT: Final = f"{PREFIX}purchase-intent"
 
 
 def cluster_ownership_tag(cluster_name: str) -> str:
@@ -220,6 +229,14 @@ class EventReason(StrEnum):
     STACK_IDLE = "StackIdle"
     CAPACITY_BLOCK_ENDING = "CapacityBlockEnding"  # a set released before its block's end
     CAPACITY_BLOCK_ENDED = "CapacityBlockEnded"  # the block has no time left for a new gang
+    # Buying a Capacity Block (`plan_purchase`): the intent before the call, the block bought
+    # or found by its intent's tag, nothing under the cap in time, a purchase whose answer
+    # is unknown, and a bought block held for the next gang after its Workload left.
+    BUYING_CAPACITY_BLOCK = "BuyingCapacityBlock"
+    CAPACITY_BLOCK_BOUGHT = "CapacityBlockBought"
+    NO_AFFORDABLE_CAPACITY_BLOCK = "NoAffordableCapacityBlock"
+    CAPACITY_BLOCK_PURCHASE_UNKNOWN = "CapacityBlockPurchaseUnknown"
+    CAPACITY_BLOCK_HELD = "CapacityBlockHeld"
     STACK_DRIFT = "StackDrift"  # a launch met a resource of the stack deleted outside it
     STACK_REPAIRED = "StackRepaired"  # the stack made it again
     # EC2 does not see the instance profile the stack just made or verified (IAM propagation)

@@ -54,6 +54,16 @@ class DurationError(ValueError):
         super().__init__(f"{text!r} is not a valid duration ({problem}); use {DURATION_HINT}")
 
 
+# "DescribeCapacityBlockOfferings" (EC2 API Reference), CapacityDurationHours: "1-day
+# increments up 14 days, and in 7-day increments up to 182 days".
+BLOCK_DURATION_HOURS: Final = frozenset(
+    {d * 24 for d in range(1, 15)} | {w * 168 for w in range(2, 27)}
+)
+BLOCK_DURATIONS_SOLD: Final = (
+    "24h to 336h in steps of 24h (1-14 days), or 504h to 4368h in steps of 168h (3-26 weeks)"
+)
+
+
 def parse_duration(text: str) -> timedelta:
     """Parse a Go duration string; raise `DurationError` naming the problem."""
     rest = text

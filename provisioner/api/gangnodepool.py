@@ -13,6 +13,7 @@ step with these models.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 from importlib import resources
 from typing import Annotated, Any, Final, cast
@@ -29,6 +30,8 @@ from provisioner.api.shape import GangShape
 
 __all__ = [
     "PRINTER_COLUMNS",
+    "BlockPurchase",
+    "BlockRefusal",
     "CapacityBlock",
     "Claim",
     "GangNodePool",
@@ -170,6 +173,47 @@ class CapacityBlock(KubeModel):
     ends_at: KubeTime
 
 
+Money = Annotated[
+    Decimal,
+    PlainSerializer(str, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string"}),
+]
+
+
+class BlockPurchase(KubeModel):
+    """A Capacity Block the pool buys, or bought, for its gangs.
+
+    The intent (everything but `reservation_id`) is written before PurchaseCapacityBlock,
+    which takes no ClientToken; the block is tagged with `intent`. The reservation id is
+    written when EC2 answers, or when a read of the reservations tagged with the intent
+    finds it after a crash or a lost answer. It outlives the claim: a bought block stays
+    with the pool, for the next gang of its shape, until it ends."""
+
+    intent: str = Field(min_length=1, max_length=256)
+    offering_id: str = Field(min_length=1)
+    instance_type: str = Field(min_length=1)
+    instance_count: int = Field(ge=1)
+    availability_zone: str = Field(min_length=1)
+    upfront_fee: Money
+    currency: str = "USD"
+    starts_at: KubeTime
+    ends_at: KubeTime
+    intended_at: KubeTime
+    # PurchaseCapacityBlock calls sent under this intent (counted before each is sent):
+    # a second only after a tagged read proved the first bought nothing; never a third.
+    calls: int = Field(default=1, ge=1, le=2)
+    bought_for: str = Field(min_length=1)  # <namespace>/<workload>
+    reservation_id: str | None = Field(default=None, min_length=1)
+
+
+class BlockRefusal(KubeModel):
+    """Why no Capacity Block is bought for the claim `claim_uid`: the Workload is rejected
+    with `message` (the earliest offering and its fee)."""
+
+    claim_uid: str = Field(min_length=1)
+    message: str = Field(min_length=1)
+
+
 class StackOperation(StrEnum):
     """`status.lastStackOperation`: the pool's last stack operation that succeeded."""
 
@@ -284,6 +328,9 @@ class GangNodePoolStatus(KubeModel):
     # `capacity_block_ends_at` it outlives the set: a Workload that comes back after its
     # block's set was released is refused from it, with nothing asked of EC2.
     capacity_block: CapacityBlock | None = None
+    # The Capacity Block bought (or being bought) for the pool's gangs.
+    block_purchase: BlockPurchase | None = None
+    block_refusal: BlockRefusal | None = None
     consecutive_shortfalls: int = Field(default=0, ge=0)
     # Launches in a row that EC2 answered with a code the catalogue lacks (FailureKind.UNKNOWN):
     # at `unknownErrorAttemptsBeforeRetry` the Workload's check goes to Retry naming the code.

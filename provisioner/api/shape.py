@@ -68,6 +68,9 @@ class GangShape(KubeModel):
     capacity_reservation_id: CapacityReservationId | None = None
     efa: bool = False
     placement_group: PlacementStrategy = "none"
+    # A gang that asks for time: the Capacity Block the controller buys for it lasts this
+    # long (whole hours EC2 sells; `shape_rules`). None: it asks for capacity only.
+    capacity_block_duration: PositiveDuration | None = None
 
     @model_validator(mode="after")
     def _placement(self) -> Self:
@@ -76,6 +79,8 @@ class GangShape(KubeModel):
         outside = [z for z in self.availability_zones if not zone_in_region(z, self.region)]
         if outside:
             raise ValueError(f"zones {outside} are not in region {self.region}")
+        if self.capacity_reservation_id and self.capacity_block_duration:
+            raise ValueError("capacityReservationId and capacityBlockDuration are exclusive")
         return self
 
 
@@ -135,6 +140,7 @@ _MUST_MATCH: Final = (
     ("capacity_reservation_id", "capacity-reservation-id"),
     ("efa", "efa"),
     ("placement_group", "placement-group"),
+    ("capacity_block_duration", "capacity-block-duration"),
 )
 
 

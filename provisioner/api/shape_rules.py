@@ -18,6 +18,7 @@ from typing import Any, Final, TypeVar
 from pydantic import TypeAdapter, ValidationError
 
 from provisioner.api import constants as c
+from provisioner.api.block_duration import BlockDurationRefusal, block_duration
 from provisioner.api.durations import DurationError, format_duration
 from provisioner.api.fields import (
     AmiId,
@@ -434,6 +435,17 @@ def _placement_group(r: _Reader) -> str:
     return c.PLACEMENT_NONE
 
 
+def _block_duration(r: _Reader, reservation: str | None) -> timedelta | None:
+    raw = r.values.get(c.ANN_CAPACITY_BLOCK_DURATION)
+    limit = r.settings.purchase_policy(r.values.get(c.ANN_INSTANCE_TYPE, "")).max_duration
+    answer = block_duration(raw, limit, reservation)
+    if not isinstance(answer, BlockDurationRefusal):
+        return answer  # None when the Job asks for no block
+    assert raw is not None
+    r.refuse(c.ANN_CAPACITY_BLOCK_DURATION, raw, answer.reason, answer.detail, answer.accepted)
+    return None
+
+
 def read_shape_fields(
     labels: Mapping[str, str],
     annotations: Mapping[str, str],
@@ -464,6 +476,7 @@ def read_shape_fields(
         "not a capacity reservation id",
     )
     efa, placement_group = _efa(r), _placement_group(r)
+    block_duration = _block_duration(r, reservation)
     _unknown_keys(r)
     if r.problems:
         raise GangShapeError(r.problems)
@@ -483,4 +496,5 @@ def read_shape_fields(
         "capacity_reservation_id": reservation,
         "efa": efa,
         "placement_group": placement_group,
+        "capacity_block_duration": block_duration,
     }

@@ -18,6 +18,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
+from provisioner.api.durations import BLOCK_DURATION_HOURS
 from provisioner.cloud.ec2api import Ec2Api, parse_aws_timestamp
 from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
 
@@ -29,11 +30,9 @@ __all__ = [
     "list_offerings",
 ]
 
-# "DescribeCapacityBlockOfferings" (EC2 API Reference), CapacityDurationHours: "1-day
-# increments up 14 days, and in 7-day increments up to 182 days".
-ALLOWED_DURATION_HOURS: Final = frozenset(
-    {d * 24 for d in range(1, 15)} | {w * 168 for w in range(2, 27)}
-)
+# What EC2 sells (`api.durations.BLOCK_DURATION_HOURS`, which a Job's annotation is checked
+# against too).
+ALLOWED_DURATION_HOURS: Final = BLOCK_DURATION_HOURS
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,8 @@ class Ec2Api(Protocol):
 
     def describe_capacity_block_offerings(self, **kwargs: Any) -> AwsResponse: ...
 
+    def purchase_capacity_block(self, **kwargs: Any) -> AwsResponse: ...
+
     def describe_launch_templates(self, **kwargs: Any) -> AwsResponse: ...
 
     def create_launch_template(self, **kwargs: Any) -> AwsResponse: ...
@@ -152,6 +154,10 @@ class CloudClients:
     ssm: SsmApi
     eks: EksApi
     iam: IamApi
+    # EC2 with ONE attempt and no SDK retry, for the calls that take no ClientToken and
+    # must never be repeated blindly: PurchaseCapacityBlock (`block_purchase`). None: the
+    # clients cannot buy.
+    ec2_once: Ec2Api | None = None
 
 
 DEFAULT_MAX_ATTEMPTS = 5
@@ -262,13 +268,21 @@ def build_clients(
         max_attempts=max_attempts, connect_timeout=connect_timeout, read_timeout=read_timeout
     )
 
-    def make(service: str) -> Any:
-        client = make_client(session, service, region, endpoint_url, config)
+    once = client_config(max_attempts=1, connect_timeout=connect_timeout, read_timeout=read_timeout)
+
+    def make(service: str, settings: Any = config) -> Any:
+        client = make_client(session, service, region, endpoint_url, settings)
         if gate is not None:
             fence_client(client, gate)
         return client if observer is None else watch_calls(client, observer)
 
-    return CloudClients(ec2=make("ec2"), ssm=make("ssm"), eks=make("eks"), iam=make("iam"))
+    return CloudClients(
+        ec2=make("ec2"),
+        ssm=make("ssm"),
+        eks=make("eks"),
+        iam=make("iam"),
+        ec2_once=make("ec2", once),
+    )
 
 
 def state_bucket_client(region: str, endpoint_url: str | None = None) -> S3Api:

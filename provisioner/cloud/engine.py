@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -19,6 +19,7 @@ from provisioner.api.clock import Clock
 from provisioner.cloud import naming
 from provisioner.cloud.ami import resolve_ami
 from provisioner.cloud.block_offerings import CapacityBlockOffering, list_offerings
+from provisioner.cloud.block_purchase import find_bought_block, purchase_block
 from provisioner.cloud.cluster import describe_cluster
 from provisioner.cloud.ec2api import CloudClients
 from provisioner.cloud.engine_ops import EngineOps
@@ -281,6 +282,20 @@ class Ec2Engine(EngineOps):
     def reservation(self, reservation_id: str) -> Reservation:
         """The reservation as EC2 reports it now (its kind shapes the launch template)."""
         return describe_reservation(self._ec2, reservation_id)
+
+    def purchase_capacity_block(self, offering_id: str, tags: Mapping[str, str]) -> str:
+        if self._clients.ec2_once is None:
+            raise CloudError(
+                ErrorKind.CONFIG,
+                None,
+                "NoSingleAttemptClient",
+                "these clients have no single-attempt EC2 client, and PurchaseCapacityBlock "
+                "is never sent on a retrying one (it takes no ClientToken)",
+            )
+        return purchase_block(self._clients.ec2_once, offering_id, tags)
+
+    def bought_block(self, cluster: str, intent: str) -> str | None:
+        return find_bought_block(self._ec2, cluster, intent)
 
     def capacity_block_offerings(
         self,

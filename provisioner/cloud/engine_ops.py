@@ -8,7 +8,7 @@ an `EngineOps` (re-exported by `controllers.ports`) in their constructors.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -87,6 +87,16 @@ class EngineOps(Protocol):
         """The Capacity Blocks EC2 offers for `count` x `instance_type` for `duration_hours`
         (a duration EC2 sells, `block_offerings.ALLOWED_DURATION_HOURS`), starting no
         earlier than `earliest_start` and ending by `latest_end`, soonest first."""
+        ...
+
+    def purchase_capacity_block(self, offering_id: str, tags: Mapping[str, str]) -> str:
+        """Buy the offering, tagged `tags`, in ONE attempt (no ClientToken exists); the new
+        reservation's id. `block_purchase.BlockPurchaseRefused` when EC2 refused it (nothing
+        bought); any other `CloudError` leaves the purchase unknown."""
+        ...
+
+    def bought_block(self, cluster: str, intent: str) -> str | None:
+        """The reservation EC2 lists tagged with the purchase `intent` for `cluster`."""
         ...
 
     @property

@@ -23,6 +23,7 @@ __all__ = [
     "TAGGING_CREATE_ACTIONS",
     "VPC_CNI_CLUSTER_TAG",
     "ec2_statements",
+    "purchase_statements",
 ]
 
 # amiPolicy.allowedOwners' default: the policy lets launches use what the webhook accepts.
@@ -54,7 +55,7 @@ DESCRIBE: Final = (
     "ec2:DescribePlacementGroups",
     "ec2:DescribeCapacityReservations",
     # The Capacity Blocks EC2 would sell for a gang (`cloud.block_offerings`). Read-only;
-    # buying one (ec2:PurchaseCapacityBlock) is not granted here.
+    # buying one is granted only with blockPurchase.enabled (`purchase_statements`).
     "ec2:DescribeCapacityBlockOfferings",
     # Who owns a Job's own AMI (amiPolicy, `cloud.images`). Read-only.
     "ec2:DescribeImages",
@@ -240,5 +241,31 @@ def ec2_statements(
             "ec2:DeletePlacementGroup",
             f"{ec2}:placement-group/*",
             Condition=mine,
+        ),
+    ]
+
+
+def purchase_statements(part: str, region: str, account_id: str, cluster: str) -> list[Policy]:
+    """ec2:PurchaseCapacityBlock for a block tagged at purchase as this cluster's, and the
+    tags of that purchase ("Actions, resources, and condition keys for Amazon EC2":
+    PurchaseCapacityBlock takes the capacity-reservation it creates, with aws:RequestTag)."""
+    blocks = f"arn:{part}:ec2:{region}:{account_id}:capacity-reservation/*"
+    return [
+        statement(
+            "BuyCapacityBlocksTaggedForThisCluster",
+            "ec2:PurchaseCapacityBlock",
+            blocks,
+            Condition=request_tags(cluster),
+        ),
+        statement(
+            "TagTheCapacityBlocksItBuys",
+            "ec2:CreateTags",
+            blocks,
+            Condition={
+                "StringEquals": {
+                    "ec2:CreateAction": "PurchaseCapacityBlock",
+                    **request_tags(cluster)["StringEquals"],
+                }
+            },
         ),
     ]

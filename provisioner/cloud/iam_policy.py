@@ -43,6 +43,7 @@ from provisioner.cloud.iam_ec2 import (
     TAGGING_CREATE_ACTIONS,
     VPC_CNI_CLUSTER_TAG,
     ec2_statements,
+    purchase_statements,
 )
 from provisioner.cloud.iam_state import StackState, state_statements
 from provisioner.cloud.iam_trust import (
@@ -119,6 +120,7 @@ def controller_policy(
     state: StackState | None = None,
     image_owners: Sequence[str] = DEFAULT_IMAGE_OWNERS,
     image_ids: Sequence[str] = (),
+    buy_capacity_blocks: bool = False,
 ) -> Policy:
     """The controller role's least-privilege policy document, scoped to `cluster_name`.
 
@@ -145,6 +147,11 @@ def controller_policy(
     `allowedImageIds`, `ec2:Owner`), and into capacity reservations tagged
     `atomic-gang.k8s.aws/cluster=<cluster>` only. The node access entry the controller
     creates is the node roles' and of type EC2_LINUX only.
+
+    `buy_capacity_blocks` (the installer's `blockPurchase.enabled`) adds
+    ec2:PurchaseCapacityBlock, only for a block tagged at purchase as this cluster's
+    (`aws:RequestTag`), and the tags of that purchase (`ec2:CreateAction`); without it the
+    controller can list offerings and never buy one.
     """
     _check_inputs(account_id, region, node_role_arns)
     if not _CLUSTER.match(cluster_name or ""):
@@ -178,6 +185,8 @@ def controller_policy(
             f"arn:{part}:ssm:{region}::parameter{EKS_AMI_PARAMETERS}",
         ),
     ]
+    if buy_capacity_blocks:
+        statements.extend(purchase_statements(part, region, account_id, cluster_name))
     if self_manage_instance_profile:
         profiles = sorted(
             f"arn:{part}:iam::{account_id}:instance-profile/"
@@ -227,6 +236,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--self-manage-instance-profile", action="store_true")
     parser.add_argument("--manage-access-entry", action="store_true")
     parser.add_argument(
+        "--buy-capacity-blocks",
+        action="store_true",
+        help="grant ec2:PurchaseCapacityBlock for blocks tagged for this cluster "
+        "(blockPurchase.enabled)",
+    )
+    parser.add_argument(
         "--image-owner",
         action="append",
         default=None,
@@ -254,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             state=state,
             image_owners=args.image_owner or DEFAULT_IMAGE_OWNERS,
             image_ids=args.image_id,
+            buy_capacity_blocks=args.buy_capacity_blocks,
         )
     except ValueError as err:
         parser.error(str(err))

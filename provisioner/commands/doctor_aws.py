@@ -15,6 +15,7 @@ from typing import Any
 from provisioner.api import constants as c
 from provisioner.api.settings import Settings
 from provisioner.cloud.ami import resolve_ami
+from provisioner.cloud.block_purchase import PLATFORM
 from provisioner.cloud.cluster import describe_cluster
 from provisioner.cloud.ec2api import CloudClients
 from provisioner.cloud.errors import CloudError, to_cloud_error
@@ -44,6 +45,7 @@ class AwsLinks:
             ("access entry", self.access_entry),
             ("AMI", self.ami),
             ("subnets", self.subnets),
+            ("capacity block purchase", self.block_purchase),
         ]
 
     def _role(self) -> tuple[str, str]:
@@ -147,3 +149,39 @@ class AwsLinks:
                 f"update the cluster's subnets or annotate Jobs with {c.ANN_SUBNETS}",
             )
         return ", ".join(f"{s['SubnetId']} ({s['AvailabilityZone']})" for s in found)
+
+    def block_purchase(self) -> str:
+        """With blockPurchase.enabled, whether the controller may buy a block tagged for this
+        cluster: PurchaseCapacityBlock with DryRun, which EC2 authorizes and answers
+        DryRunOperation without buying (the offering id need not exist)."""
+        policy = self.settings.purchase_policy("")
+        if not policy.enabled:
+            return "off (blockPurchase.enabled is false): nothing is bought"
+        clouds = self._clouds()
+        cluster = self.settings.cluster_name
+        tags = {c.TAG_MANAGED: "true", c.TAG_CLUSTER: cluster}
+        try:
+            clouds.ec2.purchase_capacity_block(
+                CapacityBlockOfferingId="cb-0000000000000000",
+                InstancePlatform=PLATFORM,
+                TagSpecifications=[
+                    {
+                        "ResourceType": "capacity-reservation",
+                        "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+                    }
+                ],
+                DryRun=True,
+            )
+        except Exception as exc:
+            err = to_cloud_error(exc, "PurchaseCapacityBlock (DryRun)")
+            if err.code == "DryRunOperation":
+                return (
+                    f"may buy Capacity Blocks tagged for cluster {cluster}, up to "
+                    f"{policy.max_upfront_fee_per_gang} USD a gang (DryRun)"
+                )
+            raise Failed(
+                f"blockPurchase.enabled is on but the controller may not buy: {err.message}",
+                "grant ec2:PurchaseCapacityBlock (python -m provisioner.cloud.iam_policy "
+                "--buy-capacity-blocks), or set blockPurchase.enabled=false",
+            ) from exc
+        raise Failed("EC2 answered a DryRun purchase without DryRunOperation", "report it")

@@ -126,6 +126,20 @@ class ControllerMetrics:
             "(partial sets and rolled-back instances included).",
             registry=r,
         )
+        self.block_fees = Counter(
+            "atomic_gang_capacity_block_fees_usd_total",
+            "Upfront fees of the Capacity Blocks the controller bought, in USD, by pool: "
+            "counted when a pool records the block (bought, or found by its intent's tag).",
+            ["pool"],
+            registry=r,
+        )
+        self.block_seconds_stranded = Gauge(
+            "atomic_gang_capacity_block_seconds_stranded",
+            "Of the Capacity Block bought for each pool, the instance-seconds paid for so far "
+            "that no gang of the pool ran on (`cloud.block_bill`), by pool.",
+            ["pool"],
+            registry=r,
+        )
         self.instance_index_describes = Counter(
             "atomic_gang_instance_index_describes_total",
             "Paged DescribeInstances listings the pool reconciler's instance index made, by "

@@ -70,6 +70,7 @@ from datetime import datetime, timedelta
 from provisioner.api.fencing import NotLeader
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.cloud.billing import Gang, InstanceLife, Meter, life_of
+from provisioner.cloud.block_bill import BoughtBlock, block_charges
 from provisioner.cloud.errors import CloudError
 from provisioner.cloud.leftovers import Leftover, split_proven
 from provisioner.cloud.naming import OwnershipKey
@@ -101,6 +102,8 @@ class PoolFacts:
     uid: str = ""
     # spec.instanceType: a label of the pools-by-phase gauge.
     instance_type: str = ""
+    # The Capacity Block bought for the pool (status.blockPurchase), once EC2 sold it.
+    block: BoughtBlock | None = None
 
 
 def pool_facts(pools: Iterable[GangNodePool]) -> dict[str, PoolFacts]:
@@ -113,9 +116,25 @@ def pool_facts(pools: Iterable[GangNodePool]) -> dict[str, PoolFacts]:
             gang_size=pool.spec.count,
             uid=pool.metadata.uid or "",
             instance_type=pool.spec.instance_type,
+            block=_bought(pool),
         )
         for pool in pools
     }
+
+
+def _bought(pool: GangNodePool) -> BoughtBlock | None:
+    block = pool.status.block_purchase
+    if block is None or block.reservation_id is None:
+        return None
+    return BoughtBlock(
+        block.reservation_id,
+        pool.name,
+        block.instance_count,
+        block.starts_at,
+        block.ends_at,
+        block.upfront_fee,
+        block.currency,
+    )
 
 
 def verdict(
@@ -419,6 +438,10 @@ class Reaper:
         added = self._meter.advance(lives, lambda gang: self._gang_sizes.get(gang, 0), now)
         self._metrics.node_seconds_billed.inc(added.billed)
         self._metrics.node_seconds_stranded.inc(added.stranded)
+        blocks = [p.block for p in pools.values() if p.block is not None]
+        for charge in block_charges(blocks, lives, now):
+            stranded = self._metrics.block_seconds_stranded.labels(pool=charge.block.pool)
+            stranded.set(charge.stranded_seconds)
 
     # -- periodic runnable ----------------------------------------------------------------
     def start(self) -> None:

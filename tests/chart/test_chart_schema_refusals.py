@@ -147,6 +147,15 @@ ROWS: list[Refused] = [
     Refused("tenancy.sharedPools", [{"pool": "p" * 64, "namespaces": ["team-a"]}]),
     Refused("tenancy.sharedPools", [{"pool": "shared", "namespaces": []}]),
     Refused("tenancy.sharedPools", [{"pool": "shared", "namespaces": ["Team_A"]}]),
+    # buying Capacity Blocks
+    Refused("blockPurchase.maxUpfrontFeePerGang", "-5"),
+    Refused("blockPurchase.maxUpfrontFeePerGang", "1600 USD"),
+    Refused("blockPurchase.maxUpfrontFeePerGang", "1600.123"),
+    Refused("blockPurchase.maxDuration", "0s"),
+    Refused("blockPurchase.latestStart", "-1h"),
+    Refused("blockPurchase.latestStart", "soon"),
+    Refused("blockPurchase.instanceTypes", ["p5*.large"]),
+    Refused("blockPurchase.availabilityZones", ["us_west_2a"]),
     # company rules (instances.*)
     Refused("tags", {"aws:team": "ml"}, "instances.extraTags"),
     Refused("tags", {"Team": "AWS:ml"}, "instances.extraTags"),
@@ -291,6 +300,21 @@ def test_what_the_controller_takes_together_the_chart_takes(helm: Helm, tmp_path
     )
     settings = controller_settings(rendered, tmp_path)
     assert settings.defaults.keep_warm_ttl == settings.limits.max_keep_warm_ttl
+
+
+def test_buying_without_a_fee_cap_is_refused_naming_the_cap(
+    helm: Helm, rendered: Rendered, tmp_path: Path
+) -> None:
+    """blockPurchase.enabled alone: the controller and the schema both ask for the cap."""
+    with pytest.raises(SettingsError, match="maxUpfrontFeePerGang"):
+        controller_settings(_with_setting(rendered, "blockPurchase.enabled", True), tmp_path)
+    error = helm.render_error({"blockPurchase.enabled": True})
+    assert SCHEMA_ERROR in error and "/blockPurchase/maxUpfrontFeePerGang" in error, error
+    taken = helm.render(
+        {"blockPurchase.enabled": True, "blockPurchase.maxUpfrontFeePerGang": "1600"}
+    )
+    policy = controller_settings(taken, tmp_path).purchase_policy("p5.48xlarge")
+    assert policy.enabled and str(policy.max_upfront_fee_per_gang) == "1600"
 
 
 # -- no setting the controller checks is left out ----------------------------------------

@@ -92,6 +92,7 @@ def test_a_healthy_setup_passes_every_check(healthy: LocalEnvironment, namespace
         "access entry",
         "AMI",
         "subnets",
+        "capacity block purchase",
     ]
     assert all(r.ok for r in results), [r.render() for r in results if not r.ok]
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final
 
+from provisioner.api import constants as c
 from provisioner.api.constants import MODE_FLEET
 from provisioner.cloud.block_offerings import CapacityBlockOffering
 from provisioner.cloud.engine_ops import EngineOps
@@ -121,6 +122,8 @@ class FakeEngine(EngineOps):
         self.sent_tokens: list[str] = []
         self.released: list[str] = []
         self.keep_warm_tags: list[tuple[tuple[str, ...], datetime | None]] = []
+        # Capacity Blocks bought: (offering id, tags, reservation id), as EC2 records them.
+        self.bought: list[tuple[str, dict[str, str], str]] = []
         self.fail_next: Exception | None = None
         self._holds: dict[str | None, tuple[threading.Event, threading.Event]] = {}
         self.reset()
@@ -134,6 +137,7 @@ class FakeEngine(EngineOps):
             self.sent_tokens.clear()
             self.released.clear()
             self.keep_warm_tags.clear()
+            self.bought.clear()
             self.fleets_described.clear()
             self.fail_next = None
             self._holds.clear()
@@ -285,6 +289,25 @@ class FakeEngine(EngineOps):
             ),
             key=lambda o: (o.start, o.upfront_fee, o.offering_id),
         )
+
+    def purchase_capacity_block(self, offering_id: str, tags: Mapping[str, str]) -> str:
+        """Bought as EC2 would (a failure set for "purchase_capacity_block" is raised
+        before it takes effect; one for "purchase_capacity_block_answer" after: the block is
+        bought and its answer lost)."""
+        self._fail("purchase_capacity_block")
+        reservation_id = f"cr-{len(self.bought) + 1:017x}"
+        self.bought.append((offering_id, dict(tags), reservation_id))
+        self._fail("purchase_capacity_block_answer")
+        return reservation_id
+
+    def bought_block(self, cluster: str, intent: str) -> str | None:
+        self._fail("bought_block")
+        found = [
+            rid
+            for _, tags, rid in self.bought
+            if tags.get(c.TAG_PURCHASE_INTENT) == intent and tags.get(c.TAG_CLUSTER) == cluster
+        ]
+        return found[0] if found else None
 
     def root_device(self, image_id: str) -> RootDevice:
         """The EKS AMIs' root device and snapshot size (DescribeImages for AL2023)."""

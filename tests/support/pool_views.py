@@ -10,6 +10,7 @@ from typing import Any
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import CapacityBlock, GangNodePoolSpec, GangNodePoolStatus
 from provisioner.controllers.pool.phases import needs_launch_facts, needs_stack
+from provisioner.controllers.pool.purchase import PurchaseRead
 from provisioner.controllers.pool.steps import (
     NOT_FETCHED,
     AnyView,
@@ -54,6 +55,8 @@ def view(
     capacity_reservation_id: str | None = None,
     capacity_block: CapacityBlock | None = None,
     tokens: tuple[str, ...] = TOKENS,
+    capacity_block_duration: str | None = None,
+    purchase: PurchaseRead | None = None,
 ) -> AnyView:
     """The pool as a pass sees it. Whether the stack is prepared, and the Capacity Block EC2
     reports, are given only where the reconciler would read them (the row of the pool's
@@ -64,6 +67,7 @@ def view(
             keep_warm_ttl=keep_warm,
             claim=CLAIM if claimed else None,
             capacity_reservation_id=capacity_reservation_id,
+            capacity_block_duration=capacity_block_duration,
         )
     )
     st = GangNodePoolStatus.model_validate({"phase": phase, **(status or {})})
@@ -81,7 +85,7 @@ def view(
         timings=replace(TIMINGS, idle_stack_ttl=idle_stack_ttl),
         stack=StackRead(prepared) if needs_stack(spec, st, deleting=deleting) else NOT_FETCHED,
         launch=(
-            LaunchRead(capacity_block, tokens)
+            LaunchRead(capacity_block, tokens, purchase)
             if needs_launch_facts(spec, st, deleting=deleting)
             else NOT_FETCHED
         ),

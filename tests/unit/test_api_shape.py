@@ -120,6 +120,15 @@ class Ok:
 
 
 ACCEPT = {
+    "block of a day": Ok(
+        with_(capacity_block_duration="24h"), {"capacity_block_duration": timedelta(hours=24)}
+    ),
+    "block of two weeks": Ok(
+        with_(capacity_block_duration="336h"), {"capacity_block_duration": timedelta(days=14)}
+    ),
+    "block in days spelt as minutes": Ok(
+        with_(capacity_block_duration="2880m"), {"capacity_block_duration": timedelta(days=2)}
+    ),
     "pool 63 chars": Ok(BASE, {"pool": "a" * 63}, labels={c.POOL_LABEL: "a" * 63}),
     "pool digits and dashes": Ok(BASE, {"pool": "0-a-9"}, labels={c.POOL_LABEL: "0-a-9"}),
     "count at the limit": Ok(with_(count="64"), {"count": 64}, pods=64),
@@ -342,6 +351,22 @@ REFUSE = {
     "placement a group name": bad("placement-group", "my-pg", accepted='"cluster"'),
     "unknown key typo": bad("cuont", "4", c.REASON_UNKNOWN_ANNOTATION, "instance-type, mode"),
     "pool as annotation": bad("pool", "pretrain-p4d", c.REASON_UNKNOWN_ANNOTATION, "a label"),
+    "block not a duration": bad("capacity-block-duration", "a day", accepted='such as "24h"'),
+    "block not sold": bad("capacity-block-duration", "25h", accepted="24h to 336h in steps"),
+    "block in minutes": bad("capacity-block-duration", "1440m30s", accepted="504h to 4368h"),
+    "block between days and weeks": bad("capacity-block-duration", "360h", accepted="steps"),
+    "block over the cap": bad(
+        "capacity-block-duration", "504h", c.REASON_EXCEEDS_LIMIT, 'such as "24h"'
+    ),
+    "block beside a reservation": Bad(
+        c.ANN_CAPACITY_BLOCK_DURATION,
+        INVALID,
+        "not both",
+        {
+            **with_(capacity_reservation_id="cr-0123456789abcdef0"),
+            c.ANN_CAPACITY_BLOCK_DURATION: "24h",
+        },
+    ),
 }
 
 

@@ -22,6 +22,7 @@ def test_exported_members_exist_and_are_listed_once() -> None:
     public = {n for n in vars(api) if not n.startswith("_")}
     modules = {
         "ami_policy",
+        "block_duration",
         "clock",
         "constants",
         "durations",

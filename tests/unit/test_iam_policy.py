@@ -388,13 +388,18 @@ def test_every_aws_call_in_the_code_is_granted() -> None:
     calls = _code_calls()
     assert {"ec2:RunInstances", "ec2:CreateFleet", "ssm:GetParameter"} <= calls  # the scan works
     everything = policy(
-        cluster_name="demo", self_manage_instance_profile=True, manage_access_entry=True
+        cluster_name="demo",
+        self_manage_instance_profile=True,
+        manage_access_entry=True,
+        buy_capacity_blocks=True,
     )
     assert calls - _granted(everything) == set()
-    # Creating IAM or EKS objects is granted only when the settings ask for it.
+    # Creating IAM or EKS objects, and buying Capacity Blocks, are granted only when the
+    # settings ask for it.
     switched = {
         "iam:CreateInstanceProfile",
         "iam:AddRoleToInstanceProfile",
         "eks:CreateAccessEntry",
+        "ec2:PurchaseCapacityBlock",
     }
     assert calls - _granted(policy()) <= switched

@@ -71,6 +71,7 @@ def test_the_controllers_policy_uses_only_what_the_reference_lists() -> None:
         manage_access_entry=True,
         state=StackState("state-bucket", f"arn:aws:kms:us-east-1:{ACCOUNT}:key/k", "p/"),
         image_ids=["ami-0123456789abcdef0"],
+        buy_capacity_blocks=True,
     )
     assert policy_problems(every) == []
 

@@ -24,6 +24,7 @@ from provisioner.controllers.pool.steps import (
     ReleasePurpose,
 )
 from tests.support.pool_views import IDS, LIVE, NOW, TIMINGS, TOKENS, active, view
+from tests.unit.test_pool_plan_purchase import ROWS as PURCHASE_ROWS
 
 MARKER = LaunchInProgress(
     client_token=TOKENS[0],
@@ -678,7 +679,8 @@ def test_plan(row: Row) -> None:
 def test_every_phase_and_action_has_a_row() -> None:
     # A new phase or action without a row in this table fails here.
     assert {r.phase for r in ROWS} == set(Phase)
-    assert {r.action for r in ROWS} == set(Action)
+    purchases = {r.action for r in PURCHASE_ROWS}  # the purchase's rows have a file of their own
+    assert {r.action for r in ROWS} | purchases == set(Action)
 
 
 _SETTLED = (Phase.JOINING, Phase.SATISFIED, Phase.KEEP_WARM)

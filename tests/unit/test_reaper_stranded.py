@@ -12,6 +12,7 @@ change, sweeps again and reads what the counters gained on the reaper's own regi
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
 from provisioner.cloud.billing import Bill, bill, instance_life
+from provisioner.cloud.block_bill import BoughtBlock
 from provisioner.cloud.views import instance_view_from
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.reaper import PoolFacts, Reaper
@@ -145,3 +147,18 @@ def test_the_counter_is_billing_over_the_same_history() -> None:
     billed = bill(lives, lambda _gang: 2, T0 + timedelta(seconds=300))
     assert sum(b.stranded for b in billed.values()) == pytest.approx(100)
     assert gained.stranded == pytest.approx(100)
+
+
+def test_a_bought_blocks_hours_no_gang_ran_on_are_stranded() -> None:
+    """A pool's bought Capacity Block is paid whole: its instance-seconds so far less those
+    its gang ran inside the block's window are its stranded gauge (`cloud.block_bill`)."""
+    block = BoughtBlock("cr-1", "blocked", 2, T0, T0 + timedelta(hours=24), Decimal("700"))
+    sweeps = Sweeps({"blocked": PoolFacts(Phase.SATISFIED, claimed=True, gang_size=2, block=block)})
+    # One of the block's two slots ran from 100 s; the other never did.
+    sweeps.add(described("i-b0", "blocked", "gen-1", 100))
+    sweeps.gained(10)
+    sweeps.gained(400)
+    stranded = sweeps.metrics.registry.get_sample_value(
+        "atomic_gang_capacity_block_seconds_stranded", {"pool": "blocked"}
+    )
+    assert stranded == 2 * 400 - 300

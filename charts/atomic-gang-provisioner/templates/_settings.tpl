@@ -23,6 +23,16 @@ amiPolicy:
 allowedNodeRoleArns: {{ $v.allowedNodeRoleArns | default list | toJson }}
 tenancy:
   sharedPools: {{ ($v.tenancy | default dict).sharedPools | default list | toJson }}
+{{- $bp := $v.blockPurchase | default dict }}
+blockPurchase:
+  enabled: {{ $bp.enabled | default false }}
+{{- if not (eq (toString ($bp.maxUpfrontFeePerGang | default "")) "") }}
+  maxUpfrontFeePerGang: {{ toString $bp.maxUpfrontFeePerGang | quote }}
+{{- end }}
+  maxDuration: {{ $bp.maxDuration | default "336h" | quote }}
+  latestStart: {{ $bp.latestStart | default "24h" | quote }}
+  instanceTypes: {{ $bp.instanceTypes | default list | toJson }}
+  availabilityZones: {{ $bp.availabilityZones | default list | toJson }}
 {{- /* company rules for instances (issue #32, rules) */}}
 instances:
   extraTags: {{ $v.tags | default dict | toJson }}

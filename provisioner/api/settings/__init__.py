@@ -7,9 +7,9 @@ spelling (`clusterName`, `defaults.keepWarmTTL`) as well as the Python field nam
 
 One module per group of settings: `defaults` (defaults, limits, retryBackoff),
 `launch_budget`, `leader_election`, `stack_settings` (pulumi, stackOperations),
-`aws_identity` (aws, iam, ownership), `webhook`, `ami_policy`, `instances`, `tenancy`, and
-`root` (Settings itself);
-`section` holds what they share. Every name is importable from here.
+`aws_identity` (aws, iam, ownership), `webhook`, `ami_policy`, `instances`, `tenancy`,
+`block_purchase`, and `root` (Settings itself); `section` holds what they share. Every
+name is importable from here.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from provisioner.api.settings.aws_identity import (
     OwnershipSettings,
     SelfManagedOwnershipKey,
 )
+from provisioner.api.settings.block_purchase import BlockPurchasePolicy
 from provisioner.api.settings.defaults import Defaults, Limits, RetryBackoff
 from provisioner.api.settings.instances import (
     CONTROLLER_TAGS_PER_INSTANCE,
@@ -61,6 +62,7 @@ __all__ = [
     "STACK_OPERATION_MEMORY",
     "AmiPolicy",
     "AwsSettings",
+    "BlockPurchasePolicy",
     "Defaults",
     "IamSettings",
     "Instances",

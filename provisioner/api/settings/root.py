@@ -14,6 +14,7 @@ from provisioner.api import constants as c
 from provisioner.api.fields import RoleArn, Seconds, WholeSeconds
 from provisioner.api.settings.ami_policy import AmiPolicy
 from provisioner.api.settings.aws_identity import AwsSettings, IamSettings, OwnershipSettings
+from provisioner.api.settings.block_purchase import BlockPurchasePolicy
 from provisioner.api.settings.defaults import Defaults, Limits, RetryBackoff
 from provisioner.api.settings.instances import Instances
 from provisioner.api.settings.launch_budget import LaunchBudgetSettings
@@ -101,6 +102,7 @@ class Settings(Section):
     tenancy: Tenancy = Tenancy()
     ami_policy: AmiPolicy = AmiPolicy()
     instances: Instances = Instances()
+    block_purchase: BlockPurchasePolicy = BlockPurchasePolicy()
 
     @model_validator(mode="before")
     @classmethod
@@ -169,6 +171,12 @@ class Settings(Section):
         if len(set(ports)) != len(ports):
             raise ValueError(f"metricsPort, healthPort and webhookPort must differ, got {ports}")
         return self
+
+    def purchase_policy(self, instance_type: str) -> BlockPurchasePolicy:
+        """What may be bought for a gang of `instance_type`: the one place a purchase's
+        policy is resolved (the settings' today; a gang class's when one supplies it)."""
+        del instance_type  # the class, when it exists, is chosen by the gang
+        return self.block_purchase
 
     @property
     def allowed_node_roles(self) -> tuple[str, ...]:

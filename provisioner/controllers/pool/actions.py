@@ -20,6 +20,7 @@ from datetime import datetime
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind
 from provisioner.api.gangnodepool import GangNodePool
+from provisioner.cloud.block_purchase import BlockPurchaseRefused
 from provisioner.cloud.errors import CloudError, ErrorKind, ReservationNotActive
 from provisioner.cloud.leftovers import split_proven
 from provisioner.controllers.pool.deps import PoolReconcilerDeps
@@ -32,6 +33,7 @@ from provisioner.controllers.pool.facts import (
     pool_launch_spec,
 )
 from provisioner.controllers.pool.proofs import PoolProofs
+from provisioner.controllers.pool.purchase import launch_shape
 from provisioner.controllers.pool.steps import Action, ActionResult, Step
 from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import GANG_NODE_POOLS
@@ -65,12 +67,14 @@ class PoolActions:
             if action is Action.PREPARE_STACK:
                 known = self._launch_facts(pool, facts)
                 prepared = deps.stacks.prepare(
-                    desired_spec(deps.settings, pool.name, pool.spec.shape(), known),
+                    desired_spec(deps.settings, pool.name, launch_shape(pool), known),
                     refresh_first=step.refresh_stack,
                 )
                 return ActionResult(True, repairs=prepared.repairs)
             elif action is Action.LAUNCH:
                 return self._launch(pool, step, facts)
+            elif action is Action.PURCHASE_BLOCK:
+                return self._purchase(pool, step)
             elif action is Action.RECORD_SET:
                 status = step.status
                 assert status.active_group is not None
@@ -113,7 +117,7 @@ class PoolActions:
             raise facts.launch
         if facts.launch is None:
             return gather_launch_facts(
-                self._deps.engine, self._deps.settings, pool.spec.shape(), with_subnets=True
+                self._deps.engine, self._deps.settings, launch_shape(pool), with_subnets=True
             )
         return facts.launch
 
@@ -127,7 +131,7 @@ class PoolActions:
 
     def _launch(self, pool: GangNodePool, step: Step, facts: PassFacts) -> ActionResult:
         deps = self._deps
-        shape = pool.spec.shape()
+        shape = launch_shape(pool)
         # First: a pass whose launch facts failed planned no marker and sends nothing.
         known = self._launch_facts(pool, facts)
         marker = step.status.launch_in_progress
@@ -194,6 +198,30 @@ class PoolActions:
             instance_ids=launched.instance_ids,
             block_ends_at=launched.capacity_block_ends_at,
         )
+
+    def _purchase(self, pool: GangNodePool, step: Step) -> ActionResult:
+        """PurchaseCapacityBlock for the intent the pass just wrote, once; the block carries
+        tags naming the cluster, pool, namespace, Workload and the intent (the proof a
+        later pass looks for before it may call again)."""
+        block = step.status.block_purchase
+        assert block is not None and block.reservation_id is None
+        namespace, _, workload = block.bought_for.partition("/")
+        tags = {
+            c.TAG_MANAGED: "true",
+            c.TAG_CLUSTER: self._deps.settings.cluster_name,
+            c.TAG_POOL: pool.name,
+            c.TAG_NAMESPACE: namespace,
+            c.TAG_WORKLOAD: workload,
+            c.TAG_PURCHASE_INTENT: block.intent,
+        }
+        try:
+            bought = self._deps.engine.purchase_capacity_block(block.offering_id, tags)
+        except CloudError as err:
+            # Refused by EC2: nothing bought. Any other failure: whether it bought is unknown.
+            refused = isinstance(err, BlockPurchaseRefused)
+            kind = FailureKind.CONFIG if refused else FailureKind.RETRYABLE
+            return ActionResult(False, failure=kind, reason=err.reason, message=str(err.message))
+        return ActionResult(True, reservation_id=bought)
 
     def _release_set(self, pool: GangNodePool, step: Step) -> None:
         deps = self._deps

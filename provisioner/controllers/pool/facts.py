@@ -38,6 +38,7 @@ from provisioner.cloud.types import (
     RootDevice,
     SubnetRef,
 )
+from provisioner.controllers.pool.purchase import PurchaseRead, launch_shape
 from provisioner.controllers.ports import EngineOps
 from provisioner.pulumi_driver.port import (
     PoolLookups,
@@ -298,7 +299,7 @@ def pool_launch_spec(
             generation=generation,
             group=group_name(generation),
         ),
-        shape=pool.spec.shape(),
+        shape=launch_shape(pool),
         facts=facts,
         subnets=facts.subnets,
         stack=stack,
@@ -339,6 +340,8 @@ class PassFacts:
 
     stack: StackAnswer | None = None
     launch: LaunchFacts | CloudError | None = None
+    # What a pass that may buy a Capacity Block read for it (`purchase.read_purchase`).
+    purchase: PurchaseRead | None = None
 
 
 def about_to_launch(pool: GangNodePool) -> bool:
@@ -374,7 +377,7 @@ def stack_holds_what_launch_needs(
     if launch is None or isinstance(launch, CloudError):
         return True  # the launch meets the same failure and reports it with its kind
     try:
-        wanted = desired_spec(settings, pool.name, pool.spec.shape(), launch)
+        wanted = desired_spec(settings, pool.name, launch_shape(pool), launch)
     except CloudError:
         return True  # likewise
     if answer.outputs.spec == wanted:

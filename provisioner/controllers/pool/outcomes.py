@@ -27,6 +27,7 @@ from provisioner.api.gangnodepool import (
     StackResult,
 )
 from provisioner.controllers.pool.drift_outcome import drift_outcome
+from provisioner.controllers.pool.plan_purchase import purchase_outcome
 from provisioner.controllers.pool.status import changed, idle, seconds_until
 from provisioner.controllers.pool.steps import (
     STACK_ACTIONS,
@@ -90,6 +91,8 @@ def outcome(view: AnyView, step: Step, result: ActionResult) -> Outcome:
     action = step.action
     if action is Action.LAUNCH:
         return _launch_outcome(view, status, result)
+    if action is Action.PURCHASE_BLOCK:
+        return purchase_outcome(view, status, result)
     if not result.ok:
         # Every failing step escalates its own backoff; a config failure waits the longer
         # config delay (someone has to fix something first).

@@ -16,7 +16,9 @@ from provisioner.api.durations import format_duration
 from provisioner.api.gangnodepool import CapacityBlock, LastError, LaunchInProgress
 from provisioner.cloud.naming import group_name
 from provisioner.controllers.pool.block_window import BlockWindow
+from provisioner.controllers.pool.plan_purchase import held_block_events, plan_purchase
 from provisioner.controllers.pool.plan_release import release_marker
+from provisioner.controllers.pool.purchase import bought_reservation
 from provisioner.controllers.pool.status import changed, idle
 from provisioner.controllers.pool.steps import (
     Action,
@@ -104,8 +106,12 @@ def plan_acquiring(view: PoolView[StackRead, LaunchRead | NotFetched]) -> Step:
         return Step(
             Action.NONE,
             idle(changed(status, consecutive_shortfalls=0, consecutive_unknown_errors=0)),
+            events=held_block_events(view),
             why="claim gone",
         )
+    buying = plan_purchase(view) if marker is None else None
+    if buying is not None:
+        return buying
     if marker is None:
         # A marked launch is resumed whatever the block (it may have reached EC2: the same
         # token adopts its set); a new one is not made on a block that cannot take it.
@@ -144,7 +150,7 @@ def plan_acquiring(view: PoolView[StackRead, LaunchRead | NotFetched]) -> Step:
 def _known_block(view: PoolView[object, LaunchRead | NotFetched]) -> CapacityBlock | None:
     """The Capacity Block the spec names, as EC2 reported it this pass or, unread this
     pass, as the status last recorded it."""
-    wanted = view.spec.capacity_reservation_id
+    wanted = bought_reservation(view.spec, view.status)
     read = view.launch.capacity_block if isinstance(view.launch, LaunchRead) else None
     if read is not None and read.reservation_id == wanted:
         return read

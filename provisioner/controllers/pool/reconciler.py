@@ -68,6 +68,7 @@ from provisioner.controllers.pool.outcomes import outcome, settle
 from provisioner.controllers.pool.phases import may_launch, needs_stack, reads_fresh
 from provisioner.controllers.pool.plan import plan
 from provisioner.controllers.pool.proofs import PoolProofs
+from provisioner.controllers.pool.purchase import launch_shape, newly_bought, read_purchase
 from provisioner.controllers.pool.stack_executor import Finished, Operation
 from provisioner.controllers.pool.steps import (
     NOT_FETCHED,
@@ -304,6 +305,7 @@ class GangNodePoolReconciler:
                 else LaunchRead(
                     capacity_block_of(launch),
                     launch_tokens(self._deps.engine, self._deps.settings, pool, launch),
+                    facts.purchase,
                 )
             ),
             stack_operation=stack_operation,
@@ -340,10 +342,12 @@ class GangNodePoolReconciler:
             unprepared = stack is not None and stack.outputs is None and stack.error is None
             try:
                 launch = gather_launch_facts(
-                    self._deps.engine, settings, pool.spec.shape(), with_subnets=not unprepared
+                    self._deps.engine, settings, launch_shape(pool), with_subnets=not unprepared
                 )
             except CloudError as err:
                 launch = err
+            purchase = read_purchase(self._deps.engine, settings, pool, self._now())
+            return PassFacts(stack=stack, launch=launch, purchase=purchase)
         return PassFacts(stack=stack, launch=launch)
 
     def _stack_read(
@@ -488,6 +492,8 @@ class GangNodePoolReconciler:
     def _observe_metrics(
         self, pool: GangNodePool, before: GangNodePoolStatus, after: GangNodePoolStatus
     ) -> None:
+        for bought in newly_bought(before, after):
+            self._metrics.block_fees.labels(pool=pool.name).inc(float(bought.upfront_fee))
         if before.phase != after.phase and after.phase == Phase.SATISFIED:
             claim = pool.spec.claim
             if claim is not None:

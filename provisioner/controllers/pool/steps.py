@@ -26,6 +26,7 @@ from provisioner.api.gangnodepool import (
 )
 from provisioner.api.settings import Settings
 from provisioner.cloud.stack_gone import StackResource
+from provisioner.controllers.pool.purchase import PurchaseRead
 
 
 class Action(Enum):
@@ -36,6 +37,8 @@ class Action(Enum):
     RELEASE_SET = "release-set"  # terminate the active set (and strays) + ENI cleanup
     DESTROY_STACK = "destroy"  # stack destroy: the pool's release
     TAG_KEEP_WARM = "tag-keep-warm"  # mirror keepWarmUntil onto the instances' tag
+    # PurchaseCapacityBlock, in one attempt, after the intent is in the status (`plan_purchase`)
+    PURCHASE_BLOCK = "purchase"
     REMOVE_FINALIZER = "remove-finalizer"
 
 
@@ -172,6 +175,9 @@ class LaunchRead:
 
     capacity_block: CapacityBlock | None
     tokens: tuple[str, ...] = ()
+    # What the pass read to buy a Capacity Block (`purchase.read_purchase`); None: the pool
+    # buys nothing this pass (no gang asks for time, it has its block, or buying is off).
+    purchase: PurchaseRead | None = None
 
 
 # What a view holds of the stack and of the launch facts: the row's read, or NotFetched.
@@ -279,3 +285,5 @@ class ActionResult:
     gone: StackResource | None = None
     # EC2 answered RequestLimitExceeded (or another throttle): the launch budget shrinks.
     throttled: bool = False
+    # The Capacity Block a purchase bought.
+    reservation_id: str | None = None

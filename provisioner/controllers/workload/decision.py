@@ -241,7 +241,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
     # A pool from before pools had an owner is bound with this Workload's claim.
     bind = namespace if pool.spec.owner_namespace is None else None
 
-    refused = _block_refusal(workload, pool, shape, inputs)
+    refused = _block_refusal(workload, pool, shape, inputs) or _purchase_refusal(workload, pool)
     if refused is not None:
         if _holds(pool, workload):
             return WorkloadDecision(
@@ -253,7 +253,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
     if (
         not _holds(pool, workload)
         and shape_differences(pool.spec.shape(), shape)
-        and not _idle_and_empty(pool)
+        and not _idle_and_empty(pool, inputs.now)
     ):
         return WorkloadDecision(
             check=CheckUpdate(
@@ -420,8 +420,21 @@ def _block_refusal(
     return CheckUpdate(CheckState.REJECTED, message, reason=c.EventReason.CAPACITY_BLOCK_ENDED)
 
 
-def _idle_and_empty(pool: GangNodePool) -> bool:
-    return pool.status.phase == Phase.IDLE and not pool.status.instance_ids
+def _purchase_refusal(workload: Workload, pool: GangNodePool) -> CheckUpdate | None:
+    """Rejected when the pool buys no Capacity Block for this claim (none under the cap
+    before the latest start; or purchases whose answers were lost), as the pool recorded."""
+    refusal = pool.status.block_refusal
+    if refusal is None or not _holds(pool, workload) or refusal.claim_uid != workload.metadata.uid:
+        return None
+    error = pool.status.last_error
+    reason = error.reason if error is not None else c.EventReason.NO_AFFORDABLE_CAPACITY_BLOCK
+    return CheckUpdate(CheckState.REJECTED, refusal.message, reason=reason)
+
+
+def _idle_and_empty(pool: GangNodePool, now: datetime) -> bool:
+    block = pool.status.block_purchase  # a bought block waits for a gang of its own shape
+    held = block is not None and block.reservation_id is not None and now < block.ends_at
+    return pool.status.phase == Phase.IDLE and not pool.status.instance_ids and not held
 
 
 def _whole_set_in(pool: GangNodePool, phase: str) -> bool:

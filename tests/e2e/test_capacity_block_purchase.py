@@ -1,0 +1,228 @@
+"""With the real Kueue manager: gangs that ask for time, and the Capacity Blocks the
+controller buys for them (issue 44). One environment, buying enabled with a cap of 800 USD
+a gang and the latest start an hour after the claim:
+
+- 2 x p5.48xlarge for 24 h, offered at +40 s (900 USD, over the cap), +5 min (700 USD) and
+  +10 min (500 USD, cheaper): the +5 min block is bought, once, tagged for the cluster,
+  pool, namespace and Workload; the gang is held at $0 (no instance) until the block starts,
+  runs on it, and is released before the block's end.
+- A second gang whose purchase answer is lost after it took effect: exactly one block is
+  bought for it (EC2's record), found by its intent's tag, and the gang runs on it.
+- A gang whose Workload is deleted after its block was bought: the block stays with the
+  pool (an Event says so) and the next gang of that shape runs on it, nothing more bought.
+- A 2 x p4d.24xlarge gang whose only offering costs more than the cap: Rejected naming that
+  offering and its fee; nothing is bought.
+
+And with buying off (the default), the same ask is held at $0 as a capacity shortfall and
+nothing is bought.
+
+The controller's clock moves with the emulator's (`LocalEnvironment.advance_clock`), so a
+block's start and its day pass without being waited for.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from decimal import Decimal
+from typing import Any
+
+from kubernetes import client as k8s
+
+from provisioner.api import constants as c
+from tests.e2e.conftest import check_state, conditions, eventually, pool, submit, workload_of
+from tests.support.ec2_listing import described_instances
+
+P5, P4D = "p5.48xlarge", "p4d.24xlarge"
+ZONE = "us-east-1b"
+MINUTE = 60.0
+RELEASE_MARGIN = 2100.0  # capacityBlockReleaseSeconds: the product's default
+
+
+def live(ec2: Any, pool_name: str) -> list[dict[str, Any]]:
+    return described_instances(
+        ec2,
+        [
+            {"Name": f"tag:{c.TAG_POOL}", "Values": [pool_name]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+        ],
+    )
+
+
+def _tags(reservation: dict[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in reservation.get("Tags") or []}
+
+
+def bought(env: Any, pool_name: str) -> list[dict[str, Any]]:
+    """The reservations EC2 records for the pool (the blocks bought for it)."""
+    return [
+        r
+        for r in env.emulator_client.capacity_reservations()
+        if _tags(r).get(c.TAG_POOL) == pool_name
+    ]
+
+
+def purchase(env: Any, pool_name: str) -> dict[str, Any]:
+    return dict(((pool(env, pool_name) or {}).get("status") or {}).get("blockPurchase") or {})
+
+
+def admitted(env: Any, namespace: str, job: str) -> bool:
+    wl = workload_of(env, namespace, job)
+    return check_state(wl) == c.CheckState.READY and conditions(wl).get(c.WL_ADMITTED) == "True"
+
+
+def rejected_with(env: Any, namespace: str, job: str, reason: str) -> str | None:
+    """Our check's Rejected message, or the Warning Event written with it (Kueue resets a
+    deactivated Workload's check to Pending, which a poll can miss)."""
+    wl = workload_of(env, namespace, job)
+    if not wl:
+        return None
+    for entry in (wl.get("status") or {}).get("admissionChecks", []):
+        if entry["state"] == c.CheckState.REJECTED:
+            return str(entry["message"])
+    core = k8s.CoreV1Api(env.control_plane.api_client())
+    events = core.list_namespaced_event(
+        namespace,
+        field_selector=f"involvedObject.name={wl['metadata']['name']},reason={reason}",
+    ).items
+    return str(events[-1].message) if events else None
+
+
+def held_event(env: Any, pool_name: str) -> str:
+    core = k8s.CoreV1Api(env.control_plane.api_client())
+    selector = f"involvedObject.name={pool_name},reason={c.EventReason.CAPACITY_BLOCK_HELD}"
+    events = core.list_event_for_all_namespaces(field_selector=selector).items
+    return str(events[-1].message) if events else ""
+
+
+def test_gangs_that_ask_for_time_get_the_earliest_block_under_the_cap_bought_once(
+    gang_local: Any, namespace: str
+) -> None:
+    env = gang_local(
+        join_delay=0.5,
+        job_run_seconds=7200.0,  # the gangs run until their block's planned release
+        block_purchase={"enabled": True, "maxUpfrontFeePerGang": "800", "latestStart": "1h"},
+    )
+    emu, ec2 = env.emulator_client, env.ec2_client()
+    # The shared emulator's clock may run ahead of real time (earlier tests move it).
+    env.clock.offset = emu.now() - time.time()
+    tag = uuid.uuid4().hex[:5]
+    now = emu.now()
+    # Fees are per instance for the whole block: 2 x 450 = 900, 2 x 350 = 700, 2 x 250 = 500.
+    for start, fee in ((40.0, 450), (5 * MINUTE, 350), (10 * MINUTE, 250)):
+        emu.add_capacity_block_offering(P5, ZONE, 2, now + start, 24, fee)
+    first, first_pool = f"buy-{tag}", f"p5-buy-{tag}"
+    asks = {"count": "2", c.ANN_INSTANCE_TYPE: P5, c.ANN_MODE: "fleet", c.ANN_MAX_LIFETIME: "48h"}
+    submit(env, namespace, first, first_pool, **asks, **{c.ANN_CAPACITY_BLOCK_DURATION: "24h"})
+
+    intent = eventually(
+        lambda: purchase(env, first_pool).get("reservationId") and purchase(env, first_pool),
+        120,
+        lambda: f"a block bought for {first_pool}: {pool(env, first_pool)}",
+    )
+    assert Decimal(intent["upfrontFee"]) == 700 and intent["calls"] == 1
+    [block] = bought(env, first_pool)
+    assert block["CapacityReservationId"] == intent["reservationId"]
+    assert block["State"] == "scheduled" and block["TotalInstanceCount"] == 2
+    tags = _tags(block)
+    assert tags[c.TAG_CLUSTER] == env.cluster_name and tags[c.TAG_NAMESPACE] == namespace
+    assert tags[c.TAG_WORKLOAD] == workload_of(env, namespace, first)["metadata"]["name"]
+    # Held at $0 until the start, said in the check's message.
+    starts = time.strftime("%Y-%m-%dT%H:%M", time.gmtime(now + 5 * MINUTE))
+    eventually(
+        lambda: starts in str(workload_of(env, namespace, first)),
+        60,
+        "the check names the block's start",
+    )
+    assert live(ec2, first_pool) == [] and not admitted(env, namespace, first)
+
+    # The second gang's purchase takes effect, and its answer is lost.
+    emu.add_capacity_block_offering(P5, ZONE, 2, now + 6 * MINUTE, 24, 300)
+    emu.inject_fault("PurchaseCapacityBlock", "InternalError", after=True)
+    second, second_pool = f"lost-{tag}", f"p5-lost-{tag}"
+    submit(env, namespace, second, second_pool, **asks, **{c.ANN_CAPACITY_BLOCK_DURATION: "24h"})
+    eventually(
+        lambda: purchase(env, second_pool).get("reservationId"),
+        120,
+        lambda: f"the lost purchase found by its tag: {pool(env, second_pool)}",
+    )
+    assert [e["action"] for e in emu.consumed()].count("PurchaseCapacityBlock") == 1
+    assert len(bought(env, second_pool)) == 1 and len(bought(env, first_pool)) == 1
+
+    # A block bought for a Workload deleted before its start stays with the pool; the next
+    # gang of that shape runs on it.
+    emu.add_capacity_block_offering(P5, ZONE, 2, now + 7 * MINUTE, 24, 300)
+    gone, kept, kept_pool = f"gone-{tag}", f"next-{tag}", f"p5-kept-{tag}"
+    submit(env, namespace, gone, kept_pool, **asks, **{c.ANN_CAPACITY_BLOCK_DURATION: "24h"})
+    kept_block = eventually(
+        lambda: purchase(env, kept_pool).get("reservationId"), 120, "a block for the gone gang"
+    )
+    k8s.BatchV1Api(env.control_plane.api_client()).delete_namespaced_job(
+        gone, namespace, propagation_policy="Foreground"
+    )
+    eventually(
+        lambda: not ((pool(env, kept_pool) or {}).get("spec") or {}).get("claim"),
+        90,
+        "the deleted Workload's claim dropped",
+    )
+    assert purchase(env, kept_pool).get("reservationId") == kept_block
+    held = eventually(lambda: held_event(env, kept_pool), 30, "the held block's Event")
+    assert kept_block in held and "stays with pool" in held, held
+    submit(env, namespace, kept, kept_pool, **asks, **{c.ANN_CAPACITY_BLOCK_DURATION: "24h"})
+
+    # No offering under the cap: rejected naming the earliest and its fee; nothing bought.
+    emu.add_capacity_block_offering(P4D, ZONE, 2, now + 5 * MINUTE, 24, 5000)
+    dear, dear_pool = f"dear-{tag}", f"p4d-dear-{tag}"
+    submit(
+        env,
+        namespace,
+        dear,
+        dear_pool,
+        **{**asks, c.ANN_INSTANCE_TYPE: P4D, c.ANN_CAPACITY_BLOCK_DURATION: "24h"},
+    )
+    message = eventually(
+        lambda: rejected_with(env, namespace, dear, c.EventReason.NO_AFFORDABLE_CAPACITY_BLOCK),
+        90,
+        "the dear gang rejected",
+    )
+    assert re.search(r"10000(\.00)? USD upfront", message) and "Nothing was bought" in message
+    assert bought(env, dear_pool) == []
+
+    # The blocks start: each gang runs on its own (the next gang on the kept one).
+    env.advance_clock(7 * MINUTE + 5)
+    for job, pool_name in ((first, first_pool), (second, second_pool), (kept, kept_pool)):
+        eventually(lambda j=job: admitted(env, namespace, j), 180, f"{job} admitted on its block")
+        reservation = purchase(env, pool_name)["reservationId"]
+        running = live(ec2, pool_name)
+        assert len(running) == 2
+        assert {i["CapacityReservationId"] for i in running} == {reservation}
+
+    # The first block's day passes: its gang is released before the end, as planned.
+    ends_at = now + 5 * MINUTE + 24 * 3600
+    env.advance_clock(ends_at - RELEASE_MARGIN + 5 - emu.now())
+    eventually(lambda: live(ec2, first_pool) == [], 120, "the first gang released before the end")
+    assert emu.now() < ends_at - 1800  # before EC2's own reclaim
+    assert len(bought(env, first_pool)) == 1  # bought once, start to end
+    assert len(bought(env, kept_pool)) == 1  # the next gang bought nothing more
+
+
+def test_with_buying_off_a_gang_that_asks_for_time_is_held_as_a_shortfall(
+    gang_local: Any, namespace: str
+) -> None:
+    env = gang_local(join_delay=0.5)
+    emu, ec2 = env.emulator_client, env.ec2_client()
+    for zone in sorted({s["AvailabilityZone"] for s in ec2.describe_subnets()["Subnets"]}):
+        emu.set_capacity(zone, P5, 0)
+    emu.add_capacity_block_offering(P5, ZONE, 2, emu.now() + 5 * MINUTE, 24, 100)
+    job, pool_name = f"off-{uuid.uuid4().hex[:5]}", f"p5-off-{uuid.uuid4().hex[:5]}"
+    asks = {"count": "2", c.ANN_INSTANCE_TYPE: P5, c.ANN_MODE: "fleet"}
+    submit(env, namespace, job, pool_name, **asks, **{c.ANN_CAPACITY_BLOCK_DURATION: "24h"})
+    eventually(
+        lambda: ((pool(env, pool_name) or {}).get("status") or {}).get("consecutiveShortfalls"),
+        120,
+        lambda: f"a capacity shortfall: {pool(env, pool_name)}",
+    )
+    assert check_state(workload_of(env, namespace, job)) == c.CheckState.PENDING
+    assert live(ec2, pool_name) == [] and bought(env, pool_name) == []
+    assert [e["instances"] for e in emu.capacity_block_calendar()] == [2]  # nothing sold

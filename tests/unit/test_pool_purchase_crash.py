@@ -1,0 +1,138 @@
+"""The purchase's intent is stored before PurchaseCapacityBlock is sent, and a controller
+killed right after the call (its answer never saved) buys nothing more: the next one finds
+the block by its intent's tag and adopts it. The real pool reconciler, the fake engine as
+EC2's record (shared across the two controllers, as EC2 is)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from provisioner.api import constants as c
+from provisioner.api.constants import Phase
+from provisioner.api.gangnodepool import BlockPurchase, GangNodePool
+from provisioner.api.settings import (
+    BlockPurchasePolicy,
+    Defaults,
+    LeaderElection,
+    PulumiSettings,
+    Settings,
+)
+from provisioner.cloud.block_offerings import CapacityBlockOffering
+from provisioner.controllers.metrics import ControllerMetrics
+from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
+from provisioner.controllers.pool.stack_executor import StackExecutor
+from provisioner.kube.resources import ObjectKey
+from tests.support.backends import UNREACHED_BACKEND
+from tests.support.events import RecordedEvents
+from tests.support.fake_engine import FakeEngine
+from tests.support.fake_stacks import FakeStacks
+from tests.support.informers import FakeInformer, FakePoolStore
+from tests.support.pool_reconciler import pool_deps
+from tests.support.pools import claim, pool, pool_spec
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+SETTINGS = Settings(
+    cluster_name="demo",
+    defaults=Defaults(region="us-east-1", node_role_arn="arn:aws:iam::123456789012:role/node"),
+    leader_election=LeaderElection(enabled=False),
+    pulumi=PulumiSettings.model_validate(UNREACHED_BACKEND),
+    block_purchase=BlockPurchasePolicy.model_validate(
+        {"enabled": True, "maxUpfrontFeePerGang": "800", "latestStart": "1h"}
+    ),
+)
+
+
+def offer(name: str, start: timedelta, fee: str) -> CapacityBlockOffering:
+    return CapacityBlockOffering(
+        offering_id=name,
+        instance_type="p5.48xlarge",
+        availability_zone="us-east-1a",
+        instance_count=2,
+        start=NOW + start,
+        end=NOW + start + timedelta(hours=24),
+        duration_hours=24,
+        upfront_fee=Decimal(fee),
+        currency="USD",
+    )
+
+
+class Crash(BaseException):
+    """The controller's process ending mid-pass (not an error any code handles)."""
+
+
+class CrashingEngine(FakeEngine):
+    """EC2's record of the purchases; the process dies right after EC2 took the call."""
+
+    def __init__(self, store: FakePoolStore) -> None:
+        super().__init__(
+            offerings=(
+                offer("cb-40s", timedelta(seconds=40), "900"),
+                offer("cb-5m", timedelta(minutes=5), "700"),
+                offer("cb-10m", timedelta(minutes=10), "500"),
+            )
+        )
+        self.store = store
+        self.intent_at_call: list[BlockPurchase | None] = []
+        self.crash = True
+
+    def purchase_capacity_block(self, offering_id: str, tags: Mapping[str, str]) -> str:
+        self.intent_at_call.append(GangNodePool.from_dict(self.store.obj).status.block_purchase)
+        bought = super().purchase_capacity_block(offering_id, tags)
+        if self.crash:
+            raise Crash
+        return bought
+
+
+def controller(store: FakePoolStore, engine: FakeEngine) -> GangNodePoolReconciler:
+    metrics = ControllerMetrics()
+    return GangNodePoolReconciler(
+        pool_deps(
+            settings=SETTINGS,
+            kube=store,
+            pools=store,
+            nodes=FakeInformer(),
+            engine=engine,
+            stacks=FakeStacks([]),  # the purchase comes before the stack is prepared
+            executor=StackExecutor(1, on_finished=lambda _pool: None, metrics=metrics),
+            recorder=RecordedEvents(),
+            now=lambda: NOW,
+            metrics=metrics,
+        )
+    )
+
+
+def test_a_controller_killed_right_after_the_purchase_call_buys_one_block() -> None:
+    spec = pool_spec(
+        count=2,
+        instance_type="p5.48xlarge",
+        mode=c.MODE_FLEET,
+        capacity_block_duration="24h",
+        claim=claim(claimed_at="2026-11-30T11:59:00Z"),
+    )
+    obj = pool(uid="pool-uid", resource_version="1", finalizers=[c.FINALIZER], spec=spec)
+    obj["status"] = {"phase": Phase.ACQUIRING}
+    store = FakePoolStore(obj)
+    engine = CrashingEngine(store)
+
+    with pytest.raises(Crash):
+        controller(store, engine).reconcile(ObjectKey("", "pool-a"))
+    # The intent was stored before EC2 was asked; its answer never was.
+    (intent,) = engine.intent_at_call
+    assert intent is not None and intent.offering_id == "cb-5m" and intent.reservation_id is None
+    stored = GangNodePool.from_dict(store.obj).status.block_purchase
+    assert stored == intent
+
+    # The next controller (EC2 is the same) finds the block by its intent's tag.
+    engine.crash = False
+    controller(store, engine).reconcile(ObjectKey("", "pool-a"))
+    after = GangNodePool.from_dict(store.obj).status.block_purchase
+    [(offering, tags, reservation)] = engine.bought  # exactly one block, ever
+    assert offering == "cb-5m" and tags[c.TAG_PURCHASE_INTENT] == intent.intent
+    assert tags[c.TAG_CLUSTER] == "demo" and tags[c.TAG_POOL] == "pool-a"
+    assert after is not None and after.reservation_id == reservation and after.calls == 1
