@@ -26,7 +26,7 @@ from provisioner.api.clock import SYSTEM_CLOCK, Clock, SystemClock
 from provisioner.api.gang_class import GangClass
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.nodes import Node
-from provisioner.api.owners import OWNER_KINDS, GangOwner, OwnerKind
+from provisioner.api.owners import GangOwner
 from provisioner.api.settings import Settings
 from provisioner.api.workload import AdmissionCheck, Workload
 from provisioner.cloud import naming
@@ -55,7 +55,7 @@ from provisioner.host import HostResources, read_host
 from provisioner.kube.admission_reads import node_pool_lookup, owner_lookup, queue_class_lookup
 from provisioner.kube.cache import TypedCache
 from provisioner.kube.client import KubeClient
-from provisioner.kube.errors import KubeError
+from provisioner.kube.discovery import served_owner_kinds, serves
 from provisioner.kube.events import EventRecorder
 from provisioner.kube.informer import Informer
 from provisioner.kube.leader import LeaderElector, LeaseLock, LeaseTerm, default_identity
@@ -65,7 +65,6 @@ from provisioner.kube.resources import (
     ADMISSION_CHECKS,
     GANG_CLASSES,
     GANG_NODE_POOLS,
-    JOBS,
     NODES,
     WORKLOADS,
     ObjectKey,
@@ -195,44 +194,6 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-# Discovery answers at once or the apiserver is not there; start-up does not wait on it.
-_DISCOVERY_SECONDS = 5.0
-
-
-def _serves(kube: KubeClient, ref: ResourceRef) -> bool:
-    try:
-        return kube.with_timeout(_DISCOVERY_SECONDS).serves(ref)
-    except KubeError as err:
-        log.info("%s not read: discovery failed: %s", ref.kind, err)
-        return False
-
-
-def served_owner_kinds(kube: KubeClient) -> tuple[OwnerKind, ...]:
-    """The kinds a gang can be submitted as whose resource the apiserver serves now: each
-    gets an informer. A kind whose CRD is not installed (no JobSet controller, say) gets
-    none, so its informer cannot keep the controller from syncing; a Workload of that
-    kind, should one appear later, has its owner read by a live GET. Jobs are always
-    served. Discovery that fails (the apiserver unreachable) leaves the kind to the GET."""
-    served: list[OwnerKind] = []
-    quick = kube.with_timeout(_DISCOVERY_SECONDS)
-    for kind in OWNER_KINDS:
-        ref = owner_resource(kind)
-        if ref == JOBS:
-            served.append(kind)
-            continue
-        try:
-            if quick.serves(ref):
-                served.append(kind)
-                continue
-            why = "its CustomResourceDefinition is not installed"
-        except KubeError as err:
-            why = f"discovery failed: {err}"
-        log.info(
-            "%s owners are read by a live GET, without an informer (%s).", kind.display_name, why
-        )
-    return tuple(served)
-
-
 @dataclass(frozen=True)
 class ManagerInputs:
     """What `build_manager` builds the controller from: the settings, the outside systems
@@ -295,7 +256,7 @@ def build_manager(inputs: ManagerInputs) -> Manager:
     # Without the GangClass CRD (a CRD chart not yet upgraded) there is no class to read: a
     # check naming one says it does not exist, and the rest runs as before.
     class_informer = (
-        informer(c.GANG_CLASS_PLURAL, GANG_CLASSES) if _serves(kube, GANG_CLASSES) else None
+        informer(c.GANG_CLASS_PLURAL, GANG_CLASSES) if serves(kube, GANG_CLASSES) else None
     )
     typed_classes = TypedCache(class_informer, GangClass.from_dict) if class_informer else None
 

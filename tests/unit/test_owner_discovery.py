@@ -11,8 +11,8 @@ import urllib3.exceptions
 from kubernetes.client.rest import ApiException
 
 from provisioner.api.owners import JOB, JOBSET, PYTORCH_JOB, TRAIN_JOB
-from provisioner.assembly import served_owner_kinds
 from provisioner.kube.client import KubeClient
+from provisioner.kube.discovery import served_owner_kinds
 from provisioner.kube.resources import JOBSETS
 
 pytestmark = pytest.mark.unit

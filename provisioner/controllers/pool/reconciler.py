@@ -15,7 +15,7 @@ says; see `_read_facts`), asks `plan.plan` for ONE step, persists that step's st
 a launch: the marker with the generation and the ClientTokens the launch sends; a launch
 first waits for its turn at the account's launch budget, `launch_turns`) before acting,
 performs the action, and persists what `outcomes.outcome` makes of the result; then it
-gives the active set's Nodes the group label they lack (`_label_set_nodes`). The work
+gives the active set's Nodes the group label they lack (`set_nodes.label_set_nodes`). The work
 queue runs one pass per pool at a time, so a pool can never launch twice concurrently; the
 launch marker and ClientToken make a crash at any point resume rather than repeat.
 
@@ -39,14 +39,12 @@ not run again before the wait its result asked for.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterable
 from datetime import timedelta
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
-from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus, UnusableNode
+from provisioner.api.gangnodepool import GangNodePool, GangNodePoolStatus
 from provisioner.api.nodes import Node
 from provisioner.cloud.errors import CloudError
 from provisioner.cloud.views import LIVE_STATES
@@ -69,6 +67,7 @@ from provisioner.controllers.pool.phases import may_launch, needs_stack, reads_f
 from provisioner.controllers.pool.plan import plan
 from provisioner.controllers.pool.proofs import PoolProofs
 from provisioner.controllers.pool.purchase import launch_shape, newly_bought, read_purchase
+from provisioner.controllers.pool.set_nodes import label_set_nodes, set_ready_nodes, unusable_nodes
 from provisioner.controllers.pool.stack_executor import Finished, Operation
 from provisioner.controllers.pool.steps import (
     NOT_FETCHED,
@@ -86,12 +85,11 @@ from provisioner.controllers.pool.steps import (
     StackRead,
     Step,
 )
-from provisioner.controllers.pool.usable import missing, pod_requests_of
-from provisioner.kube.errors import KubeConflict, KubeNotFound
+from provisioner.kube.errors import KubeConflict
 from provisioner.kube.events import InvolvedObject
 from provisioner.kube.own_writes import WAIT_FOR_OWN_WRITE_SECONDS, OwnWrites
-from provisioner.kube.resources import GANG_NODE_POOLS, NODES, ObjectKey
-from provisioner.kube.status import read_object, update_object, update_status
+from provisioner.kube.resources import GANG_NODE_POOLS, ObjectKey
+from provisioner.kube.status import read_object, update_status
 from provisioner.kube.workqueue import Result
 from provisioner.pulumi_driver.port import StackError
 
@@ -163,7 +161,7 @@ class GangNodePoolReconciler:
             result = self._settle(pool, view, held.finished)
         else:
             result = self._plan_and_act(pool, view, facts)
-        self._label_set_nodes(pool.name, view)
+        label_set_nodes(self._kube, self._nodes, pool.name, view)
         self._proofs.report(pool, view.unproven)
         return result
 
@@ -280,9 +278,9 @@ class GangNodePoolReconciler:
         gone = frozenset(
             v.instance_id for v in seen if v.instance_id in owned and v.state in GONE_STATES
         )
-        ready_nodes = self._ready_nodes(pool.name, status, {v.instance_id for v in live})
+        ready_nodes = set_ready_nodes(self._nodes, pool.name, status, {v.instance_id for v in live})
         ready = frozenset(ready_nodes)
-        unusable = self._unusable(pool, ready_nodes.values())
+        unusable = unusable_nodes(pool, ready_nodes.values(), self._deps.settings.startup_taints)
         facts = self._read_facts(pool, stack_operation, settling)
         launch = facts.launch
         view = PoolView(
@@ -370,61 +368,6 @@ class GangNodePoolReconciler:
             # Not asked: every step that reads it waits for the operation.
             return StackRead(prepared=False)
         return NOT_FETCHED
-
-    def _ready_nodes(
-        self, pool: str, status: GangNodePoolStatus, live: set[str]
-    ) -> dict[str, Node]:
-        """The Nodes, by instance, of the active set that are Ready and labelled pool + group.
-
-        Nodes of the active set that lack the group label get it after the plan
-        (`_label_set_nodes`); they are counted on the pass that label change triggers.
-        """
-        group = status.active_group
-        wanted = set(status.instance_ids)
-        ready: dict[str, Node] = {}
-        for node in self._nodes.list_labelled(pool):
-            instance_id = node.instance_id
-            if instance_id not in wanted or instance_id not in live or group is None:
-                continue
-            if node.labels.get(c.POOL_LABEL) != pool:
-                continue
-            if node.labels.get(c.GROUP_LABEL) != group:
-                continue  # labelled after the plan; counted on the pass that triggers
-            if node.ready:
-                ready[instance_id] = node
-        return ready
-
-    def _label_set_nodes(self, pool: str, view: AnyView) -> None:
-        """Give the group label to the active set's Nodes that lack it: a launch template
-        outlives generations and cannot carry one. This reconciler alone writes it, in a
-        step of its own after the plan; the observe step only reads."""
-        group = view.status.active_group
-        if group is None:
-            return
-        members = set(view.status.instance_ids) & {i.instance_id for i in view.live}
-        for node in self._nodes.list_labelled(pool):
-            if node.instance_id not in members or node.labels.get(c.POOL_LABEL) != pool:
-                continue
-            if node.labels.get(c.GROUP_LABEL) == group:
-                continue
-            with contextlib.suppress(KubeNotFound):  # the node left meanwhile
-                labelled = node.with_label(c.GROUP_LABEL, group)
-                update_object(self._kube, NODES, node, labelled, c.FIELD_MANAGER)
-
-    def _unusable(self, pool: GangNodePool, ready: Iterable[Node]) -> tuple[UnusableNode, ...]:
-        """The `ready` nodes that cannot run one gang pod yet, and what each lacks
-        (`pool.usable`); `plan` leaves them out of the count while the set joins. They are
-        the nodes `_ready_nodes` already read: the label index is read once a pass."""
-        requests = pod_requests_of(pool.spec)
-        taints = self._deps.settings.startup_taints
-        out: list[UnusableNode] = []
-        for node in ready:
-            lacking = missing(node, requests, taints)
-            if lacking:
-                out.append(
-                    UnusableNode(node=node.name, instance_id=node.instance_id, missing=lacking)
-                )
-        return tuple(sorted(out, key=lambda u: u.node))
 
     # -- writes ---------------------------------------------------------------------------------
     def _persist(

@@ -53,7 +53,7 @@ from enum import Enum
 from provisioner.api import constants as c
 from provisioner.api.constants import CheckState, Phase
 from provisioner.api.gang_class import ClassedShape, GangClass, read_gang_shape
-from provisioner.api.gangnodepool import CapacityBlock, Claim, GangNodePool
+from provisioner.api.gangnodepool import Claim, GangNodePool
 from provisioner.api.owners import unsupported_owner_message
 from provisioner.api.pod_requests import ResourceAmounts, format_amount
 from provisioner.api.settings import Settings
@@ -64,8 +64,15 @@ from provisioner.api.shape import (
     shape_differences,
 )
 from provisioner.api.tenancy import foreign_pool_problem
-from provisioner.api.workload import PodSetUpdate, Workload, gang_pod_set_updates
-from provisioner.controllers.pool.block_window import BlockWindow
+from provisioner.api.workload import Workload, gang_pod_set_updates
+from provisioner.controllers.workload.check_update import CheckUpdate
+from provisioner.controllers.workload.claim_reads import (
+    block_refusal,
+    holds_claim,
+    purchase_refusal,
+    satisfied,
+    warm_set_whole,
+)
 from provisioner.controllers.workload.fit import (
     EC2_RETRY_SECONDS,
     InstanceTypeAnswer,
@@ -81,16 +88,6 @@ class PoolChange(Enum):
     CLAIM = "claim"  # set `claim` (and `shape`, reshaping an idle, empty pool)
     RELEASE = "release"  # clear the claim this Workload holds
     BIND = "bind"  # set `owner_namespace` of a pool from before pools had one
-
-
-@dataclass(frozen=True)
-class CheckUpdate:
-    state: CheckState
-    message: str
-    # The reason of the Event recorded with a state change: an `EventReason`, or the
-    # machine reason a refusal carries (`GangShapeError.reason`, a tenancy problem's).
-    reason: str
-    pod_set_updates: tuple[PodSetUpdate, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -168,16 +165,11 @@ def _claim_for(workload: Workload, now: datetime) -> Claim:
     return Claim(namespace=meta.namespace or "", name=meta.name, uid=meta.uid or "", claimed_at=now)
 
 
-def _holds(pool: GangNodePool, workload: Workload) -> bool:
-    claim = pool.spec.claim
-    return claim is not None and claim.uid == workload.metadata.uid
-
-
 def decide(inputs: WorkloadInputs) -> WorkloadDecision:
     workload, pool = inputs.workload, inputs.pool
     why_not = drops_claim(workload, inputs.check_name)
     if why_not is not None:
-        if workload is not None and pool is not None and _holds(pool, workload):
+        if workload is not None and pool is not None and holds_claim(pool, workload):
             return WorkloadDecision(PoolChange.RELEASE, pool.name, notes=(why_not,))
         return WorkloadDecision(notes=(why_not,))
     assert workload is not None and inputs.check_name is not None
@@ -187,7 +179,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
         rejected = CheckUpdate(
             CheckState.REJECTED, unsupported, reason=c.EventReason.UNSUPPORTED_OWNER_KIND
         )
-        if pool is not None and _holds(pool, workload):
+        if pool is not None and holds_claim(pool, workload):
             return WorkloadDecision(PoolChange.RELEASE, pool.name, check=rejected)
         return WorkloadDecision(check=rejected, notes=("its owner is of no supported kind",))
     if inputs.owner_labels is None or inputs.owner_annotations is None:
@@ -208,7 +200,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
         )
     except GangShapeError as err:
         rejected = CheckUpdate(CheckState.REJECTED, str(err), reason=err.reason)
-        if pool is not None and _holds(pool, workload):
+        if pool is not None and holds_claim(pool, workload):
             return WorkloadDecision(PoolChange.RELEASE, pool.name, check=rejected)
         return WorkloadDecision(check=rejected)
     shape = read.shape
@@ -241,9 +233,11 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
     # A pool from before pools had an owner is bound with this Workload's claim.
     bind = namespace if pool.spec.owner_namespace is None else None
 
-    refused = _block_refusal(workload, pool, shape, inputs) or _purchase_refusal(workload, pool)
+    refused = block_refusal(
+        workload, pool, shape, inputs.settings, inputs.now, inputs.check_name
+    ) or purchase_refusal(workload, pool)
     if refused is not None:
-        if _holds(pool, workload):
+        if holds_claim(pool, workload):
             return WorkloadDecision(
                 PoolChange.RELEASE, pool.name, check=refused, notes=("its Capacity Block is over",)
             )
@@ -251,7 +245,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
 
     claim = pool.spec.claim
     if (
-        not _holds(pool, workload)
+        not holds_claim(pool, workload)
         and shape_differences(pool.spec.shape(), shape)
         and not _idle_and_empty(pool, inputs.now)
     ):
@@ -272,7 +266,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             )
         )
 
-    if not _holds(pool, workload):
+    if not holds_claim(pool, workload):
         stale = (f"replaced a stale claim by {claim.namespace}/{claim.name}",) if claim else ()
         claimed: CheckUpdate | None = CheckUpdate(
             CheckState.PENDING,
@@ -280,7 +274,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             reason=c.EventReason.POOL_CLAIMED,
         )
         current = workload.check(inputs.check_name)
-        if _warm_set_whole(pool) and current is not None and current.state == CheckState.PENDING:
+        if warm_set_whole(pool) and current is not None and current.state == CheckState.PENDING:
             # The pool answers a claim on a whole warm set with Satisfied in one pass, and
             # that brings the Ready write. A progress message written first would hold the
             # Ready write behind it (one Workload write at a time), for a message that
@@ -294,7 +288,7 @@ def decide(inputs: WorkloadInputs) -> WorkloadDecision:
             claim=_claim_for(workload, inputs.now),
             check=claimed,
             notes=stale,
-            reuses_warm_set=_warm_set_whole(pool),
+            reuses_warm_set=warm_set_whole(pool),
             owner_namespace=bind,
             pod_requests=shown,
             read=read,
@@ -316,7 +310,7 @@ def _fit_refusal(
     """Rejected when one pod of the gang cannot fit one node of its instance type, or EC2
     knows no such type; Pending while EC2 does not answer for a Workload that holds no
     claim yet; None when the gang may go on."""
-    holds = pool is not None and _holds(pool, workload)
+    holds = pool is not None and holds_claim(pool, workload)
     problems, waiting = pod_fit_verdict(inputs.instance_type, shape, requests)
     if waiting is not None and not holds:
         return WorkloadDecision(
@@ -345,7 +339,7 @@ def _tenancy_decision(
     problem = foreign_pool_problem(pool.name, owner, namespace, inputs.settings.tenancy)
     if problem is not None:
         rejected = CheckUpdate(CheckState.REJECTED, problem.message, reason=problem.reason)
-        if _holds(pool, workload):
+        if holds_claim(pool, workload):
             return WorkloadDecision(
                 PoolChange.RELEASE,
                 pool.name,
@@ -355,7 +349,7 @@ def _tenancy_decision(
         return WorkloadDecision(check=rejected, notes=(f"the pool belongs to namespace {owner}",))
     status = pool.status
     unclaimed = pool.spec.claim is None or not inputs.claimant_exists
-    if owner is None and unclaimed and status.instance_ids and not _holds(pool, workload):
+    if owner is None and unclaimed and status.instance_ids and not holds_claim(pool, workload):
         until = status.keep_warm_until
         when = f" at {until:%Y-%m-%dT%H:%M:%SZ}" if until is not None else ""
         return WorkloadDecision(
@@ -372,88 +366,10 @@ def _tenancy_decision(
     return None
 
 
-def _block_window(pool: GangNodePool, shape: GangShape, settings: Settings) -> BlockWindow | None:
-    """The Capacity Block the Workload names, as the pool last read it from EC2 (its record,
-    or the end of the block its active set runs on, for a status written before the record
-    existed); None when the Workload names no block the pool knows."""
-    rid = shape.capacity_reservation_id
-    if not rid:
-        return None
-    status = pool.status
-    block = status.capacity_block
-    ends_at = status.capacity_block_ends_at
-    if block is None and ends_at is not None and pool.spec.capacity_reservation_id == rid:
-        block = CapacityBlock(reservation_id=rid, ends_at=ends_at)
-    if block is None or block.reservation_id != rid:
-        return None
-    return BlockWindow(
-        block,
-        release_margin=settings.capacity_block_release,
-        start_time=settings.join_deadline,
-    )
-
-
-def _block_refusal(
-    workload: Workload, pool: GangNodePool, shape: GangShape, inputs: WorkloadInputs
-) -> CheckUpdate | None:
-    """Rejected when the Workload's block can no longer serve it; None otherwise.
-
-    Until the block's planned release, a set already on it (launched, or on its way, for
-    this Workload; or warm and whole, reused without a launch) runs on: only a gang that
-    would have to be launched is refused. From the release on, nothing runs on the block.
-    """
-    window = _block_window(pool, shape, inputs.settings)
-    now = inputs.now
-    if window is None or not window.too_late_to_start(now):
-        return None
-    status = pool.status
-    holds = _holds(pool, workload)
-    if not window.over(now):
-        on_its_way = bool(status.instance_ids) or status.launch_in_progress is not None
-        if (holds and on_its_way) or _warm_set_whole(pool):
-            return None
-    current = workload.check(inputs.check_name or "")
-    if holds and current is not None and current.state == CheckState.READY:
-        message = window.planned_release(pool.name)
-    else:
-        message = window.refusal(now, shape.count)
-    return CheckUpdate(CheckState.REJECTED, message, reason=c.EventReason.CAPACITY_BLOCK_ENDED)
-
-
-def _purchase_refusal(workload: Workload, pool: GangNodePool) -> CheckUpdate | None:
-    """Rejected when the pool buys no Capacity Block for this claim (none under the cap
-    before the latest start; or purchases whose answers were lost), as the pool recorded."""
-    refusal = pool.status.block_refusal
-    if refusal is None or not _holds(pool, workload) or refusal.claim_uid != workload.metadata.uid:
-        return None
-    error = pool.status.last_error
-    reason = error.reason if error is not None else c.EventReason.NO_AFFORDABLE_CAPACITY_BLOCK
-    return CheckUpdate(CheckState.REJECTED, refusal.message, reason=reason)
-
-
 def _idle_and_empty(pool: GangNodePool, now: datetime) -> bool:
     block = pool.status.block_purchase  # a bought block waits for a gang of its own shape
     held = block is not None and block.reservation_id is not None and now < block.ends_at
     return pool.status.phase == Phase.IDLE and not pool.status.instance_ids and not held
-
-
-def _whole_set_in(pool: GangNodePool, phase: str) -> bool:
-    """In `phase` with N instances and N Ready nodes, as the pool last wrote its status."""
-    status, n = pool.status, pool.spec.count
-    return (
-        status.phase == phase
-        and status.active_group is not None
-        and len(status.instance_ids) == n
-        and status.ready_nodes == n
-    )
-
-
-def _warm_set_whole(pool: GangNodePool) -> bool:
-    return _whole_set_in(pool, Phase.KEEP_WARM)
-
-
-def _satisfied(pool: GangNodePool) -> bool:
-    return _whole_set_in(pool, Phase.SATISFIED)
 
 
 def _check_for_claimant(
@@ -461,12 +377,12 @@ def _check_for_claimant(
 ) -> CheckUpdate | None:
     status = pool.status
     current = workload.check(inputs.check_name or "")
-    if _warm_set_whole(pool) and current is not None and current.state == CheckState.PENDING:
+    if warm_set_whole(pool) and current is not None and current.state == CheckState.PENDING:
         # Our claim on a whole warm set, before the pool's pass answers it (the pass our
         # claim's own write brings, say): nothing to report that the pool's Satisfied, one
         # pass away, will not replace. As at the claim itself, no progress message.
         return None
-    if _satisfied(pool):
+    if satisfied(pool):
         assert status.active_group is not None
         return CheckUpdate(
             CheckState.READY,

@@ -40,8 +40,8 @@ from provisioner.api.owners import GangOwner, OwnerKind, owner_kind
 from provisioner.api.pod_fit import InstanceTypeLookupError, UnknownInstanceType
 from provisioner.api.shape import GangShape, GangShapeError
 from provisioner.api.workload import Workload
+from provisioner.controllers.workload.check_update import CheckUpdate
 from provisioner.controllers.workload.decision import (
-    CheckUpdate,
     PoolChange,
     WorkloadDecision,
     WorkloadInputs,
