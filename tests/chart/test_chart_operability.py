@@ -136,8 +136,9 @@ def test_the_schema_is_closed_at_every_level() -> None:
             if "properties" in node and not closed and path not in passed_through:
                 open_objects.append(path)
             for key, child in node.items():
-                # An `if` reads a key to choose a rule; it declares no object of its own.
-                if key != "if":
+                # An `if` reads a key to choose a rule, and its `then`/`else` narrow the
+                # keys of the object they sit in (closed itself): no object of their own.
+                if key not in ("if", "then", "else"):
                     walk(child, f"{path}/{key}")
         elif isinstance(node, list):
             for i, child in enumerate(node):
