@@ -206,9 +206,18 @@ class EmulatorClient:
         """EC2's eventual consistency for `client` (its access key id; None: everyone), for
         `seconds` after each launch: kind "listing" (listings miss the last `share` of each
         fresh set), "describe-by-id" (NotFound by id), "terminate" (TerminateInstances
-        answers NotFound and terminates nothing). 0 disarms."""
+        answers NotFound and terminates nothing), "reservation-listing" (for `seconds`
+        after a PurchaseCapacityBlock took effect, DescribeCapacityReservations without ids
+        leaves the new block out). 0 disarms."""
         body = {"kind": kind, "seconds": seconds, "client": client, "share": share}
         return self._call("POST", "consistency-lag", body)
+
+    def set_reservation_listing_lag(
+        self, seconds: float, client: str | None = None
+    ) -> dict[str, Any]:
+        """A block bought less than `seconds` ago stays out of `client`'s
+        DescribeCapacityReservations listings (without ids; None: everyone's); 0 disarms."""
+        return self.set_consistency_lag("reservation-listing", seconds, client)
 
     def instance_history(self) -> list[dict[str, Any]]:
         """Every instance EC2 ran, in DescribeInstances' shape, terminated ones included even

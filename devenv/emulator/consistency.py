@@ -14,7 +14,12 @@ client whose access key signed the call, so the node simulator's reads are not a
 - describe lag: DescribeInstances BY ID answers NotFound for a just-launched id;
 - terminate lag: TerminateInstances of a just-launched id answers NotFound and terminates
   nothing (the "TerminateInstances" API reference: a request that fails terminates none of
-  its instances).
+  its instances);
+- reservation listing lag: for `seconds` after a PurchaseCapacityBlock took effect (on the
+  emulator's clock, `now()`), DescribeCapacityReservations without reservation ids (with or
+  without filters) leaves the new block out, so a look for a purchase whose answer was lost
+  can find nothing though the block was bought. Reads by id and the control API's record
+  still see it.
 
 Always on, from the "TerminateInstances" API reference ("Terminated instances remain visible
 after termination (for approximately one hour)"): an instance terminated more than
@@ -41,7 +46,8 @@ TERMINATED_VISIBLE_SECONDS: Final = 3600.0
 LISTING: Final = "listing"
 DESCRIBE_BY_ID: Final = "describe-by-id"
 TERMINATE: Final = "terminate"
-LAG_KINDS: Final = (LISTING, DESCRIBE_BY_ID, TERMINATE)
+RESERVATION_LISTING: Final = "reservation-listing"
+LAG_KINDS: Final = (LISTING, DESCRIBE_BY_ID, TERMINATE, RESERVATION_LISTING)
 _MAX_LAG_SECONDS: Final = 300.0
 # Launch times older than the longest lag are dropped once this many are kept.
 _PRUNE_AT: Final = 20_000
@@ -80,6 +86,7 @@ class ConsistencySwitches:
         self._lags: dict[str, Lag] = {}
         self._launched: dict[str, _Launch] = {}
         self._terminated_at: dict[str, float] = {}
+        self._purchased_at: dict[str, float] = {}
         self._caller = threading.local()
 
     # --- who is calling --------------------------------------------------------------------
@@ -126,6 +133,11 @@ class ConsistencySwitches:
         finds none or part of it, as it may on EC2. 0 disarms."""
         self.set_lag(LISTING, seconds, client, share)
 
+    def set_reservation_listing_lag(self, seconds: float, client: str | None = None) -> None:
+        """A block bought less than `seconds` ago stays out of DescribeCapacityReservations
+        listings (calls without ids). 0 disarms."""
+        self.set_lag(RESERVATION_LISTING, seconds, client)
+
     @property
     def listing_lag(self) -> float:
         lag = self._lags.get(LISTING)
@@ -146,6 +158,10 @@ class ConsistencySwitches:
             size = len(instance_ids)
             for index, instance_id in enumerate(instance_ids):
                 self._launched[instance_id] = _Launch(at, index, size)
+
+    def note_purchased(self, reservation_id: str) -> None:
+        with self.lock:
+            self._purchased_at[reservation_id] = self.now()
 
     def note_terminated(self, instance_ids: list[str]) -> None:
         with self.lock:
@@ -177,6 +193,29 @@ class ConsistencySwitches:
                 {"switch": "consistency-lag", "kind": kind, "ids": sorted(unseen), "by": client}
             )
         return unseen
+
+    def unlisted_reservations(self) -> set[str]:
+        """The bought blocks the current caller's DescribeCapacityReservations listing leaves
+        out (the reservation listing lag)."""
+        with self.lock:
+            lag = self._lags.get(RESERVATION_LISTING)
+            action, client = self._call()
+            if lag is None or action != "DescribeCapacityReservations":
+                return set()
+            if lag.client is not None and lag.client != client:
+                return set()
+            cutoff = self.now() - lag.seconds
+            unseen = {r for r, at in self._purchased_at.items() if at > cutoff}
+            if unseen:
+                self._consumed.append(
+                    {
+                        "switch": "consistency-lag",
+                        "kind": RESERVATION_LISTING,
+                        "ids": sorted(unseen),
+                        "by": client,
+                    }
+                )
+            return unseen
 
     def aged_out(self, instance_ids: set[str] | None = None) -> set[str]:
         """Instances terminated more than `TERMINATED_VISIBLE_SECONDS` ago."""

@@ -62,11 +62,16 @@ def create_launch_template(self: Any) -> Any:
 
 
 def describe_capacity_reservations(self: Any) -> ActionResult:
-    """By ids (each must exist, else InvalidCapacityReservationId.NotFound), else all."""
+    """By ids (each must exist, else InvalidCapacityReservationId.NotFound), else all but
+    the blocks the reservation listing lag still hides from the caller (`consistency`)."""
     backend = self.ec2_backend
     book = EMULATOR.reservations
     ids = self._get_param("CapacityReservationIds", []) or []
-    found = [book.find(backend, rid) for rid in ids] if ids else book.in_region(backend)
+    if ids:
+        found = [book.find(backend, rid) for rid in ids]
+    else:
+        hidden = EMULATOR.unlisted_reservations()
+        found = [r for r in book.in_region(backend) if r.reservation_id not in hidden]
     views = _filtered([book.view(backend, r) for r in found], self, _RESERVATION_FILTERS)
     return ActionResult({"CapacityReservations": views})
 

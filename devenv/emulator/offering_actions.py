@@ -75,5 +75,7 @@ def purchase_capacity_block(self: Any) -> Any:
     tags = tag_specs(self._get_param("TagSpecifications")).get(RESERVATION_RESOURCE) or {}
     if tags:
         backend.tags[made.reservation_id].update(tags)
+    # Taken effect: from here a listing may lag behind it (`consistency`).
+    EMULATOR.note_purchased(made.reservation_id)
     view = EMULATOR.reservations.view(backend, made)
     return ActionResult({"CapacityReservation": view})

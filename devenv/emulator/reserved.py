@@ -171,7 +171,8 @@ class ReservedCapacity:
             self.placement_groups.set_fleet_answer(answer)
 
     def capacity_reservation_views(self) -> list[dict[str, Any]]:
-        """What DescribeCapacityReservations answers, for every seeded region."""
+        """What DescribeCapacityReservations answers, for every seeded region, no lag hiding
+        anything: EC2's own record of the reservations."""
         with self.lock:
             return [
                 self.reservations.view(backend, reservation)

@@ -24,6 +24,7 @@ of threads (`SERVER_THREADS`).
     DELETE /_emulator/faults          disarms every fault, delay and short answer
     POST /_emulator/short-answer      {action: CreateFleet|RunInstances, missing, count?}
     POST /_emulator/listing-lag       {seconds}
+    POST /_emulator/consistency-lag   {kind, seconds, client?, share?} (`consistency`)
     POST /_emulator/eni-detach-delay  {seconds}
     POST /_emulator/eks/cluster       {name, endpoint?, certificate_authority_data?,
                                        service_ipv4_cidr?, version?, subnet_ids?,

@@ -198,6 +198,9 @@ class BlockPurchase(KubeModel):
     currency: str = "USD"
     starts_at: KubeTime
     ends_at: KubeTime
+    # When the last PurchaseCapacityBlock call under this intent was sent (set before each):
+    # an unanswered one is not called again until EC2's tagged listing has stayed empty for
+    # blockPurchase.purchaseSettle after it.
     intended_at: KubeTime
     # PurchaseCapacityBlock calls sent under this intent (counted before each is sent):
     # a second only after a tagged read proved the first bought nothing; never a third.

@@ -154,6 +154,8 @@ ROWS: list[Refused] = [
     Refused("blockPurchase.maxDuration", "0s"),
     Refused("blockPurchase.latestStart", "-1h"),
     Refused("blockPurchase.latestStart", "soon"),
+    Refused("blockPurchase.purchaseSettle", "0s"),
+    Refused("blockPurchase.purchaseSettle", "a while"),
     Refused("blockPurchase.instanceTypes", ["p5*.large"]),
     Refused("blockPurchase.availabilityZones", ["us_west_2a"]),
     # company rules (instances.*)

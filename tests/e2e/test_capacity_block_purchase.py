@@ -6,8 +6,10 @@ a gang and the latest start an hour after the claim:
   +10 min (500 USD, cheaper): the +5 min block is bought, once, tagged for the cluster,
   pool, namespace and Workload; the gang is held at $0 (no instance) until the block starts,
   runs on it, and is released before the block's end.
-- A second gang whose purchase answer is lost after it took effect: exactly one block is
-  bought for it (EC2's record), found by its intent's tag, and the gang runs on it.
+- A second gang whose purchase answer is lost after it took effect, while EC2's reservation
+  listing lags behind the purchase (the tagged look finds nothing at first): the pool keeps
+  looking instead of buying again, exactly one block is bought for it (EC2's record), found
+  by its intent's tag once listed, and the gang runs on it.
 - A gang whose Workload is deleted after its block was bought: the block stays with the
   pool (an Event says so) and the next gang of that shape runs on it, nothing more bought.
 - A 2 x p4d.24xlarge gang whose only offering costs more than the cap: Rejected naming that
@@ -38,6 +40,8 @@ P5, P4D = "p5.48xlarge", "p4d.24xlarge"
 ZONE = "us-east-1b"
 MINUTE = 60.0
 RELEASE_MARGIN = 2100.0  # capacityBlockReleaseSeconds: the product's default
+# Under blockPurchase.purchaseSettle (5m by default): the pool waits it out, buying nothing.
+LISTING_LAG = 45.0
 
 
 def live(ec2: Any, pool_name: str) -> list[dict[str, Any]]:
@@ -89,11 +93,16 @@ def rejected_with(env: Any, namespace: str, job: str, reason: str) -> str | None
     return str(events[-1].message) if events else None
 
 
-def held_event(env: Any, pool_name: str) -> str:
+def pool_event(env: Any, pool_name: str, reason: str) -> str:
+    """Every message of the pool's Events with `reason`, one a line."""
     core = k8s.CoreV1Api(env.control_plane.api_client())
-    selector = f"involvedObject.name={pool_name},reason={c.EventReason.CAPACITY_BLOCK_HELD}"
+    selector = f"involvedObject.name={pool_name},reason={reason}"
     events = core.list_event_for_all_namespaces(field_selector=selector).items
-    return str(events[-1].message) if events else ""
+    return "\n".join(str(e.message) for e in events)
+
+
+def held_event(env: Any, pool_name: str) -> str:
+    return pool_event(env, pool_name, c.EventReason.CAPACITY_BLOCK_HELD)
 
 
 def test_gangs_that_ask_for_time_get_the_earliest_block_under_the_cap_bought_once(
@@ -137,18 +146,27 @@ def test_gangs_that_ask_for_time_get_the_earliest_block_under_the_cap_bought_onc
     )
     assert live(ec2, first_pool) == [] and not admitted(env, namespace, first)
 
-    # The second gang's purchase takes effect, and its answer is lost.
+    # The second gang's purchase takes effect, and its answer is lost; and EC2's listing of
+    # reservations lags behind it for the controller: its tagged look finds nothing at first.
     emu.add_capacity_block_offering(P5, ZONE, 2, now + 6 * MINUTE, 24, 300)
     emu.inject_fault("PurchaseCapacityBlock", "InternalError", after=True)
+    emu.set_reservation_listing_lag(LISTING_LAG, client=env.controller_keys["aws_access_key_id"])
     second, second_pool = f"lost-{tag}", f"p5-lost-{tag}"
     submit(env, namespace, second, second_pool, **asks, **{c.ANN_CAPACITY_BLOCK_DURATION: "24h"})
     eventually(
         lambda: purchase(env, second_pool).get("reservationId"),
-        120,
+        LISTING_LAG + 180,
         lambda: f"the lost purchase found by its tag: {pool(env, second_pool)}",
     )
-    assert [e["action"] for e in emu.consumed()].count("PurchaseCapacityBlock") == 1
+    emu.set_reservation_listing_lag(0)
+    consumed = emu.consumed()
+    assert [e.get("action") for e in consumed].count("PurchaseCapacityBlock") == 1
+    assert any(e.get("kind") == "reservation-listing" for e in consumed), "the lag bit"
+    assert "Confirming whether the purchase" in pool_event(
+        env, second_pool, c.EventReason.CAPACITY_BLOCK_PURCHASE_UNKNOWN
+    )
     assert len(bought(env, second_pool)) == 1 and len(bought(env, first_pool)) == 1
+    assert purchase(env, second_pool)["calls"] == 1
 
     # A block bought for a Workload deleted before its start stays with the pool; the next
     # gang of that shape runs on it.

@@ -32,6 +32,9 @@ pytestmark = pytest.mark.unit
 
 CAP = Decimal("800")
 LATEST = NOW + timedelta(hours=1)
+# An unanswered call made longer ago than blockPurchase.purchaseSettle: EC2's tagged listing
+# has settled (`test_pool_purchase_settle` has the window itself).
+SETTLED = {"intendedAt": (NOW - timedelta(minutes=10)).isoformat()}
 
 
 def offer(name: str, start: timedelta, fee: str) -> CapacityBlockOffering:
@@ -138,21 +141,21 @@ ROWS = [
     ),
     Row(
         "an intent a tagged read proves bought nothing: one more call, the last",
-        acquiring(PurchaseRead(LATEST, CAP, listed=True), blockPurchase=intent()),
+        acquiring(PurchaseRead(LATEST, CAP, listed=True), blockPurchase=intent(**SETTLED)),
         Action.PURCHASE_BLOCK,
         (c.EventReason.CAPACITY_BLOCK_PURCHASE_UNKNOWN,),
         {"blockPurchase": {"calls": 2, "offeringId": "cb-5m"}},
     ),
     Row(
         "two calls unanswered and nothing tagged: no third call; the claim is refused",
-        acquiring(PurchaseRead(LATEST, CAP, listed=True), blockPurchase=intent(calls=2)),
+        acquiring(PurchaseRead(LATEST, CAP, listed=True), blockPurchase=intent(calls=2, **SETTLED)),
         Action.NONE,
         (c.EventReason.CAPACITY_BLOCK_PURCHASE_UNKNOWN,),
         {"blockPurchase": None, "blockRefusal": {"claimUid": CLAIM["uid"]}},
     ),
     Row(
         "nothing tagged and the offering no longer sold: the intent goes, chosen again",
-        acquiring(PurchaseRead(LATEST, CAP, listed=False), blockPurchase=intent()),
+        acquiring(PurchaseRead(LATEST, CAP, listed=False), blockPurchase=intent(**SETTLED)),
         Action.NONE,
         (c.EventReason.BUYING_CAPACITY_BLOCK,),
         {"blockPurchase": None},

@@ -1,7 +1,9 @@
 """The purchase's intent is stored before PurchaseCapacityBlock is sent, and a controller
 killed right after the call (its answer never saved) buys nothing more: the next one finds
-the block by its intent's tag and adopts it. The real pool reconciler, the fake engine as
-EC2's record (shared across the two controllers, as EC2 is)."""
+the block by its intent's tag and adopts it, even when EC2's listing shows the block only
+later (eventual consistency: it waits blockPurchase.purchaseSettle before buying again).
+The real pool reconciler, the fake engine as EC2's record (shared across the controllers,
+as EC2 is)."""
 
 from __future__ import annotations
 
@@ -80,6 +82,11 @@ class CrashingEngine(FakeEngine):
         self.store = store
         self.intent_at_call: list[BlockPurchase | None] = []
         self.crash = True
+        # EC2's reservation listing not showing the block yet (eventual consistency).
+        self.lagging = False
+
+    def bought_block(self, cluster: str, intent: str) -> str | None:
+        return None if self.lagging else super().bought_block(cluster, intent)
 
     def purchase_capacity_block(self, offering_id: str, tags: Mapping[str, str]) -> str:
         self.intent_at_call.append(GangNodePool.from_dict(self.store.obj).status.block_purchase)
@@ -89,7 +96,9 @@ class CrashingEngine(FakeEngine):
         return bought
 
 
-def controller(store: FakePoolStore, engine: FakeEngine) -> GangNodePoolReconciler:
+def controller(
+    store: FakePoolStore, engine: FakeEngine, at: datetime = NOW
+) -> GangNodePoolReconciler:
     metrics = ControllerMetrics()
     return GangNodePoolReconciler(
         pool_deps(
@@ -101,13 +110,13 @@ def controller(store: FakePoolStore, engine: FakeEngine) -> GangNodePoolReconcil
             stacks=FakeStacks([]),  # the purchase comes before the stack is prepared
             executor=StackExecutor(1, on_finished=lambda _pool: None, metrics=metrics),
             recorder=RecordedEvents(),
-            now=lambda: NOW,
+            now=lambda: at,
             metrics=metrics,
         )
     )
 
 
-def test_a_controller_killed_right_after_the_purchase_call_buys_one_block() -> None:
+def claimed_pool() -> FakePoolStore:
     spec = pool_spec(
         count=2,
         instance_type="p5.48xlarge",
@@ -117,7 +126,11 @@ def test_a_controller_killed_right_after_the_purchase_call_buys_one_block() -> N
     )
     obj = pool(uid="pool-uid", resource_version="1", finalizers=[c.FINALIZER], spec=spec)
     obj["status"] = {"phase": Phase.ACQUIRING}
-    store = FakePoolStore(obj)
+    return FakePoolStore(obj)
+
+
+def test_a_controller_killed_right_after_the_purchase_call_buys_one_block() -> None:
+    store = claimed_pool()
     engine = CrashingEngine(store)
 
     with pytest.raises(Crash):
@@ -135,4 +148,31 @@ def test_a_controller_killed_right_after_the_purchase_call_buys_one_block() -> N
     [(offering, tags, reservation)] = engine.bought  # exactly one block, ever
     assert offering == "cb-5m" and tags[c.TAG_PURCHASE_INTENT] == intent.intent
     assert tags[c.TAG_CLUSTER] == "demo" and tags[c.TAG_POOL] == "pool-a"
+    assert after is not None and after.reservation_id == reservation and after.calls == 1
+
+
+def test_a_lost_purchase_the_listing_does_not_show_yet_is_waited_for_not_bought_again() -> None:
+    store = claimed_pool()
+    engine = CrashingEngine(store)
+    with pytest.raises(Crash):
+        controller(store, engine).reconcile(ObjectKey("", "pool-a"))
+
+    # The next controller's tagged look finds nothing: EC2's listing lags behind the purchase.
+    engine.crash, engine.lagging = False, True
+    for seconds in (1, 15, 30, 45):
+        controller(store, engine, NOW + timedelta(seconds=seconds)).reconcile(
+            ObjectKey("", "pool-a")
+        )
+        status = GangNodePool.from_dict(store.obj).status
+        assert status.block_purchase is not None and status.block_purchase.reservation_id is None
+        assert status.block_purchase.calls == 1 and status.block_refusal is None
+        assert len(engine.bought) == 1, "bought again while EC2 may not list the block yet"
+    assert status.last_error is not None
+    assert "Confirming whether the purchase" in status.last_error.message
+
+    # The listing catches up: the block is adopted, the one bought.
+    engine.lagging = False
+    controller(store, engine, NOW + timedelta(seconds=60)).reconcile(ObjectKey("", "pool-a"))
+    after = GangNodePool.from_dict(store.obj).status.block_purchase
+    [(_, _, reservation)] = engine.bought
     assert after is not None and after.reservation_id == reservation and after.calls == 1

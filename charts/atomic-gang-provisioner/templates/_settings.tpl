@@ -33,6 +33,7 @@ blockPurchase:
   latestStart: {{ $bp.latestStart | default "24h" | quote }}
   instanceTypes: {{ $bp.instanceTypes | default list | toJson }}
   availabilityZones: {{ $bp.availabilityZones | default list | toJson }}
+  purchaseSettle: {{ $bp.purchaseSettle | default "5m" | quote }}
 {{- /* company rules for instances (issue #32, rules) */}}
 instances:
   extraTags: {{ $v.tags | default dict | toJson }}

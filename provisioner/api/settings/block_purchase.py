@@ -21,11 +21,15 @@ from pydantic import Field, field_validator, model_validator
 from provisioner.api.fields import AvailabilityZone, PositiveDuration
 from provisioner.api.settings.section import Section
 
-__all__ = ["SHORTEST_BLOCK", "BlockPurchasePolicy"]
+__all__ = ["DEFAULT_PURCHASE_SETTLE", "SHORTEST_BLOCK", "BlockPurchasePolicy"]
 
 _TYPE_GLOB = re.compile(r"^[a-z0-9.-]+\*?$|^\*$")
 # The shortest block EC2 sells ("DescribeCapacityBlockOfferings": 1-day increments).
 SHORTEST_BLOCK = timedelta(hours=24)
+# "Eventual consistency in the Amazon EC2 API" gives no bound; its examples settle in seconds
+# to a minute or two. A gang waits this long at $0 once per lost answer; a second block costs
+# its whole fee.
+DEFAULT_PURCHASE_SETTLE = timedelta(minutes=5)
 
 Fee = Annotated[Decimal, Field(ge=0, max_digits=12, decimal_places=2)]
 
@@ -59,6 +63,15 @@ class BlockPurchasePolicy(Section):
     )
     availability_zones: tuple[AvailabilityZone, ...] = Field(
         default=(), description="Zones a block may be bought in; empty: any."
+    )
+    purchase_settle: PositiveDuration = Field(
+        default=DEFAULT_PURCHASE_SETTLE,
+        description="How long after a PurchaseCapacityBlock call whose answer never came "
+        "EC2's listing of the blocks tagged with its intent must stay empty before the "
+        "controller may call once more. EC2 is eventually consistent: a block just bought "
+        "may be missing from DescribeCapacityReservations for a while, and "
+        "PurchaseCapacityBlock takes no ClientToken, so calling again too soon can buy a "
+        "second block. Until then the gang waits (Pending, nothing bought).",
     )
 
     @field_validator("instance_types")

@@ -11,12 +11,18 @@ PurchaseCapacityBlock takes no ClientToken. So the intent (offering, fee, start,
 and the tag the block carries) is in the status, written preconditioned on the version the
 pass read, before the call; the call is made once (no SDK retry). After a crash or a lost
 answer the next pass finds the intent without a reservation and the reservations EC2 lists
-tagged with it: found, it is adopted; not found and the offering still sold, ONE more call
-is made under the same intent; after that, nothing more is bought for the claim, which is
-refused. A refusal from EC2 (a 4xx answer) bought nothing: the intent is dropped.
+tagged with it: found, it is adopted. EC2's listings are eventually consistent, so "not
+found" proves nothing until the listing has stayed empty for `blockPurchase.purchaseSettle`
+after the last call (`intended_at`, moved at each call): until then the pool keeps looking
+and buys, drops and refuses nothing. After it, with the offering still sold, ONE more call
+is made under the same intent; after that (and its own window), nothing more is bought for
+the claim, which is refused. A refusal from EC2 (a 4xx answer) bought nothing: the intent
+is dropped.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind
@@ -36,6 +42,9 @@ from provisioner.controllers.pool.steps import (
 
 Outcome = tuple[GangNodePoolStatus, float | None, tuple[Event, ...]]
 _OPERATION = Action.PURCHASE_BLOCK.value
+# While a purchase's effect is unconfirmed, how often the tagged listing is read again:
+# soon enough to adopt a block as it shows, seldom enough to cost EC2 little.
+_LOOK_AGAIN_SECONDS = 15.0
 
 
 def _at(moment: object) -> str:
@@ -138,8 +147,11 @@ def _unanswered(view: AnyView, read: PurchaseRead, block: BlockPurchase) -> Step
             ),
             why="purchase adopted",
         )
+    settled_at = block.intended_at + read.settle
+    if view.now < settled_at:
+        return _confirming(view, block, settled_at)
     if block.calls < 2 and read.listed:
-        again = block.model_copy(update={"calls": block.calls + 1})
+        again = block.model_copy(update={"calls": block.calls + 1, "intended_at": view.now})
         return Step(
             Action.PURCHASE_BLOCK,
             changed(status, block_purchase=again),
@@ -155,7 +167,8 @@ def _unanswered(view: AnyView, read: PurchaseRead, block: BlockPurchase) -> Step
             why="purchase again",
         )
     if block.calls < 2:
-        # Nothing was bought (the tagged read proves it) and the offering is gone: choose again.
+        # Nothing was bought (the tagged read, settled, proves it) and the offering is gone:
+        # choose again.
         return Step(
             Action.NONE,
             changed(status, block_purchase=None),
@@ -179,6 +192,34 @@ def _unanswered(view: AnyView, read: PurchaseRead, block: BlockPurchase) -> Step
     step = _refuse(view, message, reason=c.EventReason.CAPACITY_BLOCK_PURCHASE_UNKNOWN)
     return Step(
         step.action, changed(step.status, block_purchase=None), step.requeue_after, step.events
+    )
+
+
+def _confirming(view: AnyView, block: BlockPurchase, settled_at: datetime) -> Step:
+    """EC2 lists no block tagged with the intent yet, and may still show it: look again,
+    buy nothing."""
+    message = (
+        f"Confirming whether the purchase of Capacity Block offering {block.offering_id} "
+        f"(intent {block.intent}, {block.upfront_fee} {block.currency}) took effect: its "
+        "answer never arrived and EC2 lists no block tagged with it yet, which its eventually "
+        "consistent listings do not prove. Nothing is bought again before "
+        f"{_at(settled_at)} (blockPurchase.purchaseSettle after the last call)."
+    )
+    err = LastError(
+        reason=c.EventReason.CAPACITY_BLOCK_PURCHASE_UNKNOWN,
+        message=message,
+        operation=_OPERATION,
+    )
+    said = view.status.last_error == err
+    wait = (settled_at - view.now).total_seconds()
+    return Step(
+        Action.NONE,
+        changed(view.status, last_error=err),
+        requeue_after=max(1.0, min(wait, _LOOK_AGAIN_SECONDS)),
+        events=()
+        if said
+        else (Event(c.EVENT_NORMAL, c.EventReason.CAPACITY_BLOCK_PURCHASE_UNKNOWN, message),),
+        why="purchase unconfirmed",
     )
 
 

@@ -8,8 +8,9 @@ pool's stack are built from. `read_purchase` is the observe step's read, only fo
 that may launch, only while the gang has no block it can still start on and buying is
 enabled (`Settings.purchase_policy`): the offerings and the chooser's pick for a new intent;
 for an intent without a reservation (a crash, a lost answer), the reservations EC2 lists
-tagged with it and whether its offering is still sold. The plan (`plan_purchase`) decides
-from that read alone.
+tagged with it, whether its offering is still sold, and how long the listing must stay
+empty before it may be bought again (`blockPurchase.purchaseSettle`). The plan
+(`plan_purchase`) decides from that read alone.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from decimal import Decimal
 from provisioner.api.gangnodepool import BlockPurchase, GangNodePool, GangNodePoolSpec
 from provisioner.api.gangnodepool import GangNodePoolStatus as Status
 from provisioner.api.settings import Settings
+from provisioner.api.settings.block_purchase import DEFAULT_PURCHASE_SETTLE
 from provisioner.api.shape import GangShape
 from provisioner.cloud.block_offerings import OfferingChoice, choose_offering
 from provisioner.cloud.errors import CloudError
@@ -39,6 +41,9 @@ class PurchaseRead:
     # its offering is still sold.
     found: str | None = None
     listed: bool = False
+    # How long after the last call under the intent the tagged listing must stay empty
+    # before a call again (blockPurchase.purchaseSettle).
+    settle: timedelta = DEFAULT_PURCHASE_SETTLE
     # The policy allows no block for this gang (its type): why, as a sentence.
     refusal: str | None = None
     # A read failed: nothing may be decided (or bought) this pass.
@@ -128,7 +133,10 @@ def read_purchase(
                 )
             )
             listed = any(o.offering_id == block.offering_id for o in offered)
-            return replace(read, found=found, listed=listed)
+            # EC2's consistency, not a team's choice: the cluster's setting, whatever
+            # policy bought the block.
+            settle = settings.block_purchase.purchase_settle
+            return replace(read, found=found, listed=listed, settle=settle)
         if not policy.type_allowed(spec.instance_type):
             return replace(
                 read,
