@@ -20,6 +20,7 @@ from provisioner.api.gang_class import (
     class_problems,
     read_gang_shape,
 )
+from provisioner.api.gangnodepool import GangNodePoolSpec
 from provisioner.api.settings import Settings
 from provisioner.api.shape import GangShapeError
 from tests.support.backends import UNREACHED_BACKEND
@@ -177,3 +178,14 @@ def test_the_class_policy_is_read_with_the_shape() -> None:
     assert read.purchase_policy == buying.spec.block_purchase
     plain = read_gang_shape(QUEUE, {}, 2, GRANTED, gang_class=gang_class(), namespace="ml")
     assert plain.purchase_policy is None
+
+
+def test_the_pool_spec_records_the_claimants_class_policy() -> None:
+    buying = gang_class(capacityBlockDuration="24h", blockPurchase=CLASS_POLICY)
+    read = read_gang_shape(QUEUE, {}, 2, GRANTED, gang_class=buying, namespace="ml")
+    spec = GangNodePoolSpec.of(read.shape, None, "ml", read=read)
+    assert spec.purchase_policy == buying.spec.block_purchase
+    assert spec.to_dict()["purchasePolicy"]["maxUpfrontFeePerGang"] == "800"
+    # A later claimant whose class sets no policy buys under the settings' again.
+    plain = read_gang_shape(QUEUE, {}, 2, GRANTED, gang_class=gang_class(), namespace="ml")
+    assert spec.with_claim(None, read=plain).purchase_policy is None
