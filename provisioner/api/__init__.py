@@ -8,6 +8,8 @@
 - `gangnodepool`: the GangNodePool resource, its CRD and print columns.
 - `gang_class`: the GangClass resource (a queue's shape defaults, named by our
   AdmissionCheck's parameters), its CRD, and the overlay a gang's shape is read through.
+- `class_purchase`: a GangClass's `blockPurchase`, which replaces the settings' Capacity
+  Block purchase policy for its gangs, and whether the installation grants it.
 - `workload`: Kueue v1beta2 Workload and AdmissionCheck views; `owners`: the job that
   owns a gang's Workload; `nodes`: the Node view the pool reconciler reads.
 - `meta`, `fields`: shared Kubernetes metadata, conditions and field formats.

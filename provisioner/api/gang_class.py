@@ -15,6 +15,13 @@ class's field. A Job's annotation the class does not allow is refused naming the
 the fix. Without the pool label the pool is derived (`derived_pool_name`): one per
 namespace, class and shape; without a count annotation the count is the pods Kueue counts.
 `FieldSource` records who decided each field, for the pool's spec and `explain`.
+
+Buying Capacity Blocks: `capacityBlockDuration` is the class's default duration (the
+annotation's field, judged by its rules), and `blockPurchase`, when set, replaces the
+settings' purchase policy for the class's gangs (`api.class_purchase`): the duration a Job
+may ask for is the class's `maxDuration`, and the pool buys under the class's cap. Buying
+still needs the installation's grant (the chart's `blockPurchase.enabled`); a class that
+enables it without that grant is refused on its AdmissionCheck, naming the fix.
 The CRD's schema is written by hand in `crds/gangclass.yaml`; a unit test keeps it in step.
 """
 
@@ -33,6 +40,7 @@ import yaml
 from pydantic import AfterValidator, Field, WithJsonSchema
 
 from provisioner.api import constants as c
+from provisioner.api.class_purchase import ClassBlockPurchase, purchase_problem, with_policy
 from provisioner.api.fields import AmiVariant, Mode, PlacementStrategy
 from provisioner.api.meta import KubeModel, ObjectMeta, kube_alias
 from provisioner.api.problems import GangShapeError, Problem
@@ -86,6 +94,10 @@ class GangClassSpec(KubeModel):
     max_lifetime: str | None = None
     ami_variant: AmiVariant | None = None
     node_role_arn: str | None = None
+    # The duration of the Capacity Block bought for a gang whose Job names none.
+    capacity_block_duration: str | None = None
+    # The purchase policy of this class's gangs, in place of the settings' (None: theirs).
+    block_purchase: ClassBlockPurchase | None = None
     # Annotation names (without the prefix) a Job may set over the class.
     job_overrides: tuple[JobOverride, ...] = Field(default=())
 
@@ -120,6 +132,7 @@ _FIELD_OF: Final = {
     c.ANN_MAX_LIFETIME: "max_lifetime",
     c.ANN_AMI_VARIANT: "ami_variant",
     c.ANN_NODE_ROLE_ARN: "node_role_arn",
+    c.ANN_CAPACITY_BLOCK_DURATION: "capacity_block_duration",
 }
 
 CLASS_PRINTER_COLUMNS: Final = (
@@ -143,12 +156,14 @@ class FieldSource(StrEnum):
 
 @dataclass(frozen=True)
 class ClassedShape:
-    """A gang's shape, the class it was read through (None: none) and who decided each
-    field, by annotation name without the prefix (and "pool")."""
+    """A gang's shape, the class it was read through (None: none), who decided each
+    field, by annotation name without the prefix (and "pool"), and the class's purchase
+    policy (None: the settings' decide)."""
 
     shape: GangShape
     gang_class: str | None
     sources: dict[str, FieldSource]
+    purchase_policy: ClassBlockPurchase | None = None
 
 
 def _text(value: Any) -> str:
@@ -237,6 +252,7 @@ def read_gang_shape(
         sources = _sources(set(), set(ours), pool=FieldSource.ANNOTATION, count=_ann(ours))
         return ClassedShape(shape, None, sources)
 
+    settings = with_policy(settings, gang_class.spec.block_purchase)
     base = class_annotations(gang_class)
     known = [k for k in ours if k in c.GANG_ANNOTATIONS]
     forbidden = [_forbidden(gang_class, k, ours[k]) for k in known if not gang_class.allows(k)]
@@ -271,7 +287,7 @@ def read_gang_shape(
         shape = shape.model_copy(update={"pool": name})
         pool_source = FieldSource.DERIVED
     sources = _sources(from_class, set(allowed), pool=pool_source, count=count_source)
-    return ClassedShape(shape, gang_class.name, sources)
+    return ClassedShape(shape, gang_class.name, sources, gang_class.spec.block_purchase)
 
 
 def _ann(annotations: Mapping[str, str]) -> FieldSource:
@@ -281,13 +297,15 @@ def _ann(annotations: Mapping[str, str]) -> FieldSource:
 def class_problems(gang_class: GangClass, settings: Settings) -> list[str]:
     """Why no Job could run through this class as written (empty: it is usable): a value
     the annotation rules refuse, or a field the rules require that the class leaves unset
-    and does not let a Job set."""
+    and does not let a Job set, or buying the class enables and the installation does not
+    grant."""
     pods = 1
     base = {**class_annotations(gang_class), c.ANN_COUNT: str(pods)}
+    own = gang_class.spec.block_purchase
+    out = [p for p in [purchase_problem(gang_class.name, own, settings)] if p]
     try:
-        parse_gang_shape({c.POOL_LABEL: _PENDING_POOL}, base, pods, settings)
+        parse_gang_shape({c.POOL_LABEL: _PENDING_POOL}, base, pods, with_policy(settings, own))
     except GangShapeError as err:
-        out = []
         for p in err.problems:
             if p.value is None:
                 if gang_class.allows(p.key):
@@ -300,8 +318,7 @@ def class_problems(gang_class: GangClass, settings: Settings) -> list[str]:
             else:
                 p = p.model_copy(update={"origin": _origin(gang_class, p.key)})
                 out.append(p.message)
-        return out
-    return []
+    return out
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 A GangNodePool is the controller's own record of one pool (cluster-scoped, named by the
 Job's pool label, or derived from its namespace, GangClass and shape: `api.gang_class`). The
 Workload reconciler alone writes `spec` (the first claimant's shape plus the one claim, the
-class it was read through and who decided each field); the GangNodePool reconciler alone
-writes `status`. `provisioner/kube`
+class it was read through, who decided each field, and the class's Capacity Block purchase
+policy, so the pool buys under it without reading the class); the GangNodePool reconciler
+alone writes `status`. `provisioner/kube`
 converts API bodies with `GangNodePool.from_dict` / `to_dict`, and installs `load_crd()`.
 The CRD's schema is written by hand in `crds/gangnodepool.yaml`; a unit test keeps it in
 step with these models.
@@ -22,6 +23,7 @@ import yaml
 from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema, model_validator
 
 from provisioner.api import constants as c
+from provisioner.api.class_purchase import ClassBlockPurchase
 from provisioner.api.constants import FailureKind, Phase
 from provisioner.api.fields import InstanceId, Mode
 from provisioner.api.gang_class import ClassedShape, FieldSource
@@ -78,6 +80,9 @@ class GangNodePoolSpec(GangShape):
     # alone), and who decided each field of it, by annotation name (and "pool").
     gang_class: str | None = Field(default=None, min_length=1)
     field_sources: dict[str, FieldSource] | None = None
+    # The last claimant's class's blockPurchase, copied here by the Workload reconciler:
+    # the policy the pool buys under (None: the settings', as for a gang without a class).
+    purchase_policy: ClassBlockPurchase | None = None
 
     @classmethod
     def of(
@@ -133,7 +138,11 @@ class GangNodePoolSpec(GangShape):
 def _provenance(read: ClassedShape | None) -> dict[str, Any]:
     if read is None:
         return {}
-    return {"gang_class": read.gang_class, "field_sources": dict(read.sources)}
+    return {
+        "gang_class": read.gang_class,
+        "field_sources": dict(read.sources),
+        "purchase_policy": read.purchase_policy,
+    }
 
 
 def _shape_fields(shape: GangShape, *, skip_none: bool = False) -> dict[str, Any]:

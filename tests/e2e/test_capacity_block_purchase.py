@@ -16,7 +16,9 @@ a gang and the latest start an hour after the claim:
   offering and its fee; nothing is bought.
 
 And with buying off (the default), the same ask is held at $0 as a capacity shortfall and
-nothing is bought.
+nothing is bought. And on a queue whose GangClass enables buying (its own cap, a 24h
+default duration) where the installation's cap is too low for any offering, a Job that
+carries only the queue label gets its block bought under the class's cap and runs on it.
 
 The controller's clock moves with the emulator's (`LocalEnvironment.advance_clock`), so a
 block's start and its day pass without being waited for.
@@ -32,9 +34,20 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from devenv import kueue_objects as ko
 from provisioner.api import constants as c
-from tests.e2e.conftest import check_state, conditions, eventually, pool, submit, workload_of
+from tests.e2e.conftest import (
+    GNP,
+    KUEUE,
+    check_state,
+    conditions,
+    eventually,
+    pool,
+    submit,
+    workload_of,
+)
 from tests.support.ec2_listing import described_instances
+from tests.support.kueue_status import ADMISSION_CHECKS, wait_until_active
 
 P5, P4D = "p5.48xlarge", "p4d.24xlarge"
 ZONE = "us-east-1b"
@@ -42,6 +55,7 @@ MINUTE = 60.0
 RELEASE_MARGIN = 2100.0  # capacityBlockReleaseSeconds: the product's default
 # Under blockPurchase.purchaseSettle (5m by default): the pool waits it out, buying nothing.
 LISTING_LAG = 45.0
+GANG_CLASSES = (c.GROUP, c.VERSION, c.GANG_CLASS_PLURAL)
 
 
 def live(ec2: Any, pool_name: str) -> list[dict[str, Any]]:
@@ -244,3 +258,87 @@ def test_with_buying_off_a_gang_that_asks_for_time_is_held_as_a_shortfall(
     assert check_state(workload_of(env, namespace, job)) == c.CheckState.PENDING
     assert live(ec2, pool_name) == [] and bought(env, pool_name) == []
     assert [e["instances"] for e in emu.capacity_block_calendar()] == [2]  # nothing sold
+
+
+def _claimed_pool(env: Any, namespace: str, job: str) -> str | None:
+    """The (derived) pool the Job's Workload claims."""
+    wl = workload_of(env, namespace, job)
+    if wl is None:
+        return None
+    custom = k8s.CustomObjectsApi(env.control_plane.api_client())
+    for gnp in custom.list_cluster_custom_object(*GNP)["items"]:
+        held = gnp["spec"].get("claim") or {}
+        if (held.get("namespace"), held.get("name")) == (namespace, wl["metadata"]["name"]):
+            return str(gnp["metadata"]["name"])
+    return None
+
+
+def test_a_queue_whose_class_enables_buying_gets_a_queue_only_job_its_block(
+    gang_local: Any, namespace: str
+) -> None:
+    """The installation grants buying with a cap (100 USD) no offering meets; the class behind
+    a queue enables it with its own (800 USD) and a 24h default duration, so a Job that
+    carries only the queue label gets the +5 min block (700 USD) bought, once, and runs on it."""
+    env = gang_local(
+        join_delay=0.5,
+        job_run_seconds=7200.0,
+        block_purchase={"enabled": True, "maxUpfrontFeePerGang": "100", "latestStart": "1h"},
+    )
+    emu, ec2 = env.emulator_client, env.ec2_client()
+    env.clock.offset = emu.now() - time.time()
+    tag = uuid.uuid4().hex[:5]
+    name, check, queue = f"buying-{tag}", f"buying-check-{tag}", f"buying-cq-{tag}"
+    buying = {
+        "instanceType": P5,
+        "mode": "fleet",
+        "maxLifetime": "48h",
+        "capacityBlockDuration": "24h",
+        "blockPurchase": {"enabled": True, "maxUpfrontFeePerGang": "800", "latestStart": "1h"},
+    }
+    custom = k8s.CustomObjectsApi(env.control_plane.api_client())
+    custom.create_cluster_custom_object(*GANG_CLASSES, ko.gang_class(name, buying))
+    custom.create_cluster_custom_object(*KUEUE, "admissionchecks", ko.admission_check(check, name))
+    custom.create_cluster_custom_object(
+        *KUEUE, "clusterqueues", ko.cluster_queue(queue, ko.FLAVOR_NAME, check, ko.LOCAL_QUOTAS)
+    )
+    custom.create_namespaced_custom_object(
+        *KUEUE, namespace, "localqueues", ko.local_queue(namespace, name, queue)
+    )
+    try:
+        wait_until_active(custom, ADMISSION_CHECKS, check, what="the buying class's check Active")
+        now = emu.now()
+        for start, fee in ((40.0, 450), (5 * MINUTE, 350)):  # 900 USD (over), 700 USD
+            emu.add_capacity_block_offering(P5, ZONE, 2, now + start, 24, fee)
+        job = f"queue-only-{tag}"
+        body = ko.gang_job(namespace, job, name, "unused", 2)
+        body["metadata"]["labels"] = {c.QUEUE_NAME_LABEL: name}
+        body["metadata"]["annotations"] = {}
+        k8s.BatchV1Api(env.control_plane.api_client()).create_namespaced_job(namespace, body)
+
+        pool_name = eventually(lambda: _claimed_pool(env, namespace, job), 120, "the pool")
+        intent = eventually(
+            lambda: purchase(env, pool_name).get("reservationId") and purchase(env, pool_name),
+            120,
+            lambda: f"a block bought for {pool_name}: {pool(env, pool_name)}",
+        )
+        assert Decimal(intent["upfrontFee"]) == 700 and intent["calls"] == 1
+        spec = (pool(env, pool_name) or {})["spec"]
+        assert spec["gangClass"] == name and spec["capacityBlockDuration"] == "24h0m0s"
+        assert spec["fieldSources"]["capacity-block-duration"] == "class"
+        assert spec["purchasePolicy"]["maxUpfrontFeePerGang"] == "800"
+        [block] = bought(env, pool_name)
+        assert _tags(block)[c.TAG_NAMESPACE] == namespace and block["TotalInstanceCount"] == 2
+        # Our check on this queue is named for it, so Admitted is read, not the check.
+        in_queue = lambda: conditions(workload_of(env, namespace, job)).get(c.WL_ADMITTED)  # noqa: E731
+        assert live(ec2, pool_name) == [] and in_queue() != "True"
+
+        env.advance_clock(5 * MINUTE + 5)
+        eventually(lambda: in_queue() == "True", 180, f"{job} admitted on its block")
+        running = live(ec2, pool_name)
+        assert {i["CapacityReservationId"] for i in running} == {intent["reservationId"]}
+        assert len(running) == 2 and len(bought(env, pool_name)) == 1
+    finally:
+        custom.delete_namespaced_custom_object(*KUEUE, namespace, "localqueues", name)
+        custom.delete_cluster_custom_object(*KUEUE, "clusterqueues", queue)
+        custom.delete_cluster_custom_object(*KUEUE, "admissionchecks", check)
+        custom.delete_cluster_custom_object(*GANG_CLASSES, name)

@@ -137,7 +137,14 @@ def test_new_pool_omits_unset_fields() -> None:
         "consecutiveFailures": 0,
         "conditions": [],
     }
-    beyond_shape = ("claim", "ownerNamespace", "podRequests", "gangClass", "fieldSources")
+    beyond_shape = (
+        "claim",
+        "ownerNamespace",
+        "podRequests",
+        "gangClass",
+        "fieldSources",
+        "purchasePolicy",
+    )
     assert spec.shape().model_dump() == {
         k: v for k, v in spec.model_dump().items() if k not in beyond_shape
     }

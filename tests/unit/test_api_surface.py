@@ -23,6 +23,7 @@ def test_exported_members_exist_and_are_listed_once() -> None:
     modules = {
         "ami_policy",
         "block_duration",
+        "class_purchase",
         "clock",
         "constants",
         "durations",

@@ -4,8 +4,9 @@ time (`atomic-gang.k8s.aws/capacity-block-duration`), and within what.
 Buying spends money at once, so it is off unless the platform team turns it on, and then
 capped: a fee per gang, a duration, how long after its claim a gang may wait for its start,
 and the instance types and zones a block may be bought for. One value, `BlockPurchasePolicy`,
-resolved for a gang by one function (`Settings.purchase_policy`), so a gang class can supply
-it later without the pool's code changing.
+resolved for a gang by one function (`api.class_purchase.effective_policy`): a GangClass's
+`blockPurchase` (the same fields) replaces this one for its gangs; `enabled` here is also
+the installation's grant of `ec2:PurchaseCapacityBlock`, which a class's policy still needs.
 """
 
 from __future__ import annotations

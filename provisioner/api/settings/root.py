@@ -173,9 +173,11 @@ class Settings(Section):
         return self
 
     def purchase_policy(self, instance_type: str) -> BlockPurchasePolicy:
-        """What may be bought for a gang of `instance_type`: the one place a purchase's
-        policy is resolved (the settings' today; a gang class's when one supplies it)."""
-        del instance_type  # the class, when it exists, is chosen by the gang
+        """The installation's policy for a gang of `instance_type`: what a gang without a
+        class policy is bought under. A GangClass's `blockPurchase` replaces it for that
+        class's gangs (`api.class_purchase.effective_policy`); `enabled` here is also the
+        installation's IAM grant, which a class's policy still needs."""
+        del instance_type  # one policy for every type; its instanceTypes narrow it
         return self.block_purchase
 
     @property

@@ -6,11 +6,17 @@ A gang that asks for time (`capacity-block-duration`) runs on the block bought f
 launch targets (the Job's own, or that block), and `launch_shape` the shape a launch and the
 pool's stack are built from. `read_purchase` is the observe step's read, only for a pass
 that may launch, only while the gang has no block it can still start on and buying is
-enabled (`Settings.purchase_policy`): the offerings and the chooser's pick for a new intent;
+enabled by the pool's policy: the offerings and the chooser's pick for a new intent;
 for an intent without a reservation (a crash, a lost answer), the reservations EC2 lists
 tagged with it, whether its offering is still sold, and how long the listing must stay
 empty before it may be bought again (`blockPurchase.purchaseSettle`). The plan
 (`plan_purchase`) decides from that read alone.
+
+The policy is the pool's own (`spec.purchasePolicy`: the claimant's class's, which the
+Workload reconciler copies there; the pool never reads a class), else the settings'
+(`class_purchase.effective_policy`). Either way buying needs the installation's grant
+(the settings' `blockPurchase.enabled`, which gives the controller the IAM permission):
+without it a class's policy is refused with the fix, not sent to EC2 to be denied.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from provisioner.api.class_purchase import effective_policy
 from provisioner.api.gangnodepool import BlockPurchase, GangNodePool, GangNodePoolSpec
 from provisioner.api.gangnodepool import GangNodePoolStatus as Status
 from provisioner.api.settings import Settings
@@ -27,6 +34,13 @@ from provisioner.api.shape import GangShape
 from provisioner.cloud.block_offerings import OfferingChoice, choose_offering
 from provisioner.cloud.errors import CloudError
 from provisioner.controllers.ports import EngineOps
+
+_NOT_GRANTED = (
+    "GangClass {cls} enables buying a Capacity Block (spec.blockPurchase), but this "
+    "installation does not grant the controller ec2:PurchaseCapacityBlock (its settings' "
+    "blockPurchase.enabled is false), so nothing is bought. Ask the platform team to enable "
+    "the chart's blockPurchase, or run the Job without capacity-block-duration."
+)
 
 
 @dataclass(frozen=True)
@@ -114,7 +128,7 @@ def read_purchase(
     margin, join = settings.capacity_block_release, settings.join_deadline
     if not wants_purchase(spec, status, now, margin, join):
         return None
-    policy = settings.purchase_policy(spec.instance_type)
+    policy = effective_policy(spec.purchase_policy, settings, spec.instance_type)
     duration, claim = spec.capacity_block_duration, spec.claim
     if not policy.enabled or duration is None or claim is None:
         return None
@@ -137,6 +151,8 @@ def read_purchase(
             # policy bought the block.
             settle = settings.block_purchase.purchase_settle
             return replace(read, found=found, listed=listed, settle=settle)
+        if not settings.block_purchase.enabled:
+            return replace(read, refusal=_NOT_GRANTED.format(cls=spec.gang_class))
         if not policy.type_allowed(spec.instance_type):
             return replace(
                 read,
