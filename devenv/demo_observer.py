@@ -19,7 +19,7 @@ from devenv import kueue_objects as ko
 from devenv.environment import LocalEnvironment
 from provisioner.api import constants as c
 from provisioner.cloud.billing import Bill, bill, instance_life
-from provisioner.cloud.block_bill import BlockCharge, BoughtBlock, block_charges
+from provisioner.cloud.block_bill import BoughtBlock
 
 NAMESPACE = "default"
 SHARED_POOL = "shared"
@@ -80,7 +80,6 @@ class Observer:
         # The Capacity Blocks bought for pools, by pool, kept from `status.blockPurchase`
         # before the pool is released: the bill's upfront fees.
         self.blocks: dict[str, BoughtBlock] = {}
-        self.block_charges: list[BlockCharge] = []  # theirs, as of the last `pool_bills`
 
     # -- sampling --------------------------------------------------------------------------
     def sample(self) -> None:
@@ -216,7 +215,6 @@ class Observer:
         pool_of = {i["InstanceId"]: _tag(i, c.TAG_POOL) or "" for i in raw}
         lives = {life.instance_id: life for life in map(instance_life, raw)}
         now = datetime.fromtimestamp(self.ec2_now(), UTC)
-        self.block_charges = block_charges(self.blocks.values(), lives.values(), now)
         per_pool: dict[str, Bill] = {}
         for iid, one in bill(lives.values(), lambda _: GANG, now).items():
             per_pool[pool_of[iid]] = per_pool.get(pool_of[iid], Bill(0.0, 0.0)) + one

@@ -86,5 +86,5 @@ def test_demo_runs_to_completion_with_zero_stranded_node_seconds(tmp_path: Path)
     assert re.search(r"gpu-buy admitted: 2 x p5\.48xlarge in the bought block cr-\w+", out), out
     assert re.search(r"^gpu-bought\s+[\d.]+\s+0\.0\s+700\.00$", out, re.M), out
     assert re.search(
-        r"^block cr-\w+ \(pool gpu-bought, 2 instances .*\): 700\.00 USD upfront", out, re.M
+        r"^block cr-\w+ \(pool gpu-bought, 2 instances, .*\): 700\.00 USD upfront", out, re.M
     ), out
