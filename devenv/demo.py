@@ -10,7 +10,10 @@ Called by the CLI's `demo` subcommand (and `make demo`, and CI). It starts a
    capacity, then admitted;
 4. a GPU Job on a Capacity Block that starts during the run: held at $0 until it starts;
 5. the same for a JobSet (a leader and a worker replicated job, run by the real JobSet
-   controller), the gang labelled on the JobSet itself.
+   controller), the gang labelled on the JobSet itself;
+6. a GPU Job asking for 24 h: the controller buys the earliest Capacity Block under the
+   cap, holds the gang at $0 until it starts (the clocks are moved to it), runs it on the
+   block (`demo_purchase`); the bill shows the block's upfront fee.
 
 While it runs it prints each change of a Job's state, its check, its pool's phase and
 counts. At the end it releases every pool, prints a table per Job (time to Ready, instances
@@ -39,6 +42,8 @@ from devenv.demo_observer import (
     COMMON_TYPE,
     GANG,
     GNP,
+    GPU_LIMITS,
+    GPU_TYPE,
     JOBSETS,
     NAMESPACE,
     SCARCE_POOL,
@@ -49,6 +54,7 @@ from devenv.demo_observer import (
     Observer,
     _job,
 )
+from devenv.demo_purchase import PURCHASE, buy_scene
 from devenv.environment import LocalEnvironment
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
@@ -69,7 +75,11 @@ def run(work_dir: Path) -> int:
     # background job of a non-interactive shell, as in some CI runners).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     env = LocalEnvironment(
-        work_dir=work_dir, join_delay=1.0, keep_warm_ttl="5s", job_run_seconds=3.0
+        work_dir=work_dir,
+        join_delay=1.0,
+        keep_warm_ttl="5s",
+        job_run_seconds=3.0,
+        block_purchase=dict(PURCHASE),
     )
     started = time.monotonic()
     try:
@@ -139,6 +149,7 @@ def _scenario(env: LocalEnvironment, state: dict[str, Any]) -> int:
     obs.wait("train-scarce to complete", lambda: obs.jobs["train-scarce"].done_at is not None)
     _gpu_scene(env, obs)
     _jobset_scene(env, obs)
+    buy_scene(env, obs)
 
     gnp_before = kubectl_get_gnp(str(state["kubeconfig"]))
     stacks_before = _pulumi_stack_ls(env)
@@ -176,11 +187,22 @@ def _summary(obs: Observer) -> float:
     bills = obs.pool_bills()
     bill_w = max([len("POOL"), *(len(pool) for pool in bills)]) + 2
     print(
-        f"\n{'POOL':<{bill_w}}{'NODE-S BILLED':>15}{'NODE-S STRANDED':>17}   "
-        "(from EC2's launch and termination times; 60 s minimum per instance)"
+        f"\n{'POOL':<{bill_w}}{'NODE-S BILLED':>15}{'NODE-S STRANDED':>17}{'UPFRONT USD':>13}   "
+        "(from EC2's launch and termination times; 60 s minimum per instance; the fees of "
+        "the Capacity Blocks bought)"
     )
     for pool, one in sorted(bills.items()):
-        print(f"{pool:<{bill_w}}{one.billed:>15.1f}{one.stranded:>17.1f}")
+        block = obs.blocks.get(pool)
+        fee = f"{block.upfront_fee:.2f}" if block else "-"
+        print(f"{pool:<{bill_w}}{one.billed:>15.1f}{one.stranded:>17.1f}{fee:>13}")
+    for b in obs.blocks.values():
+        # Its used share is not shown: the emulator's launch times do not follow its moved
+        # clock, so the overlap with the block's window would read 0.
+        print(
+            f"block {b.reservation_id} (pool {b.pool}, {b.instances} instances, "
+            f"{b.start:%m-%d %H:%M} to {b.end:%m-%d %H:%M} UTC): {b.upfront_fee:.2f} "
+            f"{b.currency} upfront, paid whether used or not"
+        )
     total = sum(one.stranded for one in bills.values())
     running = sorted(iid for iid, i in obs.instances.items() if not i.gone)
     if running:
@@ -233,11 +255,9 @@ GPU_JOB = "gpu-p5"
 GPU_POOL = "gpu-block"
 GPU_JOBSET = "gpu-jobset"
 GPU_JOBSET_POOL = "gpu-jobset-block"
-GPU_TYPE = "p5.48xlarge"
 # The pool's stack takes ~10-25 s before its first launch: the block must still be scheduled
 # then, so the hold is seen.
 GPU_BLOCK_LEAD_SECONDS = 40.0
-GPU_LIMITS = {c.RESOURCE_GPU: "8", c.RESOURCE_EFA: "32"}
 
 
 def _gpu_annotations(rid: str) -> dict[str, str]:

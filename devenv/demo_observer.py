@@ -19,6 +19,7 @@ from devenv import kueue_objects as ko
 from devenv.environment import LocalEnvironment
 from provisioner.api import constants as c
 from provisioner.cloud.billing import Bill, bill, instance_life
+from provisioner.cloud.block_bill import BoughtBlock
 
 NAMESPACE = "default"
 SHARED_POOL = "shared"
@@ -26,6 +27,8 @@ SCARCE_POOL = "scarce"
 COMMON_TYPE = "m5.large"
 SCARCE_TYPE = "c5.xlarge"
 GANG = 2
+GPU_TYPE = "p5.48xlarge"
+GPU_LIMITS = {c.RESOURCE_GPU: "8", c.RESOURCE_EFA: "32"}
 KUEUE = (c.KUEUE_GROUP, c.KUEUE_VERSION)
 GNP = (c.GROUP, c.VERSION, c.GNP_PLURAL)
 
@@ -67,11 +70,16 @@ class Observer:
         self.batch = k8s.BatchV1Api(api)
         self.custom = k8s.CustomObjectsApi(api)
         self.ec2 = env.ec2_client()
+        # EC2's clock, which a scene may move ahead (`advance_clock`): the bill reads it.
+        self.ec2_now = env.emulator_client.now
         self.cluster = env.cluster_name
         self.started = started
         self.jobs: dict[str, JobRecord] = {}
         self.instances: dict[str, Instance] = {}
         self._last_line: dict[str, str] = {}
+        # The Capacity Blocks bought for pools, by pool, kept from `status.blockPurchase`
+        # before the pool is released: the bill's upfront fees.
+        self.blocks: dict[str, BoughtBlock] = {}
 
     # -- sampling --------------------------------------------------------------------------
     def sample(self) -> None:
@@ -206,7 +214,7 @@ class Observer:
             raw.extend(i for r in page["Reservations"] for i in r["Instances"])
         pool_of = {i["InstanceId"]: _tag(i, c.TAG_POOL) or "" for i in raw}
         lives = {life.instance_id: life for life in map(instance_life, raw)}
-        now = datetime.now(UTC)
+        now = datetime.fromtimestamp(self.ec2_now(), UTC)
         per_pool: dict[str, Bill] = {}
         for iid, one in bill(lives.values(), lambda _: GANG, now).items():
             per_pool[pool_of[iid]] = per_pool.get(pool_of[iid], Bill(0.0, 0.0)) + one

@@ -3,8 +3,9 @@
 `python -m devenv demo` starts its own embedded default (its own control plane, Kueue, emulator
 and controller), runs the three-Job scenario and prints the bill; this asserts on that
 output: the warm Job launched nothing, the scarce Job was held with nothing running, the GPU
-Job and the GPU JobSet were held at $0 until their Capacity Blocks started, every stranded
-figure is zero and every process it started is gone.
+Job and the GPU JobSet were held at $0 until their Capacity Blocks started, a Job asking for
+24 h had the earliest block under the cap bought for it, once, and the bill shows its fee,
+every stranded figure is zero and every process it started is gone.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def test_demo_runs_to_completion_with_zero_stranded_node_seconds(tmp_path: Path)
     assert launched == {"train-a": 2, "train-b": 0, "train-scarce": 2}, out
     pools = {
         m.group(1): (float(m.group(2)), float(m.group(3)))
-        for m in re.finditer(r"^(shared|scarce)\s+([\d.]+)\s+([\d.]+)$", out, re.MULTILINE)
+        for m in re.finditer(r"^(shared|scarce)\s+([\d.]+)\s+([\d.]+)\s+-$", out, re.MULTILINE)
     }
     assert set(pools) == {"shared", "scarce"}, out
     # Billed from EC2's own history: the minimum charge at least, and none of it stranded.
@@ -67,3 +68,23 @@ def test_demo_runs_to_completion_with_zero_stranded_node_seconds(tmp_path: Path)
         out,
     )
     assert len(waits) == 4, out
+    # The purchase scene: three offerings, the soonest over the 800 USD cap; the earliest
+    # under it (+5 min, 700 USD) is bought, once; the gang is held at $0 until it starts,
+    # then runs on it; the bill shows its upfront fee beside the node-seconds.
+    offers = re.findall(
+        r"EC2 offers cb-\w+ in \S+: starts .*, ([\d.]+) USD upfront(.*)$", out, re.M
+    )
+    assert offers == [("900.00", " (over the cap)"), ("700.00", ""), ("500.00", "")], out
+    assert re.search(
+        r"bought cb-\w+ as (cr-\w+): starts \S+ UTC, 700\.00 USD upfront; the earliest start "
+        r"under the 800 USD cap .*; 1 block bought for gpu-bought \(1 PurchaseCapacityBlock",
+        out,
+    ), out
+    assert "gpu-buy held at $0 until the block starts: check Pending, 0 instances running" in out, (
+        out
+    )
+    assert re.search(r"gpu-buy admitted: 2 x p5\.48xlarge in the bought block cr-\w+", out), out
+    assert re.search(r"^gpu-bought\s+[\d.]+\s+0\.0\s+700\.00$", out, re.M), out
+    assert re.search(
+        r"^block cr-\w+ \(pool gpu-bought, 2 instances, .*\): 700\.00 USD upfront", out, re.M
+    ), out
