@@ -89,7 +89,9 @@ QUOTA_CODES: Final = frozenset(
     }
 )
 
-RETRYABLE_CODES: Final = frozenset(
+# The throttles among the retryable codes: the caller is going too fast (the rest are AWS's
+# own failures), so the account's launch budget shrinks on them.
+THROTTLE_CODES: Final = frozenset(
     {
         "RequestLimitExceeded",
         "Throttling",
@@ -100,6 +102,13 @@ RETRYABLE_CODES: Final = frozenset(
         "TooManyRequestsException",
         "EC2ThrottledException",
         "SlowDown",
+    }
+)
+
+
+# Retried with the same request: the throttles, and AWS's own failures.
+RETRYABLE_CODES: Final = THROTTLE_CODES | frozenset(
+    {
         "PriorRequestNotComplete",
         "InternalError",
         "InternalFailure",
@@ -235,23 +244,6 @@ _KIND_OF_CLASS: Final = {
     CodeClass.CONFIG: ErrorKind.CONFIG,
     CodeClass.ACCOUNT: ErrorKind.CONFIG,
 }
-
-
-# The throttles among the retryable codes: the caller is going too fast (the rest are AWS's
-# own failures), so the account's launch budget shrinks on them.
-THROTTLE_CODES: Final = frozenset(
-    {
-        "RequestLimitExceeded",
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottled",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "EC2ThrottledException",
-        "SlowDown",
-    }
-)
 
 
 def is_throttle(code: str | None) -> bool:
