@@ -52,7 +52,12 @@ from provisioner.controllers.reaper import Reaper, pool_facts, stack_resource_id
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.reconciler import WorkloadReconciler
 from provisioner.host import HostResources, read_host
-from provisioner.kube.admission_reads import node_pool_lookup, owner_lookup, queue_class_lookup
+from provisioner.kube.admission_reads import (
+    class_lookup,
+    node_pool_lookup,
+    owner_lookup,
+    queue_class_lookup,
+)
 from provisioner.kube.cache import TypedCache
 from provisioner.kube.client import KubeClient
 from provisioner.kube.discovery import served_owner_kinds, serves
@@ -253,15 +258,14 @@ def build_manager(inputs: ManagerInputs) -> Manager:
     typed_workloads = TypedCache(workloads, Workload.from_dict)
     typed_pools = TypedCache(pools, GangNodePool.from_dict)
     typed_checks = TypedCache(checks, AdmissionCheck.from_dict)
-    # Without the GangClass CRD (a CRD chart not yet upgraded) there is no class to read: a
-    # check naming one says it does not exist, and the rest runs as before.
+    # Without the GangClass CRD at start-up (a CRD chart not yet upgraded, or discovery
+    # failing) there is no informer: classes are read live (`class_lookup`), so a check
+    # naming one says it does not exist until it does, and the rest runs as before.
     class_informer = (
         informer(c.GANG_CLASS_PLURAL, GANG_CLASSES) if serves(kube, GANG_CLASSES) else None
     )
     typed_classes = TypedCache(class_informer, GangClass.from_dict) if class_informer else None
-
-    def classes(name: str) -> GangClass | None:
-        return typed_classes.get("", name) if typed_classes is not None else None
+    classes = class_lookup(kube, typed_classes)
 
     # Events are written by a thread of their own: no pass waits on one.
     recorder = EventRecorder(kube.with_timeout(5), instance=identity, background=True)

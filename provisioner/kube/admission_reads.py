@@ -20,6 +20,7 @@ from provisioner.api import constants as c
 from provisioner.api.gang_class import GangClass
 from provisioner.api.owners import OwnerKind
 from provisioner.api.tenancy import ClusterReadError
+from provisioner.kube.cache import TypedCache
 from provisioner.kube.errors import KubeError, KubeNotFound
 from provisioner.kube.resources import (
     ADMISSION_CHECKS,
@@ -32,7 +33,7 @@ from provisioner.kube.resources import (
 )
 from provisioner.kube.status import ObjectStore
 
-__all__ = ["node_pool_lookup", "owner_lookup", "queue_class_lookup"]
+__all__ = ["class_lookup", "node_pool_lookup", "owner_lookup", "queue_class_lookup"]
 
 
 def node_pool_lookup(kube: ObjectStore) -> Callable[[str], str | None]:
@@ -123,5 +124,25 @@ def queue_class_lookup(
             body = _read(kube, GANG_CLASSES, class_name) if class_name else None
             return GangClass.from_dict(body) if body else None
         return None
+
+    return read
+
+
+def class_lookup(
+    kube: ObjectStore, cache: TypedCache[GangClass] | None
+) -> Callable[[str], GangClass | None]:
+    """The controller's reader of a GangClass by name: from the informer's cache when the
+    controller has one, else by a live GET. The informer exists only when discovery said
+    at start-up that the CRD is served; a CRD installed later (a CRD chart upgraded after
+    the controller) or a discovery that failed under load must not leave every class unread
+    for the life of the process, as owners of an unserved kind are read live too. A GET of
+    a resource the apiserver does not serve is NotFound: no class. Any other failure is
+    `ClusterReadError`, so the pass fails and is retried instead of deciding without it."""
+
+    def read(name: str) -> GangClass | None:
+        if cache is not None:
+            return cache.get("", name)
+        body = _read(kube, GANG_CLASSES, name)
+        return GangClass.from_dict(body) if body else None
 
     return read

@@ -12,7 +12,7 @@ from provisioner.api import constants as c
 from provisioner.api import kueue_objects as ko
 from provisioner.api.gang_class import GangClass
 from provisioner.api.tenancy import ClusterReadError
-from provisioner.kube.admission_reads import queue_class_lookup
+from provisioner.kube.admission_reads import class_lookup, queue_class_lookup
 from provisioner.kube.errors import KubeError
 from provisioner.kube.resources import ResourceRef
 from provisioner.webhook.review import review
@@ -131,3 +131,13 @@ def test_a_queue_without_a_class_judges_the_job_as_the_reference_does() -> None:
     response = _answer({c.QUEUE_NAME_LABEL: "other-queue"}, {c.ANN_INSTANCE_TYPE: "m5.large"})
     assert response["allowed"] is False
     assert c.POOL_LABEL in response["status"]["message"]
+
+
+def test_without_an_informer_the_controller_reads_a_class_live() -> None:
+    """Discovery that said "not served" (or failed) at start-up leaves no informer: the class
+    is still read, by GET, once it exists; a class that does not exist is None; an apiserver
+    that does not answer fails the pass instead of deciding there is no class."""
+    assert class_lookup(_chain(), None)("gpu") == GPU  # type: ignore[arg-type]
+    assert class_lookup(_chain(gang_class=False), None)("gpu") is None  # type: ignore[arg-type]
+    with pytest.raises(ClusterReadError, match="GangClass gpu"):
+        class_lookup(Unreachable(), None)("gpu")  # type: ignore[arg-type]
