@@ -30,7 +30,8 @@ N = 2
 SLOW_LAUNCH_SECONDS = 3.0
 
 
-def _settings_file(path: Path, env: GangEnv, state_dir: Path) -> Path:
+def _settings_file(path: Path, env: GangEnv, state_dir: Path, **extra: Any) -> Path:
+    """A replica's settings file; `extra` adds the settings a test needs beside these."""
     settings = {
         "clusterName": CLUSTER,
         "defaults": {
@@ -53,6 +54,7 @@ def _settings_file(path: Path, env: GangEnv, state_dir: Path) -> Path:
         "pulumi": {**env.settings.pulumi.model_dump(mode="json"), "state_dir": str(state_dir)},
         "aws": {"endpointUrl": env.emulator.endpoint_url},
         "webhook": {"enabled": False},
+        **extra,
     }
     return write_settings(path, settings)
 
@@ -60,9 +62,17 @@ def _settings_file(path: Path, env: GangEnv, state_dir: Path) -> Path:
 class Replicas:
     """The two controller processes; a killed one can be started again under a new identity."""
 
-    def __init__(self, env: GangEnv, control_plane: Any, pulumi_tool: Any, tmp_path: Path):
+    def __init__(
+        self,
+        env: GangEnv,
+        control_plane: Any,
+        pulumi_tool: Any,
+        tmp_path: Path,
+        **extra_settings: Any,
+    ):
         self.env, self._control_plane, self._pulumi_tool = env, control_plane, pulumi_tool
         self._tmp = tmp_path
+        self._extra = extra_settings
         self.children: dict[str, Supervised] = {}
         self._starts = 0
 
@@ -70,7 +80,9 @@ class Replicas:
         # Each replica keeps its own disk, kept across its restarts as a pod's emptyDir is not:
         # only the S3 backend is shared, so nothing can be read from a neighbour's files.
         self._starts += 1
-        config = _settings_file(self._tmp / f"{name}.yaml", self.env, self._tmp / name / "pulumi")
+        config = _settings_file(
+            self._tmp / f"{name}.yaml", self.env, self._tmp / name / "pulumi", **self._extra
+        )
         self.children[name] = start_controller(
             name,
             self._tmp / f"{name}-{self._starts}.log",

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from devenv.controller_process import EMULATOR_KEYS, start_controller, write_settings
-from devenv.processes import Supervised
+from devenv.controller_process import EMULATOR_KEYS
 from provisioner.api import constants as c
-from tests.integration.controller_harness import CLUSTER, REGION, GangEnv, eventually
+from tests.integration.controller_harness import GangEnv, eventually
+from tests.integration.test_controller_failover import Replicas
 
 POOL = "pool-purchase-crash"
 P5 = "p5.48xlarge"
@@ -36,71 +36,20 @@ STARTS_IN = 75.0
 ANSWER_HELD_SECONDS = 30.0
 
 
-class Controllers:
-    """Controller processes started one after another on the same settings and backend."""
-
-    def __init__(self, env: GangEnv, control_plane: Any, pulumi_tool: Any, tmp_path: Path):
-        self.env, self._control_plane, self._pulumi_tool = env, control_plane, pulumi_tool
-        self._tmp = tmp_path
-        self.children: list[Supervised] = []
-        settings = {
-            "clusterName": CLUSTER,
-            "defaults": {
-                "region": REGION,
-                "nodeRoleArn": env.settings.defaults.node_role_arn,
-                "keepWarmTTL": "10m",
-            },
-            "joinDeadlineSeconds": 600,
-            "reapIntervalSeconds": 5,
-            "retryBackoff": {"initial": "500ms", "max": "4s"},
-            # A short Lease: the next controller leads soon after the kill.
-            "leaderElection": {
-                "enabled": True,
-                "leaseNamespace": env.namespace,
-                "leaseName": "atomic-gang-purchase-crash",
-                "leaseDuration": "4s",
-                "renewDeadline": "3s",
-                "retryPeriod": "1s",
-            },
-            "pulumi": {
-                **env.settings.pulumi.model_dump(mode="json"),
-                "state_dir": str(tmp_path / "pulumi"),
-            },
-            "aws": {"endpointUrl": env.emulator.endpoint_url},
-            "webhook": {"enabled": False},
-            "blockPurchase": {
-                "enabled": True,
-                "maxUpfrontFeePerGang": "800",
-                "latestStart": "1h",
-            },
-        }
-        self._config = write_settings(tmp_path / "controller.yaml", settings)
-
-    def start(self) -> Supervised:
-        n = len(self.children) + 1
-        child = start_controller(
-            f"controller-{n}",
-            self._tmp / f"controller-{n}.log",
-            kubeconfig=self._control_plane.info.kubeconfig,
-            pulumi_root=self._pulumi_tool.binary.parent.parent,
-            config=self._config,
-            passphrase="integration",
-        )
-        self.children.append(child)
-        return child
-
-    def stop(self) -> None:
-        for child in self.children:
-            child.stop()
-
-
 @pytest.fixture
-def controllers(
+def replicas(
     gang_env_factory: Any, control_plane: Any, pulumi_tool: Any, tmp_path: Path
-) -> Iterator[Controllers]:
+) -> Iterator[Replicas]:
     # Only the processes run the controller; the harness's node simulator joins the set.
     env: GangEnv = gang_env_factory(join_delay=0.5, start_controller=False)
-    made = Controllers(env, control_plane, pulumi_tool, tmp_path)
+    made = Replicas(
+        env,
+        control_plane,
+        pulumi_tool,
+        tmp_path,
+        retryBackoff={"initial": "500ms", "max": "4s"},
+        blockPurchase={"enabled": True, "maxUpfrontFeePerGang": "800", "latestStart": "1h"},
+    )
     yield made
     made.stop()
 
@@ -126,9 +75,9 @@ def _purchase_calls(env: GangEnv) -> int:
 
 
 def test_a_controller_killed_right_after_its_purchase_call_buys_one_block(
-    controllers: Controllers,
+    replicas: Replicas,
 ) -> None:
-    env = controllers.env
+    env = replicas.env
     emu = env.emulator.client
     zone = sorted({s["AvailabilityZone"] for s in env.ec2.describe_subnets()["Subnets"]})[0]
     # 2 x 350 = 700 USD: under the 800 USD cap.
@@ -140,7 +89,7 @@ def test_a_controller_killed_right_after_its_purchase_call_buys_one_block(
         after=True,
         client=EMULATOR_KEYS["AWS_ACCESS_KEY_ID"],
     )
-    first = controllers.start()
+    first = replicas.start("replica-a")
     workload = env.submit(
         "purchase-crash",
         POOL,
@@ -169,7 +118,7 @@ def test_a_controller_killed_right_after_its_purchase_call_buys_one_block(
     assert tags.get(c.TAG_PURCHASE_INTENT) == frozen["intent"], tags
 
     # The next controller adopts the block by its intent's tag: no second call.
-    controllers.start()
+    replicas.start("replica-b")
     adopted = eventually(
         lambda: _purchase(env).get("reservationId"),
         120,
