@@ -17,6 +17,7 @@ from provisioner.cloud.block_offerings import (
     check_duration_hours,
     choose_offering,
 )
+from tests.support.block_offerings import offering
 
 pytestmark = pytest.mark.unit
 
@@ -24,18 +25,7 @@ NOW = datetime(2030, 1, 1, tzinfo=UTC)
 
 
 def offer(name: str, start_min: float, fee: str) -> CapacityBlockOffering:
-    start = NOW + timedelta(minutes=start_min)
-    return CapacityBlockOffering(
-        offering_id=name,
-        instance_type="p5.48xlarge",
-        availability_zone="us-east-1a",
-        instance_count=2,
-        start=start,
-        end=start + timedelta(hours=24),
-        duration_hours=24,
-        upfront_fee=Decimal(fee),
-        currency="USD",
-    )
+    return offering(name, NOW + timedelta(minutes=start_min), fee)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from provisioner.controllers.pool.purchase import (
     wants_purchase,
 )
 from provisioner.controllers.pool.steps import Action, ActionResult, AnyView
+from tests.support.block_offerings import offering
 from tests.support.pool_views import CLAIM, NOW, TIMINGS, view
 
 pytestmark = pytest.mark.unit
@@ -38,17 +39,7 @@ SETTLED = {"intendedAt": (NOW - timedelta(minutes=10)).isoformat()}
 
 
 def offer(name: str, start: timedelta, fee: str) -> CapacityBlockOffering:
-    return CapacityBlockOffering(
-        offering_id=name,
-        instance_type="p4d.24xlarge",
-        availability_zone="us-east-1a",
-        instance_count=4,
-        start=NOW + start,
-        end=NOW + start + timedelta(hours=24),
-        duration_hours=24,
-        upfront_fee=Decimal(fee),
-        currency="USD",
-    )
+    return offering(name, NOW + start, fee, instance_type="p4d.24xlarge", count=4)
 
 
 SCENE = (

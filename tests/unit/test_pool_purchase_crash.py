@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 
 import pytest
 
@@ -29,6 +28,7 @@ from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
 from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 from tests.support.backends import UNREACHED_BACKEND
+from tests.support.block_offerings import offering
 from tests.support.events import RecordedEvents
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_stacks import FakeStacks
@@ -51,17 +51,7 @@ SETTINGS = Settings(
 
 
 def offer(name: str, start: timedelta, fee: str) -> CapacityBlockOffering:
-    return CapacityBlockOffering(
-        offering_id=name,
-        instance_type="p5.48xlarge",
-        availability_zone="us-east-1a",
-        instance_count=2,
-        start=NOW + start,
-        end=NOW + start + timedelta(hours=24),
-        duration_hours=24,
-        upfront_fee=Decimal(fee),
-        currency="USD",
-    )
+    return offering(name, NOW + start, fee)
 
 
 class Crash(BaseException):

@@ -16,6 +16,7 @@ from provisioner.api.settings import Settings
 from provisioner.cloud.block_offerings import CapacityBlockOffering
 from provisioner.controllers.pool.purchase import read_purchase
 from tests.support.backends import UNREACHED_BACKEND
+from tests.support.block_offerings import offering
 from tests.support.fake_engine import FakeEngine
 from tests.support.pools import claim, pool, pool_spec
 
@@ -43,17 +44,7 @@ CLASS_POLICY = {"enabled": True, "maxUpfrontFeePerGang": "800", "latestStart": "
 
 
 def offer(name: str, start: timedelta, fee: str) -> CapacityBlockOffering:
-    return CapacityBlockOffering(
-        offering_id=name,
-        instance_type="p5.48xlarge",
-        availability_zone="us-east-1a",
-        instance_count=2,
-        start=NOW + start,
-        end=NOW + start + timedelta(hours=24),
-        duration_hours=24,
-        upfront_fee=Decimal(fee),
-        currency="USD",
-    )
+    return offering(name, NOW + start, fee)
 
 
 OFFERINGS = (
