@@ -76,3 +76,13 @@ def pool_lookup(*bodies: Mapping[str, Any]) -> Callable[[str], GangNodePool | No
     exists)."""
     by_name = {b["metadata"]["name"]: GangNodePool.from_dict(dict(b)) for b in bodies}
     return by_name.get
+
+
+def assert_holds(written: Any, expected: Any) -> None:
+    """Every key of `expected` (nested mappings compared key by key) has its value in
+    `written`, a status as the apiserver would hold it; keys `expected` leaves out are free."""
+    if isinstance(expected, dict) and written is not None:
+        for key, value in expected.items():
+            assert_holds(written.get(key), value)
+    else:
+        assert written == expected

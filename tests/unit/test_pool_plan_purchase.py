@@ -28,6 +28,7 @@ from provisioner.controllers.pool.purchase import (
 from provisioner.controllers.pool.steps import Action, ActionResult, AnyView
 from tests.support.block_offerings import offering
 from tests.support.pool_views import CLAIM, NOW, TIMINGS, view
+from tests.support.pools import assert_holds
 
 pytestmark = pytest.mark.unit
 
@@ -182,20 +183,12 @@ ROWS = [
 ]
 
 
-def _within(written: Any, expected: Any) -> None:
-    if isinstance(expected, dict) and written is not None:
-        for key, value in expected.items():
-            _within(written.get(key), value)
-    else:
-        assert written == expected
-
-
 @pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
 def test_plan_purchase(row: Row) -> None:
     step = plan(row.given)
     assert step.action is row.action, step.why
     assert tuple(e.reason for e in step.events) == row.events
-    _within(step.status.model_dump(mode="json", by_alias=True), row.status)
+    assert_holds(step.status.model_dump(mode="json", by_alias=True), row.status)
 
 
 def test_a_refusal_names_the_earliest_offering_and_its_fee() -> None:
