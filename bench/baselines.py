@@ -24,21 +24,14 @@ BASELINES = Path(__file__).resolve().parent / "baselines"
 def commit() -> str:
     """The checkout's commit, `+changes` when tracked files differ from it."""
     root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return f"{head}+changes" if dirty else head
