@@ -410,20 +410,7 @@ class LocalEnvironment:
             self.queue_namespaces, ko.LOCAL_QUOTAS, class_spec=ko.LOCAL_CLASS_SPEC
         )
         for obj in objects:
-            plural = ko.PLURALS[obj["kind"]]
-            namespace = obj["metadata"].get("namespace")
-            try:
-                if obj["kind"] == c.GANG_CLASS_KIND:
-                    custom.create_cluster_custom_object(c.GROUP, c.VERSION, plural, obj)
-                elif namespace:
-                    custom.create_namespaced_custom_object(
-                        c.KUEUE_GROUP, c.KUEUE_VERSION, namespace, plural, obj
-                    )
-                else:
-                    custom.create_cluster_custom_object(c.KUEUE_GROUP, c.KUEUE_VERSION, plural, obj)
-            except k8s.ApiException as err:
-                if err.status != 409:  # a restart over the same etcd finds them there
-                    raise
+            ko.apply_object(custom, obj)
 
     def ec2_client(self, access_key: str = "local") -> Any:
         assert self.emulator is not None
