@@ -2,8 +2,10 @@
 
 `LocalEnvironment` registers the chart's own ValidatingWebhookConfiguration (its rules,
 matchConditions and selectors; only the address differs). A Job whose count differs from
-its pod count, and a Job with our annotations but no pool label, are refused naming the
-field; a Job that is not a gang Job is never sent.
+its pod count is refused naming the field. A Job with our annotations but no pool label is
+refused naming the label on a queue without a GangClass (judged as the reference judges
+it), and admitted on the local default's class queue, whose class derives its pool. A Job
+that is not a gang Job is never sent.
 """
 
 from __future__ import annotations
@@ -43,10 +45,18 @@ def test_broken_gang_jobs_are_refused_at_create_naming_the_field(
         f"metadata.annotations[{c.ANN_COUNT}]"
     ]
 
-    no_pool = ko.gang_job(namespace, "no-pool", ko.QUEUE_NAME, "pool-w", 2)
+    # A queue no ClusterQueue of ours backs has no class: the pool label is the Job's to give.
+    no_pool = ko.gang_job(namespace, "no-pool", "queue-without-class", "pool-w", 2)
     del no_pool["metadata"]["labels"][c.POOL_LABEL]
     status = _refused(batch, namespace, no_pool)
     assert [x["field"] for x in status["details"]["causes"]] == [f"metadata.labels[{c.POOL_LABEL}]"]
+    assert batch.list_namespaced_job(namespace).items == []
+
+    # The same Job on the class queue: the class derives the pool, so it is admitted
+    # (a dry run, so nothing is made).
+    no_pool["metadata"]["labels"][c.QUEUE_NAME_LABEL] = ko.QUEUE_NAME
+    made = batch.create_namespaced_job(namespace, no_pool, dry_run="All")
+    assert c.POOL_LABEL not in (made.metadata.labels or {})
     assert batch.list_namespaced_job(namespace).items == []
 
     # Not a gang Job: never sent, created as it came (suspended, so nothing runs).
