@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 3
 UNIT_WORKERS ?= 2
 
-.PHONY: all venv tools demo test test-fast test-unit test-integration test-e2e lint dev-up dev-down dev-status clean
+.PHONY: all venv tools demo preflight test test-fast test-unit test-integration test-e2e lint dev-up dev-down dev-status clean
 .PHONY: image image-host test-image release test-release late-builds
 
 all: test
@@ -50,6 +50,11 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy --strict provisioner stacks release lint
 	$(VENV)/bin/mypy infra devenv bench tests/support
 
+# Room on the disk for what the test command builds (devenv/disk_preflight.py): a disk that
+# fills half-way fails a late build after an hour, far from its cause.
+preflight: $(STAMP)
+	$(PY) -m devenv.disk_preflight
+
 # The fast lane: lint, then the unit tests. Neither needs a Go-built tool, so a failure here
 # stops `make test` in minutes, before `tools` builds anything.
 test-fast: lint
@@ -69,7 +74,7 @@ test-fast: lint
 # pass or fail by how busy the machine is. Its output goes to $(LATE_LOG), printed when it
 # fails.
 LATE_LOG := .late-builds.log
-test: test-fast
+test: preflight test-fast
 	$(MAKE) tools
 	@echo "[test] the image, the registry and Pulumi's Kubernetes provider build beside the slow suites (log: $(LATE_LOG))"
 	@$(MAKE) --no-print-directory late-builds >$(LATE_LOG) 2>&1 & late=$$!; \
