@@ -47,6 +47,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from bench import baselines
 from bench.stats import percentile, ratio, table
 from bench.watching import Timeline, instances_tagged, wait_for
 from devenv import kueue_objects as ko
@@ -303,7 +304,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the samples here")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument(
+        "--record", action="store_true", help="keep this run's figures as the bench's baseline"
+    )
     args = parser.parse_args(argv)
+    ran_on = baselines.commit()  # what the figures measure, whatever is committed meanwhile
     if args.cold < 1 or args.warm < 0 or args.baseline < 1 or args.cold_slow < 0:
         parser.error("--cold and --baseline must be at least 1, --warm and --cold-slow at least 0")
 
@@ -354,6 +359,11 @@ def main(argv: list[str] | None = None) -> int:
         timeline.stop()
         print(_report(bench.samples, args.join_delay, args.slow_join, args.count))
         print(f"\nmachine: {os.cpu_count()} cores; whole run {time.monotonic() - started:.0f}s")
+        figures = key_figures(bench.samples)
+        print("\n" + "\n".join(baselines.comparison("bench_admission", figures)))
+        if args.record:
+            kept = baselines.record("bench_admission", figures, ran_on=ran_on)
+            print(f"Recorded as the baseline: {kept}")
         if args.json:
             args.json.write_text(json.dumps(bench.samples, indent=1))
         return 0
@@ -361,6 +371,38 @@ def main(argv: list[str] | None = None) -> int:
         env.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+# The cold steps a regression hides in (issue: prepare 0.95 s -> 2.98 s went unflagged).
+_COLD_STEPS = ("acquiringToPrepared", "preparedToJoining", "joiningLessBoot", "satisfiedToAdmitted")
+_WARM_STEPS = ("quotaToClaimed", "claimedToSatisfied", "satisfiedToCheckReady")
+
+
+def key_figures(samples: dict[str, list[dict[str, float]]]) -> dict[str, float]:
+    """The figures a run is compared on: each series' p50 (ours), warm and cold against
+    Kueue alone, the cold and warm steps' p50s, and the controller's share of a slow cold
+    start. A series the run left out gives no figure."""
+    figures: dict[str, float] = {}
+    p50 = {
+        series: percentile([s["admission"] for s in rows], 50)
+        for series, rows in samples.items()
+        if rows
+    }
+    for series, value in p50.items():
+        figures[f"{series}: p50 s"] = value
+    base = p50.get("baseline")
+    for series in ("warm", "cold"):
+        if base and series in p50:
+            figures[f"{series} p50 / baseline p50"] = p50[series] / base
+    for series, steps in (("cold", _COLD_STEPS), ("warm", _WARM_STEPS)):
+        for step in steps:
+            values = [s[step] for s in samples.get(series, []) if step in s]
+            if values:
+                figures[f"{series} {step}: p50 s"] = percentile(values, 50)
+    slow = [s["admission"] / s["raw"] for s in samples.get("cold-slow", []) if s["raw"] > 0]
+    if slow:
+        figures["cold-slow: controller's share"] = percentile(slow, 50)
+    return figures
 
 
 def _breakdown(series: str, parts: list[tuple[str, str]], samples: list[dict[str, float]]) -> str:

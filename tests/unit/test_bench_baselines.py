@@ -46,3 +46,27 @@ def test_a_figure_no_longer_measured_is_named(tmp_path: Path) -> None:
 def test_without_a_baseline_the_run_says_how_to_keep_one(tmp_path: Path) -> None:
     (line,) = baselines.comparison("bench_y", {"a": 1.0}, root=tmp_path)
     assert "--record" in line
+
+
+def test_the_admission_bench_compares_its_p50s_ratios_and_cold_steps() -> None:
+    from bench.bench_admission import key_figures
+
+    def sample(admission: float, raw: float, **steps: float) -> dict[str, float]:
+        return {"admission": admission, "raw": raw, **steps}
+
+    figures = key_figures(
+        {
+            "baseline": [sample(0.2, 0.2), sample(0.4, 0.4)],
+            "warm": [sample(0.3, 0.3, quotaToClaimed=0.05)],
+            "cold": [sample(1.5, 2.5, acquiringToPrepared=0.9), sample(2.5, 3.5)],
+            "cold-slow": [sample(2.0, 62.0)],
+        }
+    )
+    assert figures["baseline: p50 s"] == pytest.approx(0.3)
+    assert figures["warm p50 / baseline p50"] == pytest.approx(1.0)
+    assert figures["cold p50 / baseline p50"] == pytest.approx(2.0 / 0.3)
+    assert figures["cold acquiringToPrepared: p50 s"] == pytest.approx(0.9)
+    assert figures["warm quotaToClaimed: p50 s"] == pytest.approx(0.05)
+    assert figures["cold-slow: controller's share"] == pytest.approx(2.0 / 62.0)
+    assert "cold preparedToJoining: p50 s" not in figures  # no sample measured it
+    assert "warm p50 / baseline p50" not in key_figures({"warm": [sample(0.3, 0.3)]})
