@@ -49,6 +49,7 @@ from provisioner.controllers.workload.decision import (
 )
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.fit import InstanceTypeAnswer
+from provisioner.controllers.workload.prepare_ahead import PrepareAhead
 from provisioner.kube.check_state import write_check_state
 from provisioner.kube.errors import KubeAlreadyExists, KubeNotFound
 from provisioner.kube.events import InvolvedObject
@@ -80,6 +81,7 @@ class WorkloadReconciler:
         # as before: a pass planned from one would write it again, and meet a conflict.
         self._own_workload_writes = OwnWrites()
         self._own_pool_writes = OwnWrites()
+        self._ahead = PrepareAhead(self, deps, self._own_pool_writes)
 
     # -- mappings used by the manager ------------------------------------------------------
     def keys_for_pool(self, pool: GangNodePool) -> list[ObjectKey]:
@@ -101,12 +103,15 @@ class WorkloadReconciler:
             return Result(requeue_after=WAIT_FOR_OWN_WRITE_SECONDS)
         check_name = self._check_name(workload)
         if workload is None or check_name is None:
-            # Gone, or not routed through our check: it may hold no claim.
+            # Gone, or not routed through our check (yet: Kueue adds it with quota): it may
+            # hold no claim, and its pool's stack may be prepared ahead of quota.
             self._release_claims_of(key, workload)
+            if workload is not None:
+                self._ahead.consider(workload)
             return Result()
 
-        owner = self._owner(workload)
-        named = self._check_class(check_name)
+        owner = self.owner_of(workload)
+        named = self.check_class_of(check_name)
         read = self._read_shape(workload, owner, named.gang_class)
         pool_name = read.shape.pool if read else owner.labels.get(c.POOL_LABEL) if owner else None
         if owner is not None and c.POOL_LABEL not in owner.labels:
@@ -161,7 +166,7 @@ class WorkloadReconciler:
         held = (p for p in self._pools.list() if p.spec.claim and p.spec.claim.uid == uid)
         return next((p.name for p in held), None)
 
-    def _check_class(self, check_name: str) -> CheckClass:
+    def check_class_of(self, check_name: str) -> CheckClass:
         """The GangClass our check names, or why it cannot serve (its Active says so too)."""
         check = self._checks.get("", check_name)
         parameters = check.spec.parameters if check is not None else None
@@ -188,7 +193,7 @@ class WorkloadReconciler:
         except GangShapeError:
             return None
 
-    def _owner(self, workload: Workload) -> GangOwner | None:
+    def owner_of(self, workload: Workload) -> GangOwner | None:
         """The Workload's owner of a supported kind, from its kind's cache or, not there, a
         live GET; None when it has none, or its owner is not visible (yet)."""
         ref = workload.owner
