@@ -29,7 +29,10 @@ QUEUE = "lq-ahead"
 
 def _queue_with_our_check(env: GangEnv) -> None:
     cluster_queue = f"cq-ahead-{env.namespace}"
-    apply_object(env.custom, ko.cluster_queue(cluster_queue, ko.FLAVOR_NAME, CHECK, {"cpu": "8"}))
+    held = ko.cluster_queue(cluster_queue, ko.FLAVOR_NAME, CHECK, {"cpu": "8"})
+    # The stand-in plays quota; a Kueue manager on the same apiserver admits nothing here.
+    held["spec"]["stopPolicy"] = "Hold"
+    apply_object(env.custom, held)
     apply_object(env.custom, ko.local_queue(env.namespace, QUEUE, cluster_queue))
 
 

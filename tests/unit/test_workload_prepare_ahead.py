@@ -18,15 +18,19 @@ from provisioner.api.gangnodepool import Claim, GangNodePool, QueuedWorkload
 from provisioner.api.owners import JOB, GangOwner
 from provisioner.api.tenancy import ClusterReadError
 from provisioner.api.workload import AdmissionCheck, Workload
+from provisioner.controllers.workload.decision import PoolChange, WorkloadDecision
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.prepare_ahead import (
+    LOOK_AGAIN_SECONDS,
     QUEUE_READ_TTL_SECONDS,
+    QUEUE_RETRY_SECONDS,
     AheadChange,
     QueueChecks,
     ahead_change,
     waits_for_quota,
 )
 from provisioner.controllers.workload.reconciler import WorkloadReconciler
+from provisioner.kube.errors import KubeNotFound
 from provisioner.kube.resources import ObjectKey, ResourceRef
 from tests.support.events import RecordedEvents
 from tests.support.fake_instance_types import FakeInstanceTypes
@@ -42,12 +46,14 @@ pytestmark = pytest.mark.unit
 READ = read_gang_shape(LABELS, ANNOTATIONS, 4, SETTINGS)
 
 
-def waiting(uid: str = "uid-1", **conditions: str) -> Workload:
+def waiting(
+    uid: str = "uid-1", annotations: Mapping[str, str] = ANNOTATIONS, **conditions: str
+) -> Workload:
     """A Workload in namespace `ml` of the decision tests' Job, no quota unless told."""
     body = wl_body(
         uid=uid,
         resource_version="7",
-        owner=job_body(labels=LABELS, annotations=ANNOTATIONS),
+        owner=job_body(labels=LABELS, annotations=dict(annotations)),
         conditions=[condition(t, s, reason="R") for t, s in conditions.items()],
     )
     return Workload.model_validate(body)
@@ -58,29 +64,46 @@ def queued(pool_: GangNodePool, uid: str) -> GangNodePool:
     return pool_.model_copy(update={"spec": pool_.spec.model_copy(update={"queued": mark})})
 
 
+CREATE = WorkloadDecision(PoolChange.CREATE, "pool-a", shape=READ.shape)
+CLAIM = WorkloadDecision(PoolChange.CLAIM, "pool-a", shape=READ.shape)
+
+
 @pytest.mark.parametrize(
-    ("given", "alive", "expected"),
+    ("decision", "given", "alive", "expected"),
     [
-        pytest.param(None, False, AheadChange.CREATE, id="no pool yet: created, unclaimed"),
-        pytest.param(pool(), False, AheadChange.QUEUE, id="an unclaimed Idle pool: marked"),
-        pytest.param(pool(claim_uid="other"), False, AheadChange.NONE, id="claimed: left"),
+        pytest.param(CREATE, None, False, AheadChange.CREATE, id="no pool yet: created"),
+        pytest.param(CLAIM, pool(), False, AheadChange.QUEUE, id="an unclaimed Idle pool"),
         pytest.param(
-            pool(phase=Phase.KEEP_WARM, instances=4), False, AheadChange.NONE, id="warm: left"
+            WorkloadDecision(PoolChange.NONE, "pool-a"),
+            pool(),
+            False,
+            AheadChange.NONE,
+            id="the claim would be refused or wait",
         ),
-        pytest.param(pool(owner="team-b"), False, AheadChange.NONE, id="another namespace's"),
-        pytest.param(pool(owner=None), False, AheadChange.NONE, id="a pool of no namespace"),
+        pytest.param(CLAIM, pool(claim_uid="other"), False, AheadChange.NONE, id="claimed"),
         pytest.param(
-            pool(instance_type="p5.48xlarge"), False, AheadChange.NONE, id="another shape"
+            CLAIM, pool(phase=Phase.KEEP_WARM, instances=4), False, AheadChange.NONE, id="warm"
         ),
-        pytest.param(queued(pool(), "uid-1"), False, AheadChange.NONE, id="already ours"),
-        pytest.param(queued(pool(), "uid-2"), True, AheadChange.NONE, id="another waits for it"),
-        pytest.param(queued(pool(), "uid-2"), False, AheadChange.QUEUE, id="its waiter is gone"),
+        pytest.param(CLAIM, pool(owner="team-b"), False, AheadChange.NONE, id="another ns's"),
+        pytest.param(CLAIM, pool(owner=None), False, AheadChange.NONE, id="no namespace's"),
+        pytest.param(
+            CLAIM,
+            pool(instance_type="p5.48xlarge"),
+            False,
+            AheadChange.NONE,
+            id="an idle pool the claim would reshape",
+        ),
+        pytest.param(CLAIM, queued(pool(), "uid-1"), False, AheadChange.NONE, id="already ours"),
+        pytest.param(CLAIM, queued(pool(), "uid-2"), True, AheadChange.NONE, id="another waits"),
+        pytest.param(
+            CLAIM, queued(pool(), "uid-2"), False, AheadChange.QUEUE, id="its waiter is gone"
+        ),
     ],
 )
 def test_which_pools_are_prepared_ahead(
-    given: GangNodePool | None, alive: bool, expected: AheadChange
+    decision: WorkloadDecision, given: GangNodePool | None, alive: bool, expected: AheadChange
 ) -> None:
-    assert ahead_change(waiting(), READ, given, alive) is expected
+    assert ahead_change(waiting(), decision, given, alive) is expected
 
 
 @pytest.mark.parametrize(
@@ -115,7 +138,7 @@ def test_a_queue_is_read_once_per_ttl_and_an_unanswered_read_is_not_kept() -> No
         return answer
 
     checks = QueueChecks(read, clock=lambda: clock[0])
-    assert checks("ml", "q") == ()  # unanswered: nothing prepared, asked again next time
+    assert checks("ml", "q") is None  # unanswered: not kept, asked again next time
     assert checks("ml", "q") == ("ours",)
     clock[0] += QUEUE_READ_TTL_SECONDS - 1
     assert checks("ml", "q") == ("ours",)
@@ -148,6 +171,9 @@ class Apiserver:
         self.writes.append(f"check {name}")
         return copy.deepcopy(self.workload)
 
+    def get(self, ref: ResourceRef, name: str, **kw: Any) -> dict[str, Any]:
+        raise KubeNotFound(f"{ref.plural} {name}")  # the live read of an owner not cached
+
     def create(self, ref: ResourceRef, body: Mapping[str, Any]) -> dict[str, Any]:
         made = copy.deepcopy(dict(body))
         made["metadata"]["resourceVersion"] = "1"
@@ -167,29 +193,64 @@ class Apiserver:
 
 
 def reconciler(
-    api: Apiserver, wl: Workload, queue_checks: tuple[str, ...]
+    api: Apiserver,
+    wl: Workload,
+    queue_checks: tuple[str, ...] | Exception,
+    *,
+    owner_cached: bool = True,
+    annotations: Mapping[str, str] = ANNOTATIONS,
 ) -> tuple[WorkloadReconciler, RecordedEvents]:
     events = RecordedEvents()
     api.workload = wl.to_dict()
     ours = {"metadata": {"name": CHECK}, "spec": {"controllerName": SETTINGS.controller_name}}
-    owner = job_body(labels=LABELS, annotations=ANNOTATIONS)
+    owner = job_body(labels=LABELS, annotations=dict(annotations))
     deps = WorkloadReconcilerDeps(
         kube=api,  # type: ignore[arg-type]
         workloads=typed(FakeInformer(wl.to_dict()), Workload.from_dict),
         pools=typed(FakeInformer(*api.pools.values()), GangNodePool.from_dict),
         checks=typed(FakeInformer(ours), AdmissionCheck.from_dict),
         classes=lambda _name: None,
-        owners={JOB: typed(FakeInformer(owner), GangOwner.from_dict)},
+        owners={JOB: typed(FakeInformer(*([owner] if owner_cached else [])), GangOwner.from_dict)},
         settings=SETTINGS,
         recorder=events,  # type: ignore[arg-type]
         now=lambda: NOW,
         instance_types=FakeInstanceTypes(),
-        queue_checks=lambda _ns, _queue: queue_checks,
+        queue_checks=lambda _ns, _queue: _answer(queue_checks),
     )
     return WorkloadReconciler(deps), events
 
 
-KEY = ObjectKey("ml", "job-train-abc")
+def _answer(checks: tuple[str, ...] | Exception) -> tuple[str, ...]:
+    if isinstance(checks, Exception):
+        raise checks
+    return checks
+
+
+@pytest.mark.parametrize(
+    ("checks", "owner_cached", "again"),
+    [
+        pytest.param(ClusterReadError("timeout"), True, QUEUE_RETRY_SECONDS, id="queue unread"),
+        pytest.param((CHECK,), False, LOOK_AGAIN_SECONDS, id="owner not seen yet"),
+        pytest.param(("theirs",), False, None, id="not our queue: never again"),
+    ],
+)
+def test_a_waiting_workload_nothing_else_brings_back_is_looked_at_again(
+    checks: tuple[str, ...] | Exception, owner_cached: bool, again: float | None
+) -> None:
+    """Kueue may not touch a waiting Workload again for hours: a pass that could not decide
+    asks to be run again itself."""
+    wl = waiting()
+    api = Apiserver()
+    rec, _ = reconciler(api, wl, checks, owner_cached=owner_cached)
+    assert rec.reconcile(ObjectKey("ml", wl.metadata.name)).requeue_after == again
+    assert api.writes == []
+
+
+def test_a_pool_queued_for_a_workload_brings_that_workload_back() -> None:
+    wl = waiting()
+    rec, _ = reconciler(Apiserver(), wl, (CHECK,))
+    assert rec.keys_for_pool(queued(pool(), "uid-1")) == [ObjectKey("ml", "wl-uid-1")]
+    assert rec.keys_for_pool(pool()) == []
 
 
 def test_a_workload_waiting_on_our_queue_creates_its_pool_unclaimed_and_queued() -> None:
@@ -207,6 +268,16 @@ def test_a_workload_waiting_on_our_queue_creates_its_pool_unclaimed_and_queued()
     # Told once to each of the pool, the Workload and the Job, as a claim's pool is.
     assert events.reasons == [c.EventReason.POOL_CREATED] * 3
     assert [o.kind for o in events.involved] == ["GangNodePool", "Workload", "Job"]
+
+
+def test_a_gang_its_claim_would_refuse_prepares_nothing() -> None:
+    """A type EC2 does not know: the claim would be Rejected, so nothing is made for it."""
+    unknown = {**ANNOTATIONS, c.ANN_INSTANCE_TYPE: "x9.nonesuch"}
+    wl = waiting(annotations=unknown)
+    api = Apiserver()
+    rec, events = reconciler(api, wl, (CHECK,), annotations=unknown)
+    assert rec.reconcile(ObjectKey("ml", wl.metadata.name)).requeue_after is None
+    assert api.writes == [] and events.reasons == []
 
 
 def test_a_workload_on_a_queue_without_our_check_prepares_nothing() -> None:

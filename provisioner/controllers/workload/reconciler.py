@@ -85,8 +85,9 @@ class WorkloadReconciler:
 
     # -- mappings used by the manager ------------------------------------------------------
     def keys_for_pool(self, pool: GangNodePool) -> list[ObjectKey]:
-        claim = pool.spec.claim
-        return [ObjectKey(claim.namespace, claim.name)] if claim else []
+        """The pool's claimant, and the Workload it is queued for (`prepare_ahead`)."""
+        held = (pool.spec.claim, pool.spec.queued)
+        return [ObjectKey(w.namespace, w.name) for w in held if w is not None]
 
     def our_check_names(self) -> set[str]:
         return {
@@ -106,39 +107,15 @@ class WorkloadReconciler:
             # Gone, or not routed through our check (yet: Kueue adds it with quota): it may
             # hold no claim, and its pool's stack may be prepared ahead of quota.
             self._release_claims_of(key, workload)
-            if workload is not None:
-                self._ahead.consider(workload)
-            return Result()
+            return Result(requeue_after=self._ahead.consider(workload) if workload else None)
 
-        owner = self.owner_of(workload)
-        named = self.check_class_of(check_name)
-        read = self._read_shape(workload, owner, named.gang_class)
-        pool_name = read.shape.pool if read else owner.labels.get(c.POOL_LABEL) if owner else None
-        if owner is not None and c.POOL_LABEL not in owner.labels:
-            # A derived pool's name follows the class: the pool this Workload already holds
-            # stays its own (or is released by the decision), whatever the class says now.
-            pool_name = self._pool_held_by(workload) or pool_name
-        pool = self._pools.get("", pool_name) if pool_name else None
-        if pool_name and self._own_pool_writes.cache_behind(pool_name, pool):
+        decided = self.decide_for(workload, check_name)
+        if decided is None:
             # Planned from the pool as it was before our claim or release, this pass would
             # write that again. The pool's own watch event queues this Workload (its claimant).
             return Result(requeue_after=WAIT_FOR_OWN_WRITE_SECONDS)
-        decision = decide(
-            WorkloadInputs(
-                workload=workload,
-                check_name=check_name,
-                owner_labels=owner.labels if owner else None,
-                owner_annotations=owner.annotations if owner else None,
-                pool=pool,
-                claimant_exists=self._claimant_exists(pool),
-                settings=self._settings,
-                now=self._now(),
-                instance_type=self._instance_type(owner, read),
-                owner_kind=owner.kind if owner else "Job",
-                gang_class=named.gang_class,
-                class_problem=named.message,
-            )
-        )
+        decision, pool, owner = decided
+        pool_name = decision.pool_name or (pool.name if pool else None)
         log.debug(
             "Workload %s: pool %s change=%s check=%s notes=%s",
             key,
@@ -155,6 +132,43 @@ class WorkloadReconciler:
             self._write_check(workload, check_name, decision.check, owner, told=told)
         return Result(requeue_after=decision.retry_after)
 
+    def decide_for(
+        self, workload: Workload, check_name: str, *, ahead_of_quota: bool = False
+    ) -> tuple[WorkloadDecision, GangNodePool | None, GangOwner | None] | None:
+        """What `decide` makes of `workload` under our check `check_name`, with the pool and
+        owner it read; None while the pool cache shows the pool from before our own write.
+        `ahead_of_quota`: as if Kueue had reserved quota and put our check on it (for
+        `prepare_ahead`, whose pool follows only a decision a claim would get)."""
+        owner = self._owner(workload)
+        named = self._check_class(check_name)
+        read = self._read_shape(workload, owner, named.gang_class)
+        pool_name = read.shape.pool if read else owner.labels.get(c.POOL_LABEL) if owner else None
+        if owner is not None and c.POOL_LABEL not in owner.labels:
+            # A derived pool's name follows the class: the pool this Workload already holds
+            # stays its own (or is released by the decision), whatever the class says now.
+            pool_name = self._pool_held_by(workload) or pool_name
+        pool = self._pools.get("", pool_name) if pool_name else None
+        if pool_name and self._own_pool_writes.cache_behind(pool_name, pool):
+            return None
+        decision = decide(
+            WorkloadInputs(
+                workload=workload,
+                check_name=check_name,
+                owner_labels=owner.labels if owner else None,
+                owner_annotations=owner.annotations if owner else None,
+                pool=pool,
+                claimant_exists=self._claimant_exists(pool),
+                settings=self._settings,
+                now=self._now(),
+                instance_type=self._instance_type(owner, read),
+                owner_kind=owner.kind if owner else "Job",
+                gang_class=named.gang_class,
+                class_problem=named.message,
+                ahead_of_quota=ahead_of_quota,
+            )
+        )
+        return decision, pool, owner
+
     def _check_name(self, workload: Workload | None) -> str | None:
         if workload is None:
             return None
@@ -166,7 +180,7 @@ class WorkloadReconciler:
         held = (p for p in self._pools.list() if p.spec.claim and p.spec.claim.uid == uid)
         return next((p.name for p in held), None)
 
-    def check_class_of(self, check_name: str) -> CheckClass:
+    def _check_class(self, check_name: str) -> CheckClass:
         """The GangClass our check names, or why it cannot serve (its Active says so too)."""
         check = self._checks.get("", check_name)
         parameters = check.spec.parameters if check is not None else None
@@ -193,7 +207,7 @@ class WorkloadReconciler:
         except GangShapeError:
             return None
 
-    def owner_of(self, workload: Workload) -> GangOwner | None:
+    def _owner(self, workload: Workload) -> GangOwner | None:
         """The Workload's owner of a supported kind, from its kind's cache or, not there, a
         live GET; None when it has none, or its owner is not visible (yet)."""
         ref = workload.owner
