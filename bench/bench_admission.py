@@ -1,9 +1,11 @@
 """Admission overhead: what our check adds to a gang Job's admission, cold and warm.
 
     .venv/bin/python -m bench.bench_admission [--cold 15] [--warm 30] [--baseline 30]
-        [--cold-slow 3] [--slow-join 60]
+        [--cold-queued 5] [--cold-slow 3] [--slow-join 60] [--record]
 
-A quick check that it runs: ``--cold 1 --warm 1 --baseline 1 --cold-slow 1 --slow-join 5``.
+A quick check that it runs: ``--cold 1 --warm 1 --baseline 1 --cold-queued 1 --cold-slow 1
+--slow-join 5``. ``--record`` keeps the run's figures as ``bench/baselines/bench_admission.json``;
+every run prints its figures beside them.
 
 Starts the embedded default (etcd + kube-apiserver, the real Kueue manager, the EC2
 emulator, the node simulator and our controller with the real Pulumi driver on a file
@@ -14,6 +16,10 @@ backend) and submits gang Jobs of --count nodes one at a time, three series side
   (Pulumi up), the set launched N-or-0, recorded in the stack (Pulumi up) while the nodes
   join, our check goes Ready and Kueue admits;
 - warm: a Job on a pool an earlier Job left warm: claim, check Ready, admit, no launch;
+- cold-queued: cold, on a queue Kueue holds (its ClusterQueue's `stopPolicy: Hold`) until
+  the pool's stack has been prepared ahead of quota; then released. Its figures are from
+  Kueue's quota reservation to Admitted: what a gang waits for once quota is there, the
+  stack already prepared. The cold series' "after quota" figure is the same measure;
 - cold-slow: cold again, with a realistic --slow-join (60 s) simulated boot, to show the
   controller's share of a cold start a user actually waits through.
 
@@ -60,6 +66,10 @@ from provisioner.pulumi_driver.oplog import OperationLog
 NAMESPACE = "default"
 PLAIN_QUEUE = "plain-queue"
 PLAIN_CLUSTER_QUEUE = "plain-cluster-queue"
+# A queue with our check whose ClusterQueue Kueue holds (`stopPolicy: Hold`) until the bench
+# lets it admit: a gang waiting for quota, as a busy cluster's gangs do.
+HELD_QUEUE = "held-queue"
+HELD_CLUSTER_QUEUE = "held-cluster-queue"
 KUEUE = (c.KUEUE_GROUP, c.KUEUE_VERSION)
 GNP = (c.GROUP, c.VERSION, c.GNP_PLURAL)
 
@@ -151,6 +161,40 @@ class Bench:
         self.wait(f"{name} finished", lambda: self.timeline.workload(name).get("Finished"))
         self.wait(f"{pool} KeepWarm", lambda: self._phase(pool) == Phase.KEEP_WARM)
 
+    def queued_gang(self, name: str, pool: str) -> None:
+        """A cold gang that waits for quota: its pool's stack is prepared meanwhile, and
+        the figure is from Kueue's reservation to Admitted (less the boot our work did not
+        overlap): what a user waits for once quota is there."""
+        self.batch.create_namespaced_job(
+            NAMESPACE, ko.gang_job(NAMESPACE, name, HELD_QUEUE, pool, self.count)
+        )
+        self.wait(
+            f"{pool}'s stack prepared ahead of quota",
+            lambda: self.timeline.pool(pool).get("stack:prepare:succeeded"),
+            timeout=120,
+        )
+        _hold(self.custom, False)
+        try:
+            admitted = self._admitted(name)
+        finally:
+            _hold(self.custom, True)
+        quota = float(self.timeline.workload(name).get("QuotaReserved", admitted))
+        boot = self._join_window(pool)
+        overlapped = _overlap(boot, self._stack_work(pool, admitted))
+        waited_on_boot = boot[1] - boot[0] - overlapped
+        self.samples.setdefault("cold-queued", []).append(
+            {
+                "admission": admitted - quota - waited_on_boot,
+                "raw": admitted - quota,
+                "join": boot[1] - boot[0],
+                "bootOverlapped": overlapped,
+                "launched": float(self._launched(pool)),
+                "quota": 0.0,
+            }
+        )
+        self.wait(f"{name} finished", lambda: self.timeline.workload(name).get("Finished"))
+        self.wait(f"{pool} KeepWarm", lambda: self._phase(pool) == Phase.KEEP_WARM)
+
     def _phase(self, pool: str) -> str | None:
         obj = self.custom.get_cluster_custom_object(*GNP, pool)
         return (obj.get("status") or {}).get("phase")
@@ -191,6 +235,24 @@ def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
     return max(min(a[1], b[1]) - max(a[0], b[0]), 0.0)
 
 
+def _hold(custom: k8s.CustomObjectsApi, held: bool) -> None:
+    custom.patch_cluster_custom_object(
+        *KUEUE,
+        "clusterqueues",
+        HELD_CLUSTER_QUEUE,
+        {"spec": {"stopPolicy": "Hold" if held else "None"}},
+    )
+
+
+def _apply_held_queue(custom: k8s.CustomObjectsApi) -> None:
+    held = ko.cluster_queue(HELD_CLUSTER_QUEUE, ko.FLAVOR_NAME, ko.CHECK_NAME, ko.LOCAL_QUOTAS)
+    held["spec"]["stopPolicy"] = "Hold"
+    custom.create_cluster_custom_object(*KUEUE, "clusterqueues", held)
+    custom.create_namespaced_custom_object(
+        *KUEUE, NAMESPACE, "localqueues", ko.local_queue(NAMESPACE, HELD_QUEUE, HELD_CLUSTER_QUEUE)
+    )
+
+
 def _apply_plain_queue(custom: k8s.CustomObjectsApi) -> None:
     custom.create_cluster_custom_object(
         *KUEUE,
@@ -211,7 +273,7 @@ def _report(
     base = percentile([s["admission"] for s in samples.get("baseline", [])], 50)
     base95 = percentile([s["admission"] for s in samples.get("baseline", [])], 95)
     rows = []
-    for series in ("baseline", "warm", "cold", "cold-slow"):
+    for series in ("baseline", "warm", "cold", "cold-queued", "cold-slow"):
         values = [s["admission"] for s in samples.get(series, [])]
         if not values:
             continue
@@ -302,6 +364,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--slow-join", type=float, default=60.0, help="simulated boot of cold-slow, s"
     )
+    parser.add_argument(
+        "--cold-queued",
+        type=int,
+        default=5,
+        help="cold Jobs that wait for quota (their stacks prepared meanwhile)",
+    )
     parser.add_argument("--json", type=Path, help="also write the samples here")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument(
@@ -337,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         api = env.control_plane.api_client()
         custom = k8s.CustomObjectsApi(api)
         _apply_plain_queue(custom)
+        _apply_held_queue(custom)
         timeline = Timeline(api, NAMESPACE)
         timeline.start()
         bench = Bench(env, timeline, args.count, k8s.BatchV1Api(api), custom)
@@ -352,6 +421,9 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.warm):
             bench.gang("warm", f"warm-{i}", pools[i % len(pools)])
             print(f"warm {i + 1}/{args.warm}", file=sys.stderr, flush=True)
+        for i in range(args.cold_queued):
+            bench.queued_gang(f"cold-queued-{i}", f"bench-{run}-queued-{i}")
+            print(f"cold-queued {i + 1}/{args.cold_queued}", file=sys.stderr, flush=True)
         env.nodes.join_delay = args.slow_join
         for i in range(args.cold_slow):
             bench.gang("cold-slow", f"cold-slow-{i}", f"bench-{run}-slow-{i}")
@@ -394,6 +466,12 @@ def key_figures(samples: dict[str, list[dict[str, float]]]) -> dict[str, float]:
     for series in ("warm", "cold"):
         if base and series in p50:
             figures[f"{series} p50 / baseline p50"] = p50[series] / base
+    # From Kueue's reservation on: what a gang waits for once its quota is there (a queued
+    # gang's stack was prepared while it waited; a cold one's is prepared after).
+    for series in ("cold", "cold-queued"):
+        after = [s["admission"] - s.get("quota", 0.0) for s in samples.get(series, [])]
+        if after:
+            figures[f"{series}: p50 after quota s"] = percentile(after, 50)
     for series, steps in (("cold", _COLD_STEPS), ("warm", _WARM_STEPS)):
         for step in steps:
             values = [s[step] for s in samples.get(series, []) if step in s]

@@ -56,6 +56,7 @@ from provisioner.kube.admission_reads import (
     class_lookup,
     node_pool_lookup,
     owner_lookup,
+    queue_check_lookup,
     queue_class_lookup,
 )
 from provisioner.kube.cache import TypedCache
@@ -285,6 +286,7 @@ def build_manager(inputs: ManagerInputs) -> Manager:
             recorder=recorder,
             now=now,
             instance_types=engine.instance_types,
+            queue_checks=queue_check_lookup(kube.with_timeout(_POOL_READ_SECONDS)),
         )
     )
     # A finished stack operation queues its pool again (pool_ctl exists by then: the

@@ -227,6 +227,8 @@ class EventReason(StrEnum):
     POOL_DELETED = "PoolDeleted"
     RELEASED = "Released"
     STACK_IDLE = "StackIdle"
+    # An unclaimed pool prepares its stack for a Workload still waiting for quota.
+    PREPARING_AHEAD = "PreparingAhead"
     CAPACITY_BLOCK_ENDING = "CapacityBlockEnding"  # a set released before its block's end
     CAPACITY_BLOCK_ENDED = "CapacityBlockEnded"  # the block has no time left for a new gang
     # Buying a Capacity Block (`plan_purchase`): the intent before the call, the block bought

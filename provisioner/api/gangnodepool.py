@@ -42,6 +42,7 @@ __all__ = [
     "LastError",
     "LaunchInProgress",
     "Phase",
+    "QueuedWorkload",
     "ReleaseInProgress",
     "StackOperation",
     "StackOutcome",
@@ -60,11 +61,27 @@ class Claim(KubeModel):
     claimed_at: KubeTime
 
 
+class QueuedWorkload(KubeModel):
+    """A Workload of the pool's shape that waits for Kueue's quota: the pool prepares its
+    stack ahead of the claim, so a cold admission waits only for EC2 and the join."""
+
+    namespace: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    uid: str = Field(min_length=1)
+    queued_at: KubeTime
+
+
 class GangNodePoolSpec(GangShape):
     """The first claimant's shape, the current claim (None while nobody holds it), the
     namespace the pool belongs to, and what one pod of the claimant's gang requests."""
 
     claim: Claim | None = None
+    # A Workload waiting for quota on a queue with our check, whose shape this pool has
+    # (`controllers/workload/prepare_ahead.py`). An unclaimed Idle pool prepares its stack
+    # for it while the request is younger than `stackOperations.idleStackTTL`; the claim,
+    # when Kueue reserves quota, then launches at once. Never a claim: a Workload holding
+    # quota claims the pool whoever queued it.
+    queued: QueuedWorkload | None = None
     # Resource name to quantity: resource by resource, the most any one pod of the last
     # claimant's gang requests (`api.pod_requests.gang_pod_requests`). A node is usable only
     # when its allocatable holds all of it (`controllers/pool/usable.py`). None: not known
@@ -132,6 +149,8 @@ class GangNodePoolSpec(GangShape):
             reshaped["pod_requests"] = dict(pod_requests) or None
         if read is not None:
             reshaped.update(_provenance(read))
+        if claim is not None and self.queued is not None and self.queued.uid == claim.uid:
+            reshaped["queued"] = None  # the Workload it was prepared for now holds it
         return self.model_copy(update={**reshaped, "claim": claim})
 
 

@@ -33,7 +33,13 @@ from provisioner.kube.resources import (
 )
 from provisioner.kube.status import ObjectStore
 
-__all__ = ["class_lookup", "node_pool_lookup", "owner_lookup", "queue_class_lookup"]
+__all__ = [
+    "class_lookup",
+    "node_pool_lookup",
+    "owner_lookup",
+    "queue_check_lookup",
+    "queue_class_lookup",
+]
 
 
 def node_pool_lookup(kube: ObjectStore) -> Callable[[str], str | None]:
@@ -100,6 +106,21 @@ def _check_names(queue_spec: Any) -> list[str]:
     strategy = (queue_spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
     names = [str(entry.get("name")) for entry in strategy if entry.get("name")]
     return names or [str(name) for name in queue_spec.get("admissionChecks") or []]
+
+
+def queue_check_lookup(kube: ObjectStore) -> Callable[[str, str], tuple[str, ...]]:
+    """A reader of the AdmissionChecks behind LocalQueue `name` in `namespace` (its
+    ClusterQueue's, ours or not): empty when the chain is broken, `ClusterReadError` when
+    the apiserver did not answer. The Workload reconciler asks it for a Workload that waits
+    for quota, which carries no check yet (`workload.prepare_ahead`)."""
+
+    def read(namespace: str, name: str) -> tuple[str, ...]:
+        local = _spec(_read(kube, LOCAL_QUEUES, name, namespace))
+        cluster_queue = str(local.get("clusterQueue") or "")
+        queue = _spec(_read(kube, CLUSTER_QUEUES, cluster_queue)) if cluster_queue else {}
+        return tuple(_check_names(queue))
+
+    return read
 
 
 def queue_class_lookup(

@@ -33,9 +33,10 @@ class KueueStandIn:
         """Our AdmissionCheck as the reference runs it: naming no GangClass."""
         apply_object(self.custom, admission_check(self.check))
 
-    def submit(self, namespace: str, job: dict[str, Any]) -> str:
+    def submit(self, namespace: str, job: dict[str, Any], *, reserve: bool = True) -> str:
         """Create the Job (suspended, as Kueue's webhook would) and its Workload with quota
-        reserved and our check Pending. Returns the Workload's name."""
+        reserved and our check Pending (`reserve=False`: waiting for quota, no check yet,
+        until `reserve_quota`). Returns the Workload's name."""
         job = {**job, "spec": {**job["spec"], "suspend": True}}
         created = self.batch.create_namespaced_job(namespace, job)
         name = f"job-{created.metadata.name}"
@@ -68,7 +69,8 @@ class KueueStandIn:
             },
         }
         self.custom.create_namespaced_custom_object(*KUEUE, namespace, "workloads", workload)
-        self.reserve_quota(namespace, name, count)
+        if reserve:
+            self.reserve_quota(namespace, name, count)
         return name
 
     def reserve_quota(self, namespace: str, name: str, count: int) -> None:

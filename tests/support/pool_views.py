@@ -8,7 +8,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from provisioner.api.constants import Phase
-from provisioner.api.gangnodepool import CapacityBlock, GangNodePoolSpec, GangNodePoolStatus
+from provisioner.api.gangnodepool import (
+    CapacityBlock,
+    GangNodePoolSpec,
+    GangNodePoolStatus,
+    QueuedWorkload,
+)
 from provisioner.controllers.pool.phases import needs_launch_facts, needs_stack
 from provisioner.controllers.pool.purchase import PurchaseRead
 from provisioner.controllers.pool.steps import (
@@ -57,6 +62,7 @@ def view(
     tokens: tuple[str, ...] = TOKENS,
     capacity_block_duration: str | None = None,
     purchase: PurchaseRead | None = None,
+    queued_at: datetime | None = None,
 ) -> AnyView:
     """The pool as a pass sees it. Whether the stack is prepared, and the Capacity Block EC2
     reports, are given only where the reconciler would read them (the row of the pool's
@@ -70,6 +76,11 @@ def view(
             capacity_block_duration=capacity_block_duration,
         )
     )
+    if queued_at is not None:  # a Workload waiting for quota (`spec.queued`)
+        queued = QueuedWorkload(
+            namespace="team-a", name="wl-next", uid="wl-next-uid", queued_at=queued_at
+        )
+        spec = spec.model_copy(update={"queued": queued})
     st = GangNodePoolStatus.model_validate({"phase": phase, **(status or {})})
     return PoolView(
         name="pool-a",

@@ -144,6 +144,7 @@ def test_new_pool_omits_unset_fields() -> None:
         "gangClass",
         "fieldSources",
         "purchasePolicy",
+        "queued",
     )
     assert spec.shape().model_dump() == {
         k: v for k, v in spec.model_dump().items() if k not in beyond_shape

@@ -58,7 +58,11 @@ def test_the_admission_bench_compares_its_p50s_ratios_and_cold_steps() -> None:
         {
             "baseline": [sample(0.2, 0.2), sample(0.4, 0.4)],
             "warm": [sample(0.3, 0.3, quotaToClaimed=0.05)],
-            "cold": [sample(1.5, 2.5, acquiringToPrepared=0.9), sample(2.5, 3.5)],
+            "cold": [
+                sample(1.5, 2.5, acquiringToPrepared=0.9, quota=0.1),
+                sample(2.5, 3.5, quota=0.1),
+            ],
+            "cold-queued": [sample(0.6, 1.6, quota=0.0)],
             "cold-slow": [sample(2.0, 62.0)],
         }
     )
@@ -68,5 +72,7 @@ def test_the_admission_bench_compares_its_p50s_ratios_and_cold_steps() -> None:
     assert figures["cold acquiringToPrepared: p50 s"] == pytest.approx(0.9)
     assert figures["warm quotaToClaimed: p50 s"] == pytest.approx(0.05)
     assert figures["cold-slow: controller's share"] == pytest.approx(2.0 / 62.0)
+    assert figures["cold: p50 after quota s"] == pytest.approx(1.9)
+    assert figures["cold-queued: p50 after quota s"] == pytest.approx(0.6)
     assert "cold preparedToJoining: p50 s" not in figures  # no sample measured it
     assert "warm p50 / baseline p50" not in key_figures({"warm": [sample(0.3, 0.3)]})

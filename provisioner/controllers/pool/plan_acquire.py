@@ -64,8 +64,10 @@ def _plan_idle_stack(view: AnyView, stack: StackRead | NotFetched) -> Step:
     for `idle_stack_ttl`; then the stack is destroyed. (Its row reads the stack whenever
     the pool is unclaimed; a stack not read is no stack to keep.)"""
     status = view.status
-    if isinstance(stack, NotFetched) or not stack.prepared:
+    if isinstance(stack, NotFetched):
         return Step(Action.NONE, status)
+    if not stack.prepared:
+        return _prepare_ahead(view)
     since = status.idle_since
     if since is None:
         # Idle by a path that did not stamp it (a claim dropped mid-acquisition, a status
@@ -96,6 +98,31 @@ def _plan_idle_stack(view: AnyView, stack: StackRead | NotFetched) -> Step:
             ),
         ),
         why="stack idle",
+    )
+
+
+def _prepare_ahead(view: AnyView) -> Step:
+    """An unprepared, unclaimed pool that a Workload waits for (`spec.queued`, the request
+    younger than `idle_stack_ttl`) prepares its stack now, so the claim that comes with
+    Kueue's quota launches at once. The idle time starts with the prepare: a Workload that
+    never claims costs the one destroy at `idle_stack_ttl`, and an older request prepares
+    nothing again (a TTL of 0 keeps no idle stack, so prepares nothing ahead)."""
+    queued, status = view.spec.queued, view.status
+    if queued is None or view.now - queued.queued_at >= view.timings.idle_stack_ttl:
+        return Step(Action.NONE, status)
+    return Step(
+        Action.PREPARE_STACK,
+        changed(status, idle_since=view.now),
+        events=(
+            Event(
+                c.EVENT_NORMAL,
+                c.EventReason.PREPARING_AHEAD,
+                f"Preparing the stack of pool {view.name} for Workload "
+                f"{queued.namespace}/{queued.name}, waiting for quota: its claim will "
+                "launch without a prepare.",
+            ),
+        ),
+        why="prepare ahead of quota",
     )
 
 

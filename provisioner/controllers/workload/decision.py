@@ -132,10 +132,16 @@ class WorkloadInputs:
     # The class our check names (None: the reference's Job-only reading), or why it cannot serve.
     gang_class: GangClass | None = None
     class_problem: str | None = None
+    # Decide as if Kueue had reserved quota and put our check on the Workload: what its
+    # claim would be, for the stack prepared while it waits (`prepare_ahead`).
+    ahead_of_quota: bool = False
 
 
-def drops_claim(workload: Workload | None, check_name: str | None) -> str | None:
-    """Why this Workload may hold no claim, or None when it may."""
+def drops_claim(
+    workload: Workload | None, check_name: str | None, ahead_of_quota: bool = False
+) -> str | None:
+    """Why this Workload may hold no claim, or None when it may (`ahead_of_quota`: would,
+    once Kueue reserves its quota and puts our check on it)."""
     if workload is None:
         return "the Workload was deleted"
     if workload.metadata.deletion_timestamp is not None:
@@ -146,6 +152,8 @@ def drops_claim(workload: Workload | None, check_name: str | None) -> str | None
         return "the Workload was evicted"
     if workload.spec.active is False:
         return "the Workload was deactivated"
+    if ahead_of_quota:
+        return None
     if not workload.is_true(c.WL_QUOTA_RESERVED):
         return "the Workload holds no quota"
     ours = workload.check(check_name) if check_name else None
@@ -167,7 +175,7 @@ def _claim_for(workload: Workload, now: datetime) -> Claim:
 
 def decide(inputs: WorkloadInputs) -> WorkloadDecision:
     workload, pool = inputs.workload, inputs.pool
-    why_not = drops_claim(workload, inputs.check_name)
+    why_not = drops_claim(workload, inputs.check_name, inputs.ahead_of_quota)
     if why_not is not None:
         if workload is not None and pool is not None and holds_claim(pool, workload):
             return WorkloadDecision(PoolChange.RELEASE, pool.name, notes=(why_not,))

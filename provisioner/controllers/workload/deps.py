@@ -39,3 +39,6 @@ class WorkloadReconcilerDeps:
     now: Callable[[], datetime]
     # What one node of a type offers pods, as EC2 says: a gang that cannot fit is Rejected.
     instance_types: InstanceTypes
+    # The AdmissionChecks behind a LocalQueue (namespace, name), for a Workload that waits
+    # for quota (`prepare_ahead.QueueChecks`); None prepares nothing ahead of quota.
+    queue_checks: Callable[[str, str], tuple[str, ...]] | None = None

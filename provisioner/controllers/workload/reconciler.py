@@ -49,6 +49,7 @@ from provisioner.controllers.workload.decision import (
 )
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.fit import InstanceTypeAnswer
+from provisioner.controllers.workload.prepare_ahead import PrepareAhead
 from provisioner.kube.check_state import write_check_state
 from provisioner.kube.errors import KubeAlreadyExists, KubeNotFound
 from provisioner.kube.events import InvolvedObject
@@ -80,11 +81,13 @@ class WorkloadReconciler:
         # as before: a pass planned from one would write it again, and meet a conflict.
         self._own_workload_writes = OwnWrites()
         self._own_pool_writes = OwnWrites()
+        self._ahead = PrepareAhead(self, deps, self._own_pool_writes)
 
     # -- mappings used by the manager ------------------------------------------------------
     def keys_for_pool(self, pool: GangNodePool) -> list[ObjectKey]:
-        claim = pool.spec.claim
-        return [ObjectKey(claim.namespace, claim.name)] if claim else []
+        """The pool's claimant, and the Workload it is queued for (`prepare_ahead`)."""
+        held = (pool.spec.claim, pool.spec.queued)
+        return [ObjectKey(w.namespace, w.name) for w in held if w is not None]
 
     def our_check_names(self) -> set[str]:
         return {
@@ -101,39 +104,18 @@ class WorkloadReconciler:
             return Result(requeue_after=WAIT_FOR_OWN_WRITE_SECONDS)
         check_name = self._check_name(workload)
         if workload is None or check_name is None:
-            # Gone, or not routed through our check: it may hold no claim.
+            # Gone, or not routed through our check (yet: Kueue adds it with quota): it may
+            # hold no claim, and its pool's stack may be prepared ahead of quota.
             self._release_claims_of(key, workload)
-            return Result()
+            return Result(requeue_after=self._ahead.consider(workload) if workload else None)
 
-        owner = self._owner(workload)
-        named = self._check_class(check_name)
-        read = self._read_shape(workload, owner, named.gang_class)
-        pool_name = read.shape.pool if read else owner.labels.get(c.POOL_LABEL) if owner else None
-        if owner is not None and c.POOL_LABEL not in owner.labels:
-            # A derived pool's name follows the class: the pool this Workload already holds
-            # stays its own (or is released by the decision), whatever the class says now.
-            pool_name = self._pool_held_by(workload) or pool_name
-        pool = self._pools.get("", pool_name) if pool_name else None
-        if pool_name and self._own_pool_writes.cache_behind(pool_name, pool):
+        decided = self.decide_for(workload, check_name)
+        if decided is None:
             # Planned from the pool as it was before our claim or release, this pass would
             # write that again. The pool's own watch event queues this Workload (its claimant).
             return Result(requeue_after=WAIT_FOR_OWN_WRITE_SECONDS)
-        decision = decide(
-            WorkloadInputs(
-                workload=workload,
-                check_name=check_name,
-                owner_labels=owner.labels if owner else None,
-                owner_annotations=owner.annotations if owner else None,
-                pool=pool,
-                claimant_exists=self._claimant_exists(pool),
-                settings=self._settings,
-                now=self._now(),
-                instance_type=self._instance_type(owner, read),
-                owner_kind=owner.kind if owner else "Job",
-                gang_class=named.gang_class,
-                class_problem=named.message,
-            )
-        )
+        decision, pool, owner = decided
+        pool_name = decision.pool_name or (pool.name if pool else None)
         log.debug(
             "Workload %s: pool %s change=%s check=%s notes=%s",
             key,
@@ -149,6 +131,43 @@ class WorkloadReconciler:
         if decision.check is not None:
             self._write_check(workload, check_name, decision.check, owner, told=told)
         return Result(requeue_after=decision.retry_after)
+
+    def decide_for(
+        self, workload: Workload, check_name: str, *, ahead_of_quota: bool = False
+    ) -> tuple[WorkloadDecision, GangNodePool | None, GangOwner | None] | None:
+        """What `decide` makes of `workload` under our check `check_name`, with the pool and
+        owner it read; None while the pool cache shows the pool from before our own write.
+        `ahead_of_quota`: as if Kueue had reserved quota and put our check on it (for
+        `prepare_ahead`, whose pool follows only a decision a claim would get)."""
+        owner = self._owner(workload)
+        named = self._check_class(check_name)
+        read = self._read_shape(workload, owner, named.gang_class)
+        pool_name = read.shape.pool if read else owner.labels.get(c.POOL_LABEL) if owner else None
+        if owner is not None and c.POOL_LABEL not in owner.labels:
+            # A derived pool's name follows the class: the pool this Workload already holds
+            # stays its own (or is released by the decision), whatever the class says now.
+            pool_name = self._pool_held_by(workload) or pool_name
+        pool = self._pools.get("", pool_name) if pool_name else None
+        if pool_name and self._own_pool_writes.cache_behind(pool_name, pool):
+            return None
+        decision = decide(
+            WorkloadInputs(
+                workload=workload,
+                check_name=check_name,
+                owner_labels=owner.labels if owner else None,
+                owner_annotations=owner.annotations if owner else None,
+                pool=pool,
+                claimant_exists=self._claimant_exists(pool),
+                settings=self._settings,
+                now=self._now(),
+                instance_type=self._instance_type(owner, read),
+                owner_kind=owner.kind if owner else "Job",
+                gang_class=named.gang_class,
+                class_problem=named.message,
+                ahead_of_quota=ahead_of_quota,
+            )
+        )
+        return decision, pool, owner
 
     def _check_name(self, workload: Workload | None) -> str | None:
         if workload is None:
