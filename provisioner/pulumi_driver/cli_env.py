@@ -28,6 +28,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
@@ -37,6 +38,7 @@ __all__ = [
     "LAUNCHER",
     "StatePaths",
     "aws_environment",
+    "cli_backend_url",
     "cli_environment",
     "launcher_dir",
     "secrets_problem",
@@ -71,12 +73,27 @@ class StatePaths:
         return self.root / "operations"
 
 
+def cli_backend_url(url: str) -> str:
+    """The backend URL as the CLI is given it. For a `file://` backend, the blob library
+    under the CLI (gocloud's fileblob) writes a metadata sidecar, `<file>.attrs`, beside
+    each state file by truncating and rewriting it in place; a CLI killed in between (the
+    fence kills a stepped-down leader's CLI) leaves it empty, and every later read of that
+    stack fails with "failed to load checkpoint: EOF". Pulumi reads no blob metadata, so a
+    file backend is opened with fileblob's `metadata=skip`: no sidecar is written. Other
+    backends, and a URL that sets `metadata` itself, are given as they are."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if parts.scheme != "file" or any(key == "metadata" for key, _ in query):
+        return url
+    return urlunsplit(parts._replace(query=urlencode([*query, ("metadata", "skip")])))
+
+
 def cli_environment(settings: Settings, pulumi_root: Path, paths: StatePaths) -> dict[str, str]:
     """The variables added to every CLI process (on top of the controller's own)."""
     pulumi = settings.pulumi
     env = {
         "PULUMI_HOME": str(paths.home),
-        "PULUMI_BACKEND_URL": pulumi.backend_url,
+        "PULUMI_BACKEND_URL": cli_backend_url(pulumi.backend_url),
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         # After each update the CLI copies the stack's checkpoint to .pulumi/backups/, a
         # new object per operation that nothing ever removes, at the cost of a listing, a

@@ -283,6 +283,14 @@ class StackDriver:
             raise self._fenced("*", "recover", closed) from closed
         # A standby's view of which stacks exist; the old leader may have made stacks since.
         self._backend.forget_listing()
+        if self._backend.file is not None:
+            for sidecar in self._backend.file.remove_unreadable_sidecars():
+                self._log.warning(
+                    "removed %s: a blob-metadata file a killed CLI left unreadable, which "
+                    "failed every read of its stack",
+                    sidecar,
+                    extra={"stack_operation": "recover"},
+                )
         reports = []
         for pool in self._backend.stack_names():
             with self._lock(pool):

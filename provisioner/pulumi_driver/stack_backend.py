@@ -20,7 +20,7 @@ from typing import Any
 from pulumi import automation as auto
 
 from provisioner.api.settings import Settings
-from provisioner.pulumi_driver.cli_env import StatePaths, secrets_problem
+from provisioner.pulumi_driver.cli_env import StatePaths, cli_backend_url, secrets_problem
 from provisioner.pulumi_driver.reports import StackSummary
 from provisioner.pulumi_driver.sdk import PoolStack, PoolWorkspace
 from provisioner.pulumi_driver.statefile import FileBackend
@@ -125,7 +125,7 @@ class StackBackend:
                 name=self.project,
                 runtime="python",
                 main=str(work_dir),
-                backend=auto.ProjectBackend(url=self.backend_url),
+                backend=auto.ProjectBackend(url=cli_backend_url(self.backend_url)),
             ),
             pulumi_command=self._command,
         )

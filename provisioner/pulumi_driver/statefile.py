@@ -1,10 +1,12 @@
-"""Cheap reads of a `file://` backend: stack names, outputs, pending operations, locks.
+"""Cheap reads of a `file://` backend: stack names, outputs, pending operations, locks;
+and the repair of a metadata sidecar a killed CLI left empty.
 
 Called by the stack driver where starting the CLI would cost a process and a second for an
 answer sitting in a file: the warm path's `outputs()`, `recover()`'s scan of every stack for
 locks and pending operations, and `list_stacks()`. Only reads; every write goes through the
-CLI. The CLI replaces these files whole (write, then rename), so a read sees one version or
-the other; a file that does not parse is reported as unknown and the caller asks the CLI.
+CLI, but for one repair (`remove_unreadable_sidecars`). The CLI replaces the state files
+whole (write, then rename), so a read sees one version or the other; a file that does not
+parse is reported as unknown and the caller asks the CLI.
 
 Layout (the CLI's project-scoped layout)::
 
@@ -102,6 +104,23 @@ class FileBackend:
     def resource_count(self, stack: str) -> int | None:
         latest = self.checkpoint(stack)
         return None if latest is None else len(latest.get("resources") or ())
+
+    def remove_unreadable_sidecars(self) -> list[Path]:
+        """Remove every blob-metadata sidecar (`*.attrs`) under `.pulumi/` that does not
+        parse, and return them. The CLI is now told not to write them (`cli_env.
+        cli_backend_url`), but one an earlier CLI left empty, killed mid-write, makes every
+        read of its stack fail ("failed to load checkpoint: EOF") until it is gone; Pulumi
+        needs nothing in it. The one write this module makes, done before any CLI runs."""
+        removed = []
+        for sidecar in sorted((self.root / ".pulumi").rglob("*.attrs")):
+            try:
+                json.loads(sidecar.read_bytes())
+            except ValueError:
+                sidecar.unlink(missing_ok=True)
+                removed.append(sidecar)
+            except OSError:
+                continue
+        return removed
 
     def lock_holders(self, stack: str) -> list[LockHolder]:
         directory = self.lock_dir(stack)

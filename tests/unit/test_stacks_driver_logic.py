@@ -456,7 +456,7 @@ def test_cli_environment_with_and_without_the_launcher_beside_the_cli(
     bundled = cli_environment(_settings(tmp_path), tmp_path / "bundled", paths)
     assert bundled["PULUMI_IGNORE_AMBIENT_PLUGINS"] == "true" and "PATH" not in bundled
     assert bundled["PULUMI_HOME"] == str(tmp_path / "home")
-    assert bundled["PULUMI_BACKEND_URL"] == f"file://{tmp_path}"
+    assert bundled["PULUMI_BACKEND_URL"] == f"file://{tmp_path}?metadata=skip"
     assert bundled["PULUMI_SKIP_UPDATE_CHECK"] == "true"
 
     on_path = cli_environment(_settings(tmp_path), tmp_path / "elsewhere", paths)
