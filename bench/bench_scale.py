@@ -42,6 +42,7 @@ from typing import Any, Final
 from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench import baselines
 from bench.procfs import (
     PAGE,
     TICKS,
@@ -715,6 +716,31 @@ def _report(runs: list[tuple[str, dict[str, float]]]) -> str:
     return table(header, rows)
 
 
+# The figures a run is compared on (issue #43's must-shows), by the key `Run` writes.
+_KEY_FIGURES: tuple[tuple[str, str], ...] = (
+    ("warm wave s", "warmWaveSeconds"),
+    ("Kueue-alone wave s", "kueueAloneWaveSeconds"),
+    ("cold wave s", "coldWaveSeconds"),
+    ("pool lag p99 s", "laggangnodepoolP99"),
+    ("workload lag p99 s", "lagworkloadP99"),
+    ("controller peak RSS MiB", "peakRssMiB"),
+    ("release of every pool s", "releaseSeconds"),
+    ("kube-apiserver CPU s", "cpu:kube-apiserver"),
+    ("controller CPU per Workload ms", "cpuPerWorkloadMs"),
+)
+
+
+def key_figures(pools: int, figures: dict[str, float]) -> dict[str, float]:
+    """The figures a run of `pools` pools is compared on, named for its size (a 1,000-pool
+    run is compared with a 1,000-pool baseline), with the warm wave against Kueue alone;
+    a figure the run did not measure is left out."""
+    out = {f"{pools} pools: {name}": figures[key] for name, key in _KEY_FIGURES if key in figures}
+    warm, alone = figures.get("warmWaveSeconds"), figures.get("kueueAloneWaveSeconds")
+    if warm is not None and alone:
+        out[f"{pools} pools: warm wave / Kueue alone"] = warm / alone
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pools", type=int, default=200)
@@ -727,7 +753,11 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help="the executor's workers, stackOperations.workers (default: the controller's)",
     )
+    parser.add_argument(
+        "--record", action="store_true", help="keep this run's key figures as the baseline"
+    )
     args = parser.parse_args(argv)
+    ran_on = baselines.commit()  # what the figures measure, whatever is committed meanwhile
     if args.stack_workers is not None and args.stack_workers < 1:
         parser.error("--stack-workers must be at least 1")
     if args.pools < 1 or args.workloads < args.pools or args.workloads % args.pools:
@@ -761,6 +791,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.json:
         args.json.write_text(json.dumps(dict(runs), indent=1))
+    # The main run's figures against the recorded ones (the baseline-size run is its own
+    # side-by-side comparison, above). A record keeps the figures of every size recorded.
+    figures = key_figures(args.pools, runs[-1][1])
+    print("\n" + "\n".join(baselines.comparison("bench_scale", figures)))
+    if args.record:
+        kept = (baselines.load("bench_scale") or {}).get("figures", {})
+        path = baselines.record("bench_scale", {**kept, **figures}, ran_on=ran_on)
+        print(f"Recorded as the baseline: {path}")
     return 0
 
 

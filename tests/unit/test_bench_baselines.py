@@ -76,3 +76,23 @@ def test_the_admission_bench_compares_its_p50s_ratios_and_cold_steps() -> None:
     assert figures["cold-queued: p50 after quota s"] == pytest.approx(0.6)
     assert "cold preparedToJoining: p50 s" not in figures  # no sample measured it
     assert "warm p50 / baseline p50" not in key_figures({"warm": [sample(0.3, 0.3)]})
+
+
+def test_the_scale_bench_compares_its_must_show_figures_by_size() -> None:
+    from bench.bench_scale import key_figures
+
+    figures = key_figures(
+        200,
+        {
+            "warmWaveSeconds": 23.0,
+            "kueueAloneWaveSeconds": 20.0,
+            "coldWaveSeconds": 118.0,
+            "laggangnodepoolP99": 0.8,
+            "peakRssMiB": 290.0,
+        },
+    )
+    assert figures["200 pools: warm wave / Kueue alone"] == pytest.approx(1.15)
+    assert figures["200 pools: cold wave s"] == 118.0
+    assert figures["200 pools: pool lag p99 s"] == 0.8
+    assert "200 pools: release of every pool s" not in figures  # not measured
+    assert next(iter(key_figures(1000, {"peakRssMiB": 1.0}))).startswith("1000 pools:")
