@@ -3,18 +3,23 @@
 Each test starts the controller over the session's control plane, Kueue manager and EC2
 emulator (`gang_local`), breaks one link on purpose the way it breaks in a cluster, and
 checks that doctor's line for that link fails and names the fix, while a healthy setup
-passes every line.
+passes every line. The queues a test breaks are removed after it: they are cluster-scoped
+(the ClusterQueue), and a later test's doctor on the same apiserver (the README quick start
+runs `atomic-gang doctor` as written) would otherwise meet them.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 import yaml
 from kubernetes import client as k8s
 
@@ -60,6 +65,40 @@ def _only_failure(results: dict[str, Result], name: str, *words: str) -> Result:
     return result
 
 
+# What `_private_queue` made in this test: (API client, namespace or None, plural, name).
+_MADE: list[tuple[k8s.CustomObjectsApi, str | None, str, str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_private_queues() -> Iterator[None]:
+    """Delete each queue a test broke on purpose, and wait until it is gone."""
+    yield
+    made = list(reversed(_MADE))
+    _MADE.clear()
+    for custom, namespace, plural, name in made:
+        try:
+            if namespace:
+                custom.delete_namespaced_custom_object(*KUEUE, namespace, plural, name)
+            else:
+                custom.delete_cluster_custom_object(*KUEUE, plural, name)
+        except k8s.ApiException as err:
+            if err.status != 404:
+                raise
+    for entry in made:
+        eventually(partial(_gone, *entry), 60, f"{entry[2]} {entry[3]} removed")
+
+
+def _gone(custom: k8s.CustomObjectsApi, namespace: str | None, plural: str, name: str) -> bool:
+    try:
+        if namespace:
+            custom.get_namespaced_custom_object(*KUEUE, namespace, plural, name)
+        else:
+            custom.get_cluster_custom_object(*KUEUE, plural, name)
+    except k8s.ApiException as err:
+        return err.status == 404
+    return False
+
+
 def _private_queue(
     env: LocalEnvironment,
     namespace: str,
@@ -73,8 +112,10 @@ def _private_queue(
     cq = ko.cluster_queue(f"cq-{suffix}", ko.FLAVOR_NAME, "unused", quotas)
     cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": checks}
     custom.create_cluster_custom_object(*KUEUE, "clusterqueues", cq)
+    _MADE.append((custom, None, "clusterqueues", f"cq-{suffix}"))
     lq = ko.local_queue(namespace, f"lq-{suffix}", f"cq-{suffix}")
     custom.create_namespaced_custom_object(*KUEUE, namespace, "localqueues", lq)
+    _MADE.append((custom, namespace, "localqueues", f"lq-{suffix}"))
     return f"{namespace}/lq-{suffix}"
 
 
