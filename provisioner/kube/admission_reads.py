@@ -115,12 +115,17 @@ def queue_check_lookup(kube: ObjectStore) -> Callable[[str, str], tuple[str, ...
     for quota, which carries no check yet (`workload.prepare_ahead`)."""
 
     def read(namespace: str, name: str) -> tuple[str, ...]:
-        local = _spec(_read(kube, LOCAL_QUEUES, name, namespace))
-        cluster_queue = str(local.get("clusterQueue") or "")
-        queue = _spec(_read(kube, CLUSTER_QUEUES, cluster_queue)) if cluster_queue else {}
-        return tuple(_check_names(queue))
+        return tuple(_queue_check_names(kube, namespace, name))
 
     return read
+
+
+def _queue_check_names(kube: ObjectStore, namespace: str, name: str) -> list[str]:
+    """The checks of the ClusterQueue behind LocalQueue `name`: [] when either is missing."""
+    local = _spec(_read(kube, LOCAL_QUEUES, name, namespace))
+    cluster_queue = str(local.get("clusterQueue") or "")
+    queue = _spec(_read(kube, CLUSTER_QUEUES, cluster_queue)) if cluster_queue else {}
+    return _check_names(queue)
 
 
 def queue_class_lookup(
@@ -131,10 +136,7 @@ def queue_class_lookup(
     class) is broken anywhere, `ClusterReadError` when the apiserver did not answer."""
 
     def read(namespace: str, name: str) -> GangClass | None:
-        local = _spec(_read(kube, LOCAL_QUEUES, name, namespace))
-        cluster_queue = str(local.get("clusterQueue") or "")
-        queue = _spec(_read(kube, CLUSTER_QUEUES, cluster_queue)) if cluster_queue else {}
-        for check_name in _check_names(queue):
+        for check_name in _queue_check_names(kube, namespace, name):
             check = _spec(_read(kube, ADMISSION_CHECKS, check_name))
             if check.get("controllerName") != controller_name:
                 continue
