@@ -53,7 +53,8 @@ from enum import Enum
 from provisioner.api import constants as c
 from provisioner.api.constants import CheckState, Phase
 from provisioner.api.gang_class import ClassedShape, GangClass, read_gang_shape
-from provisioner.api.gangnodepool import Claim, GangNodePool
+from provisioner.api.gangnodepool import Claim, GangNodePool, GangNodePoolSpec, QueuedWorkload
+from provisioner.api.meta import ObjectMeta
 from provisioner.api.owners import unsupported_owner_message
 from provisioner.api.pod_requests import ResourceAmounts, format_amount
 from provisioner.api.settings import Settings
@@ -111,6 +112,18 @@ class WorkloadDecision:
     # Look at the Workload again after this many seconds (EC2 did not answer).
     retry_after: float | None = None
     read: ClassedShape | None = None  # with CREATE or CLAIM: who decided each field
+
+    def new_pool(self, claim: Claim | None, queued: QueuedWorkload | None = None) -> GangNodePool:
+        """The pool a CREATE makes, its finalizer set: this decision's shape, namespace, pod
+        requests and provenance, held by `claim` (None ahead of quota, `queued` for it)."""
+        assert self.shape is not None and self.pool_name is not None
+        spec = GangNodePoolSpec.of(
+            self.shape, claim, self.owner_namespace, self.pod_requests, self.read
+        )
+        return GangNodePool(
+            metadata=ObjectMeta(name=self.pool_name, finalizers=(c.FINALIZER,)),
+            spec=spec.model_copy(update={"queued": queued}) if queued else spec,
+        )
 
 
 @dataclass(frozen=True)

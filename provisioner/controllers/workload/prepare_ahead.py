@@ -33,14 +33,14 @@ from typing import Protocol
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
-from provisioner.api.gangnodepool import GangNodePool, GangNodePoolSpec, QueuedWorkload
-from provisioner.api.meta import ObjectMeta
+from provisioner.api.gangnodepool import GangNodePool, QueuedWorkload
 from provisioner.api.owners import GangOwner
 from provisioner.api.shape import shape_differences
 from provisioner.api.tenancy import ClusterReadError
 from provisioner.api.workload import Workload
 from provisioner.controllers.workload.decision import PoolChange, WorkloadDecision
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
+from provisioner.controllers.workload.involved import owner_event, pool_event
 from provisioner.kube.errors import KubeConflict
 from provisioner.kube.events import InvolvedObject
 from provisioner.kube.own_writes import OwnWrites
@@ -215,18 +215,12 @@ class PrepareAhead:
         (the claim that follows says Claimed)."""
         shape, name = decision.shape, decision.pool_name
         assert shape is not None and name is not None
-        spec = GangNodePoolSpec.of(
-            shape, None, decision.owner_namespace, decision.pod_requests, decision.read
-        )
         queued = queued_for(workload, self._deps.now())
-        pool = GangNodePool(
-            metadata=ObjectMeta(name=name, finalizers=(c.FINALIZER,)),
-            spec=spec.model_copy(update={"queued": queued}),
-        )
+        pool = decision.new_pool(None, queued)
         create_object(self._deps.kube, GANG_NODE_POOLS, pool)
         who, recorder = f"{queued.namespace}/{queued.name}", self._deps.recorder
         recorder.normal(
-            InvolvedObject.of(GANG_NODE_POOLS, pool.metadata),
+            pool_event(pool),
             c.EventReason.POOL_CREATED,
             f"Created ahead of quota for Workload {who}, to prepare its stack while it waits.",
         )
@@ -239,19 +233,7 @@ class PrepareAhead:
             InvolvedObject.of(WORKLOADS, workload.metadata), c.EventReason.POOL_CREATED, told
         )
         if owner is not None:
-            meta = owner.metadata
-            recorder.normal(
-                InvolvedObject(
-                    owner.api_version,
-                    owner.kind,
-                    meta.name,
-                    meta.namespace,
-                    meta.uid,
-                    meta.resource_version,
-                ),
-                c.EventReason.POOL_CREATED,
-                told,
-            )
+            recorder.normal(owner_event(owner), c.EventReason.POOL_CREATED, told)
         log.info("pool %s: created ahead of quota for Workload %s", name, who)
 
     def _queue(self, workload: Workload, pool: GangNodePool) -> None:

@@ -34,7 +34,7 @@ from provisioner.api.gang_class import (
     check_class,
     read_gang_shape,
 )
-from provisioner.api.gangnodepool import Claim, GangNodePool, GangNodePoolSpec
+from provisioner.api.gangnodepool import Claim, GangNodePool
 from provisioner.api.meta import ObjectMeta, OwnerReference
 from provisioner.api.owners import GangOwner, OwnerKind, owner_kind
 from provisioner.api.pod_fit import InstanceTypeLookupError, UnknownInstanceType
@@ -49,6 +49,7 @@ from provisioner.controllers.workload.decision import (
 )
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.fit import InstanceTypeAnswer
+from provisioner.controllers.workload.involved import owner_event, pool_event
 from provisioner.controllers.workload.prepare_ahead import PrepareAhead
 from provisioner.kube.check_state import write_check_state
 from provisioner.kube.errors import KubeAlreadyExists, KubeNotFound
@@ -292,24 +293,14 @@ class WorkloadReconciler:
         change = decision.pool_change
         if change is PoolChange.CREATE:
             assert decision.shape is not None and decision.claim is not None
-            assert decision.pool_name is not None
-            new = GangNodePool(
-                metadata=ObjectMeta(name=decision.pool_name, finalizers=(c.FINALIZER,)),
-                spec=GangNodePoolSpec.of(
-                    decision.shape,
-                    decision.claim,
-                    decision.owner_namespace,
-                    decision.pod_requests,
-                    decision.read,
-                ),
-            )
+            new = decision.new_pool(decision.claim)
             try:
                 create_object(self._kube, GANG_NODE_POOLS, new)
             except KubeAlreadyExists:
                 # Another pass created it after our cache was read: decide again on fresh data.
                 raise
             self._recorder.normal(
-                _pool_event(new),
+                pool_event(new),
                 c.EventReason.POOL_CREATED,
                 f"Created for Workload {_name(workload)}.",
             )
@@ -337,7 +328,7 @@ class WorkloadReconciler:
             if decision.reuses_warm_set:
                 reuse = f"; reusing its {pool.spec.count} warm nodes"
             self._recorder.normal(
-                _pool_event(pool),
+                pool_event(pool),
                 c.EventReason.CLAIMED,
                 f"Claimed by Workload {_name(workload)}{reuse}.",
             )
@@ -352,7 +343,7 @@ class WorkloadReconciler:
             self._set_claim(pool, None, None)
             why = decision.notes[0] if decision.notes else "claim dropped"
             self._recorder.normal(
-                _pool_event(pool), c.EventReason.CLAIM_RELEASED, f"{_name(workload)}: {why}."
+                pool_event(pool), c.EventReason.CLAIM_RELEASED, f"{_name(workload)}: {why}."
             )
             self._tell_owner(
                 owner, c.EventReason.CLAIM_RELEASED, f"Released pool {pool.name}: {why}."
@@ -370,7 +361,7 @@ class WorkloadReconciler:
     def _tell_owner(self, owner: GangOwner | None, reason: c.EventReason, message: str) -> None:
         """A Normal Event on the object the gang was submitted as, when it was read."""
         if owner is not None:
-            self._recorder.normal(_owner_event(owner), reason, message)
+            self._recorder.normal(owner_event(owner), reason, message)
 
     def _set_claim(
         self,
@@ -423,7 +414,7 @@ class WorkloadReconciler:
                 InvolvedObject.of(WORKLOADS, workload.metadata), kind, update.reason, update.message
             )
             if owner is not None:
-                self._recorder.record(_owner_event(owner), kind, update.reason, update.message)
+                self._recorder.record(owner_event(owner), kind, update.reason, update.message)
 
 
 def _name(workload: Workload) -> str:
@@ -432,16 +423,3 @@ def _name(workload: Workload) -> str:
 
 def _key(meta: ObjectMeta) -> ObjectKey:
     return ObjectKey(meta.namespace or "", meta.name)
-
-
-def _pool_event(pool: GangNodePool) -> InvolvedObject:
-    return InvolvedObject.of(GANG_NODE_POOLS, pool.metadata)
-
-
-def _owner_event(owner: GangOwner) -> InvolvedObject:
-    """The owner as it was read, of whatever kind: an Event names its apiVersion, kind and
-    uid, so `kubectl describe` of that object shows it."""
-    meta = owner.metadata
-    return InvolvedObject(
-        owner.api_version, owner.kind, meta.name, meta.namespace, meta.uid, meta.resource_version
-    )
