@@ -244,26 +244,17 @@ def _hold(custom: k8s.CustomObjectsApi, held: bool) -> None:
     )
 
 
-def _apply_held_queue(custom: k8s.CustomObjectsApi) -> None:
-    held = ko.cluster_queue(HELD_CLUSTER_QUEUE, ko.FLAVOR_NAME, ko.CHECK_NAME, ko.LOCAL_QUOTAS)
-    held["spec"]["stopPolicy"] = "Hold"
-    custom.create_cluster_custom_object(*KUEUE, "clusterqueues", held)
+def _apply_queue(
+    custom: k8s.CustomObjectsApi, local: str, cluster: str, check: str | None, *, held: bool
+) -> None:
+    """A ClusterQueue (with `check`, or none; `held`: `stopPolicy: Hold`) and a LocalQueue
+    on it in the bench's namespace."""
+    queue = ko.cluster_queue(cluster, ko.FLAVOR_NAME, check, ko.LOCAL_QUOTAS)
+    if held:
+        queue["spec"]["stopPolicy"] = "Hold"
+    custom.create_cluster_custom_object(*KUEUE, "clusterqueues", queue)
     custom.create_namespaced_custom_object(
-        *KUEUE, NAMESPACE, "localqueues", ko.local_queue(NAMESPACE, HELD_QUEUE, HELD_CLUSTER_QUEUE)
-    )
-
-
-def _apply_plain_queue(custom: k8s.CustomObjectsApi) -> None:
-    custom.create_cluster_custom_object(
-        *KUEUE,
-        "clusterqueues",
-        ko.cluster_queue(PLAIN_CLUSTER_QUEUE, ko.FLAVOR_NAME, None, ko.LOCAL_QUOTAS),
-    )
-    custom.create_namespaced_custom_object(
-        *KUEUE,
-        NAMESPACE,
-        "localqueues",
-        ko.local_queue(NAMESPACE, PLAIN_QUEUE, PLAIN_CLUSTER_QUEUE),
+        *KUEUE, NAMESPACE, "localqueues", ko.local_queue(NAMESPACE, local, cluster)
     )
 
 
@@ -404,8 +395,8 @@ def main(argv: list[str] | None = None) -> int:
         env.jobs.poll_interval = 0.1
         api = env.control_plane.api_client()
         custom = k8s.CustomObjectsApi(api)
-        _apply_plain_queue(custom)
-        _apply_held_queue(custom)
+        _apply_queue(custom, PLAIN_QUEUE, PLAIN_CLUSTER_QUEUE, None, held=False)
+        _apply_queue(custom, HELD_QUEUE, HELD_CLUSTER_QUEUE, ko.CHECK_NAME, held=True)
         timeline = Timeline(api, NAMESPACE)
         timeline.start()
         bench = Bench(env, timeline, args.count, k8s.BatchV1Api(api), custom)
