@@ -57,12 +57,13 @@ def test_the_cache_and_the_store_on_two_disks_each_need_their_half(
     cache: Path, tmp_path: Path
 ) -> None:
     store = tmp_path / "store"
-    free = {cache: 12 * GIB, store: 5 * GIB}
+    room = dp.COLD_NEED // 2 + GIB  # each disk's half, and a little more
+    free = {cache: room, store: 5 * GIB}
     short = dp.shortfall(
         (PULUMI,), cache, store, free=lambda p: free[p], device=lambda p: 1 if p == cache else 2
     )
     assert short is not None and short.where == store and short.need == dp.COLD_NEED // 2
-    free[store] = 12 * GIB
+    free[store] = room
     assert (
         dp.shortfall(
             (PULUMI,), cache, store, free=lambda p: free[p], device=lambda p: 1 if p == cache else 2
