@@ -324,7 +324,7 @@ def _lines(
     )
     if ours is not None:
         lines.append(f"Check {check}: {ours.get('state')}: {ours.get('message') or '-'}")
-    pool_name = pool_name or _claimed_pool(kube, namespace, wl_name)
+    pool_name = pool_name or _pool_of(kube, namespace, wl_name)
     if pool_name:
         lines += _pool_lines(kube, pool_name)
     elif gang_class is not None:
@@ -346,13 +346,19 @@ def _class_of(kube: Reader, check: str) -> str | None:
     return str(params.get("name") or "") or None
 
 
-def _claimed_pool(kube: Reader, namespace: str, workload: str) -> str | None:
-    """The pool Workload `namespace/workload` claims (a class's derived pool)."""
+def _pool_of(kube: Reader, namespace: str, workload: str) -> str | None:
+    """The pool Workload `namespace/workload` claims (a class's derived pool), else the one
+    marked for it while it waits for quota (`spec.queued`)."""
+    queued_for = None
     for pool in kube.list(GANG_NODE_POOLS).items:
-        claim = (pool.get("spec") or {}).get("claim") or {}
-        if (claim.get("namespace"), claim.get("name")) == (namespace, workload):
-            return str(pool["metadata"]["name"])
-    return None
+        spec = pool.get("spec") or {}
+        for field, mark in (("claim", spec.get("claim")), ("queued", spec.get("queued"))):
+            if ((mark or {}).get("namespace"), (mark or {}).get("name")) != (namespace, workload):
+                continue
+            if field == "claim":
+                return str(pool["metadata"]["name"])
+            queued_for = str(pool["metadata"]["name"])
+    return queued_for
 
 
 def _decided_by(spec: Mapping[str, Any]) -> list[str]:
@@ -396,6 +402,13 @@ def _pool_lines(kube: Reader, name: str) -> list[str]:
         f"{status.get('readyNodes', 0)} Ready nodes, type {spec.get('instanceType', '?')}."
     ]
     lines += _decided_by(spec)
+    queued = spec.get("queued") or {}
+    if queued and not spec.get("claim"):
+        lines.append(
+            f"Pool {name} is marked for Workload {queued.get('namespace')}/{queued.get('name')}, "
+            f"waiting for quota since {queued.get('queuedAt', '?')}: its stack is prepared "
+            "ahead, so once Kueue reserves quota only EC2's launch and the nodes' join remain."
+        )
     for unusable in status.get("unusableNodes") or ():
         lacks = ", ".join(unusable.get("missing") or ())
         lines.append(

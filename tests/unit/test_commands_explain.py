@@ -165,3 +165,38 @@ def test_a_gang_of_a_class_before_its_pool_says_how_the_pool_is_named() -> None:
         "train",
     )
     assert any("derives it from namespace team, GangClass gpu" in line for line in lines), lines
+
+
+def test_a_gang_waiting_for_quota_shows_the_pool_prepared_ahead_for_it() -> None:
+    spec = pool_spec(
+        pool="team-gpu-p5-48xlarge-0123abcd",
+        instance_type="p5.48xlarge",
+        queued={
+            "namespace": NS,
+            "name": "job-train",
+            "uid": "w",
+            "queuedAt": "2026-01-01T00:00:00Z",
+        },
+        gang_class="gpu",
+    )
+    marked = pool("team-gpu-p5-48xlarge-0123abcd", spec=spec)
+    # Another namespace's Workload of the same name is not this gang's.
+    other = pool(
+        "other-pool",
+        spec=pool_spec(
+            pool="other-pool",
+            queued={"namespace": "other", "name": "job-train", "uid": "x", "queuedAt": "t"},
+        ),
+    )
+    waiting = workload("job-train", namespace=NS, owner=_job(), checks=[])
+    lines = explain(
+        FakeKube(_job(**{c.QUEUE_NAME_LABEL: "q"}), waiting, _class_check(), other, marked),
+        NS,
+        "train",
+    )
+    assert "waits for quota" in lines[0], lines
+    assert any(line.startswith("Pool team-gpu-p5-48xlarge-0123abcd: phase") for line in lines)
+    (ahead,) = [line for line in lines if "prepared ahead" in line]
+    assert f"marked for Workload {NS}/job-train" in ahead
+    assert "2026-01-01T00:00:00Z" in ahead
+    assert not any(line.startswith("Pool other-pool") for line in lines), lines
