@@ -39,6 +39,7 @@ __all__ = [
     "LAUNCHER",
     "StatePaths",
     "aws_environment",
+    "checkpoint_backups_off",
     "cli_backend_url",
     "cli_environment",
     "launcher_dir",
@@ -55,8 +56,10 @@ PROJECT_WORKSPACE: Final = "_project"
 # - Checkpoint backups off. After each update the CLI copies the stack's checkpoint to
 #   .pulumi/backups/, a new object per operation that nothing ever removes, at the cost of
 #   a listing, a read and a write of the state bucket. The bootstrap's bucket is versioned,
-#   so every checkpoint an update replaces is kept there already. The update history
-#   (`pulumi stack history`) is still written.
+#   so every checkpoint an update replaces is kept there already. With backups off the S3
+#   fence also answers itself the CLI's copy of the checkpoint to `<stack>.json.bak` before
+#   each checkpoint write (``s3_fence``): the same second copy, a request per write. The
+#   update history (`pulumi stack history`) is still written.
 # - No legacy-layout warning. Each CLI process lists .pulumi/stacks/ to warn about stack
 #   files an older CLI left there in the layout before projects; nothing writes that layout
 #   here (the backend's meta.yaml says version 1), so the listing is a request per process
@@ -140,6 +143,16 @@ def cli_environment(settings: Settings, pulumi_root: Path, paths: StatePaths) ->
         # A CLI without our launcher beside it finds plugins on PATH: put ours first.
         env["PATH"] = os.pathsep.join([str(launcher_dir()), os.environ.get("PATH", "")])
     return env
+
+
+def checkpoint_backups_off(env: dict[str, str]) -> bool:
+    """Whether a CLI started with ``env`` on top of this process's environment writes no
+    checkpoint backups, read as the CLI reads it ("1" or "true" in any case, the current
+    name before the older one)."""
+    seen = {**os.environ, **env}
+    name, _, older = BACKEND_TUNING[0]
+    value = seen.get(name, seen.get(older, ""))
+    return value == "1" or value.lower() == "true"
 
 
 def aws_environment(settings: Settings) -> dict[str, str]:

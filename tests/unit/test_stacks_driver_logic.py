@@ -28,6 +28,7 @@ from provisioner.pulumi_driver.cli_env import (
     LAUNCHER,
     StatePaths,
     aws_environment,
+    checkpoint_backups_off,
     cli_environment,
     launcher_dir,
     secrets_problem,
@@ -479,6 +480,7 @@ def test_the_cli_writes_no_checkpoint_backups_and_no_legacy_listing_unless_the_o
     env = cli_environment(settings, tmp_path, StatePaths(tmp_path))
     assert env["PULUMI_DIY_BACKEND_DISABLE_CHECKPOINT_BACKUPS"] == "true"
     assert env["PULUMI_DIY_BACKEND_NO_LEGACY_WARNING"] == "true"
+    assert checkpoint_backups_off(env)  # so the S3 fence answers the `.json.bak` copies
 
     # Set on the controller, under either of the names the CLI reads, the operator's value
     # is the one the CLI inherits: nothing of ours stands in front of it.
@@ -486,6 +488,12 @@ def test_the_cli_writes_no_checkpoint_backups_and_no_legacy_listing_unless_the_o
     monkeypatch.setenv("PULUMI_SELF_MANAGED_STATE_NO_LEGACY_WARNING", "false")
     env = cli_environment(settings, tmp_path, StatePaths(tmp_path))
     assert not [name for name, _, _ in BACKEND_TUNING if name in env]
+    assert not checkpoint_backups_off(env)
+    # Read as the CLI reads it: the current name before the older one, "true" in any case.
+    monkeypatch.setenv("PULUMI_DIY_BACKEND_DISABLE_CHECKPOINT_BACKUPS", "TRUE")
+    assert checkpoint_backups_off(cli_environment(settings, tmp_path, StatePaths(tmp_path)))
+    monkeypatch.setenv("PULUMI_DIY_BACKEND_DISABLE_CHECKPOINT_BACKUPS", "yes")
+    assert not checkpoint_backups_off({})
 
 
 def test_the_clis_s3_and_kms_follow_the_aws_endpoint_override_and_nothing_else(
