@@ -18,6 +18,8 @@ controller) and sent to the real endpoint: ``aws.endpointUrl`` when set (the loc
 ``https://s3.<region>.amazonaws.com``. Reads (GET, HEAD) always pass, so a standby can list
 and read stacks; writes (PUT, POST, DELETE) pass only while the fence is open. The CLI's
 own signature is dropped, not checked: the endpoint listens on the loopback interface only.
+The CLI sends its requests one after another (about 70 for a new pool's prepare), so the
+hop must hold no answer back: each is written with TCP_NODELAY (the handler says why).
 
 Alternatives weighed: S3 conditional writes (If-Match on the checkpoint's ETag) would make
 S3 itself the fence, but the CLI does not send them and its lock and history objects are
@@ -198,6 +200,12 @@ def _refusal(why: str) -> tuple[int, list[tuple[str, str]], bytes]:
 def _handler_for(fence: S3Fence) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as the CLI's SDK expects
+        # An answer leaves as two writes, its headers, then its body. With Nagle's
+        # algorithm the body waited for the CLI to acknowledge the headers, which a client
+        # with nothing to send does when its delayed-ACK timer fires (40 ms at least on
+        # Linux): once per request, and the CLI's requests go one after another. TCP_NODELAY
+        # sends each write at once, as the CLI's SDK and S3 do on their ends.
+        disable_nagle_algorithm = True
 
         def _any(self) -> None:
             if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
