@@ -3,7 +3,7 @@ starting a provider host per operation beside the shared provider host: wall tim
 Pulumi CLI processes, so later work can cut them.
 
     .venv/bin/python -m bench.bench_stack_ops [--rounds 3] [--count 3] [--backends file,s3]
-        [--provider-hosts perOperation,shared]
+        [--provider-hosts perOperation,shared] [--requests-by-key]
 
 Runs the real stack driver against the local emulator with the project's Pulumi CLI behind a
 counting shim (a `bin/pulumi` script that logs its arguments, then execs the real CLI), for
@@ -19,7 +19,9 @@ with the ratio. Each table also has the CPU seconds of the finished child proces
 and the provider hosts it starts) plus, in the shared mode, what the shared host used
 meanwhile (read from /proc: it is a child that lives on), per operation, and a line for
 one pool's whole life
-(prepare, record, remove, record, destroy): CLI processes and child CPU-s. Before the
+(prepare, record, remove, record, destroy): CLI processes and child CPU-s. With
+`--requests-by-key` the emulator keeps its access log and each S3 table is followed by each
+operation's state-bucket and KMS requests by kind and key (`bench.backend_requests`). Before the
 stack operations it prints what the program and the provider host import (`-X importtime`
 total, process CPU, project modules, whether pydantic and boto3 came along). Figures, not
 assertions: nothing here fails on a slow machine.
@@ -67,9 +69,10 @@ from typing import Any
 
 import boto3  # type: ignore[import-untyped]
 
+from bench.backend_requests import BackendRequests
 from bench.procfs import cpu_seconds, stat_fields, status_kib
 from devenv.emulator import EmulatorProcess
-from devenv.state_backend import seed_state_backend
+from devenv.state_backend import DEFAULT_BUCKET, seed_state_backend
 from provisioner.api.settings import Settings
 from provisioner.cloud import Ec2Engine, LaunchSpec, LaunchTemplateRef, SubnetRef, SystemClock
 from provisioner.cloud.ec2api import build_clients
@@ -196,6 +199,9 @@ class Recorder:
         self.procs: dict[str, list[int]] = {}
         self.kinds: dict[str, Counter[str]] = {}
         self.cpu: dict[str, list[float]] = {}
+        # With --requests-by-key: the state-bucket and KMS requests of each call, by key.
+        self.by_key: BackendRequests | None = None
+        self.keyed: dict[str, list[Counter[tuple[str, str]]]] = {}
 
     def measure(self, name: str, fn: Callable[[], Any]) -> Any:
         before = len(self.cli.lines())
@@ -203,10 +209,14 @@ class Recorder:
         host_cpu_before = _process_cpu(host_before)
         children_before = _children_cpu()
         calls_before = self.aws_calls()
+        if self.by_key is not None:
+            self.by_key.take()
         started = time.perf_counter()
         value = fn()
         self.walls.setdefault(name, []).append(time.perf_counter() - started)
         self.requests.setdefault(name, []).append(self.aws_calls() - calls_before)
+        if self.by_key is not None:
+            self.keyed.setdefault(name, []).append(self.by_key.take())
         host_after = self.host_pid()
         # A host started during the call: all of its CPU so far belongs to this call.
         host_cpu = _process_cpu(host_after) - (
@@ -250,6 +260,19 @@ class Recorder:
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join([f"rounds: {rounds}", *lines, self.lifecycle()])
+
+    def requests_by_key(self) -> str:
+        """Each operation's state-bucket and KMS requests by kind and key, median per call."""
+        lines = []
+        for name, calls in self.keyed.items():
+            kinds = sorted(set().union(*calls))
+            if not kinds:
+                continue
+            medians = {k: statistics.median(c[k] for c in calls) for k in kinds}
+            total = statistics.median(sum(c.values()) for c in calls)
+            lines.append(f"{name}: {total:g} requests")
+            lines += [f"    {n:>4g}  {kind:<14} {what}" for (kind, what), n in medians.items() if n]
+        return "\n".join(lines)
 
     def _requests(self, name: str) -> str:
         """Median S3 and KMS requests of one call."""
@@ -390,6 +413,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pulumi-root", help="CLI root (bin/pulumi); default: the project's")
     parser.add_argument("--backends", default="file,s3", help="comma-separated: file, s3")
     parser.add_argument(
+        "--requests-by-key",
+        action="store_true",
+        help="log the emulator's requests and list each operation's S3 and KMS ones by key",
+    )
+    parser.add_argument(
         "--provider-hosts",
         default="perOperation,shared",
         help="comma-separated stackOperations.providerHost modes, the first the baseline",
@@ -408,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-stack-") as tmp:
         work = Path(tmp)
         cli = CountingCli(_real_cli(args.pulumi_root), work)
-        with EmulatorProcess(work / "emulator") as emulator:
+        with EmulatorProcess(work / "emulator", access_log=args.requests_by_key) as emulator:
             aws = Aws(emulator.endpoint_url, emulator)
             recorders: dict[str, Recorder] = {}
             for backend, host in [(b, h) for b in backends for h in hosts]:
@@ -433,10 +461,23 @@ def main(argv: list[str] | None = None) -> int:
                     f"\n== {name}: {settings.pulumi.backend_url}, providerHost {host}",
                     flush=True,
                 )
+                by_key = (
+                    BackendRequests(emulator.log_path, DEFAULT_BUCKET)
+                    if args.requests_by_key and backend == "s3"
+                    else None
+                )
                 recorders[name] = _rounds(
-                    settings, cli, aws, work / backend / host, f"{backend}-{host.lower()}", args
+                    settings,
+                    cli,
+                    aws,
+                    work / backend / host,
+                    f"{backend}-{host.lower()}",
+                    args,
+                    by_key,
                 )
                 print(recorders[name].report(args.rounds), flush=True)
+                if by_key is not None:
+                    print(recorders[name].requests_by_key(), flush=True)
             # Each backend's modes side by side, the first mode the baseline.
             for backend in backends:
                 pair = [(n, r) for n, r in recorders.items() if n.startswith(f"{backend}/")]
@@ -452,8 +493,10 @@ def _rounds(
     work: Path,
     label: str,
     args: argparse.Namespace,
+    by_key: BackendRequests | None = None,
 ) -> Recorder:
     rec = Recorder(cli, aws.requests_by_service)
+    rec.by_key = by_key
     log = logging.getLogger("bench")
     driver = rec.measure("driver start", lambda: StackDriver(settings, cli.root, log))
     rec.host_pid = lambda: driver.provider_host_pid

@@ -33,7 +33,8 @@ CONTROL_CALL_SECONDS = 60.0
 
 # --- the child process handle ------------------------------------------------------------
 class EmulatorProcess:
-    """Runs the emulator in its own process on a free 127.0.0.1 port, logging to `log_dir`."""
+    """Runs the emulator in its own process on a free 127.0.0.1 port, logging to `log_dir`
+    (with ``access_log``, a line per request there too: `log_path`)."""
 
     def __init__(
         self,
@@ -42,8 +43,10 @@ class EmulatorProcess:
         host: str = DEFAULT_HOST,
         name: str = "ec2-emulator",
         startup_timeout: float = 60.0,
+        access_log: bool = False,
     ) -> None:
         self.log_dir = Path(log_dir)
+        self.access_log = access_log
         self.host = host
         self.name = name
         self.startup_timeout = startup_timeout
@@ -59,6 +62,8 @@ class EmulatorProcess:
         self._port_file.unlink(missing_ok=True)
         argv = [sys.executable, "-m", "devenv.emulator", "--host", self.host]
         argv += ["--port", "0", "--port-file", str(self._port_file)]
+        if self.access_log:
+            argv.append("--access-log")
         env = python_env({"PYTHONUNBUFFERED": "1"})
         self._child = Supervised(self.name, argv, self.log_path, env=env)
         try:

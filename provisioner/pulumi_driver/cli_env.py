@@ -35,9 +35,11 @@ from provisioner.api.settings import Settings
 from provisioner.pulumi_driver.errors import SECRETS_UNAVAILABLE, StackError
 
 __all__ = [
+    "BACKEND_TUNING",
     "LAUNCHER",
     "StatePaths",
     "aws_environment",
+    "checkpoint_backups_off",
     "cli_backend_url",
     "cli_environment",
     "launcher_dir",
@@ -46,6 +48,34 @@ __all__ = [
 
 LAUNCHER: Final = "pulumi-resource-pulumi-python"
 PROJECT_WORKSPACE: Final = "_project"
+
+# How the CLI uses the state backend: (variable, value, the older name the CLI reads when
+# the variable is unset). Set for every CLI process unless the controller's own environment
+# already names the variable or its older name: an operator who wants the CLI's default
+# back sets it on the controller, and the CLI inherits it.
+# - Checkpoint backups off. After each update the CLI copies the stack's checkpoint to
+#   .pulumi/backups/, a new object per operation that nothing ever removes, at the cost of
+#   a listing, a read and a write of the state bucket. The bootstrap's bucket is versioned,
+#   so every checkpoint an update replaces is kept there already. With backups off the S3
+#   fence also answers itself the CLI's copy of the checkpoint to `<stack>.json.bak` before
+#   each checkpoint write (``s3_fence``): the same second copy, a request per write. The
+#   update history (`pulumi stack history`) is still written.
+# - No legacy-layout warning. Each CLI process lists .pulumi/stacks/ to warn about stack
+#   files an older CLI left there in the layout before projects; nothing writes that layout
+#   here (the backend's meta.yaml says version 1), so the listing is a request per process
+#   that finds nothing.
+BACKEND_TUNING: Final = (
+    (
+        "PULUMI_DIY_BACKEND_DISABLE_CHECKPOINT_BACKUPS",
+        "true",
+        "PULUMI_DISABLE_CHECKPOINT_BACKUPS",
+    ),
+    (
+        "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING",
+        "true",
+        "PULUMI_SELF_MANAGED_STATE_NO_LEGACY_WARNING",
+    ),
+)
 
 
 def launcher_dir() -> Path:
@@ -95,16 +125,15 @@ def cli_environment(settings: Settings, pulumi_root: Path, paths: StatePaths) ->
         "PULUMI_HOME": str(paths.home),
         "PULUMI_BACKEND_URL": cli_backend_url(pulumi.backend_url),
         "PULUMI_SKIP_UPDATE_CHECK": "true",
-        # After each update the CLI copies the stack's checkpoint to .pulumi/backups/, a
-        # new object per operation that nothing ever removes, at the cost of a listing, a
-        # read and a write of the state bucket. The bootstrap's bucket is versioned, so
-        # every checkpoint an update replaces is kept there already; the update history
-        # (`pulumi stack history`) is still written.
-        "PULUMI_DIY_BACKEND_DISABLE_CHECKPOINT_BACKUPS": "true",
         # The provider host must run on this interpreter, to import the same `stacks`,
         # boto3 and pulumi as the controller.
         "ATOMIC_GANG_PYTHON": sys.executable,
     }
+    env.update(
+        (name, value)
+        for name, value, older in BACKEND_TUNING
+        if name not in os.environ and older not in os.environ
+    )
     env.update(aws_environment(settings))
     if (pulumi_root / "bin" / LAUNCHER).is_file():
         # Our launcher sits beside the CLI, where the CLI looks first; nothing on PATH may
@@ -114,6 +143,16 @@ def cli_environment(settings: Settings, pulumi_root: Path, paths: StatePaths) ->
         # A CLI without our launcher beside it finds plugins on PATH: put ours first.
         env["PATH"] = os.pathsep.join([str(launcher_dir()), os.environ.get("PATH", "")])
     return env
+
+
+def checkpoint_backups_off(env: dict[str, str]) -> bool:
+    """Whether a CLI started with ``env`` on top of this process's environment writes no
+    checkpoint backups, read as the CLI reads it ("1" or "true" in any case, the current
+    name before the older one)."""
+    seen = {**os.environ, **env}
+    name, _, older = BACKEND_TUNING[0]
+    value = seen.get(name, seen.get(older, ""))
+    return value == "1" or value.lower() == "true"
 
 
 def aws_environment(settings: Settings) -> dict[str, str]:

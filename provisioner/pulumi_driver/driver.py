@@ -63,7 +63,11 @@ from provisioner.api.settings import Settings
 from provisioner.cloud.fencing import FENCE_FILE_VARIABLE, FenceFile
 from provisioner.cloud.s3_signing import S3RequestSigner
 from provisioner.pulumi_driver import oplog
-from provisioner.pulumi_driver.cli_env import StatePaths, cli_environment
+from provisioner.pulumi_driver.cli_env import (
+    StatePaths,
+    checkpoint_backups_off,
+    cli_environment,
+)
 from provisioner.pulumi_driver.drift import DroppedResource, up_repairing
 from provisioner.pulumi_driver.engine_log import REFRESH, EngineLog
 from provisioner.pulumi_driver.errors import (
@@ -461,6 +465,7 @@ class StackDriver:
             upstream=where.endpoint_url or regional_endpoint(where.region),
             signer=S3RequestSigner(where.region),
             writer=f"{socket.gethostname()}/{os.getpid()}",
+            drop_checkpoint_copies=checkpoint_backups_off(self._env),
         )
 
     def _events(self, pool: str, operation: str) -> EngineLog:

@@ -18,6 +18,8 @@ controller) and sent to the real endpoint: ``aws.endpointUrl`` when set (the loc
 ``https://s3.<region>.amazonaws.com``. Reads (GET, HEAD) always pass, so a standby can list
 and read stacks; writes (PUT, POST, DELETE) pass only while the fence is open. The CLI's
 own signature is dropped, not checked: the endpoint listens on the loopback interface only.
+The CLI sends its requests one after another (about 70 for a new pool's prepare), so the
+hop must hold no answer back: each is written with TCP_NODELAY (the handler says why).
 
 Alternatives weighed: S3 conditional writes (If-Match on the checkpoint's ETag) would make
 S3 itself the fence, but the CLI does not send them and its lock and history objects are
@@ -26,12 +28,24 @@ kernel to go out before the controller's first instruction runs.
 
 Residual window: a write checked while the fence was open and then held before it leaves
 (the process stopped between the check and the send) reaches S3 late; see ``fence``.
+
+One write is answered here and not forwarded while checkpoint backups are off
+(``cli_env.BACKEND_TUNING``; the driver passes ``drop_checkpoint_copies``): the CLI's copy of
+a stack's checkpoint to `.pulumi/stacks/<project>/<stack>.json.bak`, which it makes (a HEAD,
+then a CopyObject) before every checkpoint write. Nothing reads that copy: not the CLI, not
+`recover()` (it reads the checkpoint and its pending operations). It holds the checkpoint
+the write is about to replace, which the bootstrap's versioned bucket keeps as the object's
+previous version, and the copy a `destroy --remove` makes of the last checkpoint stayed in
+the bucket for good. It is answered as S3 answers a copy (200, a CopyObjectResult) after the
+same fence check as every write; every other copy (the update history's) is forwarded.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Final
 
@@ -40,7 +54,7 @@ import urllib3
 from provisioner.cloud.s3_signing import S3RequestSigner
 from provisioner.pulumi_driver.fence import Fence, FenceClosed
 
-__all__ = ["FENCE_HEADER", "WRITE_METHODS", "S3Fence", "regional_endpoint"]
+__all__ = ["FENCE_HEADER", "WRITE_METHODS", "S3Fence", "is_checkpoint_copy", "regional_endpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +100,10 @@ class S3Fence:
         upstream: str,
         signer: S3RequestSigner,
         writer: str,
+        drop_checkpoint_copies: bool = False,
     ) -> None:
         self._fence = fence
+        self.drop_checkpoint_copies = drop_checkpoint_copies
         self._upstream = upstream.rstrip("/")
         self._signer = signer
         self.writer = writer
@@ -96,6 +112,7 @@ class S3Fence:
             maxsize=16, retries=False, timeout=urllib3.Timeout(connect=10.0, read=300.0)
         )
         self.refused = 0
+        self.copies_dropped = 0  # checkpoint copies answered here (module docstring)
         server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         server.daemon_threads = True
         self._server = server
@@ -131,6 +148,9 @@ class S3Fence:
                 self.refused += 1
                 log.warning("refused an S3 %s of %s: %s", method, path, closed)
                 return _refusal(str(closed))
+            if self.drop_checkpoint_copies and is_checkpoint_copy(method, path, headers):
+                self.copies_dropped += 1
+                return _copied()
         answer = self._http.request(
             method,
             url,
@@ -149,6 +169,25 @@ class S3Fence:
         return answer.status, returned, answer.data
 
 
+def is_checkpoint_copy(method: str, path: str, headers: dict[str, str]) -> bool:
+    """A CopyObject (a PUT naming its source) to a stack's `.json.bak` (or `.json.gz.bak`,
+    `.json.zst.bak`) under `.pulumi/stacks/`."""
+    if method != "PUT" or not any(k.lower() == "x-amz-copy-source" for k in headers):
+        return False
+    key = urllib.parse.unquote(urllib.parse.urlsplit(path).path)
+    return "/.pulumi/stacks/" in key and key.endswith(".bak")
+
+
+def _copied() -> tuple[int, list[tuple[str, str]], bytes]:
+    # S3's answer to a CopyObject; the CLI reads neither field.
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?><CopyObjectResult>'
+        f'<LastModified>{now}</LastModified><ETag>"{"0" * 32}"</ETag></CopyObjectResult>'
+    ).encode()
+    return 200, [("Content-Type", "application/xml")], body
+
+
 def _refusal(why: str) -> tuple[int, list[tuple[str, str]], bytes]:
     # S3's own error document, so the CLI's SDK reports it as an S3 error.
     body = (
@@ -161,6 +200,12 @@ def _refusal(why: str) -> tuple[int, list[tuple[str, str]], bytes]:
 def _handler_for(fence: S3Fence) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as the CLI's SDK expects
+        # An answer leaves as two writes, its headers, then its body. With Nagle's
+        # algorithm the body waited for the CLI to acknowledge the headers, which a client
+        # with nothing to send does when its delayed-ACK timer fires (40 ms at least on
+        # Linux): once per request, and the CLI's requests go one after another. TCP_NODELAY
+        # sends each write at once, as the CLI's SDK and S3 do on their ends.
+        disable_nagle_algorithm = True
 
         def _any(self) -> None:
             if "chunked" in self.headers.get("Transfer-Encoding", "").lower():

@@ -39,6 +39,8 @@ N = 2
 # How long the resumed replica stays paused after the standby took over: long enough for
 # the new leader to meet the stack's lock and for the paused CLI's next write to wait.
 PAUSED_AFTER_TAKEOVER = 6.0
+# How long the emulator holds each of the leader's S3 HEADs (see the test).
+HEAD_HELD = 0.4
 
 
 class KeyedReplicas(Replicas):
@@ -137,8 +139,13 @@ def test_a_leader_paused_mid_update_writes_nothing_after_losing_its_lease(
     first = _leader(replicas)
     second = next(n for n in replicas.children if n != first)
     mark = max((w["seq"] for w in emu.s3_writes()), default=0)
-    workload = env.submit("fenced", POOL, count=N)
     leader_key = key_of(first)
+    # The record's update holds the stack's lock for about 0.3 s on its own: too short to
+    # poll for and pause inside. Each of the leader's state-bucket HEADs (five in that
+    # update, one before each checkpoint write among them) is held, so the lock is held
+    # for two seconds or more; a read held changes nothing the fence decides.
+    emu.delay_calls("HeadObject", HEAD_HELD, count=200, client=leader_key)
+    workload = env.submit("fenced", POOL, count=N)
 
     def lock_writes() -> list[dict[str, Any]]:
         return [

@@ -11,6 +11,12 @@ The provider hosts are counted too, through a wrapper of the launcher the CLI st
 each engine run: with ``stackOperations.providerHost: shared`` (the default) the CLI starts
 none, every engine attaching to the driver's one host; with ``perOperation`` one per `up`
 and `destroy`, as Pulumi does by default.
+
+On the S3 backend the state bucket's requests of each operation are counted too (by the
+emulator) and held to what they were when the CLI's per-process legacy-layout listing and
+its `.json.bak` copy before each checkpoint write were cut: a change that adds requests to
+every `up` fails here, naming each call's count. No `.json.bak` is written, and after the
+destroy no object of the stack is left.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import logging
 import os
 import shlex
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +76,34 @@ class CountingCli:
 PROVIDER_HOST = "provider-host"
 
 
+class StateRequests:
+    """The state bucket's requests since the last `take()`, by the emulator's call names
+    (`s3:GET bucket?list-type` a listing, `s3:PUT object` a write or a copy, ...), and the
+    keys written (its S3 write log)."""
+
+    def __init__(self, emulator: Any) -> None:
+        self._client = emulator.client
+        self._calls = self._s3_calls()
+        self._writes = len(self._client.s3_writes())
+
+    def _s3_calls(self) -> Counter[str]:
+        costs = self._client.request_costs().items()
+        return Counter({k: int(v["requests"]) for k, v in costs if k.startswith("s3:")})
+
+    def take(self) -> tuple[Counter[str], list[str]]:
+        calls, before = self._s3_calls(), self._calls
+        writes = self._client.s3_writes(after=self._writes)
+        self._calls, self._writes = calls, self._writes + len(writes)
+        return calls - before, [w["key"] for w in writes]
+
+
+# Each operation's state-bucket requests on the pinned CLI (`toolchain.versions.PULUMI`)
+# with the pool program's resources, as the emulator counts them; before the cut (a legacy
+# listing per CLI process, the CLI's `.json.bak` copy before each checkpoint write reaching
+# S3) they were 79, 29, 29 and 89. A change of the CLI's request pattern fails here.
+S3_REQUESTS = {"prepare": 65, "record": 25, "remove": 25, "destroy": 77}
+
+
 def _subcommand(line: str) -> str:
     if line == PROVIDER_HOST:
         return line
@@ -87,7 +122,12 @@ def world(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> AwsWorld:
     [("file", "shared"), ("s3", "shared"), ("s3", "perOperation")],
 )
 def test_an_up_is_one_cli_process_and_so_is_a_destroy(
-    world: AwsWorld, tmp_path: Path, pulumi_tool: Any, backend: str, provider_host: str
+    world: AwsWorld,
+    emulator: Any,
+    tmp_path: Path,
+    pulumi_tool: Any,
+    backend: str,
+    provider_host: str,
 ) -> None:
     settings = make_settings(world, tmp_path / "state")
     data = settings.model_dump()
@@ -104,20 +144,31 @@ def test_an_up_is_one_cli_process_and_so_is_a_destroy(
     driver.recover()  # as the controller does on becoming leader
     listing = ["stack ls"] if backend == "s3" else []
     assert cli.new_commands() == listing
+    requests = StateRequests(emulator)
+    counted: dict[str, Counter[str]] = {}
+    copies: list[str] = []
+
+    def count(operation: str) -> None:
+        counted[operation], written = requests.take()
+        copies.extend(key for key in written if key.endswith(".bak"))
 
     prepared = driver.prepare(world.spec("count-a"))
+    count("prepare")
     assert cli.new_commands() == ["stack init", "up", *host]
     template = prepared.outputs.launch_template_id
     assert [t["LaunchTemplateId"] for t in world.launch_templates()] == [template]
 
     ids = world.launch("count-a", template, 2)
+    requests.take()  # the launch's own calls are EC2's
     recorded = driver.record_instance_set("count-a", "gen-0", ids)
+    count("record")
     assert cli.new_commands() == ["up", *host]
     assert recorded.outputs.instance_ids == tuple(ids)
     assert recorded.outputs.launch_template_id == template
     assert recorded.changes.get("create") == 1
 
     removed = driver.remove_instance_set("count-a")
+    count("remove")
     assert cli.new_commands() == ["up", *host]
     assert removed.outputs.record is None
     assert world.live_instances("count-a") == []
@@ -136,8 +187,16 @@ def test_an_up_is_one_cli_process_and_so_is_a_destroy(
     assert fresh.read_outputs("count-a") == removed.outputs
     cli.new_commands()
 
+    requests.take()
     assert driver.destroy("count-a").result == "succeeded"
+    count("destroy")
     assert cli.new_commands() == ["destroy", *host]
+    if backend == "s3":
+        totals = {operation: sum(calls.values()) for operation, calls in counted.items()}
+        assert totals == S3_REQUESTS, {op: dict(calls) for op, calls in counted.items()}
+        assert copies == []
+        # The stack is gone whole: a `destroy --remove` leaves no `.json.bak` behind.
+        assert [key for key in state.stack_keys() if "count-a" in key] == []
     assert world.launch_templates() == []
     assert driver.outputs("count-a") is None
     assert cli.new_commands() == []

@@ -24,9 +24,11 @@ from provisioner.api.settings import AwsSettings, Settings
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.pulumi_driver import errors
 from provisioner.pulumi_driver.cli_env import (
+    BACKEND_TUNING,
     LAUNCHER,
     StatePaths,
     aws_environment,
+    checkpoint_backups_off,
     cli_environment,
     launcher_dir,
     secrets_problem,
@@ -463,6 +465,35 @@ def test_cli_environment_with_and_without_the_launcher_beside_the_cli(
     assert on_path["PATH"] == f"{launcher_dir()}:/usr/bin"
     assert "PULUMI_IGNORE_AMBIENT_PLUGINS" not in on_path
     assert (launcher_dir() / LAUNCHER).is_file()
+
+
+@pytest.mark.parametrize("backend", ["file", "s3"])
+def test_the_cli_writes_no_checkpoint_backups_and_no_legacy_listing_unless_the_operator_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    for name, _, older in BACKEND_TUNING:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(older, raising=False)
+    s3 = {"backend_url": "s3://state?region=us-east-1", "secrets_provider": "awskms://alias/s"}
+    settings = _settings(tmp_path, **(s3 if backend == "s3" else {}))
+
+    env = cli_environment(settings, tmp_path, StatePaths(tmp_path))
+    assert env["PULUMI_DIY_BACKEND_DISABLE_CHECKPOINT_BACKUPS"] == "true"
+    assert env["PULUMI_DIY_BACKEND_NO_LEGACY_WARNING"] == "true"
+    assert checkpoint_backups_off(env)  # so the S3 fence answers the `.json.bak` copies
+
+    # Set on the controller, under either of the names the CLI reads, the operator's value
+    # is the one the CLI inherits: nothing of ours stands in front of it.
+    monkeypatch.setenv("PULUMI_DISABLE_CHECKPOINT_BACKUPS", "0")
+    monkeypatch.setenv("PULUMI_SELF_MANAGED_STATE_NO_LEGACY_WARNING", "false")
+    env = cli_environment(settings, tmp_path, StatePaths(tmp_path))
+    assert not [name for name, _, _ in BACKEND_TUNING if name in env]
+    assert not checkpoint_backups_off(env)
+    # Read as the CLI reads it: the current name before the older one, "true" in any case.
+    monkeypatch.setenv("PULUMI_DIY_BACKEND_DISABLE_CHECKPOINT_BACKUPS", "TRUE")
+    assert checkpoint_backups_off(cli_environment(settings, tmp_path, StatePaths(tmp_path)))
+    monkeypatch.setenv("PULUMI_DIY_BACKEND_DISABLE_CHECKPOINT_BACKUPS", "yes")
+    assert not checkpoint_backups_off({})
 
 
 def test_the_clis_s3_and_kms_follow_the_aws_endpoint_override_and_nothing_else(
