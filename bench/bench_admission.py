@@ -1,17 +1,21 @@
 """Admission overhead: what our check adds to a gang Job's admission, cold and warm.
 
     .venv/bin/python -m bench.bench_admission [--cold 15] [--warm 30] [--baseline 30]
-        [--cold-queued 5] [--cold-slow 3] [--slow-join 60] [--record]
+        [--floor 30] [--cold-queued 5] [--cold-slow 3] [--slow-join 60] [--record]
 
-A quick check that it runs: ``--cold 1 --warm 1 --baseline 1 --cold-queued 1 --cold-slow 1
---slow-join 5``. ``--record`` keeps the run's figures as ``bench/baselines/bench_admission.json``;
-every run prints its figures beside them.
+A quick check that it runs: ``--cold 1 --warm 1 --baseline 1 --floor 1 --cold-queued 1
+--cold-slow 1 --slow-join 5``. ``--record`` keeps the run's figures as
+``bench/baselines/bench_admission.json``; every run prints its figures beside them.
 
 Starts the embedded default (etcd + kube-apiserver, the real Kueue manager, the EC2
 emulator, the node simulator and our controller with the real Pulumi driver on a file
-backend) and submits gang Jobs of --count nodes one at a time, three series side by side:
+backend) and submits gang Jobs of --count nodes one at a time, series side by side:
 
 - baseline: a Job on a ClusterQueue without our check: what Kueue's admission costs alone;
+- floor: a Job on a ClusterQueue whose one check a trivial controller in the bench sets
+  Ready the instant Kueue reserves quota (`instant_check`): what any admission check costs
+  under Kueue's protocol (two Kueue writes instead of one, the check's between them), the
+  floor under our warm figure;
 - cold: each Job names a pool never used before: the pool is created, its stack prepared
   (Pulumi up), the set launched N-or-0, recorded in the stack (Pulumi up) while the nodes
   join, our check goes Ready and Kueue admits;
@@ -31,8 +35,13 @@ while the nodes booted is counted as ours, even though Ready does not wait for i
 figure can only err high. The stack operations' times are the driver's own markers
 (``<stateDir>/operations/<pool>.json``), read right after admission. The controller's share
 of a cold start is ours / raw. Prints p50/p95/max per series, the ratio to the baseline,
-and where the cold time goes. Figures, not assertions: nothing here fails on a slow
-machine.
+and where the cold and warm time goes.
+
+Beside the times, what each series asked of the API server per admission (`api_requests`):
+its writes by resource, every client's and ours (the controller and webhook run in this
+process, so their requests are counted as they are made), and our reads. Each Job is
+counted over its whole life, created to finished (a gang's pool warm again). Figures, not
+assertions: nothing here fails on a slow machine.
 """
 
 from __future__ import annotations
@@ -48,12 +57,21 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
 
 from bench import baselines
+from bench.api_requests import (
+    ProductRequests,
+    SeriesCounter,
+    SeriesRequests,
+    controller_passes,
+)
+from bench.api_requests import report as requests_report
+from bench.instant_check import InstantCheck
 from bench.stats import percentile, ratio, table
 from bench.watching import Timeline, instances_tagged, wait_for
 from devenv import kueue_objects as ko
@@ -70,6 +88,10 @@ PLAIN_CLUSTER_QUEUE = "plain-cluster-queue"
 # lets it admit: a gang waiting for quota, as a busy cluster's gangs do.
 HELD_QUEUE = "held-queue"
 HELD_CLUSTER_QUEUE = "held-cluster-queue"
+# A queue whose one check the bench's instant controller answers (`instant_check`).
+FLOOR_QUEUE = "floor-queue"
+FLOOR_CLUSTER_QUEUE = "floor-cluster-queue"
+FLOOR_CHECK = "bench-instant-check"
 KUEUE = (c.KUEUE_GROUP, c.KUEUE_VERSION)
 GNP = (c.GROUP, c.VERSION, c.GNP_PLURAL)
 
@@ -93,18 +115,58 @@ class Bench:
             self.wait(f"{job} admitted", lambda: self.timeline.workload(job).get("Admitted"))
         )
 
-    def baseline(self, index: int) -> None:
-        name = f"plain-{index}"
-        body = ko.gang_job(NAMESPACE, name, PLAIN_QUEUE, "unused", self.count)
-        # Not a gang Job: no pool label, no gang annotations, a queue without our check.
+    def plain(self, series: str, name: str, queue: str) -> None:
+        """A Job that is no gang (no pool label, no gang annotations) on `queue`: the
+        baseline's, without a check, or the floor's, behind the instant check."""
+        body = ko.gang_job(NAMESPACE, name, queue, "unused", self.count)
         del body["metadata"]["labels"][c.POOL_LABEL]
         body["metadata"]["annotations"] = {}
         submitted = time.monotonic()
         self.batch.create_namespaced_job(NAMESPACE, body)
         admitted = self._admitted(name)
         raw = admitted - submitted
-        self.samples.setdefault("baseline", []).append({"admission": raw, "raw": raw})
-        self.batch.delete_namespaced_job(name, NAMESPACE, propagation_policy="Background")
+        sample = {"admission": raw, "raw": raw}
+        marks = self.timeline.workload(name)
+        if series == "floor":
+            quota = marks.get("QuotaReserved", admitted)
+            ready = marks.get("checkReady", admitted)
+            sample |= {
+                "quota": quota - submitted,
+                "quotaToCheckReady": ready - quota,
+                "checkReadyToAdmitted": admitted - ready,
+            }
+        self.samples.setdefault(series, []).append(sample)
+        self._run_to_the_end(name)
+
+    def _run_to_the_end(self, name: str) -> None:
+        """Run a plain Job as the Job simulator runs a gang's (it runs only Jobs of a pool):
+        started once Kueue unsuspends it, complete `run_seconds` later, then wait for Kueue
+        to finish its Workload. Every series' requests per admission so count a Job's whole
+        life, with the same two Job status writes."""
+        assert self.env.jobs is not None
+        job = self.wait(
+            f"{name} unsuspended",
+            lambda: (
+                (j := self.batch.read_namespaced_job(name, NAMESPACE)).spec.suspend is False and j
+            ),
+        )
+        started = {"startTime": _now(), "active": self.count}
+        self.batch.patch_namespaced_job_status(name, NAMESPACE, {"status": started})
+        time.sleep(self.env.jobs.run_seconds)
+        now, completions = _now(), job.spec.completions or self.count
+        done = {
+            "active": 0,
+            "ready": 0,
+            "succeeded": completions,
+            "completedIndexes": "0" if completions == 1 else f"0-{completions - 1}",
+            "conditions": [
+                _condition("SuccessCriteriaMet", now),
+                _condition("Complete", now),
+            ],
+            "completionTime": now,
+        }
+        self.batch.patch_namespaced_job_status(name, NAMESPACE, {"status": done})
+        self.wait(f"{name} finished", lambda: self.timeline.workload(name).get("Finished"))
 
     def gang(self, series: str, name: str, pool: str) -> None:
         launched_before = self._launched(pool)
@@ -231,6 +293,21 @@ class Bench:
         return (min(r.first_running for r in records), max(r.ready for r in records))
 
 
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _condition(kind: str, now: str) -> dict[str, str]:
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": "CompletionsReached",
+        "message": "Reached expected number of succeeded pods",
+        "lastProbeTime": now,
+        "lastTransitionTime": now,
+    }
+
+
 def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
     return max(min(a[1], b[1]) - max(a[0], b[0]), 0.0)
 
@@ -261,10 +338,12 @@ def _apply_queue(
 def _report(
     samples: dict[str, list[dict[str, float]]], join_delay: float, slow_join: float, count: int
 ) -> str:
+    """The times: each series against the baseline, and where the cold, warm and floor
+    time goes."""
     base = percentile([s["admission"] for s in samples.get("baseline", [])], 50)
     base95 = percentile([s["admission"] for s in samples.get("baseline", [])], 95)
     rows = []
-    for series in ("baseline", "warm", "cold", "cold-queued", "cold-slow"):
+    for series in ("baseline", "floor", "warm", "cold", "cold-queued", "cold-slow"):
         values = [s["admission"] for s in samples.get(series, [])]
         if not values:
             continue
@@ -328,6 +407,14 @@ def _report(
             ("check Ready -> Admitted (Kueue)", "checkReadyToAdmitted"),
         ]
         out += ["", _breakdown("warm", parts, warm)]
+    floor = samples.get("floor", [])
+    if floor:
+        parts = [
+            ("Job created -> quota reserved (Kueue)", "quota"),
+            ("quota reserved -> check Ready (the instant check)", "quotaToCheckReady"),
+            ("check Ready -> Admitted (Kueue)", "checkReadyToAdmitted"),
+        ]
+        out += ["", _breakdown("floor", parts, floor)]
     slow = samples.get("cold-slow", [])
     if slow:
         ours = percentile([s["admission"] for s in slow], 50)
@@ -347,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold", type=int, default=15, help="Jobs on new pools")
     parser.add_argument("--warm", type=int, default=30, help="Jobs on warm pools")
     parser.add_argument("--baseline", type=int, default=30, help="Jobs on the plain queue")
+    parser.add_argument(
+        "--floor", type=int, default=30, help="Jobs behind the bench's instant check"
+    )
     parser.add_argument("--count", type=int, default=2, help="nodes per gang")
     parser.add_argument("--join-delay", type=float, default=1.0, help="simulated boot, s")
     parser.add_argument(
@@ -368,8 +458,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     ran_on = baselines.commit()  # what the figures measure, whatever is committed meanwhile
-    if args.cold < 1 or args.warm < 0 or args.baseline < 1 or args.cold_slow < 0:
-        parser.error("--cold and --baseline must be at least 1, --warm and --cold-slow at least 0")
+    if args.cold < 1 or args.warm < 0 or args.baseline < 1 or min(args.cold_slow, args.floor) < 0:
+        parser.error(
+            "--cold and --baseline must be at least 1, --warm, --floor and --cold-slow at least 0"
+        )
 
     work = Path(tempfile.mkdtemp(prefix="bench-admission-"))
     (work / "logs").mkdir()
@@ -397,32 +489,24 @@ def main(argv: list[str] | None = None) -> int:
         custom = k8s.CustomObjectsApi(api)
         _apply_queue(custom, PLAIN_QUEUE, PLAIN_CLUSTER_QUEUE, None, held=False)
         _apply_queue(custom, HELD_QUEUE, HELD_CLUSTER_QUEUE, ko.CHECK_NAME, held=True)
-        timeline = Timeline(api, NAMESPACE)
+        instant = InstantCheck(api, NAMESPACE, FLOOR_CHECK)
+        instant.start()
+        _apply_queue(custom, FLOOR_QUEUE, FLOOR_CLUSTER_QUEUE, FLOOR_CHECK, held=False)
+        timeline = Timeline(api, NAMESPACE, checks=(ko.CHECK_NAME, FLOOR_CHECK))
         timeline.start()
         bench = Bench(env, timeline, args.count, k8s.BatchV1Api(api), custom)
         print(f"up in {time.monotonic() - started:.1f}s; work dir {work}", file=sys.stderr)
-        run = uuid.uuid4().hex[:4]
-        for i in range(args.baseline):
-            bench.baseline(i)
-        print(f"baseline: {args.baseline} Jobs", file=sys.stderr, flush=True)
-        pools = [f"bench-{run}-{i}" for i in range(args.cold)]
-        for i, pool in enumerate(pools):
-            bench.gang("cold", f"cold-{i}", pool)
-            print(f"cold {i + 1}/{args.cold}", file=sys.stderr, flush=True)
-        for i in range(args.warm):
-            bench.gang("warm", f"warm-{i}", pools[i % len(pools)])
-            print(f"warm {i + 1}/{args.warm}", file=sys.stderr, flush=True)
-        for i in range(args.cold_queued):
-            bench.queued_gang(f"cold-queued-{i}", f"bench-{run}-queued-{i}")
-            print(f"cold-queued {i + 1}/{args.cold_queued}", file=sys.stderr, flush=True)
-        env.nodes.join_delay = args.slow_join
-        for i in range(args.cold_slow):
-            bench.gang("cold-slow", f"cold-slow-{i}", f"bench-{run}-slow-{i}")
-            print(f"cold-slow {i + 1}/{args.cold_slow}", file=sys.stderr, flush=True)
+        assert env.manager is not None
+        registry = env.manager.metrics.registry
+        counter = SeriesCounter(api, ProductRequests.new(), lambda: controller_passes(registry))
+        with counter.product.counting():
+            _run_series(bench, counter, args)
+        instant.stop()
         timeline.stop()
         print(_report(bench.samples, args.join_delay, args.slow_join, args.count))
+        print("\n" + requests_report(counter.series))
         print(f"\nmachine: {os.cpu_count()} cores; whole run {time.monotonic() - started:.0f}s")
-        figures = key_figures(bench.samples)
+        figures = key_figures(bench.samples, counter.series)
         print("\n" + "\n".join(baselines.comparison("bench_admission", figures)))
         if args.record:
             kept = baselines.record("bench_admission", figures, ran_on=ran_on)
@@ -436,15 +520,55 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _run_series(bench: Bench, counter: SeriesCounter, args: argparse.Namespace) -> None:
+    """Each series in turn, its requests counted from its first Job to its last one's end."""
+    env = bench.env
+    assert env.nodes is not None
+    run = uuid.uuid4().hex[:4]
+
+    def series(name: str, n: int, one: Callable[[int], None]) -> None:
+        if n < 1:
+            return
+        with counter.counting(name, n):
+            for i in range(n):
+                one(i)
+                print(f"{name} {i + 1}/{n}", file=sys.stderr, flush=True)
+
+    series("baseline", args.baseline, lambda i: bench.plain("baseline", f"plain-{i}", PLAIN_QUEUE))
+    series("floor", args.floor, lambda i: bench.plain("floor", f"floor-{i}", FLOOR_QUEUE))
+    pools = [f"bench-{run}-{i}" for i in range(args.cold)]
+    series("cold", args.cold, lambda i: bench.gang("cold", f"cold-{i}", pools[i]))
+    series("warm", args.warm, lambda i: bench.gang("warm", f"warm-{i}", pools[i % len(pools)]))
+    series(
+        "cold-queued",
+        args.cold_queued,
+        lambda i: bench.queued_gang(f"cold-queued-{i}", f"bench-{run}-queued-{i}"),
+    )
+    env.nodes.join_delay = args.slow_join
+    series(
+        "cold-slow",
+        args.cold_slow,
+        lambda i: bench.gang("cold-slow", f"cold-slow-{i}", f"bench-{run}-slow-{i}"),
+    )
+
+
 # The cold steps a regression hides in (issue: prepare 0.95 s -> 2.98 s went unflagged).
 _COLD_STEPS = ("acquiringToPrepared", "preparedToJoining", "joiningLessBoot", "satisfiedToAdmitted")
 _WARM_STEPS = ("quotaToClaimed", "claimedToSatisfied", "satisfiedToCheckReady")
+# What a warm admission writes, ours, by resource (the rest of the series' writes are
+# Kueue's and the simulators').
+_WARM_WRITES = ("gangnodepools", "gangnodepools/status", "workloads/status", "events")
 
 
-def key_figures(samples: dict[str, list[dict[str, float]]]) -> dict[str, float]:
-    """The figures a run is compared on: each series' p50 (ours), warm and cold against
-    Kueue alone, the cold and warm steps' p50s, and the controller's share of a slow cold
-    start. A series the run left out gives no figure."""
+def key_figures(
+    samples: dict[str, list[dict[str, float]]],
+    requests: dict[str, SeriesRequests] | None = None,
+) -> dict[str, float]:
+    """The figures a run is compared on: each series' p50 (ours), warm, cold and the floor
+    against Kueue alone and warm against the floor, the cold and warm steps' p50s, the
+    controller's share of a slow cold start, and per series the API server's writes per
+    admission (every client's and ours) and our reads, with our warm writes by resource.
+    A series the run left out gives no figure."""
     figures: dict[str, float] = {}
     p50 = {
         series: percentile([s["admission"] for s in rows], 50)
@@ -454,9 +578,11 @@ def key_figures(samples: dict[str, list[dict[str, float]]]) -> dict[str, float]:
     for series, value in p50.items():
         figures[f"{series}: p50 s"] = value
     base = p50.get("baseline")
-    for series in ("warm", "cold"):
+    for series in ("warm", "cold", "floor"):
         if base and series in p50:
             figures[f"{series} p50 / baseline p50"] = p50[series] / base
+    if p50.get("floor") and "warm" in p50:
+        figures["warm p50 / floor p50"] = p50["warm"] / p50["floor"]
     # From Kueue's reservation on: what a gang waits for once its quota is there (a queued
     # gang's stack was prepared while it waited; a cold one's is prepared after).
     for series in ("cold", "cold-queued"):
@@ -471,6 +597,19 @@ def key_figures(samples: dict[str, list[dict[str, float]]]) -> dict[str, float]:
     slow = [s["admission"] / s["raw"] for s in samples.get("cold-slow", []) if s["raw"] > 0]
     if slow:
         figures["cold-slow: controller's share"] = percentile(slow, 50)
+    for series, counted in (requests or {}).items():
+        figures[f"{series}: writes per admission"] = sum(counted.writes().values())
+        figures[f"{series}: our writes per admission"] = sum(counted.writes(ours=True).values())
+        figures[f"{series}: our reads per admission"] = sum(counted.reads(ours=True).values())
+        passes = counted.passes_per_admission()
+        for reconciler in ("workload", "gangnodepool"):
+            if reconciler in passes:
+                figures[f"{series}: {reconciler} passes per admission"] = passes[reconciler]
+    warm = (requests or {}).get("warm")
+    if warm is not None:
+        ours = warm.writes(ours=True)
+        for resource in _WARM_WRITES:
+            figures[f"warm: our {resource} writes per admission"] = ours.get(resource, 0.0)
     return figures
 
 

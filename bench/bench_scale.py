@@ -43,6 +43,7 @@ from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench import baselines
+from bench.api_requests import apiserver_requests
 from bench.procfs import (
     PAGE,
     TICKS,
@@ -131,31 +132,9 @@ def _spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float
     return {key: value - before.get(key, 0.0) for key, value in after.items()}
 
 
-def _apiserver_requests(api: k8s.ApiClient) -> dict[str, float]:
-    """The apiserver's own count of the requests it has served, by verb and resource
-    (`apiserver_request_total`), and of the watch events it has sent, by kind
-    (`apiserver_watch_events_total`): what a wave asks of the busiest process."""
-    response = api.call_api(
-        "/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False
-    )
-    counts: dict[str, float] = {}
-    for family in text_string_to_metric_families(response.data.decode()):
-        for sample in family.samples:
-            labels = sample.labels
-            if sample.name == "apiserver_request_total":
-                what = "/".join(x for x in (labels.get("resource"), labels.get("subresource")) if x)
-                key = f"{labels.get('verb')} {what}"
-            elif sample.name == "apiserver_watch_events_total":
-                key = f"watch event {labels.get('resource') or labels.get('kind')}"
-            else:
-                continue
-            counts[key] = counts.get(key, 0.0) + sample.value
-    return counts
-
-
 def _requests(api: k8s.ApiClient, env: LocalEnvironment) -> dict[str, float]:
-    """`_apiserver_requests` and the emulator's count of AWS calls, by call."""
-    counts = _apiserver_requests(api)
+    """`api_requests.apiserver_requests` and the emulator's count of AWS calls, by call."""
+    counts = apiserver_requests(api)
     for call, cost in env.emulator_client.request_costs().items():
         counts[f"AWS {call}"] = float(cost["requests"])
     return counts

@@ -28,6 +28,8 @@ class Timeline:
 
     api: k8s.ApiClient
     namespace: str
+    # The admission checks whose state is marked (`check<State>`): a Workload carries one.
+    checks: tuple[str, ...] = (ko.CHECK_NAME,)
     workloads: dict[str, dict[str, float]] = field(default_factory=dict)
     pools: dict[str, dict[str, float]] = field(default_factory=dict)
     # Per Job, the name of its Workload (what a pool's claim names).
@@ -87,7 +89,7 @@ class Timeline:
             if cond.get("status") == "True":
                 self._first(self.workloads, job, cond["type"])
         for check in status.get("admissionChecks") or []:
-            if check.get("name") == ko.CHECK_NAME:
+            if check.get("name") in self.checks:
                 self._first(self.workloads, job, f"check{check.get('state')}")
 
     def _saw_pool(self, pool: dict[str, Any]) -> None:

@@ -328,13 +328,16 @@ class Controller:
         self._workers: list[threading.Thread] = []
 
     def watch(self, informer: Informer, to_keys: ToKeys | None = None) -> None:
-        """Enqueue the keys `to_keys` maps each event's object to (default: its own key)."""
+        """Enqueue the keys `to_keys` maps each event's object to (default: its own key),
+        each once per event."""
         mapper: ToKeys = to_keys or (lambda obj: [key_of(obj)])
 
         def enqueue(*objects: dict[str, Any]) -> None:
-            for obj in objects:
-                for key in mapper(obj):
-                    self.queue.add(key)
+            # Each key once per event: both versions of an update mostly map to the same key,
+            # and a worker woken by the first add may take it before the second, which would
+            # then mark it dirty and run a second pass on the same cache for nothing.
+            for key in dict.fromkeys(key for obj in objects for key in mapper(obj)):
+                self.queue.add(key)
 
         # On update both versions count: a Node relabelled from pool a to b concerns both.
         informer.add_handlers(on_add=enqueue, on_update=enqueue, on_delete=enqueue)

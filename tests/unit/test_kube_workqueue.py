@@ -328,6 +328,35 @@ def test_watch_enqueues_the_keys_of_both_versions_of_an_update() -> None:
     assert taken == [ObjectKey("", "a"), ObjectKey("", "b")]
 
 
+def test_an_update_whose_versions_map_to_one_key_is_one_pass() -> None:
+    class Source:
+        def add_handlers(self, on_add=None, on_update=None, on_delete=None):  # type: ignore[no-untyped-def]
+            self.on_update = on_update
+
+    taken: list[ObjectKey] = []
+
+    class EagerWorker(WorkQueue[ObjectKey]):
+        """A worker wakes on each add and takes the key before the handler goes on."""
+
+        def add(self, key: ObjectKey) -> None:
+            super().add(key)
+            if (got := self.get(timeout=0)) is not None:
+                taken.append(got)
+
+    queue = EagerWorker(clock=FakeClock())
+    source = Source()
+    controller = Controller("pools", lambda key: None, queue=queue)
+    controller.watch(source)  # type: ignore[arg-type]
+    old = {"metadata": {"name": "p1", "resourceVersion": "1"}}
+    new = {"metadata": {"name": "p1", "resourceVersion": "2"}}
+    source.on_update(old, new)
+    for key in taken:
+        queue.done(key)
+    # Taken once, and not queued again by the same event's other version.
+    assert taken == [ObjectKey("", "p1")]
+    assert queue.get(timeout=0) is None
+
+
 def test_max_concurrent_must_be_positive() -> None:
     with pytest.raises(ValueError):
         Controller("x", lambda key: None, max_concurrent=0)

@@ -146,6 +146,7 @@ class World:
         checks = FakeInformer(
             {"metadata": {"name": CHECK}, "spec": {"controllerName": SETTINGS.controller_name}}
         )
+        self.events = RecordedEvents()
         self.reconciler = WorkloadReconciler(
             WorkloadReconcilerDeps(
                 kube=self.apiserver,  # type: ignore[arg-type]
@@ -155,7 +156,7 @@ class World:
                 classes=lambda _name: None,
                 owners={JOB: typed(FakeInformer(job()), GangOwner.from_dict)},
                 settings=SETTINGS,
-                recorder=RecordedEvents(),  # type: ignore[arg-type]
+                recorder=self.events,  # type: ignore[arg-type]
                 now=lambda: NOW,
                 instance_types=FakeInstanceTypes(),
             )
@@ -210,6 +211,41 @@ def test_a_warm_claim_writes_its_pool_once_and_its_workload_once_through_lagging
     world.one_pass()
     assert world.apiserver.writes == ["gangnodepools:spec", "workloads:check Ready"]
     assert world.apiserver.conflicts == 0
+
+
+def _told(world: World) -> list[tuple[str, str]]:
+    """Each Event as (kind of the object it is about, reason), in the order recorded."""
+    events = world.events
+    return [(o.kind, reason) for o, reason in zip(events.involved, events.reasons, strict=True)]
+
+
+def test_a_warm_claim_tells_its_owner_once_with_the_ready_check() -> None:
+    """The pool hears it is claimed and reused; the owner (the Job its user watches) hears
+    Ready, a pass later, and not first "held until Ready" for the milliseconds between:
+    one Event fewer per warm admission."""
+    world = World()
+    world.one_pass()
+    world.apiserver.pool_answers(Phase.SATISFIED)
+    world.one_pass()
+    assert world.check() == c.CheckState.READY
+    told = _told(world)
+    assert told == [
+        (c.GNP_KIND, c.EventReason.CLAIMED),
+        ("Workload", c.EventReason.GANG_READY),
+        ("Job", c.EventReason.GANG_READY),
+    ]
+    assert "reusing its 4 warm nodes" in world.events.events[0][2]
+
+
+def test_a_claim_that_must_wait_for_nodes_tells_its_owner_it_is_held() -> None:
+    world = World()
+    idle = pool(phase=Phase.IDLE).to_dict()
+    idle["metadata"]["resourceVersion"] = "1"
+    world.apiserver.objects["gangnodepools"] = idle
+    world.one_pass()
+    told = _told(world)
+    assert told[:2] == [(c.GNP_KIND, c.EventReason.CLAIMED), ("Job", c.EventReason.CLAIMED)]
+    assert "held until all 4 nodes are Ready" in world.events.events[1][2]
 
 
 def test_a_workload_cache_that_moved_past_our_write_is_decided_from_at_once() -> None:

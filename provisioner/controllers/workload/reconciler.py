@@ -332,12 +332,17 @@ class WorkloadReconciler:
                 c.EventReason.CLAIMED,
                 f"Claimed by Workload {_name(workload)}{reuse}.",
             )
-            self._tell_owner(
-                owner,
-                c.EventReason.CLAIMED,
-                f"Pool {pool.name} claimed{reuse}. The gang is held until all "
-                f"{decision.shape.count if decision.shape else pool.spec.count} nodes are Ready.",
-            )
+            if not decision.reuses_warm_set:
+                # A whole warm set is Ready a pass away, and the check's Ready tells the
+                # owner: "held until Ready" would stand for milliseconds, one more write per
+                # warm admission (and in a wave, hundreds) for the pool's Event to say.
+                self._tell_owner(
+                    owner,
+                    c.EventReason.CLAIMED,
+                    f"Pool {pool.name} claimed. The gang is held until all "
+                    f"{decision.shape.count if decision.shape else pool.spec.count} nodes "
+                    "are Ready.",
+                )
         elif change is PoolChange.RELEASE:
             assert pool is not None
             self._set_claim(pool, None, None)

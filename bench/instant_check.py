@@ -1,0 +1,119 @@
+"""The AdmissionCheck protocol's floor: a check whose controller says Ready the instant
+Kueue has reserved quota, and does nothing else.
+
+Kueue runs a ClusterQueue's admission checks only once it has reserved quota, and admits
+only once every check is Ready: a Workload behind any check costs Kueue two writes where a
+plain queue costs one (quota reserved, then admitted), with the check's own write between
+them. This controller is that write and nothing more (no claim, no pool, no precondition
+on the version read), so a series behind it measures what any admission check costs under
+Kueue, and what ours adds is judged against that rather than against Kueue alone.
+
+It marks its AdmissionCheck Active (Kueue holds a ClusterQueue whose checks are not) and
+follows the bench's Workloads on a watch of its own, in the bench's process, as our
+controller runs there too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from kubernetes import client as k8s
+from kubernetes import watch
+
+from provisioner.api import constants as c
+
+KUEUE = (c.KUEUE_GROUP, c.KUEUE_VERSION)
+CONTROLLER_NAME: Final = "bench.atomic-gang.k8s.aws/instant"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class InstantCheck:
+    """Sets check `name` Ready on every Workload of `namespace` holding quota."""
+
+    api: k8s.ApiClient
+    namespace: str
+    name: str
+    ready_written: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def admission_check(self) -> dict[str, Any]:
+        return {
+            "apiVersion": f"{c.KUEUE_GROUP}/{c.KUEUE_VERSION}",
+            "kind": "AdmissionCheck",
+            "metadata": {"name": self.name},
+            "spec": {"controllerName": CONTROLLER_NAME},
+        }
+
+    def start(self) -> None:
+        """Create the AdmissionCheck, mark it Active, and follow the Workloads."""
+        custom = k8s.CustomObjectsApi(self.api)
+        custom.create_cluster_custom_object(*KUEUE, "admissionchecks", self.admission_check())
+        active = {
+            "type": "Active",
+            "status": "True",
+            "reason": "Active",
+            "message": "the bench's instant check",
+            "lastTransitionTime": _now(),
+        }
+        custom.patch_cluster_custom_object_status(
+            *KUEUE, "admissionchecks", self.name, {"status": {"conditions": [active]}}
+        )
+        threading.Thread(target=self._follow, name="instant-check", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _follow(self) -> None:
+        custom = k8s.CustomObjectsApi(self.api)
+        while not self._stop.is_set():
+            try:
+                for event in watch.Watch().stream(
+                    custom.list_namespaced_custom_object,
+                    *KUEUE,
+                    self.namespace,
+                    "workloads",
+                    timeout_seconds=60,
+                ):
+                    if self._stop.is_set():
+                        return
+                    self._saw(custom, event["object"])
+            except Exception:  # a dropped watch is re-opened; its list replays what was missed
+                time.sleep(0.1)
+
+    def _saw(self, custom: k8s.CustomObjectsApi, workload: dict[str, Any]) -> None:
+        status = workload.get("status") or {}
+        reserved = any(
+            cond.get("type") == c.WL_QUOTA_RESERVED and cond.get("status") == "True"
+            for cond in status.get("conditions") or []
+        )
+        checks = status.get("admissionChecks") or []
+        index = next((i for i, s in enumerate(checks) if s.get("name") == self.name), None)
+        if not reserved or index is None or checks[index].get("state") != "Pending":
+            return
+        base = f"/status/admissionChecks/{index}"
+        operations = [
+            # Guards the index against another writer's reordering; nothing else is checked.
+            {"op": "test", "path": f"{base}/name", "value": self.name},
+            {"op": "replace", "path": f"{base}/state", "value": "Ready"},
+            {"op": "replace", "path": f"{base}/lastTransitionTime", "value": _now()},
+        ]
+        try:
+            custom.patch_namespaced_custom_object_status(
+                *KUEUE,
+                self.namespace,
+                "workloads",
+                workload["metadata"]["name"],
+                operations,
+                _content_type="application/json-patch+json",
+            )
+            self.ready_written += 1
+        except k8s.ApiException:
+            pass  # moved on meanwhile: the watch brings the Workload again
