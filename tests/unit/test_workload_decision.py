@@ -335,3 +335,32 @@ def test_our_claim_on_a_warm_set_that_is_not_whole_reports_progress(
     decision = decide(inputs(workload(), claimed))
     assert decision.check is not None and decision.check.state == c.CheckState.PENDING
     assert "reusing" in decision.check.message
+
+
+def _with_generations(gnp: GangNodePool, generation: int, observed: int) -> GangNodePool:
+    return gnp.model_copy(
+        update={
+            "metadata": gnp.metadata.model_copy(update={"generation": generation}),
+            "status": gnp.status.model_copy(update={"observed_generation": observed}),
+        }
+    )
+
+
+def test_a_satisfied_status_written_before_this_claim_readies_nothing() -> None:
+    """The last claimant's Satisfied, still on the pool when the next Workload claims it
+    (its claim released a moment before): the pool has not seen this claim yet."""
+    whole = pool(claim_uid="uid-1", phase=Phase.SATISFIED, instances=4, ready=4, group="g2")
+    stale = _with_generations(whole, generation=7, observed=6)
+    decision = decide(inputs(workload(), stale))
+    assert decision.check is None or decision.check.state != c.CheckState.READY
+    # Once the pool's pass answers the spec that holds this claim, the gang is Ready.
+    answered = _with_generations(whole, generation=7, observed=7)
+    decision = decide(inputs(workload(), answered))
+    assert decision.check is not None and decision.check.state == c.CheckState.READY
+
+
+def test_a_ready_gang_stays_ready_through_a_spec_change_the_pool_has_not_answered() -> None:
+    whole = pool(claim_uid="uid-1", phase=Phase.SATISFIED, instances=4, ready=4, group="g2")
+    changed = _with_generations(whole, generation=8, observed=7)
+    decision = decide(inputs(workload(check_state=c.CheckState.READY), changed))
+    assert decision.check is not None and decision.check.state == c.CheckState.READY

@@ -17,7 +17,14 @@ from provisioner.api.workload import Workload
 from provisioner.controllers.pool.block_window import BlockWindow
 from provisioner.controllers.workload.check_update import CheckUpdate
 
-__all__ = ["block_refusal", "holds_claim", "purchase_refusal", "satisfied", "warm_set_whole"]
+__all__ = [
+    "answered_its_spec",
+    "block_refusal",
+    "holds_claim",
+    "purchase_refusal",
+    "satisfied",
+    "warm_set_whole",
+]
 
 
 def holds_claim(pool: GangNodePool, workload: Workload) -> bool:
@@ -34,6 +41,13 @@ def _whole_set_in(pool: GangNodePool, phase: str) -> bool:
         and len(status.instance_ids) == n
         and status.ready_nodes == n
     )
+
+
+def answered_its_spec(pool: GangNodePool) -> bool:
+    """Whether the pool's status answers its spec as it is now (the claim included): a
+    status written for an older generation says nothing of the current claim."""
+    generation = pool.metadata.generation
+    return generation is None or pool.status.observed_generation >= generation
 
 
 def warm_set_whole(pool: GangNodePool) -> bool:

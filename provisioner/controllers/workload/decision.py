@@ -68,6 +68,7 @@ from provisioner.api.tenancy import foreign_pool_problem
 from provisioner.api.workload import Workload, gang_pod_set_updates
 from provisioner.controllers.workload.check_update import CheckUpdate
 from provisioner.controllers.workload.claim_reads import (
+    answered_its_spec,
     block_refusal,
     holds_claim,
     purchase_refusal,
@@ -402,6 +403,12 @@ def _check_for_claimant(
         # Our claim on a whole warm set, before the pool's pass answers it (the pass our
         # claim's own write brings, say): nothing to report that the pool's Satisfied, one
         # pass away, will not replace. As at the claim itself, no progress message.
+        return None
+    ready_now = current is not None and current.state == CheckState.READY
+    if satisfied(pool) and not ready_now and not answered_its_spec(pool):
+        # Satisfied for the spec before this claim (the last claimant's gang, released a
+        # moment ago): the pool has not yet seen this claim, so it has confirmed nothing for
+        # it. Its pass on the claim writes a status, whose event brings this Workload back.
         return None
     if satisfied(pool):
         assert status.active_group is not None
