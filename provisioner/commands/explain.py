@@ -349,15 +349,17 @@ def _class_of(kube: Reader, check: str) -> str | None:
 def _pool_of(kube: Reader, namespace: str, workload: str) -> str | None:
     """The pool Workload `namespace/workload` claims (a class's derived pool), else the one
     marked for it while it waits for quota (`spec.queued`)."""
+
+    def names_it(mark: Mapping[str, Any] | None) -> bool:
+        return ((mark or {}).get("namespace"), (mark or {}).get("name")) == (namespace, workload)
+
     queued_for = None
     for pool in kube.list(GANG_NODE_POOLS).items:
-        spec = pool.get("spec") or {}
-        for field, mark in (("claim", spec.get("claim")), ("queued", spec.get("queued"))):
-            if ((mark or {}).get("namespace"), (mark or {}).get("name")) != (namespace, workload):
-                continue
-            if field == "claim":
-                return str(pool["metadata"]["name"])
-            queued_for = str(pool["metadata"]["name"])
+        spec, name = pool.get("spec") or {}, str(pool["metadata"]["name"])
+        if names_it(spec.get("claim")):
+            return name
+        if names_it(spec.get("queued")):
+            queued_for = name
     return queued_for
 
 
