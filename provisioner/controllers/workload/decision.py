@@ -404,13 +404,13 @@ def _check_for_claimant(
         # claim's own write brings, say): nothing to report that the pool's Satisfied, one
         # pass away, will not replace. As at the claim itself, no progress message.
         return None
-    ready_now = current is not None and current.state == CheckState.READY
-    if satisfied(pool) and not ready_now and not answered_its_spec(pool):
-        # Satisfied for the spec before this claim (the last claimant's gang, released a
-        # moment ago): the pool has not yet seen this claim, so it has confirmed nothing for
-        # it. Its pass on the claim writes a status, whose event brings this Workload back.
-        return None
     if satisfied(pool):
+        ready_now = current is not None and current.state == CheckState.READY
+        if not ready_now and not answered_its_spec(pool):
+            # Satisfied for the spec before this claim (the last claimant's gang, released a
+            # moment ago): the pool has not yet seen this claim, so it has confirmed nothing
+            # for it. Its pass on the claim writes a status, whose event brings this back.
+            return None
         assert status.active_group is not None
         return CheckUpdate(
             CheckState.READY,
