@@ -116,6 +116,7 @@ def _step(pool: Pool, count: int, ami: str, world: Any) -> None:
     try:
         engine.acquire(spec)
     except CloudError as err:
+        budget.finished(REGION, pool.name, cost, err.calls, now)
         if err.throttled:
             budget.throttled(REGION, now)
         elif err.kind is ErrorKind.CAPACITY:
@@ -125,6 +126,7 @@ def _step(pool: Pool, count: int, ami: str, world: Any) -> None:
             raise
         pool.next_ask = clock.t  # its next turn: the next tick asks for it
         return
+    budget.finished(REGION, pool.name, cost, 1, now)
     pool.held = count
     pool.started_at = clock.t
 

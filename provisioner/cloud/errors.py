@@ -192,6 +192,9 @@ class CloudError(Exception):
         # The resource of the pool's stack EC2 says is missing (``stack_gone``): from the
         # code alone unless the caller read EC2's message at the edge.
         self.gone = gone if gone is not None else gone_resource(code)
+        # The launch calls sent before the failure, where the launch counted them (the
+        # account's launch budget charges them); None: not counted.
+        self.calls: int | None = None
 
     @property
     def throttled(self) -> bool:

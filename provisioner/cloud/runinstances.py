@@ -102,6 +102,18 @@ def launch_runinstances(
             "A launch without a launch template needs an AMI id; resolve one first.",
         )
     attempts: list[LaunchAttempt] = []
+    try:
+        return _sweep(ec2, spec, info, attempts)
+    except CloudError as err:
+        err.calls = len(attempts)  # the account's launch budget charges each one
+        raise
+
+
+def _sweep(
+    ec2: Ec2Api, spec: LaunchSpec, info: InstanceTypeInfo | None, attempts: list[LaunchAttempt]
+) -> LaunchResult:
+    """Each subnet in turn (skipping zones found short) until one takes the whole gang;
+    every request sent is appended to `attempts`."""
     short_zones: set[str] = set()
     for subnet in spec.subnets:
         if subnet.availability_zone in short_zones:

@@ -15,6 +15,18 @@ pool already waiting: round-robin, with no pool able to take two turns while ano
 waits. (Go's `rate.Limiter.Reserve` works the same way.) A launch that found no capacity
 launched nothing: its instances are given back to the resource bucket (`shortfall`).
 
+A launch may try several subnets, one call each, but a gang whose capacity is there takes
+the first. So a turn is paced by the calls a launch is expected to make (`LaunchCost.calls`),
+and the further calls it may make (`extra_calls`) are held out of a headroom kept apart from
+the paced bucket while it runs: at most the headroom in flight at once, so a burst of
+launches that all meet a shortfall still stays inside the bucket. When the launch ends
+(`finished`) the calls it made beyond its paced cost are charged: the bucket goes further
+into debt and every waiting turn moves later by what they took, as if they had been
+reserved before it. (Paying every subnet's token up front, a cold wave of pools with six
+subnets each launched one every 2.4 s.) Until the refill has paid for those further calls
+they stay out of the headroom, so the paced bucket and the headroom together never let
+more calls out than the share and its refill.
+
 The budget backs off only when EC2 says `RequestLimitExceeded` (another tool in the account
 spent the rest, or the limits are lower than the settings say): the refill rate shrinks
 multiplicatively and recovers along a cubic curve, as the AWS SDKs' adaptive retry mode
@@ -44,6 +56,11 @@ CUBIC_SCALE: Final = 0.4
 MIN_REQUEST_RATE: Final = 0.5
 # A datetime's resolution: a pool that asks at the microsecond its turn comes has it.
 RESOLUTION: Final = 1e-6
+# The part of the request share held for the further tries of launches under way.
+HEADROOM_FRACTION: Final = 0.5
+# How soon a pool whose turn came asks again while the headroom is held by other launches:
+# a launch holds it for one pass (a few calls to EC2).
+HEADROOM_WAIT_SECONDS: Final = 0.5
 
 
 @dataclass
@@ -101,11 +118,13 @@ class Cubic:
 
 @dataclass(frozen=True)
 class LaunchCost:
-    """What one launch attempt takes: a request token per call it may make (one per
-    subnet it may try; one CreateFleet), and an instance token per instance it asks for."""
+    """What one launch attempt takes: a request token per call it is expected to make
+    (paced), an instance token per instance it asks for, and the further calls it may
+    make (one per further subnet it may try), held from the headroom while it runs."""
 
     calls: int
     instances: int
+    extra_calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -132,14 +151,22 @@ class RegionBudget:
     instances: Bucket = field(init=False)
     cubic: Cubic = field(init=False)
     waiting: dict[str, _Reservation] = field(default_factory=dict)
+    # The extra calls each launch under way may still make, held out of `headroom`.
+    held: dict[str, float] = field(default_factory=dict)
+    # Further calls made and charged, not yet paid for by the refill: (when paid, calls).
+    unpaid: list[tuple[float, float]] = field(default_factory=list)
+    headroom: float = field(init=False)
     throttles: int = 0
 
     def __post_init__(self) -> None:
         s = self.settings
         request_rate = s.request_refill_per_second * s.share
-        self.requests = Bucket(
-            s.request_bucket * s.share, request_rate, s.request_bucket * s.share, self.start
-        )
+        share = s.request_bucket * s.share
+        # Half the share paces turns and half is held for launches' further tries, so the
+        # two together never exceed the share.
+        self.headroom = share * HEADROOM_FRACTION
+        paced = share - self.headroom
+        self.requests = Bucket(paced, request_rate, paced, self.start)
         self.instances = Bucket(
             s.instance_bucket * s.share,
             s.instance_refill_per_second * s.share,
@@ -158,22 +185,55 @@ class RegionBudget:
         self.requests.rate = rate
         self.instances.rate = s.instance_refill_per_second * s.share * rate / self.cubic.ceiling
 
+    def _split(self, cost: LaunchCost) -> tuple[float, float]:
+        """(paced calls, held calls): further tries beyond the whole headroom are paced."""
+        held = min(float(cost.extra_calls), self.headroom)
+        return cost.calls + cost.extra_calls - held, held
+
     def turn(self, pool: str, cost: LaunchCost, now: float) -> Turn:
-        held = self.waiting.get(pool)
-        if held is not None:
-            if now >= held.due - RESOLUTION:
-                del self.waiting[pool]
-                return Turn(True)
-            return Turn(False, held.due - now)
+        waiting = self.waiting.get(pool)
+        if waiting is None:
+            self._adapt(now)
+            paced, _ = self._split(cost)
+            wait = max(
+                self.requests.reserve(paced, now),
+                self.instances.reserve(cost.instances, now),
+            )
+            waiting = self.waiting[pool] = _Reservation(now + max(wait, 0.0), cost)
+        if now < waiting.due - RESOLUTION:
+            return Turn(False, waiting.due - now)
+        _, extra = self._split(waiting.cost)
+        if extra and self._headroom_used(now) + extra > self.headroom + RESOLUTION:
+            return Turn(False, HEADROOM_WAIT_SECONDS)  # its turn is kept; the headroom is not free
+        del self.waiting[pool]
+        if extra:
+            self.held[pool] = extra
+        return Turn(True)
+
+    def _headroom_used(self, now: float) -> float:
+        """The held calls of launches under way, and the further calls made that the
+        refill has not yet paid for."""
+        self.unpaid = [(due, calls) for due, calls in self.unpaid if due > now + RESOLUTION]
+        return sum(self.held.values()) + sum(calls for _, calls in self.unpaid)
+
+    def finished(self, pool: str, cost: LaunchCost, calls: int | None, now: float) -> None:
+        """Release the launch's hold and charge the calls it made beyond its paced cost
+        (all it may have made when `calls` is unknown), ahead of every turn still to come.
+        Until the refill has paid for them they stay out of the headroom."""
+        extra = self.held.pop(pool, 0.0)
+        paced, _ = self._split(cost)
+        over = extra if calls is None else float(calls) - paced
+        if over <= 0:
+            return
         self._adapt(now)
-        wait = max(
-            self.requests.reserve(cost.calls, now),
-            self.instances.reserve(cost.instances, now),
-        )
-        if wait <= 0:
-            return Turn(True)
-        self.waiting[pool] = _Reservation(now + wait, cost)
-        return Turn(False, wait)
+        self.requests.reserve(over, now)
+        ahead = self.requests.tokens
+        for waiting in self.waiting.values():
+            if waiting.due > now:  # not yet paid: it goes behind the calls just made
+                ahead += self._split(waiting.cost)[0]
+                waiting.due += over / self.requests.rate
+        if ahead < 0:
+            self.unpaid.append((now - ahead / self.requests.rate, over))
 
     def shortfall(self, cost: LaunchCost, now: float) -> None:
         self._adapt(now)
@@ -189,6 +249,7 @@ class RegionBudget:
 
     def forget(self, pool: str) -> None:
         self.waiting.pop(pool, None)
+        self.held.pop(pool, None)
 
 
 class LaunchBudget:
@@ -217,6 +278,14 @@ class LaunchBudget:
         with self._lock:
             t = self._seconds(now)
             return self._region(region, t).turn(pool, cost, t)
+
+    def finished(
+        self, region: str, pool: str, cost: LaunchCost, calls: int | None, now: datetime
+    ) -> None:
+        """A launch given its turn ended having made `calls` calls (None: not known)."""
+        with self._lock:
+            t = self._seconds(now)
+            self._region(region, t).finished(pool, cost, calls, t)
 
     def shortfall(self, region: str, cost: LaunchCost, now: datetime) -> None:
         """A launch found no capacity: its instances were not launched; give them back."""

@@ -17,6 +17,8 @@ import pytest
 from provisioner.api.settings import LaunchBudgetSettings
 from provisioner.controllers.launch_budget import (
     CUBIC_BETA,
+    HEADROOM_FRACTION,
+    HEADROOM_WAIT_SECONDS,
     Bucket,
     Cubic,
     LaunchBudget,
@@ -37,32 +39,55 @@ class Launch:
     t: float
     pool: str
     cost: LaunchCost
+    made: int | None = None  # the calls it sent; its paced cost unless said
+
+    @property
+    def calls(self) -> int:
+        return self.cost.calls if self.made is None else self.made
 
 
 def replay(
-    budget: LaunchBudget, pools: int, seconds: float, cost: LaunchCost, shortfall: bool = True
+    budget: LaunchBudget,
+    pools: int,
+    seconds: float,
+    cost: LaunchCost,
+    shortfall: bool = True,
+    made: int | None = None,
+    duration: float = 0.0,
 ) -> list[Launch]:
-    """Every pool asks at 0; a pool given its turn launches, meets a shortfall (its
-    instances are given back) and asks again at once; one told to wait asks when told."""
-    asks = [(0.0, i, f"pool-{i}") for i in range(pools)]
-    heapq.heapify(asks)
+    """Every pool asks at 0; a pool given its turn launches, sending `made` calls at once
+    (its paced cost unless said), and ends `duration` later: it tells the budget the calls
+    it made, meets a shortfall (its instances are given back) and asks again at once. One
+    told to wait asks when told. At one instant, launches end before pools ask. As the
+    controller does (`launch_turns`), a pool that met a shortfall is paced by every call
+    its cost may make from then on."""
+    end, ask = 0, 1
+    swept = LaunchCost(cost.calls + cost.extra_calls, cost.instances)
+    short: set[str] = set()
+    events = [(0.0, ask, i, f"pool-{i}") for i in range(pools)]
+    heapq.heapify(events)
     launches: list[Launch] = []
     seq = pools
-    while asks:
-        t, _, pool = heapq.heappop(asks)
+    while events:
+        t, kind, _, pool = heapq.heappop(events)
         if t > seconds:
             break
-        turn = budget.turn(REGION, pool, cost, at(t))
-        if turn.go:
-            launches.append(Launch(t, pool, cost))
+        seq += 1
+        mine = swept if pool in short else cost
+        if kind == end:
+            budget.finished(REGION, pool, mine, made, at(t))
             if shortfall:
-                budget.shortfall(REGION, cost, at(t))
-            nxt = t
+                budget.shortfall(REGION, mine, at(t))
+                short.add(pool)
+            heapq.heappush(events, (t, ask, seq, pool))
+            continue
+        turn = budget.turn(REGION, pool, mine, at(t))
+        if turn.go:
+            launches.append(Launch(t, pool, mine, made))
+            heapq.heappush(events, (t + duration, end, seq, pool))
         else:
             assert turn.wait > 0
-            nxt = t + turn.wait
-        seq += 1
-        heapq.heappush(asks, (nxt, seq, pool))
+            heapq.heappush(events, (t + turn.wait, ask, seq, pool))
     return launches
 
 
@@ -70,7 +95,7 @@ def within(launches: list[Launch], size: float, rate: float, instances: bool = F
     """No window from the start takes more than the bucket held plus what it refilled."""
     spent = 0.0
     for launch in launches:
-        spent += launch.cost.instances if instances else launch.cost.calls
+        spent += launch.cost.instances if instances else launch.calls
         if spent > size + rate * launch.t + 1e-6:
             return False
     return True
@@ -88,6 +113,8 @@ def round_robin(launches: list[Launch], pools: int) -> bool:
 
 SHARE = DEFAULTS.share
 REQ_SIZE, REQ_RATE = DEFAULTS.request_bucket * SHARE, DEFAULTS.request_refill_per_second * SHARE
+# The part of the share that paces turns; the rest is held for launches' further tries.
+PACED_SIZE = REQ_SIZE * (1 - HEADROOM_FRACTION)
 INST_SIZE, INST_RATE = (
     DEFAULTS.instance_bucket * SHARE,
     DEFAULTS.instance_refill_per_second * SHARE,
@@ -115,7 +142,65 @@ def test_waiting_pools_stay_inside_the_buckets_and_take_turns(
     # As often as the budget allows: the bucket and its refill, nearly all spent.
     spent = sum(launch.cost.calls for launch in launches)
     if shortfall:
-        assert spent >= REQ_SIZE + REQ_RATE * 600.0 - cost.calls * pools - 1
+        assert spent >= PACED_SIZE + REQ_RATE * 600.0 - cost.calls * pools - 1
+
+
+def test_a_fresh_launch_is_paced_by_the_one_call_it_makes() -> None:
+    """A gang whose capacity is there takes its first subnet: a cold wave of 200 pools
+    with six subnets each launches at the refill's pace, not a sixth of it."""
+    six_subnets = LaunchCost(1, 2, extra_calls=5)
+    launches = replay(LaunchBudget(DEFAULTS), 200, 60.0, six_subnets, False, 1, duration=0.2)
+    assert within(launches, REQ_SIZE, REQ_RATE)
+    assert within(launches, INST_SIZE, INST_RATE, instances=True)
+    assert len(launches) >= PACED_SIZE + REQ_RATE * 60.0 - 1
+    paced_whole = replay(LaunchBudget(DEFAULTS), 200, 60.0, LaunchCost(6, 2), False, 1)
+    assert len(paced_whole) * 5 < len(launches)
+
+
+@pytest.mark.parametrize(("pools", "duration"), [(1, 0.3), (10, 0.3), (100, 0.3), (100, 5.0)])
+def test_launches_that_try_every_subnet_stay_inside_the_share(pools: int, duration: float) -> None:
+    """Fresh pools that all meet a shortfall send every call their cost may: the hold
+    keeps each burst inside the share, and what they sent moves every later turn."""
+    six_subnets = LaunchCost(1, 4, extra_calls=5)
+    launches = replay(LaunchBudget(DEFAULTS), pools, 600.0, six_subnets, True, 6, duration)
+    assert within(launches, REQ_SIZE, REQ_RATE)
+    spent = sum(launch.calls for launch in launches)
+    assert spent >= REQ_RATE * 600.0 * 0.9  # still as often as the budget allows
+
+
+def test_the_share_is_exceeded_by_launches_that_send_more_than_they_hold() -> None:
+    """The world the hold prevents: launches that say they make one call and make six."""
+    says_one = LaunchCost(1, 4)
+    launches = replay(LaunchBudget(DEFAULTS), 100, 60.0, says_one, True, 6, duration=0.3)
+    assert not within(launches, REQ_SIZE, REQ_RATE)
+
+
+def test_the_calls_a_launch_made_move_the_turns_behind_it() -> None:
+    budget = LaunchBudget(LaunchBudgetSettings(request_bucket=4, share=1.0))  # 2 paced, 2 held
+    three_subnets = LaunchCost(1, 1, extra_calls=2)
+    assert budget.turn(REGION, "a", three_subnets, at(0)).go
+    budget.finished(REGION, "a", three_subnets, 1, at(0))  # its first subnet took it
+    assert budget.turn(REGION, "b", three_subnets, at(0)).go
+    assert budget.turn(REGION, "c", three_subnets, at(0)).wait == pytest.approx(0.2)
+    # b tried all three subnets: c's turn comes once its two further calls are refilled.
+    budget.finished(REGION, "b", three_subnets, 3, at(0.1))
+    assert budget.turn(REGION, "c", three_subnets, at(0.2)).wait == pytest.approx(0.4)
+    # A launch that made its one call moves nothing; nor does the pass ending it again.
+    assert budget.turn(REGION, "c", three_subnets, at(0.6)).go
+    budget.finished(REGION, "c", three_subnets, 1, at(0.7))
+    budget.finished(REGION, "c", three_subnets, None, at(0.7))
+    assert budget.turn(REGION, "d", three_subnets, at(0.7)).wait == pytest.approx(0.1)
+
+
+def test_a_turn_waits_while_the_headroom_is_held() -> None:
+    budget = LaunchBudget(LaunchBudgetSettings(request_bucket=8, share=1.0))  # 4 paced, 4 held
+    three_subnets = LaunchCost(1, 1, extra_calls=2)
+    assert budget.turn(REGION, "a", three_subnets, at(0)).go
+    assert budget.turn(REGION, "b", three_subnets, at(0)).go
+    told = budget.turn(REGION, "c", three_subnets, at(0))
+    assert not told.go and told.wait == pytest.approx(HEADROOM_WAIT_SECONDS)
+    budget.finished(REGION, "a", three_subnets, 1, at(0.1))
+    assert budget.turn(REGION, "c", three_subnets, at(0.5)).go
 
 
 def test_the_checkers_fail_on_a_run_that_breaks_them() -> None:
@@ -151,7 +236,7 @@ def test_a_bucket_never_holds_more_than_its_size() -> None:
 
 
 def test_a_waiting_pool_keeps_its_turn_and_is_told_how_long() -> None:
-    budget = LaunchBudget(LaunchBudgetSettings(request_bucket=1, share=1.0))
+    budget = LaunchBudget(LaunchBudgetSettings(request_bucket=2, share=1.0))  # 1 paced
     one = LaunchCost(1, 1)
     assert budget.turn(REGION, "a", one, at(0)).go
     told = budget.turn(REGION, "b", one, at(0))
@@ -165,7 +250,7 @@ def test_a_waiting_pool_keeps_its_turn_and_is_told_how_long() -> None:
 
 
 def test_a_forgotten_pool_gives_up_its_turn() -> None:
-    budget = LaunchBudget(LaunchBudgetSettings(request_bucket=1, share=1.0))
+    budget = LaunchBudget(LaunchBudgetSettings(request_bucket=2, share=1.0))  # 1 paced
     one = LaunchCost(1, 1)
     budget.turn(REGION, "a", one, at(0))
     budget.turn(REGION, "b", one, at(0))

@@ -205,17 +205,17 @@ def test_a_crash_between_marker_and_result_sends_the_same_token_again(mode: str)
 def test_a_launch_waits_for_its_turn_at_the_budget_writing_nothing() -> None:
     """Another pool took the budget's last tokens: this pass launches nothing, writes
     nothing, and looks again when its turn comes, when it launches."""
-    budget = LaunchBudget(LaunchBudgetSettings(request_bucket=2, share=1.0))
+    budget = LaunchBudget(LaunchBudgetSettings(request_bucket=4, share=1.0))  # 2 paced
     assert budget.turn("us-east-1", "pool-b", LaunchCost(2, 2), NOW).go
     world = World(c.MODE_RUNINSTANCES, {}, budget=budget)
     before = dict(world.store.obj)
 
     waited = world.one_pass()
 
-    # Two subnets: two calls at most, refilled at 5 a second.
-    assert waited.requeue_after == pytest.approx(0.4)
+    # A fresh launch is paced by its first subnet's call, refilled at 5 a second.
+    assert waited.requeue_after == pytest.approx(0.2)
     assert world.engine.launched == [] and world.store.obj == before
-    world.now = NOW + timedelta(seconds=0.4)
+    world.now = NOW + timedelta(seconds=0.2)
     world.one_pass()
     assert GangNodePool.from_dict(world.store.obj).status.phase == Phase.JOINING
 
@@ -232,3 +232,38 @@ def test_request_limit_exceeded_shrinks_the_budget_and_the_pool_asks_for_its_tur
     status = GangNodePool.from_dict(world.store.obj).status
     assert status.launch_in_progress is not None  # the same token is replayed
     assert status.last_error is not None and status.last_error.reason == "Throttled"
+
+
+def _short_after(calls: int | None) -> CloudError:
+    err = CloudError(ErrorKind.CAPACITY, "InsufficientInstanceCapacity", "Short", "none")
+    err.calls = calls
+    return err
+
+
+@pytest.mark.parametrize(("calls", "next_waits"), [(1, 0.0), (2, 0.2), (None, 0.2)])
+def test_the_calls_a_launch_sent_are_charged_to_the_budget(
+    calls: int | None, next_waits: float
+) -> None:
+    """Two subnets: the turn is paced by one call and holds the other. A launch that tried
+    both (or cannot say) leaves the next pool waiting for the second call's refill."""
+    budget = LaunchBudget(LaunchBudgetSettings(request_bucket=4, share=1.0))  # 2 paced, 2 held
+    world = World(c.MODE_RUNINSTANCES, {}, budget=budget, failing={"acquire": _short_after(calls)})
+
+    world.one_pass()
+
+    told = budget.turn("us-east-1", "pool-b", LaunchCost(1, 1), NOW)
+    assert told.wait == pytest.approx(next_waits) and told.go == (next_waits == 0.0)
+
+
+def test_a_pass_that_dies_mid_launch_gives_its_hold_back_charged_whole() -> None:
+    budget = LaunchBudget(LaunchBudgetSettings(request_bucket=4, share=1.0))  # 2 paced, 2 held
+    world = World(c.MODE_RUNINSTANCES, {}, budget=budget)
+    world.engine.crash = True
+
+    with pytest.raises(Crash):
+        world.one_pass()
+
+    # Its hold is free for another fresh launch, which waits for the second call's refill.
+    two_subnets = LaunchCost(1, 1, extra_calls=1)
+    assert budget.turn("us-east-1", "pool-b", two_subnets, NOW).wait == pytest.approx(0.2)
+    assert budget.turn("us-east-1", "pool-b", two_subnets, NOW + timedelta(seconds=0.2)).go

@@ -160,6 +160,7 @@ class PoolActions:
                 reason=err.reason,
                 message=str(err),
                 starts_at=err.starts_at,
+                calls=0,  # EC2's record of the reservation decided: nothing was sent
             )
         except CloudError as err:
             failure = err.failure
@@ -179,6 +180,7 @@ class PoolActions:
                 rolled_back_ids=err.rolled_back,
                 gone=err.gone,
                 throttled=err.throttled,
+                calls=err.calls,
             )
         if launched.adopted:
             # The generation's set was already in EC2 (a crash, a lost answer, or a pass
@@ -197,6 +199,7 @@ class PoolActions:
             True,
             instance_ids=launched.instance_ids,
             block_ends_at=launched.capacity_block_ends_at,
+            calls=len(launched.attempts),
         )
 
     def _purchase(self, pool: GangNodePool, step: Step) -> ActionResult:

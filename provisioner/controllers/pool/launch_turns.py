@@ -2,10 +2,15 @@
 
 The GangNodePool reconciler asks `ask` before a planned launch runs: the pool launches when
 the budget gives it its turn, and otherwise waits for it (nothing is written: the next pass
-plans again). `settle` tells the budget what the launch met: a shortfall gives back its
-instances (EC2 launched none), and `RequestLimitExceeded` shrinks the budget. So a pool
-waiting on capacity retries at the budget's pace, round-robin with every other waiting pool,
-and not on a backoff of its own (`outcomes`: a shortfall and a throttle look again at once).
+plans again). `settle` tells the budget what the launch met: the calls it made (a turn is
+paced by one call, the first subnet's, unless the pool has met a shortfall since its last
+set, when every subnet is expected to be tried), a shortfall gives back its instances (EC2
+launched none), and `RequestLimitExceeded` shrinks the budget. `abandon` ends every pass
+given a turn: after `settle` it does nothing; a pass that failed before its launch was
+settled gives its hold back, charged as if every call was made (it cannot say how many
+were). So a pool waiting on capacity retries at the
+budget's pace, round-robin with every other waiting pool, and not on a backoff of its own
+(`outcomes`: a shortfall and a throttle look again at once).
 """
 
 from __future__ import annotations
@@ -18,10 +23,14 @@ _SHORTFALLS = frozenset({FailureKind.CAPACITY, FailureKind.MALFORMED})
 
 
 def launch_cost(view: AnyView) -> LaunchCost:
-    """A request token per call the launch may make (one ClientToken per try) and an
-    instance token per instance of the gang."""
+    """An instance token per instance of the gang, and a request token per call the launch
+    may make (one ClientToken per try): paced, the first try's alone while capacity is
+    expected (a fresh launch takes the first subnet), every try's once the pool has met a
+    shortfall (each turn then sweeps its subnets); the rest held while it runs."""
     tokens = view.launch.tokens if isinstance(view.launch, LaunchRead) else ()
-    return LaunchCost(calls=max(1, len(tokens)), instances=view.spec.count)
+    tries = max(1, len(tokens))
+    paced = tries if view.status.consecutive_shortfalls else 1
+    return LaunchCost(calls=paced, instances=view.spec.count, extra_calls=tries - paced)
 
 
 def ask(budget: LaunchBudget, view: AnyView) -> Turn:
@@ -29,7 +38,13 @@ def ask(budget: LaunchBudget, view: AnyView) -> Turn:
 
 
 def settle(budget: LaunchBudget, view: AnyView, result: ActionResult) -> None:
+    cost = launch_cost(view)
+    budget.finished(view.spec.region, view.name, cost, result.calls, view.now)
     if result.throttled:
         budget.throttled(view.spec.region, view.now)
     elif result.failure in _SHORTFALLS and not result.unreleased_ids:
-        budget.shortfall(view.spec.region, launch_cost(view), view.now)
+        budget.shortfall(view.spec.region, cost, view.now)
+
+
+def abandon(budget: LaunchBudget, view: AnyView) -> None:
+    budget.finished(view.spec.region, view.name, launch_cost(view), None, view.now)

@@ -170,6 +170,18 @@ class GangNodePoolReconciler:
         turn = launch_turns.ask(self._deps.budget, view) if step.action is Action.LAUNCH else None
         if turn is not None and not turn.go:  # its turn at the launch budget comes later
             return Result(requeue_after=turn.wait)
+        if turn is None:
+            return self._act(pool, view, facts, step, launching=False)
+        try:
+            return self._act(pool, view, facts, step, launching=True)
+        finally:
+            # A pass that failed before its launch was settled (a conflict writing the
+            # marker) gives its hold back; after `settle` this does nothing.
+            launch_turns.abandon(self._deps.budget, view)
+
+    def _act(
+        self, pool: GangNodePool, view: AnyView, facts: PassFacts, step: Step, launching: bool
+    ) -> Result:
         if step.action is not Action.NONE or step.status.phase != view.status.phase:
             log.info(
                 "pool %s: %s -> %s, %s",
@@ -190,7 +202,7 @@ class GangNodePoolReconciler:
             return Result(requeue_after=_next_pass(view.status, step.status, step.requeue_after))
         status, requeue, events = outcome(view, step, result)
         self._note_backoff(pool.name, step.action, result, requeue)
-        if turn is not None:
+        if launching:
             launch_turns.settle(self._deps.budget, view, result)
         if step.action is Action.REMOVE_FINALIZER:
             return Result()

@@ -287,3 +287,5 @@ class ActionResult:
     throttled: bool = False
     # The Capacity Block a purchase bought.
     reservation_id: str | None = None
+    # The launch calls (RunInstances/CreateFleet) the action sent; None: not known.
+    calls: int | None = None
