@@ -45,6 +45,11 @@ MARGIN = TIMINGS.block_release_margin
 BLOCK_SOON = (NOW + MARGIN - timedelta(seconds=1)).isoformat()  # inside the release margin
 ALL = frozenset(IDS)
 BLOCK_ID = "cr-0fedcba9876543210"
+RELEASING_THE_SET = {
+    "startedAt": "2026-11-29T11:59:30Z",
+    "reason": "JoinDeadlineExceeded",
+    "instanceIds": list(IDS),
+}
 
 
 def block_ending_in(*, minutes: int) -> CapacityBlock:
@@ -301,6 +306,19 @@ ROWS = [
         Action.RELEASE_SET,
         Phase.JOINING,
         events=("JoinDeadlineExceeded",),
+        release_ids=ALL,
+        purpose=ReleasePurpose.ACTIVE_SET,
+    ),
+    Row(
+        "a set whose release has begun is released, though its nodes turn Ready meanwhile",
+        view(
+            phase=Phase.JOINING,
+            status=active(releaseInProgress=RELEASING_THE_SET),
+            live=LIVE,
+            ready=ALL,
+        ),
+        Action.RELEASE_SET,
+        Phase.JOINING,
         release_ids=ALL,
         purpose=ReleasePurpose.ACTIVE_SET,
     ),

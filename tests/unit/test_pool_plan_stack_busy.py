@@ -62,6 +62,22 @@ WAITS: list[tuple[str, AnyView, Action]] = [
         Action.RECORD_SET,
     ),
     (
+        "a set being released is not made Satisfied by nodes that turn Ready meanwhile",
+        view(
+            phase=Phase.JOINING,
+            status=active(
+                releaseInProgress={
+                    "startedAt": (NOW - timedelta(seconds=1)).isoformat(),
+                    "reason": "JoinDeadlineExceeded",
+                    "instanceIds": list(IDS),
+                }
+            ),
+            live=LIVE,
+            ready=frozenset(IDS),
+        ),
+        Action.RELEASE_SET,
+    ),
+    (
         "no keep-warm tag while a record runs",
         view(
             phase=Phase.SATISFIED,

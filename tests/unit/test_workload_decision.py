@@ -9,7 +9,7 @@ import pytest
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
-from provisioner.api.gangnodepool import GangNodePool, LastError
+from provisioner.api.gangnodepool import GangNodePool, LastError, ReleaseInProgress
 from provisioner.api.settings import Settings
 from provisioner.api.workload import Workload
 from provisioner.controllers.workload.decision import (
@@ -242,6 +242,18 @@ def test_anything_short_of_the_whole_gang_stays_pending(
     gnp = pool(claim_uid="uid-1", phase=phase, instances=instances, ready=ready, group="g2")
     decision = decide(inputs(workload(), gnp))
     assert decision.check is not None and decision.check.state == c.CheckState.PENDING
+
+
+def test_a_whole_set_whose_release_has_begun_readies_nothing() -> None:
+    whole = pool(claim_uid="uid-1", phase=Phase.SATISFIED, instances=4, ready=4, group="g2")
+    marker = ReleaseInProgress(
+        started_at=NOW, reason="CapacityBlockEnding", instance_ids=whole.status.instance_ids
+    )
+    going = whole.model_copy(
+        update={"status": whole.status.model_copy(update={"release_in_progress": marker})}
+    )
+    decision = decide(inputs(workload(), going))
+    assert decision.check is not None and decision.check.state != c.CheckState.READY
 
 
 def test_retry_after_the_configured_number_of_shortfalls() -> None:

@@ -17,7 +17,7 @@ from provisioner.api import constants as c
 from provisioner.api.constants import Phase
 from provisioner.api.durations import format_duration
 from provisioner.api.gangnodepool import GangNodePoolStatus, LastError
-from provisioner.controllers.pool.plan_release import release_for_retry
+from provisioner.controllers.pool.plan_release import release_for_retry, resume_release
 from provisioner.controllers.pool.status import changed, seconds_until
 from provisioner.controllers.pool.steps import (
     Action,
@@ -32,6 +32,11 @@ from provisioner.controllers.pool.usable import deadline_message
 
 def plan_active(view: PoolView[NotFetched, NotFetched]) -> Step:
     status, spec, n = view.status, view.spec, view.spec.count
+    releasing = status.release_in_progress
+    if releasing is not None and set(releasing.instance_ids) & set(status.instance_ids):
+        # The set is going (broken, past its deadline, at its block's end): nodes that turn
+        # Ready while it goes must not make it Satisfied, and a claim must not be told so.
+        return resume_release(view)
     missing = [iid for iid in status.instance_ids if iid in view.gone_ids]
     if missing or len(status.instance_ids) != n:
         return release_for_retry(

@@ -54,6 +54,21 @@ def release_for_retry(view: AnyView, reason: str, message: str) -> Step:
     )
 
 
+def resume_release(view: AnyView) -> Step:
+    """Go on releasing the set the marker names: it was written before the first terminate,
+    and a set being released is never Ready or warm again, whatever its nodes show while
+    they go (they turn Ready late, or a pass sees them before the release has ended)."""
+    held = view.status.release_in_progress
+    assert held is not None
+    return Step(
+        Action.RELEASE_SET,
+        view.status,
+        release_ids=_held_ids(view),
+        release_purpose=ReleasePurpose.ACTIVE_SET,
+        why=f"release in progress ({held.reason})",
+    )
+
+
 def plan_releasing(view: PoolView[StackRead, NotFetched]) -> Step:
     """The set is released and the prepared stack kept for the next claim (the idle TTL
     destroys it later); with `idle_stack_ttl` 0, the stack goes with the set."""

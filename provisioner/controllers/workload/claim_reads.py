@@ -33,13 +33,15 @@ def holds_claim(pool: GangNodePool, workload: Workload) -> bool:
 
 
 def _whole_set_in(pool: GangNodePool, phase: str) -> bool:
-    """In `phase` with N instances and N Ready nodes, as the pool last wrote its status."""
+    """In `phase` with N instances and N Ready nodes, as the pool last wrote its status,
+    and not being released (a set whose release has begun is never whole again)."""
     status, n = pool.status, pool.spec.count
     return (
         status.phase == phase
         and status.active_group is not None
         and len(status.instance_ids) == n
         and status.ready_nodes == n
+        and status.release_in_progress is None
     )
 
 
