@@ -69,6 +69,18 @@ class _Handlers:
     on_delete: OnDelete | None
 
 
+def _trimmed(obj: Obj) -> Obj:
+    """The object as cached: without `metadata.managedFields`, which no reader here uses
+    and which is often the largest part of an object (one entry per writer; Kueue and the
+    apiserver's status writers each add theirs), as controller-runtime's
+    `TransformStripManagedFields` trims it. A write built from a cached body leaves the
+    field out, which the apiserver takes as "keep the object's own"."""
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict):
+        metadata.pop("managedFields", None)
+    return obj
+
+
 def _rv(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
@@ -260,7 +272,7 @@ class Informer:
 
     def _relist(self) -> None:
         listing = self._source.list()
-        fresh = {key_of(obj): obj for obj in listing.items}
+        fresh = {key_of(obj): _trimmed(obj) for obj in listing.items}
         with self._dispatch_lock:
             with self._lock:
                 old, self._cache = self._cache, fresh
@@ -308,7 +320,7 @@ class Informer:
             with self._lock:
                 self._resource_version = _rv(obj) or self._resource_version
             return
-        key = key_of(obj)
+        key = key_of(_trimmed(obj))
         with self._dispatch_lock:
             with self._lock:
                 previous = self._cache.get(key)

@@ -297,3 +297,23 @@ def test_an_informer_without_a_label_index_says_so() -> None:
     informer = Informer(FakeListWatch([ObjectList([], "1")], []), name="plain")
     with pytest.raises(RuntimeError, match="no label index"):
         informer.list_labelled("p")
+
+
+def test_the_cache_keeps_no_managed_fields(stop_after: list[Informer]) -> None:
+    """Listed or watched, an object is cached without `metadata.managedFields` (no reader
+    uses it; it is often most of an object's size) and with the rest of its metadata."""
+
+    def managed(obj: dict[str, Any]) -> dict[str, Any]:
+        entries = [{"manager": "kueue", "operation": "Apply", "fieldsV1": {"f:status": {}}}]
+        obj["metadata"] |= {"managedFields": entries, "labels": {"app": "x"}}
+        return obj
+
+    source = FakeListWatch(
+        [ObjectList([managed(cm("a", "10"))], "12")],
+        [Script(event("ADDED", managed(cm("b", "13"))))],
+    )
+    informer, _ = run(source)
+    stop_after.append(informer)
+    for name in ("a", "b"):
+        metadata = informer.get("ns", name)["metadata"]  # type: ignore[index]
+        assert "managedFields" not in metadata and metadata["labels"] == {"app": "x"}
