@@ -276,6 +276,9 @@ class Run:
             join_delay=1.0,
             keep_warm_ttl="30m",
             job_run_seconds=1.0,
+            # The product's default: the simulated joins of hundreds of sets launched within
+            # a minute lag behind on two cores, which is the simulator's pace, not the pool's.
+            join_deadline_seconds=600,
             # Hundreds of Jobs: their status only, no Pod writes, no training controllers.
             simulate_pods=False,
             training_controllers=False,
