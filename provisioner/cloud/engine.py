@@ -13,6 +13,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 
 from provisioner.api import constants as c
 from provisioner.api.clock import Clock
@@ -27,6 +28,7 @@ from provisioner.cloud.errors import CloudError, ErrorKind, to_cloud_error
 from provisioner.cloud.fleet import launch_fleet
 from provisioner.cloud.images import Ec2ImageOwners, root_device_of
 from provisioner.cloud.instancetypes import describe_instance_type
+from provisioner.cloud.kept_reads import KeptReads
 from provisioner.cloud.leftovers import Leftover, delete_leftovers, find_leftovers
 from provisioner.cloud.nodeadm import render_user_data
 from provisioner.cloud.ownership import Standing, describe_fleet_tokens, fleet_of, prove
@@ -129,6 +131,8 @@ class Ec2Engine(EngineOps):
         self._ownership_key = ownership_key
         self._images = Ec2ImageOwners(clients.ec2)
         self._instance_types = Ec2InstanceTypes(clients.ec2)
+        # The preparation reads every launch and prepare pass makes (`kept_reads`).
+        self._kept = KeptReads(clock)
 
     # --- the gang --------------------------------------------------------------------
     def acquire(self, spec: LaunchSpec) -> LaunchResult:
@@ -326,7 +330,7 @@ class Ec2Engine(EngineOps):
     def _efa_info(self, spec: LaunchSpec) -> InstanceTypeInfo:
         info = spec.instance_type_info
         if info is None or info.instance_type != spec.instance_type:
-            info = describe_instance_type(self._ec2, spec.instance_type)
+            info = self.instance_type(spec.instance_type)
         if not info.efa_supported:
             raise CloudError(
                 ErrorKind.CONFIG,
@@ -409,10 +413,13 @@ class Ec2Engine(EngineOps):
 
     # --- preparation ----------------------------------------------------------------
     def cluster(self, name: str) -> ClusterInfo:
-        return describe_cluster(self._clients.eks, name)
+        return self._kept.short_lived(
+            ("cluster", name), lambda: describe_cluster(self._clients.eks, name)
+        )
 
     def instance_type(self, instance_type: str) -> InstanceTypeInfo:
-        return describe_instance_type(self._ec2, instance_type)
+        read = partial(describe_instance_type, self._ec2, instance_type)
+        return self._kept.immutable(("instance-type", instance_type), read)
 
     @property
     def instance_types(self) -> Ec2InstanceTypes:
@@ -427,7 +434,9 @@ class Ec2Engine(EngineOps):
 
     def root_device(self, image_id: str) -> RootDevice:
         """The AMI's root device, for `instances.rootVolume` (`cloud.images`)."""
-        return root_device_of(self._ec2, image_id)
+        return self._kept.immutable(
+            ("root-device", image_id), lambda: root_device_of(self._ec2, image_id)
+        )
 
     def resolve_ami(
         self,
@@ -438,14 +447,18 @@ class Ec2Engine(EngineOps):
         explicit_ami_id: str | None = None,
         instance_type_info: InstanceTypeInfo | None = None,
     ) -> AmiChoice:
-        return resolve_ami(
-            self._clients.ssm,
-            self._ec2,
-            k8s_version=k8s_version,
-            instance_type=instance_type,
-            variant=variant,
-            explicit_ami_id=explicit_ami_id,
-            instance_type_info=instance_type_info,
+        # The key needs no `instance_type_info`: it is the type's immutable description.
+        return self._kept.short_lived(
+            ("ami", k8s_version, instance_type, variant, explicit_ami_id),
+            lambda: resolve_ami(
+                self._clients.ssm,
+                self._ec2,
+                k8s_version=k8s_version,
+                instance_type=instance_type,
+                variant=variant,
+                explicit_ami_id=explicit_ami_id,
+                instance_type_info=instance_type_info,
+            ),
         )
 
     def plan_subnets(
