@@ -399,12 +399,14 @@ class Ec2Engine(EngineOps):
         return delete_leftovers(self._ec2, items)
 
     def set_keep_warm_tag(self, instance_ids: Sequence[str], until: datetime | None) -> None:
-        """Mirror ``keepWarmUntil`` onto the instances; ``None`` clears it."""
+        """Mirror ``keepWarmUntil`` onto the instances (``None`` clears it), in one attempt: a
+        throttled mirror waits the pool's backoff, not the SDK's sleep in a pool worker."""
         ids = list(dict.fromkeys(instance_ids))
         value = keep_warm_value(until)
+        ec2 = self._clients.ec2_once or self._ec2
         for i in range(0, len(ids), 500):
             try:
-                self._ec2.create_tags(
+                ec2.create_tags(
                     Resources=ids[i : i + 500],
                     Tags=[{"Key": c.TAG_KEEP_WARM_UNTIL, "Value": value}],
                 )
@@ -413,9 +415,8 @@ class Ec2Engine(EngineOps):
 
     # --- preparation ----------------------------------------------------------------
     def cluster(self, name: str) -> ClusterInfo:
-        return self._kept.short_lived(
-            ("cluster", name), lambda: describe_cluster(self._clients.eks, name)
-        )
+        read = partial(describe_cluster, self._clients.eks, name)
+        return self._kept.short_lived(("cluster", name), read)
 
     def instance_type(self, instance_type: str) -> InstanceTypeInfo:
         read = partial(describe_instance_type, self._ec2, instance_type)
@@ -447,7 +448,6 @@ class Ec2Engine(EngineOps):
         explicit_ami_id: str | None = None,
         instance_type_info: InstanceTypeInfo | None = None,
     ) -> AmiChoice:
-        # The key needs no `instance_type_info`: it is the type's immutable description.
         return self._kept.short_lived(
             ("ami", k8s_version, instance_type, variant, explicit_ami_id),
             lambda: resolve_ami(

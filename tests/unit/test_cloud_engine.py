@@ -71,12 +71,26 @@ def test_keep_warm_tag_is_set_and_cleared(world: World) -> None:
 
 
 def test_keep_warm_tag_on_unknown_instance_is_reported(world: World) -> None:
-    with Stubber(world.clients.ec2) as stub:
+    assert world.clients.ec2_once is not None
+    with Stubber(world.clients.ec2_once) as stub:
         stub.add_client_error("create_tags", "InvalidInstanceID.NotFound", "no such instance")
         with pytest.raises(CloudError) as caught:
             world.engine.set_keep_warm_tag(["i-0123456789abcdef0"], None)
     assert caught.value.kind is ErrorKind.NOT_FOUND
     assert "no such instance" in caught.value.message
+
+
+def test_a_throttled_keep_warm_tag_is_tried_once_and_said_throttled(world: World) -> None:
+    """The mirror tag is sent once: a throttle comes back at once for the pool's backoff,
+    and the retrying client (whose SDK would sleep in the pool worker) is never used."""
+    assert world.clients.ec2_once is not None
+    with Stubber(world.clients.ec2_once) as once, Stubber(world.clients.ec2) as retrying:
+        once.add_client_error("create_tags", "RequestLimitExceeded", "Request limit exceeded.")
+        with pytest.raises(CloudError) as caught:
+            world.engine.set_keep_warm_tag(["i-0123456789abcdef0"], None)
+        once.assert_no_pending_responses()
+        retrying.assert_no_pending_responses()
+    assert caught.value.throttled
 
 
 def test_cluster_info_from_describe_cluster(world: World) -> None:
