@@ -8,9 +8,9 @@ set, when every subnet is expected to be tried), a shortfall gives back its inst
 launched none), and `RequestLimitExceeded` shrinks the budget. `abandon` ends every pass
 given a turn: after `settle` it does nothing; a pass that failed before its launch was
 settled gives its hold back, charged as if every call was made (it cannot say how many
-were). So a pool waiting on capacity retries at the
-budget's pace, round-robin with every other waiting pool, and not on a backoff of its own
-(`outcomes`: a shortfall and a throttle look again at once).
+were). So a pool waiting on capacity retries at the budget's pace, round-robin with every
+other waiting pool, and not on a backoff of its own (`outcomes`: a shortfall and a throttle
+look again at once).
 """
 
 from __future__ import annotations
