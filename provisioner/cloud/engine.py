@@ -415,8 +415,7 @@ class Ec2Engine(EngineOps):
 
     # --- preparation ----------------------------------------------------------------
     def cluster(self, name: str) -> ClusterInfo:
-        read = partial(describe_cluster, self._clients.eks, name)
-        return self._kept.short_lived(("cluster", name), read)
+        return describe_cluster(self._clients.eks, name)
 
     def instance_type(self, instance_type: str) -> InstanceTypeInfo:
         read = partial(describe_instance_type, self._ec2, instance_type)
@@ -448,17 +447,14 @@ class Ec2Engine(EngineOps):
         explicit_ami_id: str | None = None,
         instance_type_info: InstanceTypeInfo | None = None,
     ) -> AmiChoice:
-        return self._kept.short_lived(
-            ("ami", k8s_version, instance_type, variant, explicit_ami_id),
-            lambda: resolve_ami(
-                self._clients.ssm,
-                self._ec2,
-                k8s_version=k8s_version,
-                instance_type=instance_type,
-                variant=variant,
-                explicit_ami_id=explicit_ami_id,
-                instance_type_info=instance_type_info,
-            ),
+        return resolve_ami(
+            self._clients.ssm,
+            self._ec2,
+            k8s_version=k8s_version,
+            instance_type=instance_type,
+            variant=variant,
+            explicit_ami_id=explicit_ami_id,
+            instance_type_info=instance_type_info,
         )
 
     def plan_subnets(

@@ -1,19 +1,14 @@
-"""The launch facts' reads, kept between passes (`Ec2Engine`'s preparation reads).
+"""The launch facts' reads that never change, kept between passes (`Ec2Engine`).
 
-Every pass that plans a prepare or a launch reads the cluster, the recommended AMI, the
-AMI's root device and, for EFA, the instance type. A wave of 200 gangs asked the same four
-questions 200 times in a few seconds, each call queued behind the others on EC2's read
-buckets and on the pool workers. What the answers are made of decides how long one is kept:
+Every pass that plans a prepare or a launch reads the AMI's root device and, for EFA, the
+instance type; a wave of 200 gangs asked the same questions 200 times in a few seconds. An
+instance type's description (EC2's catalogue) and an AMI's root device (an AMI is
+immutable) never change, so each is kept for the process's life once read; an error never
+is. The cluster and the recommended AMI are not kept: a rotated AMI or a new cluster
+version reaches the very next prepare (`test_controller_stack_inputs`). `short_lived` keeps
+an answer a while, for a caller that can wait that long for a change.
 
-- an instance type's description and an AMI's root device never change (an AMI is
-  immutable; a type's figures are EC2's catalogue): kept for the process's life;
-- the cluster (its version, subnets and security groups) and the recommended AMI (an SSM
-  parameter AWS re-publishes with each release) change rarely, and by someone's hand:
-  kept `SHORT_LIVED_SECONDS`, so a new AMI or cluster version reaches the next prepare
-  within a minute, as Karpenter's AMI and subnet providers keep theirs for minutes.
-
-An error is never kept: the next pass asks again. Two passes that miss at once may both
-read; the answer kept is the later one.
+Two passes that miss at once may both read; the answer kept is the later one.
 """
 
 from __future__ import annotations
