@@ -132,7 +132,7 @@ class Ec2Engine(EngineOps):
         self._images = Ec2ImageOwners(clients.ec2)
         self._instance_types = Ec2InstanceTypes(clients.ec2)
         # The preparation reads every launch and prepare pass makes (`kept_reads`).
-        self._kept = KeptReads(clock)
+        self._kept = KeptReads()
 
     # --- the gang --------------------------------------------------------------------
     def acquire(self, spec: LaunchSpec) -> LaunchResult:

@@ -5,8 +5,7 @@ instance type; a wave of 200 gangs asked the same questions 200 times in a few s
 instance type's description (EC2's catalogue) and an AMI's root device (an AMI is
 immutable) never change, so each is kept for the process's life once read; an error never
 is. The cluster and the recommended AMI are not kept: a rotated AMI or a new cluster
-version reaches the very next prepare (`test_controller_stack_inputs`). `short_lived` keeps
-an answer a while, for a caller that can wait that long for a change.
+version reaches the very next prepare (`test_controller_stack_inputs`).
 
 Two passes that miss at once may both read; the answer kept is the later one.
 """
@@ -15,44 +14,25 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable
-from typing import Final, TypeVar
+from typing import TypeVar
 
-from provisioner.api.clock import Clock
-
-__all__ = ["SHORT_LIVED_SECONDS", "KeptReads"]
-
-SHORT_LIVED_SECONDS: Final = 60.0
+__all__ = ["KeptReads"]
 
 T = TypeVar("T")
 
 
 class KeptReads:
-    """Answers kept per key: for good (`immutable`) or for `short_lived` seconds."""
+    """Answers that never change, kept per key once read."""
 
-    def __init__(self, clock: Clock, short_lived: float = SHORT_LIVED_SECONDS) -> None:
-        self._clock = clock
-        self._short_lived = short_lived
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._kept: dict[Hashable, tuple[float | None, object]] = {}
+        self._kept: dict[Hashable, object] = {}
 
     def immutable(self, key: Hashable, read: Callable[[], T]) -> T:
-        return self._kept_or_read(key, read, None)
-
-    def short_lived(self, key: Hashable, read: Callable[[], T]) -> T:
-        return self._kept_or_read(key, read, self._short_lived)
-
-    def forget(self) -> None:
-        """Drop every answer (a caller that knows the world changed)."""
         with self._lock:
-            self._kept.clear()
-
-    def _kept_or_read(self, key: Hashable, read: Callable[[], T], ttl: float | None) -> T:
-        now = self._clock.monotonic()
-        with self._lock:
-            kept = self._kept.get(key)
-        if kept is not None and (kept[0] is None or now < kept[0]):
-            return kept[1]  # type: ignore[return-value]  # stored by this key's own read
+            if key in self._kept:
+                return self._kept[key]  # type: ignore[return-value]  # this key's own read
         answer = read()  # an error propagates and nothing is kept
         with self._lock:
-            self._kept[key] = (None if ttl is None else now + ttl, answer)
+            self._kept[key] = answer
         return answer

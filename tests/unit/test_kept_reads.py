@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from provisioner.api.clock import FakeClock
 from provisioner.cloud.engine import Ec2Engine
 from provisioner.cloud.errors import CloudError, ErrorKind
-from provisioner.cloud.kept_reads import SHORT_LIVED_SECONDS, KeptReads
+from provisioner.cloud.kept_reads import KeptReads
 from tests.unit.test_cloud_helpers import CLUSTER, World, emulated_aws
 
 pytestmark = pytest.mark.unit
@@ -32,35 +31,21 @@ class Reads:
 
 
 def test_an_immutable_answer_is_read_once() -> None:
-    clock, reads = FakeClock(), Reads()
-    kept = KeptReads(clock)
+    reads = Reads()
+    kept = KeptReads()
     assert kept.immutable("t", reads) == 1
-    clock.advance(10 * SHORT_LIVED_SECONDS)
     assert kept.immutable("t", reads) == 1 and reads.made == 1
-
-
-def test_a_short_lived_answer_is_read_again_after_its_window() -> None:
-    clock, reads = FakeClock(), Reads()
-    kept = KeptReads(clock)
-    assert kept.short_lived("c", reads) == 1
-    clock.advance(SHORT_LIVED_SECONDS - 1)
-    assert kept.short_lived("c", reads) == 1
-    clock.advance(1)
-    assert kept.short_lived("c", reads) == 2
-    # Each key its own answer.
-    assert kept.short_lived("other", reads) == 3
+    assert kept.immutable("other", reads) == 2
 
 
 def test_an_error_is_never_kept() -> None:
-    clock, reads = FakeClock(), Reads()
-    kept = KeptReads(clock)
+    reads = Reads()
+    kept = KeptReads()
     reads.failing = True
     with pytest.raises(CloudError):
-        kept.short_lived("c", reads)
+        kept.immutable("c", reads)
     reads.failing = False
-    assert kept.short_lived("c", reads) == 2
-    kept.forget()
-    assert kept.immutable("c", reads) == 3
+    assert kept.immutable("c", reads) == 2
 
 
 @pytest.fixture
