@@ -21,15 +21,17 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from provisioner.api.constants import FailureKind
 from stacks.aws import client, code_of
 from stacks.base import PoolProvider, PoolResource, diff_by_keys
-from stacks.failures import as_pool_error
+from stacks.failures import PoolResourceError, as_pool_error
 
 __all__ = ["PlacementGroup", "PlacementGroupProvider", "adopt", "placement_group_request"]
 
 REPLACE_KEYS: Final = ("name", "strategy", "region")
 _DUPLICATE: Final = "InvalidPlacementGroup.Duplicate"
 _UNKNOWN: Final = frozenset({"InvalidPlacementGroup.Unknown", "InvalidPlacementGroup.NotFound"})
+_IN_USE: Final = "InvalidPlacementGroup.InUse"
 
 
 def placement_group_request(props: Mapping[str, Any]) -> dict[str, Any]:
@@ -100,7 +102,20 @@ class PlacementGroupProvider(PoolProvider):
         try:
             client("ec2", props).delete_placement_group(GroupName=id_)
         except Exception as exc:
-            if code_of(exc) not in _UNKNOWN:
+            code = code_of(exc)
+            if code == _IN_USE:
+                # On a delete, InUse means instances still run in the group (on a launch it
+                # means another zone): the pool's own are terminated before its destroy, so
+                # these are going, or are not the pool's.
+                raise PoolResourceError(
+                    "PlacementGroupInUse",
+                    f"DeletePlacementGroup {id_} refused: instances still run in the group "
+                    "(InvalidPlacementGroup.InUse). The destroy terminates the pool's own "
+                    "first and is retried; if this stays, terminate what else runs there (aws "
+                    f"ec2 describe-instances --filters Name=placement-group-name,Values={id_}).",
+                    kind=FailureKind.RETRYABLE,
+                ) from exc
+            if code not in _UNKNOWN:
                 raise as_pool_error(exc, f"DeletePlacementGroup {id_}") from exc
 
 

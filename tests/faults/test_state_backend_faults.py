@@ -140,7 +140,8 @@ def test_s3_down_during_a_release_is_retried_reported_and_finished_once_it_is_ba
     assert st["lastStackResult"] == f"failed: {BACKEND_UNAVAILABLE}", st
     # Truthful: no release is reported that did not happen.
     assert st["lastStackOperation"] != "destroy", st
-    assert set(st["instanceIds"]) == launched and live_ids(env, pool) == launched
+    # The instances went first, whatever the backend: only the stack waits for S3.
+    assert set(st["instanceIds"]) == launched and live_ids(env, pool) == set()
     assert warnings(env, pool, BACKEND_UNAVAILABLE), pool_events(env, pool)
     assert s3_calls_refused(env) >= 2
 
@@ -315,3 +316,45 @@ def test_a_record_that_failed_while_s3_was_down_leaves_no_stale_error_once_it_su
     assert failing["lastError"]["operation"] == "record", failing["lastError"]
     degraded = conditions_of(failing)["Degraded"]
     assert (degraded["status"], degraded["reason"]) == ("True", "TransientFailure"), degraded
+
+
+def test_a_pool_deleted_before_its_set_is_recorded_terminates_the_set_and_goes(
+    gang_env_factory: Any, failed_updates: None
+) -> None:
+    """Deleted between its launch and the stack's record of that set (held here by S3 going
+    down in between), a pool terminates the set first: the stack cannot, as it never
+    recorded it, and EC2 refuses to delete the placement group the set runs in. Its destroy
+    ran first once, failed on that group at every try, and kept the set running and the
+    pool's finalizer on for as long as anyone let it."""
+    env: GangEnv = gang_env_factory(join_delay=3600.0, retryBackoff={"initial": "1s", "max": "2s"})
+    emu = env.emulator.client
+    pool = "pool-s3-deleted"
+    emu.delay_calls("RunInstances", 2.0, client=TEST_KEY)
+    workload = env.submit(
+        "s3-deleted", pool, count=N, **{c.ANN_PLACEMENT_GROUP: c.PLACEMENT_CLUSTER}
+    )
+    eventually(
+        lambda: status(env, pool).get("launchInProgress") is not None, 180, "the launch in flight"
+    )
+    s3_down(env, TEST_KEY)
+    try:
+        joining = env.wait_phase(pool, Phase.JOINING, timeout=120)
+        launched = set(joining["status"]["instanceIds"])
+        assert live_ids(env, pool) == launched and not status(env, pool).get("recordedGroup")
+        env.kueue.finish(env.namespace, workload)
+        env.custom.delete_cluster_custom_object(c.GROUP, c.VERSION, c.GNP_PLURAL, pool)
+
+        # The set goes while the stack cannot be read; the pool waits for its destroy.
+        def destroy_failed() -> dict[str, Any] | None:
+            st = status(env, pool)
+            return st if (st.get("lastError") or {}).get("operation") == "destroy" else None
+
+        st = eventually(destroy_failed, 120, lambda: f"the destroy failing: {status(env, pool)}")
+        assert st["phase"] == Phase.RELEASING and not live_ids(env, pool), st
+        assert st["lastError"]["reason"] == BACKEND_UNAVAILABLE, st["lastError"]
+    finally:
+        emu.clear_faults()  # S3 is back
+    eventually(lambda: env.pool(pool) is None, 180, lambda: f"the pool gone: {status(env, pool)}")
+    assert env.driver.list_stacks() == []
+    groups = env.ec2.describe_placement_groups()["PlacementGroups"]
+    assert not [g for g in groups if pool in g["GroupName"]], groups

@@ -354,3 +354,31 @@ def test_access_entry_verifies_or_creates(aws: Aws) -> None:
     assert created.outs is not None and created.outs["type"] == "EC2_LINUX"
     assert provider.create({**props, "manage": True}).id == created.id  # in use: fine
     assert access_entry.adopt(props) is not None
+
+
+def test_a_placement_group_still_in_use_is_not_deleted_and_says_why(aws: Aws) -> None:
+    """EC2 refuses to delete a group that holds instances (InvalidPlacementGroup.InUse,
+    which on a launch means another zone): the delete says instances still run in it, a
+    wait that can end, and goes through once they have terminated."""
+    provider = PlacementGroupProvider()
+    props = {**CONN, "name": "atomic-gang-demo-p1", "strategy": "cluster"}
+    provider.create(props)
+    images = aws.ec2.describe_images(Owners=["602401143452"])["Images"]
+    inside = aws.ec2.run_instances(
+        ImageId=images[0]["ImageId"],
+        InstanceType="p4d.24xlarge",
+        MinCount=1,
+        MaxCount=1,
+        Placement={"GroupName": "atomic-gang-demo-p1"},
+    )["Instances"][0]["InstanceId"]
+
+    with pytest.raises(PoolResourceError) as refused:
+        provider.delete("atomic-gang-demo-p1", props)
+    assert refused.value.reason == "PlacementGroupInUse"
+    assert refused.value.kind is FailureKind.RETRYABLE
+    assert "another zone" not in refused.value.message
+    assert "Values=atomic-gang-demo-p1" in refused.value.message
+
+    aws.ec2.terminate_instances(InstanceIds=[inside])
+    provider.delete("atomic-gang-demo-p1", props)
+    assert not aws.ec2.describe_placement_groups()["PlacementGroups"]

@@ -258,27 +258,29 @@ class PoolActions:
     def _destroy(self, pool: GangNodePool) -> None:
         deps = self._deps
         cluster = deps.settings.cluster_name
+        # The instances go FIRST, before the stack is even read: by id what the status holds
+        # (a listing may not show a fresh launch yet) and, found by tag, what EC2's record
+        # proves ours (a tag alone proves nothing). A set launched and not yet recorded is
+        # one the stack knows nothing of, and EC2 refuses to delete a placement group that
+        # holds instances: a destroy that went first failed on them at every try, and they
+        # ran as long as the pool was kept. Nor does a state backend that cannot be read
+        # keep a deleted pool's instances running. `release` cleans their ENIs as the
+        # stack's own delete of its set would; that delete then finds the set gone.
+        leftover, unproven = self._proofs.releasable(
+            pool, deps.engine.find_managed(cluster, pool.name)
+        )
+        self._proofs.report(pool, unproven)
+        marker = pool.status.release_in_progress
+        held = [*pool.status.instance_ids, *(marker.instance_ids if marker else ())]
+        self._release_by_id(
+            list(dict.fromkeys([*held, *(v.instance_id for v in leftover)])),
+            None if marker is None else marker.started_at,
+        )
         # What the stack made, read before it goes: the only proof that a template or group
         # found by tag below is the pool's (`cloud.leftovers`).
         stack = deps.stacks.outputs(pool.name)
         if stack is not None:
             deps.stacks.destroy(pool.name)
-        # Whatever no stack holds (its state lost, or gone from the backend while this
-        # controller still believed in it) is found by tag and removed, never skipped in
-        # silence: instances first, since a placement group in use cannot be deleted.
-        # Only what EC2's record proves ours, as for strays: a tag alone proves nothing.
-        leftover, unproven = self._proofs.releasable(
-            pool, deps.engine.find_managed(cluster, pool.name)
-        )
-        self._proofs.report(pool, unproven)
-        if leftover:
-            deps.engine.release([v.instance_id for v in leftover])
-        # And what the status holds, by id: a listing may not show a fresh launch yet.
-        marker = pool.status.release_in_progress
-        held = [*pool.status.instance_ids, *(marker.instance_ids if marker else ())]
-        self._release_by_id(
-            list(dict.fromkeys(held)), None if marker is None else marker.started_at
-        )
         found = deps.engine.leftovers(cluster, pool.name)
         orphans, foreign = split_proven(found, stack.resource_ids if stack else frozenset())
         if foreign:
