@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import os
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 _live: set[Supervised] = set()
@@ -65,6 +67,11 @@ def descendants(pid: int) -> list[int]:
 # Ports `free_port` handed out in this process: never the same one twice.
 _HANDED_OUT: set[int] = set()
 _HANDED_OUT_LOCK = threading.Lock()
+# Ports handed out by any process on this machine (the test suite's workers, a demo beside
+# them), each for CLAIM_SECONDS: a bind test alone cannot see a port another process picked
+# and has not bound yet.
+_CLAIMS = Path(tempfile.gettempdir()) / "atomic-gang-free-ports"
+CLAIM_SECONDS = 600.0
 # Where `free_port` picks when the kernel's ephemeral range cannot be read (Linux's default
 # starts at 32768).
 _BELOW_EPHEMERAL = (20000, 32767)
@@ -79,19 +86,41 @@ def _pick_range() -> tuple[int, int]:
     return (10000, low - 1) if low > 12000 else _BELOW_EPHEMERAL
 
 
+@contextlib.contextmanager
+def _machine_claims(path: Path) -> Iterator[dict[int, float]]:
+    """The ports claimed on this machine in the last CLAIM_SECONDS, held under an exclusive
+    lock on their file; what the caller adds is written back when it ends."""
+    with open(path, "a+", encoding="ascii") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+        handle.seek(0)
+        now, claims = time.time(), {}
+        for entry in handle.read().split():
+            port, _, at = entry.partition("@")
+            with contextlib.suppress(ValueError):
+                if now - float(at) < CLAIM_SECONDS:
+                    claims[int(port)] = float(at)
+        yield claims
+        handle.seek(0)
+        handle.truncate()
+        handle.write(" ".join(f"{port}@{at}" for port, at in claims.items()))
+
+
 def free_port() -> int:
-    """A TCP port, free on every interface a moment ago, for a server started next.
+    """A TCP port, free on every interface a moment ago and claimed by no other process on
+    this machine in the last ten minutes, for a server started next.
 
     Picked below the ephemeral range: a port the kernel hands out for `bind(0)` is one it
     also gives any process's outgoing connection, and with a test suite's hundreds of
     connections one took such a port between this check and the server's bind (uvicorn's
-    "address already in use"). Below the range only another explicit bind can take it.
+    "address already in use"). Below the range only another explicit bind can take it, and
+    another worker of the suite picking the same port before either bound it did (the
+    machine-wide claim).
     """
     low, high = _pick_range()
-    for _ in range(1000):
-        port = low + int.from_bytes(os.urandom(2), "big") % (high - low + 1)
-        with _HANDED_OUT_LOCK:
-            if port in _HANDED_OUT:
+    with _HANDED_OUT_LOCK, _machine_claims(_CLAIMS) as claims:
+        for _ in range(1000):
+            port = low + int.from_bytes(os.urandom(2), "big") % (high - low + 1)
+            if port in _HANDED_OUT or port in claims:
                 continue
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                 try:
@@ -99,7 +128,8 @@ def free_port() -> int:
                 except OSError:
                     continue
             _HANDED_OUT.add(port)
-        return port
+            claims[port] = time.time()
+            return port
     raise RuntimeError(f"no free TCP port found in {low}-{high}")
 
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-from devenv.processes import Supervised, descendants, free_port
+import pytest
+
+from devenv import processes
+from devenv.processes import Supervised, descendants, free_port, python_env
 
 # A child that starts a grandchild in a new session (as the Pulumi CLI starts its provider
 # host in a group of its own), prints the grandchild's pid, then waits.
@@ -57,3 +61,32 @@ def test_free_ports_are_bindable_distinct_and_below_the_ephemeral_range() -> Non
     for port in ports[:5]:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("0.0.0.0", port))
+
+
+def test_two_processes_never_get_the_same_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each of the suite's workers picks ports at once; a bind test cannot see a port the
+    other has picked and not bound yet. Over 400 ports, 200 each, two processes without a
+    shared claim would meet on one (an 'address already in use' at a server's start)."""
+    claims, span = tmp_path / "claims", (15000, 15399)
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import devenv.processes as p, pathlib, sys\n"
+            f"p._CLAIMS = pathlib.Path({str(claims)!r})\n"
+            f"p._pick_range = lambda: {span!r}\n"
+            "print(' '.join(str(p.free_port()) for _ in range(200)))",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=python_env(),
+    )
+    theirs = {int(port) for port in child.stdout.split()}
+    monkeypatch.setattr(processes, "_CLAIMS", claims)
+    monkeypatch.setattr(processes, "_pick_range", lambda: span)
+    mine = {free_port() for _ in range(200)}
+    assert len(theirs) == len(mine) == 200
+    assert not theirs & mine, sorted(theirs & mine)
