@@ -67,6 +67,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from provisioner.api.constants import Phase
 from provisioner.api.fencing import NotLeader
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.cloud.billing import Gang, InstanceLife, Meter, life_of
@@ -88,6 +89,8 @@ MAX_LIFETIME = "max-lifetime"
 KEEP_WARM_EXPIRED = "keep-warm-expired"
 # Why a sweep terminated nothing (the `reason` label of `reaper_sweeps_skipped`).
 CACHE_NOT_TRUSTED = "pool-cache-not-trusted"
+# Phases whose set is a gang's: its keep-warm tag, from a window before, says nothing.
+_SERVING_PHASES = frozenset({Phase.ACQUIRING, Phase.JOINING, Phase.SATISFIED})
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,8 @@ class PoolFacts:
     instance_type: str = ""
     # The Capacity Block bought for the pool (status.blockPurchase), once EC2 sold it.
     block: BoughtBlock | None = None
+    # status.keepWarmUntil: the window the pool itself holds (its tag may be an earlier one).
+    keep_warm_until: datetime | None = None
 
 
 def pool_facts(pools: Iterable[GangNodePool]) -> dict[str, PoolFacts]:
@@ -117,6 +122,7 @@ def pool_facts(pools: Iterable[GangNodePool]) -> dict[str, PoolFacts]:
             uid=pool.metadata.uid or "",
             instance_type=pool.spec.instance_type,
             block=_bought(pool),
+            keep_warm_until=pool.status.keep_warm_until,
         )
         for pool in pools
     }
@@ -162,10 +168,23 @@ def verdict(
     born, lifetime = instance.launch_time, lifetime_of(tags.max_lifetime, max_lifetime)
     if born is not None and now >= born + lifetime:
         return MAX_LIFETIME
-    until = tags.keep_warm_until
-    if until is not None and now >= until + keep_warm_grace and not pools[tags.pool].claimed:
+    if _keep_warm_over(tags.keep_warm_until, pools[tags.pool], now, keep_warm_grace):
         return KEEP_WARM_EXPIRED
     return None
+
+
+def _keep_warm_over(
+    tagged: datetime | None, pool: PoolFacts, now: datetime, grace: timedelta
+) -> bool:
+    """A warm set's window is over, a grace period past. The tag is written when a set goes
+    warm and is not cleared by a claim, so a set whose claim just ended carries the window
+    before until its new tag lands: neither a claimed pool's set nor one in a phase that
+    serves a gang (the claim's end not yet seen) goes for its tag, and the later of the tag
+    and the pool's own window counts."""
+    if pool.claimed or pool.phase in _SERVING_PHASES or tagged is None:
+        return False
+    until = max(tagged, pool.keep_warm_until or tagged)
+    return now >= until + grace
 
 
 def lifetime_of(tagged: timedelta | None, limit: timedelta) -> timedelta:

@@ -435,14 +435,14 @@ ROWS = [
     ),
     # --- KeepWarm -------------------------------------------------------------------------
     Row(
-        "a new claim reuses the whole warm set: Satisfied in one step, no launch",
+        "a new claim reuses the whole warm set: Satisfied in one step, no launch, no tag write",
         view(
             phase=Phase.KEEP_WARM,
             status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
             live=LIVE,
             ready=ALL,
         ),
-        Action.TAG_KEEP_WARM,
+        Action.NONE,
         Phase.SATISFIED,
         requeue_after=None,
         events=(),
@@ -456,10 +456,32 @@ ROWS = [
             live=LIVE,
             ready=frozenset(IDS[1:]),
         ),
-        Action.TAG_KEEP_WARM,
+        Action.NONE,
         Phase.JOINING,
         requeue_after=0.0,
         status={"joinDeadline": "2026-11-29T12:10:00Z", "readyNodes": 3},
+    ),
+    Row(
+        "a new claim on a set whose tag copy failed drops that failure: a claimed set never "
+        "goes for its tag",
+        view(
+            phase=Phase.KEEP_WARM,
+            status=active(
+                keepWarmUntil="2026-11-29T12:05:00Z",
+                consecutiveFailures=2,
+                lastError={
+                    "reason": "RequestLimitExceeded",
+                    "message": "CreateTags throttled",
+                    "operation": "tag-keep-warm",
+                },
+            ),
+            live=LIVE,
+            ready=ALL,
+        ),
+        Action.NONE,
+        Phase.SATISFIED,
+        requeue_after=None,
+        status={"lastError": None, "consecutiveFailures": 0},
     ),
     Row(
         "keep-warm waits until its expiry",

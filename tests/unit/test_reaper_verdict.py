@@ -43,6 +43,15 @@ POOLS = {
     "warm": PoolFacts(Phase.KEEP_WARM, claimed=False, uid="uid-warm"),
     "reused": PoolFacts(Phase.KEEP_WARM, claimed=True, uid="uid-reused"),
     "busy": PoolFacts(Phase.SATISFIED, claimed=True, uid="uid-busy"),
+    # Its claim just ended; the pool has not yet written KeepWarm nor the new tag.
+    "just-done": PoolFacts(Phase.SATISFIED, claimed=False, uid="uid-just-done"),
+    # Warm again, its new window in the status; the tag still holds the window before.
+    "warm-again": PoolFacts(
+        Phase.KEEP_WARM,
+        claimed=False,
+        uid="uid-warm-again",
+        keep_warm_until=NOW + timedelta(minutes=10),
+    ),
 }
 
 
@@ -99,8 +108,13 @@ def signed(
         # The pool reconciler releases on time; the reaper waits out a grace period.
         (instance("warm", keep_warm_until=NOW - timedelta(minutes=1)), None),
         (instance("warm", keep_warm_until=NOW + timedelta(minutes=5)), None),
-        # A claim that arrived at the boundary wins over a tag not yet cleared.
+        # A claim wins over the tag: a claim does not clear it.
         (instance("reused", keep_warm_until=NOW - timedelta(minutes=3)), None),
+        # A set between a claim's end and its new tag carries the window before: its pool's
+        # phase, or the pool's own later window, keeps it.
+        (instance("just-done", keep_warm_until=NOW - timedelta(hours=3)), None),
+        (instance("warm-again", keep_warm_until=NOW - timedelta(hours=3)), None),
+        (instance("warm-again", keep_warm_until=NOW + timedelta(minutes=30)), None),
         # Max lifetime holds regardless of claims.
         (instance("reused", age=timedelta(hours=5)), MAX_LIFETIME),
     ],

@@ -185,9 +185,15 @@ def plan_keep_warm(view: PoolView[NotFetched, NotFetched]) -> Step:
             unusable_nodes=view.unusable_nodes(),
             join_deadline=None if whole else view.now + view.timings.join_deadline,
         )
-        # No event of its own: the claim's ("Claimed by ...; reusing its warm nodes") says it,
-        # and every warm claim of a wave would write a second Event saying the same.
-        return Step(Action.TAG_KEEP_WARM, back, requeue_after=None if whole else 0.0)
+        error = status.last_error
+        if error is not None and error.operation == Action.TAG_KEEP_WARM.value:
+            # The window's copy on EC2 no longer matters: a claimed set never goes for it.
+            back = changed(back, last_error=None, consecutive_failures=0)
+        # The keep-warm tag is left as it is, not cleared: the reaper never takes a claimed
+        # set for its tag (`reaper._keep_warm_over`), and a clear per warm claim was one
+        # mutating EC2 call per admission, throttled in a wave. No event of its own: the
+        # claim's ("Claimed by ...; reusing its warm nodes") says it.
+        return Step(Action.NONE, back, requeue_after=None if whole else 0.0)
     if any(iid in view.gone_ids for iid in status.instance_ids):
         return Step(Action.NONE, changed(status, phase=Phase.RELEASING), requeue_after=0.0)
     release_at = _block_release_at(view)
