@@ -40,9 +40,11 @@ counted in `atomic_gang_instances_unproven{reason}`. Without an ownership key, o
 cannot be proven and are reported the same way instead of terminated.
 
 An instance proven ours goes when it is past its max lifetime, past an expired
-keep-warm tag (with a grace period, the pool reconciler being the one expected to release
-it), or when it was launched for a pool the cache no longer holds (and is older than one
-sweep interval, as the cache may lag a pool just created). Because the proof and
+keep-warm tag while its pool holds it warm and unclaimed (with a grace period, the pool
+reconciler being the one expected to release it; a claim does not clear the tag, so the
+later of the tag and the pool's own `keepWarmUntil` counts), or when it was launched for a
+pool the cache no longer holds (and is older than one sweep interval, as the cache may lag
+a pool just created). Because the proof and
 these tags are written atomically at launch, the reaper works after a controller crash, a
 lost Pulumi state or a deleted CRD.
 
