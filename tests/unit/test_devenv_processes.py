@@ -67,9 +67,10 @@ def test_two_processes_never_get_the_same_port(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each of the suite's workers picks ports at once; a bind test cannot see a port the
-    other has picked and not bound yet. Over 400 ports, 200 each, two processes without a
-    shared claim would meet on one (an 'address already in use' at a server's start)."""
-    claims, span = tmp_path / "claims", (15000, 15399)
+    other has picked and not bound yet. Over 1,000 ports, 200 each, two processes without a
+    shared claim would meet on about 40 (each an 'address already in use' at a server's
+    start); with it, on none."""
+    claims, span = tmp_path / "claims", (15000, 15999)
     child = subprocess.run(
         [
             sys.executable,
