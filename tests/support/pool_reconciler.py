@@ -10,16 +10,31 @@ from typing import Any
 from provisioner.api.clock import FakeClock
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.nodes import Node
-from provisioner.api.settings import Settings
+from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
 from provisioner.cloud.naming import OwnershipKey
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.launch_budget import LaunchBudget
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool.deps import PoolReconcilerDeps
 from provisioner.kube.cache import TypedCache
+from tests.support.backends import UNREACHED_BACKEND
 from tests.support.typed_caches import typed
 
 DEFAULT_NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+NODE_ROLE_ARN = "arn:aws:iam::123456789012:role/node"
+
+
+def reconciler_settings(**overrides: Any) -> Settings:
+    """The settings a pool reconciler's unit test runs under: cluster `demo` in us-east-1,
+    node role NODE_ROLE_ARN, no leader election, a state backend never reached; `overrides`
+    by Python name."""
+    return Settings(
+        cluster_name="demo",
+        defaults=Defaults(region="us-east-1", node_role_arn=NODE_ROLE_ARN),
+        leader_election=LeaderElection(enabled=False),
+        pulumi=PulumiSettings.model_validate(UNREACHED_BACKEND),
+        **overrides,
+    )
 
 
 class Unused:

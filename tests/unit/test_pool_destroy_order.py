@@ -21,7 +21,6 @@ from provisioner.api import constants as c
 from provisioner.api.clock import FakeClock
 from provisioner.api.constants import FailureKind, Phase
 from provisioner.api.gangnodepool import GangNodePool
-from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
 from provisioner.cloud import naming
 from provisioner.cloud.naming import OwnershipKey
 from provisioner.controllers.instance_index import InstanceIndex
@@ -30,26 +29,20 @@ from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
 from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 from provisioner.pulumi_driver.port import StackError
-from tests.support.backends import UNREACHED_BACKEND
 from tests.support.events import RecordedEvents
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_stacks import FakeStacks
 from tests.support.informers import FakeInformer, FakePoolStore
 from tests.support.instance_views import managed_instance
-from tests.support.pool_reconciler import pool_deps
+from tests.support.pool_reconciler import NODE_ROLE_ARN, pool_deps, reconciler_settings
 from tests.support.pools import pool, pool_spec
 
 pytestmark = pytest.mark.unit
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-ROLE = "arn:aws:iam::123456789012:role/node"
+ROLE = NODE_ROLE_ARN
 KEY = OwnershipKey(b"k" * 32)
-SETTINGS = Settings(
-    cluster_name="demo",
-    defaults=Defaults(region="us-east-1", node_role_arn=ROLE),
-    leader_election=LeaderElection(enabled=False),
-    pulumi=PulumiSettings.model_validate(UNREACHED_BACKEND),
-)
+SETTINGS = reconciler_settings()
 SET_IDS = ("i-00000000000000001", "i-00000000000000002")
 LIVE = frozenset({"pending", "running"})
 

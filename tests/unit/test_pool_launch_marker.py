@@ -19,13 +19,7 @@ import pytest
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool, LaunchInProgress
-from provisioner.api.settings import (
-    Defaults,
-    LaunchBudgetSettings,
-    LeaderElection,
-    PulumiSettings,
-    Settings,
-)
+from provisioner.api.settings import LaunchBudgetSettings
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.types import LaunchResult, LaunchSpec, SubnetRef
 from provisioner.controllers.launch_budget import CUBIC_BETA, LaunchBudget, LaunchCost
@@ -35,23 +29,17 @@ from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
 from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 from provisioner.kube.workqueue import Result
-from tests.support.backends import UNREACHED_BACKEND
 from tests.support.events import RecordedEvents
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_stacks import FakeStacks
 from tests.support.informers import FakeInformer, FakePoolStore
-from tests.support.pool_reconciler import pool_deps
+from tests.support.pool_reconciler import pool_deps, reconciler_settings
 from tests.support.pools import claim, pool, pool_spec
 
 pytestmark = pytest.mark.unit
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-SETTINGS = Settings(
-    cluster_name="demo",
-    defaults=Defaults(region="us-east-1", node_role_arn="arn:aws:iam::123456789012:role/node"),
-    leader_election=LeaderElection(enabled=False),
-    pulumi=PulumiSettings.model_validate(UNREACHED_BACKEND),
-)
+SETTINGS = reconciler_settings()
 # Two subnets: runinstances mode has a token for each, fleet mode one for the fleet.
 SUBNETS = (SubnetRef("subnet-1", "us-east-1a"), SubnetRef("subnet-2", "us-east-1b"))
 MODES = (c.MODE_RUNINSTANCES, c.MODE_FLEET)

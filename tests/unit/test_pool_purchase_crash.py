@@ -15,35 +15,24 @@ import pytest
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import BlockPurchase, GangNodePool
-from provisioner.api.settings import (
-    BlockPurchasePolicy,
-    Defaults,
-    LeaderElection,
-    PulumiSettings,
-    Settings,
-)
+from provisioner.api.settings import BlockPurchasePolicy
 from provisioner.cloud.block_offerings import CapacityBlockOffering
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
 from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
-from tests.support.backends import UNREACHED_BACKEND
 from tests.support.block_offerings import offering
 from tests.support.events import RecordedEvents
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_stacks import FakeStacks
 from tests.support.informers import FakeInformer, FakePoolStore
-from tests.support.pool_reconciler import pool_deps
+from tests.support.pool_reconciler import pool_deps, reconciler_settings
 from tests.support.pools import claim, pool, pool_spec
 
 pytestmark = pytest.mark.unit
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-SETTINGS = Settings(
-    cluster_name="demo",
-    defaults=Defaults(region="us-east-1", node_role_arn="arn:aws:iam::123456789012:role/node"),
-    leader_election=LeaderElection(enabled=False),
-    pulumi=PulumiSettings.model_validate(UNREACHED_BACKEND),
+SETTINGS = reconciler_settings(
     block_purchase=BlockPurchasePolicy.model_validate(
         {"enabled": True, "maxUpfrontFeePerGang": "800", "latestStart": "1h"}
     ),

@@ -19,28 +19,21 @@ import pytest
 
 from provisioner.api import constants as c
 from provisioner.api.constants import FailureKind, Phase
-from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
 from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.kube.resources import ObjectKey
 from provisioner.pulumi_driver.port import StackError
-from tests.support.backends import UNREACHED_BACKEND
 from tests.support.events import RecordedEvents
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_stacks import FakeStacks
 from tests.support.informers import FakeInformer, FakePoolStore
-from tests.support.pool_reconciler import pool_deps
+from tests.support.pool_reconciler import NODE_ROLE_ARN, pool_deps, reconciler_settings
 from tests.support.pools import claim, pool, pool_spec
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-ROLE = "arn:aws:iam::123456789012:role/node"
-SETTINGS = Settings(
-    cluster_name="demo",
-    defaults=Defaults(region="us-east-1", node_role_arn=ROLE),
-    leader_election=LeaderElection(enabled=False),
-    pulumi=PulumiSettings.model_validate(UNREACHED_BACKEND),
-)
+ROLE = NODE_ROLE_ARN
+SETTINGS = reconciler_settings()
 POOL = pool(
     uid="pool-uid",
     resource_version="1",

@@ -20,7 +20,6 @@ from provisioner.api import constants as c
 from provisioner.api.clock import FakeClock
 from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
-from provisioner.api.settings import Defaults, LeaderElection, PulumiSettings, Settings
 from provisioner.cloud import naming
 from provisioner.cloud.naming import OwnershipKey
 from provisioner.cloud.ownership import (
@@ -38,27 +37,21 @@ from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
 from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.controllers.pool.steps import Action, Step
 from provisioner.kube.resources import ObjectKey
-from tests.support.backends import UNREACHED_BACKEND
 from tests.support.events import RecordedEvents
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_stacks import FakeStacks
 from tests.support.informers import FakeInformer, FakePoolStore
 from tests.support.instance_views import managed_instance
 from tests.support.nodes import node
-from tests.support.pool_reconciler import pool_deps
+from tests.support.pool_reconciler import NODE_ROLE_ARN, pool_deps, reconciler_settings
 from tests.support.pools import claim, pool, pool_spec
 
 pytestmark = pytest.mark.unit
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-ROLE = "arn:aws:iam::123456789012:role/node"
+ROLE = NODE_ROLE_ARN
 KEY = OwnershipKey(b"k" * 32)
-SETTINGS = Settings(
-    cluster_name="demo",
-    defaults=Defaults(region="us-east-1", node_role_arn=ROLE),
-    leader_election=LeaderElection(enabled=False),
-    pulumi=PulumiSettings.model_validate(UNREACHED_BACKEND),
-)
+SETTINGS = reconciler_settings()
 SET_IDS = ("i-00000000000000001", "i-00000000000000002")
 # Strays EC2's record proves ours: launched for this pool object (its UID), and launched by
 # this cluster for an earlier pool of the same name (signed with the cluster's key).
