@@ -83,6 +83,19 @@ def s3_calls_refused(env: GangEnv) -> int:
     return sum(1 for x in env.emulator.client.consumed() if x.get("action") in BACKEND_DOWN)
 
 
+def s3_down_before_the_record(env: GangEnv, name: str, pool: str, **annotations: str) -> str:
+    """Submit a gang of N on `pool` and take S3 down after its stack is prepared and before
+    its set is recorded: its launch is held in EC2 while the test waits for the launch
+    marker, then every S3 call of the controller fails. Returns the Workload's name."""
+    env.emulator.client.delay_calls("RunInstances", 2.0, client=TEST_KEY)
+    workload = env.submit(name, pool, count=N, **annotations)
+    eventually(
+        lambda: status(env, pool).get("launchInProgress") is not None, 180, "the launch in flight"
+    )
+    s3_down(env, TEST_KEY)
+    return workload
+
+
 def waits_between_failed_and_next_record(
     records: list[logging.LogRecord], pool: str
 ) -> list[float]:
@@ -217,13 +230,7 @@ def test_a_record_that_keeps_failing_while_joining_backs_off_and_ends_at_the_joi
     )
     emu = env.emulator.client
     pool = "pool-s3-record"
-    # Hold the launch, so S3 goes down after the stack is prepared and before the record.
-    emu.delay_calls("RunInstances", 2.0, client=TEST_KEY)
-    env.submit("s3-record", pool, count=N)
-    eventually(
-        lambda: status(env, pool).get("launchInProgress") is not None, 180, "the launch in flight"
-    )
-    s3_down(env, TEST_KEY)
+    s3_down_before_the_record(env, "s3-record", pool)
     try:
         joining = env.wait_phase(pool, Phase.JOINING, timeout=120)
         first = set(joining["status"]["instanceIds"])
@@ -279,13 +286,7 @@ def test_a_record_that_failed_while_s3_was_down_leaves_no_stale_error_once_it_su
     env: GangEnv = gang_env_factory(join_delay=3600.0, retryBackoff={"initial": "1s", "max": "2s"})
     emu = env.emulator.client
     pool = "pool-s3-stale"
-    # Hold the launch, so S3 goes down after the stack is prepared and before the record.
-    emu.delay_calls("RunInstances", 2.0, client=TEST_KEY)
-    env.submit("s3-stale", pool, count=N)
-    eventually(
-        lambda: status(env, pool).get("launchInProgress") is not None, 180, "the launch in flight"
-    )
-    s3_down(env, TEST_KEY)
+    s3_down_before_the_record(env, "s3-stale", pool)
     try:
 
         def record_failed() -> dict[str, Any] | None:
@@ -329,14 +330,9 @@ def test_a_pool_deleted_before_its_set_is_recorded_terminates_the_set_and_goes(
     env: GangEnv = gang_env_factory(join_delay=3600.0, retryBackoff={"initial": "1s", "max": "2s"})
     emu = env.emulator.client
     pool = "pool-s3-deleted"
-    emu.delay_calls("RunInstances", 2.0, client=TEST_KEY)
-    workload = env.submit(
-        "s3-deleted", pool, count=N, **{c.ANN_PLACEMENT_GROUP: c.PLACEMENT_CLUSTER}
+    workload = s3_down_before_the_record(
+        env, "s3-deleted", pool, **{c.ANN_PLACEMENT_GROUP: c.PLACEMENT_CLUSTER}
     )
-    eventually(
-        lambda: status(env, pool).get("launchInProgress") is not None, 180, "the launch in flight"
-    )
-    s3_down(env, TEST_KEY)
     try:
         joining = env.wait_phase(pool, Phase.JOINING, timeout=120)
         launched = set(joining["status"]["instanceIds"])
