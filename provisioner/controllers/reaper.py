@@ -81,6 +81,7 @@ from provisioner.cloud.ownership import Standing, fleet_of, prove
 from provisioner.cloud.types import InstanceView
 from provisioner.cloud.views import ALL_STATES, LIVE_STATES
 from provisioner.controllers.metrics import ControllerMetrics
+from provisioner.controllers.pool.phases import serves_gang
 from provisioner.controllers.ports import EngineOps, StackOps
 from provisioner.pulumi_driver.port import StackError
 
@@ -91,15 +92,13 @@ MAX_LIFETIME = "max-lifetime"
 KEEP_WARM_EXPIRED = "keep-warm-expired"
 # Why a sweep terminated nothing (the `reason` label of `reaper_sweeps_skipped`).
 CACHE_NOT_TRUSTED = "pool-cache-not-trusted"
-# Phases whose set is a gang's: its keep-warm tag, from a window before, says nothing.
-_SERVING_PHASES = frozenset({Phase.ACQUIRING, Phase.JOINING, Phase.SATISFIED})
 
 
 @dataclass(frozen=True)
 class PoolFacts:
     """What the reaper reads of a pool from the cache."""
 
-    phase: str
+    phase: Phase
     claimed: bool
     # The pool's N (spec.count): how many of a generation make its whole gang; 0 = unknown.
     gang_size: int = 0
@@ -183,7 +182,7 @@ def _keep_warm_over(
     before until its new tag lands: neither a claimed pool's set nor one in a phase that
     serves a gang (the claim's end not yet seen) goes for its tag, and the later of the tag
     and the pool's own window counts."""
-    if pool.claimed or pool.phase in _SERVING_PHASES or tagged is None:
+    if pool.claimed or serves_gang(pool.phase) or tagged is None:
         return False
     until = max(tagged, pool.keep_warm_until or tagged)
     return now >= until + grace

@@ -30,6 +30,7 @@ from provisioner.controllers.pool.phases import (
     needs_stack,
     progressing,
     reads_fresh,
+    serves_gang,
 )
 from tests.support.pools import claim, pool, pool_spec
 
@@ -258,3 +259,13 @@ def test_a_planner_that_reads_what_its_row_does_not_fetch_fails_type_checking(
     )
     said = [line.removeprefix(f"{tmp_path}/") for line in out.splitlines()]
     assert said == EXPECTED, out + err
+
+
+def test_the_phases_that_serve_a_gang_are_those_of_its_set_from_launch_to_ready() -> None:
+    """The reaper takes no set of these for an expired keep-warm tag (`reaper`): a claim's
+    end may not be seen yet, and the tag, not cleared by a claim, holds a window before."""
+    assert {p for p in Phase if serves_gang(p)} == {
+        Phase.ACQUIRING,
+        Phase.JOINING,
+        Phase.SATISFIED,
+    }

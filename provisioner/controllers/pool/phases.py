@@ -11,6 +11,8 @@ One row per `Phase` (`PHASES`), and one for a pool being deleted whatever its ph
   them may launch.
 - `plan`: the function that plans the phase, given what the pass read.
 - `progressing`: whether the pool's Progressing condition is True in the phase.
+- `serves_gang`: whether the phase's set is (or is becoming) a gang's: a claim's end may not
+  be seen yet, so the reaper takes no set in it for an expired keep-warm tag.
 
 What a row does not read, the view holds as `NotFetched`, and a planner takes the view its
 row's fetches give (`PoolView[StackRead, NotFetched]`, ...): a planner that reads what its
@@ -18,7 +20,8 @@ row does not fetch fails type checking, and so does a row whose planner wants a 
 fetches do not give (`PhaseRow` ties the two by its type parameters).
 
 `reads_fresh`, `needs_stack` and `may_launch` (the reconciler's observe step), the plan's
-dispatch (`row_of`) and the conditions (`progressing`) read these rows and nothing else.
+dispatch (`row_of`), the conditions (`progressing`) and the reaper (`serves_gang`) read these
+rows and nothing else.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ class PhaseRow(Generic[S, L]):
     launch: Fetch[L]
     plan: Callable[[PoolView[S, L]], Step]
     progressing: bool
+    serves_gang: bool = False
 
     @property
     def launches(self) -> bool:
@@ -94,13 +98,24 @@ _ACQUIRING = PhaseRow(
     launch=LAUNCH_WHILE_CLAIMED_OR_MARKED,
     plan=plan_acquiring,
     progressing=True,
+    serves_gang=True,
 )
 # Joining and Satisfied share a planner: the set joins, becomes Ready, or breaks.
 _JOINING = PhaseRow(
-    fresh=False, stack=NOT_READ, launch=NOT_READ, plan=plan_active, progressing=True
+    fresh=False,
+    stack=NOT_READ,
+    launch=NOT_READ,
+    plan=plan_active,
+    progressing=True,
+    serves_gang=True,
 )
 _SATISFIED = PhaseRow(
-    fresh=False, stack=NOT_READ, launch=NOT_READ, plan=plan_active, progressing=False
+    fresh=False,
+    stack=NOT_READ,
+    launch=NOT_READ,
+    plan=plan_active,
+    progressing=False,
+    serves_gang=True,
 )
 _KEEP_WARM = PhaseRow(
     fresh=False, stack=NOT_READ, launch=NOT_READ, plan=plan_keep_warm, progressing=False
@@ -172,3 +187,7 @@ def may_launch(pool: GangNodePool) -> bool:
 
 def progressing(phase: Phase) -> bool:
     return PHASES[phase].progressing
+
+
+def serves_gang(phase: Phase) -> bool:
+    return PHASES[phase].serves_gang
