@@ -53,5 +53,10 @@ podman_ build --layers --label "io.atomic-gang.inputs=$inputs" \
     "${extra[@]}" \
     --tag "$IMAGE" "$repo"
 
+# The image this build replaced, and the stage images of earlier builds, are left untagged;
+# with the vfs driver each is a whole copy (about 1.3 GiB a build), and a machine that builds
+# every commit filled its disk with them. Only untagged images nothing uses go.
+podman_ image prune --force >/dev/null || echo "[image] could not prune untagged images" >&2
+
 size=$(podman_ image inspect --format '{{.Size}}' "$IMAGE")
 echo "[image] $IMAGE: $((size / 1024 / 1024)) MiB, built in $(( $(date +%s) - start )) s" >&2
