@@ -322,6 +322,7 @@ def build_reconciler(
         metrics=metrics,
         ownership_key=None,
         budget=LaunchBudget(settings.launch_budget),
+        tag_budget=LaunchBudget(settings.launch_budget),
     )
     return GangNodePoolReconciler(deps)
 

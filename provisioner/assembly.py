@@ -319,8 +319,10 @@ def build_manager(inputs: ManagerInputs) -> Manager:
             now=now,
             metrics=metrics,
             ownership_key=ownership_key,
-            # One budget for the account's launches, shared by every pool's passes.
+            # One budget for the account's launches and one for its CreateTags (a bucket of
+            # its own at EC2), each shared by every pool's passes.
             budget=LaunchBudget(settings.launch_budget),
+            tag_budget=LaunchBudget(settings.launch_budget),
         )
     )
     check_ctl = Controller(

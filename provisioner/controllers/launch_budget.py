@@ -247,9 +247,15 @@ class RegionBudget:
         self.instances.empty(now)
         self._adapt(now)
 
-    def forget(self, pool: str) -> None:
-        self.waiting.pop(pool, None)
+    def forget(self, pool: str, now: float) -> None:
+        """The pool no longer waits: a turn not yet taken gives back what it reserved (the
+        turns behind it keep their moments, so the buckets are never overspent)."""
+        waiting = self.waiting.pop(pool, None)
         self.held.pop(pool, None)
+        if waiting is not None:
+            self._adapt(now)
+            self.requests.give_back(self._split(waiting.cost)[0], now)
+            self.instances.give_back(waiting.cost.instances, now)
 
 
 class LaunchBudget:
@@ -299,11 +305,13 @@ class LaunchBudget:
             t = self._seconds(now)
             self._region(region, t).throttled(t)
 
-    def forget(self, pool: str) -> None:
-        """A pool that no longer waits (launched elsewhere, gone) gives up its turn."""
+    def forget(self, pool: str, now: datetime) -> None:
+        """A pool that no longer waits (its plan changed, or it is gone) gives up its turn
+        and what the turn reserved."""
         with self._lock:
+            t = self._seconds(now)
             for budget in self._regions.values():
-                budget.forget(pool)
+                budget.forget(pool, t)
 
     def rate(self, region: str, now: datetime) -> float:
         """The region's request rate now (requests a second), for tests and the bench."""

@@ -177,11 +177,12 @@ def verdict(
 def _keep_warm_over(
     tagged: datetime | None, pool: PoolFacts, now: datetime, grace: timedelta
 ) -> bool:
-    """A warm set's window is over, a grace period past. The tag is written when a set goes
-    warm and is not cleared by a claim, so a set whose claim just ended carries the window
-    before until its new tag lands: neither a claimed pool's set nor one in a phase that
-    serves a gang (the claim's end not yet seen) goes for its tag, and the later of the tag
-    and the pool's own window counts."""
+    """A warm set's window is over, a grace period past. The tag is written a pass after a
+    set goes warm (at the pool's turn at the CreateTags budget) and is not cleared by a
+    claim, so a set whose claim just ended carries the window before until its new tag
+    lands: neither a claimed pool's set nor one in a phase that serves a gang (the claim's
+    end not yet seen) goes for its tag, and the later of the tag and the pool's own window
+    counts."""
     if pool.claimed or serves_gang(pool.phase) or tagged is None:
         return False
     until = max(tagged, pool.keep_warm_until or tagged)

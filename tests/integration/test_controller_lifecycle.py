@@ -69,10 +69,17 @@ def test_full_life_of_a_pool(gang_env_factory: Any, monkeypatch: pytest.MonkeyPa
     env.kueue.finish(env.namespace, first)
     pool = env.wait_phase("pool-life", Phase.KEEP_WARM)
     until = pool["status"]["keepWarmUntil"]
-    tags = {
-        t["Key"]: t["Value"] for i in env.live_instances("pool-life") for t in i.get("Tags", [])
-    }
-    assert tags[c.TAG_KEEP_WARM_UNTIL] == until
+
+    def tagged() -> set[str]:
+        """Each live instance's keep-warm tag: written a pass after the set went warm."""
+        return {
+            t["Value"]
+            for i in env.live_instances("pool-life")
+            for t in i.get("Tags", [])
+            if t["Key"] == c.TAG_KEEP_WARM_UNTIL
+        }
+
+    eventually(lambda: tagged() == {until}, 30, lambda: f"keep-warm tags {tagged()} != {until}")
 
     launched_before = env.launches()
     second = env.submit("train-2", "pool-life", count=2, **{c.ANN_KEEP_WARM_TTL: "3s"})

@@ -63,6 +63,7 @@ def pool_deps(
     index_interval: float = 10,
     ownership_key: OwnershipKey | None = None,
     budget: LaunchBudget | None = None,
+    tag_budget: LaunchBudget | None = None,
 ) -> PoolReconcilerDeps:
     """Dependencies for a pool reconciler (or its actions) under test. The instance index
     defaults to a real one over `engine`."""
@@ -94,4 +95,5 @@ def pool_deps(
         metrics=metrics,
         ownership_key=ownership_key,
         budget=budget or LaunchBudget(settings.launch_budget),
+        tag_budget=tag_budget or LaunchBudget(settings.launch_budget),
     )

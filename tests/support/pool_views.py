@@ -63,6 +63,7 @@ def view(
     capacity_block_duration: str | None = None,
     purchase: PurchaseRead | None = None,
     queued_at: datetime | None = None,
+    keep_warm_tagged: datetime | None = None,
 ) -> AnyView:
     """The pool as a pass sees it. Whether the stack is prepared, and the Capacity Block EC2
     reports, are given only where the reconciler would read them (the row of the pool's
@@ -100,7 +101,14 @@ def view(
             if needs_launch_facts(spec, st, deleting=deleting)
             else NOT_FETCHED
         ),
+        keep_warm_tagged=keep_warm_tagged,
     )
+
+
+def tagged(live: tuple[Instance, ...], until: str) -> tuple[Instance, ...]:
+    """`live` as a listing shows it once the keep-warm window `until` is on every tag."""
+    at = datetime.fromisoformat(until)
+    return tuple(replace(i, keep_warm_until=at) for i in live)
 
 
 def active(group: str = "gen-0", *, recorded: bool = True, **extra: Any) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from provisioner.api.gangnodepool import GangNodePool
 from provisioner.cloud import naming
 from provisioner.cloud.types import InstanceView
 from provisioner.controllers.instance_index import CHANGED_STATES, OBSERVED_STATES, InstanceIndex
+from provisioner.controllers.launch_budget import LaunchBudget
 from provisioner.controllers.metrics import ControllerMetrics
 from provisioner.controllers.pool.actions import PoolActions
 from provisioner.controllers.pool.facts import PassFacts
@@ -89,7 +90,13 @@ def fake_engine() -> FakeEngine:
 
 
 class World:
-    def __init__(self, status: Mapping[str, Any], ready: bool, claim: bool = True) -> None:
+    def __init__(
+        self,
+        status: Mapping[str, Any],
+        ready: bool,
+        claim: bool = True,
+        tag_budget: LaunchBudget | None = None,
+    ) -> None:
         self.store = FakePoolStore(pool_object(status, claim))
         self.engine = fake_engine()
         self.clock = FakeClock()
@@ -111,6 +118,7 @@ class World:
                 recorder=self.recorder,
                 now=lambda: NOW,
                 metrics=self.metrics,
+                tag_budget=tag_budget,
             )
         )
 

@@ -23,7 +23,7 @@ from provisioner.controllers.pool.steps import (
     Instance,
     ReleasePurpose,
 )
-from tests.support.pool_views import IDS, LIVE, NOW, TIMINGS, TOKENS, active, view
+from tests.support.pool_views import IDS, LIVE, NOW, TIMINGS, TOKENS, active, tagged, view
 from tests.unit.test_pool_plan_purchase import ROWS as PURCHASE_ROWS
 
 MARKER = LaunchInProgress(
@@ -345,8 +345,9 @@ ROWS = [
             live=LIVE,
             ready=frozenset(IDS[:1]),
         ),
-        Action.TAG_KEEP_WARM,
+        Action.NONE,
         Phase.KEEP_WARM,
+        requeue_after=0.0,
         events=("KeepWarm",),
         status={"keepWarmUntil": "2026-11-29T12:10:00Z", "joinDeadline": None, "readyNodes": 1},
     ),
@@ -411,13 +412,73 @@ ROWS = [
         purpose=ReleasePurpose.STRAYS,
     ),
     Row(
-        "a claim dropped on a Satisfied pool keeps it warm and tags EC2",
+        "a claim dropped on a Satisfied pool keeps it warm; the next pass tags EC2",
         view(phase=Phase.SATISFIED, claimed=False, status=active(), live=LIVE, ready=ALL),
-        Action.TAG_KEEP_WARM,
+        Action.NONE,
         Phase.KEEP_WARM,
-        requeue_after=600.0,
+        requeue_after=0.0,
         events=("KeepWarm",),
         status={"keepWarmUntil": "2026-11-29T12:10:00Z"},
+    ),
+    Row(
+        "keep-warm whose window is on no tag yet writes it (at the pool's turn)",
+        view(
+            phase=Phase.KEEP_WARM,
+            claimed=False,
+            status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
+            live=LIVE,
+        ),
+        Action.TAG_KEEP_WARM,
+        Phase.KEEP_WARM,
+        requeue_after=300.0,
+        events=(),
+    ),
+    Row(
+        "keep-warm whose tag holds an earlier window writes the new one",
+        view(
+            phase=Phase.KEEP_WARM,
+            claimed=False,
+            status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
+            live=tagged(LIVE, "2026-11-29T11:50:00+00:00"),
+        ),
+        Action.TAG_KEEP_WARM,
+        Phase.KEEP_WARM,
+    ),
+    Row(
+        "keep-warm with a member missing from the listing writes the tag",
+        view(
+            phase=Phase.KEEP_WARM,
+            claimed=False,
+            status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
+            live=tagged(LIVE[:3], "2026-11-29T12:05:00+00:00"),
+        ),
+        Action.TAG_KEEP_WARM,
+        Phase.KEEP_WARM,
+    ),
+    Row(
+        "keep-warm whose tag this reconciler wrote waits, though the listing predates it",
+        view(
+            phase=Phase.KEEP_WARM,
+            claimed=False,
+            status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
+            live=LIVE,
+            keep_warm_tagged=NOW + timedelta(minutes=5, microseconds=300),
+        ),
+        Action.NONE,
+        Phase.KEEP_WARM,
+        requeue_after=300.0,
+    ),
+    Row(
+        "keep-warm whose tag this reconciler wrote for an earlier window writes the new one",
+        view(
+            phase=Phase.KEEP_WARM,
+            claimed=False,
+            status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
+            live=LIVE,
+            keep_warm_tagged=NOW - timedelta(minutes=5),
+        ),
+        Action.TAG_KEEP_WARM,
+        Phase.KEEP_WARM,
     ),
     Row(
         "zero keep-warm releases at once",
@@ -489,7 +550,7 @@ ROWS = [
             phase=Phase.KEEP_WARM,
             claimed=False,
             status=active(keepWarmUntil="2026-11-29T12:05:00Z"),
-            live=LIVE,
+            live=tagged(LIVE, "2026-11-29T12:05:00+00:00"),
         ),
         Action.NONE,
         Phase.KEEP_WARM,
@@ -653,7 +714,7 @@ ROWS = [
                 capacityBlockEndsAt=(NOW + MARGIN + timedelta(minutes=2)).isoformat(),
                 keepWarmUntil=(NOW + timedelta(minutes=5)).isoformat(),
             ),
-            live=LIVE,
+            live=tagged(LIVE, (NOW + timedelta(minutes=5)).isoformat()),
         ),
         Action.NONE,
         Phase.KEEP_WARM,
@@ -733,9 +794,9 @@ ROWS = [
             live=LIVE,
             ready=ALL,
         ),
-        Action.TAG_KEEP_WARM,
+        Action.NONE,
         Phase.KEEP_WARM,
-        requeue_after=180.0,
+        requeue_after=0.0,
     ),
 ]
 

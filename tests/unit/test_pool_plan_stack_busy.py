@@ -80,9 +80,9 @@ WAITS: list[tuple[str, AnyView, Action]] = [
     (
         "no keep-warm tag while a record runs",
         view(
-            phase=Phase.SATISFIED,
+            phase=Phase.KEEP_WARM,
             claimed=False,
-            status=active(readyNodes=4),
+            status=active(readyNodes=4, keepWarmUntil="2026-11-29T12:10:00Z"),
             live=LIVE,
             ready=frozenset(IDS),
         ),
@@ -133,6 +133,19 @@ def test_a_set_becomes_satisfied_while_its_record_runs() -> None:
     assert step.action is Action.NONE
     assert step.status.phase == Phase.SATISFIED and step.status.ready_nodes == 4
     assert [e.reason for e in step.events] == [c.EventReason.SATISFIED]
+
+
+def test_a_set_goes_warm_while_its_record_runs() -> None:
+    v = view(
+        phase=Phase.SATISFIED,
+        claimed=False,
+        status=active(recorded=False),
+        live=LIVE,
+        ready=frozenset(IDS),
+    )
+    step = plan(busy(v, Action.RECORD_SET))
+    assert step.action is Action.NONE and step.status.phase == Phase.KEEP_WARM
+    assert [e.reason for e in step.events] == [c.EventReason.KEEP_WARM]
 
 
 def test_a_node_leaving_is_seen_while_a_record_runs() -> None:

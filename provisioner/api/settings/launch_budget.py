@@ -7,6 +7,10 @@ RunInstances, a resource bucket of 1,000 instances refilled at 2 a second. Every
 the account draws on the same buckets, so the controller takes `share` of them (half, by
 default) and leaves the rest to the others. An account whose limits AWS raised says so in
 the bucket fields; the controller still takes only `share` of them.
+
+CreateTags, which writes the keep-warm window onto a warm set's instances, is a mutating
+action too, with a request bucket of its own of the same default size: the controller
+takes the same `share` of it, from the request fields here.
 """
 
 from __future__ import annotations

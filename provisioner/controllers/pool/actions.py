@@ -89,7 +89,13 @@ class PoolActions:
                 self._remove_finalizer(written)
         except CloudError as err:
             log.warning("pool %s: %s failed: %s", pool.name, action.value, err)
-            return ActionResult(False, failure=err.failure, reason=err.reason, message=str(err))
+            return ActionResult(
+                False,
+                failure=err.failure,
+                reason=err.reason,
+                message=str(err),
+                throttled=err.throttled,
+            )
         except StackError as err:  # its kind decides the wait: config is not retried soon
             log.warning("pool %s: %s failed (%s): %s", pool.name, action.value, err.kind, err)
             return ActionResult(

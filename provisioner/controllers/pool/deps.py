@@ -43,3 +43,5 @@ class PoolReconcilerDeps:
     # The account's launch budget, one object shared by every pool's passes (and the
     # composition root's only): turns at RunInstances/CreateFleet (`launch_budget`).
     budget: LaunchBudget
+    # The same for CreateTags (the keep-warm tag): a bucket of its own at EC2.
+    tag_budget: LaunchBudget

@@ -11,6 +11,10 @@ settled gives its hold back, charged as if every call was made (it cannot say ho
 were). So a pool waiting on capacity retries at the budget's pace, round-robin with every
 other waiting pool, and not on a backoff of its own (`outcomes`: a shortfall and a throttle
 look again at once).
+
+The keep-warm tag is written the same way, at its own budget (`tag_turn`, `tag_settled`):
+CreateTags has a request bucket of its own, a mutating action's, of which the controller
+takes the same share. A pool whose plan no longer tags gives its turn back (`no_tag`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from provisioner.controllers.launch_budget import LaunchBudget, LaunchCost, Turn
 from provisioner.controllers.pool.steps import ActionResult, AnyView, LaunchRead
 
 _SHORTFALLS = frozenset({FailureKind.CAPACITY, FailureKind.MALFORMED})
+# One CreateTags call names every instance of the set.
+TAG_COST = LaunchCost(calls=1, instances=0)
 
 
 def launch_cost(view: AnyView) -> LaunchCost:
@@ -48,3 +54,16 @@ def settle(budget: LaunchBudget, view: AnyView, result: ActionResult) -> None:
 
 def abandon(budget: LaunchBudget, view: AnyView) -> None:
     budget.finished(view.spec.region, view.name, launch_cost(view), None, view.now)
+
+
+def tag_turn(budget: LaunchBudget, view: AnyView) -> Turn:
+    return budget.turn(view.spec.region, view.name, TAG_COST, view.now)
+
+
+def tag_settled(budget: LaunchBudget, view: AnyView, result: ActionResult) -> None:
+    if result.throttled:
+        budget.throttled(view.spec.region, view.now)
+
+
+def no_tag(budget: LaunchBudget, view: AnyView) -> None:
+    budget.forget(view.name, view.now)

@@ -1,7 +1,8 @@
 """The pool's plan while it holds a set: Joining and Satisfied (the set joins, becomes
 Ready, is recorded in the stack beside the join, and is released whole if it loses a
 member, misses the join deadline or reaches its Capacity Block's release) and KeepWarm
-(a new claim reuses the warm set, no launch; expiry releases it).
+(a new claim reuses the warm set, no launch; the window goes onto the instances' tag at
+the pool's turn at the account's CreateTags budget; expiry releases it).
 
 Planners of the phase table (`phases.PHASES`): their rows read neither the stack nor the
 launch facts (a pool that holds a set does not wait on the Pulumi backend), so they take a
@@ -130,14 +131,17 @@ def _enter_keep_warm(view: AnyView, status: GangNodePoolStatus) -> Step:
     if ttl <= timedelta(0):
         return Step(Action.NONE, changed(status, phase=Phase.RELEASING), requeue_after=0.0)
     until = view.now + ttl
-    block_wait = seconds_until(view.now, _block_release_at(view))
-    wait = ttl.total_seconds() if block_wait is None else min(ttl.total_seconds(), block_wait)
     n = view.spec.count
     joining = f" ({status.ready_nodes}/{n} Ready so far)" if status.ready_nodes < n else ""
+    # The window goes onto the instances' tag on a later pass, when the account's budget
+    # gives the pool a turn at CreateTags (`plan_keep_warm`): a wave of gangs ending at once
+    # would otherwise spend the mutating bucket at once and be throttled, and a set claimed
+    # again before its turn never needs the tag (the reaper reads the pool's own window).
+    # The next pass, which the status write brings, plans the tag and the window's end.
     return Step(
-        Action.TAG_KEEP_WARM,
+        Action.NONE,
         changed(status, phase=Phase.KEEP_WARM, keep_warm_until=until, join_deadline=None),
-        requeue_after=wait,
+        requeue_after=0.0,
         events=(
             Event(
                 c.EVENT_NORMAL,
@@ -225,9 +229,26 @@ def plan_keep_warm(view: PoolView[NotFetched, NotFetched]) -> Step:
     wait = (until - view.now).total_seconds()
     block_wait = seconds_until(view.now, release_at)
     requeue = wait if block_wait is None else min(wait, block_wait)
-    if status.consecutive_failures:
-        # Copying keepWarmUntil onto the instances' tag is the only step a warm pool runs,
-        # and it failed (the phase and the window were saved with it): try it again, or the
-        # reaper's EC2-side backstop for this set never learns the window.
+    if keep_warm_tag_owed(view):
+        # Copying keepWarmUntil onto the instances' tag is the only step a warm pool runs:
+        # the reaper enforces the window from it after a restart. It runs at the pool's
+        # turn at the account's CreateTags budget, and again after a failure.
         return Step(Action.TAG_KEEP_WARM, status, requeue_after=requeue, why="keep-warm tag")
     return Step(Action.NONE, status, requeue_after=requeue)
+
+
+def keep_warm_tag_owed(view: AnyView) -> bool:
+    """Whether a member of the warm set lacks the window on its tag: neither this
+    reconciler wrote it nor the listing shows it (an unlisted member counts as lacking).
+    Compared to the second, as the status and the tag both keep it."""
+    until = view.status.keep_warm_until
+    if until is None:
+        return False
+    if view.keep_warm_tagged is not None and _same_second(view.keep_warm_tagged, until):
+        return False
+    tagged = {i.instance_id: i.keep_warm_until for i in view.live}
+    return any(not _same_second(tagged.get(iid), until) for iid in view.status.instance_ids)
+
+
+def _same_second(a: datetime | None, b: datetime) -> bool:
+    return a is not None and a.replace(microsecond=0) == b.replace(microsecond=0)

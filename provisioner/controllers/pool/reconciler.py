@@ -40,7 +40,7 @@ not run again before the wait its result asked for.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from provisioner.api import constants as c
 from provisioner.api.constants import Phase
@@ -132,6 +132,8 @@ class GangNodePoolReconciler:
         self._backoffs: dict[str, Backoff] = {}
         # Per pool, the versions this reconciler wrote over that the cache still may show.
         self._own_writes = OwnWrites()
+        # Per pool, the keep-warm window last written onto its set's tag (`keep_warm_tag_owed`).
+        self._keep_warm_tagged: dict[str, datetime] = {}
 
     def keys_for_node(self, node: Node) -> list[ObjectKey]:
         pool = node.labels.get(c.POOL_LABEL)
@@ -142,7 +144,9 @@ class GangNodePoolReconciler:
         pool = self._pools.get("", key.name)
         if pool is None:
             self._executor.forget(key.name)
-            self._deps.budget.forget(key.name)
+            self._deps.budget.forget(key.name, self._now())
+            self._deps.tag_budget.forget(key.name, self._now())
+            self._keep_warm_tagged.pop(key.name, None)
             self._backoffs.pop(key.name, None)
             self._own_writes.forget(key.name)
             self._proofs.forget(key.name)
@@ -167,6 +171,12 @@ class GangNodePoolReconciler:
 
     def _plan_and_act(self, pool: GangNodePool, view: AnyView, facts: PassFacts) -> Result:
         step = plan(view)
+        if step.action is Action.TAG_KEEP_WARM:
+            tag = launch_turns.tag_turn(self._deps.tag_budget, view)
+            if not tag.go:  # its turn at the CreateTags budget comes later
+                return Result(requeue_after=tag.wait)
+        else:  # claimed again, or going, before its turn: the turn is given back
+            launch_turns.no_tag(self._deps.tag_budget, view)
         turn = launch_turns.ask(self._deps.budget, view) if step.action is Action.LAUNCH else None
         if turn is not None and not turn.go:  # its turn at the launch budget comes later
             return Result(requeue_after=turn.wait)
@@ -204,6 +214,10 @@ class GangNodePoolReconciler:
         self._note_backoff(pool.name, step.action, result, requeue)
         if launching:
             launch_turns.settle(self._deps.budget, view, result)
+        if step.action is Action.TAG_KEEP_WARM:
+            launch_turns.tag_settled(self._deps.tag_budget, view, result)
+            if result.ok and step.status.keep_warm_until is not None:
+                self._keep_warm_tagged[pool.name] = step.status.keep_warm_until
         if step.action is Action.REMOVE_FINALIZER:
             return Result()
         written = self._persist_result(written, status)
@@ -302,7 +316,9 @@ class GangNodePoolReconciler:
             status=status,
             deleting=pool.metadata.deletion_timestamp is not None,
             has_finalizer=c.FINALIZER in pool.metadata.finalizers,
-            live=tuple(Instance(v.instance_id, v.managed.group) for v in live),
+            live=tuple(
+                Instance(v.instance_id, v.managed.group, v.managed.keep_warm_until) for v in live
+            ),
             gone_ids=gone,
             ready_instance_ids=ready,
             now=self._now(),
@@ -322,6 +338,7 @@ class GangNodePoolReconciler:
             backoff=self._backoffs.get(pool.name),
             unusable=unusable,
             unproven=unproven,
+            keep_warm_tagged=self._keep_warm_tagged.get(pool.name),
         )
         return view, facts
 

@@ -121,6 +121,8 @@ class Instance:
 
     instance_id: str
     group: str | None
+    # Its keep-warm tag as the listing read it (None: empty, or not a time).
+    keep_warm_until: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -219,6 +221,9 @@ class PoolView(Generic[S, L]):
     # Tagged as the pool's, in no set, and not proven ours: left out of `live`, so no
     # release names them (`pool.proofs`); the pass reports them.
     unproven: tuple[Unproven, ...] = ()
+    # The keep-warm window this reconciler last wrote onto the set's tag, in memory (a
+    # listing may predate the write); None after a restart, when the listing tells.
+    keep_warm_tagged: datetime | None = None
 
     def usable_ids(self) -> frozenset[str]:
         """The Ready nodes that count toward the gang. A Satisfied set's nodes were each
