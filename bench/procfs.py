@@ -31,11 +31,26 @@ def cpu_seconds(fields: list[str]) -> float:
 
 
 def machine_cpu() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
+    """(busy, total) CPU seconds of the whole machine since boot (`cpu_times`)."""
+    busy, total, _ = cpu_times(Path("/proc/stat").read_text())
+    return busy, total
+
+
+def machine_steal() -> float:
+    """CPU seconds since boot the hypervisor took from this machine's cores (`cpu_times`)."""
+    return cpu_times(Path("/proc/stat").read_text())[2]
+
+
+def cpu_times(proc_stat: str) -> tuple[float, float, float]:
+    """(busy, total, stolen) CPU seconds from the text of /proc/stat, whose `cpu` line holds
+    user, nice, system, idle, iowait, irq, softirq, steal, ... in clock ticks. Busy is what
+    the machine's processes ran; steal, the time the hypervisor gave other guests while this
+    one wanted to run, is in the total and not in busy: a figure measured while much was
+    stolen ran on less machine than the cores say."""
+    fields = [int(x) for x in proc_stat.split("\n", 1)[0].split()[1:]]
+    idle, stolen = fields[3] + fields[4], fields[7]  # idle + iowait; steal
     total = sum(fields[:8])  # guest time is counted in user already
-    return (total - idle) / TICKS, total / TICKS
+    return (total - idle - stolen) / TICKS, total / TICKS, stolen / TICKS
 
 
 def processes() -> dict[int, list[str]]:
