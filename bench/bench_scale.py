@@ -152,6 +152,12 @@ class _WaveCounters:
     cpu: dict[str, float]
     machine: dict[str, float]
 
+    def stolen_percent(self, end: _WaveCounters) -> float:
+        """How much of the machine the hypervisor took between these counters and `end`."""
+        total = end.machine["Total"] - self.machine["Total"]
+        stolen = end.machine["Stolen"] - self.machine["Stolen"]
+        return 100 * stolen / total if total else float("nan")
+
     @classmethod
     def before_wave(
         cls, api: k8s.ApiClient, env: LocalEnvironment, controller: int
@@ -329,9 +335,11 @@ class Run:
                 label = "cold" if wave == 0 else "warm"
                 elapsed = time.monotonic() - started
                 self._add(f"{label}WaveSeconds", elapsed)
-                self._add_wave_cost(label, at_start, _WaveCounters.after_wave(api, env, child.pid))
+                at_end = _WaveCounters.after_wave(api, env, child.pid)
+                self._add_wave_cost(label, at_start, at_end)
                 print(
-                    f"  wave {wave + 1}/{self.per_pool} ({label}): {elapsed:.1f}s",
+                    f"  wave {wave + 1}/{self.per_pool} ({label}): {elapsed:.1f}s, "
+                    f"steal {at_start.stolen_percent(at_end):.0f} %",
                     file=sys.stderr,
                     flush=True,
                 )
