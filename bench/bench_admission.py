@@ -72,6 +72,7 @@ from bench.api_requests import (
 )
 from bench.api_requests import report as requests_report
 from bench.instant_check import InstantCheck
+from bench.procfs import machine_cpu, machine_steal
 from bench.stats import percentile, ratio, table
 from bench.watching import Timeline, instances_tagged, wait_for
 from devenv import kueue_objects as ko
@@ -499,13 +500,22 @@ def main(argv: list[str] | None = None) -> int:
         assert env.manager is not None
         registry = env.manager.metrics.registry
         counter = SeriesCounter(api, ProductRequests.new(), lambda: controller_passes(registry))
+        _, total_before = machine_cpu()
+        stolen_before = machine_steal()
         with counter.product.counting():
             _run_series(bench, counter, args)
+        _, total_after = machine_cpu()
+        total = total_after - total_before
+        stolen = 100 * (machine_steal() - stolen_before) / total if total else float("nan")
         instant.stop()
         timeline.stop()
         print(_report(bench.samples, args.join_delay, args.slow_join, args.count))
         print("\n" + requests_report(counter.series))
-        print(f"\nmachine: {os.cpu_count()} cores; whole run {time.monotonic() - started:.0f}s")
+        print(
+            f"\nmachine: {os.cpu_count()} cores; whole run {time.monotonic() - started:.0f}s; "
+            f"the hypervisor took {stolen:.0f} % of the cores during the series (steal: "
+            "a run with much stolen ran on less machine, and its times are upper bounds)"
+        )
         figures = key_figures(bench.samples, counter.series)
         print("\n" + "\n".join(baselines.comparison("bench_admission", figures)))
         if args.record:
