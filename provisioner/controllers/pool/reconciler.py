@@ -13,7 +13,8 @@ its plan and action need: the stack's outputs, the cluster, AMI, instance type, 
 and subnet plan, each read once and only where the row of the pool's phase in `phases`
 says; see `_read_facts`), asks `plan.plan` for ONE step, persists that step's status (for
 a launch: the marker with the generation and the ClientTokens the launch sends; a launch
-first waits for its turn at the account's launch budget, `launch_turns`) before acting,
+first waits for its turn at the account's launch budget, and the keep-warm tag for its turn
+at the CreateTags budget, `launch_turns`) before acting,
 performs the action, and persists what `outcomes.outcome` makes of the result; then it
 gives the active set's Nodes the group label they lack (`set_nodes.label_set_nodes`). The work
 queue runs one pass per pool at a time, so a pool can never launch twice concurrently; the
@@ -34,7 +35,8 @@ as the reaper's terminations do.
 
 A failed step's wait (`Backoff`) is remembered here, in memory, and handed to `plan` with the
 view: the status write that records a failure wakes the pool at once, and the step must
-not run again before the wait its result asked for.
+not run again before the wait its result asked for. So is the keep-warm window last written
+onto each pool's tag: a listing from before the write does not make the plan write it again.
 """
 
 from __future__ import annotations
