@@ -38,6 +38,7 @@ __all__ = [
     "find_condition",
     "format_kube_time",
     "set_condition",
+    "to_utc_seconds",
 ]
 
 # Where Go's JSON name is not what to_camel would produce.
@@ -81,7 +82,8 @@ class KubeModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_unset=True)
 
 
-def _to_utc_seconds(value: datetime) -> datetime:
+def to_utc_seconds(value: datetime) -> datetime:
+    """`value` as metav1.Time holds it: UTC, whole seconds."""
     # metav1.Time has whole-second precision; holding the same value here means a round
     # trip through the API server compares equal and does not look like a change.
     return value.astimezone(UTC).replace(microsecond=0)
@@ -89,12 +91,12 @@ def _to_utc_seconds(value: datetime) -> datetime:
 
 def format_kube_time(value: datetime) -> str:
     """RFC 3339 in UTC with whole seconds, as metav1.Time writes it."""
-    return _to_utc_seconds(value).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return to_utc_seconds(value).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 KubeTime = Annotated[
     AwareDatetime,
-    AfterValidator(_to_utc_seconds),
+    AfterValidator(to_utc_seconds),
     PlainSerializer(format_kube_time, return_type=str, when_used="json"),
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from provisioner.api import constants as c
@@ -44,6 +45,14 @@ log = logging.getLogger(__name__)
 
 # Actions after which EC2 holds something else for the pool than any listing before them.
 _CHANGES_INSTANCES = frozenset({Action.LAUNCH, Action.RELEASE_SET, Action.DESTROY_STACK})
+
+
+def cloud_failure(err: CloudError) -> ActionResult:
+    """What a failed action reports of EC2's error: its kind (which picks the wait), its
+    reason and message, and whether EC2 throttled it (which shrinks the budget it ran at)."""
+    return ActionResult(
+        False, failure=err.failure, reason=err.reason, message=str(err), throttled=err.throttled
+    )
 
 
 class PoolActions:
@@ -89,13 +98,7 @@ class PoolActions:
                 self._remove_finalizer(written)
         except CloudError as err:
             log.warning("pool %s: %s failed: %s", pool.name, action.value, err)
-            return ActionResult(
-                False,
-                failure=err.failure,
-                reason=err.reason,
-                message=str(err),
-                throttled=err.throttled,
-            )
+            return cloud_failure(err)
         except StackError as err:  # its kind decides the wait: config is not retried soon
             log.warning("pool %s: %s failed (%s): %s", pool.name, action.value, err.kind, err)
             return ActionResult(
@@ -177,15 +180,11 @@ class PoolActions:
             ).inc()
             if shortfall:
                 metrics.shortfalls.labels(mode=shape.mode, instance_type=shape.instance_type).inc()
-            return ActionResult(
-                False,
-                failure=failure,
-                reason=err.reason,
-                message=str(err),
+            return replace(
+                cloud_failure(err),
                 unreleased_ids=err.instance_ids,
                 rolled_back_ids=err.rolled_back,
                 gone=err.gone,
-                throttled=err.throttled,
                 calls=err.calls,
             )
         if launched.adopted:

@@ -18,6 +18,7 @@ from provisioner.api import constants as c
 from provisioner.api.constants import Phase
 from provisioner.api.durations import format_duration
 from provisioner.api.gangnodepool import GangNodePoolStatus, LastError
+from provisioner.api.meta import to_utc_seconds
 from provisioner.controllers.pool.plan_release import release_for_retry, resume_release
 from provisioner.controllers.pool.status import changed, seconds_until
 from provisioner.controllers.pool.steps import (
@@ -241,14 +242,14 @@ def keep_warm_tag_owed(view: AnyView) -> bool:
     """Whether a member of the warm set lacks the window on its tag: neither this
     reconciler wrote it nor the listing shows it (an unlisted member counts as lacking).
     Compared to the second, as the status and the tag both keep it."""
-    until = view.status.keep_warm_until
-    if until is None:
+    if view.status.keep_warm_until is None:
         return False
-    if view.keep_warm_tagged is not None and _same_second(view.keep_warm_tagged, until):
+    until = to_utc_seconds(view.status.keep_warm_until)
+    if _holds(view.keep_warm_tagged, until):
         return False
     tagged = {i.instance_id: i.keep_warm_until for i in view.live}
-    return any(not _same_second(tagged.get(iid), until) for iid in view.status.instance_ids)
+    return not all(_holds(tagged.get(iid), until) for iid in view.status.instance_ids)
 
 
-def _same_second(a: datetime | None, b: datetime) -> bool:
-    return a is not None and a.replace(microsecond=0) == b.replace(microsecond=0)
+def _holds(tag: datetime | None, until: datetime) -> bool:
+    return tag is not None and to_utc_seconds(tag) == until

@@ -146,8 +146,9 @@ class GangNodePoolReconciler:
         pool = self._pools.get("", key.name)
         if pool is None:
             self._executor.forget(key.name)
-            self._deps.budget.forget(key.name, self._now())
-            self._deps.tag_budget.forget(key.name, self._now())
+            now = self._now()
+            self._deps.budget.forget(key.name, now)
+            self._deps.tag_budget.forget(key.name, now)
             self._keep_warm_tagged.pop(key.name, None)
             self._backoffs.pop(key.name, None)
             self._own_writes.forget(key.name)
