@@ -72,7 +72,7 @@ from bench.api_requests import (
 )
 from bench.api_requests import report as requests_report
 from bench.instant_check import InstantCheck
-from bench.procfs import machine_cpu, machine_steal
+from bench.procfs import machine_cpu
 from bench.stats import percentile, ratio, table
 from bench.watching import Timeline, instances_tagged, wait_for
 from devenv import kueue_objects as ko
@@ -500,13 +500,10 @@ def main(argv: list[str] | None = None) -> int:
         assert env.manager is not None
         registry = env.manager.metrics.registry
         counter = SeriesCounter(api, ProductRequests.new(), lambda: controller_passes(registry))
-        _, total_before = machine_cpu()
-        stolen_before = machine_steal()
+        machine_before = machine_cpu()
         with counter.product.counting():
             _run_series(bench, counter, args)
-        _, total_after = machine_cpu()
-        total = total_after - total_before
-        stolen = 100 * (machine_steal() - stolen_before) / total if total else float("nan")
+        stolen = machine_cpu().since(machine_before).stolen_percent
         instant.stop()
         timeline.stop()
         print(_report(bench.samples, args.join_delay, args.slow_join, args.count))

@@ -47,11 +47,11 @@ from bench.api_requests import apiserver_requests
 from bench.procfs import (
     PAGE,
     TICKS,
+    MachineCpu,
     command_line,
     cpu_seconds,
     descendants,
     machine_cpu,
-    machine_steal,
     processes,
     stat_fields,
     status_kib,
@@ -141,6 +141,10 @@ def _requests(api: k8s.ApiClient, env: LocalEnvironment) -> dict[str, float]:
     return counts
 
 
+# The figure names of a wave's `MachineCpu`, in its order: `{series}WaveMachine{key}`.
+_MACHINE_KEYS = ("Busy", "Total", "Stolen")
+
+
 @dataclass(frozen=True)
 class _WaveCounters:
     """The counters a wave's cost is read from, at its start or its end.
@@ -150,32 +154,21 @@ class _WaveCounters:
 
     requests: dict[str, float]
     cpu: dict[str, float]
-    machine: dict[str, float]
-
-    def stolen_percent(self, end: _WaveCounters) -> float:
-        """How much of the machine the hypervisor took between these counters and `end`."""
-        total = end.machine["Total"] - self.machine["Total"]
-        stolen = end.machine["Stolen"] - self.machine["Stolen"]
-        return 100 * stolen / total if total else float("nan")
+    machine: MachineCpu
 
     @classmethod
     def before_wave(
         cls, api: k8s.ApiClient, env: LocalEnvironment, controller: int
     ) -> _WaveCounters:
         requests = _requests(api, env)
-        return cls(requests, _cpu_with_controller(controller), _machine())
+        return cls(requests, _cpu_with_controller(controller), machine_cpu())
 
     @classmethod
     def after_wave(
         cls, api: k8s.ApiClient, env: LocalEnvironment, controller: int
     ) -> _WaveCounters:
-        cpu, machine = _cpu_with_controller(controller), _machine()
+        cpu, machine = _cpu_with_controller(controller), machine_cpu()
         return cls(_requests(api, env), cpu, machine)
-
-
-def _machine() -> dict[str, float]:
-    busy, total = machine_cpu()
-    return {"Busy": busy, "Total": total, "Stolen": machine_steal()}
 
 
 @dataclass
@@ -307,7 +300,6 @@ class Run:
             timeline = Timeline(api, NAMESPACE)
             timeline.start()
             cpu_before, machine_before = _cpu_by_kind(), machine_cpu()
-            stolen_before = machine_steal()
             child, metrics_port = _start_controller(env, self.work, self.stack_workers)
             sampler = Sampler(child.pid)
             sampler.start()
@@ -339,7 +331,7 @@ class Run:
                 self._add_wave_cost(label, at_start, at_end)
                 print(
                     f"  wave {wave + 1}/{self.per_pool} ({label}): {elapsed:.1f}s, "
-                    f"steal {at_start.stolen_percent(at_end):.0f} %",
+                    f"steal {at_end.machine.since(at_start.machine).stolen_percent:.0f} %",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -352,12 +344,12 @@ class Run:
                 "kueueAlone", at_start, _WaveCounters.after_wave(api, env, child.pid)
             )
             for series in ("warm", "kueueAlone"):
-                busy, total, stolen = (
-                    self.figures.get(f"{series}WaveMachine{k}") for k in ("Busy", "Total", "Stolen")
-                )
-                if busy is not None and total:
-                    self.figures[f"{series}WaveBusyPercent"] = 100 * busy / total
-                    self.figures[f"{series}WaveStolenPercent"] = 100 * (stolen or 0.0) / total
+                if self.figures.get(f"{series}WaveMachineTotal"):
+                    used = MachineCpu(
+                        *(self.figures[f"{series}WaveMachine{k}"] for k in _MACHINE_KEYS)
+                    )
+                    self.figures[f"{series}WaveBusyPercent"] = used.busy_percent
+                    self.figures[f"{series}WaveStolenPercent"] = used.stolen_percent
             self._decision_latencies(timeline, waves)
             self._wave_stages(timeline, waves, created, names)
             metrics = _scrape(metrics_port)
@@ -394,11 +386,9 @@ class Run:
             self.figures |= sampler.finish()
             for kind, spent in _cpu_by_kind().items():
                 self.figures[f"cpu:{kind}"] = spent - cpu_before.get(kind, 0.0)
-            (busy_after, total_after), (busy_before, total_before) = machine_cpu(), machine_before
-            busy, total = busy_after - busy_before, total_after - total_before
-            self.figures["machineBusyPercent"] = 100 * busy / total if total else float("nan")
-            stolen = machine_steal() - stolen_before
-            self.figures["machineStolenPercent"] = 100 * stolen / total if total else float("nan")
+            machine = machine_cpu().since(machine_before)
+            self.figures["machineBusyPercent"] = machine.busy_percent
+            self.figures["machineStolenPercent"] = machine.stolen_percent
             timeline.stop()
             self.figures["launched"] = float(_launched(env))
             # What loaded the emulator, by AWS call (it shares the cores with what is measured).
@@ -421,7 +411,7 @@ class Run:
         busy and total CPU, the API server's requests and the AWS calls."""
         for kind, seconds in _spent(start.cpu, end.cpu).items():
             self._add(f"{label}WaveCpu:{kind}", seconds)
-        for key, value in _spent(start.machine, end.machine).items():
+        for key, value in zip(_MACHINE_KEYS, end.machine.since(start.machine), strict=True):
             self._add(f"{label}WaveMachine{key}", value)
         for key, value in _spent(start.requests, end.requests).items():
             if value:

@@ -3,8 +3,10 @@ Pulumi processes beside it (`bench_scale`, `bench_stack_ops`). Linux only, as th
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -30,27 +32,40 @@ def cpu_seconds(fields: list[str]) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def machine_cpu() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine since boot (`cpu_times`)."""
-    busy, total, _ = cpu_times(Path("/proc/stat").read_text())
-    return busy, total
+class MachineCpu(NamedTuple):
+    """CPU seconds of the whole machine: `busy` is what its processes ran; `stolen` (steal)
+    is the time the hypervisor gave other guests while this one wanted to run, in `total`
+    and not in `busy`: a figure measured while much was stolen ran on less machine than the
+    cores say."""
+
+    busy: float
+    total: float
+    stolen: float
+
+    def since(self, earlier: MachineCpu) -> MachineCpu:
+        return MachineCpu(*(now - then for now, then in zip(self, earlier, strict=True)))
+
+    @property
+    def busy_percent(self) -> float:
+        return 100 * self.busy / self.total if self.total else math.nan
+
+    @property
+    def stolen_percent(self) -> float:
+        return 100 * self.stolen / self.total if self.total else math.nan
 
 
-def machine_steal() -> float:
-    """CPU seconds since boot the hypervisor took from this machine's cores (`cpu_times`)."""
-    return cpu_times(Path("/proc/stat").read_text())[2]
+def machine_cpu() -> MachineCpu:
+    """The machine's CPU since boot (`cpu_times`)."""
+    return cpu_times(Path("/proc/stat").read_text())
 
 
-def cpu_times(proc_stat: str) -> tuple[float, float, float]:
-    """(busy, total, stolen) CPU seconds from the text of /proc/stat, whose `cpu` line holds
-    user, nice, system, idle, iowait, irq, softirq, steal, ... in clock ticks. Busy is what
-    the machine's processes ran; steal, the time the hypervisor gave other guests while this
-    one wanted to run, is in the total and not in busy: a figure measured while much was
-    stolen ran on less machine than the cores say."""
+def cpu_times(proc_stat: str) -> MachineCpu:
+    """The machine's CPU from the text of /proc/stat, whose `cpu` line holds user, nice,
+    system, idle, iowait, irq, softirq, steal, ... in clock ticks."""
     fields = [int(x) for x in proc_stat.split("\n", 1)[0].split()[1:]]
     idle, stolen = fields[3] + fields[4], fields[7]  # idle + iowait; steal
     total = sum(fields[:8])  # guest time is counted in user already
-    return (total - idle - stolen) / TICKS, total / TICKS, stolen / TICKS
+    return MachineCpu((total - idle - stolen) / TICKS, total / TICKS, stolen / TICKS)
 
 
 def processes() -> dict[int, list[str]]:
