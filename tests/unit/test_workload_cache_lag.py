@@ -221,8 +221,9 @@ def _told(world: World) -> list[tuple[str, str]]:
 
 def test_a_warm_claim_tells_its_owner_once_with_the_ready_check() -> None:
     """The pool hears it is claimed and reused; the owner (the Job its user watches) hears
-    Ready, a pass later, and not first "held until Ready" for the milliseconds between:
-    one Event fewer per warm admission."""
+    Ready, a pass later, and not first "held until Ready" for the milliseconds between.
+    The Workload hears nothing from us: its check entry says Ready, and Kueue says
+    Admitted on it. Two Events per warm admission, not three."""
     world = World()
     world.one_pass()
     world.apiserver.pool_answers(Phase.SATISFIED)
@@ -231,7 +232,6 @@ def test_a_warm_claim_tells_its_owner_once_with_the_ready_check() -> None:
     told = _told(world)
     assert told == [
         (c.GNP_KIND, c.EventReason.CLAIMED),
-        ("Workload", c.EventReason.GANG_READY),
         ("Job", c.EventReason.GANG_READY),
     ]
     assert "reusing its 4 warm nodes" in world.events.events[0][2]

@@ -283,6 +283,8 @@ def test_ready_and_release_are_told_to_the_owner_and_every_pod_set_is_pinned() -
     assert [u["name"] for u in ours["podSetUpdates"]] == ["leader", "workers"]
     assert all(u["nodeSelector"][c.POOL_LABEL] == "pool-a" for u in ours["podSetUpdates"])
     assert world.events_on("JobSet") == [(c.EventReason.GANG_READY, "jobsets-uid")]
+    # The Workload's own entry says Ready, and Kueue says Admitted on it: no Event of ours.
+    assert world.events_on("Workload") == []
     # The JobSet completes: Kueue marks the Workload Finished; the claim is released.
     store.objects[("Workload", "ml", "wl-1")]["status"]["conditions"].append(
         condition(c.WL_FINISHED, reason="Succeeded")
@@ -350,6 +352,10 @@ def test_a_shape_conflict_across_kinds_is_refused(kind: OwnerKind) -> None:
     assert "p5.48xlarge" in world.check()["message"]
     assert "claim" not in store.objects[(c.GNP_KIND, "", "pool-a")]["spec"]
     assert world.events_on(kind.kind) == [(c.EventReason.SHAPE_CONFLICT, f"{kind.plural}-uid")]
+    # Kueue's eviction resets our entry to Pending and drops its message: the Workload keeps
+    # why in a Warning of its own.
+    assert world.events_on("Workload") == [(c.EventReason.SHAPE_CONFLICT, "wl-uid")]
+    assert world.events.events[0][0] == c.EVENT_WARNING
 
 
 def _gpu(instance_type: str) -> GangClass:

@@ -14,9 +14,10 @@ our entry in `Workload.status.admissionChecks`.
 The rules live in `workload_decision.decide`; this module gathers its inputs from the
 informer caches and EC2's figures for the gang's instance type (`api.pod_fit.InstanceTypes`,
 kept per type), performs the writes it asks for (each preconditioned on the version read)
-and records an Event on the Workload, and on its owner, when our check changes state (the
-owner is what its user wrote and watches: `kubectl describe jobset x` shows the gang held,
-short of capacity, Ready or released). A pool created for a Workload is told once to each
+and records an Event on the Workload's owner when our check changes state (the owner is
+what its user wrote and watches: `kubectl describe jobset x` shows the gang held, short of
+capacity, Ready or released), and on the Workload itself only for Retry and Rejected, whose
+message Kueue's eviction clears from our entry. A pool created for a Workload is told once to each
 of the pool, the Workload and its owner (`PoolCreated`), whatever state the check moves
 from: the check's write in that pass records no second Event.
 """
@@ -410,16 +411,26 @@ class WorkloadReconciler:
         if told:
             return  # the pool change's Events said it, to the Workload and its owner
         if before is None or before.state != update.state:
-            kind = (
-                c.EVENT_WARNING
-                if update.state in (CheckState.RETRY, CheckState.REJECTED)
-                else c.EVENT_NORMAL
-            )
-            self._recorder.record(
-                InvolvedObject.of(WORKLOADS, workload.metadata), kind, update.reason, update.message
-            )
+            warning = update.state in _STATES_KUEUE_ACTS_ON
+            kind = c.EVENT_WARNING if warning else c.EVENT_NORMAL
+            if warning:
+                # Kueue answers Retry or Rejected by evicting the Workload, which resets our
+                # entry to Pending ("Previously: Retry") and drops its message: the Event
+                # keeps why. Any other state stays in the entry (`kubectl describe workload`
+                # shows it), and Kueue says Admitted on the Workload a moment after a Ready:
+                # an Event of ours there would be a third copy, and a write per admission.
+                self._recorder.record(
+                    InvolvedObject.of(WORKLOADS, workload.metadata),
+                    kind,
+                    update.reason,
+                    update.message,
+                )
             if owner is not None:
                 self._recorder.record(owner_event(owner), kind, update.reason, update.message)
+
+
+# Check states Kueue answers by evicting the Workload (requeued, or deactivated).
+_STATES_KUEUE_ACTS_ON = frozenset({CheckState.RETRY, CheckState.REJECTED})
 
 
 def _name(workload: Workload) -> str:
