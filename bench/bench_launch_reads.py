@@ -202,7 +202,7 @@ class Nodes:
     def list(self) -> list[dict[str, Any]]:
         return copy.deepcopy(self.nodes)
 
-    def list_labelled(self, pool: str) -> Bodies:
+    def list_indexed(self, pool: str) -> Bodies:
         return [
             copy.deepcopy(n) for n in self.nodes if n["metadata"]["labels"][c.POOL_LABEL] == pool
         ]

@@ -49,6 +49,7 @@ from provisioner.controllers.pool.reconciler import GangNodePoolReconciler
 from provisioner.controllers.pool.stack_executor import StackExecutor
 from provisioner.controllers.ports import EngineOps, StackOps
 from provisioner.controllers.reaper import Reaper, pool_facts, stack_resource_ids
+from provisioner.controllers.workload.claim_index import claim_index
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.reconciler import WorkloadReconciler
 from provisioner.host import HostResources, read_host
@@ -63,7 +64,7 @@ from provisioner.kube.cache import TypedCache
 from provisioner.kube.client import KubeClient
 from provisioner.kube.discovery import served_owner_kinds, serves
 from provisioner.kube.events import EventRecorder
-from provisioner.kube.informer import Informer
+from provisioner.kube.informer import Informer, label_index
 from provisioner.kube.leader import LeaderElector, LeaseLock, LeaseTerm, default_identity
 from provisioner.kube.ownership_key import KubeOwnershipKeyStore, ensure_ownership_key
 from provisioner.kube.pool_reads import pool_lookup
@@ -231,19 +232,20 @@ def build_manager(inputs: ManagerInputs) -> Manager:
         name: str,
         ref: ResourceRef,
         label_selector: str | None = None,
-        index_label: str | None = None,
+        index: Callable[[dict[str, Any]], str | None] | None = None,
     ) -> Informer:
         built = Informer(
-            kube.list_watch(ref, label_selector=label_selector), name=name, index_label=index_label
+            kube.list_watch(ref, label_selector=label_selector), name=name, index=index
         )
         informers.append(built)
         return built
 
     workloads = informer("workloads", WORKLOADS)
-    pools = informer("gangnodepools", GANG_NODE_POOLS)
+    # Indexed by claimant: a Workload's pass reads the pools it claims, not every pool.
+    pools = informer("gangnodepools", GANG_NODE_POOLS, index=claim_index)
     checks = informer("admissionchecks", ADMISSION_CHECKS)
     # Indexed by pool: each pool pass reads its own Nodes, not every pool's.
-    nodes = informer("nodes", NODES, label_selector=c.POOL_LABEL, index_label=c.POOL_LABEL)
+    nodes = informer("nodes", NODES, label_selector=c.POOL_LABEL, index=label_index(c.POOL_LABEL))
     # Only objects Kueue queues (Jobs, and the JobSets, PyTorchJobs, TrainJobs and MPIJobs
     # the apiserver serves, carrying the queue-name label): a gang of a GangClass carries no
     # label of ours, and one with the pool label has a queue too, or never gets a Workload.

@@ -39,7 +39,7 @@ class RawCache(Protocol):
 
     def list(self) -> Objs: ...
 
-    def list_labelled(self, value: str) -> Objs: ...
+    def list_indexed(self, value: str) -> Objs: ...
 
     def list_keys(self) -> Keys: ...
 
@@ -72,9 +72,9 @@ class TypedCache(Generic[T]):
     def list(self) -> Models[T]:
         return [self._model(raw) for raw in self._informer.list()]
 
-    def list_labelled(self, value: str) -> Models[T]:
-        """The objects whose label (the informer's `index_label`) is `value`."""
-        return [self._model(raw) for raw in self._informer.list_labelled(value)]
+    def list_indexed(self, value: str) -> Models[T]:
+        """The objects whose value in the informer's `index` is `value`."""
+        return [self._model(raw) for raw in self._informer.list_indexed(value)]
 
     def list_keys(self) -> Keys:
         return self._informer.list_keys()

@@ -33,7 +33,7 @@ from provisioner.kube.client import ObjectList
 from provisioner.kube.errors import KubeGone, from_status
 from provisioner.kube.resources import ObjectKey, key_of
 
-__all__ = ["Informer", "ListWatch", "WatchSource"]
+__all__ = ["Informer", "ListWatch", "WatchSource", "label_index"]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,16 @@ def _rv(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+def label_index(label: str) -> Callable[[Obj], str | None]:
+    """An `Informer` index by the value of one label (a Node's pool)."""
+
+    def value_of(obj: Obj) -> str | None:
+        value = ((obj.get("metadata") or {}).get("labels") or {}).get(label)
+        return None if value is None else str(value)
+
+    return value_of
+
+
 class Informer:
     """Caches one resource (one selector) and calls handlers as it changes."""
 
@@ -97,7 +107,7 @@ class Informer:
         watch_timeout: int = 300,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
-        index_label: str | None = None,
+        index: Callable[[Obj], str | None] | None = None,
         stale_after: float | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -110,9 +120,10 @@ class Informer:
         self._lock = threading.Lock()  # cache, resourceVersion, current stream
         self._dispatch_lock = threading.RLock()  # one handler call at a time
         self._cache: dict[ObjectKey, Obj] = {}
-        # With `index_label`: the cached objects by that label's value, kept with the cache,
-        # so a reader of one value's objects (a pool's Nodes) does not walk all of them.
-        self._index_label = index_label
+        # With `index` (a function of an object: its value, or None): the cached objects by
+        # that value, kept with the cache, so a reader of one value's objects (a pool's
+        # Nodes, the pools one Workload claims) does not walk all of them.
+        self._index_of = index
         self._index: dict[str, dict[ObjectKey, Obj]] = {}
         self._resource_version = ""
         self._stream: WatchSource | None = None
@@ -200,10 +211,10 @@ class Informer:
         with self._lock:
             return list(self._cache.values())
 
-    def list_labelled(self, value: str) -> Objects:
-        """The cached objects whose `index_label` label is `value`."""
-        if self._index_label is None:
-            raise RuntimeError(f"informer {self.name} keeps no label index")
+    def list_indexed(self, value: str) -> Objects:
+        """The cached objects whose `index` is `value`."""
+        if self._index_of is None:
+            raise RuntimeError(f"informer {self.name} keeps no index")
         with self._lock:
             return list(self._index.get(value, {}).values())
 
@@ -340,21 +351,17 @@ class Informer:
             else:
                 self._dispatch("update", obj, previous)
 
-    # -- the label index, under self._lock -------------------------------------------------------
-    def _label_of(self, obj: Obj) -> str | None:
-        if self._index_label is None:
-            return None
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        value = labels.get(self._index_label)
-        return None if value is None else str(value)
+    # -- the index, under self._lock ---------------------------------------------------------------
+    def _index_value(self, obj: Obj) -> str | None:
+        return None if self._index_of is None else self._index_of(obj)
 
     def _index_add(self, key: ObjectKey, obj: Obj) -> None:
-        value = self._label_of(obj)
+        value = self._index_value(obj)
         if value is not None:
             self._index.setdefault(value, {})[key] = obj
 
     def _index_remove(self, key: ObjectKey, obj: Obj) -> None:
-        value = self._label_of(obj)
+        value = self._index_value(obj)
         if value is None:
             return
         members = self._index.get(value)

@@ -1,6 +1,7 @@
 """Informer caches and the one pool object behind them, in memory, for reconciler tests.
 
-- `FakeInformer`: a cache of fixed objects (`get`, `list`, `list_labelled` by pool label).
+- `FakeInformer`: a cache of fixed objects (`get`, `list`, `list_indexed`: by pool label
+  unless told another index, as the informers are).
 - `FakePoolStore`: one GangNodePool as the apiserver and the informer cache both hold it;
   `patch_status` merges a status patch and moves the resourceVersion.
 - `LaggingCache`: a cache that answers with the object as it was when frozen, until told
@@ -18,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from provisioner.api import constants as c
+from provisioner.kube.informer import label_index
 from tests.support.stored_objects import apply_merge_patch
 
 
@@ -26,13 +28,21 @@ def _named(obj: Mapping[str, Any], namespace: str, name: str) -> bool:
     return bool(meta["name"] == name and (meta.get("namespace") or "") == namespace)
 
 
-class FakeInformer:
-    """A synced cache of `objects`; `list_labelled` reads the pool label, as the Node
-    informer's index does. `reset()` goes back to the objects it was built with."""
+_BY_POOL_LABEL = label_index(c.POOL_LABEL)  # the Node informer's index
 
-    def __init__(self, *objects: Mapping[str, Any], index_label: str = c.POOL_LABEL) -> None:
+
+class FakeInformer:
+    """A synced cache of `objects`; `list_indexed` reads `index` (the pool label, as the Node
+    informer's index does, unless told). `reset()` goes back to the objects it was built
+    with."""
+
+    def __init__(
+        self,
+        *objects: Mapping[str, Any],
+        index: Callable[[dict[str, Any]], str | None] = _BY_POOL_LABEL,
+    ) -> None:
         self._initial = [copy.deepcopy(dict(o)) for o in objects]
-        self.index_label = index_label
+        self.index = index
         self.objects: list[dict[str, Any]] = []
         self.reset()
 
@@ -46,12 +56,8 @@ class FakeInformer:
     def list(self) -> list[dict[str, Any]]:
         return copy.deepcopy(self.objects)
 
-    def list_labelled(self, value: str) -> builtins.list[dict[str, Any]]:
-        return [
-            o
-            for o in self.list()
-            if (o["metadata"].get("labels") or {}).get(self.index_label) == value
-        ]
+    def list_indexed(self, value: str) -> builtins.list[dict[str, Any]]:
+        return [o for o in self.list() if self.index(o) == value]
 
 
 class FakePoolStore:
@@ -71,7 +77,7 @@ class FakePoolStore:
     def list(self) -> list[dict[str, Any]]:
         return [copy.deepcopy(self.obj)]
 
-    def list_labelled(self, value: str) -> builtins.list[dict[str, Any]]:
+    def list_indexed(self, value: str) -> builtins.list[dict[str, Any]]:
         return []  # a pool carries no pool label
 
     def changed(self) -> None:

@@ -54,7 +54,7 @@ class RawInformer:
     def list(self) -> list[Obj]:
         return list(self.objects.values()) if self.listed is None else self.listed
 
-    def list_labelled(self, value: str) -> list[Obj]:
+    def list_indexed(self, value: str) -> list[Obj]:
         return [o for o in self.list() if o["metadata"]["labels"].get(c.POOL_LABEL) == value]
 
     def list_keys(self) -> list[ObjectKey]:
@@ -92,7 +92,7 @@ def test_each_version_is_parsed_once_whoever_reads_it() -> None:
     assert first is not None and first.instance_id == "a"
     assert nodes.get("", "a") is first
     assert [n.name for n in nodes.list()] == ["a", "b"]
-    assert [n.name for n in nodes.list_labelled("p2")] == ["b"]
+    assert [n.name for n in nodes.list_indexed("p2")] == ["b"]
     mapped = nodes.to_keys(lambda n: [ObjectKey("", n.labels[c.POOL_LABEL])])
     assert list(mapped(node("a", "1"))) == [ObjectKey("", "p1")]
     assert parse.parsed == [("a", "1"), ("b", "2")]

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
+from provisioner.controllers.workload.claim_index import claim_index, claimant
 from provisioner.kube.client import ObjectList
 from provisioner.kube.errors import KubeGone, KubeUnavailable
-from provisioner.kube.informer import Informer
+from provisioner.kube.informer import Informer, label_index
 from provisioner.kube.resources import ObjectKey
 
 WAIT = 10.0
@@ -266,13 +267,13 @@ def test_the_label_index_follows_adds_relabels_deletes_and_relists(
             Script(raises=KubeGone("too old resource version", status=410, reason="Expired")),
         ],
     )
-    informer, recorder = run(source, index_label="pool")
+    informer, recorder = run(source, index=label_index("pool"))
     stop_after.append(informer)
     assert informer.relists == 2, "the 410 made it list again"
     assert ("update", "b", "5") in recorder.seen, "the watch's events were applied first"
     # After the relist the index holds what the second listing says, nothing of the first.
-    assert names(informer.list_labelled("p")) == ["d"]
-    assert names(informer.list_labelled("q")) == ["a"]
+    assert names(informer.list_indexed("p")) == ["d"]
+    assert names(informer.list_indexed("q")) == ["a"]
 
 
 def test_the_label_index_follows_a_watch(stop_after: list[Informer]) -> None:
@@ -287,16 +288,43 @@ def test_the_label_index_follows_a_watch(stop_after: list[Informer]) -> None:
             )
         ],
     )
-    informer, _ = run(source, index_label="pool")
+    informer, _ = run(source, index=label_index("pool"))
     stop_after.append(informer)
-    assert names(informer.list_labelled("p")) == ["b"]
-    assert informer.list_labelled("q") == []
+    assert names(informer.list_indexed("p")) == ["b"]
+    assert informer.list_indexed("q") == []
 
 
-def test_an_informer_without_a_label_index_says_so() -> None:
+def claimed(name: str, rv: str, workload: str | None) -> dict[str, Any]:
+    """A GangNodePool held by the Workload ml/`workload` (None: by nobody)."""
+    spec = {"claim": {"namespace": "ml", "name": workload, "uid": f"{workload}-uid"}}
+    return {"metadata": {"name": name, "resourceVersion": rv}, "spec": spec if workload else {}}
+
+
+def test_the_claimant_index_follows_claims_released_and_taken(stop_after: list[Informer]) -> None:
+    """The pools one Workload claims, as the Workload reconciler reads them to give up the
+    claims of a Workload gone or no longer ours: a release leaves the entry, a new
+    claimant's claim moves the pool to its own."""
+    source = FakeListWatch(
+        [ObjectList([claimed("p1", "1", "a"), claimed("p2", "2", None)], "3")],
+        [
+            Script(
+                event("MODIFIED", claimed("p1", "4", None)),  # a released
+                event("MODIFIED", claimed("p2", "5", "a")),  # a claims another pool
+                event("MODIFIED", claimed("p1", "6", "b")),  # b takes the first
+            )
+        ],
+    )
+    informer, _ = run(source, index=claim_index)
+    stop_after.append(informer)
+    assert names(informer.list_indexed(claimant("ml", "a"))) == ["p2"]
+    assert names(informer.list_indexed(claimant("ml", "b"))) == ["p1"]
+    assert informer.list_indexed(claimant("other", "a")) == []
+
+
+def test_an_informer_without_an_index_says_so() -> None:
     informer = Informer(FakeListWatch([ObjectList([], "1")], []), name="plain")
-    with pytest.raises(RuntimeError, match="no label index"):
-        informer.list_labelled("p")
+    with pytest.raises(RuntimeError, match="keeps no index"):
+        informer.list_indexed("p")
 
 
 def test_the_cache_keeps_no_managed_fields(stop_after: list[Informer]) -> None:

@@ -72,7 +72,7 @@ def test_the_reader_matches_kind_namespace_and_selectors() -> None:
 
 def test_informers_copy_their_answers_and_the_lagging_one_lags() -> None:
     nodes = FakeInformer(node("i-1", pool="a"), node("i-2", pool="b"))
-    assert [n["metadata"]["name"] for n in nodes.list_labelled("a")] == ["node-i-1"]
+    assert [n["metadata"]["name"] for n in nodes.list_indexed("a")] == ["node-i-1"]
     store = FakePoolStore(pool(resource_version="1", status={"phase": "Idle"}))
     got = store.get("", "pool-a")
     assert got is not None

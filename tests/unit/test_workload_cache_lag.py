@@ -26,6 +26,7 @@ from provisioner.api.constants import Phase
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.owners import JOB, GangOwner
 from provisioner.api.workload import AdmissionCheck, Workload
+from provisioner.controllers.workload.claim_index import claim_index
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.reconciler import WorkloadReconciler
 from provisioner.kube.errors import KubeConflict
@@ -151,7 +152,7 @@ class World:
             WorkloadReconcilerDeps(
                 kube=self.apiserver,  # type: ignore[arg-type]
                 workloads=typed(self.workloads, Workload.from_dict),
-                pools=typed(self.pools, GangNodePool.from_dict),
+                pools=typed(self.pools, GangNodePool.from_dict, claim_index),
                 checks=typed(checks, AdmissionCheck.from_dict),
                 classes=lambda _name: None,
                 owners={JOB: typed(FakeInformer(job()), GangOwner.from_dict)},
@@ -274,3 +275,6 @@ def test_a_deleted_workload_leaves_nothing_waited_for() -> None:
     del world.apiserver.objects["workloads"]  # deleted: the informer answers None
     world.one_pass()
     assert len(world.reconciler._own_workload_writes) == 0
+    # The pool it claimed, found by the claimant index, is released.
+    assert world.apiserver.writes[-1] == "gangnodepools:spec"
+    assert "claim" not in world.apiserver.objects["gangnodepools"]["spec"]

@@ -21,6 +21,7 @@ from provisioner.api.gang_class import GangClass
 from provisioner.api.gangnodepool import GangNodePool
 from provisioner.api.owners import JOB, JOBSET, PYTORCH_JOB, TRAIN_JOB, GangOwner, OwnerKind
 from provisioner.api.workload import AdmissionCheck, Workload
+from provisioner.controllers.workload.claim_index import claim_index
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.reconciler import WorkloadReconciler
 from provisioner.kube.errors import KubeAlreadyExists, KubeNotFound
@@ -165,7 +166,7 @@ class World:
             WorkloadReconcilerDeps(
                 kube=store,  # type: ignore[arg-type]
                 workloads=typed(Live(store, "Workload"), Workload.from_dict),
-                pools=typed(Live(store, c.GNP_KIND), GangNodePool.from_dict),
+                pools=typed(Live(store, c.GNP_KIND), GangNodePool.from_dict, claim_index),
                 checks=typed(checks, AdmissionCheck.from_dict),
                 classes=lambda name: self.classes.get(name),
                 owners={

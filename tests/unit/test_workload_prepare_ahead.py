@@ -18,6 +18,7 @@ from provisioner.api.gangnodepool import Claim, GangNodePool, QueuedWorkload
 from provisioner.api.owners import JOB, GangOwner
 from provisioner.api.tenancy import ClusterReadError
 from provisioner.api.workload import AdmissionCheck, Workload
+from provisioner.controllers.workload.claim_index import claim_index
 from provisioner.controllers.workload.decision import PoolChange, WorkloadDecision
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.prepare_ahead import (
@@ -207,7 +208,7 @@ def reconciler(
     deps = WorkloadReconcilerDeps(
         kube=api,  # type: ignore[arg-type]
         workloads=typed(FakeInformer(wl.to_dict()), Workload.from_dict),
-        pools=typed(FakeInformer(*api.pools.values()), GangNodePool.from_dict),
+        pools=typed(FakeInformer(*api.pools.values()), GangNodePool.from_dict, claim_index),
         checks=typed(FakeInformer(ours), AdmissionCheck.from_dict),
         classes=lambda _name: None,
         owners={JOB: typed(FakeInformer(*([owner] if owner_cached else [])), GangOwner.from_dict)},

@@ -36,7 +36,7 @@ def set_ready_nodes(
     group = status.active_group
     wanted = set(status.instance_ids)
     ready: dict[str, Node] = {}
-    for node in nodes.list_labelled(pool):
+    for node in nodes.list_indexed(pool):
         instance_id = node.instance_id
         if instance_id not in wanted or instance_id not in live or group is None:
             continue
@@ -56,7 +56,7 @@ def label_set_nodes(kube: ObjectStore, nodes: TypedCache[Node], pool: str, view:
     if group is None:
         return
     members = set(view.status.instance_ids) & {i.instance_id for i in view.live}
-    for node in nodes.list_labelled(pool):
+    for node in nodes.list_indexed(pool):
         if node.instance_id not in members or node.labels.get(c.POOL_LABEL) != pool:
             continue
         if node.labels.get(c.GROUP_LABEL) == group:

@@ -42,6 +42,7 @@ from provisioner.api.pod_fit import InstanceTypeLookupError, UnknownInstanceType
 from provisioner.api.shape import GangShape, GangShapeError
 from provisioner.api.workload import Workload
 from provisioner.controllers.workload.check_update import CheckUpdate
+from provisioner.controllers.workload.claim_index import claimant
 from provisioner.controllers.workload.decision import (
     PoolChange,
     WorkloadDecision,
@@ -268,7 +269,7 @@ class WorkloadReconciler:
 
     # -- writes ------------------------------------------------------------------------------
     def _release_claims_of(self, key: ObjectKey, workload: Workload | None) -> None:
-        for pool in self._pools.list():
+        for pool in self._pools.list_indexed(claimant(key.namespace, key.name)):
             claim = pool.spec.claim
             if not claim or (claim.namespace, claim.name) != (key.namespace, key.name):
                 continue
