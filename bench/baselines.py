@@ -5,20 +5,30 @@ number), the commit it ran on (and whether the tree had changes), the machine (h
 Python) and when. Every run then prints its figures beside the recorded ones with the ratio,
 so a regression shows up in the run that makes it rather than in the next issue. Figures,
 not assertions: nothing fails on a ratio.
+
+Two things keep a ratio from blaming the code for the machine. Each record and each run
+time the same piece of one-core Python work (`calibration_seconds`), and the comparison
+prints the two beside each other: a ratio near theirs is the machine. And a run whose cores
+the hypervisor took more than `STEAL_LIMIT_PERCENT` of (steal, from /proc/stat) is not kept
+as a baseline (`refusal`): it ran on less machine than it says, and would make every later
+run look fast.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
 import subprocess
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 BASELINES = Path(__file__).resolve().parent / "baselines"
+STEAL_LIMIT_PERCENT: Final = 10.0
 
 
 def commit() -> str:
@@ -37,13 +47,45 @@ def commit() -> str:
     return f"{head}+changes" if dirty else head
 
 
-def machine() -> dict[str, Any]:
+def calibration_seconds(repeats: int = 3) -> float:
+    """The best of `repeats` timings of a fixed piece of one-core Python work, of the kinds
+    the benches' processes do most (JSON round trips of object lists, hashing): how fast
+    this machine is, in the benches' own terms, at the moment it is asked."""
+    body = {
+        "items": [
+            {"metadata": {"name": f"pool-{i}", "labels": {"a": "b" * 16}}, "spec": {"count": i}}
+            for i in range(2_000)
+        ]
+    }
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for _ in range(10):
+            json.loads(json.dumps(body))
+        hashlib.sha256(bytes(16 << 20)).digest()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def machine(calibrate: Callable[[], float] = calibration_seconds) -> dict[str, Any]:
     return {
         "host": platform.node(),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
+        "calibration_s": round(calibrate(), 3),
     }
+
+
+def refusal(steal_percent: float | None) -> str | None:
+    """Why a run's figures may not be kept as the baseline (None: they may)."""
+    if steal_percent is None or steal_percent <= STEAL_LIMIT_PERCENT:
+        return None
+    return (
+        f"Not recorded as the baseline: the hypervisor took {steal_percent:.0f} % of the cores "
+        f"during the run (a baseline allows {STEAL_LIMIT_PERCENT:.0f} %), so it ran on less "
+        "machine than it says; run it again when the machine is quieter."
+    )
 
 
 def path_of(bench: str, root: Path = BASELINES) -> Path:
@@ -51,7 +93,11 @@ def path_of(bench: str, root: Path = BASELINES) -> Path:
 
 
 def record(
-    bench: str, figures: Mapping[str, float], root: Path = BASELINES, ran_on: str | None = None
+    bench: str,
+    figures: Mapping[str, float],
+    root: Path = BASELINES,
+    ran_on: str | None = None,
+    calibrate: Callable[[], float] = calibration_seconds,
 ) -> Path:
     """Write `figures` as the bench's baseline, with the commit (`ran_on`, read when the run
     started; by default now) and machine they ran on."""
@@ -59,7 +105,7 @@ def record(
     body = {
         "bench": bench,
         "commit": ran_on or commit(),
-        "machine": machine(),
+        "machine": machine(calibrate),
         "recorded_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "figures": {k: float(v) for k, v in figures.items()},
     }
@@ -73,8 +119,14 @@ def load(bench: str, root: Path = BASELINES) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def comparison(bench: str, figures: Mapping[str, float], root: Path = BASELINES) -> list[str]:
-    """The lines that put this run's figures beside the recorded ones, with the ratio."""
+def comparison(
+    bench: str,
+    figures: Mapping[str, float],
+    root: Path = BASELINES,
+    calibrate: Callable[[], float] = calibration_seconds,
+) -> list[str]:
+    """The lines that put this run's figures beside the recorded ones, with the ratio, and
+    this machine's calibration beside the baseline's."""
     base = load(bench, root)
     if base is None:
         return [f"No baseline recorded for {bench} (run it with --record to keep one)."]
@@ -83,6 +135,7 @@ def comparison(bench: str, figures: Mapping[str, float], root: Path = BASELINES)
     lines = [
         f"Against the baseline recorded at {base.get('commit')} on {where.get('host')} "
         f"({where.get('cpus')} CPUs), {base.get('recorded_at')}:",
+        _machines(where.get("calibration_s"), calibrate()),
         f"  {'figure':<44}{'now':>12}{'baseline':>12}{'ratio':>9}",
     ]
     for name, value in figures.items():
@@ -96,3 +149,15 @@ def comparison(bench: str, figures: Mapping[str, float], root: Path = BASELINES)
     if gone:
         lines.append(f"  recorded but not measured now: {', '.join(gone)}")
     return lines
+
+
+def _machines(recorded: float | None, now: float) -> str:
+    if not recorded:
+        return (
+            f"  (this machine's calibration: {now:.2f}s; the baseline kept none, so its ratios "
+            "compare machines as well as code)"
+        )
+    return (
+        f"  (calibration, one core of Python work: {now:.2f}s here, {recorded:.2f}s when "
+        f"recorded, {now / recorded:.2f}x: a ratio near that is the machine, not the code)"
+    )

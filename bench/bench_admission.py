@@ -515,7 +515,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         figures = key_figures(bench.samples, counter.series)
         print("\n" + "\n".join(baselines.comparison("bench_admission", figures)))
-        if args.record:
+        refused = baselines.refusal(stolen)
+        if args.record and refused:
+            print(refused)
+        elif args.record:
             kept = baselines.record("bench_admission", figures, ran_on=ran_on)
             print(f"Recorded as the baseline: {kept}")
         if args.json:

@@ -785,7 +785,10 @@ def main(argv: list[str] | None = None) -> int:
     # side-by-side comparison, above). A record keeps the figures of every size recorded.
     figures = key_figures(args.pools, runs[-1][1])
     print("\n" + "\n".join(baselines.comparison("bench_scale", figures)))
-    if args.record:
+    refused = baselines.refusal(runs[-1][1].get("machineStolenPercent"))
+    if args.record and refused:
+        print(refused)
+    elif args.record:
         kept = (baselines.load("bench_scale") or {}).get("figures", {})
         path = baselines.record("bench_scale", {**kept, **figures}, ran_on=ran_on)
         print(f"Recorded as the baseline: {path}")

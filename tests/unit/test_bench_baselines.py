@@ -13,8 +13,13 @@ from bench import baselines
 pytestmark = pytest.mark.unit
 
 
+def half_second() -> float:
+    """A machine whose calibration takes half a second."""
+    return 0.5
+
+
 def test_a_recorded_baseline_names_its_commit_and_machine(tmp_path: Path) -> None:
-    path = baselines.record("bench_x", {"start s": 1380.0}, root=tmp_path)
+    path = baselines.record("bench_x", {"start s": 1380.0}, root=tmp_path, calibrate=half_second)
     body = json.loads(path.read_text())
     assert body["bench"] == "bench_x" and body["figures"] == {"start s": 1380.0}
     assert body["commit"] and body["machine"]["cpus"] and body["recorded_at"]
@@ -31,16 +36,53 @@ def test_a_recorded_baseline_names_its_commit_and_machine(tmp_path: Path) -> Non
 def test_a_run_prints_each_figure_beside_the_recorded_one(
     tmp_path: Path, now: dict[str, float], expected: str
 ) -> None:
-    baselines.record("bench_x", {"start s": 1380.0}, root=tmp_path)
-    lines = baselines.comparison("bench_x", now, root=tmp_path)
+    baselines.record("bench_x", {"start s": 1380.0}, root=tmp_path, calibrate=half_second)
+    lines = baselines.comparison("bench_x", now, root=tmp_path, calibrate=half_second)
     (row,) = [line for line in lines if line.strip().startswith(next(iter(now)))]
     assert row.rstrip().endswith(expected), lines
 
 
 def test_a_figure_no_longer_measured_is_named(tmp_path: Path) -> None:
-    baselines.record("bench_x", {"start s": 1.0, "gone": 2.0}, root=tmp_path)
-    lines = baselines.comparison("bench_x", {"start s": 1.0}, root=tmp_path)
+    baselines.record("bench_x", {"start s": 1.0, "gone": 2.0}, root=tmp_path, calibrate=half_second)
+    lines = baselines.comparison("bench_x", {"start s": 1.0}, root=tmp_path, calibrate=half_second)
     assert lines[-1].endswith("gone")
+
+
+def test_a_run_prints_its_machine_beside_the_baselines(tmp_path: Path) -> None:
+    """A machine twice as slow shows as 2.00x on the calibration line, so a 2x figure
+    beside it reads as the machine, not the code."""
+    baselines.record("bench_x", {"start s": 1.0}, root=tmp_path, calibrate=half_second)
+    lines = baselines.comparison("bench_x", {"start s": 2.0}, root=tmp_path, calibrate=lambda: 1.0)
+    assert "1.00s here, 0.50s when recorded, 2.00x" in lines[1], lines
+    body = json.loads(baselines.path_of("bench_x", tmp_path).read_text())
+    assert body["machine"]["calibration_s"] == 0.5
+
+
+def test_a_baseline_from_before_calibration_says_its_ratios_compare_machines(
+    tmp_path: Path,
+) -> None:
+    path = baselines.record("bench_x", {"a": 1.0}, root=tmp_path, calibrate=half_second)
+    body = json.loads(path.read_text())
+    del body["machine"]["calibration_s"]
+    path.write_text(json.dumps(body))
+    lines = baselines.comparison("bench_x", {"a": 1.0}, root=tmp_path, calibrate=half_second)
+    assert "kept none" in lines[1] and "compare machines as well as code" in lines[1]
+
+
+def test_the_calibration_times_real_work() -> None:
+    assert 0.0 < baselines.calibration_seconds(repeats=1) < 60.0
+
+
+@pytest.mark.parametrize(
+    ("steal", "refused"), [(None, False), (0.0, False), (10.0, False), (10.5, True), (40.0, True)]
+)
+def test_a_run_the_hypervisor_starved_is_not_kept_as_the_baseline(
+    steal: float | None, refused: bool
+) -> None:
+    why = baselines.refusal(steal)
+    assert (why is not None) == refused
+    if why is not None:
+        assert f"{steal:.0f} % of the cores" in why and "quieter" in why
 
 
 def test_without_a_baseline_the_run_says_how_to_keep_one(tmp_path: Path) -> None:
