@@ -17,9 +17,9 @@ kept per type), performs the writes it asks for (each preconditioned on the vers
 and records an Event on the Workload's owner when our check changes state (the owner is
 what its user wrote and watches: `kubectl describe jobset x` shows the gang held, short of
 capacity, Ready or released), and on the Workload itself only for Retry and Rejected, whose
-message Kueue's eviction clears from our entry. A pool created for a Workload is told once to each
-of the pool, the Workload and its owner (`PoolCreated`), whatever state the check moves
-from: the check's write in that pass records no second Event.
+message Kueue's eviction clears from our entry. A pool created for a Workload is told once
+to each of the pool, the Workload and its owner (`PoolCreated`), whatever state the check
+moves from: the check's write in that pass records no second Event.
 """
 
 from __future__ import annotations
