@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -47,10 +48,30 @@ def commit() -> str:
     return f"{head}+changes" if dirty else head
 
 
-def calibration_seconds(repeats: int = 3) -> float:
+def calibration_seconds(repeats: int = 7) -> float:
     """The best of `repeats` timings of a fixed piece of one-core Python work, of the kinds
     the benches' processes do most (JSON round trips of object lists, hashing): how fast
-    this machine is, in the benches' own terms, at the moment it is asked."""
+    this machine is, in the benches' own terms, at the moment it is asked. Timed in a fresh
+    interpreter: in a bench's own process, after a run, the same work took nearly twice as
+    long (its leftover threads want the GIL). Best of seven: on a shared VM one timing of
+    it ranges over nearly 2x from one second to the next, with no steal to show for it."""
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"from bench.baselines import timed_work; print(timed_work({repeats}))",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(done.stdout.strip())
+
+
+def timed_work(repeats: int) -> float:
+    """`calibration_seconds`'s work, timed in this process: the best of `repeats`."""
     body = {
         "items": [
             {"metadata": {"name": f"pool-{i}", "labels": {"a": "b" * 16}}, "spec": {"count": i}}
