@@ -270,10 +270,10 @@ class WorkloadReconciler:
     # -- writes ------------------------------------------------------------------------------
     def _release_claims_of(self, key: ObjectKey, workload: Workload | None) -> None:
         for pool in self._pools.list_indexed(claimant(key.namespace, key.name)):
+            # The index holds only pools this namespace/name claims; a Workload of that name
+            # made again since keeps the claims of its own uid.
             claim = pool.spec.claim
-            if not claim or (claim.namespace, claim.name) != (key.namespace, key.name):
-                continue
-            if workload is not None and claim.uid != workload.metadata.uid:
+            if claim is None or (workload is not None and claim.uid != workload.metadata.uid):
                 continue
             self._set_claim(pool, None, None)
             log.info(
