@@ -14,6 +14,8 @@ from provisioner.api.gangnodepool import StackOperation, StackResult
 from provisioner.controllers.pool.outcomes import settle
 from provisioner.controllers.pool.plan import plan
 from provisioner.controllers.pool.steps import (
+    GIVES_WAY,
+    STACK_ACTIONS,
     Action,
     ActionResult,
     AnyView,
@@ -213,19 +215,26 @@ def test_a_destroy_lands_on_the_releasing_status() -> None:
 
 
 PRIORITIES: list[tuple[Action, StackPriority]] = [
-    (Action.RECORD_SET, StackPriority.ACTIVE_SET),
-    (Action.RELEASE_SET, StackPriority.ACTIVE_SET),
+    (Action.RELEASE_SET, StackPriority.RELEASE),
     (Action.PREPARE_STACK, StackPriority.PREPARE),
+    (Action.RECORD_SET, StackPriority.RECORD),
     (Action.DESTROY_STACK, StackPriority.DESTROY),
 ]
 
 
 @pytest.mark.parametrize(("action", "priority"), PRIORITIES)
-def test_sets_mid_acquisition_go_first_and_destroys_last(
+def test_releases_go_first_records_after_prepares_and_destroys_last(
     action: Action, priority: StackPriority
 ) -> None:
     assert stack_priority(action) is priority
 
 
 def test_the_priorities_are_ordered() -> None:
-    assert StackPriority.ACTIVE_SET < StackPriority.PREPARE < StackPriority.DESTROY
+    assert (
+        StackPriority.RELEASE < StackPriority.PREPARE < StackPriority.RECORD < StackPriority.DESTROY
+    )
+
+
+def test_every_stack_action_has_a_priority_and_only_a_record_gives_way() -> None:
+    assert {action for action, _ in PRIORITIES} == STACK_ACTIONS
+    assert {Action.RECORD_SET} == GIVES_WAY

@@ -8,6 +8,7 @@ workers hold an operation on an event instead of sleeping.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -53,15 +54,56 @@ class Harness:
             pass
 
 
-def test_sets_mid_acquisition_run_before_prepares_and_destroys_last() -> None:
+def test_releases_run_first_then_prepares_then_records_and_destroys_last() -> None:
     h = Harness()
     h.submit("old", Action.DESTROY_STACK)
     h.submit("new", Action.PREPARE_STACK)
     h.submit("joining", Action.RECORD_SET)
     h.submit("broken", Action.RELEASE_SET)
     h.submit("newer", Action.PREPARE_STACK)
+    h.submit("joined", Action.RECORD_SET)
     h.drain()
-    assert h.ran == ["joining", "broken", "new", "newer", "old"]
+    assert h.ran == ["broken", "new", "newer", "joining", "joined", "old"]
+
+
+def test_a_queued_operation_can_be_withdrawn_and_its_pool_given_another() -> None:
+    h = Harness()
+    h.submit("a", Action.RECORD_SET)
+    h.submit("b", Action.RECORD_SET)
+    state = h.executor.state("a")
+    assert state.pending is not None and not state.started
+    assert h.gauge("atomic_gang_stack_operations_queued") == 2
+    instead = Step(Action.RELEASE_SET, GangNodePoolStatus(phase=Phase.JOINING))
+    assert h.executor.withdraw("a", instead)
+    assert h.executor.state("a").pending is None
+    assert h.gauge("atomic_gang_stack_operations_queued") == 1
+    assert not h.executor.withdraw("a", instead), "nothing left to withdraw"
+    # The pool may be given another operation; the withdrawn one's place in the queue
+    # does not run it, nor run the new one ahead of its own priority.
+    assert h.submit("a", Action.DESTROY_STACK)
+    h.submit("c", Action.PREPARE_STACK)
+    h.drain()
+    assert h.ran == ["c", "b", "a"]
+    assert h.requeued == ["c", "b", "a"]
+
+
+def test_a_started_operation_cannot_be_withdrawn() -> None:
+    h = Harness(workers=1)
+    running = Held()
+    h.executor.start()
+    try:
+        h.executor.submit(op("a", Action.RECORD_SET, running))
+        assert running.started.wait(WAIT)
+        state = h.executor.state("a")
+        assert state.pending is not None and state.started
+        instead = Step(Action.RELEASE_SET, GangNodePoolStatus(phase=Phase.JOINING))
+        assert not h.executor.withdraw("a", instead)
+        running.release.set()
+        assert _eventually(lambda: h.requeued == ["a"]), "its end queues the pool as usual"
+    finally:
+        running.release.set()
+        h.executor.step_down()
+        assert h.executor.join(WAIT)
 
 
 def test_a_pool_has_one_operation_until_its_result_is_read() -> None:
@@ -202,6 +244,15 @@ def test_step_down_starts_nothing_more_and_drops_what_ends_after() -> None:
     assert h.requeued == [], "nobody is left to read a result"
     assert h.executor.state("running").finished is None
     assert not h.executor.run_next(timeout=0)
+
+
+def _eventually(condition: Callable[[], bool]) -> bool:
+    """Whether `condition` holds within WAIT seconds (a worker's callback runs after its
+    operation leaves the running set, outside the executor's lock)."""
+    deadline = time.monotonic() + WAIT
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return condition()
 
 
 def test_at_least_one_worker() -> None:

@@ -75,9 +75,12 @@ def plan_active(view: PoolView[NotFetched, NotFetched]) -> Step:
                     ),
                 ),
             )
+        # A record that waits in the executor's queue leaves the pool's passes to this
+        # step's wait: the block's release.
+        requeue = seconds_until(view.now, release_at)
         if not recorded:
-            return Step(Action.RECORD_SET, status, why="record set in stack")
-        return Step(Action.NONE, status, requeue_after=seconds_until(view.now, release_at))
+            return Step(Action.RECORD_SET, status, requeue_after=requeue, why="record set in stack")
+        return Step(Action.NONE, status, requeue_after=requeue)
     deadline = status.join_deadline or (view.now + view.timings.join_deadline)
     if status.phase == Phase.SATISFIED:
         # A node went away or NotReady: back to Joining, with a fresh deadline.
@@ -94,11 +97,12 @@ def plan_active(view: PoolView[NotFetched, NotFetched]) -> Step:
     if view.now >= deadline:
         return _release_at_join_deadline(view, ready)
     status = changed(status, join_deadline=deadline)
+    wait = min((deadline - view.now).total_seconds(), 5.0)
     if not recorded:
-        # While the nodes join: the record runs beside the join.
-        return Step(Action.RECORD_SET, status, why="record set in stack")
-    wait = (deadline - view.now).total_seconds()
-    return Step(Action.NONE, status, requeue_after=min(wait, 5.0))
+        # While the nodes join: the record runs beside the join (or waits its turn, the
+        # pool looked at again meanwhile as without it: `wait`).
+        return Step(Action.RECORD_SET, status, requeue_after=wait, why="record set in stack")
+    return Step(Action.NONE, status, requeue_after=wait)
 
 
 def _block_release_at(view: AnyView) -> datetime | None:

@@ -25,7 +25,9 @@ instead of run here: the pass persists the step's status, submits, and returns. 
 operation runs, passes of the pool still observe and write plain status changes, and plan
 nothing that touches the stack (`plan` makes such steps wait). When it ends, the executor
 queues the pool; that pass persists what `outcomes.settle` makes of the result on
-the status as it is then, and nothing else.
+the status as it is then, and nothing else. A record that waits its turn (records go after
+every prepare) does not hold its pool: the pool is planned as without it, and a step other
+than the record withdraws it from the queue (`steps.GIVES_WAY`).
 
 What EC2 holds for the pool comes from the shared `InstanceIndex`: a pool about to act on
 its instances (`phases.reads_fresh`) lists them on every pass; a joining or settled pool reads
@@ -42,6 +44,7 @@ onto each pool's tag: a listing from before the write does not make the plan wri
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from provisioner.api import constants as c
@@ -72,6 +75,7 @@ from provisioner.controllers.pool.purchase import launch_shape, newly_bought, re
 from provisioner.controllers.pool.set_nodes import label_set_nodes, set_ready_nodes, unusable_nodes
 from provisioner.controllers.pool.stack_executor import Finished, Operation
 from provisioner.controllers.pool.steps import (
+    GIVES_WAY,
     NOT_FETCHED,
     STACK_ACTIONS,
     Action,
@@ -159,21 +163,30 @@ class GangNodePoolReconciler:
             # fallback should that event be lost.
             return Result(requeue_after=WAIT_FOR_OWN_WRITE_SECONDS)
         held = self._executor.state(pool.name)
+        pending = held.pending.step.action if held.pending else None
+        # A queued record gives way: the pool is planned as if it were not there, and it is
+        # withdrawn if the plan needs another step (`_act`).
+        queued = pending if pending in GIVES_WAY and not held.started else None
         view, facts = self._observe(
-            pool,
-            held.pending.step.action if held.pending else None,
-            settling=held.finished is not None,
+            pool, None if queued else pending, settling=held.finished is not None
         )
         if held.finished is not None:
             result = self._settle(pool, view, held.finished)
         else:
-            result = self._plan_and_act(pool, view, facts)
+            result = self._plan_and_act(pool, view, facts, queued)
         label_set_nodes(self._kube, self._nodes, pool.name, view)
         self._proofs.report(pool, view.unproven)
         return result
 
-    def _plan_and_act(self, pool: GangNodePool, view: AnyView, facts: PassFacts) -> Result:
+    def _plan_and_act(
+        self, pool: GangNodePool, view: AnyView, facts: PassFacts, queued: Action | None
+    ) -> Result:
         step = plan(view)
+        if queued is not None:
+            if step.action is queued:  # it is queued already: only the status is written
+                step = replace(step, action=Action.NONE, why=f"{queued.value} queued")
+            elif step.action is not Action.NONE and not self._executor.withdraw(pool.name, step):
+                return Result()  # it started: its end queues the pool again
         if step.action is Action.TAG_KEEP_WARM:
             tag = launch_turns.tag_turn(self._deps.tag_budget, view)
             if not tag.go:  # its turn at the CreateTags budget comes later

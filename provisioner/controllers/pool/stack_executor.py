@@ -5,6 +5,8 @@ release a set, destroy) and returns at once, so every other pool's Node and stat
 go on being reconciled while a Pulumi `up` runs. `workers` threads take operations most
 urgent first (`pool_steps.StackPriority`, then the order they came in), and a pool
 has at most one operation here at a time: queued, running, or finished and not yet read.
+An operation that has not started can be taken back (`withdraw`): a pool whose queued
+record gives way to a release plans the release instead (the reconciler's `reconcile`).
 
 When an operation ends, its result waits here and `on_finished(pool)` queues the pool
 again; that pool's next pass reads the result (`state`), saves it in the pool's status and
@@ -22,7 +24,7 @@ the Manager right after this one's) kills its CLI, so the operation ends with a 
 that nothing reads — its result is dropped, as the process ends — and it writes nothing to
 the stack after the Lease is lost.
 
-Called by: `reconciler.py` (submit, state, consumed, forget) and `manager.py` (start,
+Called by: `reconciler.py` (submit, state, withdraw, consumed, forget) and `manager.py` (start,
 step_down, join).
 """
 
@@ -68,6 +70,7 @@ class PoolOperations:
 
     pending: Operation | None = None  # queued or running
     finished: Finished | None = None  # ended, result not yet saved
+    started: bool = False  # `pending` is running (it can no longer be withdrawn)
 
 
 class StackExecutor:
@@ -83,6 +86,8 @@ class StackExecutor:
         self._heap: list[tuple[int, int, str]] = []  # (priority, arrival, pool)
         self._seq = itertools.count()
         self._queued: dict[str, Operation] = {}
+        # Each queued pool's arrival: a heap entry left by a withdrawn operation is skipped.
+        self._arrival: dict[str, int] = {}
         self._running: dict[str, Operation] = {}
         self._finished: dict[str, Finished] = {}
         self._stepped_down = False
@@ -97,15 +102,36 @@ class StackExecutor:
                 return False
             self._queued[pool] = operation
             priority = stack_priority(operation.step.action)
-            heapq.heappush(self._heap, (priority, next(self._seq), pool))
+            self._arrival[pool] = arrival = next(self._seq)
+            heapq.heappush(self._heap, (priority, arrival, pool))
             self._report()
             self._cond.notify()
         return True
 
     def state(self, pool: str) -> PoolOperations:
         with self._cond:
-            pending = self._queued.get(pool) or self._running.get(pool)
-            return PoolOperations(pending, self._finished.get(pool))
+            running = self._running.get(pool)
+            pending = running or self._queued.get(pool)
+            return PoolOperations(pending, self._finished.get(pool), started=running is not None)
+
+    def withdraw(self, pool: str, instead: Step) -> bool:
+        """Take back `pool`'s queued operation before it starts, for `instead`; False once it
+        has started (its end queues the pool as usual) or when none is queued. Nothing of a
+        queued operation has happened: the driver marks one in its oplog as it starts."""
+        with self._cond:
+            operation = self._queued.pop(pool, None)
+            if operation is None:
+                return False
+            del self._arrival[pool]
+            self._report()
+        log.info(
+            "pool %s: queued stack %s withdrawn for %s",
+            pool,
+            operation.step.action.value,
+            instead.action.value,
+            extra={"pool": pool},
+        )
+        return True
 
     def consumed(self, finished: Finished) -> None:
         """The pool's status now holds `finished`'s result: drop it."""
@@ -132,7 +158,7 @@ class StackExecutor:
         within `timeout` seconds (0 never waits) or after step-down."""
         with self._cond:
             deadline = None if timeout is None else time.monotonic() + timeout
-            while not self._heap and not self._stepped_down:
+            while not self._drop_withdrawn() and not self._stepped_down:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
@@ -141,6 +167,7 @@ class StackExecutor:
                 return False
             _, _, pool = heapq.heappop(self._heap)
             operation = self._queued.pop(pool)
+            del self._arrival[pool]
             self._running[pool] = operation
             self._report()
         result = self._perform(operation)
@@ -203,6 +230,7 @@ class StackExecutor:
             self._stepped_down = True
             dropped = sorted(self._queued)
             self._queued.clear()
+            self._arrival.clear()
             self._heap.clear()
             self._finished.clear()
             self._report()
@@ -227,6 +255,15 @@ class StackExecutor:
         return True
 
     # -- internals (lock held) ------------------------------------------------------------
+    def _drop_withdrawn(self) -> bool:
+        """Pop the heap's entries of withdrawn operations; True if a queued one is on top."""
+        while self._heap:
+            _, arrival, pool = self._heap[0]
+            if self._arrival.get(pool) == arrival:
+                return True
+            heapq.heappop(self._heap)
+        return False
+
     def _holds(self, pool: str) -> bool:
         return pool in self._queued or pool in self._running or pool in self._finished
 

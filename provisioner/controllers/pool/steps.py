@@ -61,22 +61,36 @@ class ReleasePurpose(Enum):
 class StackPriority(IntEnum):
     """Which stack operation the executor runs first (lowest first; FIFO within one)."""
 
-    # A set is billing: its record runs beside the join, and its release lets the gang be
-    # acquired again. Each is a pool somebody is waiting on, mid-acquisition.
-    ACTIVE_SET = 0
-    # A pool about to acquire (a new pool, or a changed launch template).
+    # A set is going (broken, past its deadline or its block, released): its release ends
+    # the bill and lets the gang be acquired again.
+    RELEASE = 0
+    # A pool about to acquire (a new pool, or a changed launch template): a gang waits for
+    # its launch, which waits for this.
     PREPARE = 1
-    # Nothing waits on a release but the bill, which the set's release already ended or
+    # The set's record in the stack is bookkeeping: it never gates Ready (a release goes
+    # by the status's IDs and the tags), so in a wave of cold gangs every launch's prepare
+    # goes before it. Queued, it gives way to any other step of its pool (`GIVES_WAY`).
+    RECORD = 2
+    # Nothing waits on a destroy but the bill, which the set's release already ended or
     # the reaper bounds.
-    DESTROY = 2
+    DESTROY = 3
+
+
+_PRIORITIES = {
+    Action.RELEASE_SET: StackPriority.RELEASE,
+    Action.PREPARE_STACK: StackPriority.PREPARE,
+    Action.RECORD_SET: StackPriority.RECORD,
+    Action.DESTROY_STACK: StackPriority.DESTROY,
+}
+
+# The stack steps that, still queued, are withdrawn when their pool's plan needs another
+# step (a release, a destroy, the keep-warm tag): one that waits its turn behind every
+# prepare must not hold a broken set's release back.
+GIVES_WAY = frozenset({Action.RECORD_SET})
 
 
 def stack_priority(action: Action) -> StackPriority:
-    if action is Action.PREPARE_STACK:
-        return StackPriority.PREPARE
-    if action is Action.DESTROY_STACK:
-        return StackPriority.DESTROY
-    return StackPriority.ACTIVE_SET
+    return _PRIORITIES[action]
 
 
 @dataclass(frozen=True)
