@@ -10,10 +10,13 @@ as production keeps its stacks): a baseline of --baseline-pools pools, then --po
 with --workloads/--pools Workloads per pool in both. Each wave submits one gang Job per
 pool at once and waits until every one has been admitted, run (the Job simulator) and
 finished and every pool is warm again; the first wave acquires every pool cold (Pulumi
-prepare, N-or-0 launch, record, join), the later ones reuse the warm sets. One more wave
-submits the same Jobs on a queue without our check over the same warm Nodes: what Kueue
-and the Job simulator take alone, the floor under a warm wave. At the end every pool is
-deleted and its stack destroyed.
+prepare, N-or-0 launch, join; each set's record in its stack runs after every prepare, and
+the next wave waits for the records, printed apart), the later ones reuse the warm sets.
+One more wave submits the same Jobs on a queue without our check over the same warm Nodes:
+what Kueue and the Job simulator take alone. And one more on a queue whose one check the
+bench's instant controller sets Ready the moment Kueue reserves quota (`instant_check`):
+what any AdmissionCheck costs under Kueue, the floor under a warm wave. At the end every
+pool is deleted and its stack destroyed.
 
 Prints, per run and as a ratio: the controller's peak RSS (and with its Pulumi children),
 its CPU seconds (and its children's), reconcile lag p50/p99 per reconciler (the work
@@ -44,6 +47,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench import baselines
 from bench.api_requests import apiserver_requests
+from bench.instant_check import InstantCheck
 from bench.procfs import (
     PAGE,
     TICKS,
@@ -70,6 +74,10 @@ from provisioner.toolchain import installer as toolchain
 NAMESPACE = "default"
 PLAIN_QUEUE = "plain-queue"
 PLAIN_CLUSTER_QUEUE = "plain-cluster-queue"
+# A queue behind the bench's instant check (`instant_check`): Kueue's AdmissionCheck floor.
+FLOOR_QUEUE = "floor-queue"
+FLOOR_CLUSTER_QUEUE = "floor-cluster-queue"
+FLOOR_CHECK = "bench-instant-check"
 RECONCILERS = ("workload", "gangnodepool", "admissioncheck")
 
 
@@ -329,8 +337,15 @@ class Run:
                 self._add(f"{label}WaveSeconds", elapsed)
                 at_end = _WaveCounters.after_wave(api, env, child.pid)
                 self._add_wave_cost(label, at_start, at_end)
+                # A set's record in its stack is bookkeeping that runs after every prepare
+                # (no gang waits for it): the next wave starts once the records are done, so
+                # that it does not pay for them, and when they were is a figure of its own.
+                self.wait(f"wave {wave}: every set recorded", lambda: _all_recorded(custom), 1800)
+                recorded = time.monotonic() - started
+                self._add(f"{label}WaveRecordedSeconds", recorded)
                 print(
-                    f"  wave {wave + 1}/{self.per_pool} ({label}): {elapsed:.1f}s, "
+                    f"  wave {wave + 1}/{self.per_pool} ({label}): {elapsed:.1f}s "
+                    f"(every set recorded at {recorded:.1f}s), "
                     f"steal {at_end.machine.since(at_start.machine).stolen_percent:.0f} %",
                     file=sys.stderr,
                     flush=True,
@@ -338,12 +353,11 @@ class Run:
             if self.per_pool > 1:
                 for key in [k for k in self.figures if k.startswith("warmWave")]:
                     self.figures[key] /= self.per_pool - 1
-            at_start = _WaveCounters.before_wave(api, env, child.pid)
-            self._kueue_alone_wave(batch, custom, timeline, names)
-            self._add_wave_cost(
-                "kueueAlone", at_start, _WaveCounters.after_wave(api, env, child.pid)
-            )
-            for series in ("warm", "kueueAlone"):
+            for series, check in (("kueueAlone", None), ("floor", FLOOR_CHECK)):
+                at_start = _WaveCounters.before_wave(api, env, child.pid)
+                self._wave_without_us(series, check, batch, custom, timeline, names)
+                self._add_wave_cost(series, at_start, _WaveCounters.after_wave(api, env, child.pid))
+            for series in ("warm", "kueueAlone", "floor"):
                 if self.figures.get(f"{series}WaveMachineTotal"):
                     used = MachineCpu(
                         *(self.figures[f"{series}WaveMachine{k}"] for k in _MACHINE_KEYS)
@@ -417,44 +431,65 @@ class Run:
             if value:
                 self._add(f"{label}WaveApi:{key}", value)
 
-    def _kueue_alone_wave(
+    def _wave_without_us(
         self,
+        series: str,
+        check: str | None,
         batch: k8s.BatchV1Api,
         custom: k8s.CustomObjectsApi,
         timeline: Timeline,
         pools: list[str],
     ) -> None:
-        """One more wave of the same Jobs on a queue without our check, over the same warm
-        Nodes: what Kueue and the Job simulator take alone for a wave in this run, the floor
-        under a warm wave (no pool is claimed; the pools stay warm)."""
-        quota = ko.cluster_queue(PLAIN_CLUSTER_QUEUE, ko.FLAVOR_NAME, None, self._quota())
+        """One more wave of the same Jobs over the same warm Nodes on a queue without our
+        check: with no check (`kueueAlone`), what Kueue and the Job simulator take alone;
+        behind the bench's instant check (`floor`), what any AdmissionCheck adds to that.
+        No pool is claimed; the pools stay warm."""
+        queue, cluster_queue = (
+            (PLAIN_QUEUE, PLAIN_CLUSTER_QUEUE)
+            if check is None
+            else (FLOOR_QUEUE, FLOOR_CLUSTER_QUEUE)
+        )
+        instant = None
+        if check is not None:
+            instant = InstantCheck(custom.api_client, NAMESPACE, check)
+            instant.start()
+        quota = ko.cluster_queue(cluster_queue, ko.FLAVOR_NAME, check, self._quota())
         custom.create_cluster_custom_object(*KUEUE, "clusterqueues", quota)
         custom.create_namespaced_custom_object(
-            *KUEUE,
-            NAMESPACE,
-            "localqueues",
-            ko.local_queue(NAMESPACE, PLAIN_QUEUE, PLAIN_CLUSTER_QUEUE),
+            *KUEUE, NAMESPACE, "localqueues", ko.local_queue(NAMESPACE, queue, cluster_queue)
         )
-        jobs = [f"plain-{pool}" for pool in pools]
+        # The clock starts once Kueue takes the queue as Active (its check Active too): a
+        # Job's wait for that is set-up, not admission.
+        self.wait(
+            f"{cluster_queue} Active",
+            lambda: _active(
+                custom.get_cluster_custom_object(*KUEUE, "clusterqueues", cluster_queue)
+            ),
+            timeout=120,
+        )
+        jobs = [f"{'plain' if check is None else 'floor'}-{pool}" for pool in pools]
         created: dict[str, float] = {}
         started = time.monotonic()
         for job, pool in zip(jobs, pools, strict=True):
             # The pool label stays: the Job simulator runs a Job on its pool's Ready Nodes.
-            body = ko.gang_job(NAMESPACE, job, PLAIN_QUEUE, pool, self.count)
-            batch.create_namespaced_job(NAMESPACE, body)
+            batch.create_namespaced_job(
+                NAMESPACE, ko.gang_job(NAMESPACE, job, queue, pool, self.count)
+            )
             created[job] = time.monotonic()
-        self.wait("the Kueue-alone wave finished", _all_finished(timeline, jobs), timeout=3600)
-        self.figures["kueueAloneWaveSeconds"] = time.monotonic() - started
+        self.wait(f"the {series} wave finished", _all_finished(timeline, jobs), timeout=3600)
+        self.figures[f"{series}WaveSeconds"] = time.monotonic() - started
+        if instant is not None:
+            instant.stop()
         print(
-            f"  Kueue-alone wave: {self.figures['kueueAloneWaveSeconds']:.1f}s",
+            f"  {WITHOUT_US[series]} wave: {self.figures[f'{series}WaveSeconds']:.1f}s",
             file=sys.stderr,
             flush=True,
         )
         marks = {job: timeline.workload(job) for job in jobs}
         for stage in KUEUE_ALONE_STAGES:
             spans = [marks[job][stage] - created[job] for job in jobs if stage in marks[job]]
-            self.figures[f"kueueAloneStage{stage}P50"] = percentile(spans, 50)
-            self.figures[f"kueueAloneStage{stage}Last"] = max(spans, default=float("nan"))
+            self.figures[f"{series}Stage{stage}P50"] = percentile(spans, 50)
+            self.figures[f"{series}Stage{stage}Last"] = max(spans, default=float("nan"))
 
     def _quota(self) -> dict[str, str]:
         return {
@@ -528,6 +563,8 @@ STAGES: list[tuple[str, str]] = [
 
 # The stages of a Job on a queue without our check: Kueue's and the Job simulator's only.
 KUEUE_ALONE_STAGES: Final = ("QuotaReserved", "Admitted", "Finished")
+# The waves without our check, as the report names them.
+WITHOUT_US: Final = {"kueueAlone": "Kueue-alone", "floor": "AdmissionCheck floor"}
 
 
 def _stage_times(timeline: Timeline, job: str, pool: str) -> dict[str, float]:
@@ -548,8 +585,22 @@ def _stage_times(timeline: Timeline, job: str, pool: str) -> dict[str, float]:
     return {stage: at for stage, at in times.items() if at is not None}
 
 
+def _active(queue: dict[str, Any]) -> bool:
+    conditions = (queue.get("status") or {}).get("conditions") or []
+    return any(x.get("type") == "Active" and x.get("status") == "True" for x in conditions)
+
+
 def _all_finished(timeline: Timeline, jobs: list[str]) -> Callable[[], bool]:
     return lambda: all(timeline.workload(job).get("Finished") for job in jobs)
+
+
+def _all_recorded(custom: k8s.CustomObjectsApi) -> bool:
+    """Whether every pool's active set is recorded in its stack."""
+    for pool in custom.list_cluster_custom_object(*GNP)["items"]:
+        status = pool.get("status") or {}
+        if status.get("activeGroup") and status.get("recordedGroup") != status["activeGroup"]:
+            return False
+    return True
 
 
 def _phases(custom: k8s.CustomObjectsApi) -> dict[str, int]:
@@ -593,8 +644,10 @@ ROWS: list[tuple[str, str, str]] = [
     ("quota -> check Ready, cold p50 (acquisition)", "coldCheckP50", "s"),
     ("quota -> check Ready, cold p99 (acquisition)", "coldCheckP99", "s"),
     ("cold wave (all pools acquired, jobs run)", "coldWaveSeconds", "s"),
+    ("cold wave, until every set is recorded in its stack", "coldWaveRecordedSeconds", "s"),
     ("warm wave (mean)", "warmWaveSeconds", "s"),
     ("Kueue-alone wave (same Jobs, queue without our check)", "kueueAloneWaveSeconds", "s"),
+    ("AdmissionCheck floor wave (same Jobs, a check Ready at once)", "floorWaveSeconds", "s"),
     ("release of every pool (stack destroy)", "releaseSeconds", "s"),
     ("instances launched", "launched", ""),
     ("gangnodepool passes", "passesgangnodepool", ""),
@@ -620,15 +673,19 @@ _WAVE_CPU_KINDS = (
     "EC2 emulator",
     "bench process (node + Job simulators)",
 )
-for _series, _name in (("warm", "a warm wave"), ("kueueAlone", "the Kueue-alone wave")):
+for _series, _name in (
+    ("warm", "a warm wave"),
+    ("kueueAlone", "the Kueue-alone wave"),
+    ("floor", "the floor wave"),
+):
     for _kind in _WAVE_CPU_KINDS:
         ROWS.append((f"CPU of {_name}, {_kind}", f"{_series}WaveCpu:{_kind}", "s"))
     ROWS.append((f"CPU of {_name}, whole machine", f"{_series}WaveMachineBusy", "s"))
     ROWS.append((f"machine busy during {_name} (%)", f"{_series}WaveBusyPercent", ""))
     ROWS.append((f"steal during {_name} (%)", f"{_series}WaveStolenPercent", ""))
-for _series in ("cold", "warm", "kueueAlone"):
+for _series in ("cold", "warm", "kueueAlone", "floor"):
     for _stage, _what in STAGES:
-        if _series == "kueueAlone" and _stage not in KUEUE_ALONE_STAGES:
+        if _series in WITHOUT_US and _stage not in KUEUE_ALONE_STAGES:
             continue
         ROWS.append((f"{_series}: Job created -> {_what}, p50", f"{_series}Stage{_stage}P50", "s"))
         ROWS.append((f"{_series}: ... the last Workload", f"{_series}Stage{_stage}Last", "s"))
@@ -657,6 +714,7 @@ def _apiserver_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
         where = "" if key.startswith("AWS ") else "apiserver "
         rows.append((f"{where}{key}, a warm wave", f"warmWaveApi:{key}", ""))
         rows.append(("  ... the Kueue-alone wave", f"kueueAloneWaveApi:{key}", ""))
+        rows.append(("  ... the floor wave", f"floorWaveApi:{key}", ""))
     return rows
 
 
@@ -707,6 +765,7 @@ def _report(runs: list[tuple[str, dict[str, float]]]) -> str:
 _KEY_FIGURES: tuple[tuple[str, str], ...] = (
     ("warm wave s", "warmWaveSeconds"),
     ("Kueue-alone wave s", "kueueAloneWaveSeconds"),
+    ("AdmissionCheck floor wave s", "floorWaveSeconds"),
     ("cold wave s", "coldWaveSeconds"),
     ("pool lag p99 s", "laggangnodepoolP99"),
     ("workload lag p99 s", "lagworkloadP99"),
@@ -727,6 +786,11 @@ def key_figures(pools: int, figures: dict[str, float]) -> dict[str, float]:
     warm, alone = figures.get("warmWaveSeconds"), figures.get("kueueAloneWaveSeconds")
     if warm is not None and alone:
         out[f"{pools} pools: warm wave / Kueue alone"] = warm / alone
+    floor = figures.get("floorWaveSeconds")
+    if floor and alone:
+        out[f"{pools} pools: floor wave / Kueue alone"] = floor / alone
+    if warm is not None and floor:
+        out[f"{pools} pools: warm wave / floor wave"] = warm / floor
     return out
 
 

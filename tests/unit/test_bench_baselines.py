@@ -137,4 +137,17 @@ def test_the_scale_bench_compares_its_must_show_figures_by_size() -> None:
     assert figures["200 pools: cold wave s"] == 118.0
     assert figures["200 pools: pool lag p99 s"] == 0.8
     assert "200 pools: release of every pool s" not in figures  # not measured
+    assert "200 pools: warm wave / floor wave" not in figures  # no floor wave run
     assert next(iter(key_figures(1000, {"peakRssMiB": 1.0}))).startswith("1000 pools:")
+
+
+def test_the_scale_bench_puts_the_warm_wave_beside_the_admission_check_floor() -> None:
+    from bench.bench_scale import key_figures
+
+    figures = key_figures(
+        200,
+        {"warmWaveSeconds": 30.0, "kueueAloneWaveSeconds": 20.0, "floorWaveSeconds": 25.0},
+    )
+    assert figures["200 pools: AdmissionCheck floor wave s"] == 25.0
+    assert figures["200 pools: floor wave / Kueue alone"] == pytest.approx(1.25)
+    assert figures["200 pools: warm wave / floor wave"] == pytest.approx(1.2)
