@@ -2,9 +2,10 @@
 
 The record of a launched set in the pool's stack is bookkeeping (Ready never waits for it),
 so the stack executor runs it after every queued prepare. While it waits, the pool is
-planned as if it were not queued: the pool's passes go on writing what they observe, and
-a step the pool now needs (a broken set's release, the pool's deletion) withdraws the
-record and runs instead, rather than queue behind the prepares the record waits for.
+planned as if it were not queued: the pool's passes go on writing what they observe (and
+the keep-warm tag goes ahead beside it), and a stack step the pool now needs (a broken
+set's release, the pool's deletion) withdraws the record and runs instead, rather than
+queue behind the prepares the record waits for.
 """
 
 from __future__ import annotations
@@ -156,3 +157,20 @@ def test_a_pool_deleted_while_its_record_waits_goes_without_waiting_for_it() -> 
     assert world.stacks.recorded == [], "the withdrawn record ran"
     assert world.stacks.destroyed == ["pool-a"]
     assert set(SET_IDS) <= set(world.engine.released), "the unrecorded set still runs"
+
+
+def test_a_set_kept_warm_while_its_record_waits_gets_its_tag_and_keeps_its_record() -> None:
+    world = World()
+    world.reconciler.reconcile(KEY_OF_POOL)
+    assert world.queued() is Action.RECORD_SET
+    del world.store.obj["spec"]["claim"]  # the gang finished; its Workload let go
+    world.store.changed()
+
+    world.reconciler.reconcile(KEY_OF_POOL)  # claim dropped: keep it warm
+    assert world.store.obj["status"]["phase"] == Phase.KEEP_WARM
+    world.reconciler.reconcile(KEY_OF_POOL)  # the window onto the instances' tag
+
+    assert [ids for ids, _ in world.engine.keep_warm_tags] == [SET_IDS]
+    assert world.queued() is Action.RECORD_SET, "the tag took the record out of the queue"
+    assert world.executor.run_next(0)
+    assert world.stacks.recorded == [("pool-a", "gen-1", SET_IDS)]

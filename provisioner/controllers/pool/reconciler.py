@@ -26,8 +26,9 @@ operation runs, passes of the pool still observe and write plain status changes,
 nothing that touches the stack (`plan` makes such steps wait). When it ends, the executor
 queues the pool; that pass persists what `outcomes.settle` makes of the result on
 the status as it is then, and nothing else. A record that waits its turn (records go after
-every prepare) does not hold its pool: the pool is planned as without it, and a step other
-than the record withdraws it from the queue (`steps.GIVES_WAY`).
+every prepare) does not hold its pool: the pool is planned as without it (the keep-warm
+tag goes ahead beside it), and another stack step withdraws it from the queue
+(`steps.GIVES_WAY`).
 
 What EC2 holds for the pool comes from the shared `InstanceIndex`: a pool about to act on
 its instances (`phases.reads_fresh`) lists them on every pass; a joining or settled pool reads
@@ -165,7 +166,7 @@ class GangNodePoolReconciler:
         held = self._executor.state(pool.name)
         pending = held.pending.step.action if held.pending else None
         # A queued record gives way: the pool is planned as if it were not there, and it is
-        # withdrawn if the plan needs another step (`_act`).
+        # withdrawn if the plan needs another stack step (`_plan_and_act`).
         queued = pending if pending in GIVES_WAY and not held.started else None
         view, facts = self._observe(
             pool, None if queued else pending, settling=held.finished is not None
@@ -185,7 +186,7 @@ class GangNodePoolReconciler:
         if queued is not None:
             if step.action is queued:  # it is queued already: only the status is written
                 step = replace(step, action=Action.NONE, why=f"{queued.value} queued")
-            elif step.action is not Action.NONE and not self._executor.withdraw(pool.name, step):
+            elif step.action in STACK_ACTIONS and not self._executor.withdraw(pool.name, step):
                 return Result()  # it started: its end queues the pool again
         if step.action is Action.TAG_KEEP_WARM:
             tag = launch_turns.tag_turn(self._deps.tag_budget, view)

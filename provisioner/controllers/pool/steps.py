@@ -69,7 +69,7 @@ class StackPriority(IntEnum):
     PREPARE = 1
     # The set's record in the stack is bookkeeping: it never gates Ready (a release goes
     # by the status's IDs and the tags), so in a wave of cold gangs every launch's prepare
-    # goes before it. Queued, it gives way to any other step of its pool (`GIVES_WAY`).
+    # goes before it. Queued, it gives way to another stack step of its pool (`GIVES_WAY`).
     RECORD = 2
     # Nothing waits on a destroy but the bill, which the set's release already ended or
     # the reaper bounds.
@@ -83,9 +83,10 @@ _PRIORITIES = {
     Action.DESTROY_STACK: StackPriority.DESTROY,
 }
 
-# The stack steps that, still queued, are withdrawn when their pool's plan needs another
-# step (a release, a destroy, the keep-warm tag): one that waits its turn behind every
-# prepare must not hold a broken set's release back.
+# The stack steps that do not hold their pool while queued: the pool is planned as without
+# them (its plain status changes and the keep-warm tag go ahead), and a stack step it needs
+# instead (a broken set's release, its deletion's destroy) withdraws them before they start.
+# One that waits its turn behind every prepare must not hold a release back.
 GIVES_WAY = frozenset({Action.RECORD_SET})
 
 
