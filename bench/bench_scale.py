@@ -15,8 +15,10 @@ the next wave waits for the records, printed apart), the later ones reuse the wa
 One more wave submits the same Jobs on a queue without our check over the same warm Nodes:
 what Kueue and the Job simulator take alone. And one more on a queue whose one check the
 bench's instant controller sets Ready the moment Kueue reserves quota (`instant_check`):
-what any AdmissionCheck costs under Kueue, the floor under a warm wave. At the end every
-pool is deleted and its stack destroyed.
+what any AdmissionCheck costs under Kueue, the floor under a warm wave. Each wave is also
+timed to its last Job finished: the waves without our check end there (they hold no pool),
+ours go on until every claim is released and every pool warm again. At the end every pool
+is deleted and its stack destroyed.
 
 Prints, per run and as a ratio: the controller's peak RSS (and with its Pulumi children),
 its CPU seconds (and its children's), reconcile lag p50/p99 per reconciler (the work
@@ -327,6 +329,7 @@ class Run:
                     )
                     created[job] = time.monotonic()
                 self.wait(f"wave {wave} finished", _all_finished(timeline, jobs), timeout=3600)
+                jobs_done = _last_finished(timeline, jobs) - started
                 self.wait(
                     f"wave {wave}: every pool warm",
                     lambda: _phases(custom) == {Phase.KEEP_WARM: self.pools},
@@ -335,6 +338,7 @@ class Run:
                 label = "cold" if wave == 0 else "warm"
                 elapsed = time.monotonic() - started
                 self._add(f"{label}WaveSeconds", elapsed)
+                self._add(f"{label}WaveJobsSeconds", jobs_done)
                 at_end = _WaveCounters.after_wave(api, env, child.pid)
                 self._add_wave_cost(label, at_start, at_end)
                 # A set's record in its stack is bookkeeping that runs after every prepare
@@ -344,8 +348,8 @@ class Run:
                 recorded = time.monotonic() - started
                 self._add(f"{label}WaveRecordedSeconds", recorded)
                 print(
-                    f"  wave {wave + 1}/{self.per_pool} ({label}): {elapsed:.1f}s "
-                    f"(every set recorded at {recorded:.1f}s), "
+                    f"  wave {wave + 1}/{self.per_pool} ({label}): {elapsed:.1f}s (its last Job "
+                    f"finished at {jobs_done:.1f}s, every set recorded at {recorded:.1f}s), "
                     f"steal {at_end.machine.since(at_start.machine).stolen_percent:.0f} %",
                     file=sys.stderr,
                     flush=True,
@@ -478,6 +482,7 @@ class Run:
             created[job] = time.monotonic()
         self.wait(f"the {series} wave finished", _all_finished(timeline, jobs), timeout=3600)
         self.figures[f"{series}WaveSeconds"] = time.monotonic() - started
+        self.figures[f"{series}WaveJobsSeconds"] = _last_finished(timeline, jobs) - started
         if instant is not None:
             instant.stop()
         print(
@@ -594,6 +599,12 @@ def _all_finished(timeline: Timeline, jobs: list[str]) -> Callable[[], bool]:
     return lambda: all(timeline.workload(job).get("Finished") for job in jobs)
 
 
+def _last_finished(timeline: Timeline, jobs: list[str]) -> float:
+    """When the last of `jobs` was seen Finished (monotonic): a wave measured to it is
+    measured as the waves without our check are, whose end is their Jobs'."""
+    return max(timeline.workload(job)["Finished"] for job in jobs)
+
+
 def _all_recorded(custom: k8s.CustomObjectsApi) -> bool:
     """Whether every pool's active set is recorded in its stack."""
     for pool in custom.list_cluster_custom_object(*GNP)["items"]:
@@ -643,11 +654,20 @@ ROWS: list[tuple[str, str, str]] = [
     ("quota -> check Ready, warm p99", "warmCheckP99", "s"),
     ("quota -> check Ready, cold p50 (acquisition)", "coldCheckP50", "s"),
     ("quota -> check Ready, cold p99 (acquisition)", "coldCheckP99", "s"),
-    ("cold wave (all pools acquired, jobs run)", "coldWaveSeconds", "s"),
+    ("cold wave (all pools acquired, jobs run, every pool warm again)", "coldWaveSeconds", "s"),
     ("cold wave, until every set is recorded in its stack", "coldWaveRecordedSeconds", "s"),
-    ("warm wave (mean)", "warmWaveSeconds", "s"),
+    ("warm wave (mean; until every pool is warm again)", "warmWaveSeconds", "s"),
     ("Kueue-alone wave (same Jobs, queue without our check)", "kueueAloneWaveSeconds", "s"),
     ("AdmissionCheck floor wave (same Jobs, a check Ready at once)", "floorWaveSeconds", "s"),
+    *(
+        (f"{what}, to its last Job finished", f"{series}WaveJobsSeconds", "s")
+        for series, what in (
+            ("cold", "cold wave"),
+            ("warm", "warm wave (mean)"),
+            ("kueueAlone", "Kueue-alone wave"),
+            ("floor", "floor wave"),
+        )
+    ),
     ("release of every pool (stack destroy)", "releaseSeconds", "s"),
     ("instances launched", "launched", ""),
     ("gangnodepool passes", "passesgangnodepool", ""),
@@ -791,6 +811,15 @@ def key_figures(pools: int, figures: dict[str, float]) -> dict[str, float]:
         out[f"{pools} pools: floor wave / Kueue alone"] = floor / alone
     if warm is not None and floor:
         out[f"{pools} pools: warm wave / floor wave"] = warm / floor
+    # Each wave to its last Job finished: ours without the claims' release after it, as the
+    # waves without our check end (they hold no pool).
+    jobs = {s: figures.get(f"{s}WaveJobsSeconds") for s in ("warm", "kueueAlone", "floor")}
+    if jobs["warm"] is not None and jobs["kueueAlone"]:
+        out[f"{pools} pools: warm / Kueue alone, to the last Job finished"] = (
+            jobs["warm"] / jobs["kueueAlone"]
+        )
+    if jobs["warm"] is not None and jobs["floor"]:
+        out[f"{pools} pools: warm / floor, to the last Job finished"] = jobs["warm"] / jobs["floor"]
     return out
 
 
