@@ -815,11 +815,9 @@ def key_figures(pools: int, figures: dict[str, float]) -> dict[str, float]:
     # waves without our check end (they hold no pool).
     jobs = {s: figures.get(f"{s}WaveJobsSeconds") for s in ("warm", "kueueAlone", "floor")}
     if jobs["warm"] is not None and jobs["kueueAlone"]:
-        out[f"{pools} pools: warm / Kueue alone, to the last Job finished"] = (
-            jobs["warm"] / jobs["kueueAlone"]
-        )
+        out[f"{pools} pools: warm / Kueue alone, Jobs done"] = jobs["warm"] / jobs["kueueAlone"]
     if jobs["warm"] is not None and jobs["floor"]:
-        out[f"{pools} pools: warm / floor, to the last Job finished"] = jobs["warm"] / jobs["floor"]
+        out[f"{pools} pools: warm / floor, Jobs done"] = jobs["warm"] / jobs["floor"]
     return out
 
 
