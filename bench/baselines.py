@@ -109,6 +109,41 @@ def refusal(steal_percent: float | None) -> str | None:
     )
 
 
+# How far two calibrations may be apart and still be one machine's (its moments differ by
+# 10-15 % on a quiet shared VM; the slower of the two VMs measured so far ran stack work at
+# about half the other's speed).
+SAME_MACHINE_TOLERANCE: Final = 0.2
+
+
+def kept_beside(
+    bench: str,
+    measured: Mapping[str, float],
+    root: Path = BASELINES,
+    calibrate: Callable[[], float] = calibration_seconds,
+) -> tuple[dict[str, float], str | None]:
+    """The recorded figures a new record of `measured` keeps beside it (a bench that
+    records several sizes keeps those it did not measure now), and what it drops, and why.
+    Only a baseline of the same machine keeps them: one whose calibration is within
+    `SAME_MACHINE_TOLERANCE` of this machine's. A baseline of another machine, or of one that
+    kept no calibration, is dropped whole, so that one record never holds two machines'
+    figures under one calibration."""
+    base = load(bench, root)
+    if base is None:
+        return {}, None
+    others = {k: v for k, v in base.get("figures", {}).items() if k not in measured}
+    if not others:
+        return {}, None
+    recorded, now = base.get("machine", {}).get("calibration_s"), calibrate()
+    if recorded and abs(now / recorded - 1) <= SAME_MACHINE_TOLERANCE:
+        return others, None
+    why = (
+        "kept no calibration"
+        if not recorded
+        else f"ran on another machine (calibration {recorded:.2f}s, here {now:.2f}s)"
+    )
+    return {}, f"Dropped from the baseline, as its record {why}: {', '.join(sorted(others))}"
+
+
 def path_of(bench: str, root: Path = BASELINES) -> Path:
     return root / f"{bench}.json"
 

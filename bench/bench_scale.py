@@ -873,14 +873,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(dict(runs), indent=1))
     # The main run's figures against the recorded ones (the baseline-size run is its own
-    # side-by-side comparison, above). A record keeps the figures of every size recorded.
+    # side-by-side comparison, above). A record keeps the figures of the sizes it did not
+    # measure when they are this machine's (`baselines.kept_beside`).
     figures = key_figures(args.pools, runs[-1][1])
     print("\n" + "\n".join(baselines.comparison("bench_scale", figures)))
     refused = baselines.refusal(runs[-1][1].get("machineStolenPercent"))
     if args.record and refused:
         print(refused)
     elif args.record:
-        kept = (baselines.load("bench_scale") or {}).get("figures", {})
+        kept, dropped = baselines.kept_beside("bench_scale", figures)
+        if dropped:
+            print(dropped)
         path = baselines.record("bench_scale", {**kept, **figures}, ran_on=ran_on)
         print(f"Recorded as the baseline: {path}")
     return 0

@@ -168,3 +168,32 @@ def test_the_scale_bench_compares_each_wave_to_its_last_job_finished() -> None:
     )
     assert figures["200 pools: warm / Kueue alone, Jobs done"] == pytest.approx(1.3)
     assert figures["200 pools: warm / floor, Jobs done"] == pytest.approx(1.04)
+
+
+def test_a_record_keeps_the_other_sizes_of_its_own_machine_only(tmp_path: Path) -> None:
+    baselines.record(
+        "bench_x",
+        {"200 pools: cold wave s": 150.0, "1000 pools: cold wave s": 1500.0},
+        root=tmp_path,
+        calibrate=half_second,
+    )
+    now = {"200 pools: cold wave s": 200.0}
+
+    same, why = baselines.kept_beside("bench_x", now, root=tmp_path, calibrate=lambda: 0.55)
+    assert same == {"1000 pools: cold wave s": 1500.0} and why is None
+
+    other, why = baselines.kept_beside("bench_x", now, root=tmp_path, calibrate=lambda: 1.0)
+    assert other == {}
+    assert why is not None and "another machine" in why and "1000 pools: cold wave s" in why
+
+
+def test_a_record_drops_the_other_sizes_of_a_baseline_without_a_calibration(
+    tmp_path: Path,
+) -> None:
+    path = baselines.record("bench_x", {"a": 1.0, "b": 2.0}, root=tmp_path, calibrate=half_second)
+    body = json.loads(path.read_text())
+    del body["machine"]["calibration_s"]
+    path.write_text(json.dumps(body))
+    kept, why = baselines.kept_beside("bench_x", {"a": 1.0}, root=tmp_path, calibrate=half_second)
+    assert kept == {} and why is not None and "kept no calibration" in why
+    assert baselines.kept_beside("bench_x", {"a": 1.0, "b": 1.0}, root=tmp_path) == ({}, None)
