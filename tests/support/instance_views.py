@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
+from provisioner.cloud import naming
+from provisioner.cloud.naming import OwnershipKey
 from provisioner.cloud.types import InstanceView, ManagedTags
 
 
@@ -22,3 +27,15 @@ def managed_instance(
         tags={},
         managed=ManagedTags(True, cluster, pool, group, None, None),
     )
+
+
+def launched_set(
+    ids: Sequence[str], *, key: OwnershipKey, pool_uid: str = "pool-uid"
+) -> list[InstanceView]:
+    """Pool `pool-a`'s set `gen-1` of cluster `demo`, as EC2 lists it after the pool's first
+    launch by RunInstances in subnet-1: with that launch's ClientToken, which proves them
+    ours under `key`."""
+    token = naming.client_token(pool_uid, 1, "subnet-1", key=key, cluster="demo", pool="pool-a")
+    return [
+        replace(managed_instance(i, cluster="demo", pool="pool-a"), client_token=token) for i in ids
+    ]

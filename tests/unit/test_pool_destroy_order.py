@@ -21,7 +21,6 @@ from provisioner.api import constants as c
 from provisioner.api.clock import FakeClock
 from provisioner.api.constants import FailureKind, Phase
 from provisioner.api.gangnodepool import GangNodePool
-from provisioner.cloud import naming
 from provisioner.cloud.naming import OwnershipKey
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
@@ -33,7 +32,7 @@ from tests.support.events import RecordedEvents
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_stacks import FakeStacks
 from tests.support.informers import FakeInformer, FakePoolStore
-from tests.support.instance_views import managed_instance
+from tests.support.instance_views import launched_set
 from tests.support.pool_reconciler import NODE_ROLE_ARN, pool_deps, reconciler_settings
 from tests.support.pools import pool, pool_spec
 
@@ -112,19 +111,7 @@ def deleted_joining_pool() -> dict[str, Any]:
 class World:
     def __init__(self, *, recorded: bool = False, **failing: Exception) -> None:
         self.timeline: list[str] = []
-        token = naming.client_token(
-            "pool-uid", 1, "subnet-1", key=KEY, cluster="demo", pool="pool-a"
-        )
-        self.engine = TimedEngine(
-            self.timeline,
-            [
-                replace(
-                    managed_instance(i, cluster="demo", pool="pool-a", group="gen-1"),
-                    client_token=token,
-                )
-                for i in SET_IDS
-            ],
-        )
+        self.engine = TimedEngine(self.timeline, launched_set(SET_IDS, key=KEY))
         self.stacks = PlacementGroupStacks(self.engine, self.timeline, **failing)
         if recorded:
             self.stacks.record_instance_set("pool-a", "gen-1", SET_IDS)

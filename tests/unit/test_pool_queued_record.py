@@ -19,7 +19,6 @@ import pytest
 from provisioner.api import constants as c
 from provisioner.api.clock import FakeClock
 from provisioner.api.constants import Phase
-from provisioner.cloud import naming
 from provisioner.cloud.naming import OwnershipKey
 from provisioner.controllers.instance_index import InstanceIndex
 from provisioner.controllers.metrics import ControllerMetrics
@@ -31,7 +30,7 @@ from tests.support.events import RecordedEvents
 from tests.support.fake_engine import FakeEngine
 from tests.support.fake_stacks import FakeStacks
 from tests.support.informers import FakeInformer, FakePoolStore
-from tests.support.instance_views import managed_instance
+from tests.support.instance_views import launched_set
 from tests.support.pool_reconciler import NODE_ROLE_ARN, pool_deps, reconciler_settings
 from tests.support.pools import claim, pool, pool_spec
 
@@ -67,18 +66,7 @@ def joining_pool() -> dict[str, Any]:
 
 class World:
     def __init__(self) -> None:
-        token = naming.client_token(
-            "pool-uid", 1, "subnet-1", key=KEY, cluster="demo", pool="pool-a"
-        )
-        self.engine = FakeEngine(
-            [
-                replace(
-                    managed_instance(i, cluster="demo", pool="pool-a", group="gen-1"),
-                    client_token=token,
-                )
-                for i in SET_IDS
-            ]
-        )
+        self.engine = FakeEngine(launched_set(SET_IDS, key=KEY))
         self.stacks = FakeStacks(["pool-a"])
         self.store = FakePoolStore(joining_pool())
         metrics = ControllerMetrics()
