@@ -466,9 +466,7 @@ class Run:
         # Job's wait for that is set-up, not admission.
         self.wait(
             f"{cluster_queue} Active",
-            lambda: _active(
-                custom.get_cluster_custom_object(*KUEUE, "clusterqueues", cluster_queue)
-            ),
+            lambda: ko.is_active(custom, "clusterqueues", cluster_queue),
             timeout=120,
         )
         jobs = [f"{'plain' if check is None else 'floor'}-{pool}" for pool in pools]
@@ -588,11 +586,6 @@ def _stage_times(timeline: Timeline, job: str, pool: str) -> dict[str, float]:
     if finished is not None:
         times["KeepWarm"] = timeline.entered(pool, Phase.KEEP_WARM, after=finished)
     return {stage: at for stage, at in times.items() if at is not None}
-
-
-def _active(queue: dict[str, Any]) -> bool:
-    conditions = (queue.get("status") or {}).get("conditions") or []
-    return any(x.get("type") == "Active" and x.get("status") == "True" for x in conditions)
 
 
 def _all_finished(timeline: Timeline, jobs: list[str]) -> Callable[[], bool]:

@@ -17,7 +17,14 @@ from provisioner.api import constants as c
 from provisioner.api import kueue_objects as product
 from provisioner.api.kueue_objects import *  # noqa: F403  (the product's names, re-exported)
 
-__all__ = [*product.__all__, "LOCAL_CLASS_SPEC", "LOCAL_QUOTAS", "apply_object", "gang_job"]
+__all__ = [
+    *product.__all__,
+    "LOCAL_CLASS_SPEC",
+    "LOCAL_QUOTAS",
+    "apply_object",
+    "gang_job",
+    "is_active",
+]
 
 # What the local cluster's ClusterQueues hold: enough for the demo's and the tests' gangs,
 # and, like the bootstrap's, GPUs and EFA devices by default.
@@ -110,3 +117,14 @@ def apply_object(custom: k8s.CustomObjectsApi, obj: dict[str, Any]) -> None:
         custom.replace_namespaced_custom_object(*where, name, {**obj, "metadata": metadata})
     else:
         custom.replace_cluster_custom_object(*where, name, {**obj, "metadata": metadata})
+
+
+def is_active(custom: k8s.CustomObjectsApi, plural: str, name: str) -> bool:
+    """Whether the cluster's Kueue object `plural`/`name` (an AdmissionCheck, a ClusterQueue)
+    has Active=True now: Kueue marks a ClusterQueue so once its flavors and checks exist and
+    those checks are Active."""
+    found = custom.get_cluster_custom_object(c.KUEUE_GROUP, c.KUEUE_VERSION, plural, name)
+    return any(
+        cond["type"] == c.AC_ACTIVE and cond["status"] == "True"
+        for cond in (found.get("status") or {}).get("conditions") or []
+    )
