@@ -362,12 +362,7 @@ class Run:
                 self._wave_without_us(series, check, batch, custom, timeline, names)
                 self._add_wave_cost(series, at_start, _WaveCounters.after_wave(api, env, child.pid))
             for series in ("warm", "kueueAlone", "floor"):
-                if self.figures.get(f"{series}WaveMachineTotal"):
-                    used = MachineCpu(
-                        *(self.figures[f"{series}WaveMachine{k}"] for k in _MACHINE_KEYS)
-                    )
-                    self.figures[f"{series}WaveBusyPercent"] = used.busy_percent
-                    self.figures[f"{series}WaveStolenPercent"] = used.stolen_percent
+                self._busy_percent(series)
             self._decision_latencies(timeline, waves)
             self._wave_stages(timeline, waves, created, names)
             metrics = _scrape(metrics_port)
@@ -392,6 +387,7 @@ class Run:
                         operation=operation,
                         result="succeeded",
                     )
+            at_start = _WaveCounters.before_wave(api, env, child.pid)
             started = time.monotonic()
             for pool in names:
                 custom.delete_cluster_custom_object(*GNP, pool)
@@ -401,6 +397,8 @@ class Run:
                 timeout=3600,
             )
             self.figures["releaseSeconds"] = time.monotonic() - started
+            self._add_wave_cost("release", at_start, _WaveCounters.after_wave(api, env, child.pid))
+            self._busy_percent("release")
             self.figures |= sampler.finish()
             for kind, spent in _cpu_by_kind().items():
                 self.figures[f"cpu:{kind}"] = spent - cpu_before.get(kind, 0.0)
@@ -423,6 +421,13 @@ class Run:
 
     def _add(self, key: str, value: float) -> None:
         self.figures[key] = self.figures.get(key, 0.0) + value
+
+    def _busy_percent(self, series: str) -> None:
+        """The machine's busy and stolen shares over the `series` waves, from their sums."""
+        if self.figures.get(f"{series}WaveMachineTotal"):
+            used = MachineCpu(*(self.figures[f"{series}WaveMachine{k}"] for k in _MACHINE_KEYS))
+            self.figures[f"{series}WaveBusyPercent"] = used.busy_percent
+            self.figures[f"{series}WaveStolenPercent"] = used.stolen_percent
 
     def _add_wave_cost(self, label: str, start: _WaveCounters, end: _WaveCounters) -> None:
         """Add what one wave cost to the `label` series: each process's CPU, the machine's
@@ -690,6 +695,7 @@ for _series, _name in (
     ("warm", "a warm wave"),
     ("kueueAlone", "the Kueue-alone wave"),
     ("floor", "the floor wave"),
+    ("release", "the release of every pool"),
 ):
     for _kind in _WAVE_CPU_KINDS:
         ROWS.append((f"CPU of {_name}, {_kind}", f"{_series}WaveCpu:{_kind}", "s"))
@@ -712,6 +718,7 @@ EMULATOR_CALL_ROWS = 8
 # a row each, beside the same in the Kueue-alone wave.
 APISERVER_ROWS = 16
 AWS_ROWS = 8
+RELEASE_APISERVER_ROWS = 6
 
 
 def _apiserver_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
@@ -729,6 +736,26 @@ def _apiserver_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
         rows.append(("  ... the Kueue-alone wave", f"kueueAloneWaveApi:{key}", ""))
         rows.append(("  ... the floor wave", f"floorWaveApi:{key}", ""))
     return rows
+
+
+def _release_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
+    """The release's most frequent AWS calls (S3 and KMS among them: the stack destroys)
+    and API server requests, counted over the whole release."""
+    prefix = "releaseWaveApi:"
+    keys = sorted(
+        (key[len(prefix) :] for key in figures if key.startswith(prefix)),
+        key=lambda key: -figures[f"{prefix}{key}"],
+    )
+    aws = [key for key in keys if key.startswith("AWS ")][:AWS_ROWS]
+    kube = [key for key in keys if not key.startswith("AWS ")][:RELEASE_APISERVER_ROWS]
+    return [
+        (
+            f"{'' if key.startswith('AWS ') else 'apiserver '}{key}, the release",
+            f"{prefix}{key}",
+            "",
+        )
+        for key in aws + kube
+    ]
 
 
 def _emulator_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
@@ -763,7 +790,7 @@ def _report(runs: list[tuple[str, dict[str, float]]]) -> str:
     if len(runs) == 2:
         header.append("ratio")
     rows = []
-    extra = _apiserver_rows(runs[-1][1]) + _emulator_rows(runs[-1][1])
+    extra = _apiserver_rows(runs[-1][1]) + _release_rows(runs[-1][1]) + _emulator_rows(runs[-1][1])
     for label, key, unit in ROWS + extra:
         values = [figures.get(key, float("nan")) for _, figures in runs]
         cells = [_cell(v, unit) for v in values]
