@@ -184,3 +184,24 @@ def test_a_state_backend_that_cannot_be_read_keeps_no_deleted_pools_set_running(
     status = GangNodePool.from_dict(world.store.obj).status
     assert status.phase == Phase.RELEASING and status.last_error is not None
     assert status.last_error.reason == "BackendUnavailable"
+
+
+def test_the_pass_that_takes_the_finalizer_off_writes_no_status_before() -> None:
+    """The object goes with its finalizer: an Idle phase written just before is read by no
+    one, and its watch event would start one more pass, with an EC2 listing."""
+    world = World(recorded=True)
+    world.one_pass()  # the destroy, and the pass that saves its result
+    assert c.FINALIZER in world.finalizers() and world.stacks.destroyed == ["pool-a"]
+    written: list[Any] = []
+    patch_status = world.store.patch_status
+
+    def recording(ref: Any, name: str, patch: Any, **kwargs: Any) -> Any:
+        written.append(patch)
+        return patch_status(ref, name, patch, **kwargs)
+
+    world.store.patch_status = recording  # type: ignore[method-assign]
+
+    world.one_pass()
+
+    assert c.FINALIZER not in world.finalizers()
+    assert written == [], f"status written before the finalizer went: {written}"

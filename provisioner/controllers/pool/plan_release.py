@@ -125,5 +125,7 @@ def plan_delete(view: PoolView[StackRead, NotFetched]) -> Step:
             why="pool deleted",
         )
     if view.has_finalizer:
-        return Step(Action.REMOVE_FINALIZER, idle(status), why="released; finalizer off")
+        # The object goes with its finalizer: its status is written no more (an Idle phase
+        # nobody reads, whose watch event would start one more pass and EC2 listing).
+        return Step(Action.REMOVE_FINALIZER, status, why="released; finalizer off")
     return Step(Action.NONE, status)
