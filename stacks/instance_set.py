@@ -38,7 +38,7 @@ from provisioner.api.clock import SystemClock
 from provisioner.api.constants import FailureKind
 from provisioner.cloud.release import leftover_enis, release
 from provisioner.cloud.types import InstanceView
-from provisioner.cloud.views import describe_instances
+from provisioner.cloud.views import describe_by_id, describe_instances
 from stacks.aws import client
 from stacks.base import PoolProvider, PoolResource, diff_by_keys
 from stacks.failures import PoolResourceError, as_pool_error
@@ -76,6 +76,13 @@ def _describe(ec2: Any, ids: Sequence[str]) -> list[InstanceView]:
         raise as_pool_error(exc, "DescribeInstances of the gang") from exc
 
 
+def _described(ec2: Any, ids: Sequence[str]) -> dict[str, InstanceView | None]:
+    try:
+        return describe_by_id(ec2, ids)
+    except Exception as exc:
+        raise as_pool_error(exc, "DescribeInstances of the gang") from exc
+
+
 def _leftover_enis(ec2: Any, ids: Sequence[str]) -> bool:
     try:
         return bool(leftover_enis(ec2, ids))
@@ -100,13 +107,18 @@ def _wait_visible(ec2: Any, ids: Sequence[str], poll: float) -> list[InstanceVie
         time.sleep(min(poll, 1.0))
 
 
-def _wait_terminated(ec2: Any, ids: Sequence[str], deadline: float, poll: float) -> list[str]:
-    """The ids not yet terminated when EC2 says all are, or when the deadline passes."""
-    while True:
-        remaining = [v.instance_id for v in _describe(ec2, ids) if v.state != "terminated"]
+def _wait_terminated(
+    ec2: Any, ids: Sequence[str], deadline: float, poll: float, terminated: Sequence[str] = ()
+) -> list[str]:
+    """The ids not yet terminated when EC2 says all are, or when the deadline passes;
+    ``terminated``: those EC2 has already said so of (by id), asked no more."""
+    remaining = [i for i in ids if i not in terminated]
+    while remaining:
+        remaining = [v.instance_id for v in _describe(ec2, remaining) if v.state != "terminated"]
         if not remaining or time.monotonic() >= deadline:
-            return remaining
+            break
         time.sleep(poll)
+    return remaining
 
 
 class InstanceSetProvider(PoolProvider):
@@ -187,13 +199,20 @@ class InstanceSetProvider(PoolProvider):
         wait = float(props.get("release_wait_seconds") or 600)
         poll = float(props.get("poll_seconds") or 5)
         deadline = time.monotonic() + wait
-        # Only the pool's own instances are ever terminated, whatever the record says.
-        ours = _ours(_describe(ec2, list(props["instance_ids"])), props)
+        # Only the pool's own instances are ever terminated, whatever the record says. Asked
+        # by id, EC2's answer also shows which are terminated already (a pool's release
+        # before its stack's destroy): the release and the wait below ask no more of those.
+        seen = _described(ec2, list(props["instance_ids"]))
+        mine = {i: v for i, v in seen.items() if v is not None and belongs(v, props)}
+        ours = sorted(mine)
+        done = [i for i, v in mine.items() if v.state == "terminated"]
         try:
-            report = release(ec2, SystemClock(), ours, eni_wait_seconds=wait, poll_seconds=poll)
+            report = release(
+                ec2, SystemClock(), ours, eni_wait_seconds=wait, poll_seconds=poll, described=seen
+            )
         except Exception as exc:
             raise as_pool_error(exc, f"Release of pool {props['pool']}") from exc
-        remaining = _wait_terminated(ec2, ours, deadline, poll)
+        remaining = _wait_terminated(ec2, ours, deadline, poll, terminated=done)
         if remaining:
             raise PoolResourceError(
                 "TerminationPending",

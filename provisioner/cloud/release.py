@@ -34,7 +34,7 @@ one that terminated long ago, not one still propagating: that page tells callers
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -211,14 +211,19 @@ def release(
     eni_wait_seconds: float = 300.0,
     poll_seconds: float = 5.0,
     confirm_wait_seconds: float = 60.0,
+    described: Mapping[str, InstanceView | None] | None = None,
 ) -> ReleaseReport:
     """Terminate ``instance_ids`` and delete the ENIs they leave; ``known_since``: when the
-    caller last knew them all to exist (a release's start; None: just now)."""
+    caller last knew them all to exist (a release's start; None: just now); ``described``:
+    what `describe_by_id` answered the caller for every one of them just before (None: it
+    is asked here)."""
     ids = list(dict.fromkeys(instance_ids))
     if not ids:
         return ReleaseReport((), (), (), (), (), (), ())
     try:
-        seen = describe_by_id(ec2, ids)
+        if described is None or not set(ids) <= described.keys():
+            described = describe_by_id(ec2, ids)
+        seen = described
         recorded, recovered = _scan(ec2, ids)
     except Exception as exc:
         raise to_cloud_error(exc, "Describing the gang before release") from exc

@@ -279,6 +279,28 @@ def test_a_set_whose_release_died_after_terminating_stays_until_its_enis_are_del
     assert provider.read("p1/gen-0", props).id == ""  # nothing left: now it is gone
 
 
+def test_a_set_the_pool_released_first_is_described_once_by_its_delete(aws: Aws) -> None:
+    """The pool's release terminates its set before the stack's destroy: the delete's one
+    answer by id shows it terminated, and neither its release nor its wait asks again."""
+    ids = aws.gang(2)
+    aws.ec2.terminate_instances(InstanceIds=ids)
+    asked: list[dict[str, Any]] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        asked.append(params)
+
+    ec2 = instance_set.client("ec2", set_props())
+    ec2.meta.events.register("provide-client-params.ec2.DescribeInstances", count)
+    try:
+        InstanceSetProvider().delete("p1/gen-0", set_props(instance_ids=ids))
+    finally:
+        ec2.meta.events.unregister("provide-client-params.ec2.DescribeInstances", count)
+
+    assert aws.states(ids) == {"terminated"}
+    assert len(asked) == 1, asked
+    assert asked[0].get("InstanceIds") == sorted(ids), "not asked by id"
+
+
 def test_instance_set_delete_terminates_and_cleans_enis_but_spares_strangers(aws: Aws) -> None:
     ids = aws.gang(2)
     stranger = aws.gang(1, pool="other")
