@@ -1,4 +1,5 @@
-"""A driver killed with SIGKILL in the middle of an `up` is recovered by the next driver.
+"""A driver killed with SIGKILL in the middle of an `up`, or of a destroy, is recovered by
+the next driver.
 
 The child (this module run with `python -m`, see `child_main`) prepares a pool's stack and
 records its gang. The parent watches the stack's state file and, as soon as the chosen
@@ -19,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,9 @@ def child_main(argv: list[str]) -> int:
         Path(config["pulumi_root"]),
         logging.getLogger("child"),
     )
+    if config.get("destroy"):
+        driver.destroy(POOL)
+        return 0
     driver.prepare(PoolSpec.from_dict(config["spec"]))
     if world["ids"]:
         driver.record_instance_set(POOL, "gen-0", world["ids"])
@@ -99,6 +104,15 @@ def _pending_types(state_file: Path) -> list[str]:
 def _run_child_until_pending(
     config: dict[str, Any], state_file: Path, kind: str, log: Path
 ) -> list[int]:
+    return _run_child_until(
+        config, lambda: type_token(kind) in _pending_types(state_file), f"a pending {kind}", log
+    )
+
+
+def _run_child_until(
+    config: dict[str, Any], seen: Callable[[], bool], what: str, log: Path
+) -> list[int]:
+    """Run the child until ``seen()``, then kill its whole tree; the pids killed."""
     with log.open("wb") as sink:
         child = subprocess.Popen(
             [sys.executable, "-m", "tests.integration.test_stack_crash", json.dumps(config)],
@@ -109,11 +123,11 @@ def _run_child_until_pending(
         )
     deadline = time.monotonic() + KILL_WAIT_SECONDS
     try:
-        while type_token(kind) not in _pending_types(state_file):
+        while not seen():
             if child.poll() is not None:
-                pytest.fail(f"the child ended before a pending {kind} was seen:\n{log.read_text()}")
+                pytest.fail(f"the child ended before {what} was seen:\n{log.read_text()}")
             if time.monotonic() > deadline:
-                pytest.fail(f"no pending {kind} within {KILL_WAIT_SECONDS}s:\n{log.read_text()}")
+                pytest.fail(f"no {what} within {KILL_WAIT_SECONDS}s:\n{log.read_text()}")
             time.sleep(0.002)
         return _kill_tree(child.pid)
     finally:
@@ -186,6 +200,61 @@ def test_sigkill_mid_up_leaves_lock_and_pending_create_then_recovers(
     assert recovering.destroy(POOL).result == "succeeded"
     assert world.live_instances(POOL) == []
     assert world.launch_templates() == []
+    home = tmp_path / "operator-home"
+    assert stack_ls(recovering.operator_command(), Path(pulumi_tool.binary), home) == []
+
+
+def _resource_types(state_file: Path) -> list[str]:
+    latest = json.loads(state_file.read_text())["checkpoint"]["latest"] or {}
+    return [resource["type"] for resource in latest.get("resources") or ()]
+
+
+def test_sigkill_mid_destroy_leaves_the_state_as_it_was_and_the_next_destroy_finishes(
+    world: AwsWorld, emulator: Any, tmp_path: Path, pulumi_tool: Any
+) -> None:
+    """A destroy writes the stack's state once, at its end (`sdk.DESTROY_ONLY_ENVIRONMENT`).
+    Killed after EC2 terminated the gang and deleted the launch template, before the CLI
+    heard of the delete, it leaves a lock and the state from before it, with no pending
+    delete; the next destroy deletes every resource again, what is gone as done."""
+    state = tmp_path / "state"
+    settings = make_settings(world, state)
+    spec = world.spec(POOL)
+    driver = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    template = driver.prepare(spec).outputs.launch_template_id
+    ids = world.launch(POOL, template, 3)
+    driver.record_instance_set(POOL, "gen-0", ids)
+    state_file = state / ".pulumi" / "stacks" / settings.pulumi.project_name / f"{POOL}.json"
+    recorded = _resource_types(state_file)
+    assert type_token("InstanceSet") in recorded and type_token("LaunchTemplate") in recorded
+    # EC2 deletes the template, then its answer is held: the CLI is killed while it waits.
+    emulator.client.delay_calls("DeleteLaunchTemplate", 60.0, after=True)
+    config = {
+        "settings": settings.model_dump(mode="json"),
+        "pulumi_root": str(pulumi_root(pulumi_tool)),
+        "spec": spec.to_dict(),
+        "world": {"ids": []},
+        "destroy": True,
+    }
+
+    killed = _run_child_until(
+        config, lambda: world.launch_templates() == [], "the template deleted", tmp_path / "log"
+    )
+
+    assert len(killed) >= 3, f"expected driver, CLI and provider host, killed {killed}"
+    assert world.live_instances(POOL) == []
+    lock_dir = state / ".pulumi" / "locks" / "organization" / settings.pulumi.project_name / POOL
+    assert list(lock_dir.glob("*.json")), "the killed destroy left no lock"
+    assert _resource_types(state_file) == recorded, "the state moved before the destroy's end"
+    assert _pending_types(state_file) == []
+
+    recovering = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    (report,) = recovering.recover()
+    assert report.pool == POOL and report.lock_cancelled
+    assert report.aborted is not None and report.aborted.operation == "destroy"
+    assert report.resolutions == () and not report.refreshed  # nothing was pending
+
+    assert recovering.destroy(POOL).result == "succeeded"
+    assert world.live_instances(POOL) == [] and world.launch_templates() == []
     home = tmp_path / "operator-home"
     assert stack_ls(recovering.operator_command(), Path(pulumi_tool.binary), home) == []
 

@@ -16,7 +16,12 @@ from pulumi.automation import CommandResult, EngineEvent, OnOutput, PulumiComman
 from semver import VersionInfo
 
 from provisioner.pulumi_driver.engine_log import EngineLog
-from provisioner.pulumi_driver.sdk import SDK_VERSION, PoolStack, PoolWorkspace
+from provisioner.pulumi_driver.sdk import (
+    DESTROY_ONLY_ENVIRONMENT,
+    SDK_VERSION,
+    PoolStack,
+    PoolWorkspace,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -36,6 +41,7 @@ class RecordingCli(PulumiCommand):
         self.command = "pulumi"
         self.version = VersionInfo.parse(SDK_VERSION)
         self.commands: list[list[str]] = []
+        self.environments: list[dict[str, str]] = []
 
     def run(
         self,
@@ -46,6 +52,7 @@ class RecordingCli(PulumiCommand):
         on_error: OnOutput | None = None,
     ) -> CommandResult:
         self.commands.append(list(args))
+        self.environments.append(dict(additional_env))
         stdout = {"history": "[]", "output": "{}"}.get(args[1] if len(args) > 1 else "", "")
         return CommandResult(stdout=stdout, stderr="", code=0)
 
@@ -181,6 +188,28 @@ def test_a_destroy_that_removes_the_stack_is_one_cli_process(
     with stack.answering_from(events):
         stack.destroy(program=_noop, on_event=events.on_event)
     assert "--remove" not in cli.commands[1]
+
+
+def test_only_a_removing_destroy_skips_the_checkpoints_before_its_end(
+    cli: RecordingCli, tmp_path: Path
+) -> None:
+    """Its one process, and not the workspace: the environment every stack shares is
+    given back as it was, and an `up` writes its checkpoints (its pending creates)."""
+    stack = _stack(cli, tmp_path)
+    shared = stack.workspace.env_vars
+    shared["ANY"] = "shared"
+
+    with stack.answering_from(_events("destroy")):
+        stack.destroy_and_remove(program=_noop)
+    with stack.answering_from(_events("update")):
+        stack.up(program=_noop)
+
+    removing, up = cli.environments
+    assert {k: removing.get(k) for k in DESTROY_ONLY_ENVIRONMENT} == DESTROY_ONLY_ENVIRONMENT
+    assert removing["ANY"] == "shared"
+    assert not DESTROY_ONLY_ENVIRONMENT.keys() & up.keys()
+    assert stack.workspace.env_vars is shared
+    assert not DESTROY_ONLY_ENVIRONMENT.keys() & shared.keys()
 
 
 def test_a_removing_destroy_outside_an_operation_is_refused(
