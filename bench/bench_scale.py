@@ -284,7 +284,11 @@ class Run:
             work_dir=self.work,
             with_controller=False,
             join_delay=1.0,
-            keep_warm_ttl="30m",
+            # Every wave, the floor wave last, runs on the sets the cold wave launched: they
+            # must still be warm then. At 1,000 pools the cold wave and its records take
+            # about half an hour here, and a 30m TTL let the sets go before the floor wave,
+            # whose Jobs then waited for Nodes that were gone. The release deletes them all.
+            keep_warm_ttl="6h",
             job_run_seconds=1.0,
             # The product's default: the simulated joins of hundreds of sets launched within
             # a minute lag behind on two cores, which is the simulator's pace, not the pool's.
