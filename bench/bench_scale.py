@@ -725,18 +725,29 @@ AWS_ROWS = 8
 RELEASE_APISERVER_ROWS = 6
 
 
-def _apiserver_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
-    prefix = "warmWaveApi:"
+def _most_frequent(
+    figures: dict[str, float], series: str, apiserver_rows: int
+) -> tuple[list[str], list[str]]:
+    """The `series` wave's requests counted the most: its API server requests and watch
+    events, then its AWS calls (`AWS_ROWS`), each most frequent first."""
+    prefix = f"{series}WaveApi:"
     keys = sorted(
         (key[len(prefix) :] for key in figures if key.startswith(prefix)),
         key=lambda key: -figures[f"{prefix}{key}"],
     )
     aws = [key for key in keys if key.startswith("AWS ")][:AWS_ROWS]
-    kube = [key for key in keys if not key.startswith("AWS ")][:APISERVER_ROWS]
+    return [key for key in keys if not key.startswith("AWS ")][:apiserver_rows], aws
+
+
+def _where(key: str) -> str:
+    return "" if key.startswith("AWS ") else "apiserver "
+
+
+def _apiserver_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
+    kube, aws = _most_frequent(figures, "warm", APISERVER_ROWS)
     rows = []
     for key in kube + aws:
-        where = "" if key.startswith("AWS ") else "apiserver "
-        rows.append((f"{where}{key}, a warm wave", f"warmWaveApi:{key}", ""))
+        rows.append((f"{_where(key)}{key}, a warm wave", f"warmWaveApi:{key}", ""))
         rows.append(("  ... the Kueue-alone wave", f"kueueAloneWaveApi:{key}", ""))
         rows.append(("  ... the floor wave", f"floorWaveApi:{key}", ""))
     return rows
@@ -745,21 +756,8 @@ def _apiserver_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
 def _release_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
     """The release's most frequent AWS calls (S3 and KMS among them: the stack destroys)
     and API server requests, counted over the whole release."""
-    prefix = "releaseWaveApi:"
-    keys = sorted(
-        (key[len(prefix) :] for key in figures if key.startswith(prefix)),
-        key=lambda key: -figures[f"{prefix}{key}"],
-    )
-    aws = [key for key in keys if key.startswith("AWS ")][:AWS_ROWS]
-    kube = [key for key in keys if not key.startswith("AWS ")][:RELEASE_APISERVER_ROWS]
-    return [
-        (
-            f"{'' if key.startswith('AWS ') else 'apiserver '}{key}, the release",
-            f"{prefix}{key}",
-            "",
-        )
-        for key in aws + kube
-    ]
+    kube, aws = _most_frequent(figures, "release", RELEASE_APISERVER_ROWS)
+    return [(f"{_where(key)}{key}, the release", f"releaseWaveApi:{key}", "") for key in aws + kube]
 
 
 def _emulator_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:

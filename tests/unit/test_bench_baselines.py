@@ -197,3 +197,26 @@ def test_a_record_drops_the_other_sizes_of_a_baseline_without_a_calibration(
     kept, why = baselines.kept_beside("bench_x", {"a": 1.0}, root=tmp_path, calibrate=half_second)
     assert kept == {} and why is not None and "kept no calibration" in why
     assert baselines.kept_beside("bench_x", {"a": 1.0, "b": 1.0}, root=tmp_path) == ({}, None)
+
+
+def test_the_scale_bench_prints_a_series_most_frequent_requests_apiserver_and_aws() -> None:
+    from bench.bench_scale import _apiserver_rows, _release_rows
+
+    figures = {
+        "releaseWaveApi:AWS s3:HEAD object": 30.0,
+        "releaseWaveApi:AWS ec2:DescribeInstances": 7.0,
+        "releaseWaveApi:PATCH gangnodepools/status": 2.0,
+        "releaseWaveApi:watch event nodes": 10.0,
+        "warmWaveApi:PATCH workloads/status": 5.0,
+        "warmWaveApi:AWS ec2:CreateTags": 1.0,
+    }
+    assert [label for label, _, _ in _release_rows(figures)] == [
+        "AWS s3:HEAD object, the release",
+        "AWS ec2:DescribeInstances, the release",
+        "apiserver watch event nodes, the release",
+        "apiserver PATCH gangnodepools/status, the release",
+    ]
+    assert [key for _, key, _ in _apiserver_rows(figures)][::3] == [
+        "warmWaveApi:PATCH workloads/status",
+        "warmWaveApi:AWS ec2:CreateTags",
+    ]
