@@ -60,7 +60,7 @@ from provisioner.kube.admission_reads import (
     queue_check_lookup,
     queue_class_lookup,
 )
-from provisioner.kube.cache import TypedCache
+from provisioner.kube.cache import TypedCache, read_by
 from provisioner.kube.client import KubeClient
 from provisioner.kube.discovery import served_owner_kinds, serves
 from provisioner.kube.events import EventRecorder
@@ -233,9 +233,10 @@ def build_manager(inputs: ManagerInputs) -> Manager:
         ref: ResourceRef,
         label_selector: str | None = None,
         index: Callable[[dict[str, Any]], str | None] | None = None,
+        keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> Informer:
         built = Informer(
-            kube.list_watch(ref, label_selector=label_selector), name=name, index=index
+            kube.list_watch(ref, label_selector=label_selector), name=name, index=index, keep=keep
         )
         informers.append(built)
         return built
@@ -245,7 +246,15 @@ def build_manager(inputs: ManagerInputs) -> Manager:
     pools = informer("gangnodepools", GANG_NODE_POOLS, index=claim_index)
     checks = informer("admissionchecks", ADMISSION_CHECKS)
     # Indexed by pool: each pool pass reads its own Nodes, not every pool's.
-    nodes = informer("nodes", NODES, label_selector=c.POOL_LABEL, index=label_index(c.POOL_LABEL))
+    # Nodes and owners are kept as far as their models read them: an EKS Node's images,
+    # addresses and nodeInfo, and a Job's pod template, are most of each and never read.
+    nodes = informer(
+        "nodes",
+        NODES,
+        label_selector=c.POOL_LABEL,
+        index=label_index(c.POOL_LABEL),
+        keep=read_by(Node.from_dict),
+    )
     # Only objects Kueue queues (Jobs, and the JobSets, PyTorchJobs, TrainJobs and MPIJobs
     # the apiserver serves, carrying the queue-name label): a gang of a GangClass carries no
     # label of ours, and one with the pool label has a queue too, or never gets a Workload.
@@ -253,7 +262,12 @@ def build_manager(inputs: ManagerInputs) -> Manager:
     # Job of the cluster. The warm path reads owners from here, not by GET.
     owners = {
         kind: TypedCache(
-            informer(kind.plural, owner_resource(kind), label_selector=c.QUEUE_NAME_LABEL),
+            informer(
+                kind.plural,
+                owner_resource(kind),
+                label_selector=c.QUEUE_NAME_LABEL,
+                keep=read_by(GangOwner.from_dict),
+            ),
             GangOwner.from_dict,
         )
         for kind in served_owner_kinds(kube)

@@ -21,7 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from provisioner.api.meta import KubeObject
 from provisioner.kube.resources import ObjectKey, key_of
 
-__all__ = ["Parse", "RawCache", "TypedCache"]
+__all__ = ["Parse", "RawCache", "TypedCache", "read_by"]
 
 Obj = dict[str, Any]
 T = TypeVar("T", bound=KubeObject)
@@ -49,6 +49,21 @@ class RawCache(Protocol):
         on_update: Callable[[Obj, Obj], None] | None = ...,
         on_delete: Callable[[Obj], None] | None = ...,
     ) -> None: ...
+
+
+def read_by(parse: Parse[T]) -> Callable[[Obj], Obj]:
+    """What an informer keeps of a body (`Informer(keep=...)`): only the fields the model
+    `parse` reads, as it read them, so the cache holds what its readers look at and the
+    model parsed from it is the same. A body the model cannot read is kept whole: its
+    reader gets the parse error, as it would have."""
+
+    def keep(body: Obj) -> Obj:
+        try:
+            return parse(body).fields_read()
+        except ValueError:  # pydantic's ValidationError among them
+            return body
+
+    return keep
 
 
 def _version(obj: Mapping[str, Any]) -> str:

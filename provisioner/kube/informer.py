@@ -108,6 +108,7 @@ class Informer:
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         index: Callable[[Obj], str | None] | None = None,
+        keep: Callable[[Obj], Obj] | None = None,
         stale_after: float | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -125,6 +126,10 @@ class Informer:
         # Nodes, the pools one Workload claims) does not walk all of them.
         self._index_of = index
         self._index: dict[str, dict[ObjectKey, Obj]] = {}
+        # With `keep` (of a body, what of it to cache: `read_by` keeps what a model reads):
+        # a cache that holds whole Jobs or Nodes of which one reads a few fields grows with
+        # what it never reads (a Node's images and addresses, a Job's pod template).
+        self._keep = keep
         self._resource_version = ""
         self._stream: WatchSource | None = None
         self._handlers: list[_Handlers] = []
@@ -283,7 +288,7 @@ class Informer:
 
     def _relist(self) -> None:
         listing = self._source.list()
-        fresh = {key_of(obj): _trimmed(obj) for obj in listing.items}
+        fresh = {key_of(kept): kept for kept in map(self._kept, listing.items)}
         with self._dispatch_lock:
             with self._lock:
                 old, self._cache = self._cache, fresh
@@ -331,7 +336,8 @@ class Informer:
             with self._lock:
                 self._resource_version = _rv(obj) or self._resource_version
             return
-        key = key_of(_trimmed(obj))
+        obj = self._kept(obj)
+        key = key_of(obj)
         with self._dispatch_lock:
             with self._lock:
                 previous = self._cache.get(key)
@@ -350,6 +356,10 @@ class Informer:
                 self._dispatch("add", obj)
             else:
                 self._dispatch("update", obj, previous)
+
+    def _kept(self, obj: Obj) -> Obj:
+        trimmed = _trimmed(obj)
+        return trimmed if self._keep is None else self._keep(trimmed)
 
     # -- the index, under self._lock ---------------------------------------------------------------
     def _index_value(self, obj: Obj) -> str | None:
