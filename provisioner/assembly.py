@@ -272,7 +272,7 @@ def build_manager(inputs: ManagerInputs) -> Manager:
         )
         for kind in served_owner_kinds(kube)
     }
-    typed_workloads = TypedCache(workloads, Workload.from_dict)
+    typed_workloads = TypedCache(workloads, Workload.from_dict, models_kept=_WORKLOAD_MODELS_KEPT)
     typed_pools = TypedCache(pools, GangNodePool.from_dict)
     typed_checks = TypedCache(checks, AdmissionCheck.from_dict)
     # Without the GangClass CRD at start-up (a CRD chart not yet upgraded, or discovery
@@ -422,6 +422,10 @@ def build_manager(inputs: ManagerInputs) -> Manager:
 _SELF_MANAGED_RELOAD_SECONDS = 2.0
 # The webhook's live read of a Job's pool: well inside the API server's 10 s webhook timeout.
 _POOL_READ_SECONDS = 5.0
+# Workloads are read one at a time, by key, and most of a cluster's are other queues' or
+# long finished: the models of the 1,024 read last (a wave of 1,000 gangs being admitted)
+# are kept, the rest parsed again when read (tens of microseconds each).
+_WORKLOAD_MODELS_KEPT = 1024
 
 
 def build_webhook(

@@ -5,7 +5,10 @@ with the model's parser (`Workload.from_dict`, `GangNodePool.from_dict`, ...); r
 get and list models and never see the API bodies. Each object is parsed once per
 resourceVersion: a model is kept with the version it was parsed from, and reused until the
 informer holds another version (a pass over 1,000 Workloads does not parse 1,000 bodies
-again). A deleted object's model is dropped with it.
+again). A deleted object's model is dropped with it. With `models_kept`, only that many
+models are kept, the most recently read: for a resource read one object at a time and far
+larger than what is being worked on (a cluster's Workloads, most of them other queues' or
+long finished), whose models would otherwise double the informer's memory.
 
 Called from the work queue's workers and, through `to_keys`, from the informer's thread
 (event mappings): thread-safe. A body that does not parse raises the parser's error to the
@@ -15,6 +18,7 @@ caller, as parsing it in the reconciler did.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -73,11 +77,15 @@ def _version(obj: Mapping[str, Any]) -> str:
 class TypedCache(Generic[T]):
     """The objects of one informer as models of type T, each parsed once per version."""
 
-    def __init__(self, informer: RawCache, parse: Parse[T]) -> None:
+    def __init__(
+        self, informer: RawCache, parse: Parse[T], *, models_kept: int | None = None
+    ) -> None:
         self._informer = informer
         self._parse = parse
+        self._models_kept = models_kept
         self._lock = threading.Lock()
-        self._parsed: dict[ObjectKey, tuple[str, T]] = {}
+        # In the order last read (the oldest first), for `models_kept`.
+        self._parsed: OrderedDict[ObjectKey, tuple[str, T]] = OrderedDict()
         informer.add_handlers(on_delete=self._drop)
 
     def get(self, namespace: str, name: str) -> T | None:
@@ -109,8 +117,9 @@ class TypedCache(Generic[T]):
         key, version = key_of(raw), _version(raw)
         with self._lock:
             kept = self._parsed.get(key)
-        if kept is not None and version and kept[0] == version:
-            return kept[1]
+            if kept is not None and version and kept[0] == version:
+                self._parsed.move_to_end(key)
+                return kept[1]
         model = self._parse(raw)
         if version:  # a body without one (a test's) is parsed each time
             with self._lock:
@@ -118,6 +127,9 @@ class TypedCache(Generic[T]):
                 # has run, or waits for this lock and drops it after.
                 if self._informer.get(key.namespace, key.name) is not None:
                     self._parsed[key] = (version, model)
+                    self._parsed.move_to_end(key)
+                    while self._models_kept is not None and len(self._parsed) > self._models_kept:
+                        self._parsed.popitem(last=False)
         return model
 
     def _drop(self, raw: Obj) -> None:

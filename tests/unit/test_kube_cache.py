@@ -133,3 +133,21 @@ def test_a_body_that_does_not_parse_raises_to_the_reader() -> None:
     raw.put({"metadata": {"resourceVersion": "1", "name": "a", "labels": "not a map"}})
     with pytest.raises(ValueError):
         nodes.get("", "a")
+
+
+def test_with_models_kept_only_the_most_recently_read_models_stay() -> None:
+    raw, parse = RawInformer(), CountingParse()
+    nodes = TypedCache(raw, parse, models_kept=2)
+    for name in ("a", "b", "c"):
+        raw.put(node(name, "1"))
+        nodes.get("", name)
+    assert len(nodes) == 2  # a's model went: the least recently read
+    nodes.get("", "b")  # kept: not parsed again, and now the most recently read
+    nodes.get("", "a")  # parsed again, and c goes in its place
+    assert parse.parsed == [("a", "1"), ("b", "1"), ("c", "1"), ("a", "1")]
+    nodes.get("", "b")
+    nodes.get("", "c")
+    assert parse.parsed[-1] == ("c", "1") and len(parse.parsed) == 5
+    assert len(nodes) == 2
+    # Every object is still there to read: only its model is parsed again.
+    assert [n.name for n in nodes.list()] == ["a", "b", "c"]
