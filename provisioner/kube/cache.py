@@ -64,7 +64,9 @@ def read_by(parse: Parse[T]) -> Callable[[Obj], Obj]:
     def keep(body: Obj) -> Obj:
         try:
             return parse(body).fields_read()
-        except ValueError:  # pydantic's ValidationError among them
+        except Exception:  # whatever it is, the reader meets it, not the informer
+            # Raised here, it would stop the informer on this object (its loop retries the
+            # same list or event); a validator's TypeError is not a ValidationError.
             return body
 
     return keep

@@ -178,3 +178,11 @@ def test_an_informer_without_keep_caches_the_whole_body(stop_after: list[Informe
     stop_after.append(informer)
     cached = informer.get("", "a")
     assert cached is not None and len(cached["status"]["images"]) == 40
+
+
+def test_a_model_that_fails_in_another_way_still_leaves_the_body_to_its_reader() -> None:
+    def parse_failing(body: dict[str, Any]) -> Node:
+        raise TypeError("a validator's own bug")
+
+    body = eks_node("a", "1")
+    assert read_by(parse_failing)(copy.deepcopy(body)) == body
