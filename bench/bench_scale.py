@@ -276,8 +276,15 @@ class Run:
     stack_workers: int | None = None  # None: the controller's default (two per CPU)
     figures: dict[str, float] = field(default_factory=dict)
 
-    def wait(self, what: str, probe: Callable[[], Any], timeout: float) -> None:
-        wait_for(what, probe, timeout, every=0.5, hint=f" (logs: {self.work})")
+    def wait(self, what: str, probe: Callable[[], Any], timeout: float, every: float = 0.5) -> None:
+        wait_for(what, probe, timeout, every=every, hint=f" (logs: {self.work})")
+
+    @property
+    def _listing_every(self) -> float:
+        """How often a probe that lists every pool asks: each listing is every pool's body
+        (10 KiB each) for the API server to send and this process to parse, on the cores
+        the run measures; at 1,000 pools every 0.5 s was a load of its own."""
+        return max(0.5, self.pools / 200)
 
     def execute(self) -> dict[str, float]:
         env = LocalEnvironment(
@@ -338,6 +345,7 @@ class Run:
                     f"wave {wave}: every pool warm",
                     lambda: _phases(custom) == {Phase.KEEP_WARM: self.pools},
                     timeout=600,
+                    every=self._listing_every,
                 )
                 label = "cold" if wave == 0 else "warm"
                 elapsed = time.monotonic() - started
@@ -348,7 +356,12 @@ class Run:
                 # A set's record in its stack is bookkeeping that runs after every prepare
                 # (no gang waits for it): the next wave starts once the records are done, so
                 # that it does not pay for them, and when they were is a figure of its own.
-                self.wait(f"wave {wave}: every set recorded", lambda: _all_recorded(custom), 1800)
+                self.wait(
+                    f"wave {wave}: every set recorded",
+                    lambda: _all_recorded(custom),
+                    1800,
+                    every=self._listing_every,
+                )
                 recorded = time.monotonic() - started
                 self._add(f"{label}WaveRecordedSeconds", recorded)
                 print(
@@ -395,9 +408,10 @@ class Run:
             started = time.monotonic()
             for pool in names:
                 custom.delete_cluster_custom_object(*GNP, pool)
+            # One pool, not all: whether any is left is all the wait needs to know.
             self.wait(
                 "every pool released",
-                lambda: not custom.list_cluster_custom_object(*GNP)["items"],
+                lambda: not custom.list_cluster_custom_object(*GNP, limit=1)["items"],
                 timeout=3600,
             )
             self.figures["releaseSeconds"] = time.monotonic() - started
