@@ -23,6 +23,7 @@ pytest_plugins = [
     "tests.integration.conftest_emulator",
     "tests.integration.conftest_kube",
     "tests.integration.controller_harness",
+    "tests.support.informer_fixtures",
 ]
 
 _MARKER_BY_DIR = {"unit": "unit", "integration": "integration", "e2e": "e2e"}

@@ -50,14 +50,6 @@ class Seen:
         return (verb, name) in self.calls()
 
 
-@pytest.fixture
-def informers() -> Iterator[list[Informer]]:
-    started: list[Informer] = []
-    yield started
-    for informer in started:
-        informer.stop()
-
-
 def start(informers: list[Informer], source: Any, name: str) -> tuple[Informer, Seen]:
     informer = Informer(source, name=name, backoff_initial=0.1, backoff_max=1.0)
     seen = Seen()

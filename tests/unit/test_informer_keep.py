@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from provisioner.api.nodes import Node
 from provisioner.api.owners import GangOwner
@@ -99,14 +96,6 @@ def queued_job(name: str, rv: str) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def stop_after() -> Iterator[list[Informer]]:
-    started: list[Informer] = []
-    yield started
-    for informer in started:
-        informer.stop()
-
-
 def size(body: dict[str, Any]) -> int:
     return len(json.dumps(body))
 
@@ -150,7 +139,7 @@ def test_a_body_the_model_cannot_read_is_kept_whole_for_its_reader_to_fail_on() 
 
 
 def test_an_informer_keeps_listed_and_watched_bodies_as_the_model_reads_them(
-    stop_after: list[Informer],
+    informers: list[Informer],
 ) -> None:
     moved = eks_node("b", "5")
     moved["metadata"]["labels"][POOL] = "q"
@@ -159,7 +148,7 @@ def test_an_informer_keeps_listed_and_watched_bodies_as_the_model_reads_them(
         [Script(event("ADDED", eks_node("b", "3")), event("MODIFIED", moved))],
     )
     informer, recorder = run(source, index=label_index(POOL), keep=read_by(Node.from_dict))
-    stop_after.append(informer)
+    informers.append(informer)
     assert recorder.seen == [("add", "a", "1"), ("add", "b", "3"), ("update", "b", "5")]
     assert [n["metadata"]["name"] for n in informer.list_indexed("q")] == ["b"]
     for name in ("a", "b"):
@@ -172,10 +161,10 @@ def test_an_informer_keeps_listed_and_watched_bodies_as_the_model_reads_them(
     assert node.status.allocatable == {"cpu": "191450m", "memory": "2047Gi", "nvidia.com/gpu": "8"}
 
 
-def test_an_informer_without_keep_caches_the_whole_body(stop_after: list[Informer]) -> None:
+def test_an_informer_without_keep_caches_the_whole_body(informers: list[Informer]) -> None:
     source = FakeListWatch([ObjectList([eks_node("a", "1")], "2")], [])
     informer, _ = run(source)
-    stop_after.append(informer)
+    informers.append(informer)
     cached = informer.get("", "a")
     assert cached is not None and len(cached["status"]["images"]) == 40
 

@@ -108,15 +108,7 @@ def run(source: FakeListWatch, **options: Any) -> tuple[Informer, Recorder]:
     return informer, recorder
 
 
-@pytest.fixture
-def stop_after() -> Iterator[list[Informer]]:
-    started: list[Informer] = []
-    yield started
-    for informer in started:
-        informer.stop()
-
-
-def test_list_then_watch_keeps_the_cache_and_calls_handlers(stop_after: list[Informer]) -> None:
+def test_list_then_watch_keeps_the_cache_and_calls_handlers(informers: list[Informer]) -> None:
     source = FakeListWatch(
         [ObjectList([cm("a", "10"), cm("b", "11")], "12")],
         [
@@ -129,7 +121,7 @@ def test_list_then_watch_keeps_the_cache_and_calls_handlers(stop_after: list[Inf
         ],
     )
     informer, recorder = run(source)
-    stop_after.append(informer)
+    informers.append(informer)
     assert informer.has_synced()
     assert recorder.seen == [
         ("add", "a", "10"),
@@ -153,7 +145,7 @@ def test_list_then_watch_keeps_the_cache_and_calls_handlers(stop_after: list[Inf
     ids=["error-event", "exception"],
 )
 def test_a_410_relists_and_synthesises_what_the_watch_missed(
-    expiry: Script, stop_after: list[Informer]
+    expiry: Script, informers: list[Informer]
 ) -> None:
     source = FakeListWatch(
         [
@@ -164,7 +156,7 @@ def test_a_410_relists_and_synthesises_what_the_watch_missed(
         [expiry],
     )
     informer, recorder = run(source)
-    stop_after.append(informer)
+    informers.append(informer)
     assert source.list_calls == 2
     assert recorder.seen[3:] == [("update", "a", "30"), ("add", "d", "31"), ("delete", "b", "11")]
     assert sorted(k.name for k in informer.list_keys()) == ["a", "c", "d"]
@@ -172,7 +164,7 @@ def test_a_410_relists_and_synthesises_what_the_watch_missed(
     assert informer.relists == 2
 
 
-def test_other_watch_failures_rewatch_from_the_same_version(stop_after: list[Informer]) -> None:
+def test_other_watch_failures_rewatch_from_the_same_version(informers: list[Informer]) -> None:
     source = FakeListWatch(
         [ObjectList([cm("a", "10")], "10")],
         [
@@ -181,42 +173,42 @@ def test_other_watch_failures_rewatch_from_the_same_version(stop_after: list[Inf
         ],
     )
     informer, _ = run(source)
-    stop_after.append(informer)
+    informers.append(informer)
     assert source.list_calls == 1
     assert source.watched_from == ["10", "11", "11"]
 
 
 def test_an_error_event_other_than_410_backs_off_without_relisting(
-    stop_after: list[Informer],
+    informers: list[Informer],
 ) -> None:
     source = FakeListWatch(
         [ObjectList([], "5")],
         [Script(event("ERROR", {"kind": "Status", "code": 500, "reason": "InternalError"}))],
     )
     informer, _ = run(source)
-    stop_after.append(informer)
+    informers.append(informer)
     assert source.list_calls == 1
     assert source.watched_from == ["5", "5"]
 
 
-def test_a_late_handler_gets_the_cache_as_adds(stop_after: list[Informer]) -> None:
+def test_a_late_handler_gets_the_cache_as_adds(informers: list[Informer]) -> None:
     source = FakeListWatch([ObjectList([cm("a", "1"), cm("b", "2")], "2")], [])
     informer, _ = run(source)
-    stop_after.append(informer)
+    informers.append(informer)
     late = Recorder()
     informer.add_handlers(on_add=late.add)
     assert sorted(late.seen) == [("add", "a", "1"), ("add", "b", "2")]
 
 
-def test_resync_delivers_every_object_as_an_update(stop_after: list[Informer]) -> None:
+def test_resync_delivers_every_object_as_an_update(informers: list[Informer]) -> None:
     source = FakeListWatch([ObjectList([cm("a", "1")], "1")], [])
     informer, recorder = run(source)
-    stop_after.append(informer)
+    informers.append(informer)
     informer.resync()
     assert recorder.seen[-1] == ("update", "a", "1")
 
 
-def test_a_failing_handler_does_not_stop_the_informer(stop_after: list[Informer]) -> None:
+def test_a_failing_handler_does_not_stop_the_informer(informers: list[Informer]) -> None:
     def broken(obj: dict[str, Any]) -> None:
         raise RuntimeError("handler bug")
 
@@ -226,7 +218,7 @@ def test_a_failing_handler_does_not_stop_the_informer(stop_after: list[Informer]
     informer = Informer(source, name="test", backoff_initial=0.001)
     informer.add_handlers(on_add=broken)
     informer.start()
-    stop_after.append(informer)
+    informers.append(informer)
     assert source.idle.wait(WAIT)
     assert sorted(k.name for k in informer.list_keys()) == ["a", "b"]
 
@@ -250,7 +242,7 @@ def names(objects: list[dict[str, Any]]) -> list[str]:
 
 
 def test_the_label_index_follows_adds_relabels_deletes_and_relists(
-    stop_after: list[Informer],
+    informers: list[Informer],
 ) -> None:
     source = FakeListWatch(
         [
@@ -268,7 +260,7 @@ def test_the_label_index_follows_adds_relabels_deletes_and_relists(
         ],
     )
     informer, recorder = run(source, index=label_index("pool"))
-    stop_after.append(informer)
+    informers.append(informer)
     assert informer.relists == 2, "the 410 made it list again"
     assert ("update", "b", "5") in recorder.seen, "the watch's events were applied first"
     # After the relist the index holds what the second listing says, nothing of the first.
@@ -276,7 +268,7 @@ def test_the_label_index_follows_adds_relabels_deletes_and_relists(
     assert names(informer.list_indexed("q")) == ["a"]
 
 
-def test_the_label_index_follows_a_watch(stop_after: list[Informer]) -> None:
+def test_the_label_index_follows_a_watch(informers: list[Informer]) -> None:
     source = FakeListWatch(
         [ObjectList([labelled("a", "1", "p"), labelled("b", "2", "q")], "3")],
         [
@@ -289,7 +281,7 @@ def test_the_label_index_follows_a_watch(stop_after: list[Informer]) -> None:
         ],
     )
     informer, _ = run(source, index=label_index("pool"))
-    stop_after.append(informer)
+    informers.append(informer)
     assert names(informer.list_indexed("p")) == ["b"]
     assert informer.list_indexed("q") == []
 
@@ -300,7 +292,7 @@ def claimed(name: str, rv: str, workload: str | None) -> dict[str, Any]:
     return {"metadata": {"name": name, "resourceVersion": rv}, "spec": spec if workload else {}}
 
 
-def test_the_claimant_index_follows_claims_released_and_taken(stop_after: list[Informer]) -> None:
+def test_the_claimant_index_follows_claims_released_and_taken(informers: list[Informer]) -> None:
     """The pools one Workload claims, as the Workload reconciler reads them to give up the
     claims of a Workload gone or no longer ours: a release leaves the entry, a new
     claimant's claim moves the pool to its own."""
@@ -315,7 +307,7 @@ def test_the_claimant_index_follows_claims_released_and_taken(stop_after: list[I
         ],
     )
     informer, _ = run(source, index=claim_index)
-    stop_after.append(informer)
+    informers.append(informer)
     assert names(informer.list_indexed(claimant("ml", "a"))) == ["p2"]
     assert names(informer.list_indexed(claimant("ml", "b"))) == ["p1"]
     assert informer.list_indexed(claimant("other", "a")) == []
@@ -327,7 +319,7 @@ def test_an_informer_without_an_index_says_so() -> None:
         informer.list_indexed("p")
 
 
-def test_the_cache_keeps_no_managed_fields(stop_after: list[Informer]) -> None:
+def test_the_cache_keeps_no_managed_fields(informers: list[Informer]) -> None:
     """Listed or watched, an object is cached without `metadata.managedFields` (no reader
     uses it; it is often most of an object's size) and with the rest of its metadata."""
 
@@ -341,7 +333,7 @@ def test_the_cache_keeps_no_managed_fields(stop_after: list[Informer]) -> None:
         [Script(event("ADDED", managed(cm("b", "13"))))],
     )
     informer, _ = run(source)
-    stop_after.append(informer)
+    informers.append(informer)
     for name in ("a", "b"):
         metadata = informer.get("ns", name)["metadata"]  # type: ignore[index]
         assert "managedFields" not in metadata and metadata["labels"] == {"app": "x"}

@@ -6,10 +6,6 @@ so (`Informer.problem`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from provisioner.kube.client import ObjectList
 from provisioner.kube.errors import KubeForbidden, KubeUnavailable
 from provisioner.kube.informer import Informer
@@ -36,14 +32,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def informers() -> Iterator[list[Informer]]:
-    started: list[Informer] = []
-    yield started
-    for informer in started:
-        informer.stop()
 
 
 def start(source: FakeListWatch, started: list[Informer], **options: object) -> Informer:
