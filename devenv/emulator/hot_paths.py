@@ -21,19 +21,36 @@ P13 `AttributePicker.__call__`: to serialize each field of each object of an ans
    explicit aliases, `Meta`, on classes), the field and its shape, or on the field's path,
    so the patch works each out once per answer (the picker lives for one answer) and
    then reads the values as moto does.
+P15 `moto.ec2.utils.tag_filter_matches`: a filtered DescribeInstances tests every instance
+   of the region against each `tag:` filter, and moto translates and compiles the filter's
+   values into patterns again for each instance, then rebuilds the instance's whole tag
+   list to read one key. The controller lists one pool's instances with four such filters,
+   so at 2,000 instances a listing cost 68 ms, 95 % of it there. The patch keeps the
+   patterns of the last thousand value lists, compares literal values (no `*`, `?`, `[` or
+   backslash, whose pattern matches that string only) as strings, and reads a tag from the
+   resource's own entry of the tag table, as P7's `get_tags` does.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
 
 import moto.core.responses
+import moto.ec2.utils
 from moto.core.serialize import AttributePicker, AttributePickerContext
 from moto.core.utils import MISSING, get_value, method_names_from_class
 from moto.s3.models import FakeTableStorageBucket, S3Backend
 
+from devenv.emulator.instances import get_tags
 from devenv.emulator.patching import original, patch
+
+# moto's own, kept before `install_hot_paths` replaces the module's name for it.
+MOTO_TAG_FILTER_MATCHES: Final = moto.ec2.utils.tag_filter_matches
+# fnmatch's specials, and moto's escape for a literal `*` or `?`.
+_PATTERN_CHARACTERS: Final = frozenset("*?[\\")
 
 
 class _KeysUnder:
@@ -94,8 +111,49 @@ def pick_attribute(self: Any, context: AttributePickerContext) -> Any:
     return value if transform is None else transform(value)
 
 
+@functools.lru_cache(maxsize=1024)
+def value_patterns(values: tuple[str, ...]) -> tuple[re.Pattern[str], ...] | None:
+    """P15: the patterns moto makes of a filter's values, once; None when every value is a
+    literal, whose pattern (fnmatch's, anchored at both ends) matches that string only."""
+    if not any(_PATTERN_CHARACTERS.intersection(value) for value in values):
+        return None
+    return tuple(re.compile(moto.ec2.utils.simple_aws_filter_to_re(v)) for v in values)
+
+
+def _tag_values(obj: Any, key: str | None) -> Iterable[str]:
+    """moto's `get_obj_tag_values`; for a resource whose tags are P7's, read off its entry."""
+    if type(obj).get_tags is not get_tags:
+        return moto.ec2.utils.get_obj_tag_values(obj, key=key)
+    resource_id = getattr(obj, "id", None)
+    # `.get`: the table is a defaultdict, and a read must not add an empty entry.
+    tags = (obj.ec2_backend.tags.get(resource_id) or {}) if resource_id else {}
+    if key is None:
+        return set(tags.values())
+    return (tags[key],) if key in tags else ()
+
+
+def tag_filter_matches(obj: Any, filter_name: str, filter_values: Sequence[str]) -> bool:
+    """P15: moto's `tag_filter_matches`, its patterns made once and its tags read once."""
+    if filter_name == "tag-key":
+        tag_values: Iterable[str] = moto.ec2.utils.get_obj_tag_names(obj)
+    elif filter_name == "tag-value":
+        tag_values = _tag_values(obj, None)
+    elif filter_name.startswith("tag:"):
+        tag_values = _tag_values(obj, filter_name[4:])
+    else:
+        tag_values = [moto.ec2.utils.get_obj_tag(obj, filter_name) or ""]
+    patterns = value_patterns(tuple(filter_values))
+    for tag_value in tag_values:
+        if tag_value in filter_values:
+            return True
+        if patterns is not None and any(p.match(tag_value) for p in patterns):
+            return True
+    return False
+
+
 def install_hot_paths() -> None:
     patch(S3Backend, "list_objects", list_objects)
     patch(AttributePicker, "__call__", pick_attribute)
     # A module function, not a method: moto's dispatch reads it from its own module.
     moto.core.responses.method_names_from_class = method_names  # type: ignore[assignment]
+    moto.ec2.utils.tag_filter_matches = tag_filter_matches

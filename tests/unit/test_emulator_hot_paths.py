@@ -1,4 +1,4 @@
-"""The emulator's cost patches (P11-P13) give moto's own answers, and skip what they say.
+"""The emulator's cost patches (P11-P13, P15) give moto's own answers, and skip what they say.
 
 Each listing is asked of the patched backend and of moto's original on the same bucket (a
 versioned one, with overwritten keys, a delete marker and names that share a prefix), the
@@ -13,15 +13,23 @@ from typing import Any
 
 import boto3
 import moto.core.responses
+import moto.ec2.utils
 import pytest
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.core.serialize import AttributePicker
 from moto.core.utils import method_names_from_class
+from moto.ec2.models import ec2_backends
 from moto.ec2.responses import EC2Response
 from moto.s3.models import S3Backend, s3_backends
 from moto.s3.utils import _VersionedKeyStore
 
-from devenv.emulator.hot_paths import method_names, pick_attribute
+from devenv.emulator.hot_paths import (
+    MOTO_TAG_FILTER_MATCHES,
+    method_names,
+    pick_attribute,
+    tag_filter_matches,
+    value_patterns,
+)
 from devenv.emulator.patching import original
 from tests.support.emulated import emulator_in_process
 
@@ -169,3 +177,73 @@ def test_an_instance_listing_is_written_as_moto_writes_it(
         moto_filtered = raw_describe(ec2, **filtered)
         monkeypatch.setattr(AttributePicker, "__call__", pick_attribute)
         assert raw_describe(ec2, **filtered) == moto_filtered
+
+
+TAG_FILTERS = (
+    ("tag:pool", ["pool-a"]),  # a literal: compared as a string
+    ("tag:pool", ["pool-a", "pool-b"]),
+    ("tag:pool", ["pool-*"]),  # fnmatch's wildcards
+    ("tag:pool", ["pool-?"]),
+    ("tag:pool", ["pool-[ab]"]),
+    ("tag:pool", ["pool-\\*"]),  # moto's escape: a literal `*`
+    ("tag:pool", ["pool.a"]),  # a regex special in a literal matches itself only
+    ("tag:pool", ["POOL-A"]),
+    ("tag:pool", [""]),
+    ("tag:missing", ["x"]),
+    ("tag:empty", [""]),
+    ("tag-key", ["pool"]),
+    ("tag-key", ["po*"]),
+    ("tag-value", ["pool-a"]),
+    ("tag-value", ["*-b"]),
+)
+POOL_TAGS = ("pool-a", "pool-b", "pool-*", "pool.a", "pool-ab")
+
+
+@pytest.fixture
+def tagged(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Instances tagged with every pool name above (one with an empty tag), one untagged."""
+    with emulator_in_process(monkeypatch):
+        ec2 = boto3.client("ec2", region_name=REGION)
+        image = ec2.describe_images()["Images"][0]["ImageId"]
+        for pool in POOL_TAGS:
+            tags = [{"Key": "pool", "Value": pool}, {"Key": "empty", "Value": ""}]
+            ec2.run_instances(
+                ImageId=image,
+                MinCount=1,
+                MaxCount=1,
+                InstanceType="m5.large",
+                TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+            )
+        ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="m5.large")
+        yield ec2
+
+
+def test_a_tag_filter_matches_what_motos_matches(tagged: Any) -> None:
+    backend = ec2_backends[DEFAULT_ACCOUNT_ID][REGION]
+    instances = list(backend.all_instances())
+    assert len(instances) == len(POOL_TAGS) + 1
+    for name, values in TAG_FILTERS:
+        for instance in instances:
+            expected = MOTO_TAG_FILTER_MATCHES(instance, name, values)
+            assert tag_filter_matches(instance, name, values) == expected, (name, values)
+    assert moto.ec2.utils.tag_filter_matches is tag_filter_matches, "installed"
+
+
+def test_a_filtered_instance_listing_is_the_one_moto_gives(
+    tagged: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    filters = [
+        [{"Name": name, "Values": values}, {"Name": "instance-state-name", "Values": ["running"]}]
+        for name, values in TAG_FILTERS
+    ]
+    patched = [raw_describe(tagged, Filters=f) for f in filters]
+    assert sum(body.count(b"<instanceId>") for body in patched) > len(POOL_TAGS)
+    monkeypatch.setattr(moto.ec2.utils, "tag_filter_matches", MOTO_TAG_FILTER_MATCHES)
+    assert [raw_describe(tagged, Filters=f) for f in filters] == patched
+
+
+def test_a_filters_patterns_are_made_once_and_literals_need_none() -> None:
+    assert value_patterns(("pool-a", "pool.b")) is None
+    made = value_patterns(("pool-*",))
+    assert made is not None and made[0].match("pool-x") and not made[0].match("xpool-x")
+    assert value_patterns(("pool-*",)) is made
