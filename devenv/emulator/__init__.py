@@ -61,7 +61,8 @@ P11-P13 (see `hot_paths`): moto's answers at less cost. S3 listings under a pref
    are listed once, not on every call; an answer works out once per field, not once per
    object, which attribute holds the field. P15 (also there): a filtered instance listing
    makes each tag filter's patterns once, not once per instance, and reads one tag, not
-   the instance's whole tag list.
+   the instance's whole tag list. P16 (`instance_reads`): a read of an instance by id, and
+   a listing by ids, copy only the reservations the answer keeps, not every one.
 P14 the caller's IAM policy and DryRun for the launch calls (see `authorization`): moto
    answers any caller, and DryRun before reading the request with HTTP 400. RunInstances,
    instant CreateFleet and CreateLaunchTemplate are refused with UnauthorizedOperation
@@ -84,7 +85,7 @@ clock and the launch log), `reservations` and `placement` (their records), `seed
 `run_instances` (P2), `instances` (P4, P5, P7), `fleet_plan`, `fleet_reserved` and `fleet`
 (P3), `launch` and `interfaces` (what a launch leaves on its instances, P8), `ec2_actions`
 (P9), `eks` and `eks_cluster` (P6 and registration), `identity` (P10), `hot_paths` (P11-
-P13, P15), `instance_events`
+P13, P15), `instance_reads` (P16), `instance_events`
 (the numbered launches and terminations the node simulator reads), `patching` and
 `install` (P1), and for the process: `server` (control API), `client` (`EmulatorProcess`,
 `EmulatorClient`).

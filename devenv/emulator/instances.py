@@ -11,6 +11,7 @@ from moto.ec2.models import EC2Backend
 from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
 
 from devenv.emulator.instance_events import LAUNCHED, TERMINATED
+from devenv.emulator.instance_reads import reservations_by_instance_ids
 from devenv.emulator.patching import original
 from devenv.emulator.state import EMULATOR
 
@@ -99,10 +100,8 @@ def backend_get_reservations_by_instance_ids(
     unknown = EMULATOR.not_found_by_id(list(instance_ids))
     if unknown:
         raise InvalidInstanceIdError(unknown)
-    found: list[Any] = original(EC2Backend, "get_reservations_by_instance_ids")(
-        self, instance_ids, filters
-    )
-    return found
+    # moto's answer, copying only the reservations it keeps (P16).
+    return reservations_by_instance_ids(self, instance_ids, filters)
 
 
 def backend_terminate_instances(self: Any, instance_ids: list[str]) -> Any:

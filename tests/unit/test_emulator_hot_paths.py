@@ -1,4 +1,5 @@
-"""The emulator's cost patches (P11-P13, P15) give moto's own answers, and skip what they say.
+"""The emulator's cost patches (P11-P13, P15, P16) give moto's own answers, and skip what they
+say.
 
 Each listing is asked of the patched backend and of moto's original on the same bucket (a
 versioned one, with overwritten keys, a delete marker and names that share a prefix), the
@@ -18,11 +19,12 @@ import pytest
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.core.serialize import AttributePicker
 from moto.core.utils import method_names_from_class
-from moto.ec2.models import ec2_backends
+from moto.ec2.models import EC2Backend, ec2_backends
 from moto.ec2.responses import EC2Response
 from moto.s3.models import S3Backend, s3_backends
 from moto.s3.utils import _VersionedKeyStore
 
+import devenv.emulator.instances
 from devenv.emulator.hot_paths import (
     MOTO_TAG_FILTER_MATCHES,
     method_names,
@@ -30,6 +32,7 @@ from devenv.emulator.hot_paths import (
     tag_filter_matches,
     value_patterns,
 )
+from devenv.emulator.instance_reads import reservations_by_instance_ids
 from devenv.emulator.patching import original
 from tests.support.emulated import emulator_in_process
 
@@ -247,3 +250,84 @@ def test_a_filters_patterns_are_made_once_and_literals_need_none() -> None:
     made = value_patterns(("pool-*",))
     assert made is not None and made[0].match("pool-x") and not made[0].match("xpool-x")
     assert value_patterns(("pool-*",)) is made
+
+
+def _answer(read: Any, *args: Any) -> Any:
+    """What a backend read gives: its instances' ids, by reservation, or its error."""
+    try:
+        found = read(*args)
+    except Exception as err:
+        return (type(err).__name__, str(err))
+    if found is None or not isinstance(found, list):
+        return getattr(found, "id", found)
+    return [(r.id, [i.id for i in r.instances]) if hasattr(r, "instances") else r.id for r in found]
+
+
+@pytest.fixture
+def three_reservations(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, list[str]]]:
+    """Three reservations of one, two and three instances, the middle one terminated."""
+    with emulator_in_process(monkeypatch):
+        ec2 = boto3.client("ec2", region_name=REGION)
+        image = ec2.describe_images()["Images"][0]["ImageId"]
+        ids = []
+        for count in (1, 2, 3):
+            launched = ec2.run_instances(
+                ImageId=image, MinCount=count, MaxCount=count, InstanceType="m5.large"
+            )
+            ids.extend(i["InstanceId"] for i in launched["Instances"])
+        ec2.terminate_instances(InstanceIds=ids[1:3])
+        yield ec2, ids
+
+
+def test_a_read_by_id_is_the_one_moto_gives(three_reservations: tuple[Any, list[str]]) -> None:
+    _ec2, ids = three_reservations
+    backend = ec2_backends[DEFAULT_ACCOUNT_ID][REGION]
+    unknown = "i-0123456789abcdef0"
+    asks = [[ids[0]], ids[2:5], [ids[5], ids[0]], [ids[4], ids[4]], [ids[1], unknown], []]
+    for name in ("get_instance", "get_instance_by_id"):
+        for instance_id in (*ids, unknown):
+            theirs = original(EC2Backend, name)
+            expected = _answer(theirs, backend, instance_id)
+            assert _answer(getattr(backend, name), instance_id) == expected
+    running = [{"name": "instance-state-name", "values": ["running"]}]
+    moto_multi = original(EC2Backend, "get_multi_instances_by_id")
+    moto_by_ids = original(EC2Backend, "get_reservations_by_instance_ids")
+    for ask in asks:
+        for filters in (None, running):
+            expected = _answer(moto_multi, backend, ask, filters)
+            assert _answer(backend.get_multi_instances_by_id, ask, filters) == expected
+        for by_state in (None, {"instance-state-name": ["running"]}):
+            expected = _answer(moto_by_ids, backend, ask, by_state)
+            assert _answer(reservations_by_instance_ids, backend, ask, by_state) == expected
+
+
+def test_a_listing_by_instance_id_filter_is_the_one_moto_gives(
+    three_reservations: tuple[Any, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ec2, ids = three_reservations
+    backend = ec2_backends[DEFAULT_ACCOUNT_ID][REGION]
+    filters = [
+        {"instance-id": [ids[0], ids[4]]},
+        {"instance-id": [ids[1]], "instance-state-name": ["running"]},
+        {"instance-id": ["i-0123456789abcdef0"]},
+        {"instance-id": [ids[3]], "no-such-filter": ["x"]},  # moto's NotImplementedError
+        {"no-such-filter": ["x"], "instance-id": ["i-0123456789abcdef0"]},  # and here too
+        {"instance-state-name": ["terminated"]},
+        None,
+    ]
+    moto_all = original(EC2Backend, "all_reservations")
+    for f in filters:
+        assert _answer(backend.all_reservations, f) == _answer(moto_all, backend, f)
+    by_filter = {"Filters": [{"Name": "instance-id", "Values": [ids[2], ids[5]]}]}
+    by_ids = {"InstanceIds": [ids[5], ids[0]]}
+    patched = [raw_describe(ec2, **by_filter), raw_describe(ec2, **by_ids)]
+    assert [body.count(b"<instanceId>") for body in patched] == [2, 2]
+    for name in ("all_reservations", "get_instance"):
+        monkeypatch.setattr(EC2Backend, name, original(EC2Backend, name))
+    moto_by_ids = original(EC2Backend, "get_reservations_by_instance_ids")
+    monkeypatch.setattr(
+        devenv.emulator.instances,
+        "reservations_by_instance_ids",
+        lambda backend, ids, filters=None: moto_by_ids(backend, ids, filters),
+    )
+    assert [raw_describe(ec2, **by_filter), raw_describe(ec2, **by_ids)] == patched
