@@ -162,7 +162,8 @@ helm-lint: $(STAMP)
 helm-test: $(STAMP)
 	$(PY) -m pytest tests/chart $(PYTEST_ARGS)
 
-.PHONY: fuzz chaos bench-scarcity bench-admission bench-scale bench-reaper bench-launch-reads bench
+.PHONY: fuzz chaos bench-scarcity bench-admission bench-scale bench-reaper bench-launch-reads \
+	bench-emulator-reads bench
 
 # 10,000 examples per fuzzing property (the test command runs 1,000).
 fuzz: $(STAMP)
@@ -190,5 +191,9 @@ bench-reaper: $(STAMP)
 bench-launch-reads: $(STAMP)
 	$(PY) -m bench.bench_launch_reads
 
-bench: bench-scarcity bench-reaper bench-launch-reads bench-admission bench-scale
+bench-emulator-reads: $(STAMP)
+	$(PY) -m bench.bench_emulator_reads
+
+bench: bench-scarcity bench-reaper bench-launch-reads bench-emulator-reads bench-admission \
+		bench-scale
 	$(PY) -m bench.bench_stack_ops --rounds 5
