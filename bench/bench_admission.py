@@ -231,11 +231,15 @@ class Bench:
         self.batch.create_namespaced_job(
             NAMESPACE, ko.gang_job(NAMESPACE, name, HELD_QUEUE, pool, self.count)
         )
-        self.wait(
-            f"{pool}'s stack prepared ahead of quota",
-            lambda: self.timeline.pool(pool).get("stack:prepare:succeeded"),
-            timeout=120,
-        )
+        try:
+            self.wait(
+                f"{pool}'s stack prepared ahead of quota",
+                lambda: self.timeline.pool(pool).get("stack:prepare:succeeded"),
+                timeout=120,
+            )
+        except SystemExit:
+            print(self._state_of(pool, name), file=sys.stderr)
+            raise
         _hold(self.custom, False)
         try:
             admitted = self._admitted(name)
@@ -257,6 +261,17 @@ class Bench:
         )
         self.wait(f"{name} finished", lambda: self.timeline.workload(name).get("Finished"))
         self.wait(f"{pool} KeepWarm", lambda: self._phase(pool) == Phase.KEEP_WARM)
+
+    def _state_of(self, pool: str, job: str) -> str:
+        """What the pool says and what the timeline saw of it and of the Job's Workload, for
+        a wait that gave up."""
+        try:
+            found = self.custom.get_cluster_custom_object(*GNP, pool)
+            said: dict[str, Any] = {"spec": found.get("spec"), "status": found.get("status")}
+        except k8s.ApiException as err:
+            said = {"unreadable": err.status}
+        seen = {"pool": self.timeline.pool(pool), "workload": self.timeline.workload(job)}
+        return json.dumps({"pool": said, "seen": seen}, indent=1, default=str)
 
     def _phase(self, pool: str) -> str | None:
         obj = self.custom.get_cluster_custom_object(*GNP, pool)
@@ -516,6 +531,12 @@ def main(argv: list[str] | None = None) -> int:
         figures = key_figures(bench.samples, counter.series)
         if args.json:
             args.json.write_text(json.dumps(bench.samples, indent=1))
+    except BaseException:
+        # A run that stops keeps its work dir: its logs and the stack operations' markers
+        # are what says why.
+        args.keep = True
+        print(f"work dir kept: {work}", file=sys.stderr)
+        raise
     finally:
         env.stop()
         if not args.keep:
