@@ -22,59 +22,24 @@ DescribeInstanceAttribute (moto's `get_instance`: what an ENI attachment and a t
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Final
 
 import boto3  # type: ignore[import-untyped]
-import moto.ec2.utils
 from moto import mock_aws
-from moto.ec2.models import EC2Backend
 
-import devenv.emulator.instances
 from bench.stats import ratio, table
-from devenv.emulator import install, instance_reads
-from devenv.emulator.hot_paths import MOTO_TAG_FILTER_MATCHES, tag_filter_matches
-from devenv.emulator.instance_reads import reservations_by_instance_ids
-from devenv.emulator.patching import original
+from devenv.emulator import install
+from devenv.emulator.hot_paths import motos_own_reads
 from provisioner.api import constants as c
 from provisioner.cloud.views import ALL_STATES, describe_instances, find_managed
 
 REGION: Final = "us-east-1"
 CLUSTER: Final = "bench"
 INSTANCE_TYPE: Final = "m5.large"
-# The backend methods P16 replaces; moto's own are kept by the emulator's install.
-_P16_METHODS: Final = (
-    "get_instance",
-    "get_instance_by_id",
-    "get_multi_instances_by_id",
-    "all_reservations",
-)
-
-
-def _motos_by_ids(backend: Any, instance_ids: list[str], filters: Any = None) -> list[Any]:
-    moto_by_ids = original(EC2Backend, "get_reservations_by_instance_ids")
-    found: list[Any] = moto_by_ids(backend, instance_ids, filters)
-    return found
-
-
-@contextlib.contextmanager
-def motos_own_reads() -> Iterator[None]:
-    """moto's code for every read P15 and P16 patch, for the length of the block."""
-    moto.ec2.utils.tag_filter_matches = MOTO_TAG_FILTER_MATCHES
-    for name in _P16_METHODS:
-        setattr(EC2Backend, name, original(EC2Backend, name))
-    devenv.emulator.instances.reservations_by_instance_ids = _motos_by_ids
-    try:
-        yield
-    finally:
-        moto.ec2.utils.tag_filter_matches = tag_filter_matches
-        for name in _P16_METHODS:
-            setattr(EC2Backend, name, getattr(instance_reads, name))
-        devenv.emulator.instances.reservations_by_instance_ids = reservations_by_instance_ids
 
 
 def _launch(ec2: Any, pools: int, count: int) -> list[list[str]]:

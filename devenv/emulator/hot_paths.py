@@ -35,19 +35,26 @@ P16 (`instance_reads`, installed from here): moto's reads of instances by id, an
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 import moto.core.responses
 import moto.ec2.utils
 from moto.core.serialize import AttributePicker, AttributePickerContext
 from moto.core.utils import MISSING, get_value, method_names_from_class
+from moto.ec2.models import EC2Backend
 from moto.s3.models import FakeTableStorageBucket, S3Backend
 
-from devenv.emulator.instance_reads import install_instance_reads
-from devenv.emulator.instances import get_tags
+import devenv.emulator.instances
+from devenv.emulator.instance_reads import (
+    BACKEND_READS,
+    install_instance_reads,
+    reservations_by_instance_ids,
+)
+from devenv.emulator.instances import get_tags, own_tags
 from devenv.emulator.patching import original, patch
 
 # moto's own, kept before `install_hot_paths` replaces the module's name for it.
@@ -127,9 +134,7 @@ def _tag_values(obj: Any, key: str | None) -> Iterable[str]:
     """moto's `get_obj_tag_values`; for a resource whose tags are P7's, read off its entry."""
     if type(obj).get_tags is not get_tags:
         return moto.ec2.utils.get_obj_tag_values(obj, key=key)
-    resource_id = getattr(obj, "id", None)
-    # `.get`: the table is a defaultdict, and a read must not add an empty entry.
-    tags = (obj.ec2_backend.tags.get(resource_id) or {}) if resource_id else {}
+    tags = own_tags(obj)
     if key is None:
         return set(tags.values())
     return (tags[key],) if key in tags else ()
@@ -161,3 +166,28 @@ def install_hot_paths() -> None:
     moto.core.responses.method_names_from_class = method_names  # type: ignore[assignment]
     moto.ec2.utils.tag_filter_matches = tag_filter_matches
     install_instance_reads()
+
+
+def _motos_by_ids(backend: Any, instance_ids: list[str], filters: Any = None) -> list[Any]:
+    found: list[Any] = original(EC2Backend, "get_reservations_by_instance_ids")(
+        backend, instance_ids, filters
+    )
+    return found
+
+
+@contextlib.contextmanager
+def motos_own_reads() -> Iterator[None]:
+    """moto's own code for every instance read P15 and P16 replace, for the length of the
+    block: what the patches' tests and `bench_emulator_reads` compare them with. The
+    emulator's own behaviour around those reads (P4b's lags) stays."""
+    moto.ec2.utils.tag_filter_matches = MOTO_TAG_FILTER_MATCHES
+    for name in BACKEND_READS:
+        setattr(EC2Backend, name, original(EC2Backend, name))
+    devenv.emulator.instances.reservations_by_instance_ids = _motos_by_ids
+    try:
+        yield
+    finally:
+        moto.ec2.utils.tag_filter_matches = tag_filter_matches
+        for name, read in BACKEND_READS.items():
+            setattr(EC2Backend, name, read)
+        devenv.emulator.instances.reservations_by_instance_ids = reservations_by_instance_ids

@@ -14,8 +14,8 @@ checks each against moto's original on the same instances.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Final
 
 from moto.ec2.exceptions import InvalidInstanceIdError
 from moto.ec2.models import EC2Backend
@@ -23,7 +23,7 @@ from moto.ec2.utils import filter_dict_attribute_mapping, filter_reservations, i
 
 from devenv.emulator.patching import patch
 
-__all__ = ["install_instance_reads", "reservations_by_instance_ids"]
+__all__ = ["BACKEND_READS", "install_instance_reads", "reservations_by_instance_ids"]
 
 
 def _instances(backend: Any) -> Iterator[Any]:
@@ -93,8 +93,15 @@ def reservations_by_instance_ids(
     return reservations if filters is None else filter_reservations(reservations, filters)
 
 
+# The backend's methods P16 replaces, by name (the by-ids listing is called by P4b's wrapper).
+BACKEND_READS: Final[dict[str, Callable[..., Any]]] = {
+    "get_instance": get_instance,
+    "get_instance_by_id": get_instance_by_id,
+    "get_multi_instances_by_id": get_multi_instances_by_id,
+    "all_reservations": all_reservations,
+}
+
+
 def install_instance_reads() -> None:
-    patch(EC2Backend, "get_instance", get_instance)
-    patch(EC2Backend, "get_instance_by_id", get_instance_by_id)
-    patch(EC2Backend, "get_multi_instances_by_id", get_multi_instances_by_id)
-    patch(EC2Backend, "all_reservations", all_reservations)
+    for name, read in BACKEND_READS.items():
+        patch(EC2Backend, name, read)

@@ -127,12 +127,18 @@ def backend_terminate_instances(self: Any, instance_ids: list[str]) -> Any:
 
 
 # --- P7: one resource's tags ----------------------------------------------------------------
+def own_tags(resource: Any) -> dict[str, str]:
+    """The resource's own entry of its region's tag table, key to value (empty without id)."""
+    resource_id = getattr(resource, "id", None)
+    # `.get`: the table is a defaultdict, and a read must not add an empty entry.
+    return (resource.ec2_backend.tags.get(resource_id) or {}) if resource_id else {}
+
+
 def get_tags(self: Any) -> list[dict[str, str]]:
     resource_id = getattr(self, "id", None)
     if not resource_id:
         return []
-    # `.get`: the table is a defaultdict, and a read must not add an empty entry.
-    tags = self.ec2_backend.tags.get(resource_id) or {}
+    tags = own_tags(self)
     resource_type = EC2_PREFIX_TO_RESOURCE.get(get_prefix(resource_id), "")
     return [
         {"resource_id": resource_id, "key": k, "value": v, "resource_type": resource_type}

@@ -9,7 +9,8 @@ from moto.ec2.models import EC2Backend
 import devenv.emulator.instances
 from bench import bench_emulator_reads
 from devenv.emulator import instance_reads
-from devenv.emulator.hot_paths import MOTO_TAG_FILTER_MATCHES, tag_filter_matches
+from devenv.emulator.hot_paths import MOTO_TAG_FILTER_MATCHES, motos_own_reads, tag_filter_matches
+from devenv.emulator.instance_reads import BACKEND_READS
 
 pytestmark = pytest.mark.unit
 
@@ -28,13 +29,18 @@ def test_it_prints_each_read_both_ways_and_puts_the_patches_back(
         "DescribeInstanceAttribute",
     ]
     assert moto.ec2.utils.tag_filter_matches is tag_filter_matches
-    for name in ("get_instance", "get_instance_by_id", "get_multi_instances_by_id"):
+    assert set(BACKEND_READS) == {
+        "get_instance",
+        "get_instance_by_id",
+        "get_multi_instances_by_id",
+        "all_reservations",
+    }
+    for name in BACKEND_READS:
         assert getattr(EC2Backend, name) is getattr(instance_reads, name)
-    assert EC2Backend.all_reservations is instance_reads.all_reservations
     assert (
         devenv.emulator.instances.reservations_by_instance_ids
         is instance_reads.reservations_by_instance_ids
     )
-    with bench_emulator_reads.motos_own_reads():
+    with motos_own_reads():
         assert moto.ec2.utils.tag_filter_matches is MOTO_TAG_FILTER_MATCHES
         assert EC2Backend.all_reservations is not instance_reads.all_reservations

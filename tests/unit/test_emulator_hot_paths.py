@@ -28,6 +28,7 @@ import devenv.emulator.instances
 from devenv.emulator.hot_paths import (
     MOTO_TAG_FILTER_MATCHES,
     method_names,
+    motos_own_reads,
     pick_attribute,
     tag_filter_matches,
     value_patterns,
@@ -232,17 +233,16 @@ def test_a_tag_filter_matches_what_motos_matches(tagged: Any) -> None:
     assert moto.ec2.utils.tag_filter_matches is tag_filter_matches, "installed"
 
 
-def test_a_filtered_instance_listing_is_the_one_moto_gives(
-    tagged: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_filtered_instance_listing_is_the_one_moto_gives(tagged: Any) -> None:
     filters = [
         [{"Name": name, "Values": values}, {"Name": "instance-state-name", "Values": ["running"]}]
         for name, values in TAG_FILTERS
     ]
     patched = [raw_describe(tagged, Filters=f) for f in filters]
     assert sum(body.count(b"<instanceId>") for body in patched) > len(POOL_TAGS)
-    monkeypatch.setattr(moto.ec2.utils, "tag_filter_matches", MOTO_TAG_FILTER_MATCHES)
-    assert [raw_describe(tagged, Filters=f) for f in filters] == patched
+    with motos_own_reads():
+        assert moto.ec2.utils.tag_filter_matches is MOTO_TAG_FILTER_MATCHES
+        assert [raw_describe(tagged, Filters=f) for f in filters] == patched
 
 
 def test_a_filters_patterns_are_made_once_and_literals_need_none() -> None:
@@ -302,7 +302,7 @@ def test_a_read_by_id_is_the_one_moto_gives(three_reservations: tuple[Any, list[
 
 
 def test_a_listing_by_instance_id_filter_is_the_one_moto_gives(
-    three_reservations: tuple[Any, list[str]], monkeypatch: pytest.MonkeyPatch
+    three_reservations: tuple[Any, list[str]],
 ) -> None:
     ec2, ids = three_reservations
     backend = ec2_backends[DEFAULT_ACCOUNT_ID][REGION]
@@ -322,12 +322,9 @@ def test_a_listing_by_instance_id_filter_is_the_one_moto_gives(
     by_ids = {"InstanceIds": [ids[5], ids[0]]}
     patched = [raw_describe(ec2, **by_filter), raw_describe(ec2, **by_ids)]
     assert [body.count(b"<instanceId>") for body in patched] == [2, 2]
-    for name in ("all_reservations", "get_instance"):
-        monkeypatch.setattr(EC2Backend, name, original(EC2Backend, name))
-    moto_by_ids = original(EC2Backend, "get_reservations_by_instance_ids")
-    monkeypatch.setattr(
-        devenv.emulator.instances,
-        "reservations_by_instance_ids",
-        lambda backend, ids, filters=None: moto_by_ids(backend, ids, filters),
-    )
-    assert [raw_describe(ec2, **by_filter), raw_describe(ec2, **by_ids)] == patched
+    with motos_own_reads():
+        assert EC2Backend.all_reservations is original(EC2Backend, "all_reservations")
+        assert devenv.emulator.instances.reservations_by_instance_ids is not (
+            reservations_by_instance_ids
+        )
+        assert [raw_describe(ec2, **by_filter), raw_describe(ec2, **by_ids)] == patched
