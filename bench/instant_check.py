@@ -1,8 +1,9 @@
 """The AdmissionCheck protocol's floor: a check whose controller says Ready the instant
 Kueue has reserved quota, and does nothing else.
 
-Kueue runs a ClusterQueue's admission checks only once it has reserved quota, and admits
-only once every check is Ready: a Workload behind any check costs Kueue two writes where a
+Kueue acts on a ClusterQueue's admission checks only once it has reserved quota (a check
+that applies to every flavor is listed on the Workload, Pending, before), and admits only
+once every check is Ready: a Workload behind any check costs Kueue two writes where a
 plain queue costs one (quota reserved, then admitted), with the check's own write between
 them. This controller is that write and nothing more (no claim, no pool, no precondition
 on the version read), so a series behind it measures what any admission check costs under

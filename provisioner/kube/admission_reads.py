@@ -112,7 +112,7 @@ def queue_check_lookup(kube: ObjectStore) -> Callable[[str, str], tuple[str, ...
     """A reader of the AdmissionChecks behind LocalQueue `name` in `namespace` (its
     ClusterQueue's, ours or not): empty when the chain is broken, `ClusterReadError` when
     the apiserver did not answer. The Workload reconciler asks it for a Workload that waits
-    for quota, which carries no check yet (`workload.prepare_ahead`)."""
+    for quota and carries no check of ours yet (`workload.prepare_ahead`)."""
 
     def read(namespace: str, name: str) -> tuple[str, ...]:
         return tuple(_queue_check_names(kube, namespace, name))

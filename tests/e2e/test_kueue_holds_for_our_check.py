@@ -3,6 +3,10 @@
 This pins the contract the whole product stands on, before any of our controllers run: the
 AdmissionCheck with our controllerName is Active (written here as the AdmissionCheck
 reconciler would), so Kueue reserves quota and puts our check on the Workload as Pending.
+And, on a ClusterQueue that holds its Workloads (`stopPolicy: Hold`), Kueue lists our
+check (one that applies to every flavor) on the Workload, Pending, before any quota: the
+Workload reconciler prepares such a gang's stack ahead of quota all the same
+(`controllers/workload/prepare_ahead.py`).
 """
 
 from __future__ import annotations
@@ -129,3 +133,37 @@ def _hold_a_job_on_our_check(
     # Held, not admitted: the Job stays suspended while our check is Pending.
     time.sleep(1)
     assert batch.read_namespaced_job("train", namespace).spec.suspend is True
+
+
+def test_kueue_lists_our_check_on_a_workload_waiting_for_quota(
+    kube_api: Any, kueue: Any, namespace: str
+) -> None:
+    custom = k8s.CustomObjectsApi(kube_api)
+    batch = k8s.BatchV1Api(kube_api)
+    suffix = uuid.uuid4().hex[:6]
+    check, flavor, cq, lq = (f"{p}-{suffix}" for p in ("check", "flavor", "cq", "lq"))
+
+    custom.create_cluster_custom_object(*KUEUE, "admissionchecks", ko.admission_check(check))
+    try:
+        _activate(custom, check)
+        custom.create_cluster_custom_object(*KUEUE, "resourceflavors", ko.resource_flavor(flavor))
+        held = ko.cluster_queue(cq, flavor, check, ko.LOCAL_QUOTAS)
+        held["spec"]["stopPolicy"] = "Hold"
+        custom.create_cluster_custom_object(*KUEUE, "clusterqueues", held)
+        custom.create_namespaced_custom_object(
+            *KUEUE, namespace, "localqueues", ko.local_queue(namespace, lq, cq)
+        )
+        batch.create_namespaced_job(namespace, ko.gang_job(namespace, "waits", lq, "pool-w", 2))
+
+        def listed_without_quota() -> dict[str, Any] | None:
+            items = custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads")["items"]
+            status = (items[0].get("status") or {}) if items else {}
+            checks = {x["name"]: x["state"] for x in status.get("admissionChecks", [])}
+            return status if checks.get(check) == c.CheckState.PENDING else None
+
+        status = eventually(listed_without_quota, 60, what="our check listed, Pending")
+        reserved = {x["type"]: x["status"] for x in status.get("conditions", [])}
+        assert reserved.get("QuotaReserved") != "True", status
+        assert "admission" not in status, "no quota on a held ClusterQueue"
+    finally:
+        _remove(custom, batch, namespace, check, flavor, cq, lq)

@@ -3,9 +3,11 @@ it, so its admission launches without a `pulumi up` in between; on real parts (a
 Workload, LocalQueue and ClusterQueue objects, the EC2 emulator, the real Pulumi driver,
 the in-process controller).
 
-Kueue runs admission checks only once quota is reserved; the stand-in plays that: the
+Kueue acts on admission checks only once quota is reserved; the stand-in plays it: the
 Workload is created without quota on a LocalQueue whose ClusterQueue lists our check, and
-given quota later. The stack's prepares are counted on the driver itself.
+given quota later. Kueue (v0.19) also lists a check that applies to every flavor on the
+Workload, Pending, as soon as it queues it; each test runs both ways: the check listed
+before quota, and not yet. The stack's prepares are counted on the driver itself.
 """
 
 from __future__ import annotations
@@ -55,8 +57,9 @@ def _events(env: GangEnv, pool: str) -> list[str]:
     return [e.reason for e in found.items]
 
 
+@pytest.mark.parametrize("listed", [True, False], ids=["check listed", "check not yet listed"])
 def test_a_workload_waiting_for_quota_has_its_stack_prepared_and_launches_at_once(
-    gang_env_factory: Any,
+    gang_env_factory: Any, listed: bool
 ) -> None:
     env: GangEnv = gang_env_factory()
     _queue_with_our_check(env)
@@ -69,10 +72,10 @@ def test_a_workload_waiting_for_quota_has_its_stack_prepared_and_launches_at_onc
     env.kueue.submit(env.namespace, other, reserve=False)
     pool = "pool-ahead"
     job = ko.gang_job(env.namespace, "ahead", QUEUE, pool, 2)
-    workload = env.kueue.submit(env.namespace, job, reserve=False)
+    workload = env.kueue.submit(env.namespace, job, reserve=False, listed=listed)
 
     # No quota yet: the pool is made unclaimed, queued for the Workload, and its stack
-    # prepared; nothing is launched and our check is not on the Workload.
+    # prepared; nothing is launched and our check, if listed, is left Pending.
     eventually(
         lambda: (
             ((env.pool(pool) or {}).get("status") or {}).get("lastStackOperation")
@@ -85,7 +88,9 @@ def test_a_workload_waiting_for_quota_has_its_stack_prepared_and_launches_at_onc
     assert body["spec"].get("claim") is None
     assert body["spec"]["queued"]["name"] == workload
     assert body["status"]["phase"] == c.Phase.IDLE
-    assert env.launches() == 0 and env.check(workload) is None
+    assert env.launches() == 0
+    check = env.check(workload)
+    assert (check or {}).get("state") == (c.CheckState.PENDING if listed else None), check
     assert prepared == [pool], "only the Workload on our check's queue is prepared for"
     assert env.pool("pool-plain") is None
     assert c.EventReason.PREPARING_AHEAD in _events(env, pool)

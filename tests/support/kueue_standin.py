@@ -33,15 +33,20 @@ class KueueStandIn:
         """Our AdmissionCheck as the reference runs it: naming no GangClass."""
         apply_object(self.custom, admission_check(self.check))
 
-    def submit(self, namespace: str, job: dict[str, Any], *, reserve: bool = True) -> str:
+    def submit(
+        self, namespace: str, job: dict[str, Any], *, reserve: bool = True, listed: bool = False
+    ) -> str:
         """Create the Job (suspended, as Kueue's webhook would) and its Workload with quota
         reserved and our check Pending (`reserve=False`: waiting for quota, no check yet,
-        until `reserve_quota`). Returns the Workload's name."""
+        until `reserve_quota`; with `listed`, our check Pending already, as Kueue v0.19
+        lists a check that applies to every flavor on a Workload it queues). A listed
+        Workload is made inactive, given the check, then activated, so the controller's
+        first look at it finds the check there. Returns the Workload's name."""
         job = {**job, "spec": {**job["spec"], "suspend": True}}
         created = self.batch.create_namespaced_job(namespace, job)
         name = f"job-{created.metadata.name}"
         count = int(job["spec"]["parallelism"])
-        workload = {
+        workload: dict[str, Any] = {
             "apiVersion": f"{c.KUEUE_GROUP}/{c.KUEUE_VERSION}",
             "kind": "Workload",
             "metadata": {
@@ -68,9 +73,16 @@ class KueueStandIn:
                 ],
             },
         }
+        if listed and not reserve:
+            workload["spec"]["active"] = False
         self.custom.create_namespaced_custom_object(*KUEUE, namespace, "workloads", workload)
         if reserve:
             self.reserve_quota(namespace, name, count)
+        elif listed:
+            self._set_status(namespace, name, {"admissionChecks": [self._pending()]})
+            self.custom.patch_namespaced_custom_object(
+                *KUEUE, namespace, "workloads", name, {"spec": {"active": True}}
+            )
         return name
 
     def reserve_quota(self, namespace: str, name: str, count: int) -> None:
@@ -83,18 +95,24 @@ class KueueStandIn:
                         {"name": "main", "flavors": {"cpu": "default"}, "count": count}
                     ],
                 },
-                "admissionChecks": [
-                    {
-                        "name": self.check,
-                        "state": c.CheckState.PENDING,
-                        "message": "",
-                        "lastTransitionTime": _now(),
-                    }
-                ],
+                "admissionChecks": [self._pending()],
             }
         }
         self.custom.patch_namespaced_custom_object_status(
             *KUEUE, namespace, "workloads", name, status
+        )
+
+    def _pending(self) -> dict[str, Any]:
+        return {
+            "name": self.check,
+            "state": c.CheckState.PENDING,
+            "message": "",
+            "lastTransitionTime": _now(),
+        }
+
+    def _set_status(self, namespace: str, name: str, fields: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object_status(
+            *KUEUE, namespace, "workloads", name, {"status": fields}
         )
 
     def finish(self, namespace: str, name: str) -> None:

@@ -321,3 +321,46 @@ def test_a_workload_with_quota_claims_instead_and_takes_the_mark_off() -> None:
     assert claimed.spec.claim is not None and claimed.spec.claim.uid == "uid-1"
     assert claimed.spec.queued is None
     assert timedelta(0) <= NOW - claimed.spec.claim.claimed_at
+
+
+def listing_our_check(wl: Workload) -> Workload:
+    """`wl` as Kueue (v0.19) queues it on a ClusterQueue whose check applies to every
+    flavor: our check listed, Pending, before any quota."""
+    body = wl.to_dict()
+    body["status"]["admissionChecks"] = [
+        {"name": CHECK, "state": "Pending", "lastTransitionTime": "2026-11-29T11:59:00Z"}
+    ]
+    return Workload.from_dict(body)
+
+
+def test_a_workload_kueue_lists_our_check_on_before_quota_is_prepared_for_all_the_same() -> None:
+    """Routed through our check, it holds no claim (no quota) and its pool is made
+    unclaimed and queued, as for one whose check is not listed yet; the check it lists
+    names ours, so its queue is not read (a queue read that fails changes nothing)."""
+    wl = listing_our_check(waiting())
+    api = Apiserver()
+    rec, events = reconciler(api, wl, ClusterReadError("not asked: the check is listed"))
+    assert rec.reconcile(ObjectKey("ml", wl.metadata.name)).requeue_after is None
+    assert api.writes == ["create pool-a"], "nothing written on the Workload's check"
+    made = GangNodePool.from_dict(api.pools["pool-a"])
+    assert made.spec.claim is None
+    assert made.spec.queued is not None and made.spec.queued.uid == "uid-1"
+    assert events.reasons == [c.EventReason.POOL_CREATED] * 3
+
+    # An Idle pool of the shape is marked for it instead, once.
+    idle = Apiserver({"pool-a": pool()})
+    rec2, _ = reconciler(idle, wl, (CHECK,))
+    rec2.reconcile(ObjectKey("ml", wl.metadata.name))
+    assert idle.writes == ["patch pool-a ['queued']"]
+
+
+def test_a_listed_check_on_a_workload_that_lost_its_quota_releases_its_claim_first() -> None:
+    """Evicted and requeued, our check still listed: the claim is released (the decision's
+    release, with its Events), and nothing is prepared for it in the same pass."""
+    wl = listing_our_check(waiting(**{c.WL_EVICTED: "True"}))
+    api = Apiserver({"pool-a": pool(claim_uid="uid-1")})
+    rec, events = reconciler(api, wl, (CHECK,))
+    rec.reconcile(ObjectKey("ml", wl.metadata.name))
+    assert api.writes == ["patch pool-a ['claim']"]
+    assert GangNodePool.from_dict(api.pools["pool-a"]).spec.claim is None
+    assert c.EventReason.CLAIM_RELEASED in events.reasons

@@ -1,11 +1,14 @@
 """Preparing a pool's stack before Kueue reserves quota, so a cold admission waits only
 for EC2's launch and the nodes' join.
 
-Kueue runs admission checks only once it has reserved quota ("Admission Check", Kueue's
-concepts), so until then a gang Workload carries no check of ours, and a claim made then
-would hold a pool for a gang that may wait for hours. What can be done meanwhile is the
-stack: the Workload reconciler, for a Workload that waits for quota on a LocalQueue whose
-ClusterQueue lists one of our AdmissionChecks, asks `decide` what the claim would be once
+Kueue acts on admission checks only once it has reserved quota ("Admission Check", Kueue's
+concepts): a claim made before would hold a pool for a gang that may wait for hours. Our
+check may already be on the Workload, Pending: Kueue (v0.19) lists a ClusterQueue's checks
+that apply to every flavor as soon as it queues the Workload, before any quota, and the
+rest once quota is reserved. What can be done meanwhile is the stack: the Workload
+reconciler, for a Workload that waits for quota on a LocalQueue whose ClusterQueue lists
+one of our AdmissionChecks (whether or not Kueue has listed it on the Workload yet; the
+Workload reconciler passes the one it lists), asks `decide` what the claim would be once
 quota comes (every rule of the claim's: the shape through the check's GangClass, the pods'
 fit, the tenancy, a busy pool), and `ahead_change` says whether to create the pool it would
 claim, unclaimed, or to mark an unclaimed Idle pool of that shape and namespace with
@@ -162,25 +165,29 @@ class _Reads(Protocol):
 
 
 class PrepareAhead:
-    """The Workload reconciler's pass for a Workload with no check of ours yet: the pool
-    change `ahead_change` asks for, written through the reconciler's own-writes record."""
+    """The Workload reconciler's pass for a Workload waiting for quota, our check listed
+    on it or not yet: the pool change `ahead_change` asks for, written through the
+    reconciler's own-writes record."""
 
     def __init__(self, reads: _Reads, deps: WorkloadReconcilerDeps, writes: OwnWrites) -> None:
         self._reads, self._deps, self._writes = reads, deps, writes
         self._checks = QueueChecks(deps.queue_checks) if deps.queue_checks else None
 
-    def consider(self, workload: Workload) -> float | None:
+    def consider(self, workload: Workload, listed: str | None = None) -> float | None:
         """Look after the pool of `workload`, if it waits for quota on a queue with our
-        check; the seconds after which to look again (its owner not visible yet, its queue
-        or its type not read, a write that met another's), or None."""
+        check (`listed`: the check of ours Kueue already lists on it, so its queue need
+        not be read); the seconds after which to look again (its owner not visible yet,
+        its queue or its type not read, a write that met another's), or None."""
         queue, namespace = workload.spec.queue_name, workload.metadata.namespace or ""
         if self._checks is None or not queue or not waits_for_quota(workload):
             return None
-        checks = self._checks(namespace, queue)
-        if checks is None:
-            return QUEUE_RETRY_SECONDS
-        ours = self._reads.our_check_names()
-        check = next((n for n in checks if n in ours), None)
+        check = listed
+        if check is None:
+            checks = self._checks(namespace, queue)
+            if checks is None:
+                return QUEUE_RETRY_SECONDS
+            ours = self._reads.our_check_names()
+            check = next((n for n in checks if n in ours), None)
         if check is None:
             return None
         decided = self._reads.decide_for(workload, check, ahead_of_quota=True)

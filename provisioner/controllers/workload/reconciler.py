@@ -52,7 +52,7 @@ from provisioner.controllers.workload.decision import (
 from provisioner.controllers.workload.deps import WorkloadReconcilerDeps
 from provisioner.controllers.workload.fit import InstanceTypeAnswer
 from provisioner.controllers.workload.involved import owner_event, pool_event
-from provisioner.controllers.workload.prepare_ahead import PrepareAhead
+from provisioner.controllers.workload.prepare_ahead import PrepareAhead, waits_for_quota
 from provisioner.kube.check_state import write_check_state
 from provisioner.kube.errors import KubeAlreadyExists, KubeNotFound
 from provisioner.kube.events import InvolvedObject
@@ -107,8 +107,9 @@ class WorkloadReconciler:
             return Result(requeue_after=WAIT_FOR_OWN_WRITE_SECONDS)
         check_name = self._check_name(workload)
         if workload is None or check_name is None:
-            # Gone, or not routed through our check (yet: Kueue adds it with quota): it may
-            # hold no claim, and its pool's stack may be prepared ahead of quota.
+            # Gone, or not routed through our check (yet: Kueue lists a check limited to
+            # some flavors only with quota): it may hold no claim, and its pool's stack may
+            # be prepared ahead of quota.
             self._release_claims_of(key, workload)
             return Result(requeue_after=self._ahead.consider(workload) if workload else None)
 
@@ -133,6 +134,11 @@ class WorkloadReconciler:
         told = self._apply_pool_change(decision, pool, workload, owner)
         if decision.check is not None:
             self._write_check(workload, check_name, decision.check, owner, told=told)
+        if decision.pool_change is PoolChange.NONE and waits_for_quota(workload):
+            # Kueue lists a check that applies to every flavor as soon as it queues the
+            # Workload, Pending, before any quota: such a Workload holds no claim (`decide`)
+            # and its pool is prepared ahead, as for one whose check is not listed yet.
+            return Result(requeue_after=self._ahead.consider(workload, listed=check_name))
         return Result(requeue_after=decision.retry_after)
 
     def decide_for(
