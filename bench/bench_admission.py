@@ -8,8 +8,9 @@ A quick check that it runs: ``--cold 1 --warm 1 --baseline 1 --floor 1 --cold-qu
 ``bench/baselines/bench_admission.json``; every run prints its figures beside them.
 
 Starts the embedded default (etcd + kube-apiserver, the real Kueue manager, the EC2
-emulator, the node simulator and our controller with the real Pulumi driver on a file
-backend) and submits gang Jobs of --count nodes one at a time, series side by side:
+emulator, the node simulator and our controller with the real Pulumi driver, its stacks in
+an S3 bucket with KMS secrets as production keeps them, both served by the emulator) and
+submits gang Jobs of --count nodes one at a time, series side by side:
 
 - baseline: a Job on a ClusterQueue without our check: what Kueue's admission costs alone;
 - floor: a Job on a ClusterQueue whose one check a trivial controller in the bench sets
