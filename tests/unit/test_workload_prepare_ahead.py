@@ -358,7 +358,10 @@ def test_a_listed_check_on_a_workload_that_lost_its_quota_releases_its_claim_fir
     """Evicted and requeued, our check still listed: the claim is released (the decision's
     release, with its Events), and nothing is prepared for it in the same pass."""
     wl = listing_our_check(waiting(**{c.WL_EVICTED: "True"}))
-    api = Apiserver({"pool-a": pool(claim_uid="uid-1")})
+    mine = Claim(namespace="ml", name=wl.metadata.name, uid="uid-1", claimed_at=NOW)
+    held = pool(claim_uid="uid-1")
+    held = held.model_copy(update={"spec": held.spec.model_copy(update={"claim": mine})})
+    api = Apiserver({"pool-a": held})
     rec, events = reconciler(api, wl, (CHECK,))
     rec.reconcile(ObjectKey("ml", wl.metadata.name))
     assert api.writes == ["patch pool-a ['claim']"]

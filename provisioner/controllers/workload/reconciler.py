@@ -112,6 +112,12 @@ class WorkloadReconciler:
             # be prepared ahead of quota.
             self._release_claims_of(key, workload)
             return Result(requeue_after=self._ahead.consider(workload) if workload else None)
+        if waits_for_quota(workload) and not self._claims_of(key, workload):
+            # Kueue lists a check that applies to every flavor as soon as it queues the
+            # Workload, Pending, before any quota: holding no claim, it is prepared for as
+            # one whose check is not listed yet. (One holding a claim is decided below:
+            # without quota, the decision releases it.)
+            return Result(requeue_after=self._ahead.consider(workload, listed=check_name))
 
         decided = self.decide_for(workload, check_name)
         if decided is None:
@@ -134,11 +140,6 @@ class WorkloadReconciler:
         told = self._apply_pool_change(decision, pool, workload, owner)
         if decision.check is not None:
             self._write_check(workload, check_name, decision.check, owner, told=told)
-        if decision.pool_change is PoolChange.NONE and waits_for_quota(workload):
-            # Kueue lists a check that applies to every flavor as soon as it queues the
-            # Workload, Pending, before any quota: such a Workload holds no claim (`decide`)
-            # and its pool is prepared ahead, as for one whose check is not listed yet.
-            return Result(requeue_after=self._ahead.consider(workload, listed=check_name))
         return Result(requeue_after=decision.retry_after)
 
     def decide_for(
@@ -274,13 +275,19 @@ class WorkloadReconciler:
         return claimant is not None and claimant.metadata.uid == claim.uid
 
     # -- writes ------------------------------------------------------------------------------
+    def _claims_of(self, key: ObjectKey, workload: Workload | None) -> list[GangNodePool]:
+        """The pools this Workload claims (any uid of its name, when it is gone)."""
+        # The index holds only pools this namespace/name claims; a Workload of that name
+        # made again since keeps the claims of its own uid.
+        return [
+            pool
+            for pool in self._pools.list_indexed(claimant(key.namespace, key.name))
+            if pool.spec.claim is not None
+            and (workload is None or pool.spec.claim.uid == workload.metadata.uid)
+        ]
+
     def _release_claims_of(self, key: ObjectKey, workload: Workload | None) -> None:
-        for pool in self._pools.list_indexed(claimant(key.namespace, key.name)):
-            # The index holds only pools this namespace/name claims; a Workload of that name
-            # made again since keeps the claims of its own uid.
-            claim = pool.spec.claim
-            if claim is None or (workload is not None and claim.uid != workload.metadata.uid):
-                continue
+        for pool in self._claims_of(key, workload):
             self._set_claim(pool, None, None)
             log.info(
                 "pool %s: claim by %s released (Workload gone or not ours)",
