@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kubernetes import client as k8s
@@ -44,9 +47,22 @@ def _activate(custom: k8s.CustomObjectsApi, check: str) -> None:
     custom.patch_cluster_custom_object_status(*KUEUE, "admissionchecks", check, status)
 
 
-def test_queued_job_is_suspended_and_its_workload_waits_on_our_check(
-    kube_api: Any, kueue: Any, namespace: str
-) -> None:
+@dataclass(frozen=True)
+class _Queue:
+    custom: k8s.CustomObjectsApi
+    batch: k8s.BatchV1Api
+    check: str
+    cq: str
+    lq: str
+
+
+@contextmanager
+def _queue_with_our_check(
+    kube_api: Any, namespace: str, *, stop_policy: str | None = None
+) -> Iterator[_Queue]:
+    """Our AdmissionCheck, Active, on a ClusterQueue (`stop_policy` when given) and its
+    LocalQueue in `namespace`; all of it, and the namespace's Jobs and Workloads, removed
+    afterwards."""
     custom = k8s.CustomObjectsApi(kube_api)
     batch = k8s.BatchV1Api(kube_api)
     suffix = uuid.uuid4().hex[:6]
@@ -54,9 +70,25 @@ def test_queued_job_is_suspended_and_its_workload_waits_on_our_check(
 
     custom.create_cluster_custom_object(*KUEUE, "admissionchecks", ko.admission_check(check))
     try:
-        _hold_a_job_on_our_check(custom, batch, namespace, check, flavor, cq, lq)
+        _activate(custom, check)
+        custom.create_cluster_custom_object(*KUEUE, "resourceflavors", ko.resource_flavor(flavor))
+        queue = ko.cluster_queue(cq, flavor, check, ko.LOCAL_QUOTAS)
+        if stop_policy is not None:
+            queue["spec"]["stopPolicy"] = stop_policy
+        custom.create_cluster_custom_object(*KUEUE, "clusterqueues", queue)
+        custom.create_namespaced_custom_object(
+            *KUEUE, namespace, "localqueues", ko.local_queue(namespace, lq, cq)
+        )
+        yield _Queue(custom, batch, check, cq, lq)
     finally:
         _remove(custom, batch, namespace, check, flavor, cq, lq)
+
+
+def test_queued_job_is_suspended_and_its_workload_waits_on_our_check(
+    kube_api: Any, kueue: Any, namespace: str
+) -> None:
+    with _queue_with_our_check(kube_api, namespace) as queue:
+        _hold_a_job_on_our_check(queue, namespace)
 
 
 def _remove(
@@ -79,24 +111,9 @@ def _remove(
     custom.delete_cluster_custom_object(*KUEUE, "admissionchecks", check)
 
 
-def _hold_a_job_on_our_check(
-    custom: k8s.CustomObjectsApi,
-    batch: k8s.BatchV1Api,
-    namespace: str,
-    check: str,
-    flavor: str,
-    cq: str,
-    lq: str,
-) -> None:
-    _activate(custom, check)
-    custom.create_cluster_custom_object(*KUEUE, "resourceflavors", ko.resource_flavor(flavor))
-    custom.create_cluster_custom_object(
-        *KUEUE, "clusterqueues", ko.cluster_queue(cq, flavor, check, ko.LOCAL_QUOTAS)
-    )
-    custom.create_namespaced_custom_object(
-        *KUEUE, namespace, "localqueues", ko.local_queue(namespace, lq, cq)
-    )
-    wait_until_active(custom, CLUSTER_QUEUES, cq, timeout=60, what="ClusterQueue Active")
+def _hold_a_job_on_our_check(queue: _Queue, namespace: str) -> None:
+    custom, batch, check, lq = queue.custom, queue.batch, queue.check, queue.lq
+    wait_until_active(custom, CLUSTER_QUEUES, queue.cq, timeout=60, what="ClusterQueue Active")
 
     created = batch.create_namespaced_job(
         namespace, ko.gang_job(namespace, "train", lq, "pool-a", 2)
@@ -138,32 +155,19 @@ def _hold_a_job_on_our_check(
 def test_kueue_lists_our_check_on_a_workload_waiting_for_quota(
     kube_api: Any, kueue: Any, namespace: str
 ) -> None:
-    custom = k8s.CustomObjectsApi(kube_api)
-    batch = k8s.BatchV1Api(kube_api)
-    suffix = uuid.uuid4().hex[:6]
-    check, flavor, cq, lq = (f"{p}-{suffix}" for p in ("check", "flavor", "cq", "lq"))
-
-    custom.create_cluster_custom_object(*KUEUE, "admissionchecks", ko.admission_check(check))
-    try:
-        _activate(custom, check)
-        custom.create_cluster_custom_object(*KUEUE, "resourceflavors", ko.resource_flavor(flavor))
-        held = ko.cluster_queue(cq, flavor, check, ko.LOCAL_QUOTAS)
-        held["spec"]["stopPolicy"] = "Hold"
-        custom.create_cluster_custom_object(*KUEUE, "clusterqueues", held)
-        custom.create_namespaced_custom_object(
-            *KUEUE, namespace, "localqueues", ko.local_queue(namespace, lq, cq)
-        )
-        batch.create_namespaced_job(namespace, ko.gang_job(namespace, "waits", lq, "pool-w", 2))
+    with _queue_with_our_check(kube_api, namespace, stop_policy="Hold") as queue:
+        job = ko.gang_job(namespace, "waits", queue.lq, "pool-w", 2)
+        queue.batch.create_namespaced_job(namespace, job)
 
         def listed_without_quota() -> dict[str, Any] | None:
-            items = custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads")["items"]
+            items = queue.custom.list_namespaced_custom_object(*KUEUE, namespace, "workloads")[
+                "items"
+            ]
             status = (items[0].get("status") or {}) if items else {}
             checks = {x["name"]: x["state"] for x in status.get("admissionChecks", [])}
-            return status if checks.get(check) == c.CheckState.PENDING else None
+            return status if checks.get(queue.check) == c.CheckState.PENDING else None
 
         status = eventually(listed_without_quota, 60, what="our check listed, Pending")
         reserved = {x["type"]: x["status"] for x in status.get("conditions", [])}
         assert reserved.get("QuotaReserved") != "True", status
         assert "admission" not in status, "no quota on a held ClusterQueue"
-    finally:
-        _remove(custom, batch, namespace, check, flavor, cq, lq)

@@ -87,20 +87,16 @@ class KueueStandIn:
 
     def reserve_quota(self, namespace: str, name: str, count: int) -> None:
         status = {
-            "status": {
-                "conditions": [_cond(c.WL_QUOTA_RESERVED, "True", "QuotaReserved")],
-                "admission": {
-                    "clusterQueue": "cq",
-                    "podSetAssignments": [
-                        {"name": "main", "flavors": {"cpu": "default"}, "count": count}
-                    ],
-                },
-                "admissionChecks": [self._pending()],
-            }
+            "conditions": [_cond(c.WL_QUOTA_RESERVED, "True", "QuotaReserved")],
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [
+                    {"name": "main", "flavors": {"cpu": "default"}, "count": count}
+                ],
+            },
+            "admissionChecks": [self._pending()],
         }
-        self.custom.patch_namespaced_custom_object_status(
-            *KUEUE, namespace, "workloads", name, status
-        )
+        self._set_status(namespace, name, status)
 
     def _pending(self) -> dict[str, Any]:
         return {
@@ -126,10 +122,7 @@ class KueueStandIn:
         conditions = [
             x for x in current["status"].get("conditions", []) if x["type"] != condition["type"]
         ]
-        body = {"status": {"conditions": [*conditions, condition]}}
-        self.custom.patch_namespaced_custom_object_status(
-            *KUEUE, namespace, "workloads", name, body
-        )
+        self._set_status(namespace, name, {"conditions": [*conditions, condition]})
 
     def workload(self, namespace: str, name: str) -> dict[str, Any]:
         return self.custom.get_namespaced_custom_object(*KUEUE, namespace, "workloads", name)
