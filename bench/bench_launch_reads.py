@@ -231,6 +231,9 @@ class StandInStacks:
     def outputs(self, pool: str) -> PoolOutputs | None:
         return self._outputs.get(pool)
 
+    def holds(self, pool: str) -> bool:
+        return pool in self._outputs  # its prepare makes all or raises before it records
+
     def prepare(self, spec: PoolSpec, *, refresh_first: bool = False) -> PreparedStack:
         group = spec.placement_group_name
         if group:

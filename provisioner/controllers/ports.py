@@ -29,6 +29,11 @@ class StackOps(Protocol):
 
     def outputs(self, pool: str) -> PoolOutputs | None: ...
 
+    def holds(self, pool: str) -> bool:
+        """Whether the backend holds a stack for the pool, prepared or not (a first `up`
+        that failed partway keeps what it made, with no outputs) — cheap, runs no CLI."""
+        ...
+
     def prepare(self, spec: PoolSpec, *, refresh_first: bool = False) -> PreparedStack:
         """``refresh_first``: a launch met a resource of the stack gone from AWS; the
         stack is refreshed and the resource made again (said in `PreparedStack.repairs`)."""

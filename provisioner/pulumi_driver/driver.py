@@ -202,6 +202,13 @@ class StackDriver:
             self._backend.forget_listing()
             return self._backend.current(pool)
 
+    def holds(self, pool: str) -> bool:
+        """Whether the backend holds a stack for the pool, prepared or not: the state files
+        of a `file://` backend, else the listing `recover()` made, kept current by this
+        driver's own creates and destroys (no CLI once listed)."""
+        with self._lock(pool):
+            return self._backend.exists(pool)
+
     def needs_prepare(self, spec: PoolSpec) -> bool:
         """False when the stack already holds exactly ``spec``: the warm path may launch
         from the recorded launch template without an `up`."""

@@ -80,6 +80,10 @@ class PoolStacks:
         """What the pool's stack holds, or None while it is not prepared."""
         return self._call(pool, "read", lambda: self.driver.outputs(pool))
 
+    def holds(self, pool: str) -> bool:
+        """Whether the backend holds a stack for the pool, prepared or not."""
+        return self._call(pool, "read", lambda: self.driver.holds(pool))
+
     def prepare(self, spec: PoolSpec, *, refresh_first: bool = False) -> PreparedStack:
         """The pool's infrastructure as ``spec`` says; no `up` when it already is, unless
         ``refresh_first``: a launch met a resource of the stack that AWS no longer has, so

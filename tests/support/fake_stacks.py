@@ -1,8 +1,9 @@
 """The pool stacks (`StackOps`) in memory, for unit tests of the pool reconciler.
 
-Which pools' stacks are prepared, and what each call was asked: `prepared` (the specs
-handed to `prepare`), `destroyed`, `removed`, `recorded`; `asked` counts the reads
-(`is_prepared`, `outputs`), which wait on the stack's lock in production. A call named in
+Which pools' stacks are prepared (and which the backend holds unprepared, `partial_pools`:
+what a first `up` that failed partway left), and what each call was asked: `prepared` (the
+specs handed to `prepare`), `destroyed`, `removed`, `recorded`; `asked` counts the reads
+(`is_prepared`, `outputs`, `holds`), which wait on the stack's lock in production. A call named in
 `failing` raises its error every time, after it is recorded. `reset()` goes back to the
 stacks it was built with.
 """
@@ -41,6 +42,7 @@ class FakeStacks(StackOps):
         self._initial = frozenset(prepared_pools)
         self.failing = dict(failing or {})
         self.prepared_pools: set[str] = set()
+        self.partial_pools: set[str] = set()
         self.prepared: list[PoolSpec] = []
         # Whether each prepare was asked to refresh the stack first, and what a prepare
         # reports it remade (a test sets it).
@@ -54,6 +56,7 @@ class FakeStacks(StackOps):
 
     def reset(self) -> None:
         self.prepared_pools = set(self._initial)
+        self.partial_pools.clear()
         self.prepared.clear()
         self.refreshed_first.clear()
         self.destroyed.clear()
@@ -76,10 +79,16 @@ class FakeStacks(StackOps):
         self._fail("outputs")
         return outputs_of(pool) if pool in self.prepared_pools else None
 
+    def holds(self, pool: str) -> bool:
+        self.asked += 1
+        self._fail("holds")
+        return pool in self.prepared_pools or pool in self.partial_pools
+
     def prepare(self, spec: PoolSpec, *, refresh_first: bool = False) -> Any:
         self.prepared.append(spec)
         self.refreshed_first.append(refresh_first)
         self._fail("prepare")
+        self.partial_pools.discard(spec.pool)
         self.prepared_pools.add(spec.pool)
         return SimpleNamespace(outputs=outputs_of(spec.pool), repairs=self.repairs)
 
@@ -95,6 +104,7 @@ class FakeStacks(StackOps):
         self.destroyed.append(pool)
         self._fail("destroy")
         self.prepared_pools.discard(pool)
+        self.partial_pools.discard(pool)
 
     def recover(self) -> None:
         pass

@@ -54,6 +54,7 @@ def view(
     gone: frozenset[str] = frozenset(),
     ready: frozenset[str] = frozenset(),
     prepared: bool = True,
+    partial: bool = False,
     deleting: bool = False,
     keep_warm: str = "10m",
     idle_stack_ttl: timedelta = TIMINGS.idle_stack_ttl,
@@ -65,9 +66,10 @@ def view(
     queued_at: datetime | None = None,
     keep_warm_tagged: datetime | None = None,
 ) -> AnyView:
-    """The pool as a pass sees it. Whether the stack is prepared, and the Capacity Block EC2
-    reports, are given only where the reconciler would read them (the row of the pool's
-    phase: `needs_stack`, `needs_launch_facts`); elsewhere the view holds `NOT_FETCHED`."""
+    """The pool as a pass sees it. Whether the stack is prepared (or held unprepared:
+    `partial`), and the Capacity Block EC2 reports, are given only where the reconciler
+    would read them (the row of the pool's phase: `needs_stack`, `needs_launch_facts`);
+    elsewhere the view holds `NOT_FETCHED`."""
     spec = GangNodePoolSpec.model_validate(
         pool_spec(
             node_role_arn=ROLE,
@@ -95,7 +97,11 @@ def view(
         ready_instance_ids=ready,
         now=NOW,
         timings=replace(TIMINGS, idle_stack_ttl=idle_stack_ttl),
-        stack=StackRead(prepared) if needs_stack(spec, st, deleting=deleting) else NOT_FETCHED,
+        stack=(
+            StackRead(prepared, partial=partial)
+            if needs_stack(spec, st, deleting=deleting)
+            else NOT_FETCHED
+        ),
         launch=(
             LaunchRead(capacity_block, tokens, purchase)
             if needs_launch_facts(spec, st, deleting=deleting)

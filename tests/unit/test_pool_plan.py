@@ -124,6 +124,46 @@ ROWS = [
         status={"idleSince": "2026-11-29T12:00:00Z"},
     ),
     Row(
+        "a failed prepare's stack, nothing preparing it again, is kept until its TTL",
+        view(
+            claimed=False,
+            prepared=False,
+            partial=True,
+            status={"idleSince": (NOW - timedelta(hours=1)).isoformat()},
+        ),
+        Action.NONE,
+        Phase.IDLE,
+        requeue_after=(TIMINGS.idle_stack_ttl - timedelta(hours=1)).total_seconds(),
+    ),
+    Row(
+        "a failed prepare's stack past its TTL is destroyed",
+        view(
+            claimed=False,
+            prepared=False,
+            partial=True,
+            queued_at=NOW - TIMINGS.idle_stack_ttl,
+            status={"idleSince": (NOW - TIMINGS.idle_stack_ttl - timedelta(seconds=1)).isoformat()},
+        ),
+        Action.DESTROY_STACK,
+        Phase.RELEASING,
+        events=("StackIdle",),
+        status={"idleSince": None},
+    ),
+    Row(
+        "a failed prepare ahead of quota is tried again while its request is young",
+        view(
+            claimed=False,
+            prepared=False,
+            partial=True,
+            queued_at=NOW - timedelta(seconds=5),
+            status={"idleSince": (NOW - TIMINGS.idle_stack_ttl * 2).isoformat()},
+        ),
+        Action.PREPARE_STACK,
+        Phase.IDLE,
+        events=("PreparingAhead",),
+        status={"idleSince": "2026-11-29T12:00:00Z"},
+    ),
+    Row(
         "a waiting Workload's request older than the idle TTL prepares nothing again",
         view(claimed=False, prepared=False, queued_at=NOW - TIMINGS.idle_stack_ttl),
         Action.NONE,
@@ -655,6 +695,12 @@ ROWS = [
         view(deleting=True, prepared=False),
         Action.REMOVE_FINALIZER,
         Phase.IDLE,
+    ),
+    Row(
+        "a pool being deleted whose first prepare failed partway destroys what it left",
+        view(deleting=True, prepared=False, partial=True),
+        Action.DESTROY_STACK,
+        Phase.RELEASING,
     ),
     # --- Capacity Blocks ------------------------------------------------------------------
     Row(

@@ -284,8 +284,10 @@ class PoolActions:
         # What the stack made, read before it goes: the only proof that a template or group
         # found by tag below is the pool's (`cloud.leftovers`).
         stack = deps.stacks.outputs(pool.name)
-        if stack is not None:
-            deps.stacks.destroy(pool.name)
+        # Destroyed even without outputs: a first `up` that failed partway keeps what it
+        # made (a placement group, say) in the state and registers no outputs. The driver
+        # answers a pool with no stack at all without running the CLI.
+        deps.stacks.destroy(pool.name)
         found = deps.engine.leftovers(cluster, pool.name)
         orphans, foreign = split_proven(found, stack.resource_ids if stack else frozenset())
         if foreign:

@@ -330,6 +330,9 @@ class StackAnswer:
 
     outputs: PoolOutputs | None
     error: StackError | None = None
+    # The backend holds a stack for the pool that has no outputs: a first `up` that failed
+    # partway keeps what it made (a placement group, say) and registers none.
+    partial: bool = False
 
 
 @dataclass(frozen=True)

@@ -61,13 +61,23 @@ def plan_idle(view: PoolView[StackRead | NotFetched, NotFetched]) -> Step:
 def _plan_idle_stack(view: AnyView, stack: StackRead | NotFetched) -> Step:
     """An unclaimed pool keeps its prepared stack (launch template, placement group; they
     cost nothing) so the next claim launches without a `pulumi up`, until it has been idle
-    for `idle_stack_ttl`; then the stack is destroyed. (Its row reads the stack whenever
-    the pool is unclaimed; a stack not read is no stack to keep.)"""
+    for `idle_stack_ttl`; then the stack is destroyed. A stack a failed prepare left
+    unprepared (`partial`) goes the same way once nothing prepares it again. (Its row reads
+    the stack whenever the pool is unclaimed; a stack not read is no stack to keep.)"""
     status = view.status
     if isinstance(stack, NotFetched):
         return Step(Action.NONE, status)
     if not stack.prepared:
-        return _prepare_ahead(view)
+        ahead = _prepare_ahead(view)
+        if ahead.action is not Action.NONE or not stack.partial:
+            return ahead
+        # What a failed prepare left (no outputs, its resources kept) goes at the same TTL,
+        # counted from that prepare: nothing retries it now.
+    return _destroy_when_idle(view)
+
+
+def _destroy_when_idle(view: AnyView) -> Step:
+    status = view.status
     since = status.idle_since
     if since is None:
         # Idle by a path that did not stamp it (a claim dropped mid-acquisition, a status

@@ -113,7 +113,8 @@ def plan_releasing(view: PoolView[StackRead, NotFetched]) -> Step:
 def plan_delete(view: PoolView[StackRead, NotFetched]) -> Step:
     status = view.status
     pending = status.release_in_progress is not None and status.release_in_progress.instance_ids
-    if view.live or status.instance_ids or view.stack.prepared or pending:
+    stack = view.stack.prepared or view.stack.partial
+    if view.live or status.instance_ids or stack or pending:
         return Step(
             Action.DESTROY_STACK,
             changed(

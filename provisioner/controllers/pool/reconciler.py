@@ -378,7 +378,9 @@ class GangNodePoolReconciler:
             pool.spec, pool.status, deleting=pool.metadata.deletion_timestamp is not None
         ):
             try:
-                stack = StackAnswer(self._deps.stacks.outputs(pool.name))
+                outputs = self._deps.stacks.outputs(pool.name)
+                partial = outputs is None and self._deps.stacks.holds(pool.name)
+                stack = StackAnswer(outputs, partial=partial)
             except StackError as err:
                 stack = StackAnswer(None, err)
         launch: LaunchFacts | CloudError | None = None
@@ -403,7 +405,8 @@ class GangNodePoolReconciler:
     ) -> StackRead | NotFetched:
         if facts.stack is not None:
             return StackRead(
-                stack_holds_what_launch_needs(self._deps.settings, pool, facts.stack, facts.launch)
+                stack_holds_what_launch_needs(self._deps.settings, pool, facts.stack, facts.launch),
+                partial=facts.stack.partial,
             )
         deleting = pool.metadata.deletion_timestamp is not None
         if (

@@ -177,9 +177,12 @@ NOT_FETCHED = NotFetched()
 @dataclass(frozen=True)
 class StackRead:
     """The pool's stack as this pass read it: whether it is prepared (from today's inputs,
-    for a launch; see `facts.stack_holds_what_launch_needs`)."""
+    for a launch; see `facts.stack_holds_what_launch_needs`), and whether the backend holds
+    an unprepared one (`partial`: a first `up` that failed partway, holding what it made,
+    which only a destroy removes)."""
 
     prepared: bool
+    partial: bool = False
 
 
 @dataclass(frozen=True)
