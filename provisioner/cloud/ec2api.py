@@ -83,11 +83,13 @@ class IamApi(Protocol):
 
 class S3Api(Protocol):
     """The Pulumi state bucket, reached beside the CLI only to remove the lock of a stack
-    that was never created (``statebucket``)."""
+    that was never created and to keep a first prepare's intent (``statebucket``)."""
 
     def list_objects_v2(self, **kwargs: Any) -> AwsResponse: ...
 
     def get_object(self, **kwargs: Any) -> AwsResponse: ...
+
+    def put_object(self, **kwargs: Any) -> AwsResponse: ...
 
     def delete_object(self, **kwargs: Any) -> AwsResponse: ...
 

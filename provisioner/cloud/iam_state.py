@@ -15,8 +15,9 @@ from provisioner.cloud.iam_document import Policy, statement
 __all__ = ["StackState", "state_statements"]
 
 # What the Pulumi CLI (gocloud's s3blob and awskms) calls on a `diy` backend and its key.
-# The controller itself lists, reads and deletes only the lock of a stack a failed
-# `stack init` left (cloud.statebucket): ListBucket, GetObject, DeleteObject, all here.
+# The controller itself lists, reads and deletes the lock of a stack a failed `stack init`
+# left, and writes, reads and deletes a first prepare's intent (cloud.statebucket), both
+# under `.pulumi/`: ListBucket, GetObject, PutObject, DeleteObject, all here.
 _STATE_OBJECTS: Final = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 _STATE_KEY: Final = ("kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey")
 _BUCKET: Final = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")

@@ -1,13 +1,14 @@
-"""The Pulumi state bucket's objects, for the one thing the controller does there itself.
+"""The Pulumi state bucket's objects, for the two things the controller does there itself.
 
-Called by the stack driver (``pulumi_driver.orphan_locks``) to list, read and delete the
-lock objects of a stack that was never created, which `pulumi cancel` cannot remove. The
-Pulumi CLI does every other read and write of the bucket. Errors leave as `CloudError`
+Called by the stack driver: to list, read and delete the lock objects of a stack that was
+never created, which `pulumi cancel` cannot remove (``pulumi_driver.orphan_locks``), and to
+write, read and delete the intent of a first prepare in flight (``pulumi_driver.intents``).
+The Pulumi CLI does every other read and write of the bucket. Errors leave as `CloudError`
 (``errors``), so the driver keeps their kind; a key deleted between listing and reading
 reads as None.
 
 The calls fall under the controller's state grants (``iam_policy``): s3:ListBucket on the
-bucket, s3:GetObject and s3:DeleteObject under ``<prefix>/.pulumi/``.
+bucket, s3:GetObject, s3:PutObject and s3:DeleteObject under ``<prefix>/.pulumi/``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ class StateBucket:
             if error_code(exc) in ("NoSuchKey", "404"):
                 return None
             raise to_cloud_error(exc, f"Reading s3://{self.bucket}/{key}") from exc
+
+    def write(self, key: str, body: bytes) -> None:
+        """Store ``body`` as the object (a whole new version: S3 has no partial writes)."""
+        try:
+            self._client.put_object(Bucket=self.bucket, Key=key, Body=body)
+        except Exception as exc:
+            raise to_cloud_error(exc, f"Writing s3://{self.bucket}/{key}") from exc
 
     def delete(self, key: str) -> None:
         """Delete the object; deleting one that is gone succeeds, as S3 answers it."""

@@ -25,7 +25,8 @@ Rules it keeps:
   marker without a result into an ``aborted`` record, cancels stale locks, and resolves
   pending operations (adopting what a crashed create made, ``pending``), through
   ``recovery``. It never re-runs the interrupted operation: the reconciler asks again from
-  its own state.
+  its own state. A stack's first prepare writes its state once, its spec kept in the backend
+  until it succeeds; a destroy of a stack it left without outputs runs it again first (``intents``).
 - Drift is repaired (``drift``): an `up` that meets a resource of the stack gone from AWS
   (deleted by hand) refreshes the stack once and runs again, and `prepare(refresh_first=True)`
   refreshes before its `up` (the launch met the missing resource); never more than one refresh
@@ -48,7 +49,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -61,7 +61,6 @@ from pulumi import automation as auto
 from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
 from provisioner.cloud.fencing import FENCE_FILE_VARIABLE, FenceFile
-from provisioner.cloud.s3_signing import S3RequestSigner
 from provisioner.pulumi_driver import oplog
 from provisioner.pulumi_driver.cli_env import (
     StatePaths,
@@ -86,13 +85,13 @@ from provisioner.pulumi_driver.fence import (
     FencedCommand,
     FencingToken,
 )
+from provisioner.pulumi_driver.intents import prepare_intents_for
 from provisioner.pulumi_driver.inventory import operator_command
 from provisioner.pulumi_driver.locks import BreakRule
-from provisioner.pulumi_driver.orphan_locks import s3_location
 from provisioner.pulumi_driver.provider_host import SharedProviderHost
 from provisioner.pulumi_driver.recovery import StackRecovery
 from provisioner.pulumi_driver.reports import RecoveryReport, StackResult, StackSummary
-from provisioner.pulumi_driver.s3_fence import S3Fence, regional_endpoint
+from provisioner.pulumi_driver.s3_fence import s3_fence_for
 from provisioner.pulumi_driver.sdk import noop_program
 from provisioner.pulumi_driver.stack_backend import StackBackend, parse_state
 from provisioner.pulumi_driver.statefile import FileBackend, file_backend_root
@@ -152,12 +151,13 @@ class StackDriver:
         self._backend = StackBackend(settings, paths, self._env, command, self._file, log)
         self._recovery = StackRecovery(self._backend, self._oplog, settings, log)
         self._recovery.rule = self._break_rule
-        self.s3_fence = self._start_s3_fence(settings)
+        self.s3_fence = s3_fence_for(settings, self.fence, checkpoint_backups_off(self._env))
         if self.s3_fence is not None:
             # Every CLI process (and the driver's own lock-file deletes) reach the state
             # bucket through the fence (``s3_fence``).
             self._env["AWS_ENDPOINT_URL_S3"] = self.s3_fence.endpoint_url
             self._recovery.endpoint_url = self.s3_fence.endpoint_url
+        self._intents = prepare_intents_for(settings, self._file, self._recovery.endpoint_url)
         # Every workspace holds `self._env` itself (not a copy), so the attach variable set
         # here before each engine run reaches every stack's next CLI process.
         self._provider_host = (
@@ -233,10 +233,18 @@ class StackDriver:
         refreshed before the `up`, which makes it again (``drift``)."""
         with self._lock(spec.pool):
             current = self._backend.current(spec.pool)
-            record = current.record if current else None
-            return self._up_repairing(
-                spec, record, "prepare", held=current is not None, refresh_first=refresh_first
+            record, held = (current.record, True) if current else (None, False)
+            # A stack with no outputs yet writes its state once, its spec kept beside it
+            # until the `up` succeeds (``intents``).
+            once = not held and self._intents.enabled
+            if once:
+                self._intents.mark(spec)
+            result = self._up_repairing(
+                spec, record, "prepare", held=held, refresh_first=refresh_first, state_once=once
             )
+            if once:
+                self._intents.clear(spec.pool)
+            return result
 
     def record_instance_set(
         self, pool: str, group: str, instance_ids: Sequence[str]
@@ -256,10 +264,14 @@ class StackDriver:
     def destroy(self, pool: str) -> oplog.StackOperation:
         """Release everything the pool owns, then remove its stack (gone from `stack ls`)."""
         with self._lock(pool):
+            unfinished = self._intents.unfinished(pool, self._backend.current(pool))
             if not self._backend.exists(pool):
                 self._backend.forget(pool)
+                self._intents.clear(pool)
                 op = self._oplog.begin(pool, "destroy")
                 return self._oplog.finish(op, oplog.SUCCEEDED, "NoStack", "No stack to destroy.")
+            if unfinished is not None:
+                self._finish_prepare(unfinished)
 
             def body(events: EngineLog) -> None:
                 stack = self._backend.stack(pool)
@@ -279,6 +291,7 @@ class StackDriver:
             finally:
                 self._backend.drop_outputs(pool)
             self._backend.forget(pool)
+            self._intents.clear(pool)
             shutil.rmtree(self._paths.workspace(pool), ignore_errors=True)
             return op
 
@@ -350,14 +363,30 @@ class StackDriver:
         *,
         held: bool,
         refresh_first: bool = False,
+        state_once: bool = False,
     ) -> StackResult:
         """`_up`, with at most one refresh when the stack has drifted (``drift``)."""
         return up_repairing(
-            lambda: self._up(spec, record, operation),
+            lambda: self._up(spec, record, operation, state_once=state_once),
             lambda: self._refresh(spec.pool),
             refresh_first=refresh_first,
             held_anything=held,
         )
+
+    def _finish_prepare(self, spec: PoolSpec) -> None:
+        """Before a destroy: the interrupted first prepare's `up` again, so that what it
+        made is adopted into the state and the destroy deletes it. If it fails, what it
+        made before failing is in the state all the same, and the destroy goes on."""
+        try:
+            self._up(spec, None, "prepare", state_once=True)
+        except StackError as err:
+            self._log.warning(
+                "stack %s: its interrupted first prepare, run again before the destroy, "
+                "failed (%s); destroying what the state holds",
+                spec.pool,
+                err.reason,
+                extra={"pool": spec.pool, "stack_operation": "destroy"},
+            )
 
     def _refresh(self, pool: str) -> list[DroppedResource]:
         """`pulumi refresh`: each provider reads its resource, and the ones AWS no longer
@@ -380,15 +409,18 @@ class StackDriver:
         )
         return dropped
 
-    def _up(self, spec: PoolSpec, record: InstanceSetRecord | None, operation: str) -> StackResult:
+    def _up(
+        self, spec: PoolSpec, record: InstanceSetRecord | None, operation: str, *, state_once: bool
+    ) -> StackResult:
         pool = spec.pool
         events_seen: list[EngineLog] = []
 
         def body(events: EngineLog) -> auto.UpResult:
             events_seen.append(events)
             stack = self._backend.stack(pool, new=not self._backend.exists(pool))
+            up = stack.up_writing_state_once if state_once else stack.up
             with stack.answering_from(events):
-                return stack.up(program=pool_program(spec, record), **events.reporting())
+                return up(program=pool_program(spec, record), **events.reporting())
 
         self._backend.drop_outputs(pool)
         result, op = self._run(pool, operation, body)
@@ -461,18 +493,6 @@ class StackDriver:
             kind=FailureKind.RETRYABLE,
             pool=pool,
             operation=operation,
-        )
-
-    def _start_s3_fence(self, settings: Settings) -> S3Fence | None:
-        where = s3_location(settings)
-        if where is None:
-            return None
-        return S3Fence(
-            self.fence,
-            upstream=where.endpoint_url or regional_endpoint(where.region),
-            signer=S3RequestSigner(where.region),
-            writer=f"{socket.gethostname()}/{os.getpid()}",
-            drop_checkpoint_copies=checkpoint_backups_off(self._env),
         )
 
     def _events(self, pool: str, operation: str) -> EngineLog:

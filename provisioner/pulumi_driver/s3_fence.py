@@ -43,6 +43,8 @@ same fence check as every write; every other copy (the update history's) is forw
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 import urllib.parse
@@ -51,10 +53,19 @@ from typing import Final
 
 import urllib3
 
+from provisioner.api.settings import Settings
 from provisioner.cloud.s3_signing import S3RequestSigner
 from provisioner.pulumi_driver.fence import Fence, FenceClosed
+from provisioner.pulumi_driver.orphan_locks import s3_location
 
-__all__ = ["FENCE_HEADER", "WRITE_METHODS", "S3Fence", "is_checkpoint_copy", "regional_endpoint"]
+__all__ = [
+    "FENCE_HEADER",
+    "WRITE_METHODS",
+    "S3Fence",
+    "is_checkpoint_copy",
+    "regional_endpoint",
+    "s3_fence_for",
+]
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +99,21 @@ _NOT_RETURNED: Final = frozenset(
 
 def regional_endpoint(region: str) -> str:
     return f"https://s3.{region}.amazonaws.com"
+
+
+def s3_fence_for(settings: Settings, fence: Fence, drop_checkpoint_copies: bool) -> S3Fence | None:
+    """The driver's fence in front of the settings' state bucket; None for a backend that is
+    not S3."""
+    where = s3_location(settings)
+    if where is None:
+        return None
+    return S3Fence(
+        fence,
+        upstream=where.endpoint_url or regional_endpoint(where.region),
+        signer=S3RequestSigner(where.region),
+        writer=f"{socket.gethostname()}/{os.getpid()}",
+        drop_checkpoint_copies=drop_checkpoint_copies,
+    )
 
 
 class S3Fence:

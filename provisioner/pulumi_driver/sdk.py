@@ -37,21 +37,27 @@ from pulumi.automation._stack import StackInitMode
 
 from provisioner.pulumi_driver.engine_log import EngineLog
 
-__all__ = ["DESTROY_ONLY_ENVIRONMENT", "SDK_VERSION", "PoolStack", "PoolWorkspace", "noop_program"]
+__all__ = ["SDK_VERSION", "STATE_ONCE_ENVIRONMENT", "PoolStack", "PoolWorkspace", "noop_program"]
 
 # The SDK whose `Stack` this module was checked against (pyproject pins `pulumi` to it).
 SDK_VERSION: Final = "3.260.0"
 
-# A destroy writes the stack's state once, at its end, not before and after each delete
-# (the CLI's `PULUMI_SKIP_CHECKPOINTS`, "skip saving state checkpoints and only save the
-# final deployment"; no longer behind `PULUMI_EXPERIMENTAL` in the pinned CLI, and a CLI
-# that ignored it fails `test_stack_cli_processes`' count and `test_stack_crash`): on the S3
-# backend that is a third of a destroy's requests. Nothing reads a destroy's state until it
-# ends (the pool's lock), and a destroy cut short leaves the state as it was, with every
-# resource still in it and no pending delete: the next destroy deletes each again, and every
-# pool resource's delete of what is already gone succeeds (`stacks`: NotFound is done). An
-# `up` keeps its checkpoints: its pending creates are what recovery adopts (`pending`).
-DESTROY_ONLY_ENVIRONMENT: Final = {"PULUMI_SKIP_CHECKPOINTS": "true"}
+# An operation that writes the stack's state once, at its end, not before and after each
+# resource step (the CLI's `PULUMI_SKIP_CHECKPOINTS`, "skip saving state checkpoints and only
+# save the final deployment"; no longer behind `PULUMI_EXPERIMENTAL` in the pinned CLI, and a
+# CLI that ignored it fails `test_stack_cli_processes`' count and `test_stack_crash`). The
+# final deployment is saved whether the operation succeeds or fails (the snapshot manager's
+# close); only a killed CLI leaves the state as it was before. On the S3 backend that is a
+# third of a destroy's requests and half a new stack's first `up`'s. Two operations run so:
+# - a destroy (`destroy_and_remove`): cut short, it leaves every resource in the state and
+#   no pending delete; the next destroy deletes each again, and every pool resource's delete
+#   of what is already gone succeeds (`stacks`: NotFound is done);
+# - the `up` of a stack with no outputs yet (`up_writing_state_once`): cut short, it leaves
+#   no pending create for recovery to adopt, so the driver keeps the spec it ran with beside
+#   the stack first (``intents``), and what it made is found again by name.
+# Every other `up` keeps its checkpoints: its pending creates are what recovery adopts
+# (`pending`).
+STATE_ONCE_ENVIRONMENT: Final = {"PULUMI_SKIP_CHECKPOINTS": "true"}
 
 
 class PoolWorkspace(auto.LocalWorkspace):
@@ -92,19 +98,33 @@ class PoolStack(auto.Stack):
 
     def destroy_and_remove(self, **kwargs: Any) -> auto.DestroyResult:
         """`pulumi destroy --remove`: once every resource is deleted, the same CLI process
-        removes the stack and its config. Only inside `answering_from` (module docstring)."""
+        removes the stack and its config, writing the state once. Only inside
+        `answering_from` (module docstring)."""
         if self._answering is None:
             raise RuntimeError("destroy_and_remove runs inside answering_from(events)")
         self._remove_after_destroy = True
-        # The environment every workspace shares, with the destroy's own variable on top for
-        # this one process; the caller holds the pool's lock, so no other command of this
-        # workspace runs meanwhile.
-        shared = self.workspace.env_vars
-        self.workspace.env_vars = {**shared, **DESTROY_ONLY_ENVIRONMENT}
         try:
-            return self.destroy(**kwargs)
+            with self._writing_state_once():
+                return self.destroy(**kwargs)
         finally:
             self._remove_after_destroy = False
+
+    def up_writing_state_once(self, **kwargs: Any) -> auto.UpResult:
+        """`pulumi up` that writes the stack's state at its end only (`STATE_ONCE_ENVIRONMENT`:
+        the caller keeps its own record of what the `up` may make)."""
+        with self._writing_state_once():
+            return self.up(**kwargs)
+
+    @contextmanager
+    def _writing_state_once(self) -> Iterator[None]:
+        # The environment every workspace shares, with the operation's own variable on top
+        # for this one process; the caller holds the pool's lock, so no other command of
+        # this workspace runs meanwhile.
+        shared = self.workspace.env_vars
+        self.workspace.env_vars = {**shared, **STATE_ONCE_ENVIRONMENT}
+        try:
+            yield
+        finally:
             self.workspace.env_vars = shared
 
     def _run_pulumi_cmd_sync(

@@ -2,12 +2,15 @@
 the next driver.
 
 The child (this module run with `python -m`, see `child_main`) prepares a pool's stack and
-records its gang. The parent watches the stack's state file and, as soon as the chosen
-resource's create is pending, stops and kills the child's whole process tree at once (the
-driver, the Pulumi CLI, the provider host), as a crashed pod loses them all. What is left
-is what a crash leaves: a lock and a pending create. A new driver's `recover()` must clear
-both, and the next operations must converge with exactly the gang's N instances and one
-launch template: nothing leaked, nothing duplicated.
+records its gang. The parent watches the stack's state file (or EC2) and, at the chosen
+moment, stops and kills the child's whole process tree at once (the driver, the Pulumi
+CLI, the provider host), as a crashed pod loses them all. Killed while recording, what is
+left is a lock and a pending create; killed in a new stack's first prepare, which writes
+its state once, a lock, the state from before the `up` and the prepare's intent
+(``intents``). A new driver's `recover()` must clear the lock and the pending create, and
+the next operations must converge with exactly the gang's N instances and one launch
+template, or, when the pool goes instead, leave nothing: nothing leaked, nothing
+duplicated.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import pytest
 
 from provisioner.pulumi_driver import StackDriver
+from provisioner.pulumi_driver.intents import INTENTS_DIR
 from stacks.base import type_token
 from stacks.spec import PoolSpec
 from tests.integration.test_stack_support import (
@@ -142,19 +146,17 @@ def world(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> AwsWorld:
     return AwsWorld(emulator).ready()
 
 
-@pytest.mark.parametrize("kill_at", ["LaunchTemplate", "InstanceSet"])
-def test_sigkill_mid_up_leaves_lock_and_pending_create_then_recovers(
-    world: AwsWorld, tmp_path: Path, pulumi_tool: Any, kill_at: str
+def test_sigkill_mid_record_leaves_lock_and_pending_create_then_recovers(
+    world: AwsWorld, tmp_path: Path, pulumi_tool: Any
 ) -> None:
+    kill_at = "InstanceSet"
     state = tmp_path / "state"
     settings = make_settings(world, state)
     spec = world.spec(POOL)
     driver = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
-    ids: list[str] = []
-    if kill_at == "InstanceSet":
-        # The gang exists before the crash: the engine launched it from the pool's template.
-        template = driver.prepare(spec).outputs.launch_template_id
-        ids = world.launch(POOL, template, 3)
+    # The gang exists before the crash: the engine launched it from the pool's template.
+    template = driver.prepare(spec).outputs.launch_template_id
+    ids = world.launch(POOL, template, 3)
     config = {
         "settings": settings.model_dump(mode="json"),
         "pulumi_root": str(pulumi_root(pulumi_tool)),
@@ -176,7 +178,7 @@ def test_sigkill_mid_up_leaves_lock_and_pending_create_then_recovers(
 
     assert report.pool == POOL and report.lock_cancelled and not report.deferred
     assert report.aborted is not None and report.aborted.result == "aborted"
-    assert report.aborted.operation == ("record" if kill_at == "InstanceSet" else "prepare")
+    assert report.aborted.operation == "record"
     assert [r.pending for r in report.resolutions] == ["creating"]
     assert not list(lock_dir.glob("*.json"))
     assert _pending_types(state_file) == []
@@ -184,22 +186,70 @@ def test_sigkill_mid_up_leaves_lock_and_pending_create_then_recovers(
     assert all(r.clean for r in recovering.recover())
 
     # Converge: the reconciler asks again for what it wanted.
-    converged = recovering.prepare(spec)
-    if kill_at == "LaunchTemplate":
-        ids = world.launch(POOL, converged.outputs.launch_template_id, 3)
+    recovering.prepare(spec)
     recorded = recovering.record_instance_set(POOL, "gen-0", ids)
 
     assert recorded.outputs.instance_ids == tuple(sorted(ids))
     assert world.live_instances(POOL) == sorted(ids)  # exactly N: no leak, no duplicate
     templates = world.launch_templates()
     assert [t["LaunchTemplateId"] for t in templates] == [recorded.outputs.launch_template_id]
-    if kill_at == "InstanceSet":
-        # The interrupted recording was adopted, so recording again changed nothing.
-        assert recorded.changes.get("create") is None
+    # The interrupted recording was adopted, so recording again changed nothing.
+    assert recorded.changes.get("create") is None
 
     assert recovering.destroy(POOL).result == "succeeded"
     assert world.live_instances(POOL) == []
     assert world.launch_templates() == []
+    home = tmp_path / "operator-home"
+    assert stack_ls(recovering.operator_command(), Path(pulumi_tool.binary), home) == []
+
+
+@pytest.mark.parametrize("then", ["prepare", "destroy"])
+def test_sigkill_mid_first_prepare_leaves_its_intent_and_nothing_made_outlives_the_pool(
+    world: AwsWorld, emulator: Any, tmp_path: Path, pulumi_tool: Any, then: str
+) -> None:
+    """A new stack's first prepare writes its state once (`sdk.STATE_ONCE_ENVIRONMENT`),
+    with its spec kept beside the stack (``intents``). Killed after EC2 made the launch
+    template, before the CLI heard of it, it leaves a lock, an empty state (no pending
+    create to adopt) and the intent. The pool's next prepare adopts the template; a
+    destroy instead runs the prepare again first, so the template goes with the stack."""
+    state = tmp_path / "state"
+    settings = make_settings(world, state)
+    spec = world.spec(POOL)
+    emulator.client.delay_calls("CreateLaunchTemplate", 60.0, after=True)
+    config = {
+        "settings": settings.model_dump(mode="json"),
+        "pulumi_root": str(pulumi_root(pulumi_tool)),
+        "spec": spec.to_dict(),
+        "world": {"ids": []},
+    }
+    state_file = state / ".pulumi" / "stacks" / settings.pulumi.project_name / f"{POOL}.json"
+    intent = state / ".pulumi" / INTENTS_DIR / settings.pulumi.project_name / f"{POOL}.json"
+
+    killed = _run_child_until(
+        config, lambda: world.launch_templates() != [], "the template made", tmp_path / "log"
+    )
+
+    assert len(killed) >= 3, f"expected driver, CLI and provider host, killed {killed}"
+    (made,) = [t["LaunchTemplateId"] for t in world.launch_templates()]
+    lock_dir = state / ".pulumi" / "locks" / "organization" / settings.pulumi.project_name / POOL
+    assert list(lock_dir.glob("*.json")), "the killed update left no lock"
+    assert _resource_types(state_file) == [], "a checkpoint was written before the up's end"
+    assert PoolSpec.from_dict(json.loads(intent.read_text())) == spec
+
+    recovering = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    (report,) = recovering.recover()
+    assert report.lock_cancelled and report.aborted is not None
+    assert report.aborted.operation == "prepare" and report.resolutions == ()
+
+    if then == "prepare":
+        prepared = recovering.prepare(spec)
+        # The template the killed prepare made, adopted: not a second one.
+        assert prepared.outputs.launch_template_id == made
+        assert [t["LaunchTemplateId"] for t in world.launch_templates()] == [made]
+        assert not intent.exists()
+    assert recovering.destroy(POOL).result == "succeeded"
+    assert world.launch_templates() == []
+    assert not intent.exists()
     home = tmp_path / "operator-home"
     assert stack_ls(recovering.operator_command(), Path(pulumi_tool.binary), home) == []
 
@@ -212,7 +262,7 @@ def _resource_types(state_file: Path) -> list[str]:
 def test_sigkill_mid_destroy_leaves_the_state_as_it_was_and_the_next_destroy_finishes(
     world: AwsWorld, emulator: Any, tmp_path: Path, pulumi_tool: Any
 ) -> None:
-    """A destroy writes the stack's state once, at its end (`sdk.DESTROY_ONLY_ENVIRONMENT`).
+    """A destroy writes the stack's state once, at its end (`sdk.STATE_ONCE_ENVIRONMENT`).
     Killed after EC2 terminated the gang and deleted the launch template, before the CLI
     heard of the delete, it leaves a lock and the state from before it, with no pending
     delete; the next destroy deletes every resource again, what is gone as done."""

@@ -17,8 +17,8 @@ from semver import VersionInfo
 
 from provisioner.pulumi_driver.engine_log import EngineLog
 from provisioner.pulumi_driver.sdk import (
-    DESTROY_ONLY_ENVIRONMENT,
     SDK_VERSION,
+    STATE_ONCE_ENVIRONMENT,
     PoolStack,
     PoolWorkspace,
 )
@@ -190,11 +190,11 @@ def test_a_destroy_that_removes_the_stack_is_one_cli_process(
     assert "--remove" not in cli.commands[1]
 
 
-def test_only_a_removing_destroy_skips_the_checkpoints_before_its_end(
+def test_only_a_removing_destroy_and_a_state_once_up_skip_the_checkpoints_before_their_end(
     cli: RecordingCli, tmp_path: Path
 ) -> None:
-    """Its one process, and not the workspace: the environment every stack shares is
-    given back as it was, and an `up` writes its checkpoints (its pending creates)."""
+    """Their one process each, and not the workspace: the environment every stack shares is
+    given back as it was, and a plain `up` writes its checkpoints (its pending creates)."""
     stack = _stack(cli, tmp_path)
     shared = stack.workspace.env_vars
     shared["ANY"] = "shared"
@@ -203,13 +203,17 @@ def test_only_a_removing_destroy_skips_the_checkpoints_before_its_end(
         stack.destroy_and_remove(program=_noop)
     with stack.answering_from(_events("update")):
         stack.up(program=_noop)
+    with stack.answering_from(_events("update")):
+        stack.up_writing_state_once(program=_noop)
 
-    removing, up = cli.environments
-    assert {k: removing.get(k) for k in DESTROY_ONLY_ENVIRONMENT} == DESTROY_ONLY_ENVIRONMENT
-    assert removing["ANY"] == "shared"
-    assert not DESTROY_ONLY_ENVIRONMENT.keys() & up.keys()
+    removing, up, once = cli.environments
+    for skipping in (removing, once):
+        assert {k: skipping.get(k) for k in STATE_ONCE_ENVIRONMENT} == STATE_ONCE_ENVIRONMENT
+        assert skipping["ANY"] == "shared"
+    assert cli.subcommands() == ["destroy", "up", "up"], RECHECK
+    assert not STATE_ONCE_ENVIRONMENT.keys() & up.keys()
     assert stack.workspace.env_vars is shared
-    assert not DESTROY_ONLY_ENVIRONMENT.keys() & shared.keys()
+    assert not STATE_ONCE_ENVIRONMENT.keys() & shared.keys()
 
 
 def test_a_removing_destroy_outside_an_operation_is_refused(

@@ -1,0 +1,130 @@
+"""The intent of a first prepare in flight (``pulumi_driver.intents``): kept where the
+backend is, read back whole only while the stack holds no outputs, gone once cleared, and
+an S3 failure keeping its kind. The driver's use of it, with the real CLI and a killed
+prepare, is ``tests/integration/test_stack_crash.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from provisioner.api.constants import FailureKind
+from provisioner.api.settings import Settings
+from provisioner.cloud.errors import CloudError, ErrorKind
+from provisioner.pulumi_driver.errors import BACKEND_UNAVAILABLE, StackError
+from provisioner.pulumi_driver.intents import INTENTS_DIR, PrepareIntents, prepare_intents_for
+from provisioner.pulumi_driver.statefile import FileBackend
+from stacks.spec import PoolSpec
+
+pytestmark = pytest.mark.unit
+
+PROJECT = "atomic-gang-c1"
+BUCKET = "state"
+SPEC = PoolSpec(
+    cluster="c1",
+    pool="pool-a",
+    region="us-east-1",
+    node_role_arn="arn:aws:iam::123456789012:role/gang-node",
+    instance_profile_name="atomic-gang-instance-profile-c1-gang-node",
+    image_id="ami-0123456789abcdef0",
+    instance_type="p5.48xlarge",
+    user_data="nodeadm",
+    security_group_ids=("sg-1",),
+    efa_network_cards=(0, 1),
+    placement_group=True,
+    tags={"atomic-gang.k8s.aws/pool": "pool-a"},
+)
+
+
+def _settings(tmp_path: Path, backend_url: str) -> Settings:
+    return Settings.model_validate(
+        {
+            "clusterName": "c1",
+            "defaults": {"region": "us-east-1", "nodeRoleArn": "arn:aws:iam::123456789012:role/n"},
+            "pulumi": {"stateDir": str(tmp_path), "backendUrl": backend_url},
+        }
+    )
+
+
+@pytest.fixture
+def s3() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        yield client
+
+
+def test_a_file_backend_keeps_the_intent_beside_its_stacks(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, f"file://{tmp_path}")
+    intents = prepare_intents_for(settings, FileBackend(tmp_path, PROJECT), None)
+    path = tmp_path / ".pulumi" / INTENTS_DIR / settings.pulumi.project_name / "pool-a.json"
+
+    assert intents.enabled and intents.unfinished("pool-a", None) is None
+    intents.mark(SPEC)
+
+    assert path.is_file() and not list(path.parent.glob("*.partial"))
+    assert intents.unfinished("pool-a", None) == SPEC
+    # A stack with outputs has nothing unfinished, whatever is kept.
+    assert intents.unfinished("pool-a", object()) is None
+    intents.clear("pool-a")
+    assert not path.exists() and intents.unfinished("pool-a", None) is None
+    intents.clear("pool-a")  # clearing twice is fine: a destroy clears what may not be there
+
+
+def test_an_s3_backend_keeps_the_intent_under_its_prefix(tmp_path: Path, s3: Any) -> None:
+    settings = _settings(tmp_path, f"s3://{BUCKET}/team/prod?region=us-east-1")
+    intents = prepare_intents_for(settings, None, None)
+    key = f"team/prod/.pulumi/{INTENTS_DIR}/{settings.pulumi.project_name}/pool-a.json"
+
+    intents.mark(SPEC)
+
+    listed = s3.list_objects_v2(Bucket=BUCKET)["Contents"]
+    assert [o["Key"] for o in listed] == [key]
+    assert intents.unfinished("pool-a", None) == SPEC
+    intents.clear("pool-a")
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET)
+    assert intents.unfinished("pool-a", None) is None
+
+
+def test_a_backend_with_nowhere_to_keep_it_disables_the_intents(tmp_path: Path) -> None:
+    intents = prepare_intents_for(_settings(tmp_path, "https://api.pulumi.com"), None, None)
+
+    assert not intents.enabled
+    intents.mark(SPEC)
+    intents.clear("pool-a")
+    assert intents.unfinished("pool-a", None) is None
+
+
+class FailingBucket:
+    def __init__(self, kind: ErrorKind) -> None:
+        self.kind = kind
+
+    def write(self, key: str, body: bytes) -> None:
+        raise CloudError(self.kind, "Code", "Reason", f"Writing {key} failed.")
+
+    def read(self, key: str) -> bytes | None:
+        return None
+
+    def delete(self, key: str) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("cloud", "kind"),
+    [(ErrorKind.RETRYABLE, FailureKind.RETRYABLE), (ErrorKind.CONFIG, FailureKind.CONFIG)],
+)
+def test_an_intent_that_cannot_be_written_stops_the_prepare_with_its_kind(
+    cloud: ErrorKind, kind: FailureKind
+) -> None:
+    intents = PrepareIntents(FailingBucket(cloud), f".pulumi/{INTENTS_DIR}/{PROJECT}")
+
+    with pytest.raises(StackError) as failed:
+        intents.mark(SPEC)
+
+    assert (failed.value.reason, failed.value.kind) == (BACKEND_UNAVAILABLE, kind)
+    assert "pool-a" in failed.value.message and "could not be written" in failed.value.message
