@@ -264,12 +264,11 @@ class StackDriver:
     def destroy(self, pool: str) -> oplog.StackOperation:
         """Release everything the pool owns, then remove its stack (gone from `stack ls`)."""
         with self._lock(pool):
-            unfinished = self._intents.unfinished(pool, self._backend.current(pool))
             if not self._backend.exists(pool):
                 self._backend.forget(pool)
-                self._intents.clear(pool)
                 op = self._oplog.begin(pool, "destroy")
                 return self._oplog.finish(op, oplog.SUCCEEDED, "NoStack", "No stack to destroy.")
+            unfinished = self._intents.unfinished(pool, self._backend.current(pool))
             if unfinished is not None:
                 self._finish_prepare(unfinished)
 
@@ -291,7 +290,8 @@ class StackDriver:
             finally:
                 self._backend.drop_outputs(pool)
             self._backend.forget(pool)
-            self._intents.clear(pool)
+            if unfinished is not None:
+                self._intents.clear(pool)  # ran again or not, the stack it was for is gone
             shutil.rmtree(self._paths.workspace(pool), ignore_errors=True)
             return op
 
@@ -379,6 +379,7 @@ class StackDriver:
         made before failing is in the state all the same, and the destroy goes on."""
         try:
             self._up(spec, None, "prepare", state_once=True)
+            self._intents.clear(spec.pool)  # succeeded, as `prepare` clears it
         except StackError as err:
             self._log.warning(
                 "stack %s: its interrupted first prepare, run again before the destroy, "
