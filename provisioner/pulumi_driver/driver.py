@@ -26,7 +26,8 @@ Rules it keeps:
   pending operations (adopting what a crashed create made, ``pending``), through
   ``recovery``. It never re-runs the interrupted operation: the reconciler asks again from
   its own state. A stack's first prepare writes its state once, its spec kept in the backend
-  until it succeeds; a destroy of a stack it left without outputs runs it again first (``intents``).
+  until it succeeds; a destroy of a stack it left without outputs runs it again first
+  (``intents``). A record or remove writes it once on a stack this process last saw complete.
 - Drift is repaired (``drift``): an `up` that meets a resource of the stack gone from AWS
   (deleted by hand) refreshes the stack once and runs again, and `prepare(refresh_first=True)`
   refreshes before its `up` (the launch met the missing resource); never more than one refresh
@@ -53,6 +54,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -158,6 +160,8 @@ class StackDriver:
             self._env["AWS_ENDPOINT_URL_S3"] = self.s3_fence.endpoint_url
             self._recovery.endpoint_url = self.s3_fence.endpoint_url
         self._intents = prepare_intents_for(settings, self._file, self._recovery.endpoint_url)
+        # Pools whose last `up` succeeded here: a record or remove can create only the set.
+        self._complete: set[str] = set()
         # Every workspace holds `self._env` itself (not a copy), so the attach variable set
         # here before each engine run reaches every stack's next CLI process.
         self._provider_host = (
@@ -253,13 +257,13 @@ class StackDriver:
         record = InstanceSetRecord(group, tuple(instance_ids))
         with self._lock(pool):
             spec = self._prepared(pool, "record").spec
-            return self._up_repairing(spec, record, "record", held=True)
+            return self._up_repairing(spec, record, "record", held=True, set_only=True)
 
     def remove_instance_set(self, pool: str) -> StackResult:
         """Release the recorded gang (terminate, clean ENIs) and keep the pool's template."""
         with self._lock(pool):
             spec = self._prepared(pool, "remove").spec
-            return self._up_repairing(spec, None, "remove", held=True)
+            return self._up_repairing(spec, None, "remove", held=True, set_only=True)
 
     def destroy(self, pool: str) -> oplog.StackOperation:
         """Release everything the pool owns, then remove its stack (gone from `stack ls`)."""
@@ -270,7 +274,8 @@ class StackDriver:
                 return self._oplog.finish(op, oplog.SUCCEEDED, "NoStack", "No stack to destroy.")
             unfinished = self._intents.unfinished(pool, self._backend.current(pool))
             if unfinished is not None:
-                self._finish_prepare(unfinished)
+                again = partial(self._up, unfinished, None, "prepare", state_once=True)
+                self._intents.finish(unfinished, again, self._log)
 
             def body(events: EngineLog) -> None:
                 stack = self._backend.stack(pool)
@@ -290,6 +295,7 @@ class StackDriver:
             finally:
                 self._backend.drop_outputs(pool)
             self._backend.forget(pool)
+            self._complete.discard(pool)
             if unfinished is not None:
                 self._intents.clear(pool)  # ran again or not, the stack it was for is gone
             shutil.rmtree(self._paths.workspace(pool), ignore_errors=True)
@@ -364,34 +370,26 @@ class StackDriver:
         held: bool,
         refresh_first: bool = False,
         state_once: bool = False,
+        set_only: bool = False,
     ) -> StackResult:
-        """`_up`, with at most one refresh when the stack has drifted (``drift``)."""
+        """`_up`, with at most one refresh when the stack has drifted (``drift``); ``set_only``:
+        state once while the stack is complete (not after a refresh: the repair checkpoints)."""
+
+        def up() -> StackResult:
+            once = state_once or (set_only and spec.pool in self._complete)
+            return self._up(spec, record, operation, state_once=once)
+
         return up_repairing(
-            lambda: self._up(spec, record, operation, state_once=state_once),
+            up,
             lambda: self._refresh(spec.pool),
             refresh_first=refresh_first,
             held_anything=held,
         )
 
-    def _finish_prepare(self, spec: PoolSpec) -> None:
-        """Before a destroy: the interrupted first prepare's `up` again, so that what it
-        made is adopted into the state and the destroy deletes it. If it fails, what it
-        made before failing is in the state all the same, and the destroy goes on."""
-        try:
-            self._up(spec, None, "prepare", state_once=True)
-            self._intents.clear(spec.pool)  # succeeded, as `prepare` clears it
-        except StackError as err:
-            self._log.warning(
-                "stack %s: its interrupted first prepare, run again before the destroy, "
-                "failed (%s); destroying what the state holds",
-                spec.pool,
-                err.reason,
-                extra={"pool": spec.pool, "stack_operation": "destroy"},
-            )
-
     def _refresh(self, pool: str) -> list[DroppedResource]:
         """`pulumi refresh`: each provider reads its resource, and the ones AWS no longer
         has are dropped from the state. Returns those."""
+        self._complete.discard(pool)
 
         def body(events: EngineLog) -> list[DroppedResource]:
             stack = self._backend.stack(pool)
@@ -424,6 +422,7 @@ class StackDriver:
                 return up(program=pool_program(spec, record), **events.reporting())
 
         self._backend.drop_outputs(pool)
+        self._complete.discard(pool)
         result, op = self._run(pool, operation, body)
         try:
             outputs = PoolOutputs.from_outputs(result.outputs)
@@ -440,6 +439,7 @@ class StackDriver:
                 raise
             outputs = current
         self._backend.remember(pool, outputs)
+        self._complete.add(pool)
         return StackResult(op, outputs, events_seen[-1].changes if events_seen else {})
 
     def _run(

@@ -28,6 +28,7 @@ Pulumi reads nothing there.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -104,6 +105,24 @@ class PrepareIntents:
             return None
         raw = self._call(pool, "read", self._store.read)
         return None if raw is None else PoolSpec.from_dict(json.loads(raw))
+
+    def finish(self, spec: PoolSpec, up: Callable[[], object], log: logging.Logger) -> None:
+        """Before a destroy: the interrupted first prepare's `up` (``up``, with the intent's
+        ``spec``) again, so that what it made is adopted into the state and the destroy
+        deletes it; it succeeded, so the intent goes, as after a prepare. If it fails, what
+        it made before failing is in the state all the same, and the destroy goes on."""
+        try:
+            up()
+        except StackError as err:
+            log.warning(
+                "stack %s: its interrupted first prepare, run again before the destroy, "
+                "failed (%s); destroying what the state holds",
+                spec.pool,
+                err.reason,
+                extra={"pool": spec.pool, "stack_operation": "destroy"},
+            )
+            return
+        self.clear(spec.pool)
 
     def clear(self, pool: str) -> None:
         """The first prepare succeeded, or the stack is gone: nothing left to find."""

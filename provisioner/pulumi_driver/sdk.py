@@ -54,7 +54,11 @@ SDK_VERSION: Final = "3.260.0"
 #   of what is already gone succeeds (`stacks`: NotFound is done);
 # - the `up` of a stack with no outputs yet (`up_writing_state_once`): cut short, it leaves
 #   no pending create for recovery to adopt, so the driver keeps the spec it ran with beside
-#   the stack first (``intents``), and what it made is found again by name.
+#   the stack first (``intents``), and what it made is found again by name;
+# - a record or remove of the gang's set on a stack whose last `up` the driver saw succeed
+#   (its state holds every other resource, so the only create is the set's, which makes
+#   nothing in AWS: it checks the instances): cut short, the state is as before, the pool's
+#   status still says unrecorded, and it is recorded again; a remove deletes the set again.
 # Every other `up` keeps its checkpoints: its pending creates are what recovery adopts
 # (`pending`).
 STATE_ONCE_ENVIRONMENT: Final = {"PULUMI_SKIP_CHECKPOINTS": "true"}

@@ -47,7 +47,8 @@ KILL_WAIT_SECONDS = 120.0
 
 
 def child_main(argv: list[str]) -> int:
-    """The driver process the test kills: prepare, then record the given gang."""
+    """The driver process the test kills: prepare (unless ``restarted``), then record the
+    given gang."""
     config = json.loads(argv[0])
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     world = config["world"]
@@ -61,7 +62,10 @@ def child_main(argv: list[str]) -> int:
     if config.get("destroy"):
         driver.destroy(POOL)
         return 0
-    driver.prepare(PoolSpec.from_dict(config["spec"]))
+    if not config.get("restarted"):
+        # A restarted controller finds the stack prepared (the parent did it) and goes
+        # straight to the record, on a stack this process has not seen complete.
+        driver.prepare(PoolSpec.from_dict(config["spec"]))
     if world["ids"]:
         driver.record_instance_set(POOL, "gen-0", world["ids"])
     return 0
@@ -149,6 +153,8 @@ def world(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> AwsWorld:
 def test_sigkill_mid_record_leaves_lock_and_pending_create_then_recovers(
     world: AwsWorld, tmp_path: Path, pulumi_tool: Any
 ) -> None:
+    """A restarted controller's record (it has not seen the stack complete) writes its
+    checkpoints: killed with the set's create pending, recovery adopts the set."""
     kill_at = "InstanceSet"
     state = tmp_path / "state"
     settings = make_settings(world, state)
@@ -162,6 +168,7 @@ def test_sigkill_mid_record_leaves_lock_and_pending_create_then_recovers(
         "pulumi_root": str(pulumi_root(pulumi_tool)),
         "spec": spec.to_dict(),
         "world": {"ids": ids},
+        "restarted": True,
     }
     state_file = state / ".pulumi" / "stacks" / settings.pulumi.project_name / f"{POOL}.json"
 
@@ -201,6 +208,57 @@ def test_sigkill_mid_record_leaves_lock_and_pending_create_then_recovers(
     assert world.launch_templates() == []
     home = tmp_path / "operator-home"
     assert stack_ls(recovering.operator_command(), Path(pulumi_tool.binary), home) == []
+
+
+def test_sigkill_mid_record_of_a_complete_stack_leaves_the_state_as_it_was_and_records_again(
+    world: AwsWorld, emulator: Any, tmp_path: Path, pulumi_tool: Any
+) -> None:
+    """A record on a stack the driver last saw complete writes its state once
+    (`sdk.STATE_ONCE_ENVIRONMENT`): its only create is the set's, which checks the
+    instances and makes nothing. Killed while EC2 holds that check's answer, it leaves a
+    lock and the state from before it, no pending create; the next record records."""
+    state = tmp_path / "state"
+    settings = make_settings(world, state)
+    spec = world.spec(POOL)
+    driver = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    template = driver.prepare(spec).outputs.launch_template_id
+    ids = world.launch(POOL, template, 3)
+    state_file = state / ".pulumi" / "stacks" / settings.pulumi.project_name / f"{POOL}.json"
+    before = _resource_types(state_file)
+    emulator.client.delay_calls("DescribeInstances", 60.0, after=True)
+    config = {
+        "settings": settings.model_dump(mode="json"),
+        "pulumi_root": str(pulumi_root(pulumi_tool)),
+        "spec": spec.to_dict(),
+        "world": {"ids": ids},
+    }
+
+    log = tmp_path / "log"
+    # The engine says it began the set's create; EC2 holds the check's answer a minute.
+    creating = f"record: create {type_token('InstanceSet')}::"
+    killed = _run_child_until(
+        config, lambda: log.is_file() and creating in log.read_text(), "the set's create", log
+    )
+
+    assert len(killed) >= 3, f"expected driver, CLI and provider host, killed {killed}"
+    lock_dir = state / ".pulumi" / "locks" / "organization" / settings.pulumi.project_name / POOL
+    assert list(lock_dir.glob("*.json")), "the killed record left no lock"
+    assert _resource_types(state_file) == before, "the state moved before the record's end"
+    assert _pending_types(state_file) == []
+
+    recovering = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    (report,) = recovering.recover()
+    assert report.lock_cancelled and report.aborted is not None
+    assert report.aborted.operation == "record" and report.resolutions == ()
+    recovering.prepare(spec)  # the reconciler's next pass: nothing to change
+    recorded = recovering.record_instance_set(POOL, "gen-0", ids)
+    assert recorded.outputs.instance_ids == tuple(sorted(ids))
+    assert recorded.changes.get("create") == 1
+    assert world.live_instances(POOL) == sorted(ids)  # exactly N: no leak, no duplicate
+    assert [t["LaunchTemplateId"] for t in world.launch_templates()] == [template]
+
+    assert recovering.destroy(POOL).result == "succeeded"
+    assert world.live_instances(POOL) == [] and world.launch_templates() == []
 
 
 @pytest.mark.parametrize("then", ["prepare", "destroy"])

@@ -5,6 +5,7 @@ prepare, is ``tests/integration/test_stack_crash.py``."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,25 @@ def test_an_intent_that_cannot_be_written_stops_the_prepare_with_its_kind(
 
     assert (failed.value.reason, failed.value.kind) == (BACKEND_UNAVAILABLE, kind)
     assert "pool-a" in failed.value.message and "could not be written" in failed.value.message
+
+
+def test_a_prepare_run_again_before_a_destroy_clears_the_intent_only_when_it_succeeds(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    intents = prepare_intents_for(
+        _settings(tmp_path, f"file://{tmp_path}"), FileBackend(tmp_path, PROJECT), None
+    )
+    ran: list[str] = []
+
+    def failing() -> None:
+        ran.append("failing")
+        raise StackError("PoolResourceFailed", "refused", kind=FailureKind.CONFIG)
+
+    intents.mark(SPEC)
+    intents.finish(SPEC, failing, logging.getLogger("stack"))
+
+    # What the failed run made is in the state all the same; the destroy goes on.
+    assert ran == ["failing"] and intents.unfinished("pool-a", None) == SPEC
+    assert "failed (PoolResourceFailed); destroying what the state holds" in caplog.text
+    intents.finish(SPEC, lambda: ran.append("succeeding"), logging.getLogger("stack"))
+    assert ran == ["failing", "succeeding"] and intents.unfinished("pool-a", None) is None
