@@ -29,8 +29,10 @@ from typing import Any
 
 import pytest
 
+from provisioner.api.settings import Settings
 from provisioner.pulumi_driver import StackDriver
 from provisioner.pulumi_driver.intents import INTENTS_DIR
+from provisioner.pulumi_driver.statefile import FileBackend
 from stacks.base import type_token
 from stacks.spec import PoolSpec
 from tests.integration.test_stack_support import (
@@ -52,7 +54,6 @@ def child_main(argv: list[str]) -> int:
     config = json.loads(argv[0])
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     world = config["world"]
-    from provisioner.api.settings import Settings
 
     driver = StackDriver(
         Settings.model_validate(config["settings"]),
@@ -144,6 +145,30 @@ def _run_child_until(
         child.wait()
 
 
+def _child_config(
+    settings: Settings,
+    pulumi_tool: Any,
+    spec: PoolSpec,
+    ids: list[str] | None = None,
+    **flags: bool,
+) -> dict[str, Any]:
+    """What `child_main` is given: the driver's settings and CLI, the pool's spec, the gang
+    to record (none: prepare only) and ``flags`` (`restarted`, `destroy`)."""
+    return {
+        "settings": settings.model_dump(mode="json"),
+        "pulumi_root": str(pulumi_root(pulumi_tool)),
+        "spec": spec.to_dict(),
+        "world": {"ids": ids or []},
+        **flags,
+    }
+
+
+def _files(state: Path, settings: Settings) -> FileBackend:
+    """The `file://` backend under ``state``, to read its state and lock files as the CLI
+    left them."""
+    return FileBackend(state, settings.pulumi.project_name)
+
+
 @pytest.fixture
 def world(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> AwsWorld:
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", PASSPHRASE)
@@ -163,20 +188,14 @@ def test_sigkill_mid_record_leaves_lock_and_pending_create_then_recovers(
     # The gang exists before the crash: the engine launched it from the pool's template.
     template = driver.prepare(spec).outputs.launch_template_id
     ids = world.launch(POOL, template, 3)
-    config = {
-        "settings": settings.model_dump(mode="json"),
-        "pulumi_root": str(pulumi_root(pulumi_tool)),
-        "spec": spec.to_dict(),
-        "world": {"ids": ids},
-        "restarted": True,
-    }
-    state_file = state / ".pulumi" / "stacks" / settings.pulumi.project_name / f"{POOL}.json"
+    config = _child_config(settings, pulumi_tool, spec, ids, restarted=True)
+    state_file = _files(state, settings).stacks_dir / f"{POOL}.json"
 
     killed = _run_child_until_pending(config, state_file, kill_at, tmp_path / "child.log")
 
     # What the crash left: a lock and a pending create.
     assert len(killed) >= 3, f"expected driver, CLI and provider host, killed {killed}"
-    lock_dir = state / ".pulumi" / "locks" / "organization" / settings.pulumi.project_name / POOL
+    lock_dir = _files(state, settings).lock_dir(POOL)
     assert list(lock_dir.glob("*.json")), "the killed update left no lock"
     assert _pending_types(state_file) == [type_token(kill_at)]
 
@@ -223,15 +242,10 @@ def test_sigkill_mid_record_of_a_complete_stack_leaves_the_state_as_it_was_and_r
     driver = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
     template = driver.prepare(spec).outputs.launch_template_id
     ids = world.launch(POOL, template, 3)
-    state_file = state / ".pulumi" / "stacks" / settings.pulumi.project_name / f"{POOL}.json"
+    state_file = _files(state, settings).stacks_dir / f"{POOL}.json"
     before = _resource_types(state_file)
     emulator.client.delay_calls("DescribeInstances", 60.0, after=True)
-    config = {
-        "settings": settings.model_dump(mode="json"),
-        "pulumi_root": str(pulumi_root(pulumi_tool)),
-        "spec": spec.to_dict(),
-        "world": {"ids": ids},
-    }
+    config = _child_config(settings, pulumi_tool, spec, ids)
 
     log = tmp_path / "log"
     # The engine says it began the set's create; EC2 holds the check's answer a minute.
@@ -241,7 +255,7 @@ def test_sigkill_mid_record_of_a_complete_stack_leaves_the_state_as_it_was_and_r
     )
 
     assert len(killed) >= 3, f"expected driver, CLI and provider host, killed {killed}"
-    lock_dir = state / ".pulumi" / "locks" / "organization" / settings.pulumi.project_name / POOL
+    lock_dir = _files(state, settings).lock_dir(POOL)
     assert list(lock_dir.glob("*.json")), "the killed record left no lock"
     assert _resource_types(state_file) == before, "the state moved before the record's end"
     assert _pending_types(state_file) == []
@@ -274,13 +288,8 @@ def test_sigkill_mid_first_prepare_leaves_its_intent_and_nothing_made_outlives_t
     settings = make_settings(world, state)
     spec = world.spec(POOL)
     emulator.client.delay_calls("CreateLaunchTemplate", 60.0, after=True)
-    config = {
-        "settings": settings.model_dump(mode="json"),
-        "pulumi_root": str(pulumi_root(pulumi_tool)),
-        "spec": spec.to_dict(),
-        "world": {"ids": []},
-    }
-    state_file = state / ".pulumi" / "stacks" / settings.pulumi.project_name / f"{POOL}.json"
+    config = _child_config(settings, pulumi_tool, spec)
+    state_file = _files(state, settings).stacks_dir / f"{POOL}.json"
     intent = state / ".pulumi" / INTENTS_DIR / settings.pulumi.project_name / f"{POOL}.json"
 
     killed = _run_child_until(
@@ -289,7 +298,7 @@ def test_sigkill_mid_first_prepare_leaves_its_intent_and_nothing_made_outlives_t
 
     assert len(killed) >= 3, f"expected driver, CLI and provider host, killed {killed}"
     (made,) = [t["LaunchTemplateId"] for t in world.launch_templates()]
-    lock_dir = state / ".pulumi" / "locks" / "organization" / settings.pulumi.project_name / POOL
+    lock_dir = _files(state, settings).lock_dir(POOL)
     assert list(lock_dir.glob("*.json")), "the killed update left no lock"
     assert _resource_types(state_file) == [], "a checkpoint was written before the up's end"
     assert PoolSpec.from_dict(json.loads(intent.read_text())) == spec
@@ -331,18 +340,12 @@ def test_sigkill_mid_destroy_leaves_the_state_as_it_was_and_the_next_destroy_fin
     template = driver.prepare(spec).outputs.launch_template_id
     ids = world.launch(POOL, template, 3)
     driver.record_instance_set(POOL, "gen-0", ids)
-    state_file = state / ".pulumi" / "stacks" / settings.pulumi.project_name / f"{POOL}.json"
+    state_file = _files(state, settings).stacks_dir / f"{POOL}.json"
     recorded = _resource_types(state_file)
     assert type_token("InstanceSet") in recorded and type_token("LaunchTemplate") in recorded
     # EC2 deletes the template, then its answer is held: the CLI is killed while it waits.
     emulator.client.delay_calls("DeleteLaunchTemplate", 60.0, after=True)
-    config = {
-        "settings": settings.model_dump(mode="json"),
-        "pulumi_root": str(pulumi_root(pulumi_tool)),
-        "spec": spec.to_dict(),
-        "world": {"ids": []},
-        "destroy": True,
-    }
+    config = _child_config(settings, pulumi_tool, spec, destroy=True)
 
     killed = _run_child_until(
         config, lambda: world.launch_templates() == [], "the template deleted", tmp_path / "log"
@@ -350,7 +353,7 @@ def test_sigkill_mid_destroy_leaves_the_state_as_it_was_and_the_next_destroy_fin
 
     assert len(killed) >= 3, f"expected driver, CLI and provider host, killed {killed}"
     assert world.live_instances(POOL) == []
-    lock_dir = state / ".pulumi" / "locks" / "organization" / settings.pulumi.project_name / POOL
+    lock_dir = _files(state, settings).lock_dir(POOL)
     assert list(lock_dir.glob("*.json")), "the killed destroy left no lock"
     assert _resource_types(state_file) == recorded, "the state moved before the destroy's end"
     assert _pending_types(state_file) == []

@@ -10,17 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from provisioner.api.constants import FailureKind
-from provisioner.api.settings import Settings
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.pulumi_driver.errors import BACKEND_UNAVAILABLE, StackError
 from provisioner.pulumi_driver.intents import INTENTS_DIR, PrepareIntents, prepare_intents_for
 from provisioner.pulumi_driver.statefile import FileBackend
 from stacks.spec import PoolSpec
+from tests.support.backends import backend_settings, state_bucket
 
 pytestmark = pytest.mark.unit
 
@@ -42,26 +40,14 @@ SPEC = PoolSpec(
 )
 
 
-def _settings(tmp_path: Path, backend_url: str) -> Settings:
-    return Settings.model_validate(
-        {
-            "clusterName": "c1",
-            "defaults": {"region": "us-east-1", "nodeRoleArn": "arn:aws:iam::123456789012:role/n"},
-            "pulumi": {"stateDir": str(tmp_path), "backendUrl": backend_url},
-        }
-    )
-
-
 @pytest.fixture
 def s3() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
+    with state_bucket(BUCKET) as client:
         yield client
 
 
 def test_a_file_backend_keeps_the_intent_beside_its_stacks(tmp_path: Path) -> None:
-    settings = _settings(tmp_path, f"file://{tmp_path}")
+    settings = backend_settings(tmp_path, f"file://{tmp_path}")
     intents = prepare_intents_for(settings, FileBackend(tmp_path, PROJECT), None)
     path = tmp_path / ".pulumi" / INTENTS_DIR / settings.pulumi.project_name / "pool-a.json"
 
@@ -78,7 +64,7 @@ def test_a_file_backend_keeps_the_intent_beside_its_stacks(tmp_path: Path) -> No
 
 
 def test_an_s3_backend_keeps_the_intent_under_its_prefix(tmp_path: Path, s3: Any) -> None:
-    settings = _settings(tmp_path, f"s3://{BUCKET}/team/prod?region=us-east-1")
+    settings = backend_settings(tmp_path, f"s3://{BUCKET}/team/prod?region=us-east-1")
     intents = prepare_intents_for(settings, None, None)
     key = f"team/prod/.pulumi/{INTENTS_DIR}/{settings.pulumi.project_name}/pool-a.json"
 
@@ -93,7 +79,7 @@ def test_an_s3_backend_keeps_the_intent_under_its_prefix(tmp_path: Path, s3: Any
 
 
 def test_a_backend_with_nowhere_to_keep_it_disables_the_intents(tmp_path: Path) -> None:
-    intents = prepare_intents_for(_settings(tmp_path, "https://api.pulumi.com"), None, None)
+    intents = prepare_intents_for(backend_settings(tmp_path, "https://api.pulumi.com"), None, None)
 
     assert not intents.enabled
     intents.mark(SPEC)
@@ -135,7 +121,7 @@ def test_a_prepare_run_again_before_a_destroy_clears_the_intent_only_when_it_suc
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     intents = prepare_intents_for(
-        _settings(tmp_path, f"file://{tmp_path}"), FileBackend(tmp_path, PROJECT), None
+        backend_settings(tmp_path, f"file://{tmp_path}"), FileBackend(tmp_path, PROJECT), None
     )
     ran: list[str] = []
 

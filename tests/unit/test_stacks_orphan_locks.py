@@ -9,12 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from provisioner.api.constants import FailureKind
-from provisioner.api.settings import Settings
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.statebucket import StateBucket
 from provisioner.pulumi_driver.errors import BACKEND_UNAVAILABLE, StackError
@@ -29,6 +26,7 @@ from provisioner.pulumi_driver.orphan_locks import (
     s3_location,
 )
 from provisioner.pulumi_driver.statefile import FileBackend
+from tests.support.backends import backend_settings, state_bucket
 
 pytestmark = pytest.mark.unit
 
@@ -39,9 +37,7 @@ LOCK = {"pid": 4242, "username": "root", "hostname": "vm", "timestamp": "2026-11
 
 @pytest.fixture
 def s3() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
+    with state_bucket(BUCKET) as client:
         yield client
 
 
@@ -186,17 +182,6 @@ def test_a_lock_gone_between_listing_and_reading_is_skipped(s3: Any) -> None:
     assert locks.list("pool-a") == []
 
 
-def _settings(tmp_path: Path, backend_url: str, endpoint: str | None = None) -> Settings:
-    return Settings.model_validate(
-        {
-            "clusterName": "c1",
-            "defaults": {"region": "eu-west-1", "nodeRoleArn": "arn:aws:iam::123456789012:role/n"},
-            "pulumi": {"stateDir": str(tmp_path), "backendUrl": backend_url},
-            "aws": {"endpointUrl": endpoint},
-        }
-    )
-
-
 @pytest.mark.parametrize(
     ("url", "env", "endpoint", "where"),
     [
@@ -220,7 +205,7 @@ def test_an_s3_backend_is_reached_where_the_cli_reaches_it(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
 
-    found = s3_location(_settings(tmp_path, url, endpoint))
+    found = s3_location(backend_settings(tmp_path, url, endpoint))
 
     assert found is not None
     assert (found.bucket, found.prefix, found.region) == where
@@ -228,10 +213,10 @@ def test_an_s3_backend_is_reached_where_the_cli_reaches_it(
 
 
 def test_lock_files_follow_the_backend(tmp_path: Path) -> None:
-    file_settings = _settings(tmp_path, f"file://{tmp_path}")
+    file_settings = backend_settings(tmp_path, f"file://{tmp_path}")
     assert s3_location(file_settings) is None
     backend = FileBackend(tmp_path, PROJECT)
     assert isinstance(lock_files_for(file_settings, backend), FileLockFiles)
-    s3_settings = _settings(tmp_path, "s3://b?region=us-east-1", "http://127.0.0.1:5000")
+    s3_settings = backend_settings(tmp_path, "s3://b?region=us-east-1", "http://127.0.0.1:5000")
     assert isinstance(lock_files_for(s3_settings, None), S3LockFiles)
-    assert lock_files_for(_settings(tmp_path, "https://api.pulumi.com"), None) is None
+    assert lock_files_for(backend_settings(tmp_path, "https://api.pulumi.com"), None) is None
