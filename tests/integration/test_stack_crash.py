@@ -322,8 +322,11 @@ def test_sigkill_mid_first_prepare_leaves_its_intent_and_nothing_made_outlives_t
 
 
 def _resource_types(state_file: Path) -> list[str]:
+    """The types of the state's resources, sorted: the engine writes resources that do not
+    depend on each other in the order their steps ended, so a no-op `up` (the child's own
+    prepare) may write the same resources in another order."""
     latest = json.loads(state_file.read_text())["checkpoint"]["latest"] or {}
-    return [resource["type"] for resource in latest.get("resources") or ()]
+    return sorted(resource["type"] for resource in latest.get("resources") or ())
 
 
 def test_sigkill_mid_destroy_leaves_the_state_as_it_was_and_the_next_destroy_finishes(
