@@ -16,7 +16,8 @@ later prepare succeeds. While an intent stands and the stack has no outputs:
   cluster and pool);
 - the pool is deleted: the destroy first runs that `up` with the intent's spec (`spec`),
   adopting what exists, then destroys the stack, so nothing the interrupted prepare made
-  outlives the pool.
+  outlives the pool; if that `up` fails in a way that passes with time, the destroy fails
+  with it and is tried again.
 
 The intent lives in the backend, not the controller's state directory, because another
 replica may be the one that recovers: under ``<prefix>/.pulumi/`` on S3 (where the
@@ -109,16 +110,36 @@ class PrepareIntents:
     def finish(self, spec: PoolSpec, up: Callable[[], object], log: logging.Logger) -> None:
         """Before a destroy: the interrupted first prepare's `up` (``up``, with the intent's
         ``spec``) again, so that what it made is adopted into the state and the destroy
-        deletes it; it succeeded, so the intent goes, as after a prepare. If it fails, what
-        it made before failing is in the state all the same, and the destroy goes on."""
+        deletes it; it succeeded, so the intent goes, as after a prepare.
+
+        If it fails, the engine stopped before reaching every resource, and what the
+        interrupted prepare made of the ones left is in no state. A failure that passes
+        with time (throttling, AWS's own errors, the backend out of reach) is raised as the
+        destroy's, the intent kept: the deletion is retried and runs this again. Any other
+        (a refusal, a spec AWS no longer takes) is not waited on, or a pool whose first
+        prepare was refused could never be deleted; the destroy deletes what the state
+        holds (all a refused `up` made, as its state is written when it fails) and the log
+        says so."""
         try:
             up()
         except StackError as err:
+            if err.retryable:
+                raise StackError(
+                    err.reason,
+                    f"Before destroying pool {spec.pool}'s stack, its first prepare, "
+                    "interrupted earlier, was run again to take into the state what it made, "
+                    "and failed; the destroy waits for it, so nothing is left outside the "
+                    f"state: {err.message}",
+                    kind=err.kind,
+                    pool=spec.pool,
+                    operation="destroy",
+                ) from err
             log.warning(
                 "stack %s: its interrupted first prepare, run again before the destroy, "
-                "failed (%s); destroying what the state holds",
+                "failed (%s, %s); destroying what the state holds",
                 spec.pool,
                 err.reason,
+                err.kind.value,
                 extra={"pool": spec.pool, "stack_operation": "destroy"},
             )
             return

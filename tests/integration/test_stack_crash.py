@@ -29,8 +29,11 @@ from typing import Any
 
 import pytest
 
+from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
+from provisioner.cloud.ec2api import DEFAULT_MAX_ATTEMPTS
 from provisioner.pulumi_driver import StackDriver
+from provisioner.pulumi_driver.errors import StackError
 from provisioner.pulumi_driver.intents import INTENTS_DIR
 from provisioner.pulumi_driver.statefile import FileBackend
 from stacks.base import type_token
@@ -317,6 +320,46 @@ def test_sigkill_mid_first_prepare_leaves_its_intent_and_nothing_made_outlives_t
     assert recovering.destroy(POOL).result == "succeeded"
     assert world.launch_templates() == []
     assert not intent.exists()
+    home = tmp_path / "operator-home"
+    assert stack_ls(recovering.operator_command(), Path(pulumi_tool.binary), home) == []
+
+
+def test_a_destroy_whose_run_of_the_interrupted_prepare_fails_for_now_waits_and_leaves_nothing(
+    world: AwsWorld, emulator: Any, tmp_path: Path, pulumi_tool: Any
+) -> None:
+    """As above, killed after EC2 made the template; then the pool goes, and the prepare the
+    destroy runs first meets IAM unavailable at the instance profile (every attempt of the
+    client's), before the template (which depends on it) is adopted. The destroy fails
+    with it and destroys nothing: going on would drop the intent and leave the template in
+    EC2 with no stack to find it. Once IAM answers, the next destroy adopts the template
+    and leaves nothing."""
+    state = tmp_path / "state"
+    settings = make_settings(world, state)
+    spec = world.spec(POOL)
+    emulator.client.delay_calls("CreateLaunchTemplate", 60.0, after=True)
+    config = _child_config(settings, pulumi_tool, spec)
+    intent = state / ".pulumi" / INTENTS_DIR / settings.pulumi.project_name / f"{POOL}.json"
+
+    killed = _run_child_until(
+        config, lambda: world.launch_templates() != [], "the template made", tmp_path / "log"
+    )
+    assert len(killed) >= 3, f"expected driver, CLI and provider host, killed {killed}"
+    (made,) = [t["LaunchTemplateId"] for t in world.launch_templates()]
+    recovering = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    recovering.recover()
+
+    emulator.client.inject_fault(
+        "GetInstanceProfile", "ServiceUnavailable", status=503, count=DEFAULT_MAX_ATTEMPTS
+    )
+    with pytest.raises(StackError) as failed:
+        recovering.destroy(POOL)
+
+    assert failed.value.operation == "destroy" and failed.value.kind is FailureKind.RETRYABLE
+    assert "the destroy waits for it" in failed.value.message
+    assert [t["LaunchTemplateId"] for t in world.launch_templates()] == [made]
+    assert intent.is_file()
+    assert recovering.destroy(POOL).result == "succeeded"
+    assert world.launch_templates() == [] and not intent.exists()
     home = tmp_path / "operator-home"
     assert stack_ls(recovering.operator_command(), Path(pulumi_tool.binary), home) == []
 

@@ -117,23 +117,50 @@ def test_an_intent_that_cannot_be_written_stops_the_prepare_with_its_kind(
     assert "pool-a" in failed.value.message and "could not be written" in failed.value.message
 
 
-def test_a_prepare_run_again_before_a_destroy_clears_the_intent_only_when_it_succeeds(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def _intents_and_runs(tmp_path: Path) -> tuple[PrepareIntents, list[str]]:
     intents = prepare_intents_for(
         backend_settings(tmp_path, f"file://{tmp_path}"), FileBackend(tmp_path, PROJECT), None
     )
-    ran: list[str] = []
+    intents.mark(SPEC)
+    return intents, []
+
+
+def test_a_prepare_run_again_before_a_destroy_that_fails_for_now_stops_the_destroy(
+    tmp_path: Path,
+) -> None:
+    """The failed run stopped before reaching every resource: what the interrupted prepare
+    made of the rest is in no state, so a failure that passes with time fails the destroy
+    (retried with the pool's backoff) and the intent stays for the next try."""
+    intents, ran = _intents_and_runs(tmp_path)
 
     def failing() -> None:
         ran.append("failing")
-        raise StackError("PoolResourceFailed", "refused", kind=FailureKind.CONFIG)
+        raise StackError("PoolResourceFailed", "IAM unavailable", kind=FailureKind.RETRYABLE)
 
-    intents.mark(SPEC)
-    intents.finish(SPEC, failing, logging.getLogger("stack"))
+    with pytest.raises(StackError) as failed:
+        intents.finish(SPEC, failing, logging.getLogger("stack"))
 
-    # What the failed run made is in the state all the same; the destroy goes on.
+    assert (failed.value.reason, failed.value.kind) == ("PoolResourceFailed", FailureKind.RETRYABLE)
+    assert (failed.value.pool, failed.value.operation) == ("pool-a", "destroy")
+    assert "the destroy waits for it" in failed.value.message
+    assert failed.value.message.endswith("IAM unavailable")
     assert ran == ["failing"] and intents.unfinished("pool-a", None) == SPEC
-    assert "failed (PoolResourceFailed); destroying what the state holds" in caplog.text
     intents.finish(SPEC, lambda: ran.append("succeeding"), logging.getLogger("stack"))
     assert ran == ["failing", "succeeding"] and intents.unfinished("pool-a", None) is None
+
+
+def test_a_prepare_run_again_before_a_destroy_that_is_refused_lets_the_destroy_go_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refusal would hold the pool's deletion until a person acts: the destroy goes on
+    with what the state holds, and the log says why."""
+    intents, ran = _intents_and_runs(tmp_path)
+
+    def refused() -> None:
+        ran.append("refused")
+        raise StackError("PoolResourceFailed", "refused", kind=FailureKind.CONFIG)
+
+    intents.finish(SPEC, refused, logging.getLogger("stack"))
+
+    assert ran == ["refused"] and intents.unfinished("pool-a", None) == SPEC
+    assert "failed (PoolResourceFailed, config); destroying what the state holds" in caplog.text
