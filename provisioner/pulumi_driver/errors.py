@@ -57,6 +57,7 @@ __all__ = [
     "StackError",
     "classify",
     "is_locked",
+    "state_backend_failure",
 ]
 
 STACK_LOCKED: Final = "StackLocked"
@@ -134,6 +135,22 @@ class StackError(Exception):
     def retryable(self) -> bool:
         """Whether the same operation, repeated later, can succeed with nothing fixed."""
         return self.kind is FailureKind.RETRYABLE
+
+
+def state_backend_failure(
+    err: BaseException, message: str, *, pool: str | None = None, operation: str | None = None
+) -> StackError:
+    """A failed call of the driver's own to the state backend (a lock file, a prepare
+    intent), read as `classify` reads the CLI's: a refusal (``err.failure`` CONFIG: a
+    grant, a missing bucket) waits for the fix; anything else (a 5xx, a timeout, a full
+    disk) is retried."""
+    if getattr(err, "failure", None) is FailureKind.CONFIG:
+        return StackError(
+            BACKEND_REFUSED, message, kind=FailureKind.CONFIG, pool=pool, operation=operation
+        )
+    return StackError(
+        BACKEND_UNAVAILABLE, message, kind=FailureKind.RETRYABLE, pool=pool, operation=operation
+    )
 
 
 def _text_of(exc: BaseException) -> str:

@@ -34,12 +34,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
 from provisioner.cloud.ec2api import state_bucket_client
 from provisioner.cloud.errors import CloudError
 from provisioner.cloud.statebucket import StateBucket
-from provisioner.pulumi_driver.errors import BACKEND_UNAVAILABLE, StackError
+from provisioner.pulumi_driver.errors import StackError, state_backend_failure
 from provisioner.pulumi_driver.orphan_locks import s3_location
 from provisioner.pulumi_driver.statefile import FileBackend
 from stacks.spec import PoolSpec
@@ -155,11 +154,9 @@ class PrepareIntents:
         try:
             return body(key)
         except (CloudError, OSError) as err:
-            failure = getattr(err, "failure", FailureKind.RETRYABLE)
-            raise StackError(
-                BACKEND_UNAVAILABLE,
+            raise state_backend_failure(
+                err,
                 f"The prepare intent of pool {pool} ({key}) could not be {verb}: {err}",
-                kind=FailureKind.CONFIG if failure is FailureKind.CONFIG else FailureKind.RETRYABLE,
                 pool=pool,
                 operation="prepare",
             ) from err

@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import parse_qs, urlparse
 
-from provisioner.api.constants import FailureKind
 from provisioner.api.settings import Settings
 from provisioner.cloud.ec2api import state_bucket_client
 from provisioner.cloud.errors import CloudError
 from provisioner.cloud.statebucket import StateBucket
-from provisioner.pulumi_driver.errors import BACKEND_UNAVAILABLE, StackError
+from provisioner.pulumi_driver.errors import state_backend_failure
 from provisioner.pulumi_driver.locks import BreakRule, LockHolder, holder_from_json, is_stale
 from provisioner.pulumi_driver.statefile import FileBackend
 
@@ -137,11 +136,10 @@ def remove_stale(locks: LockFiles, stack: str, rule: Callable[[], BreakRule]) ->
             else:
                 kept.append(lock.holder)
     except CloudError as err:
-        raise StackError(
-            BACKEND_UNAVAILABLE,
+        raise state_backend_failure(
+            err,
             f"The lock of stack {stack}, left by a stack init that failed, could not be "
             f"removed: {err.message}",
-            kind=FailureKind.CONFIG if err.failure is FailureKind.CONFIG else FailureKind.RETRYABLE,
         ) from err
     return Removal(tuple(removed), tuple(kept))
 

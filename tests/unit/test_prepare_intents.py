@@ -14,7 +14,7 @@ import pytest
 
 from provisioner.api.constants import FailureKind
 from provisioner.cloud.errors import CloudError, ErrorKind
-from provisioner.pulumi_driver.errors import BACKEND_UNAVAILABLE, StackError
+from provisioner.pulumi_driver.errors import BACKEND_REFUSED, BACKEND_UNAVAILABLE, StackError
 from provisioner.pulumi_driver.intents import INTENTS_DIR, PrepareIntents, prepare_intents_for
 from provisioner.pulumi_driver.statefile import FileBackend
 from stacks.spec import PoolSpec
@@ -102,18 +102,21 @@ class FailingBucket:
 
 
 @pytest.mark.parametrize(
-    ("cloud", "kind"),
-    [(ErrorKind.RETRYABLE, FailureKind.RETRYABLE), (ErrorKind.CONFIG, FailureKind.CONFIG)],
+    ("cloud", "reason", "kind"),
+    [
+        (ErrorKind.RETRYABLE, BACKEND_UNAVAILABLE, FailureKind.RETRYABLE),
+        (ErrorKind.CONFIG, BACKEND_REFUSED, FailureKind.CONFIG),
+    ],
 )
 def test_an_intent_that_cannot_be_written_stops_the_prepare_with_its_kind(
-    cloud: ErrorKind, kind: FailureKind
+    cloud: ErrorKind, reason: str, kind: FailureKind
 ) -> None:
     intents = PrepareIntents(FailingBucket(cloud), f".pulumi/{INTENTS_DIR}/{PROJECT}")
 
     with pytest.raises(StackError) as failed:
         intents.mark(SPEC)
 
-    assert (failed.value.reason, failed.value.kind) == (BACKEND_UNAVAILABLE, kind)
+    assert (failed.value.reason, failed.value.kind) == (reason, kind)
     assert "pool-a" in failed.value.message and "could not be written" in failed.value.message
 
 

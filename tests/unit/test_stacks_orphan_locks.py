@@ -14,7 +14,7 @@ import pytest
 from provisioner.api.constants import FailureKind
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.cloud.statebucket import StateBucket
-from provisioner.pulumi_driver.errors import BACKEND_UNAVAILABLE, StackError
+from provisioner.pulumi_driver.errors import BACKEND_REFUSED, BACKEND_UNAVAILABLE, StackError
 from provisioner.pulumi_driver.fence import FencingToken
 from provisioner.pulumi_driver.locks import BreakRule
 from provisioner.pulumi_driver.orphan_locks import (
@@ -152,20 +152,22 @@ class FailingStore:
 
 
 @pytest.mark.parametrize(
-    ("cloud", "kind"),
+    ("cloud", "reason", "kind"),
     [
-        (ErrorKind.RETRYABLE, FailureKind.RETRYABLE),  # a 5xx, throttling: wait and retry
-        (ErrorKind.UNKNOWN, FailureKind.RETRYABLE),
-        (ErrorKind.CONFIG, FailureKind.CONFIG),  # AccessDenied: the policy needs a fix
+        # a 5xx, throttling: wait and retry
+        (ErrorKind.RETRYABLE, BACKEND_UNAVAILABLE, FailureKind.RETRYABLE),
+        (ErrorKind.UNKNOWN, BACKEND_UNAVAILABLE, FailureKind.RETRYABLE),
+        # AccessDenied: the policy needs a fix, as the CLI's own refusals read
+        (ErrorKind.CONFIG, BACKEND_REFUSED, FailureKind.CONFIG),
     ],
 )
-def test_an_s3_failure_keeps_its_kind(cloud: ErrorKind, kind: FailureKind) -> None:
+def test_an_s3_failure_keeps_its_kind(cloud: ErrorKind, reason: str, kind: FailureKind) -> None:
     locks = S3LockFiles(FailingStore(cloud), "", PROJECT)
 
     with pytest.raises(StackError) as failed:
         remove_stale(locks, "pool-a", leading_rule)
 
-    assert (failed.value.reason, failed.value.kind) == (BACKEND_UNAVAILABLE, kind)
+    assert (failed.value.reason, failed.value.kind) == (reason, kind)
     assert "pool-a" in failed.value.message and "Deleting" in failed.value.message
 
 
