@@ -417,9 +417,9 @@ class StackDriver:
         def body(events: EngineLog) -> auto.UpResult:
             events_seen.append(events)
             stack = self._backend.stack(pool, new=not self._backend.exists(pool))
-            up = stack.up_writing_state_once if state_once else stack.up
             with stack.answering_from(events):
-                return up(program=pool_program(spec, record), **events.reporting())
+                program = pool_program(spec, record)
+                return stack.update(program, state_once=state_once, **events.reporting())
 
         self._backend.drop_outputs(pool)
         self._complete.discard(pool)

@@ -113,6 +113,15 @@ class PoolStack(auto.Stack):
         finally:
             self._remove_after_destroy = False
 
+    def update(self, program: auto.PulumiFn, *, state_once: bool, **kwargs: Any) -> auto.UpResult:
+        """The driver's `pulumi up`, past a failed resource (`--continue-on-error`): every
+        step whose inputs are there runs, so one run reports every wrong input (independent
+        resources start in the order their registrations reach the engine, and without it
+        the first to fail stops the others from starting). ``state_once``: the state written
+        at the end only (`up_writing_state_once`)."""
+        up = self.up_writing_state_once if state_once else self.up
+        return up(program=program, continue_on_error=True, **kwargs)
+
     def up_writing_state_once(self, **kwargs: Any) -> auto.UpResult:
         """`pulumi up` that writes the stack's state at its end only (`STATE_ONCE_ENVIRONMENT`:
         the caller keeps its own record of what the `up` may make)."""

@@ -216,6 +216,26 @@ def test_only_a_removing_destroy_and_a_state_once_up_skip_the_checkpoints_before
     assert not STATE_ONCE_ENVIRONMENT.keys() & shared.keys()
 
 
+def test_the_drivers_up_goes_on_past_a_failed_resource_in_both_modes(
+    cli: RecordingCli, tmp_path: Path
+) -> None:
+    """`--continue-on-error`: a run whose access entry fails before the instance profile's
+    step has started still runs the profile's, so both wrong inputs are reported (CI saw
+    the report name only the access entry when its registration reached the engine
+    first)."""
+    stack = _stack(cli, tmp_path)
+
+    for once in (False, True):
+        with stack.answering_from(_events("update")):
+            stack.update(_noop, state_once=once)
+
+    assert cli.subcommands() == ["up", "up"], RECHECK
+    assert all("--continue-on-error" in command for command in cli.commands)
+    plain, once_env = cli.environments
+    assert not STATE_ONCE_ENVIRONMENT.keys() & plain.keys()
+    assert {k: once_env.get(k) for k in STATE_ONCE_ENVIRONMENT} == STATE_ONCE_ENVIRONMENT
+
+
 def test_a_removing_destroy_outside_an_operation_is_refused(
     cli: RecordingCli, tmp_path: Path
 ) -> None:
