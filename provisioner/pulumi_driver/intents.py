@@ -111,8 +111,8 @@ class PrepareIntents:
         ``spec``) again, so that what it made is adopted into the state and the destroy
         deletes it; it succeeded, so the intent goes, as after a prepare.
 
-        If it fails, the engine stopped before reaching every resource, and what the
-        interrupted prepare made of the ones left is in no state. A failure that passes
+        If it fails, the engine did not reach the resources that depend on the one that
+        failed, and what the interrupted prepare made of them is in no state. A failure that passes
         with time (throttling, AWS's own errors, the backend out of reach) is raised as the
         destroy's, the intent kept: the deletion is retried and runs this again. Any other
         (a refusal, a spec AWS no longer takes) is not waited on, or a pool whose first
