@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +173,50 @@ def _files(state: Path, settings: Settings) -> FileBackend:
     return FileBackend(state, settings.pulumi.project_name)
 
 
+def _driver(settings: Settings, pulumi_tool: Any) -> StackDriver:
+    return StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+
+
+def _stacks_listed(driver: StackDriver, pulumi_tool: Any, tmp_path: Path) -> list[str]:
+    """The project's stacks as an operator's `pulumi stack ls` prints them."""
+    home = tmp_path / "operator-home"
+    return stack_ls(driver.operator_command(), Path(pulumi_tool.binary), home)
+
+
+@dataclass(frozen=True)
+class KilledFirstPrepare:
+    settings: Settings
+    spec: PoolSpec
+    files: FileBackend  # the `file://` backend the stack is in
+    intent: Path  # the prepare's intent beside the stack
+    made: str  # the launch template EC2 made before the kill
+    killed: list[int]  # the processes killed
+
+
+def _kill_first_prepare(
+    world: AwsWorld, emulator: Any, tmp_path: Path, pulumi_tool: Any
+) -> KilledFirstPrepare:
+    """A new pool's first prepare in the child, killed (driver, CLI and provider host at
+    once) after EC2 made the launch template and while it holds the answer a minute."""
+    state = tmp_path / "state"
+    settings = make_settings(world, state)
+    spec = world.spec(POOL)
+    emulator.client.delay_calls("CreateLaunchTemplate", 60.0, after=True)
+    config = _child_config(settings, pulumi_tool, spec)
+    killed = _run_child_until(
+        config, lambda: world.launch_templates() != [], "the template made", tmp_path / "log"
+    )
+    (made,) = [t["LaunchTemplateId"] for t in world.launch_templates()]
+    return KilledFirstPrepare(
+        settings=settings,
+        spec=spec,
+        files=_files(state, settings),
+        intent=state / ".pulumi" / INTENTS_DIR / settings.pulumi.project_name / f"{POOL}.json",
+        made=made,
+        killed=killed,
+    )
+
+
 @pytest.fixture
 def world(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> AwsWorld:
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", PASSPHRASE)
@@ -187,7 +232,7 @@ def test_sigkill_mid_record_leaves_lock_and_pending_create_then_recovers(
     state = tmp_path / "state"
     settings = make_settings(world, state)
     spec = world.spec(POOL)
-    driver = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    driver = _driver(settings, pulumi_tool)
     # The gang exists before the crash: the engine launched it from the pool's template.
     template = driver.prepare(spec).outputs.launch_template_id
     ids = world.launch(POOL, template, 3)
@@ -202,7 +247,7 @@ def test_sigkill_mid_record_leaves_lock_and_pending_create_then_recovers(
     assert list(lock_dir.glob("*.json")), "the killed update left no lock"
     assert _pending_types(state_file) == [type_token(kill_at)]
 
-    recovering = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    recovering = _driver(settings, pulumi_tool)
     (report,) = recovering.recover()
 
     assert report.pool == POOL and report.lock_cancelled and not report.deferred
@@ -228,8 +273,7 @@ def test_sigkill_mid_record_leaves_lock_and_pending_create_then_recovers(
     assert recovering.destroy(POOL).result == "succeeded"
     assert world.live_instances(POOL) == []
     assert world.launch_templates() == []
-    home = tmp_path / "operator-home"
-    assert stack_ls(recovering.operator_command(), Path(pulumi_tool.binary), home) == []
+    assert _stacks_listed(recovering, pulumi_tool, tmp_path) == []
 
 
 def test_sigkill_mid_record_of_a_complete_stack_leaves_the_state_as_it_was_and_records_again(
@@ -242,7 +286,7 @@ def test_sigkill_mid_record_of_a_complete_stack_leaves_the_state_as_it_was_and_r
     state = tmp_path / "state"
     settings = make_settings(world, state)
     spec = world.spec(POOL)
-    driver = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    driver = _driver(settings, pulumi_tool)
     template = driver.prepare(spec).outputs.launch_template_id
     ids = world.launch(POOL, template, 3)
     state_file = _files(state, settings).stacks_dir / f"{POOL}.json"
@@ -263,7 +307,7 @@ def test_sigkill_mid_record_of_a_complete_stack_leaves_the_state_as_it_was_and_r
     assert _resource_types(state_file) == before, "the state moved before the record's end"
     assert _pending_types(state_file) == []
 
-    recovering = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    recovering = _driver(settings, pulumi_tool)
     (report,) = recovering.recover()
     assert report.lock_cancelled and report.aborted is not None
     assert report.aborted.operation == "record" and report.resolutions == ()
@@ -287,26 +331,17 @@ def test_sigkill_mid_first_prepare_leaves_its_intent_and_nothing_made_outlives_t
     template, before the CLI heard of it, it leaves a lock, an empty state (no pending
     create to adopt) and the intent. The pool's next prepare adopts the template; a
     destroy instead runs the prepare again first, so the template goes with the stack."""
-    state = tmp_path / "state"
-    settings = make_settings(world, state)
-    spec = world.spec(POOL)
-    emulator.client.delay_calls("CreateLaunchTemplate", 60.0, after=True)
-    config = _child_config(settings, pulumi_tool, spec)
-    state_file = _files(state, settings).stacks_dir / f"{POOL}.json"
-    intent = state / ".pulumi" / INTENTS_DIR / settings.pulumi.project_name / f"{POOL}.json"
+    first = _kill_first_prepare(world, emulator, tmp_path, pulumi_tool)
+    settings, spec, intent, made = first.settings, first.spec, first.intent, first.made
+    state_file = first.files.stacks_dir / f"{POOL}.json"
 
-    killed = _run_child_until(
-        config, lambda: world.launch_templates() != [], "the template made", tmp_path / "log"
-    )
-
-    assert len(killed) >= 3, f"expected driver, CLI and provider host, killed {killed}"
-    (made,) = [t["LaunchTemplateId"] for t in world.launch_templates()]
-    lock_dir = _files(state, settings).lock_dir(POOL)
+    assert len(first.killed) >= 3, f"expected driver, CLI and provider host: {first.killed}"
+    lock_dir = first.files.lock_dir(POOL)
     assert list(lock_dir.glob("*.json")), "the killed update left no lock"
     assert _resource_types(state_file) == [], "a checkpoint was written before the up's end"
     assert PoolSpec.from_dict(json.loads(intent.read_text())) == spec
 
-    recovering = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    recovering = _driver(settings, pulumi_tool)
     (report,) = recovering.recover()
     assert report.lock_cancelled and report.aborted is not None
     assert report.aborted.operation == "prepare" and report.resolutions == ()
@@ -320,8 +355,7 @@ def test_sigkill_mid_first_prepare_leaves_its_intent_and_nothing_made_outlives_t
     assert recovering.destroy(POOL).result == "succeeded"
     assert world.launch_templates() == []
     assert not intent.exists()
-    home = tmp_path / "operator-home"
-    assert stack_ls(recovering.operator_command(), Path(pulumi_tool.binary), home) == []
+    assert _stacks_listed(recovering, pulumi_tool, tmp_path) == []
 
 
 def test_a_destroy_whose_run_of_the_interrupted_prepare_fails_for_now_waits_and_leaves_nothing(
@@ -333,19 +367,10 @@ def test_a_destroy_whose_run_of_the_interrupted_prepare_fails_for_now_waits_and_
     with it and destroys nothing: going on would drop the intent and leave the template in
     EC2 with no stack to find it. Once IAM answers, the next destroy adopts the template
     and leaves nothing."""
-    state = tmp_path / "state"
-    settings = make_settings(world, state)
-    spec = world.spec(POOL)
-    emulator.client.delay_calls("CreateLaunchTemplate", 60.0, after=True)
-    config = _child_config(settings, pulumi_tool, spec)
-    intent = state / ".pulumi" / INTENTS_DIR / settings.pulumi.project_name / f"{POOL}.json"
-
-    killed = _run_child_until(
-        config, lambda: world.launch_templates() != [], "the template made", tmp_path / "log"
-    )
-    assert len(killed) >= 3, f"expected driver, CLI and provider host, killed {killed}"
-    (made,) = [t["LaunchTemplateId"] for t in world.launch_templates()]
-    recovering = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    first = _kill_first_prepare(world, emulator, tmp_path, pulumi_tool)
+    intent, made = first.intent, first.made
+    assert len(first.killed) >= 3, f"expected driver, CLI and provider host: {first.killed}"
+    recovering = _driver(first.settings, pulumi_tool)
     recovering.recover()
 
     emulator.client.inject_fault(
@@ -360,8 +385,7 @@ def test_a_destroy_whose_run_of_the_interrupted_prepare_fails_for_now_waits_and_
     assert intent.is_file()
     assert recovering.destroy(POOL).result == "succeeded"
     assert world.launch_templates() == [] and not intent.exists()
-    home = tmp_path / "operator-home"
-    assert stack_ls(recovering.operator_command(), Path(pulumi_tool.binary), home) == []
+    assert _stacks_listed(recovering, pulumi_tool, tmp_path) == []
 
 
 def _resource_types(state_file: Path) -> list[str]:
@@ -382,7 +406,7 @@ def test_sigkill_mid_destroy_leaves_the_state_as_it_was_and_the_next_destroy_fin
     state = tmp_path / "state"
     settings = make_settings(world, state)
     spec = world.spec(POOL)
-    driver = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    driver = _driver(settings, pulumi_tool)
     template = driver.prepare(spec).outputs.launch_template_id
     ids = world.launch(POOL, template, 3)
     driver.record_instance_set(POOL, "gen-0", ids)
@@ -404,7 +428,7 @@ def test_sigkill_mid_destroy_leaves_the_state_as_it_was_and_the_next_destroy_fin
     assert _resource_types(state_file) == recorded, "the state moved before the destroy's end"
     assert _pending_types(state_file) == []
 
-    recovering = StackDriver(settings, pulumi_root(pulumi_tool), logging.getLogger("stack"))
+    recovering = _driver(settings, pulumi_tool)
     (report,) = recovering.recover()
     assert report.pool == POOL and report.lock_cancelled
     assert report.aborted is not None and report.aborted.operation == "destroy"
@@ -412,8 +436,7 @@ def test_sigkill_mid_destroy_leaves_the_state_as_it_was_and_the_next_destroy_fin
 
     assert recovering.destroy(POOL).result == "succeeded"
     assert world.live_instances(POOL) == [] and world.launch_templates() == []
-    home = tmp_path / "operator-home"
-    assert stack_ls(recovering.operator_command(), Path(pulumi_tool.binary), home) == []
+    assert _stacks_listed(recovering, pulumi_tool, tmp_path) == []
 
 
 if __name__ == "__main__":
