@@ -112,13 +112,13 @@ class PrepareIntents:
         deletes it; it succeeded, so the intent goes, as after a prepare.
 
         If it fails, the engine did not reach the resources that depend on the one that
-        failed, and what the interrupted prepare made of them is in no state. A failure that passes
-        with time (throttling, AWS's own errors, the backend out of reach) is raised as the
-        destroy's, the intent kept: the deletion is retried and runs this again. Any other
-        (a refusal, a spec AWS no longer takes) is not waited on, or a pool whose first
-        prepare was refused could never be deleted; the destroy deletes what the state
-        holds (all a refused `up` made, as its state is written when it fails) and the log
-        says so."""
+        failed, and what the interrupted prepare made of them is in no state. A failure
+        that passes with time (throttling, AWS's own errors, the backend out of reach) is
+        raised as the destroy's, the intent kept: the deletion is retried and runs this
+        again. Any other (a refusal, a spec AWS no longer takes) is not waited on, or a
+        pool whose first prepare was refused could never be deleted; the destroy deletes
+        what the state holds (all a refused `up` made, as its state is written when it
+        fails) and the log says so."""
         try:
             up()
         except StackError as err:
