@@ -154,20 +154,36 @@ def record(
     root: Path = BASELINES,
     ran_on: str | None = None,
     calibrate: Callable[[], float] = calibration_seconds,
+    kept: Mapping[str, float] | None = None,
 ) -> Path:
     """Write `figures` as the bench's baseline, with the commit (`ran_on`, read when the run
-    started; by default now) and machine they ran on."""
+    started; by default now) and machine they ran on, beside the figures `kept` from the
+    record it replaces (`kept_beside`). Those keep the commit and time of the record that
+    measured them (`earlier`), so the file's own commit never claims a figure it did not
+    measure."""
     root.mkdir(parents=True, exist_ok=True)
-    body = {
+    kept = {k: v for k, v in (kept or {}).items() if k not in figures}
+    before = load(bench, root) if kept else None
+    body: dict[str, Any] = {
         "bench": bench,
         "commit": ran_on or commit(),
         "machine": machine(calibrate),
         "recorded_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "figures": {k: float(v) for k, v in figures.items()},
+        "figures": {k: float(v) for k, v in {**kept, **figures}.items()},
     }
+    if kept:
+        body["earlier"] = {name: _source_of(before or {}, name) for name in kept}
     path = path_of(bench, root)
     path.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
     return path
+
+
+def _source_of(base: Mapping[str, Any], name: str) -> dict[str, str]:
+    """The commit and time of the record that measured figure `name` of `base`."""
+    earlier = (base.get("earlier") or {}).get(name)
+    if earlier:
+        return {"commit": str(earlier["commit"]), "recorded_at": str(earlier["recorded_at"])}
+    return {"commit": str(base.get("commit")), "recorded_at": str(base.get("recorded_at"))}
 
 
 def load(bench: str, root: Path = BASELINES) -> dict[str, Any] | None:
@@ -192,8 +208,16 @@ def comparison(
         f"Against the baseline recorded at {base.get('commit')} on {where.get('host')} "
         f"({where.get('cpus')} CPUs), {base.get('recorded_at')}:",
         _machines(where.get("calibration_s"), calibrate()),
-        f"  {'figure':<44}{'now':>12}{'baseline':>12}{'ratio':>9}",
     ]
+    # Figures a later record kept beside its own: each group names the record that measured it.
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name in figures:
+        if name in (base.get("earlier") or {}):
+            source = _source_of(base, name)
+            groups.setdefault((source["commit"], source["recorded_at"]), []).append(name)
+    for (was_commit, was_at), names in groups.items():
+        lines.append(f"  (recorded earlier, at {was_commit}, {was_at}: {', '.join(names)})")
+    lines.append(f"  {'figure':<44}{'now':>12}{'baseline':>12}{'ratio':>9}")
     for name, value in figures.items():
         was = kept.get(name)
         if was is None:

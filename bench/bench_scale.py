@@ -920,7 +920,7 @@ def main(argv: list[str] | None = None) -> int:
         kept, dropped = baselines.kept_beside("bench_scale", figures)
         if dropped:
             print(dropped)
-        path = baselines.record("bench_scale", {**kept, **figures}, ran_on=ran_on)
+        path = baselines.record("bench_scale", figures, ran_on=ran_on, kept=kept)
         print(f"Recorded as the baseline: {path}")
     return 0
 

@@ -187,6 +187,41 @@ def test_a_record_keeps_the_other_sizes_of_its_own_machine_only(tmp_path: Path) 
     assert why is not None and "another machine" in why and "1000 pools: cold wave s" in why
 
 
+def test_figures_a_record_keeps_name_the_record_that_measured_them(tmp_path: Path) -> None:
+    """A record of one size keeps the other's figures under their own commit and time, through
+    any number of later records, and a run of that size is told which record it compares
+    with: the file's commit is the newest record's and never claims a figure it kept."""
+    both = {"200 pools: cold wave s": 150.0, "1000 pools: cold wave s": 1500.0}
+    baselines.record("bench_x", both, root=tmp_path, ran_on="c1", calibrate=half_second)
+    first = json.loads(baselines.path_of("bench_x", tmp_path).read_text())
+    for ran_on in ("c2", "c3"):
+        now = {"200 pools: cold wave s": 140.0}
+        kept, _ = baselines.kept_beside("bench_x", now, root=tmp_path, calibrate=half_second)
+        baselines.record(
+            "bench_x", now, root=tmp_path, ran_on=ran_on, calibrate=half_second, kept=kept
+        )
+    body = json.loads(baselines.path_of("bench_x", tmp_path).read_text())
+    assert body["commit"] == "c3" and body["figures"] == {**both, "200 pools: cold wave s": 140.0}
+    assert body["earlier"] == {
+        "1000 pools: cold wave s": {"commit": "c1", "recorded_at": first["recorded_at"]}
+    }
+
+    lines = baselines.comparison(
+        "bench_x", {"1000 pools: cold wave s": 1510.0}, root=tmp_path, calibrate=half_second
+    )
+    assert f"(recorded earlier, at c1, {first['recorded_at']}: 1000 pools: cold wave s)" in (
+        "\n".join(lines)
+    ), lines
+    own = baselines.comparison(
+        "bench_x", {"200 pools: cold wave s": 140.0}, root=tmp_path, calibrate=half_second
+    )
+    assert not any("recorded earlier" in line for line in own), own
+
+    # A record that measures the kept size again takes it back under its own commit.
+    baselines.record("bench_x", both, root=tmp_path, ran_on="c4", calibrate=half_second, kept={})
+    assert "earlier" not in json.loads(baselines.path_of("bench_x", tmp_path).read_text())
+
+
 def test_a_record_drops_the_other_sizes_of_a_baseline_without_a_calibration(
     tmp_path: Path,
 ) -> None:
