@@ -12,7 +12,8 @@ Certificates differ by controller, because the upstream programs differ:
 - JobSet and Trainer take a configuration file that switches their own certificate
   management off (as with Kueue); they serve with a certificate our CA signed, so their
   webhooks are registered with a 127.0.0.1 URL and that CA, and their objects go through
-  them. JobSet reads the certificate from a directory its configuration names; Trainer
+  them (once each hook's path has a handler: both add theirs after /readyz can pass).
+  JobSet reads the certificate from a directory its configuration names; Trainer
   from controller-runtime's fixed `/tmp/k8s-webhook-server/serving-certs`, so it runs in a
   private mount namespace where a directory of its own is mounted on that path (on that path
   only: the rest of /tmp, where a tool cache or a kubeconfig may live, stays visible).
@@ -29,6 +30,7 @@ import base64
 import copy
 import os
 import shutil
+import ssl
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -40,12 +42,12 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from devenv.controller_webhooks import OwnWebhooks, Webhooks, hooks_served
 from devenv.controlplane import (
     ControlPlane,
     ControlPlaneInfo,
     ensure_namespace,
     http_ok,
-    load_yaml_documents,
 )
 from devenv.mpi_operator import MPIOperator
 from devenv.processes import Supervised, descendants, free_port
@@ -69,59 +71,6 @@ _READY_TIMEOUT = 180.0  # the rotator polls for its certificate with a doubling 
 
 
 @dataclass(frozen=True)
-class _OwnWebhooks:
-    """The webhooks a controller registers here: its manifests (a path in its module), the
-    configuration name prefix, and the API groups whose hooks are kept."""
-
-    manifests: str
-    prefix: str
-    groups: frozenset[str]
-
-
-class _Webhooks:
-    """A controller's own webhook configurations, registered at 127.0.0.1 with our CA."""
-
-    def __init__(self, control_plane: ControlPlane, own: _OwnWebhooks) -> None:
-        self._cp = control_plane
-        self._own = own
-        self.names: list[tuple[str, str]] = []
-
-    def register(self, tool: ResolvedTool, port: int, ca_pem: bytes) -> None:
-        """Only hooks on the groups named: JobSet's Pod webhooks are left out, as no kubelet
-        or scheduler runs here and they would sit in front of every Pod."""
-        adm = k8s.AdmissionregistrationV1Api(self._cp.api_client())
-        for doc in load_yaml_documents([tool.asset(self._own.manifests)]):
-            doc = copy.deepcopy(doc)
-            name = f"{self._own.prefix}-{doc['metadata']['name']}"
-            doc["metadata"] = {"name": name}
-            hooks = []
-            for hook in doc.get("webhooks", []):
-                groups = {g for rule in hook["rules"] for g in rule.get("apiGroups", [])}
-                if not groups & self._own.groups:
-                    continue
-                hook["clientConfig"] = {
-                    "url": f"https://127.0.0.1:{port}{hook['clientConfig']['service']['path']}",
-                    "caBundle": base64.b64encode(ca_pem).decode(),
-                }
-                hooks.append(hook)
-            doc["webhooks"] = hooks
-            _delete_webhook_configuration(adm, doc["kind"], name)
-            if doc["kind"] == "MutatingWebhookConfiguration":
-                adm.create_mutating_webhook_configuration(doc)
-            else:
-                adm.create_validating_webhook_configuration(doc)
-            self.names.append((doc["kind"], name))
-
-    def remove(self) -> None:
-        """Taken away with the process: they fail closed."""
-        if self.names:
-            adm = k8s.AdmissionregistrationV1Api(self._cp.api_client())
-            for kind, name in self.names:
-                _delete_webhook_configuration(adm, kind, name)
-            self.names = []
-
-
-@dataclass(frozen=True)
 class _Launch:
     """How one controller process is started: its argv, the kubeconfig path it is given, and
     what to do before each readiness probe."""
@@ -134,16 +83,16 @@ class _Launch:
 class _ControllerProcess(ABC):
     """What the three controllers share: their namespace made, a health and a webhook port
     chosen, the process supervised, ready once its /readyz answers and (where it has any)
-    its webhooks are registered, and stopped with those webhooks taken away (they fail
-    closed). A subclass states only what differs: `_launch` (flags or configuration file,
-    certificates), `crds`, `webhooks`, and the names below."""
+    its webhooks have handlers and are registered, and stopped with those webhooks taken
+    away (they fail closed). A subclass states only what differs: `_launch` (flags or
+    configuration file, certificates), `crds`, `webhooks`, and the names below."""
 
     # Names the readiness wait in its timeout message: "JobSet /readyz".
     title: ClassVar[str] = ""
     # The process's name and log file (`<work>/logs/<process_name>.log`); the tool's name
     # when empty.
     process_name: ClassVar[str] = ""
-    webhooks: ClassVar[_OwnWebhooks | None] = None
+    webhooks: ClassVar[OwnWebhooks | None] = None
 
     def __init__(self, control_plane: ControlPlane, tool: ResolvedTool, namespace: str) -> None:
         self._cp = control_plane
@@ -151,7 +100,7 @@ class _ControllerProcess(ABC):
         self._namespace = namespace
         self._proc: Supervised | None = None
         hooks = self.webhooks
-        self._webhooks = None if hooks is None else _Webhooks(control_plane, hooks)
+        self._webhooks = None if hooks is None else Webhooks(control_plane, hooks)
         self.health_port = 0
 
     @property
@@ -187,9 +136,15 @@ class _ControllerProcess(ABC):
             launch.before_probe()
             return http_ok(health)
 
-        self._proc.wait_ready(ready, _READY_TIMEOUT, f"{self.title or self.name} /readyz")
+        title = self.title or self.name
+        self._proc.wait_ready(ready, _READY_TIMEOUT, f"{title} /readyz")
         if self._webhooks is not None:
-            self._webhooks.register(self._tool, webhook_port, info.ca_pem)
+            docs = self._webhooks.configurations(self._tool, webhook_port, info.ca_pem)
+            context = ssl.create_default_context(cadata=info.ca_pem.decode())
+            self._proc.wait_ready(
+                lambda: hooks_served(docs, context), _READY_TIMEOUT, f"{title} webhook handlers"
+            )
+            self._webhooks.register(docs)
 
     @abstractmethod
     def _launch(self, info: ControlPlaneInfo, work: Path, webhook_port: int) -> _Launch:
@@ -209,7 +164,7 @@ class JobSetManager(_ControllerProcess):
 
     title = "JobSet"
     process_name = "jobset-manager"
-    webhooks = _OwnWebhooks(
+    webhooks = OwnWebhooks(
         "config/components/webhook/manifests.yaml", "jobset", frozenset({"jobset.x-k8s.io"})
     )
 
@@ -303,7 +258,7 @@ class TrainerManager(_ControllerProcess):
     installed first: its runtime builds JobSets, and it watches them."""
 
     title = "Trainer"
-    webhooks = _OwnWebhooks(
+    webhooks = OwnWebhooks(
         "manifests/base/webhook/manifests.yaml", "trainer", frozenset({"trainer.kubeflow.org"})
     )
 
@@ -459,18 +414,3 @@ def _with_cert_dir(argv: list[str], cert_dir: Path) -> list[str]:
         unshare += ["--user", "--map-root-user"]
     script = 'set -e; mkdir -p "$2"; mount --bind "$1" "$2"; shift 2; exec "$@"'
     return [*unshare, "sh", "-c", script, "with-cert-dir", str(cert_dir), _FIXED_CERT_DIR, *argv]
-
-
-def _delete_webhook_configuration(
-    adm: k8s.AdmissionregistrationV1Api, kind: str, name: str
-) -> None:
-    delete = (
-        adm.delete_mutating_webhook_configuration
-        if kind == "MutatingWebhookConfiguration"
-        else adm.delete_validating_webhook_configuration
-    )
-    try:
-        delete(name)
-    except ApiException as err:
-        if err.status != 404:
-            raise
