@@ -1,10 +1,11 @@
 """Admission overhead: what our check adds to a gang Job's admission, cold and warm.
 
     .venv/bin/python -m bench.bench_admission [--cold 15] [--warm 30] [--baseline 30]
-        [--floor 30] [--cold-queued 5] [--cold-slow 3] [--slow-join 60] [--record]
+        [--floor 30] [--early 30] [--cold-queued 5] [--cold-slow 3] [--slow-join 60]
+        [--record]
 
-A quick check that it runs: ``--cold 1 --warm 1 --baseline 1 --floor 1 --cold-queued 1
---cold-slow 1 --slow-join 5``. ``--record`` keeps the run's figures as
+A quick check that it runs: ``--cold 1 --warm 1 --baseline 1 --floor 1 --early 1
+--cold-queued 1 --cold-slow 1 --slow-join 5``. ``--record`` keeps the run's figures as
 ``bench/baselines/bench_admission.json``; every run prints its figures beside them.
 
 Starts the embedded default (etcd + kube-apiserver, the real Kueue manager, the EC2
@@ -17,6 +18,10 @@ submits gang Jobs of --count nodes one at a time, series side by side:
   Ready the instant Kueue reserves quota (`instant_check`): what any admission check costs
   under Kueue's protocol (two Kueue writes instead of one, the check's between them), the
   floor under our warm figure;
+- early: the same instant check, answering as soon as Kueue lists it on a Workload, before
+  quota is reserved (`instant_check`'s `before_quota`): Kueue then reserves quota and
+  admits in one write. What a check whose answer is known before quota costs: the floor
+  of a warm set claimed while its gang waits for quota, which the product does not do;
 - cold: each Job names a pool never used before: the pool is created, its stack prepared
   (Pulumi up), the set launched N-or-0, recorded in the stack (Pulumi up) while the nodes
   join, our check goes Ready and Kueue admits;
@@ -94,6 +99,10 @@ HELD_CLUSTER_QUEUE = "held-cluster-queue"
 FLOOR_QUEUE = "floor-queue"
 FLOOR_CLUSTER_QUEUE = "floor-cluster-queue"
 FLOOR_CHECK = "bench-instant-check"
+# A queue whose one check the instant controller answers before quota (`before_quota`).
+EARLY_QUEUE = "early-queue"
+EARLY_CLUSTER_QUEUE = "early-cluster-queue"
+EARLY_CHECK = "bench-early-check"
 KUEUE = (c.KUEUE_GROUP, c.KUEUE_VERSION)
 GNP = (c.GROUP, c.VERSION, c.GNP_PLURAL)
 
@@ -119,7 +128,8 @@ class Bench:
 
     def plain(self, series: str, name: str, queue: str) -> None:
         """A Job that is no gang (no pool label, no gang annotations) on `queue`: the
-        baseline's, without a check, or the floor's, behind the instant check."""
+        baseline's, without a check, or the floor's and the early one's, behind the
+        instant check."""
         body = ko.gang_job(NAMESPACE, name, queue, "unused", self.count)
         del body["metadata"]["labels"][c.POOL_LABEL]
         body["metadata"]["annotations"] = {}
@@ -136,6 +146,14 @@ class Bench:
                 "quota": quota - submitted,
                 "quotaToCheckReady": ready - quota,
                 "checkReadyToAdmitted": admitted - ready,
+            }
+        elif series == "early":
+            quota = marks.get("QuotaReserved", admitted)
+            ready = marks.get("checkReady", quota)
+            sample |= {
+                "checkReady": ready - submitted,
+                "checkReadyToQuota": quota - ready,
+                "quotaToAdmitted": admitted - quota,
             }
         self.samples.setdefault(series, []).append(sample)
         self._run_to_the_end(name)
@@ -360,7 +378,7 @@ def _report(
     base = percentile([s["admission"] for s in samples.get("baseline", [])], 50)
     base95 = percentile([s["admission"] for s in samples.get("baseline", [])], 95)
     rows = []
-    for series in ("baseline", "floor", "warm", "cold", "cold-queued", "cold-slow"):
+    for series in ("baseline", "floor", "early", "warm", "cold", "cold-queued", "cold-slow"):
         values = [s["admission"] for s in samples.get(series, [])]
         if not values:
             continue
@@ -432,6 +450,14 @@ def _report(
             ("check Ready -> Admitted (Kueue)", "checkReadyToAdmitted"),
         ]
         out += ["", _breakdown("floor", parts, floor)]
+    early = samples.get("early", [])
+    if early:
+        parts = [
+            ("Job created -> check Ready (the instant check, before quota)", "checkReady"),
+            ("check Ready -> quota reserved (Kueue)", "checkReadyToQuota"),
+            ("quota reserved -> Admitted (Kueue; 0 when one write)", "quotaToAdmitted"),
+        ]
+        out += ["", _breakdown("early", parts, early)]
     slow = samples.get("cold-slow", [])
     if slow:
         ours = percentile([s["admission"] for s in slow], 50)
@@ -454,6 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--floor", type=int, default=30, help="Jobs behind the bench's instant check"
     )
+    parser.add_argument(
+        "--early", type=int, default=30, help="Jobs behind the instant check before quota"
+    )
     parser.add_argument("--count", type=int, default=2, help="nodes per gang")
     parser.add_argument("--join-delay", type=float, default=1.0, help="simulated boot, s")
     parser.add_argument(
@@ -475,9 +504,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     ran_on = baselines.commit()  # what the figures measure, whatever is committed meanwhile
-    if args.cold < 1 or args.warm < 0 or args.baseline < 1 or min(args.cold_slow, args.floor) < 0:
+    if (
+        args.cold < 1
+        or args.warm < 0
+        or args.baseline < 1
+        or min(args.cold_slow, args.floor, args.early) < 0
+    ):
         parser.error(
-            "--cold and --baseline must be at least 1, --warm, --floor and --cold-slow at least 0"
+            "--cold and --baseline must be at least 1, --warm, --floor, --early and "
+            "--cold-slow at least 0"
         )
 
     work = Path(tempfile.mkdtemp(prefix="bench-admission-"))
@@ -509,7 +544,10 @@ def main(argv: list[str] | None = None) -> int:
         instant = InstantCheck(api, NAMESPACE, FLOOR_CHECK)
         instant.start()
         _apply_queue(custom, FLOOR_QUEUE, FLOOR_CLUSTER_QUEUE, FLOOR_CHECK, held=False)
-        timeline = Timeline(api, NAMESPACE, checks=(ko.CHECK_NAME, FLOOR_CHECK))
+        early = InstantCheck(api, NAMESPACE, EARLY_CHECK, before_quota=True)
+        early.start()
+        _apply_queue(custom, EARLY_QUEUE, EARLY_CLUSTER_QUEUE, EARLY_CHECK, held=False)
+        timeline = Timeline(api, NAMESPACE, checks=(ko.CHECK_NAME, FLOOR_CHECK, EARLY_CHECK))
         timeline.start()
         bench = Bench(env, timeline, args.count, k8s.BatchV1Api(api), custom)
         print(f"up in {time.monotonic() - started:.1f}s; work dir {work}", file=sys.stderr)
@@ -521,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
             _run_series(bench, counter, args)
         stolen = machine_cpu().since(machine_before).stolen_percent
         instant.stop()
+        early.stop()
         timeline.stop()
         print(_report(bench.samples, args.join_delay, args.slow_join, args.count))
         print("\n" + requests_report(counter.series))
@@ -570,6 +609,7 @@ def _run_series(bench: Bench, counter: SeriesCounter, args: argparse.Namespace) 
 
     series("baseline", args.baseline, lambda i: bench.plain("baseline", f"plain-{i}", PLAIN_QUEUE))
     series("floor", args.floor, lambda i: bench.plain("floor", f"floor-{i}", FLOOR_QUEUE))
+    series("early", args.early, lambda i: bench.plain("early", f"early-{i}", EARLY_QUEUE))
     pools = [f"bench-{run}-{i}" for i in range(args.cold)]
     series("cold", args.cold, lambda i: bench.gang("cold", f"cold-{i}", pools[i]))
     series("warm", args.warm, lambda i: bench.gang("warm", f"warm-{i}", pools[i % len(pools)]))
@@ -598,8 +638,8 @@ def key_figures(
     samples: dict[str, list[dict[str, float]]],
     requests: dict[str, SeriesRequests] | None = None,
 ) -> dict[str, float]:
-    """The figures a run is compared on: each series' p50 (ours), warm, cold and the floor
-    against Kueue alone and warm against the floor, the cold and warm steps' p50s, the
+    """The figures a run is compared on: each series' p50 (ours), warm, cold and the two
+    floors against Kueue alone and warm against each floor, the cold and warm steps' p50s, the
     controller's share of a slow cold start, and per series the API server's writes per
     admission (every client's and ours) and our reads, with our warm writes by resource.
     A series the run left out gives no figure."""
@@ -612,11 +652,12 @@ def key_figures(
     for series, value in p50.items():
         figures[f"{series}: p50 s"] = value
     base = p50.get("baseline")
-    for series in ("warm", "cold", "floor"):
+    for series in ("warm", "cold", "floor", "early"):
         if base and series in p50:
             figures[f"{series} p50 / baseline p50"] = p50[series] / base
-    if p50.get("floor") and "warm" in p50:
-        figures["warm p50 / floor p50"] = p50["warm"] / p50["floor"]
+    for floor in ("floor", "early"):
+        if p50.get(floor) and "warm" in p50:
+            figures[f"warm p50 / {floor} p50"] = p50["warm"] / p50[floor]
     # From Kueue's reservation on: what a gang waits for once its quota is there (a queued
     # gang's stack was prepared while it waited; a cold one's is prepared after).
     for series in ("cold", "cold-queued"):

@@ -15,7 +15,9 @@ the next wave waits for the records, printed apart), the later ones reuse the wa
 One more wave submits the same Jobs on a queue without our check over the same warm Nodes:
 what Kueue and the Job simulator take alone. And one more on a queue whose one check the
 bench's instant controller sets Ready the moment Kueue reserves quota (`instant_check`):
-what any AdmissionCheck costs under Kueue, the floor under a warm wave. Each wave is also
+what any AdmissionCheck costs under Kueue, the floor under a warm wave. And one more whose
+check the same controller sets Ready before quota is reserved (`before_quota`): what a check
+whose answer is known before quota costs, Kueue admitting in one write. Each wave is also
 timed to its last Job finished: the waves without our check end there (they hold no pool),
 ours go on until every claim is released and every pool warm again. At the end every pool
 is deleted and its stack destroyed.
@@ -80,6 +82,10 @@ PLAIN_CLUSTER_QUEUE = "plain-cluster-queue"
 FLOOR_QUEUE = "floor-queue"
 FLOOR_CLUSTER_QUEUE = "floor-cluster-queue"
 FLOOR_CHECK = "bench-instant-check"
+# A queue whose check the instant controller answers before quota (`before_quota`).
+EARLY_QUEUE = "early-queue"
+EARLY_CLUSTER_QUEUE = "early-cluster-queue"
+EARLY_CHECK = "bench-early-check"
 RECONCILERS = ("workload", "gangnodepool", "admissioncheck")
 
 
@@ -374,11 +380,11 @@ class Run:
             if self.per_pool > 1:
                 for key in [k for k in self.figures if k.startswith("warmWave")]:
                     self.figures[key] /= self.per_pool - 1
-            for series, check in (("kueueAlone", None), ("floor", FLOOR_CHECK)):
+            for series in WITHOUT_US:
                 at_start = _WaveCounters.before_wave(api, env, child.pid)
-                self._wave_without_us(series, check, batch, custom, timeline, names)
+                self._wave_without_us(series, batch, custom, timeline, names)
                 self._add_wave_cost(series, at_start, _WaveCounters.after_wave(api, env, child.pid))
-            for series in ("warm", "kueueAlone", "floor"):
+            for series in ("warm", *WITHOUT_US):
                 self._busy_percent(series)
             self._decision_latencies(timeline, waves)
             self._wave_stages(timeline, waves, created, names)
@@ -461,7 +467,6 @@ class Run:
     def _wave_without_us(
         self,
         series: str,
-        check: str | None,
         batch: k8s.BatchV1Api,
         custom: k8s.CustomObjectsApi,
         timeline: Timeline,
@@ -469,16 +474,13 @@ class Run:
     ) -> None:
         """One more wave of the same Jobs over the same warm Nodes on a queue without our
         check: with no check (`kueueAlone`), what Kueue and the Job simulator take alone;
-        behind the bench's instant check (`floor`), what any AdmissionCheck adds to that.
+        behind the bench's instant check (`floor`), what any AdmissionCheck adds to that;
+        behind it answering before quota (`early`), what a check known before quota adds.
         No pool is claimed; the pools stay warm."""
-        queue, cluster_queue = (
-            (PLAIN_QUEUE, PLAIN_CLUSTER_QUEUE)
-            if check is None
-            else (FLOOR_QUEUE, FLOOR_CLUSTER_QUEUE)
-        )
+        queue, cluster_queue, check, before_quota = _QUEUES_WITHOUT_US[series]
         instant = None
         if check is not None:
-            instant = InstantCheck(custom.api_client, NAMESPACE, check)
+            instant = InstantCheck(custom.api_client, NAMESPACE, check, before_quota=before_quota)
             instant.start()
         quota = ko.cluster_queue(cluster_queue, ko.FLAVOR_NAME, check, self._quota())
         custom.create_cluster_custom_object(*KUEUE, "clusterqueues", quota)
@@ -492,7 +494,7 @@ class Run:
             lambda: ko.is_active(custom, "clusterqueues", cluster_queue),
             timeout=120,
         )
-        jobs = [f"{'plain' if check is None else 'floor'}-{pool}" for pool in pools]
+        jobs = [f"{series.lower()}-{pool}" for pool in pools]
         created: dict[str, float] = {}
         started = time.monotonic()
         for job, pool in zip(jobs, pools, strict=True):
@@ -590,7 +592,18 @@ STAGES: list[tuple[str, str]] = [
 # The stages of a Job on a queue without our check: Kueue's and the Job simulator's only.
 KUEUE_ALONE_STAGES: Final = ("QuotaReserved", "Admitted", "Finished")
 # The waves without our check, as the report names them.
-WITHOUT_US: Final = {"kueueAlone": "Kueue-alone", "floor": "AdmissionCheck floor"}
+WITHOUT_US: Final = {
+    "kueueAlone": "Kueue-alone",
+    "floor": "AdmissionCheck floor",
+    "early": "AdmissionCheck Ready before quota",
+}
+# Each such wave's queue, ClusterQueue, the instant check behind it (none for Kueue alone)
+# and whether that check answers before quota.
+_QUEUES_WITHOUT_US: Final = {
+    "kueueAlone": (PLAIN_QUEUE, PLAIN_CLUSTER_QUEUE, None, False),
+    "floor": (FLOOR_QUEUE, FLOOR_CLUSTER_QUEUE, FLOOR_CHECK, False),
+    "early": (EARLY_QUEUE, EARLY_CLUSTER_QUEUE, EARLY_CHECK, True),
+}
 
 
 def _stage_times(timeline: Timeline, job: str, pool: str) -> dict[str, float]:
@@ -675,6 +688,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("warm wave (mean; until every pool is warm again)", "warmWaveSeconds", "s"),
     ("Kueue-alone wave (same Jobs, queue without our check)", "kueueAloneWaveSeconds", "s"),
     ("AdmissionCheck floor wave (same Jobs, a check Ready at once)", "floorWaveSeconds", "s"),
+    ("wave behind a check Ready before quota (same Jobs)", "earlyWaveSeconds", "s"),
     *(
         (f"{what}, to its last Job finished", f"{series}WaveJobsSeconds", "s")
         for series, what in (
@@ -682,6 +696,7 @@ ROWS: list[tuple[str, str, str]] = [
             ("warm", "warm wave (mean)"),
             ("kueueAlone", "Kueue-alone wave"),
             ("floor", "floor wave"),
+            ("early", "wave behind a check Ready before quota"),
         )
     ),
     ("release of every pool (stack destroy)", "releaseSeconds", "s"),
@@ -713,6 +728,7 @@ for _series, _name in (
     ("warm", "a warm wave"),
     ("kueueAlone", "the Kueue-alone wave"),
     ("floor", "the floor wave"),
+    ("early", "the wave behind a check Ready before quota"),
     ("release", "the release of every pool"),
 ):
     for _kind in _WAVE_CPU_KINDS:
@@ -720,7 +736,7 @@ for _series, _name in (
     ROWS.append((f"CPU of {_name}, whole machine", f"{_series}WaveMachineBusy", "s"))
     ROWS.append((f"machine busy during {_name} (%)", f"{_series}WaveBusyPercent", ""))
     ROWS.append((f"steal during {_name} (%)", f"{_series}WaveStolenPercent", ""))
-for _series in ("cold", "warm", "kueueAlone", "floor"):
+for _series in ("cold", "warm", *WITHOUT_US):
     for _stage, _what in STAGES:
         if _series in WITHOUT_US and _stage not in KUEUE_ALONE_STAGES:
             continue
@@ -764,6 +780,7 @@ def _apiserver_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
         rows.append((f"{_where(key)}{key}, a warm wave", f"warmWaveApi:{key}", ""))
         rows.append(("  ... the Kueue-alone wave", f"kueueAloneWaveApi:{key}", ""))
         rows.append(("  ... the floor wave", f"floorWaveApi:{key}", ""))
+        rows.append(("  ... the wave behind a check Ready before quota", f"earlyWaveApi:{key}", ""))
     return rows
 
 
@@ -822,6 +839,7 @@ _KEY_FIGURES: tuple[tuple[str, str], ...] = (
     ("warm wave s", "warmWaveSeconds"),
     ("Kueue-alone wave s", "kueueAloneWaveSeconds"),
     ("AdmissionCheck floor wave s", "floorWaveSeconds"),
+    ("check Ready before quota wave s", "earlyWaveSeconds"),
     ("cold wave s", "coldWaveSeconds"),
     ("pool lag p99 s", "laggangnodepoolP99"),
     ("workload lag p99 s", "lagworkloadP99"),
@@ -847,6 +865,9 @@ def key_figures(pools: int, figures: dict[str, float]) -> dict[str, float]:
         out[f"{pools} pools: floor wave / Kueue alone"] = floor / alone
     if warm is not None and floor:
         out[f"{pools} pools: warm wave / floor wave"] = warm / floor
+    early = figures.get("earlyWaveSeconds")
+    if early and alone:
+        out[f"{pools} pools: check Ready before quota wave / Kueue alone"] = early / alone
     # Each wave to its last Job finished: ours without the claims' release after it, as the
     # waves without our check end (they hold no pool).
     jobs = {s: figures.get(f"{s}WaveJobsSeconds") for s in ("warm", "kueueAlone", "floor")}

@@ -9,6 +9,14 @@ them. This controller is that write and nothing more (no claim, no pool, no prec
 on the version read), so a series behind it measures what any admission check costs under
 Kueue, and what ours adds is judged against that rather than against Kueue alone.
 
+With `before_quota` it says Ready as soon as Kueue lists the check on a Workload, before
+any quota is reserved. Kueue 0.19 lists a ClusterQueue's checks on a Workload from its
+first reconcile (the Workload controller syncs `status.admissionChecks` whether or not
+quota is held), and its scheduler, reserving quota for a Workload whose checks are all
+Ready already, sets Admitted in the same write. A series behind such a check measures what
+a check costs when its answer is known before quota: what a warm set could give a gang
+if it were claimed while the gang waits for quota (the product does not do this).
+
 It marks its AdmissionCheck Active (Kueue holds a ClusterQueue whose checks are not) and
 follows the bench's Workloads on a watch of its own, in the bench's process, as our
 controller runs there too.
@@ -37,11 +45,13 @@ def _now() -> str:
 
 @dataclass
 class InstantCheck:
-    """Sets check `name` Ready on every Workload of `namespace` holding quota."""
+    """Sets check `name` Ready on every Workload of `namespace` holding quota (with
+    `before_quota`, on every one that lists the check)."""
 
     api: k8s.ApiClient
     namespace: str
     name: str
+    before_quota: bool = False
     ready_written: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -97,7 +107,9 @@ class InstantCheck:
         )
         checks = status.get("admissionChecks") or []
         index = next((i for i, s in enumerate(checks) if s.get("name") == self.name), None)
-        if not reserved or index is None or checks[index].get("state") != "Pending":
+        if index is None or checks[index].get("state") != "Pending":
+            return
+        if not (reserved or self.before_quota):
             return
         base = f"/status/admissionChecks/{index}"
         operations = [

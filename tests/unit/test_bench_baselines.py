@@ -100,6 +100,8 @@ def test_the_admission_bench_compares_its_p50s_ratios_and_cold_steps() -> None:
         {
             "baseline": [sample(0.2, 0.2), sample(0.4, 0.4)],
             "warm": [sample(0.3, 0.3, quotaToClaimed=0.05)],
+            "floor": [sample(0.5, 0.5)],
+            "early": [sample(0.24, 0.24)],
             "cold": [
                 sample(1.5, 2.5, acquiringToPrepared=0.9, quota=0.1),
                 sample(2.5, 3.5, quota=0.1),
@@ -111,6 +113,9 @@ def test_the_admission_bench_compares_its_p50s_ratios_and_cold_steps() -> None:
     assert figures["baseline: p50 s"] == pytest.approx(0.3)
     assert figures["warm p50 / baseline p50"] == pytest.approx(1.0)
     assert figures["cold p50 / baseline p50"] == pytest.approx(2.0 / 0.3)
+    assert figures["early p50 / baseline p50"] == pytest.approx(0.8)
+    assert figures["warm p50 / floor p50"] == pytest.approx(0.6)
+    assert figures["warm p50 / early p50"] == pytest.approx(1.25)
     assert figures["cold acquiringToPrepared: p50 s"] == pytest.approx(0.9)
     assert figures["warm quotaToClaimed: p50 s"] == pytest.approx(0.05)
     assert figures["cold-slow: controller's share"] == pytest.approx(2.0 / 62.0)
@@ -146,9 +151,15 @@ def test_the_scale_bench_puts_the_warm_wave_beside_the_admission_check_floor() -
 
     figures = key_figures(
         200,
-        {"warmWaveSeconds": 30.0, "kueueAloneWaveSeconds": 20.0, "floorWaveSeconds": 25.0},
+        {
+            "warmWaveSeconds": 30.0,
+            "kueueAloneWaveSeconds": 20.0,
+            "floorWaveSeconds": 25.0,
+            "earlyWaveSeconds": 21.0,
+        },
     )
     assert figures["200 pools: AdmissionCheck floor wave s"] == 25.0
+    assert figures["200 pools: check Ready before quota wave / Kueue alone"] == pytest.approx(1.05)
     assert figures["200 pools: floor wave / Kueue alone"] == pytest.approx(1.25)
     assert figures["200 pools: warm wave / floor wave"] == pytest.approx(1.2)
     assert "200 pools: warm / floor, Jobs done" not in figures  # not measured
@@ -251,7 +262,7 @@ def test_the_scale_bench_prints_a_series_most_frequent_requests_apiserver_and_aw
         "apiserver watch event nodes, the release",
         "apiserver PATCH gangnodepools/status, the release",
     ]
-    assert [key for _, key, _ in _apiserver_rows(figures)][::3] == [
+    assert [key for _, key, _ in _apiserver_rows(figures)][::4] == [
         "warmWaveApi:PATCH workloads/status",
         "warmWaveApi:AWS ec2:CreateTags",
     ]
