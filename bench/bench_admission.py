@@ -19,9 +19,10 @@ submits gang Jobs of --count nodes one at a time, series side by side:
   under Kueue's protocol (two Kueue writes instead of one, the check's between them), the
   floor under our warm figure;
 - early: the same instant check, answering as soon as Kueue lists it on a Workload, before
-  quota is reserved (`instant_check`'s `before_quota`): Kueue then reserves quota and
-  admits in one write. What a check whose answer is known before quota costs: the floor
-  of a warm set claimed while its gang waits for quota, which the product does not do;
+  quota is reserved (`instant_check`'s `before_quota`). What a check whose answer is
+  known before quota costs: the floor of a warm set claimed while its gang waits for
+  quota, which the product does not do. Its steps say whether Kueue admitted with the
+  reservation (quota reserved -> Admitted 0) or in a write after it;
 - cold: each Job names a pool never used before: the pool is created, its stack prepared
   (Pulumi up), the set launched N-or-0, recorded in the stack (Pulumi up) while the nodes
   join, our check goes Ready and Kueue admits;
@@ -455,9 +456,16 @@ def _report(
         parts = [
             ("Job created -> check Ready (the instant check, before quota)", "checkReady"),
             ("check Ready -> quota reserved (Kueue)", "checkReadyToQuota"),
-            ("quota reserved -> Admitted (Kueue; 0 when one write)", "quotaToAdmitted"),
+            ("quota reserved -> Admitted (Kueue; 0: with the reservation)", "quotaToAdmitted"),
         ]
         out += ["", _breakdown("early", parts, early)]
+        before = sum(1 for e in early if e["checkReadyToQuota"] > 0)
+        # Both conditions in one watch event: Kueue admitted with the reservation.
+        together = sum(1 for e in early if e["quotaToAdmitted"] < 0.001)
+        out.append(
+            f"early: check Ready before quota in {before} of {len(early)}; admitted with "
+            f"the reservation (one write) in {together} of {len(early)}"
+        )
     slow = samples.get("cold-slow", [])
     if slow:
         ours = percentile([s["admission"] for s in slow], 50)

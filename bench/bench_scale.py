@@ -17,7 +17,7 @@ what Kueue and the Job simulator take alone. And one more on a queue whose one c
 bench's instant controller sets Ready the moment Kueue reserves quota (`instant_check`):
 what any AdmissionCheck costs under Kueue, the floor under a warm wave. And one more whose
 check the same controller sets Ready before quota is reserved (`before_quota`): what a check
-whose answer is known before quota costs, Kueue admitting in one write. Each wave is also
+whose answer is known before quota costs. Each wave is also
 timed to its last Job finished: the waves without our check end there (they hold no pool),
 ours go on until every claim is released and every pool warm again. At the end every pool
 is deleted and its stack destroyed.
@@ -43,6 +43,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from math import inf
 from pathlib import Path
 from typing import Any, Final
 
@@ -324,7 +325,7 @@ class Run:
             custom.patch_cluster_custom_object(
                 *KUEUE, "clusterqueues", ko.CLUSTER_QUEUE_NAME, {"spec": quota["spec"]}
             )
-            timeline = Timeline(api, NAMESPACE)
+            timeline = Timeline(api, NAMESPACE, checks=(ko.CHECK_NAME, FLOOR_CHECK, EARLY_CHECK))
             timeline.start()
             cpu_before, machine_before = _cpu_by_kind(), machine_cpu()
             child, metrics_port = _start_controller(env, self.work, self.stack_workers)
@@ -514,10 +515,22 @@ class Run:
             flush=True,
         )
         marks = {job: timeline.workload(job) for job in jobs}
-        for stage in KUEUE_ALONE_STAGES:
-            spans = [marks[job][stage] - created[job] for job in jobs if stage in marks[job]]
-            self.figures[f"{series}Stage{stage}P50"] = percentile(spans, 50)
-            self.figures[f"{series}Stage{stage}Last"] = max(spans, default=float("nan"))
+        for stage in (*KUEUE_ALONE_STAGES, "CheckReady"):
+            mark = "checkReady" if stage == "CheckReady" else stage
+            spans = [marks[job][mark] - created[job] for job in jobs if mark in marks[job]]
+            if spans:
+                self.figures[f"{series}Stage{stage}P50"] = percentile(spans, 50)
+                self.figures[f"{series}Stage{stage}Last"] = max(spans)
+        if check is not None:
+            self.figures[f"{series}ReadyBeforeQuota"] = sum(
+                1 for m in marks.values() if m.get("checkReady", inf) < m.get("QuotaReserved", 0)
+            )
+            # Both conditions in one watch event: Kueue admitted with the reservation.
+            self.figures[f"{series}AdmittedWithQuota"] = sum(
+                1
+                for m in marks.values()
+                if abs(m.get("Admitted", inf) - m.get("QuotaReserved", -inf)) < 0.001
+            )
 
     def _quota(self) -> dict[str, str]:
         return {
@@ -699,6 +712,18 @@ ROWS: list[tuple[str, str, str]] = [
             ("early", "wave behind a check Ready before quota"),
         )
     ),
+    *(
+        row
+        for series, what in (("floor", "floor wave"), ("early", "wave before quota"))
+        for row in (
+            (
+                f"{what}: Workloads whose check was Ready before quota",
+                f"{series}ReadyBeforeQuota",
+                "",
+            ),
+            (f"{what}: Workloads admitted with the reservation", f"{series}AdmittedWithQuota", ""),
+        )
+    ),
     ("release of every pool (stack destroy)", "releaseSeconds", "s"),
     ("instances launched", "launched", ""),
     ("gangnodepool passes", "passesgangnodepool", ""),
@@ -738,8 +763,12 @@ for _series, _name in (
     ROWS.append((f"steal during {_name} (%)", f"{_series}WaveStolenPercent", ""))
 for _series in ("cold", "warm", *WITHOUT_US):
     for _stage, _what in STAGES:
-        if _series in WITHOUT_US and _stage not in KUEUE_ALONE_STAGES:
+        if _series == "kueueAlone" and _stage not in KUEUE_ALONE_STAGES:
             continue
+        if _series in WITHOUT_US and _stage not in (*KUEUE_ALONE_STAGES, "CheckReady"):
+            continue
+        if _series in WITHOUT_US and _stage == "CheckReady":
+            _what = "check Ready (the bench's instant check)"
         ROWS.append((f"{_series}: Job created -> {_what}, p50", f"{_series}Stage{_stage}P50", "s"))
         ROWS.append((f"{_series}: ... the last Workload", f"{_series}Stage{_stage}Last", "s"))
 
