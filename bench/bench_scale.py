@@ -515,8 +515,8 @@ class Run:
             flush=True,
         )
         marks = {job: timeline.workload(job) for job in jobs}
-        for stage in (*KUEUE_ALONE_STAGES, "CheckReady"):
-            mark = "checkReady" if stage == "CheckReady" else stage
+        for stage in (*KUEUE_ALONE_STAGES, "CheckListed", "CheckReady"):
+            mark = _CHECK_MARKS.get(stage, stage)
             spans = [marks[job][mark] - created[job] for job in jobs if mark in marks[job]]
             if spans:
                 self.figures[f"{series}Stage{stage}P50"] = percentile(spans, 50)
@@ -604,6 +604,9 @@ STAGES: list[tuple[str, str]] = [
 
 # The stages of a Job on a queue without our check: Kueue's and the Job simulator's only.
 KUEUE_ALONE_STAGES: Final = ("QuotaReserved", "Admitted", "Finished")
+# A check's stages in the waves behind the instant check, by the Timeline's mark: Kueue
+# lists the check on the Workload (Pending), the instant check says Ready.
+_CHECK_MARKS: Final = {"CheckListed": "checkPending", "CheckReady": "checkReady"}
 # The waves without our check, as the report names them.
 WITHOUT_US: Final = {
     "kueueAlone": "Kueue-alone",
@@ -769,6 +772,13 @@ for _series in ("cold", "warm", *WITHOUT_US):
             continue
         if _series in WITHOUT_US and _stage == "CheckReady":
             _what = "check Ready (the bench's instant check)"
+            _listed = "its check listed on the Workload, Pending (Kueue)"
+            ROWS.append(
+                (f"{_series}: Job created -> {_listed}, p50", f"{_series}StageCheckListedP50", "s")
+            )
+            ROWS.append(
+                (f"{_series}: ... the last Workload", f"{_series}StageCheckListedLast", "s")
+            )
         ROWS.append((f"{_series}: Job created -> {_what}, p50", f"{_series}Stage{_stage}P50", "s"))
         ROWS.append((f"{_series}: ... the last Workload", f"{_series}Stage{_stage}Last", "s"))
 
