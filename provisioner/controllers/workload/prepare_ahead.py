@@ -4,15 +4,16 @@ for EC2's launch and the nodes' join.
 Kueue acts on admission checks only once it has reserved quota ("Admission Check", Kueue's
 concepts): a claim made before would hold a pool for a gang that may wait for hours. Our
 check may already be on the Workload, Pending: Kueue (v0.19) lists a ClusterQueue's checks
-that apply to every flavor as soon as it queues the Workload, before any quota, and the
-rest once quota is reserved. What can be done meanwhile is the stack: the Workload
-reconciler, for a Workload that waits for quota on a LocalQueue whose ClusterQueue lists
-one of our AdmissionChecks (whether or not Kueue has listed it on the Workload yet; the
-Workload reconciler passes the one it lists), asks `decide` what the claim would be once
-quota comes (every rule of the claim's: the shape through the check's GangClass, the pods'
-fit, the tenancy, a busy pool), and `ahead_change` says whether to create the pool it would
-claim, unclaimed, or to mark an unclaimed Idle pool of that shape and namespace with
-`spec.queued`. The pool reconciler prepares the stack of such a pool
+that apply to every flavor when its Workload controller first reconciles the Workload, and
+the rest once quota is reserved; on an idle queue that is before any quota, under a wave its
+controller's queue makes it after (`bench_scale` times both). What can be done meanwhile is
+the stack: the Workload reconciler, for a Workload that waits for quota on a LocalQueue
+whose ClusterQueue lists one of our AdmissionChecks (whether or not Kueue has listed it on
+the Workload yet; the Workload reconciler passes the one it lists), asks `decide` what the
+claim would be once quota comes (every rule of the claim's: the shape through the check's
+GangClass, the pods' fit, the tenancy, a busy pool), and `ahead_change` says whether to
+create the pool it would claim, unclaimed, or to mark an unclaimed Idle pool of that shape
+and namespace with `spec.queued`. The pool reconciler prepares the stack of such a pool
 (`controllers/pool/plan_acquire._prepare_ahead`); the claim that comes with quota finds it
 prepared and launches at once.
 
