@@ -552,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
         instant = InstantCheck(api, NAMESPACE, FLOOR_CHECK)
         instant.start()
         _apply_queue(custom, FLOOR_QUEUE, FLOOR_CLUSTER_QUEUE, FLOOR_CHECK, held=False)
-        early = InstantCheck(api, NAMESPACE, EARLY_CHECK, before_quota=True)
+        early = InstantCheck(api, NAMESPACE, EARLY_CHECK, before_quota=True, own_queue=EARLY_QUEUE)
         early.start()
         _apply_queue(custom, EARLY_QUEUE, EARLY_CLUSTER_QUEUE, EARLY_CHECK, held=False)
         timeline = Timeline(api, NAMESPACE, checks=(ko.CHECK_NAME, FLOOR_CHECK, EARLY_CHECK))
@@ -569,6 +569,12 @@ def main(argv: list[str] | None = None) -> int:
         instant.stop()
         early.stop()
         timeline.stop()
+        if args.early:
+            print(
+                f"early check: {early.ready_written} Ready writes, {early.entries_added} of "
+                f"them adding its own entry before Kueue listed it; refused: {early.refused}",
+                file=sys.stderr,
+            )
         print(_report(bench.samples, args.join_delay, args.slow_join, args.count))
         print("\n" + requests_report(counter.series))
         print(

@@ -481,7 +481,13 @@ class Run:
         queue, cluster_queue, check, before_quota = _QUEUES_WITHOUT_US[series]
         instant = None
         if check is not None:
-            instant = InstantCheck(custom.api_client, NAMESPACE, check, before_quota=before_quota)
+            instant = InstantCheck(
+                custom.api_client,
+                NAMESPACE,
+                check,
+                before_quota=before_quota,
+                own_queue=queue if before_quota else None,
+            )
             instant.start()
         quota = ko.cluster_queue(cluster_queue, ko.FLAVOR_NAME, check, self._quota())
         custom.create_cluster_custom_object(*KUEUE, "clusterqueues", quota)

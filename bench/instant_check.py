@@ -17,7 +17,10 @@ Admitted with the reservation when every check is Ready already. A series behind
 check measures what a check costs when its answer is known before quota: the most a warm
 set could give a gang if it were claimed while the gang waits for quota (the product does
 not do this). Whether Kueue then admits in one write is the series' to show: in this
-machine's runs it did not (docs/FIGURES.md).
+machine's runs it did not (docs/FIGURES.md), and in a wave Kueue listed the check only
+after the reservation. So with `own_queue` too it does not wait for the listing: on a
+Workload of that LocalQueue that lists no entry of its yet, it adds its own, Ready
+(preconditioned on the version it read; Kueue's sync keeps an entry it finds).
 
 It marks its AdmissionCheck Active (Kueue holds a ClusterQueue whose checks are not) and
 follows the bench's Workloads on a watch of its own, in the bench's process, as our
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -59,7 +63,12 @@ class InstantCheck:
     namespace: str
     name: str
     before_quota: bool = False
+    # With `before_quota`: the LocalQueue whose Workloads get an entry of ours, Ready,
+    # before Kueue lists the check on them.
+    own_queue: str | None = None
     ready_written: int = 0
+    entries_added: int = 0  # of the Ready writes, those that added our own entry
+    refused: list[str] = field(default_factory=list)  # the apiserver's refusals, first 5
     _stop: threading.Event = field(default_factory=threading.Event)
     _writers: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(WRITERS, thread_name_prefix="instant-check")
@@ -121,16 +130,73 @@ class InstantCheck:
         )
         checks = status.get("admissionChecks") or []
         index = next((i for i, s in enumerate(checks) if s.get("name") == self.name), None)
+        if index is None and self._own_entry_for(workload, reserved):
+            self._submit(workload["metadata"]["name"], self._add_entry, custom, workload)
+            return
         if index is None or checks[index].get("state") != "Pending":
             return
         if not (reserved or self.before_quota):
             return
-        name = workload["metadata"]["name"]
+        self._submit(workload["metadata"]["name"], self._write_ready, custom, index)
+
+    def _own_entry_for(self, workload: dict[str, Any], reserved: bool) -> bool:
+        queue = (workload.get("spec") or {}).get("queueName")
+        return self.before_quota and not reserved and queue is not None and queue == self.own_queue
+
+    def _submit(
+        self, name: str, write: Callable[..., None], custom: k8s.CustomObjectsApi, arg: Any
+    ) -> None:
         with self._lock:
             if name in self._writing:
                 return
             self._writing.add(name)
-        self._writers.submit(self._write_ready, custom, name, index)
+        self._writers.submit(self._write, name, write, custom, arg)
+
+    def _write(
+        self, name: str, write: Callable[..., None], custom: k8s.CustomObjectsApi, arg: Any
+    ) -> None:
+        try:
+            write(custom, name, arg)
+            with self._lock:
+                self.ready_written += 1
+                self.entries_added += write == self._add_entry
+        except k8s.ApiException as err:
+            # Moved on meanwhile (the watch brings the Workload again), or refused.
+            with self._lock:
+                if len(self.refused) < 5:
+                    self.refused.append(f"{err.status} {err.reason}: {err.body}"[:300])
+        finally:
+            with self._lock:
+                self._writing.discard(name)
+
+    def _add_entry(self, custom: k8s.CustomObjectsApi, name: str, workload: dict[str, Any]) -> None:
+        entry = {
+            "name": self.name,
+            "state": "Ready",
+            "message": "the bench's instant check, before Kueue listed it",
+            "lastTransitionTime": _now(),
+        }
+        version: dict[str, Any] = {
+            "op": "test",
+            "path": "/metadata/resourceVersion",
+            "value": workload["metadata"]["resourceVersion"],
+        }
+        add: dict[str, Any]
+        status = workload.get("status")
+        if status is None:
+            add = {"op": "add", "path": "/status", "value": {"admissionChecks": [entry]}}
+        elif status.get("admissionChecks") is None:
+            add = {"op": "add", "path": "/status/admissionChecks", "value": [entry]}
+        else:
+            add = {"op": "add", "path": "/status/admissionChecks/-", "value": entry}
+        custom.patch_namespaced_custom_object_status(
+            *KUEUE,
+            self.namespace,
+            "workloads",
+            name,
+            [version, add],
+            _content_type="application/json-patch+json",
+        )
 
     def _write_ready(self, custom: k8s.CustomObjectsApi, name: str, index: int) -> None:
         base = f"/status/admissionChecks/{index}"
@@ -140,19 +206,11 @@ class InstantCheck:
             {"op": "replace", "path": f"{base}/state", "value": "Ready"},
             {"op": "replace", "path": f"{base}/lastTransitionTime", "value": _now()},
         ]
-        try:
-            custom.patch_namespaced_custom_object_status(
-                *KUEUE,
-                self.namespace,
-                "workloads",
-                name,
-                operations,
-                _content_type="application/json-patch+json",
-            )
-            with self._lock:
-                self.ready_written += 1
-        except k8s.ApiException:
-            pass  # moved on meanwhile: the watch brings the Workload again
-        finally:
-            with self._lock:
-                self._writing.discard(name)
+        custom.patch_namespaced_custom_object_status(
+            *KUEUE,
+            self.namespace,
+            "workloads",
+            name,
+            operations,
+            _content_type="application/json-patch+json",
+        )
