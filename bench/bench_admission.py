@@ -18,11 +18,12 @@ submits gang Jobs of --count nodes one at a time, series side by side:
   Ready the instant Kueue reserves quota (`instant_check`): what any admission check costs
   under Kueue's protocol (two Kueue writes instead of one, the check's between them), the
   floor under our warm figure;
-- early: the same instant check, answering as soon as Kueue lists it on a Workload, before
-  quota is reserved (`instant_check`'s `before_quota`). What a check whose answer is
-  known before quota costs: the floor of a warm set claimed while its gang waits for
-  quota, which the product does not do. Its steps say whether Kueue admitted with the
-  reservation (quota reserved -> Admitted 0) or in a write after it;
+- early: the same instant check, answering before quota is reserved: as soon as Kueue lists
+  it on a Workload, or, not listed yet, by adding its own entry (`instant_check`'s
+  `before_quota` and `own_queue`). What a check whose answer is known before quota costs:
+  the floor of a warm set claimed while its gang waits for quota, which the product does
+  not do. Its steps say whether Kueue admitted with the reservation (quota reserved ->
+  Admitted 0) or in a write after it;
 - cold: each Job names a pool never used before: the pool is created, its stack prepared
   (Pulumi up), the set launched N-or-0, recorded in the stack (Pulumi up) while the nodes
   join, our check goes Ready and Kueue admits;

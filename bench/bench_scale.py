@@ -16,11 +16,11 @@ One more wave submits the same Jobs on a queue without our check over the same w
 what Kueue and the Job simulator take alone. And one more on a queue whose one check the
 bench's instant controller sets Ready the moment Kueue reserves quota (`instant_check`):
 what any AdmissionCheck costs under Kueue, the floor under a warm wave. And one more whose
-check the same controller sets Ready before quota is reserved (`before_quota`): what a check
-whose answer is known before quota costs. Each wave is also
-timed to its last Job finished: the waves without our check end there (they hold no pool),
-ours go on until every claim is released and every pool warm again. At the end every pool
-is deleted and its stack destroyed.
+check the same controller sets Ready before quota is reserved (`before_quota`, adding its
+own entry when Kueue has not listed the check yet): what a check whose answer is known
+before quota costs. Each wave is also timed to its last Job finished: the waves without our
+check end there (they hold no pool), ours go on until every claim is released and every pool
+warm again. At the end every pool is deleted and its stack destroyed.
 
 Prints, per run and as a ratio: the controller's peak RSS (and with its Pulumi children),
 its CPU seconds (and its children's), reconcile lag p50/p99 per reconciler (the work
