@@ -82,7 +82,13 @@ from bench.api_requests import report as requests_report
 from bench.instant_check import InstantCheck
 from bench.procfs import machine_cpu
 from bench.stats import percentile, ratio, table
-from bench.watching import Timeline, instances_tagged, wait_for
+from bench.watching import (
+    Timeline,
+    admitted_with_reservation,
+    instances_tagged,
+    ready_before_quota,
+    wait_for,
+)
 from devenv import kueue_objects as ko
 from devenv.environment import LocalEnvironment
 from provisioner.api import constants as c
@@ -156,6 +162,8 @@ class Bench:
                 "checkReady": ready - submitted,
                 "checkReadyToQuota": quota - ready,
                 "quotaToAdmitted": admitted - quota,
+                "readyBeforeQuota": float(ready_before_quota(marks)),
+                "admittedWithQuota": float(admitted_with_reservation(marks)),
             }
         self.samples.setdefault(series, []).append(sample)
         self._run_to_the_end(name)
@@ -460,9 +468,8 @@ def _report(
             ("quota reserved -> Admitted (Kueue; 0: with the reservation)", "quotaToAdmitted"),
         ]
         out += ["", _breakdown("early", parts, early)]
-        before = sum(1 for e in early if e["checkReadyToQuota"] > 0)
-        # Both conditions in one watch event: Kueue admitted with the reservation.
-        together = sum(1 for e in early if e["quotaToAdmitted"] < 0.001)
+        before = round(sum(e["readyBeforeQuota"] for e in early))
+        together = round(sum(e["admittedWithQuota"] for e in early))
         out.append(
             f"early: check Ready before quota in {before} of {len(early)}; admitted with "
             f"the reservation (one write) in {together} of {len(early)}"

@@ -43,7 +43,6 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from math import inf
 from pathlib import Path
 from typing import Any, Final
 
@@ -66,7 +65,15 @@ from bench.procfs import (
     status_kib,
 )
 from bench.stats import histogram_quantile, percentile, ratio, table
-from bench.watching import GNP, KUEUE, Timeline, instances_tagged, wait_for
+from bench.watching import (
+    GNP,
+    KUEUE,
+    Timeline,
+    admitted_with_reservation,
+    instances_tagged,
+    ready_before_quota,
+    wait_for,
+)
 from devenv import kueue_objects as ko
 from devenv.controller_process import start_controller, write_settings
 from devenv.environment import LocalEnvironment
@@ -478,15 +485,16 @@ class Run:
         behind the bench's instant check (`floor`), what any AdmissionCheck adds to that;
         behind it answering before quota (`early`), what a check known before quota adds.
         No pool is claimed; the pools stay warm."""
-        queue, cluster_queue, check, before_quota = _QUEUES_WITHOUT_US[series]
+        wave = WITHOUT_US[series]
+        queue, cluster_queue, check = wave.queue, wave.cluster_queue, wave.check
         instant = None
         if check is not None:
             instant = InstantCheck(
                 custom.api_client,
                 NAMESPACE,
                 check,
-                before_quota=before_quota,
-                own_queue=queue if before_quota else None,
+                before_quota=wave.before_quota,
+                own_queue=queue if wave.before_quota else None,
             )
             instant.start()
         quota = ko.cluster_queue(cluster_queue, ko.FLAVOR_NAME, check, self._quota())
@@ -516,7 +524,7 @@ class Run:
         if instant is not None:
             instant.stop()
         print(
-            f"  {WITHOUT_US[series]} wave: {self.figures[f'{series}WaveSeconds']:.1f}s",
+            f"  {WITHOUT_US[series].label} wave: {self.figures[f'{series}WaveSeconds']:.1f}s",
             file=sys.stderr,
             flush=True,
         )
@@ -528,14 +536,9 @@ class Run:
                 self.figures[f"{series}Stage{stage}P50"] = percentile(spans, 50)
                 self.figures[f"{series}Stage{stage}Last"] = max(spans)
         if check is not None:
-            self.figures[f"{series}ReadyBeforeQuota"] = sum(
-                1 for m in marks.values() if m.get("checkReady", inf) < m.get("QuotaReserved", 0)
-            )
-            # Both conditions in one watch event: Kueue admitted with the reservation.
+            self.figures[f"{series}ReadyBeforeQuota"] = sum(map(ready_before_quota, marks.values()))
             self.figures[f"{series}AdmittedWithQuota"] = sum(
-                1
-                for m in marks.values()
-                if abs(m.get("Admitted", inf) - m.get("QuotaReserved", -inf)) < 0.001
+                map(admitted_with_reservation, marks.values())
             )
 
     def _quota(self) -> dict[str, str]:
@@ -613,18 +616,28 @@ KUEUE_ALONE_STAGES: Final = ("QuotaReserved", "Admitted", "Finished")
 # A check's stages in the waves behind the instant check, by the Timeline's mark: Kueue
 # lists the check on the Workload (Pending), the instant check says Ready.
 _CHECK_MARKS: Final = {"CheckListed": "checkPending", "CheckReady": "checkReady"}
+
+
 # The waves without our check, as the report names them.
+@dataclass(frozen=True)
+class WaveWithoutUs:
+    """A wave on a queue without our check: how the report names it, its queue and
+    ClusterQueue, the instant check behind it (none for Kueue alone) and whether that check
+    answers before quota."""
+
+    label: str
+    queue: str
+    cluster_queue: str
+    check: str | None = None
+    before_quota: bool = False
+
+
 WITHOUT_US: Final = {
-    "kueueAlone": "Kueue-alone",
-    "floor": "AdmissionCheck floor",
-    "early": "AdmissionCheck Ready before quota",
-}
-# Each such wave's queue, ClusterQueue, the instant check behind it (none for Kueue alone)
-# and whether that check answers before quota.
-_QUEUES_WITHOUT_US: Final = {
-    "kueueAlone": (PLAIN_QUEUE, PLAIN_CLUSTER_QUEUE, None, False),
-    "floor": (FLOOR_QUEUE, FLOOR_CLUSTER_QUEUE, FLOOR_CHECK, False),
-    "early": (EARLY_QUEUE, EARLY_CLUSTER_QUEUE, EARLY_CHECK, True),
+    "kueueAlone": WaveWithoutUs("Kueue-alone", PLAIN_QUEUE, PLAIN_CLUSTER_QUEUE),
+    "floor": WaveWithoutUs("AdmissionCheck floor", FLOOR_QUEUE, FLOOR_CLUSTER_QUEUE, FLOOR_CHECK),
+    "early": WaveWithoutUs(
+        "AdmissionCheck Ready before quota", EARLY_QUEUE, EARLY_CLUSTER_QUEUE, EARLY_CHECK, True
+    ),
 }
 
 

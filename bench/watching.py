@@ -135,6 +135,22 @@ class Timeline:
         return next((t for t, p in changes if p == phase and t >= after), None)
 
 
+# Conditions a watch saw in one event are marked within this of each other (`_first` reads
+# the clock once per mark).
+SAME_EVENT_SECONDS = 0.001
+
+
+def ready_before_quota(marks: dict[str, float]) -> bool:
+    """A Workload's check was seen Ready before its quota reserved."""
+    return marks.get("checkReady", float("inf")) < marks.get("QuotaReserved", 0.0)
+
+
+def admitted_with_reservation(marks: dict[str, float]) -> bool:
+    """Kueue's reservation and Admitted came in one write (one watch event)."""
+    admitted, quota = marks.get("Admitted"), marks.get("QuotaReserved")
+    return admitted is not None and quota is not None and admitted - quota < SAME_EVENT_SECONDS
+
+
 def wait_for(
     what: str, probe: Callable[[], Any], timeout: float, every: float, hint: str = ""
 ) -> Any:
