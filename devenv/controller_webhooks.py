@@ -1,8 +1,9 @@
-"""The webhooks a training-job controller serves, registered with the local apiserver.
+"""The webhooks a controller run here serves, registered with the local apiserver.
 
-JobSet and Trainer serve their webhooks with a certificate our CA signed; their
+Kueue, JobSet and Trainer serve their webhooks with a certificate our CA signed; their
 configurations (from their own module's manifests) are registered with a 127.0.0.1 URL and
-that CA, once every hook's path has a handler behind it, and taken away with the process.
+that CA, once every hook's path has a handler behind it. JobSet's and Trainer's are taken
+away with the process; Kueue's stay across its restarts, as an install's do.
 """
 
 from __future__ import annotations
@@ -25,11 +26,22 @@ from provisioner.toolchain.installer import ResolvedTool
 @dataclass(frozen=True)
 class OwnWebhooks:
     """The webhooks a controller registers here: its manifests (a path in its module), the
-    configuration name prefix, and the API groups whose hooks are kept."""
+    configuration name prefix, the hooks kept (any rule on one of ``groups``, or on one of
+    ``resources`` as (group, resource)), and the namespaces its hooks leave alone."""
 
     manifests: str
     prefix: str
     groups: frozenset[str]
+    resources: frozenset[tuple[str, str]] = frozenset()
+    skip_namespaces: tuple[str, ...] = ()
+
+    def wants(self, hook: dict[str, Any]) -> bool:
+        return any(
+            group in self.groups or (group, resource) in self.resources
+            for rule in hook.get("rules", [])
+            for group in rule.get("apiGroups", [])
+            for resource in rule.get("resources", []) or [""]
+        )
 
 
 class Webhooks:
@@ -41,28 +53,39 @@ class Webhooks:
         self.names: list[tuple[str, str]] = []
 
     def configurations(self, tool: ResolvedTool, port: int, ca_pem: bytes) -> list[dict[str, Any]]:
-        """Only hooks on the groups named: JobSet's Pod webhooks are left out, as no kubelet
-        or scheduler runs here and they would sit in front of every Pod."""
+        """Only the hooks `OwnWebhooks.wants`: the rest sit in front of kinds nothing here
+        runs (JobSet's Pod webhooks: no kubelet or scheduler runs here) and fail closed."""
         docs = []
         for doc in load_yaml_documents([tool.asset(self._own.manifests)]):
             doc = copy.deepcopy(doc)
             doc["metadata"] = {"name": f"{self._own.prefix}-{doc['metadata']['name']}"}
             hooks = []
             for hook in doc.get("webhooks", []):
-                groups = {g for rule in hook["rules"] for g in rule.get("apiGroups", [])}
-                if not groups & self._own.groups:
+                if not self._own.wants(hook):
                     continue
                 hook["clientConfig"] = {
                     "url": f"https://127.0.0.1:{port}{hook['clientConfig']['service']['path']}",
                     "caBundle": base64.b64encode(ca_pem).decode(),
                 }
+                if self._own.skip_namespaces:
+                    hook["namespaceSelector"] = {
+                        "matchExpressions": [
+                            {
+                                "key": "kubernetes.io/metadata.name",
+                                "operator": "NotIn",
+                                "values": list(self._own.skip_namespaces),
+                            }
+                        ]
+                    }
                 hooks.append(hook)
             doc["webhooks"] = hooks
             docs.append(doc)
         return docs
 
     def register(self, docs: list[dict[str, Any]]) -> None:
+        """Each configuration replaced (deleted, then created): a restart's port differs."""
         adm = k8s.AdmissionregistrationV1Api(self._cp.api_client())
+        registered = []
         for doc in docs:
             name = doc["metadata"]["name"]
             _delete_webhook_configuration(adm, doc["kind"], name)
@@ -70,7 +93,8 @@ class Webhooks:
                 adm.create_mutating_webhook_configuration(doc)
             else:
                 adm.create_validating_webhook_configuration(doc)
-            self.names.append((doc["kind"], name))
+            registered.append((doc["kind"], name))
+        self.names = registered
 
     def remove(self) -> None:
         """Taken away with the process: they fail closed."""
@@ -82,10 +106,12 @@ class Webhooks:
 
 
 def hooks_served(docs: list[dict[str, Any]], context: ssl.SSLContext) -> bool:
-    """Whether every hook's URL has a handler behind it. JobSet and Trainer register their
-    webhook handlers in a goroutine of their own, after their /readyz (the webhook server
-    listening) can already pass; until then the server answers each hook's path with 404,
-    which the apiserver would turn into a failed call for the first object made."""
+    """Whether every hook's URL has a handler behind it, over TLS verified with ``context``.
+    JobSet and Trainer register their webhook handlers in a goroutine of their own, after
+    their /readyz (the webhook server listening) can already pass; until then the server
+    answers each hook's path with 404, which the apiserver would turn into a failed call for
+    the first object made. (Kueue registers its handlers before its manager starts, so it
+    passes at once, but a handler missing from its build would show here, not in a test.)"""
     urls = [hook["clientConfig"]["url"] for doc in docs for hook in doc["webhooks"]]
     return all(_handled(url, context) for url in urls)
 

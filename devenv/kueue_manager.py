@@ -16,12 +16,9 @@ setting to a running manager, for the tests of a gang whose pods never start.
 
 from __future__ import annotations
 
-import base64
-import copy
 import os
 import shutil
 import ssl
-import urllib.request
 from pathlib import Path
 from typing import Any, Final
 
@@ -29,6 +26,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from devenv.controller_webhooks import OwnWebhooks, Webhooks, hooks_served
 from devenv.controlplane import ControlPlane, ensure_namespace, http_ok, load_yaml_documents
 from devenv.processes import Supervised, free_port
 from provisioner.toolchain.installer import ResolvedTool
@@ -52,31 +50,29 @@ FRAMEWORKS = (
     "trainer.kubeflow.org/trainjob",
     "kubeflow.org/mpijob",
 )
-# Kueue's webhooks registered here: its own objects' and the five frameworks' kinds. Every
-# other hook in its manifests is left out: fail-closed, in front of kinds nothing here runs.
-_WEBHOOK_RESOURCES = {
-    ("batch", "jobs"),
-    ("jobset.x-k8s.io", "jobsets"),
-    ("kubeflow.org", "pytorchjobs"),
-    ("trainer.kubeflow.org", "trainjobs"),
-    ("kubeflow.org", "mpijobs"),
-}
-_KUEUE_GROUP = "kueue.x-k8s.io"
+# Kueue's webhooks registered here: its own objects' and the five frameworks' kinds, kept
+# off the system namespaces as its own install keeps them. Every other hook in its manifests
+# is left out: fail-closed, in front of kinds nothing here runs.
+KUEUE_WEBHOOKS: Final = OwnWebhooks(
+    "config/components/webhook/manifests.yaml",
+    "kueue",
+    groups=frozenset({"kueue.x-k8s.io"}),
+    resources=frozenset(
+        {
+            ("batch", "jobs"),
+            ("jobset.x-k8s.io", "jobsets"),
+            ("kubeflow.org", "pytorchjobs"),
+            ("trainer.kubeflow.org", "trainjobs"),
+            ("kubeflow.org", "mpijobs"),
+        }
+    ),
+    skip_namespaces=("kube-system", KUEUE_NAMESPACE),
+)
 # Gang semantics: Kueue holds a workload until all its pods are ready, as the reference
 # requires of production installs; 10 minutes from admission covers a gang's pods being
 # placed and pulling a large training image (docs/GANG-NODES.md has the reasoning).
 DEFAULT_WAIT_FOR_PODS_READY: Final = {"timeout": "10m", "blockAdmission": False}
 DISABLE_WAIT_FOR_PODS_READY: Final = "DisableWaitForPodsReady"
-
-
-def _hook_wanted(hook: dict[str, Any]) -> bool:
-    for rule in hook.get("rules", []):
-        for group in rule.get("apiGroups", []):
-            if group == _KUEUE_GROUP:
-                return True
-            if any((group, r) in _WEBHOOK_RESOURCES for r in rule.get("resources", [])):
-                return True
-    return False
 
 
 def kueue_crds(kueue: ResolvedTool) -> list[dict[str, Any]]:
@@ -89,38 +85,6 @@ def kueue_crds(kueue: ResolvedTool) -> list[dict[str, Any]]:
     for doc in docs:
         doc["spec"].pop("conversion", None)
     return docs
-
-
-def _webhook_configs(kueue: ResolvedTool, port: int, ca_pem: bytes) -> list[dict[str, Any]]:
-    manifests = kueue.asset("config/components/webhook/manifests.yaml")
-    ca_bundle = base64.b64encode(ca_pem).decode()
-    configs: list[dict[str, Any]] = []
-    for doc in load_yaml_documents([manifests]):
-        doc = copy.deepcopy(doc)
-        doc["metadata"] = {"name": f"kueue-{doc['metadata']['name']}"}
-        kept = []
-        for hook in doc.get("webhooks", []):
-            if not _hook_wanted(hook):
-                continue
-            path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {
-                "url": f"https://127.0.0.1:{port}{path}",
-                "caBundle": ca_bundle,
-            }
-            # Keep Kueue's hands off the system namespaces, as its own install does.
-            hook["namespaceSelector"] = {
-                "matchExpressions": [
-                    {
-                        "key": "kubernetes.io/metadata.name",
-                        "operator": "NotIn",
-                        "values": ["kube-system", KUEUE_NAMESPACE],
-                    }
-                ]
-            }
-            kept.append(hook)
-        doc["webhooks"] = kept
-        configs.append(doc)
-    return configs
 
 
 def _manager_config(
@@ -165,6 +129,7 @@ class KueueManager:
         self._tool = kueue
         self.wait_for_pods_ready = wait_for_pods_ready
         self._proc: Supervised | None = None
+        self._webhooks = Webhooks(control_plane, KUEUE_WEBHOOKS)
         self.webhook_port = 0
 
     def install_crds(self) -> list[str]:
@@ -199,32 +164,12 @@ class KueueManager:
         self._proc.wait_ready(
             lambda: http_ok(f"http://127.0.0.1:{health_port}/readyz"), 90, "Kueue /readyz"
         )
+        docs = self._webhooks.configurations(self._tool, self.webhook_port, info.ca_pem)
         context = ssl.create_default_context(cadata=info.ca_pem.decode())
-        self._proc.wait_ready(
-            lambda: _tls_answers(self.webhook_port, context), 60, "Kueue webhook server"
-        )
-        self._register_webhooks(api, info.ca_pem)
-
-    def _register_webhooks(self, api: k8s.ApiClient, ca_pem: bytes) -> None:
-        adm = k8s.AdmissionregistrationV1Api(api)
-        for doc in _webhook_configs(self._tool, self.webhook_port, ca_pem):
-            name = doc["metadata"]["name"]
-            if doc["kind"] == "MutatingWebhookConfiguration":
-                create, delete = (
-                    adm.create_mutating_webhook_configuration,
-                    adm.delete_mutating_webhook_configuration,
-                )
-            else:
-                create, delete = (
-                    adm.create_validating_webhook_configuration,
-                    adm.delete_validating_webhook_configuration,
-                )
-            try:
-                delete(name)
-            except ApiException as err:
-                if err.status != 404:
-                    raise
-            create(doc)
+        self._proc.wait_ready(lambda: hooks_served(docs, context), 60, "Kueue webhook handlers")
+        # Not taken away on stop: a Job made while Kueue restarts is refused (fail closed),
+        # as in a cluster whose Kueue is down.
+        self._webhooks.register(docs)
 
     def restart(self, wait_for_pods_ready: dict[str, Any] | None) -> None:
         """Stop the manager and start it again with this waitForPodsReady (None: off)."""
@@ -293,12 +238,3 @@ def _publish_config(api: k8s.ApiClient, text: str) -> None:
         if err.status != 409:
             raise
         core.replace_namespaced_config_map(CONFIG_MAP, KUEUE_NAMESPACE, body)
-
-
-def _tls_answers(port: int, context: ssl.SSLContext) -> bool:
-    request = urllib.request.Request(f"https://127.0.0.1:{port}/healthz")
-    try:
-        urllib.request.urlopen(request, timeout=2, context=context)
-    except urllib.error.HTTPError:
-        return True  # any HTTP answer over a verified TLS session means it is serving
-    return True

@@ -14,12 +14,14 @@ import urllib.error
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from devenv.controller_webhooks import hooks_served
+from devenv.controller_webhooks import OwnWebhooks, Webhooks, hooks_served
+from devenv.controlplane import ControlPlane
 from devenv.pki import CertificateAuthority
+from provisioner.toolchain.installer import ResolvedTool
 
 
 class _Server:
@@ -77,3 +79,59 @@ def test_a_server_that_cannot_be_verified_is_not_serving(server: _Server) -> Non
     docs = _configurations(server.port, "/validate-jobset")
     with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
         hooks_served(docs, ssl.create_default_context())  # not our CA: the probe raises
+
+
+_MANIFEST = """\
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: mutating-webhook-configuration}
+webhooks:
+- name: mjob.kueue.x-k8s.io
+  clientConfig: {service: {name: webhook-service, namespace: system, path: /mutate-batch-v1-job}}
+  rules: [{apiGroups: [batch], resources: [jobs], operations: [CREATE]}]
+- name: mrayjob.kueue.x-k8s.io
+  clientConfig: {service: {name: webhook-service, namespace: system, path: /mutate-ray}}
+  rules: [{apiGroups: [ray.io], resources: [rayjobs], operations: [CREATE]}]
+- name: mworkload.kueue.x-k8s.io
+  clientConfig: {service: {name: webhook-service, namespace: system, path: /mutate-workload}}
+  rules: [{apiGroups: [kueue.x-k8s.io], resources: [workloads], operations: [CREATE]}]
+"""
+
+
+class _Tool:
+    """What `Webhooks.configurations` reads of a resolved tool: its module's assets."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def asset(self, relative: str) -> Path:
+        return self.root / relative
+
+
+def test_configurations_keep_the_wanted_hooks_at_a_local_url_and_skip_namespaces(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "manifests.yaml").write_text(_MANIFEST)
+    tool = cast(ResolvedTool, _Tool(tmp_path))
+    kueue_like = OwnWebhooks(
+        "manifests.yaml",
+        "kueue",
+        groups=frozenset({"kueue.x-k8s.io"}),
+        resources=frozenset({("batch", "jobs")}),
+        skip_namespaces=("kube-system", "kueue-system"),
+    )
+    (doc,) = Webhooks(cast(ControlPlane, None), kueue_like).configurations(tool, 9443, b"CA")
+    assert doc["metadata"] == {"name": "kueue-mutating-webhook-configuration"}
+    hooks = {hook["name"]: hook for hook in doc["webhooks"]}
+    assert set(hooks) == {"mjob.kueue.x-k8s.io", "mworkload.kueue.x-k8s.io"}  # no ray
+    assert hooks["mjob.kueue.x-k8s.io"]["clientConfig"] == {
+        "url": "https://127.0.0.1:9443/mutate-batch-v1-job",
+        "caBundle": "Q0E=",
+    }
+    skipped = hooks["mjob.kueue.x-k8s.io"]["namespaceSelector"]["matchExpressions"][0]
+    assert (skipped["operator"], skipped["values"]) == ("NotIn", ["kube-system", "kueue-system"])
+
+    jobset_like = OwnWebhooks("manifests.yaml", "jobset", frozenset({"kueue.x-k8s.io"}))
+    (doc,) = Webhooks(cast(ControlPlane, None), jobset_like).configurations(tool, 1, b"CA")
+    assert [hook["name"] for hook in doc["webhooks"]] == ["mworkload.kueue.x-k8s.io"]
+    assert "namespaceSelector" not in doc["webhooks"][0]  # nothing skipped: none added

@@ -1,4 +1,4 @@
-"""The embedded default's Kueue lists the four job frameworks gangs are submitted as, and
+"""The embedded default's Kueue lists the five job frameworks gangs are submitted as, and
 registers its webhooks for exactly those kinds (and its own objects)."""
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ def test_only_the_webhooks_of_the_managed_kinds_are_registered() -> None:
         _hook("kubeflow.org", "mpijobs"),
         _hook("kueue.x-k8s.io", "workloads"),
     ):
-        assert km._hook_wanted(wanted), wanted
+        assert km.KUEUE_WEBHOOKS.wants(wanted), wanted
     for unwanted in (
         _hook("kubeflow.org", "tfjobs"),
         _hook("", "pods"),
         _hook("apps", "deployments"),
         _hook("ray.io", "rayjobs"),
     ):
-        assert not km._hook_wanted(unwanted), unwanted
+        assert not km.KUEUE_WEBHOOKS.wants(unwanted), unwanted
 
 
 def test_wait_for_pods_ready_is_a_knob_doctor_reads_both_ways() -> None:
