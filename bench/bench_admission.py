@@ -1,12 +1,13 @@
 """Admission overhead: what our check adds to a gang Job's admission, cold and warm.
 
     .venv/bin/python -m bench.bench_admission [--cold 15] [--warm 30] [--baseline 30]
-        [--floor 30] [--early 30] [--cold-queued 5] [--cold-slow 3] [--slow-join 60]
-        [--record]
+        [--floor 30] [--early 30] [--cold-queued 5] [--cold-instant 10] [--cold-slow 3]
+        [--slow-join 60] [--record]
 
 A quick check that it runs: ``--cold 1 --warm 1 --baseline 1 --floor 1 --early 1
---cold-queued 1 --cold-slow 1 --slow-join 5``. ``--record`` keeps the run's figures as
-``bench/baselines/bench_admission.json``; every run prints its figures beside them.
+--cold-queued 1 --cold-instant 1 --cold-slow 1 --slow-join 5``. ``--record`` keeps the
+run's figures as ``bench/baselines/bench_admission.json``; every run prints its figures
+beside them.
 
 Starts the embedded default (etcd + kube-apiserver, the real Kueue manager, the EC2
 emulator, the node simulator and our controller with the real Pulumi driver, its stacks in
@@ -23,7 +24,12 @@ submits gang Jobs of --count nodes one at a time, series side by side:
   `before_quota` and `own_queue`). What a check whose answer is known before quota costs:
   the floor of a warm set claimed while its gang waits for quota, which the product does
   not do. Its steps say whether Kueue admitted with the reservation (quota reserved ->
-  Admitted 0) or in a write after it;
+  Admitted 0) or in a write after it. Kueue 0.19.2's scheduler decides that from the copy
+  of the Workload it popped from its queue at the start of the cycle (`Scheduler.schedule`
+  takes the heads, `admit` -> `prepareWorkload` sets Admitted beside the reservation only
+  if that copy has every check Ready); a Ready written after the pop reaches the Workload
+  controller only, which admits in a write of its own. So only a check Ready before the
+  scheduler takes the Workload saves Kueue's second write;
 - cold: each Job names a pool never used before: the pool is created, its stack prepared
   (Pulumi up), the set launched N-or-0, recorded in the stack (Pulumi up) while the nodes
   join, our check goes Ready and Kueue admits;
@@ -32,6 +38,10 @@ submits gang Jobs of --count nodes one at a time, series side by side:
   the pool's stack has been prepared ahead of quota; then released. Its figures are from
   Kueue's quota reservation to Admitted: what a gang waits for once quota is there, the
   stack already prepared. The cold series' "after quota" figure is the same measure;
+- cold-instant: cold again, with a simulated boot of 0 s: the Nodes are made Ready as soon
+  as the simulator sees the instances running, so raw has next to nothing to subtract and
+  the cold figure leans on no estimate of what the boot hid (the record `up` runs beside
+  the join and delays nothing it does not take the cores from);
 - cold-slow: cold again, with a realistic --slow-join (60 s) simulated boot, to show the
   controller's share of a cold start a user actually waits through.
 
@@ -388,7 +398,7 @@ def _report(
     base = percentile([s["admission"] for s in samples.get("baseline", [])], 50)
     base95 = percentile([s["admission"] for s in samples.get("baseline", [])], 95)
     rows = []
-    for series in ("baseline", "floor", "early", "warm", "cold", "cold-queued", "cold-slow"):
+    for series in _SERIES_ORDER:
         values = [s["admission"] for s in samples.get(series, [])]
         if not values:
             continue
@@ -409,7 +419,8 @@ def _report(
     out = [
         f"admission overhead, gang of {count}, seconds from Job creation to Kueue Admitted: "
         f"raw, and ours = raw minus the simulated boot ({join_delay:g}s; {slow_join:g}s in "
-        "cold-slow) that did not overlap our own stack work (percentiles and ratios are of ours)",
+        "cold-slow, 0s in cold-instant) that did not overlap our own stack work (percentiles and "
+        "ratios are of ours)",
         table(
             (
                 "series",
@@ -502,6 +513,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=2, help="nodes per gang")
     parser.add_argument("--join-delay", type=float, default=1.0, help="simulated boot, s")
     parser.add_argument(
+        "--cold-instant", type=int, default=10, help="cold Jobs with a 0 s simulated boot"
+    )
+    parser.add_argument(
         "--cold-slow", type=int, default=3, help="cold Jobs with the --slow-join boot"
     )
     parser.add_argument(
@@ -524,11 +538,11 @@ def main(argv: list[str] | None = None) -> int:
         args.cold < 1
         or args.warm < 0
         or args.baseline < 1
-        or min(args.cold_slow, args.floor, args.early) < 0
+        or min(args.cold_slow, args.cold_instant, args.floor, args.early) < 0
     ):
         parser.error(
-            "--cold and --baseline must be at least 1, --warm, --floor, --early and "
-            "--cold-slow at least 0"
+            "--cold and --baseline must be at least 1, --warm, --floor, --early, "
+            "--cold-instant and --cold-slow at least 0"
         )
 
     work = Path(tempfile.mkdtemp(prefix="bench-admission-"))
@@ -640,6 +654,12 @@ def _run_series(bench: Bench, counter: SeriesCounter, args: argparse.Namespace) 
         args.cold_queued,
         lambda i: bench.queued_gang(f"cold-queued-{i}", f"bench-{run}-queued-{i}"),
     )
+    env.nodes.join_delay = 0.0
+    series(
+        "cold-instant",
+        args.cold_instant,
+        lambda i: bench.gang("cold-instant", f"cold-instant-{i}", f"bench-{run}-instant-{i}"),
+    )
     env.nodes.join_delay = args.slow_join
     series(
         "cold-slow",
@@ -648,6 +668,16 @@ def _run_series(bench: Bench, counter: SeriesCounter, args: argparse.Namespace) 
     )
 
 
+_SERIES_ORDER = (
+    "baseline",
+    "floor",
+    "early",
+    "warm",
+    "cold",
+    "cold-queued",
+    "cold-instant",
+    "cold-slow",
+)
 # The cold steps a regression hides in (issue: prepare 0.95 s -> 2.98 s went unflagged).
 _COLD_STEPS = ("acquiringToPrepared", "preparedToJoining", "joiningLessBoot", "satisfiedToAdmitted")
 _WARM_STEPS = ("quotaToClaimed", "claimedToSatisfied", "satisfiedToCheckReady")
@@ -682,10 +712,14 @@ def key_figures(
             figures[f"warm p50 / {floor} p50"] = p50["warm"] / p50[floor]
     # From Kueue's reservation on: what a gang waits for once its quota is there (a queued
     # gang's stack was prepared while it waited; a cold one's is prepared after).
-    for series in ("cold", "cold-queued"):
+    for series in ("cold", "cold-queued", "cold-instant"):
         after = [s["admission"] - s.get("quota", 0.0) for s in samples.get(series, [])]
         if after:
             figures[f"{series}: p50 after quota s"] = percentile(after, 50)
+    # With a 0 s boot there is next to nothing to subtract: raw is the estimate-free figure.
+    instant = [s["raw"] for s in samples.get("cold-instant", [])]
+    if instant:
+        figures["cold-instant: raw p50 s"] = percentile(instant, 50)
     for series, steps in (("cold", _COLD_STEPS), ("warm", _WARM_STEPS)):
         for step in steps:
             values = [s[step] for s in samples.get(series, []) if step in s]

@@ -107,6 +107,7 @@ def test_the_admission_bench_compares_its_p50s_ratios_and_cold_steps() -> None:
                 sample(2.5, 3.5, quota=0.1),
             ],
             "cold-queued": [sample(0.6, 1.6, quota=0.0)],
+            "cold-instant": [sample(0.8, 0.9, quota=0.1)],
             "cold-slow": [sample(2.0, 62.0)],
         }
     )
@@ -121,6 +122,9 @@ def test_the_admission_bench_compares_its_p50s_ratios_and_cold_steps() -> None:
     assert figures["cold-slow: controller's share"] == pytest.approx(2.0 / 62.0)
     assert figures["cold: p50 after quota s"] == pytest.approx(1.9)
     assert figures["cold-queued: p50 after quota s"] == pytest.approx(0.6)
+    assert figures["cold-instant: p50 s"] == pytest.approx(0.8)
+    assert figures["cold-instant: raw p50 s"] == pytest.approx(0.9)
+    assert figures["cold-instant: p50 after quota s"] == pytest.approx(0.7)
     assert "cold preparedToJoining: p50 s" not in figures  # no sample measured it
     assert "warm p50 / baseline p50" not in key_figures({"warm": [sample(0.3, 0.3)]})
 
