@@ -2,6 +2,7 @@
 P16), side by side on the same region of many pools' instances.
 
     .venv/bin/python -m bench.bench_emulator_reads [--pools 1000] [--count 2] [--calls 40]
+        [--record]
 
 The emulator shares the benches' two cores with the controller it stands beside, so what
 its answers cost is CPU the controller does not get; on AWS it is no one's. moto runs in
@@ -12,6 +13,8 @@ with the emulator's, on the same instances. Printed: CPU milliseconds per call (
 process's, the client's share included, as the emulator's server would spend it) and the
 ratio. The patches give moto's answers (`tests/unit/test_emulator_hot_paths.py`); only what
 they cost is measured here. Figures, not assertions: nothing here fails on a slow machine.
+Each run prints them beside `bench/baselines/bench_emulator_reads.json` (`--record` keeps
+the run's).
 
 Reads: one pool's live instances (the controller's listing: four tag filters and the state);
 every instance of the cluster in every state, all its pages (the reaper's sweep); two
@@ -31,6 +34,7 @@ from typing import Any, Final
 import boto3  # type: ignore[import-untyped]
 from moto import mock_aws
 
+from bench import baselines
 from bench.stats import ratio, table
 from devenv.emulator import install
 from devenv.emulator.hot_paths import motos_own_reads
@@ -82,7 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pools", type=int, default=1000)
     parser.add_argument("--count", type=int, default=2, help="instances per pool")
     parser.add_argument("--calls", type=int, default=40, help="calls per read and mode")
+    parser.add_argument(
+        "--record", action="store_true", help="keep this run's figures as the bench's baseline"
+    )
     args = parser.parse_args(argv)
+    ran_on = baselines.commit()  # what the figures measure, whatever is committed meanwhile
+    figures: dict[str, float] = {}
     # moto's 2,600 stock AMIs are not read here; the seeded EKS AMIs are.
     os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     with mock_aws():
@@ -118,12 +127,18 @@ def main(argv: list[str] | None = None) -> int:
                 theirs = _cpu_ms(read, calls)
             ours = _cpu_ms(read, calls)
             rows.append([name, f"{theirs:.1f}", f"{ours:.1f}", ratio(ours, theirs), str(calls)])
+            figures[f"{name}: moto's CPU ms"] = theirs
+            figures[f"{name}: emulator's CPU ms"] = ours
         emulator.reset_switches()  # capacity and throttling as an emulator starts
     print(
         f"the emulator's instance reads: {args.pools} reservations of {args.count} instances, "
         "CPU ms per call (this process: client and server)"
     )
     print(table(["read", "moto's", "emulator's", "ratio", "calls"], rows))
+    print("\n" + "\n".join(baselines.comparison("bench_emulator_reads", figures)))
+    if args.record:
+        kept = baselines.record("bench_emulator_reads", figures, ran_on=ran_on)
+        print(f"Recorded as the baseline: {kept}")
     return 0
 
 

@@ -1,6 +1,7 @@
 """AWS calls per pass of the pool reconciler, as the EC2 emulator counts them.
 
     .venv/bin/python -m bench.bench_launch_reads [--shapes plain,gpu-odcr,...] [--json F]
+        [--record]
     (make bench-launch-reads; part of make bench)
 
 Shapes: `plain` (4 x m5.large, RunInstances), `gpu-odcr` (2 x p5.48xlarge, EFA, a cluster
@@ -26,7 +27,9 @@ launch template and placement group the Pulumi program would, signed with a key 
 (Pulumi's calls are not the subject). The instance index runs on a clock that does not
 move: every pass is within its refresh interval, as a pool's passes a moment apart are.
 Figures, not assertions; but a pass that does not end where the life cycle says it must
-stops the run, rather than print the calls of some other pass.
+stops the run, rather than print the calls of some other pass. Each run prints its reads,
+repeated reads and writes per shape and pass beside `bench/baselines/bench_launch_reads.json`
+(`--record` keeps the run's).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from typing import Any, Final
 
 import boto3  # type: ignore[import-untyped]
 
+from bench import baselines
 from bench.stats import table
 from devenv.bootstrap import register_cluster_and_identity
 from devenv.controlplane import ControlPlaneInfo
@@ -531,6 +535,21 @@ def report(counted: Mapping[str, Mapping[str, Counter[str]]]) -> str:
     return "\n".join(out)
 
 
+def key_figures(counted: Mapping[str, Mapping[str, Counter[str]]]) -> dict[str, float]:
+    """The figures a run is compared on: per shape and pass, the reads, the reads an action
+    had already made in that pass, and the writes (what `report` totals)."""
+    figures: dict[str, float] = {}
+    for shape, passes in counted.items():
+        for kind, calls in passes.items():
+            reads = {call: n for call, n in calls.items() if is_read(call)}
+            figures[f"{shape} {kind} pass: reads"] = sum(reads.values())
+            figures[f"{shape} {kind} pass: reads again"] = sum(n - 1 for n in reads.values() if n)
+            figures[f"{shape} {kind} pass: writes"] = sum(
+                n for call, n in calls.items() if not is_read(call)
+            )
+    return figures
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument(
@@ -539,7 +558,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"comma-separated, of {', '.join(SHAPES)}",
     )
     parser.add_argument("--json", type=Path, help="also write the counts here")
+    parser.add_argument(
+        "--record", action="store_true", help="keep this run's figures as the bench's baseline"
+    )
     args = parser.parse_args(argv)
+    ran_on = baselines.commit()  # what the figures measure, whatever is committed meanwhile
     shapes = [s for s in args.shapes.split(",") if s]
     unknown = [s for s in shapes if s not in SHAPES]
     if unknown:
@@ -549,6 +572,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("AWS calls per pass of the GangNodePool reconciler, counted by the EC2 emulator")
     print("(the controller's access key only; the stack stand-in's and the set-up's apart).")
     print(report(counted))
+    figures = key_figures(counted)
+    print("\n" + "\n".join(baselines.comparison("bench_launch_reads", figures)))
+    if args.record:
+        kept = baselines.record("bench_launch_reads", figures, ran_on=ran_on)
+        print(f"Recorded as the baseline: {kept}")
     if args.json:
         args.json.write_text(
             json.dumps(

@@ -1,6 +1,6 @@
 """Reaper sweep over a large managed fleet: time to list, judge and terminate.
 
-    .venv/bin/python -m bench.bench_reaper [--instances 10000]
+    .venv/bin/python -m bench.bench_reaper [--instances 10000] [--record]
     (part of make bench)
 
 Runs in-process moto with the project's emulator patches, launches `--instances` managed
@@ -15,7 +15,8 @@ keep-warm tag. Then it times, with the project's own code:
 Runs a --baseline fleet (1,000) and the full one (10,000) side by side and prints each step
 in seconds, per 1,000 instances, and the ratio between the two (10x means linear). The EC2
 side is moto in this process, not AWS: the figures bound the controller's own cost plus an
-in-memory EC2, not network latency. Figures, not assertions.
+in-memory EC2, not network latency. Figures, not assertions: each run prints them beside
+`bench/baselines/bench_reaper.json` (`--record` keeps the run's).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 import boto3  # type: ignore[import-untyped]
 from moto import mock_aws
 
+from bench import baselines
 from bench.stats import ratio, table
 from devenv.emulator import install
 from provisioner.api import constants as c
@@ -228,11 +230,24 @@ ROWS = [
 ]
 
 
+def key_figures(by_fleet: dict[int, dict[str, float]]) -> dict[str, float]:
+    """Per fleet size, each step's seconds (`ROWS`) and what the sweeps released and left."""
+    return {
+        f"{n:,} instances: {key}{' s' if key in dict(ROWS).values() else ''}": figures[key]
+        for n, figures in by_fleet.items()
+        for key in (*(key for _, key in ROWS), "released", "left")
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--instances", type=int, default=10_000)
     parser.add_argument("--baseline", type=int, default=1_000, help="the smaller fleet")
+    parser.add_argument(
+        "--record", action="store_true", help="keep this run's figures as the bench's baseline"
+    )
     args = parser.parse_args(argv)
+    ran_on = baselines.commit()  # what the figures measure, whatever is committed meanwhile
     # The reaper logs every id it terminates; thousands of them would bury the figures.
     logging.getLogger("provisioner.controllers.reaper").setLevel(logging.ERROR)
     small, big = (_sweep_at(n) for n in (args.baseline, args.instances))
@@ -267,6 +282,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"ratio = {args.instances // args.baseline}x the fleet means linear. EC2 here is moto "
         "in this process: the listing and release figures are moto's, not AWS latency."
     )
+    figures = key_figures({args.baseline: small, args.instances: big})
+    print("\n" + "\n".join(baselines.comparison("bench_reaper", figures)))
+    if args.record:
+        kept = baselines.record("bench_reaper", figures, ran_on=ran_on)
+        print(f"Recorded as the baseline: {kept}")
     return 0
 
 

@@ -1,6 +1,7 @@
-"""`bench_stack_ops`' compared figures: per mode and operation the median of each call's
-wall time, CPU, CLI processes and S3/KMS requests, and one pool's life, counted as the
-printed line counts it (two records a round)."""
+"""The figures two benches print beside their recorded baselines: `bench_stack_ops`' per
+mode and operation (the median of each call's wall time, CPU, CLI processes and S3/KMS
+requests, and one pool's life counted as the printed line counts it: two records a round),
+and `bench_launch_reads`' per shape and pass (reads, repeated reads, writes)."""
 
 from __future__ import annotations
 
@@ -47,3 +48,38 @@ def test_a_pool_life_counts_two_records_and_needs_every_step() -> None:
     )
     del rec.walls["destroy"]
     assert "file/shared pool lifecycle: CLI processes" not in rec.figures("file/shared")
+
+
+def test_launch_reads_figures_total_each_pass_as_its_report_does() -> None:
+    from bench.bench_launch_reads import key_figures
+
+    counted = {
+        "plain": {
+            "launch": Counter(
+                {"ec2:DescribeInstances": 2, "ec2:DescribeSubnets": 1, "ec2:RunInstances": 1}
+            ),
+            "warm claim": Counter(),
+        }
+    }
+    figures = key_figures(counted)
+    assert figures["plain launch pass: reads"] == 3
+    assert figures["plain launch pass: reads again"] == 1  # DescribeInstances twice
+    assert figures["plain launch pass: writes"] == 1
+    assert figures["plain warm claim pass: reads"] == 0
+
+
+def test_reaper_figures_name_each_fleet_and_step() -> None:
+    from bench.bench_reaper import ROWS, key_figures
+
+    steps = {key: float(i) for i, (_, key) in enumerate(ROWS)}
+    figures = key_figures(
+        {
+            1000: {**steps, "released": 400.0, "left": 600.0},
+            10000: {**steps, "sweep": 9.0, "released": 4000.0, "left": 6000.0},
+        }
+    )
+    assert figures["1,000 instances: sweep s"] == steps["sweep"]
+    assert figures["10,000 instances: sweep s"] == 9.0
+    assert figures["10,000 instances: released"] == 4000.0
+    assert "1,000 instances: left s" not in figures  # a count, not a time
+    assert len(figures) == 2 * (len(ROWS) + 2)
