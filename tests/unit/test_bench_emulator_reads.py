@@ -20,7 +20,12 @@ def test_it_prints_each_read_both_ways_and_puts_the_patches_back(
 ) -> None:
     monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     assert bench_emulator_reads.main(["--pools", "3", "--calls", "1"]) == 0
-    rows = capsys.readouterr().out.splitlines()[3:]
+    printed = capsys.readouterr().out
+    rows = printed.split("\n\n")[0].splitlines()[3:]  # the table, before the comparison
+    compared = printed.split("\n\n")[1]  # then its figures beside the recorded ones
+    assert compared.startswith(
+        ("Against the baseline recorded", "No baseline recorded for bench_emulator_reads")
+    )
     assert [row.split("  ")[0] for row in rows] == [
         "one pool's live instances",
         "every instance, every state (6, all pages)",
