@@ -392,7 +392,7 @@ class Run:
                 at_start = _WaveCounters.before_wave(api, env, child.pid)
                 self._wave_without_us(series, batch, custom, timeline, names)
                 self._add_wave_cost(series, at_start, _WaveCounters.after_wave(api, env, child.pid))
-            for series in ("warm", *WITHOUT_US):
+            for series in ("cold", "warm", *WITHOUT_US):
                 self._busy_percent(series)
             self._decision_latencies(timeline, waves)
             self._wave_stages(timeline, waves, created, names)
@@ -772,6 +772,7 @@ _WAVE_CPU_KINDS = (
     "bench process (node + Job simulators)",
 )
 for _series, _name in (
+    ("cold", "the cold wave"),
     ("warm", "a warm wave"),
     ("kueueAlone", "the Kueue-alone wave"),
     ("floor", "the floor wave"),
@@ -842,11 +843,13 @@ def _apiserver_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _release_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
-    """The release's most frequent AWS calls (S3 and KMS among them: the stack destroys)
-    and API server requests, counted over the whole release."""
-    kube, aws = _most_frequent(figures, "release", RELEASE_APISERVER_ROWS)
-    return [(f"{_where(key)}{key}, the release", f"releaseWaveApi:{key}", "") for key in aws + kube]
+def _whole_wave_rows(
+    figures: dict[str, float], series: str, name: str
+) -> list[tuple[str, str, str]]:
+    """A wave's most frequent AWS calls (S3 and KMS among them: the cold wave's prepares and
+    records, the release's destroys) and API server requests, counted over the whole wave."""
+    kube, aws = _most_frequent(figures, series, RELEASE_APISERVER_ROWS)
+    return [(f"{_where(key)}{key}, {name}", f"{series}WaveApi:{key}", "") for key in aws + kube]
 
 
 def _emulator_rows(figures: dict[str, float]) -> list[tuple[str, str, str]]:
@@ -881,7 +884,13 @@ def _report(runs: list[tuple[str, dict[str, float]]]) -> str:
     if len(runs) == 2:
         header.append("ratio")
     rows = []
-    extra = _apiserver_rows(runs[-1][1]) + _release_rows(runs[-1][1]) + _emulator_rows(runs[-1][1])
+    last = runs[-1][1]
+    extra = (
+        _apiserver_rows(last)
+        + _whole_wave_rows(last, "cold", "the cold wave")
+        + _whole_wave_rows(last, "release", "the release")
+        + _emulator_rows(last)
+    )
     for label, key, unit in ROWS + extra:
         values = [figures.get(key, float("nan")) for _, figures in runs]
         cells = [_cell(v, unit) for v in values]

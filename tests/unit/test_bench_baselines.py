@@ -250,7 +250,7 @@ def test_a_record_drops_the_other_sizes_of_a_baseline_without_a_calibration(
 
 
 def test_the_scale_bench_prints_a_series_most_frequent_requests_apiserver_and_aws() -> None:
-    from bench.bench_scale import _apiserver_rows, _release_rows
+    from bench.bench_scale import _apiserver_rows, _whole_wave_rows
 
     figures = {
         "releaseWaveApi:AWS s3:HEAD object": 30.0,
@@ -259,12 +259,16 @@ def test_the_scale_bench_prints_a_series_most_frequent_requests_apiserver_and_aw
         "releaseWaveApi:watch event nodes": 10.0,
         "warmWaveApi:PATCH workloads/status": 5.0,
         "warmWaveApi:AWS ec2:CreateTags": 1.0,
+        "coldWaveApi:AWS s3:PUT object": 4.0,
     }
-    assert [label for label, _, _ in _release_rows(figures)] == [
+    assert [label for label, _, _ in _whole_wave_rows(figures, "release", "the release")] == [
         "AWS s3:HEAD object, the release",
         "AWS ec2:DescribeInstances, the release",
         "apiserver watch event nodes, the release",
         "apiserver PATCH gangnodepools/status, the release",
+    ]
+    assert _whole_wave_rows(figures, "cold", "the cold wave") == [
+        ("AWS s3:PUT object, the cold wave", "coldWaveApi:AWS s3:PUT object", "")
     ]
     assert [key for _, key, _ in _apiserver_rows(figures)][::4] == [
         "warmWaveApi:PATCH workloads/status",
