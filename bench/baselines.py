@@ -231,6 +231,30 @@ def comparison(
     return lines
 
 
+def compare_and_record(
+    bench: str,
+    figures: Mapping[str, float],
+    *,
+    record_run: bool,
+    ran_on: str,
+    steal_percent: float | None = None,
+    root: Path = BASELINES,
+    calibrate: Callable[[], float] = calibration_seconds,
+) -> None:
+    """What every bench ends with: its figures printed beside the recorded ones and, with
+    ``record_run`` (`--record`), kept as the baseline unless the run's steal refuses it
+    (`refusal`; a bench that does not measure steal passes None)."""
+    print("\n" + "\n".join(comparison(bench, figures, root, calibrate)))
+    if not record_run:
+        return
+    refused = refusal(steal_percent)
+    if refused:
+        print(refused)
+        return
+    kept = record(bench, figures, root, ran_on=ran_on, calibrate=calibrate)
+    print(f"Recorded as the baseline: {kept}")
+
+
 def _machines(recorded: float | None, now: float) -> str:
     if not recorded:
         return (

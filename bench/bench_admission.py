@@ -619,13 +619,9 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     # Once the environment is down: the calibration beside the baseline times this machine,
     # not this machine with the cluster the series ran on still using it.
-    print("\n" + "\n".join(baselines.comparison("bench_admission", figures)))
-    refused = baselines.refusal(stolen)
-    if args.record and refused:
-        print(refused)
-    elif args.record:
-        kept = baselines.record("bench_admission", figures, ran_on=ran_on)
-        print(f"Recorded as the baseline: {kept}")
+    baselines.compare_and_record(
+        "bench_admission", figures, record_run=args.record, ran_on=ran_on, steal_percent=stolen
+    )
     return 0
 
 

@@ -135,10 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         "CPU ms per call (this process: client and server)"
     )
     print(table(["read", "moto's", "emulator's", "ratio", "calls"], rows))
-    print("\n" + "\n".join(baselines.comparison("bench_emulator_reads", figures)))
-    if args.record:
-        kept = baselines.record("bench_emulator_reads", figures, ran_on=ran_on)
-        print(f"Recorded as the baseline: {kept}")
+    baselines.compare_and_record(
+        "bench_emulator_reads", figures, record_run=args.record, ran_on=ran_on
+    )
     return 0
 
 

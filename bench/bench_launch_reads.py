@@ -573,10 +573,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("(the controller's access key only; the stack stand-in's and the set-up's apart).")
     print(report(counted))
     figures = key_figures(counted)
-    print("\n" + "\n".join(baselines.comparison("bench_launch_reads", figures)))
-    if args.record:
-        kept = baselines.record("bench_launch_reads", figures, ran_on=ran_on)
-        print(f"Recorded as the baseline: {kept}")
+    baselines.compare_and_record(
+        "bench_launch_reads", figures, record_run=args.record, ran_on=ran_on
+    )
     if args.json:
         args.json.write_text(
             json.dumps(

@@ -293,10 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "in this process: the listing and release figures are moto's, not AWS latency."
     )
     figures = key_figures({args.baseline: small, args.instances: big})
-    print("\n" + "\n".join(baselines.comparison("bench_reaper", figures)))
-    if args.record:
-        kept = baselines.record("bench_reaper", figures, ran_on=ran_on)
-        print(f"Recorded as the baseline: {kept}")
+    baselines.compare_and_record("bench_reaper", figures, record_run=args.record, ran_on=ran_on)
     return 0
 
 

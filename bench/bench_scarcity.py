@@ -478,10 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if o.time_to_start is not None:
             figures[f"{o.name}: start s"] = o.time_to_start
         figures[f"{o.name}: billed / useful"] = o.billed / useful
-    print("\n" + "\n".join(baselines.comparison("bench_scarcity", figures)))
-    if args.record:
-        kept = baselines.record("bench_scarcity", figures, ran_on=ran_on)
-        print(f"Recorded as the baseline: {kept}")
+    baselines.compare_and_record("bench_scarcity", figures, record_run=args.record, ran_on=ran_on)
     if args.plot is not None:
         plot(args.plot, outcomes, n, tick)
         print(f"\nTrace drawn to {args.plot}")

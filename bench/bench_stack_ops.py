@@ -524,13 +524,9 @@ def main(argv: list[str] | None = None) -> int:
     stolen = machine_cpu().since(machine_before).stolen_percent
     print(f"\nthe hypervisor took {stolen:.0f} % of the cores during the run (steal)")
     # Once the emulator and the provider hosts are gone: the calibration times this machine.
-    print("\n" + "\n".join(baselines.comparison("bench_stack_ops", figures)))
-    refused = baselines.refusal(stolen)
-    if args.record and refused:
-        print(refused)
-    elif args.record:
-        kept = baselines.record("bench_stack_ops", figures, ran_on=ran_on)
-        print(f"Recorded as the baseline: {kept}")
+    baselines.compare_and_record(
+        "bench_stack_ops", figures, record_run=args.record, ran_on=ran_on, steal_percent=stolen
+    )
     return 0
 
 

@@ -85,6 +85,30 @@ def test_a_run_the_hypervisor_starved_is_not_kept_as_the_baseline(
         assert f"{steal:.0f} % of the cores" in why and "quieter" in why
 
 
+def test_a_bench_ends_by_comparing_and_records_only_when_asked_and_not_starved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def end(record_run: bool, steal: float | None) -> str:
+        baselines.compare_and_record(
+            "bench_z",
+            {"a": 2.0},
+            record_run=record_run,
+            ran_on="abc1234",
+            steal_percent=steal,
+            root=tmp_path,
+            calibrate=half_second,
+        )
+        return capsys.readouterr().out
+
+    assert "No baseline recorded for bench_z" in end(False, None)
+    assert not baselines.path_of("bench_z", tmp_path).exists()
+    assert "Not recorded as the baseline" in end(True, 50.0)  # starved: refused
+    assert not baselines.path_of("bench_z", tmp_path).exists()
+    assert "Recorded as the baseline" in end(True, None)  # steal not measured: kept
+    assert baselines.load("bench_z", tmp_path)["commit"] == "abc1234"
+    assert "Against the baseline recorded at abc1234" in end(False, 0.0)
+
+
 def test_without_a_baseline_the_run_says_how_to_keep_one(tmp_path: Path) -> None:
     (line,) = baselines.comparison("bench_y", {"a": 1.0}, root=tmp_path)
     assert "--record" in line
