@@ -513,6 +513,23 @@ def run(shapes: Sequence[str], work: Path) -> dict[str, dict[str, Counter[str]]]
     return counted
 
 
+@dataclass(frozen=True)
+class PassTotals:
+    reads: int
+    again: int  # reads of an action the pass had already made
+    writes: int
+
+
+def pass_totals(calls: Counter[str]) -> PassTotals:
+    """One pass's AWS calls totalled: reads, repeated reads, writes."""
+    reads = [n for call, n in calls.items() if is_read(call)]
+    return PassTotals(
+        reads=sum(reads),
+        again=sum(n - 1 for n in reads if n > 1),
+        writes=sum(n for call, n in calls.items() if not is_read(call)),
+    )
+
+
 def report(counted: Mapping[str, Mapping[str, Counter[str]]]) -> str:
     shapes = list(counted)
     out: list[str] = []
@@ -520,33 +537,25 @@ def report(counted: Mapping[str, Mapping[str, Counter[str]]]) -> str:
         per_shape = [counted[s][kind] for s in shapes]
         names = sorted({n for calls in per_shape for n in calls}, key=lambda n: (not is_read(n), n))
         rows = [[name, *(str(calls[name] or "") for calls in per_shape)] for name in names]
-        reads = [sum(n for call, n in calls.items() if is_read(call)) for calls in per_shape]
-        again = [
-            sum(n - 1 for call, n in calls.items() if is_read(call) and n > 1)
-            for calls in per_shape
-        ]
-        writes = [sum(n for call, n in calls.items() if not is_read(call)) for calls in per_shape]
+        totals = [pass_totals(calls) for calls in per_shape]
         rows += [
-            ["reads", *map(str, reads)],
-            ["  of which an action already read in this pass", *map(str, again)],
-            ["writes", *map(str, writes)],
+            ["reads", *(str(t.reads) for t in totals)],
+            ["  of which an action already read in this pass", *(str(t.again) for t in totals)],
+            ["writes", *(str(t.writes) for t in totals)],
         ]
         out += [f"\n{kind} pass: the controller's AWS calls", table(("call", *shapes), rows)]
     return "\n".join(out)
 
 
 def key_figures(counted: Mapping[str, Mapping[str, Counter[str]]]) -> dict[str, float]:
-    """The figures a run is compared on: per shape and pass, the reads, the reads an action
-    had already made in that pass, and the writes (what `report` totals)."""
+    """The figures a run is compared on: per shape and pass, `report`'s totals."""
     figures: dict[str, float] = {}
     for shape, passes in counted.items():
         for kind, calls in passes.items():
-            reads = {call: n for call, n in calls.items() if is_read(call)}
-            figures[f"{shape} {kind} pass: reads"] = sum(reads.values())
-            figures[f"{shape} {kind} pass: reads again"] = sum(n - 1 for n in reads.values() if n)
-            figures[f"{shape} {kind} pass: writes"] = sum(
-                n for call, n in calls.items() if not is_read(call)
-            )
+            totals = pass_totals(calls)
+            figures[f"{shape} {kind} pass: reads"] = totals.reads
+            figures[f"{shape} {kind} pass: reads again"] = totals.again
+            figures[f"{shape} {kind} pass: writes"] = totals.writes
     return figures
 
 

@@ -284,12 +284,9 @@ class Recorder:
                     c[service] for c in calls
                 )
         if all(n in self.walls for n in LIFECYCLE):
-            figures[f"{mode} pool lifecycle: CLI processes"] = sum(
-                _per_round(self.procs, n, _CALLS_PER_ROUND) for n in LIFECYCLE
-            )
-            figures[f"{mode} pool lifecycle: child CPU s"] = sum(
-                _per_round(self.cpu, n, _CALLS_PER_ROUND) for n in LIFECYCLE
-            )
+            procs, cpu = self._cost(LIFECYCLE, _CALLS_PER_ROUND)
+            figures[f"{mode} pool lifecycle: CLI processes"] = procs
+            figures[f"{mode} pool lifecycle: child CPU s"] = cpu
         return figures
 
     def requests_by_key(self) -> str:
@@ -316,14 +313,24 @@ class Recorder:
         each further claim on a pool whose stack is kept between claims (one record, one
         remove): the Pulumi CLI processes they start and the CPU they and their plugin
         hosts burn."""
-        return "\n".join(
-            f"per {what} ({' + '.join(_times(n, rounds) for n in names)}): "
-            f"{sum(_per_round(self.procs, n, rounds) for n in names):g} CLI processes, "
-            f"{sum(_per_round(self.cpu, n, rounds) for n in names):.2f} child CPU-s"
-            for what, names, rounds in (
-                ("pool lifecycle", LIFECYCLE, _CALLS_PER_ROUND),
-                ("claim on a kept stack", CLAIM, {}),
+        lines = []
+        for what, names, rounds in (
+            ("pool lifecycle", LIFECYCLE, _CALLS_PER_ROUND),
+            ("claim on a kept stack", CLAIM, {}),
+        ):
+            procs, cpu = self._cost(names, rounds)
+            lines.append(
+                f"per {what} ({' + '.join(_times(n, rounds) for n in names)}): "
+                f"{procs:g} CLI processes, {cpu:.2f} child CPU-s"
             )
+        return "\n".join(lines)
+
+    def _cost(self, names: tuple[str, ...], calls: dict[str, int]) -> tuple[float, float]:
+        """CLI processes and child CPU-s of the operations `names`, each as often as `calls`
+        says it runs (once by default)."""
+        return (
+            sum(_per_round(self.procs, n, calls) for n in names),
+            sum(_per_round(self.cpu, n, calls) for n in names),
         )
 
 
