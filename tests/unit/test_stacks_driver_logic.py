@@ -20,11 +20,12 @@ from pulumi.automation import CommandResult, ConcurrentUpdateError, EngineEvent
 from pulumi.automation import errors as auto_errors
 
 from provisioner.api.constants import FailureKind
-from provisioner.api.settings import AwsSettings, Settings
+from provisioner.api.settings import STACK_OPERATION_MEMORY, AwsSettings, Settings
 from provisioner.cloud.errors import CloudError, ErrorKind
 from provisioner.pulumi_driver import errors
 from provisioner.pulumi_driver.cli_env import (
     BACKEND_TUNING,
+    GO_RUNTIME_TUNING,
     LAUNCHER,
     StatePaths,
     aws_environment,
@@ -494,6 +495,24 @@ def test_the_cli_writes_no_checkpoint_backups_and_no_legacy_listing_unless_the_o
     assert checkpoint_backups_off(cli_environment(settings, tmp_path, StatePaths(tmp_path)))
     monkeypatch.setenv("PULUMI_DIY_BACKEND_DISABLE_CHECKPOINT_BACKUPS", "yes")
     assert not checkpoint_backups_off({})
+
+
+def test_the_clis_collector_is_tuned_for_a_short_process_unless_the_operator_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, _ in GO_RUNTIME_TUNING:
+        monkeypatch.delenv(name, raising=False)
+    env = cli_environment(_settings(tmp_path), tmp_path, StatePaths(tmp_path))
+    assert env["GOGC"] == "400" and env["GOMEMLIMIT"] == "100MiB"
+    # The cap keeps a CLI inside what the stack workers' sizing allows each operation.
+    assert STACK_OPERATION_MEMORY > 100 * 2**20
+
+    # Either set on the controller, the CLI inherits the operator's runtime: none of ours.
+    for name, value in (("GOGC", "100"), ("GOMEMLIMIT", "1GiB")):
+        monkeypatch.setenv(name, value)
+        env = cli_environment(_settings(tmp_path), tmp_path, StatePaths(tmp_path))
+        assert not [n for n, _ in GO_RUNTIME_TUNING if n in env], name
+        monkeypatch.delenv(name)
 
 
 def test_the_clis_s3_and_kms_follow_the_aws_endpoint_override_and_nothing_else(
