@@ -547,7 +547,12 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="bench-admission-"))
     (work / "logs").mkdir()
-    logging.basicConfig(filename=work / "logs" / "controller.log", level=logging.INFO)
+    # Timestamped, so a kept work dir's log can lay one admission's steps out in time.
+    logging.basicConfig(
+        filename=work / "logs" / "controller.log",
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     os.environ.setdefault("PULUMI_CONFIG_PASSPHRASE", "bench")
     env = LocalEnvironment(
         work_dir=work,
