@@ -227,8 +227,24 @@ def comparison(
         lines.append(f"  {name:<44}{value:>12.2f}{was:>12.2f}{ratio:>9}")
     gone = sorted(set(kept) - set(figures))
     if gone:
-        lines.append(f"  recorded but not measured now: {', '.join(gone)}")
+        lines.append(f"  recorded but not measured now: {_unmeasured(gone)}")
     return lines
+
+
+def _unmeasured(names: list[str]) -> str:
+    """The figures a run did not measure, a count per series or size (the name's part
+    before its first colon) and any other name in full: a run of one backend or one size
+    leaves a hundred names, which listed one by one buried the comparison above them."""
+    groups: dict[str, int] = {}
+    alone: list[str] = []
+    for name in names:
+        group, colon, _ = name.partition(":")
+        if colon:
+            groups[group] = groups.get(group, 0) + 1
+        else:
+            alone.append(name)
+    counted = [f"{group} ({count})" for group, count in groups.items()]
+    return ", ".join(counted + alone)
 
 
 def compare_and_record(

@@ -48,6 +48,14 @@ def test_a_figure_no_longer_measured_is_named(tmp_path: Path) -> None:
     assert lines[-1].endswith("gone")
 
 
+def test_figures_not_measured_are_counted_by_series_and_the_others_named(tmp_path: Path) -> None:
+    recorded = {"warm: p50 s": 1.0, "warm: writes": 2.0, "cold: p50 s": 3.0, "a / b": 4.0}
+    baselines.record("bench_x", recorded, root=tmp_path, calibrate=half_second)
+    now = {"warm: p50 s": 1.0}
+    lines = baselines.comparison("bench_x", now, root=tmp_path, calibrate=half_second)
+    assert lines[-1] == "  recorded but not measured now: cold (1), warm (1), a / b"
+
+
 def test_a_run_prints_its_machine_beside_the_baselines(tmp_path: Path) -> None:
     """A machine twice as slow shows as 2.00x on the calibration line, so a 2x figure
     beside it reads as the machine, not the code."""
