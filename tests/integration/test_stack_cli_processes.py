@@ -5,7 +5,8 @@ to a file, then execs the real one. On both backends, after the leader's `recove
 pool's prepare is `stack init` + `up` (no `stack select` that fails first), a record or a
 remove is one `up` (no `stack output` or `stack history` after it), a destroy is one
 `destroy --remove` (no `stack rm` after it). The outputs still come back right: they are
-read from the update's events.
+read from the update's events. Every one of them runs with the Go collector tuned for a
+short process (`GOGC`, `GOMEMLIMIT` from `cli_env`), as the wrapper's log shows.
 
 The provider hosts are counted too, through a wrapper of the launcher the CLI starts for
 each engine run: with ``stackOperations.providerHost: shared`` (the default) the CLI starts
@@ -54,7 +55,13 @@ class CountingCli:
         except OSError:  # another filesystem
             shutil.copy2(real, binary)
         shim = self.root / "bin" / "pulumi"
-        shim.write_text(f'#!/bin/sh\necho "$*" >> "{self.log}"\nexec "{binary}" "$@"\n')
+        # Beside it, the Go runtime settings each process was started with.
+        self.runtime = where / "runtime.log"
+        shim.write_text(
+            f'#!/bin/sh\necho "$*" >> "{self.log}"\n'
+            f'echo "$1 GOGC=${{GOGC-}} GOMEMLIMIT=${{GOMEMLIMIT-}}" >> "{self.runtime}"\n'
+            f'exec "{binary}" "$@"\n'
+        )
         shim.chmod(0o755)
         # The real CLI finds the launcher beside itself (the driver checks it is there):
         # this one logs each provider host it starts, then runs the real launcher.
@@ -133,7 +140,10 @@ def test_an_up_is_one_cli_process_and_so_is_a_destroy(
     pulumi_tool: Any,
     backend: str,
     provider_host: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    for name in ("GOGC", "GOMEMLIMIT"):
+        monkeypatch.delenv(name, raising=False)  # the operator's would win (`cli_env`)
     settings = make_settings(world, tmp_path / "state")
     data = settings.model_dump()
     data["stack_operations"] = {**data["stack_operations"], "provider_host": provider_host}
@@ -205,5 +215,11 @@ def test_an_up_is_one_cli_process_and_so_is_a_destroy(
     assert world.launch_templates() == []
     assert driver.outputs("count-a") is None
     assert cli.new_commands() == []
+    # Every operation's CLI ran with the collector tuned for a short process (`cli_env`);
+    # only the SDK's version check at the driver's start runs in the controller's own.
+    started = [line.split(" ", 1) for line in cli.runtime.read_text().splitlines()]
+    assert {runtime for first, runtime in started if first != "version"} == {
+        "GOGC=400 GOMEMLIMIT=100MiB"
+    }
     driver.close()
     fresh.close()
